@@ -1,0 +1,1 @@
+"""The CommitLog: one append-only log of every message, in mmap'd segments."""

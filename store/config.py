@@ -1,0 +1,92 @@
+"""Store configuration. Every default is RocketMQ's default (``MessageStoreConfig``).
+
+Configuration is a frozen dataclass: a running store never changes under its components.
+Sizes are bytes, intervals milliseconds, as in RocketMQ's config files.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from store.errors import ConfigError
+
+OS_PAGE_SIZE = 4096
+"""RocketMQ's hard-coded page size; flush thresholds count pages of this size."""
+
+
+class FlushDiskType(enum.Enum):
+    """When a put is acknowledged relative to the disk (``flushDiskType``)."""
+
+    SYNC_FLUSH = "SYNC_FLUSH"
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+
+
+class BrokerRole(enum.Enum):
+    """Replication role of the store (``brokerRole``)."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """Everything a store needs to open a directory.
+
+    ``root_dir`` holds ``commitlog/``, ``checkpoint``, ``abort``, ``lock`` and
+    ``config/`` in RocketMQ's layout, so a RocketMQ store directory can be opened
+    (on a copy: recovery writes).
+    """
+
+    root_dir: str | os.PathLike[str] = "store"
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    commitlog_file_size: int = 1 << 30
+    commitlog_dir: str | None = None
+    max_message_size: int = 4 * 1024 * 1024
+    # group commit (SYNC_FLUSH)
+    sync_flush_timeout_ms: int = 5000
+    # async flush (ASYNC_FLUSH)
+    flush_interval_commitlog_ms: int = 500
+    flush_commitlog_least_pages: int = 4
+    flush_commitlog_thorough_interval_ms: int = 10_000
+    # recovery
+    check_crc_on_recover: bool = True
+    # producer-side body compression applied by put_message (brief: LZ4 frame)
+    compress_msg_body_over: int = 4096
+    compress_type: str = "LZ4"
+    compress_level: int = 5
+    # identity written into records
+    store_host: tuple[str, int] = ("127.0.0.1", 10911)
+    broker_cluster: str = "DefaultCluster"
+    # misc
+    os_page_cache_busy_timeout_ms: int = 1000
+    file_reserved_time_hours: int = 72
+    extra: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.commitlog_file_size < 4096:
+            raise ConfigError(f"commitlog_file_size must be >= 4096, got {self.commitlog_file_size}")
+        if self.max_message_size <= 0:
+            raise ConfigError(f"max_message_size must be positive, got {self.max_message_size}")
+        if self.compress_type.upper() not in ("LZ4", "ZLIB", "ZSTD"):
+            raise ConfigError(f"compress_type must be LZ4, ZLIB or ZSTD, got {self.compress_type!r}")
+        if self.sync_flush_timeout_ms <= 0:
+            raise ConfigError("sync_flush_timeout_ms must be positive")
+
+    @property
+    def root(self) -> Path:
+        """The store directory as a Path."""
+        return Path(self.root_dir)
+
+    @property
+    def commitlog_path(self) -> Path:
+        """Directory of the CommitLog segments (``storePathCommitLog``)."""
+        return Path(self.commitlog_dir) if self.commitlog_dir else self.root / "commitlog"
+
+    def with_(self, **changes: object) -> StoreConfig:
+        """A copy with some fields changed."""
+        return replace(self, **changes)  # type: ignore[arg-type]
