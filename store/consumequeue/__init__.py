@@ -1,0 +1,1 @@
+"""ConsumeQueue: per topic/queue index of fixed 20-byte units into the CommitLog."""
