@@ -16,11 +16,11 @@ The binary record layout is NOT here: it lives only in ``store.commitlog.format`
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import socket
 import struct
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -120,6 +120,12 @@ def _hashmap_spread(key: str) -> int:
     return h ^ (h >> 16)
 
 
+@functools.lru_cache(maxsize=4096)
+def hashmap_bucket(key: str, capacity: int = 128) -> int:
+    """Bucket of ``key`` in a Java ``HashMap`` table of ``capacity`` slots."""
+    return _hashmap_spread(key) & (capacity - 1)
+
+
 def java_hashmap_order(items: Iterable[tuple[str, str]], capacity: int = 128) -> list[tuple[str, str]]:
     """Order entries as a Java ``HashMap(capacity)`` built by inserting them would iterate.
 
@@ -143,6 +149,23 @@ def java_hashmap_order(items: Iterable[tuple[str, str]], capacity: int = 128) ->
 
 
 # ----------------------------------------------------------------------- properties codec
+
+def standard_properties_string(uniq_key: str, tags: str | None, keys: str | None) -> str:
+    """Properties string of a message with only UNIQ_KEY, TAGS and KEYS, in HashMap(128) order.
+
+    The put fast path: the same bytes :func:`java_hashmap_order` gives for these
+    three keys, in a fraction of the time (buckets 28, 62 and 87).
+
+    >>> standard_properties_string("U", "T", "K")
+    'UNIQ_KEY\\x01U\\x02TAGS\\x01T\\x02KEYS\\x01K\\x02'
+    """
+    if tags:
+        if keys:
+            return f"UNIQ_KEY\x01{uniq_key}\x02TAGS\x01{tags}\x02KEYS\x01{keys}\x02"
+        return f"UNIQ_KEY\x01{uniq_key}\x02TAGS\x01{tags}\x02"
+    if keys:
+        return f"UNIQ_KEY\x01{uniq_key}\x02KEYS\x01{keys}\x02"
+    return f"UNIQ_KEY\x01{uniq_key}\x02"
 
 
 def properties_to_string(props: Mapping[str, str] | Iterable[tuple[str, str]]) -> str:
@@ -225,20 +248,19 @@ class UniqIdGenerator:
 
     Layout (hex, uppercase): client IP (4 or 16 bytes) | pid (2) | class-loader hash (4)
     | ms since the start of the current month, local time (int) | counter (short).
-    Thread-safe.
+    Thread-safe: the counter is an ``itertools.count`` (atomic under the GIL).
     """
 
     def __init__(self, ip: str = "127.0.0.1", pid: int | None = None, loader_hash: int | None = None):
         pid = os.getpid() if pid is None else pid
         loader = id(self) & 0x7FFFFFFF if loader_hash is None else loader_hash
         family = socket.AF_INET6 if ":" in ip else socket.AF_INET
-        self._prefix = (
-            socket.inet_pton(family, ip) + struct.pack(">Hi", pid & 0xFFFF, loader)
-        ).hex().upper()
-        self._lock = threading.Lock()
-        self._counter = 0
+        self._prefix = (socket.inet_pton(family, ip) + struct.pack(">Hi", pid & 0xFFFF, loader)).hex().upper()
+        self._counter = itertools.count(1)
         self._month_start_ms = 0
         self._next_month_ms = 0
+        self._last_ms = -1
+        self._time_prefix = ""
 
     def _roll_month(self, now_ms: int) -> None:
         t = time.localtime(now_ms / 1000)
@@ -249,14 +271,13 @@ class UniqIdGenerator:
 
     def next_id(self) -> str:
         """A new 32-char (IPv4) unique id."""
-        now = int(time.time() * 1000)
-        with self._lock:
+        now = time.time_ns() // 1_000_000
+        if now != self._last_ms:
             if now >= self._next_month_ms:
                 self._roll_month(now)
-            self._counter = (self._counter + 1) & 0xFFFF
-            counter = self._counter
-            diff = (now - self._month_start_ms) & 0xFFFFFFFF
-        return f"{self._prefix}{diff:08X}{counter:04X}"
+            self._last_ms = now
+            self._time_prefix = f"{self._prefix}{(now - self._month_start_ms) & 0xFFFFFFFF:08X}"
+        return f"{self._time_prefix}{next(self._counter) & 0xFFFF:04X}"
 
 
 _default_uniq = UniqIdGenerator()
@@ -334,3 +355,11 @@ class Message:
         if not self.wait_store_msg_ok:
             props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
         return props
+
+
+# The fast path above hard-codes an order; prove it is the HashMap order at import.
+assert [k for k, _ in java_hashmap_order([("TAGS", "x"), ("KEYS", "x"), ("UNIQ_KEY", "x")])] == [
+    "UNIQ_KEY",
+    "TAGS",
+    "KEYS",
+]

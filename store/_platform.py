@@ -1,0 +1,76 @@
+"""OS calls the store depends on, in one place so tests can fault-inject them.
+
+Every durability-relevant syscall goes through this module (bbolt's ``bolt_unix.go``
+idea): tests monkeypatch :func:`fdatasync` to raise ``OSError(EIO)`` or
+:func:`allocate` to raise ``OSError(ENOSPC)``.
+
+Why ``os.fdatasync`` and not ``mmap.flush()``: on Linux both write back the page
+cache of a shared mapping, but ``mmap.flush()`` holds the GIL for the whole msync
+(other threads get ~4% of their progress) while ``os.fdatasync`` releases it (~80%),
+which is what lets producers keep appending while the flusher waits, so group
+commit batches form naturally (perf-notes.md).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+
+from store import faults
+
+
+def fdatasync(fd: int, *, what: str = "") -> None:
+    """Flush a file's data (and the metadata needed to read it) to stable storage.
+
+    Raises:
+        OSError: the device reported an error; the caller must treat the data written
+            since the last successful sync as possibly lost.
+    """
+    faults.point("before_fdatasync", what=what)
+    os.fdatasync(fd)
+    faults.point("after_fdatasync", what=what)
+
+
+def allocate(fd: int, size: int) -> None:
+    """Reserve ``size`` bytes for a file so later writes through a mapping cannot hit
+    ENOSPC (which would be SIGBUS, not an exception).
+
+    Raises:
+        OSError: ENOSPC when the disk cannot hold the file.
+    """
+    faults.point("before_allocate", size=size)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # filesystems without fallocate
+            os.ftruncate(fd, size)
+        else:
+            raise
+
+
+def try_lock(fd: int) -> bool:
+    """Take an exclusive, non-blocking lock on an open file; False if someone holds it.
+
+    ``flock`` locks belong to the open file description, so a second ``open()`` of the
+    same store in this very process is refused too.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def unlock(fd: int) -> None:
+    """Release a lock taken by :func:`try_lock`."""
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make a directory's entries (created/renamed/deleted files) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

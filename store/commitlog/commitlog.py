@@ -1,0 +1,311 @@
+"""The CommitLog: appends encoded records to the segments under one put lock.
+
+Responsibilities: assign queue offsets (per ``topic-queueId``), stamp the store
+time and physical offset, roll segments with RocketMQ's 8-byte blank record, and
+read records back. It does not flush (``flush.py``), recover (``recovery.py``) or
+know about consume queues: a narrow component the store composes.
+
+Invariants:
+
+* Records are contiguous; a record or a batch never crosses a segment. When
+  ``len + 8 > bytes left``, an 8-byte blank ``[left][BLANK magic]`` is written and
+  the whole record/batch goes to the next segment (an exact fit is allowed).
+* Queue offsets of a topic-queue increase by one per NOT/COMMIT record; PREPARED and
+  ROLLBACK records store queue offset 0 and do not consume an offset.
+* Only the holder of ``put_lock`` writes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from store.commitlog import format as fmt
+from store.commitlog.mapped_file import MappedFile
+from store.commitlog.segments import Segments
+from store.status import AppendStatus
+
+_TX_MASK = fmt.TRANSACTION_MASK
+_TX_PREPARED = fmt.TRANSACTION_PREPARED_TYPE
+_TX_ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
+
+
+class EncodedMessage(NamedTuple):
+    """A message with everything but its log position encoded (built outside the lock).
+
+    ``tail`` is the topic and properties with their length fields
+    (:meth:`RecordEncoder.tail`); ``total`` the whole record size.
+    """
+
+    queue_key: str
+    queue_id: int
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: bytes
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    crc: int
+    tail: bytes
+    version: int
+    total: int
+
+
+def queue_key(topic: str, queue_id: int) -> str:
+    """The topic-queue table key, as RocketMQ builds it (``topic-queueId``)."""
+    return f"{topic}-{queue_id}"
+
+
+class AppendResult(NamedTuple):
+    """Where a record (or the first record of a batch) landed.
+
+    A NamedTuple rather than a frozen dataclass: it is built once per put and a
+    frozen dataclass costs ~2.9 us to construct here against ~0.8 us (measured).
+    """
+
+    status: AppendStatus
+    physical_offset: int = 0
+    size: int = 0
+    queue_offset: int = 0
+    store_timestamp: int = 0
+    msg_count: int = 0
+    queue_offsets: tuple[int, ...] = ()
+    physical_offsets: tuple[int, ...] = ()
+
+    @property
+    def next_offset(self) -> int:
+        """Log offset just past what was written: what a sync flush must reach."""
+        return self.physical_offset + self.size
+
+
+class RollFailed(Exception):
+    """A new segment could not be created (disk full, permissions)."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CommitLog:
+    """Appends and reads records over a :class:`Segments`."""
+
+    def __init__(
+        self,
+        segments: Segments,
+        store_host: bytes,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.segments = segments
+        self.store_host = store_host
+        self.store_host_hex = store_host.hex().upper()
+        self.put_lock = threading.Lock()
+        self.topic_queue_table: dict[str, int] = {}
+        self._clock = clock or _now_ms
+        self.encoder = fmt.RecordEncoder(store_host)
+        self._pack = self.encoder.encode
+        self.last_store_timestamp = 0
+
+    # ------------------------------------------------------------------ offsets
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last written byte of the log."""
+        return self.segments.max_offset
+
+    @property
+    def min_offset(self) -> int:
+        """First byte still held (start of the oldest segment)."""
+        return self.segments.min_offset
+
+    @property
+    def file_size(self) -> int:
+        """Segment size in bytes."""
+        return self.segments.file_size
+
+    # ------------------------------------------------------------------ append
+
+    def _encode(self, m: EncodedMessage, queue_offset: int, physical_offset: int, ts: int) -> bytes:
+        return self.encoder.encode(
+            m.total,
+            m.version,
+            m.crc,
+            m.queue_id,
+            m.flag,
+            queue_offset,
+            physical_offset,
+            m.sys_flag,
+            m.born_timestamp,
+            m.born_host,
+            ts,
+            m.reconsume_times,
+            m.prepared_transaction_offset,
+            m.body,
+            m.tail,
+        )
+
+    def _writable(self) -> MappedFile:
+        try:
+            return self.segments.last_for_write(self.segments.max_offset)
+        except OSError as e:
+            raise RollFailed(f"cannot create segment in {self.segments.directory}: {e}") from e
+
+    def _roll(self, mf: MappedFile) -> MappedFile:
+        """Write the blank record that ends ``mf`` and create the next segment."""
+        left = mf.free
+        mf.append(fmt.encode_blank(left)[: min(8, left)])
+        mf.mark_full()
+        return self._writable()
+
+    def append(self, m: EncodedMessage) -> tuple[int, int, int]:
+        """Append one record; return (physical offset, size, queue offset).
+
+        The caller has validated sizes (``m.total + 8 <= file_size``). Returns a bare
+        tuple: this is the hottest call of the store and each object costs ~1 us.
+
+        Raises:
+            RollFailed: a needed segment could not be created; nothing was written
+                beyond a blank record (which readers skip), so the log stays valid.
+        """
+        total = m.total
+        tx = m.sys_flag & _TX_MASK
+        counts = tx != _TX_PREPARED and tx != _TX_ROLLBACK
+        key = m.queue_key
+        table = self.topic_queue_table
+        with self.put_lock:
+            mf = self.segments.last
+            if mf is None or total + 8 > mf.file_size - mf.wrote_position:
+                mf = self._writable() if mf is None or mf.is_full else self._roll(mf)
+            qoff = table.get(key, 0) if counts else 0
+            ts = self._clock()
+            phys = mf.file_from_offset + mf.wrote_position
+            mf.append(
+                self._pack(
+                    total,
+                    m.version,
+                    m.crc,
+                    m.queue_id,
+                    m.flag,
+                    qoff,
+                    phys,
+                    m.sys_flag,
+                    m.born_timestamp,
+                    m.born_host,
+                    ts,
+                    m.reconsume_times,
+                    m.prepared_transaction_offset,
+                    m.body,
+                    m.tail,
+                )
+            )
+            mf.last_store_timestamp = ts
+            if counts:
+                table[key] = qoff + 1
+        self.last_store_timestamp = ts
+        return phys, total, qoff
+
+    def append_batch(self, msgs: Sequence[EncodedMessage]) -> AppendResult:
+        """Append records contiguously in one segment, under one lock acquisition.
+
+        Raises:
+            RollFailed: as :meth:`append`.
+        """
+        with self.put_lock:
+            mf = self._writable()
+            ts = self._clock()
+            total = sum(m.total for m in msgs)
+            if total + fmt.END_FILE_MIN_BLANK_LENGTH > mf.free:
+                mf = self._roll(mf)
+            datas, qoffs, physs = self._encode_batch(msgs, mf, ts)
+            mf.append(b"".join(datas))
+            mf.last_store_timestamp = ts
+            for m, q in zip(msgs, qoffs, strict=True):
+                tx = m.sys_flag & _TX_MASK
+                if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
+                    self.topic_queue_table[m.queue_key] = q + 1
+        self.last_store_timestamp = ts
+        return AppendResult(
+            AppendStatus.PUT_OK,
+            physs[0],
+            total,
+            qoffs[0],
+            ts,
+            len(msgs),
+            tuple(qoffs),
+            tuple(physs),
+        )
+
+    def _encode_batch(
+        self, msgs: Sequence[EncodedMessage], mf: MappedFile, ts: int
+    ) -> tuple[list[bytes], list[int], list[int]]:
+        table = self.topic_queue_table
+        pending: dict[str, int] = {}
+        phys = mf.file_from_offset + mf.wrote_position
+        datas: list[bytes] = []
+        qoffs: list[int] = []
+        physs: list[int] = []
+        for m in msgs:
+            tx = m.sys_flag & _TX_MASK
+            if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
+                q = pending.get(m.queue_key)
+                if q is None:
+                    q = table.get(m.queue_key, 0)
+                pending[m.queue_key] = q + 1
+            else:
+                q = 0
+            d = self._encode(m, q, phys, ts)
+            datas.append(d)
+            qoffs.append(q)
+            physs.append(phys)
+            phys += len(d)
+        return datas, qoffs, physs
+
+    def append_raw_at(self, offset: int, data: bytes | memoryview) -> None:
+        """Append raw log bytes at exactly ``offset`` (HA slave, reput tests).
+
+        ``offset`` must be the current end of the log (or anything, when the log is
+        empty); ``data`` must not cross a segment boundary.
+
+        Raises:
+            ValueError: offset mismatch or a boundary crossing.
+            RollFailed: segment creation failed.
+        """
+        with self.put_lock:
+            if self.segments.files and offset != self.max_offset:
+                raise ValueError(f"append at {offset} but the log ends at {self.max_offset}")
+            size = self.segments.file_size
+            if offset // size != (offset + len(data) - 1) // size and data:
+                raise ValueError(f"{len(data)} bytes at {offset} cross a segment boundary")
+            try:
+                mf = self.segments.last_for_write(offset)
+            except OSError as e:
+                raise RollFailed(str(e)) from e
+            if mf.file_from_offset + mf.wrote_position != offset:
+                raise ValueError(f"append at {offset} but segment writes at {mf.file_from_offset + mf.wrote_position}")
+            mf.append(data)
+
+    # -------------------------------------------------------------------- read
+
+    def read(self, offset: int, size: int) -> bytes | None:
+        """Copy ``size`` bytes at ``offset``; None if not (or no longer) held.
+
+        The copy makes the result safe after the segment is deleted.
+        """
+        mf = self.segments.find(offset)
+        if mf is None:
+            return None
+        rel = offset - mf.file_from_offset
+        if rel + size > mf.wrote_position:
+            return None
+        return bytes(mf.view[rel : rel + size])
+
+    def decode_at(self, offset: int, *, check_crc: bool = False) -> fmt.DecodeResult | None:
+        """Decode the record starting at ``offset``; None if the offset is not held."""
+        mf = self.segments.find(offset)
+        if mf is None:
+            return None
+        rel = offset - mf.file_from_offset
+        return fmt.decode(mf.view, rel, mf.wrote_position, check_crc=check_crc)

@@ -1,0 +1,232 @@
+"""The ordered list of segments of one log (RocketMQ ``MappedFileQueue``).
+
+Segments are contiguous: segment *i* starts at ``first.start + i * file_size``. The
+last segment is the only one written to. ``flushed_where`` is the log-wide offset up
+to which data is durable; a flush works on the one segment containing it (as
+RocketMQ does), and moves on to the next segment once that one is full and flushed.
+
+Thread-safety: structural changes (roll, truncate, delete) happen under the owner's
+put lock; ``find`` may race with ``delete_expired``, which is why readers copy bytes
+out (``read``) or tolerate ``None``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from store.commitlog.mapped_file import MappedFile, name_to_offset, offset_to_name
+from store.errors import SegmentLoadError
+
+
+class Segments:
+    """Ordered segments of one directory, all ``file_size`` bytes."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        self._starts: list[int] = []
+        self.flushed_where = 0
+        self.flushed_store_timestamp = 0
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self) -> None:
+        """Map every segment file, sorted by name; positions start at "full".
+
+        A zero-length *last* file (a crash during creation) is deleted.
+
+        Raises:
+            SegmentLoadError: a file with a bad name or size, or a gap between files.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(n for n in os.listdir(self.directory) if not n.startswith("."))
+        for i, name in enumerate(names):
+            path = self.directory / name
+            if not path.is_file():
+                continue
+            if not (len(name) == 20 and name.isdigit()):
+                raise SegmentLoadError(f"{path}: unexpected file in segment directory")
+            if i == len(names) - 1 and path.stat().st_size == 0:
+                path.unlink()
+                continue
+            mf = MappedFile(path, self.file_size, create=False)
+            if self.files and mf.file_from_offset != self.files[-1].file_from_offset + self.file_size:
+                mf.close()
+                raise SegmentLoadError(
+                    f"{path}: starts at {mf.file_from_offset}, expected "
+                    f"{self.files[-1].file_from_offset + self.file_size} (a segment is missing)"
+                )
+            if mf.file_from_offset % self.file_size:
+                mf.close()
+                raise SegmentLoadError(f"{path}: start is not a multiple of {self.file_size}")
+            self._add(mf)
+
+    def _add(self, mf: MappedFile) -> None:
+        self.files.append(mf)
+        self._starts.append(mf.file_from_offset)
+
+    # ------------------------------------------------------------------ access
+
+    @property
+    def last(self) -> MappedFile | None:
+        """The segment being written, if any."""
+        return self.files[-1] if self.files else None
+
+    @property
+    def min_offset(self) -> int:
+        """Start of the first segment (0 when empty)."""
+        return self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last written byte."""
+        last = self.last
+        return last.file_from_offset + last.wrote_position if last else 0
+
+    def roll_next_offset(self, offset: int) -> int:
+        """Start of the segment after the one containing ``offset``."""
+        return offset + self.file_size - offset % self.file_size
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The segment containing log offset ``offset``, or None."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        if i < 0:
+            return None
+        try:
+            mf = self.files[i]
+        except IndexError:
+            return None
+        if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
+            return mf
+        return None
+
+    def create(self, start_offset: int) -> MappedFile:
+        """Create and append a new, allocated segment starting at ``start_offset``.
+
+        Raises:
+            OSError: allocation failed (the partial file is removed).
+        """
+        if start_offset % self.file_size:
+            raise ValueError(f"segment start {start_offset} is not a multiple of {self.file_size}")
+        if self.files and start_offset != self.files[-1].file_from_offset + self.file_size:
+            raise ValueError(f"segment start {start_offset} would leave a gap")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mf = MappedFile(self.directory / offset_to_name(start_offset), self.file_size, create=True)
+        self._add(mf)
+        return mf
+
+    def last_for_write(self, start_offset: int = 0) -> MappedFile:
+        """The last segment if it has room, else a newly created next one.
+
+        With no segments, the first starts at ``start_offset`` rounded down to a
+        segment boundary.
+        """
+        last = self.last
+        if last is None:
+            return self.create(start_offset - start_offset % self.file_size)
+        if last.is_full:
+            return self.create(last.file_from_offset + self.file_size)
+        return last
+
+    # ----------------------------------------------------------------- flushing
+
+    def flush(self, least_pages: int) -> bool:
+        """Flush the segment containing ``flushed_where`` if due; True if progress.
+
+        Raises:
+            OSError: from ``fdatasync``; ``flushed_where`` does not move.
+        """
+        mf = self.find(self.flushed_where)
+        if mf is None:
+            mf = self.files[0] if self.files and self.flushed_where < self.min_offset else None
+            if mf is None:
+                return False
+        if not mf.able_to_flush(least_pages):
+            if mf.is_full and mf.flushed_position >= mf.file_size and self.flushed_where < mf.file_from_offset + mf.file_size:
+                self.flushed_where = mf.file_from_offset + mf.file_size
+                return True
+            return False
+        ts = mf.last_store_timestamp
+        pos = mf.flush()
+        before = self.flushed_where
+        self.flushed_where = mf.file_from_offset + pos
+        if least_pages == 0 and ts:
+            self.flushed_store_timestamp = ts
+        return self.flushed_where > before
+
+    def flush_all(self) -> None:
+        """Flush until everything written is durable (shutdown, thorough flush)."""
+        while self.flushed_where < self.max_offset and self.flush(0):
+            pass
+
+    # --------------------------------------------------------------- truncation
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop everything at and after ``offset``; return roughly the bytes dropped.
+
+        Segments starting after ``offset`` are deleted (counted whole); the
+        containing segment is zeroed from the cut (counted up to its last non-zero
+        chunk) and its positions set there.
+        """
+        dropped = 0
+        while self.files and self.files[-1].file_from_offset > offset:
+            mf = self.files.pop()
+            self._starts.pop()
+            dropped += mf.file_size
+            mf.destroy()
+        mf = self.find(offset)
+        if mf is None and self.files and offset == self.files[-1].file_from_offset + self.file_size:
+            mf = self.files[-1]
+        if mf is not None:
+            dropped += mf.truncate_to(offset - mf.file_from_offset)
+        self.flushed_where = min(self.flushed_where, offset)
+        return dropped
+
+    def delete_expired(
+        self,
+        *,
+        expired_before_ms: int,
+        keep_last: int = 1,
+        max_delete: int = 10,
+        can_delete: Callable[[MappedFile], bool] | None = None,
+    ) -> list[Path]:
+        """Delete the oldest segments last modified before ``expired_before_ms``.
+
+        The last ``keep_last`` segments are never deleted. ``can_delete`` lets the
+        caller veto a file (e.g. still being read). Returns the deleted paths.
+        """
+        deleted: list[Path] = []
+        while len(self.files) > keep_last and len(deleted) < max_delete:
+            mf = self.files[0]
+            mtime_ms = int(os.stat(mf.path).st_mtime * 1000)
+            if mtime_ms >= expired_before_ms or (can_delete is not None and not can_delete(mf)):
+                break
+            self.files.pop(0)
+            self._starts.pop(0)
+            mf.destroy()
+            deleted.append(mf.path)
+        return deleted
+
+    def close(self) -> None:
+        """Unmap every segment."""
+        for mf in self.files:
+            mf.close()
+        self.files.clear()
+        self._starts.clear()
+
+    def names(self) -> list[str]:
+        """File names in order (diagnostics)."""
+        return [mf.path.name for mf in self.files]
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, as RocketMQ stores timestamps."""
+    return time.time_ns() // 1_000_000
+
+
+__all__ = ["Segments", "name_to_offset", "now_ms", "offset_to_name"]

@@ -1,0 +1,1 @@
+"""Operator tools around the store: the ``mqstore`` command line, Spark jobs, benchmarks."""

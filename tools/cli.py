@@ -1,0 +1,194 @@
+"""The ``mqstore`` command line. Each subcommand parses its arguments and calls a
+function that does the work; heavy imports (Spark, matplotlib) happen only inside
+the subcommand that needs them.
+
+Exit codes: 0 success, 1 the job ran and found problems, 2 usage or I/O error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from tools import quickstart as _quickstart
+
+
+def _add_store_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default="data", help="store directory (default: ./data)")
+    p.add_argument(
+        "--file-size",
+        type=int,
+        default=1 << 30,
+        help="CommitLog segment size in bytes (default 1 GiB, RocketMQ's)",
+    )
+    p.add_argument("--flush", choices=["SYNC_FLUSH", "ASYNC_FLUSH"], default="ASYNC_FLUSH")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="mqstore",
+        description="A RocketMQ-compatible message store: run it, audit it, benchmark it.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    q = sub.add_parser("quickstart", help="the guided tour: produce, consume, verify, summarise")
+    q.add_argument("dir", nargs="?", default=None, help="store directory (default: a temp dir)")
+    q.add_argument("--messages", type=int, default=2000)
+    q.add_argument("--no-spark", action="store_true", help="skip the Spark audit step")
+
+    p = sub.add_parser("produce", help="put messages into a store")
+    _add_store_args(p)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--count", type=int, default=10)
+    p.add_argument("--tags", default=None)
+    p.add_argument("--body", default="hello from mqstore")
+    p.add_argument("--queue-id", type=int, default=0)
+
+    c = sub.add_parser("consume", help="print the messages of a topic")
+    _add_store_args(c)
+    c.add_argument("--topic", required=True)
+    c.add_argument("--limit", type=int, default=20)
+
+    b = sub.add_parser("broker", help="run the broker (RocketMQ remoting protocol)")
+    b.add_argument("--store", required=True)
+    b.add_argument("--port", type=int, default=10911)
+    b.add_argument("--role", choices=["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"], default="ASYNC_MASTER")
+    b.add_argument("--ha-port", type=int, default=10912)
+    b.add_argument("--master-ha", default=None, metavar="HOST:PORT")
+
+    for name, helptext in (
+        ("audit", "check every record of a store directory with Spark"),
+        ("reindex", "rebuild consumequeue/ and index/ from the CommitLog with Spark"),
+        ("export", "export messages to Parquet with Spark"),
+    ):
+        s = sub.add_parser(name, help=helptext, add_help=True)
+        s.add_argument("dir")
+        s.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+        if name == "audit":
+            s.add_argument("--report", default=None, metavar="FILE.json")
+        if name == "reindex":
+            s.add_argument("--out", default=None)
+        if name == "export":
+            s.add_argument("--parquet", required=True, metavar="OUT")
+
+    be = sub.add_parser("bench", help="benchmarks")
+    be.add_argument("what", choices=["flush", "commitlog"], help="which benchmark")
+    be.add_argument("--json", default=None, metavar="FILE")
+    be.add_argument("--plot", default=None, metavar="FILE.png")
+    be.add_argument("--quick", action="store_true", help="small counts (smoke run)")
+    return parser
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from store import FlushDiskType, Message, MessageStore, StoreConfig
+
+    cfg = StoreConfig(
+        root_dir=args.store,
+        commitlog_file_size=args.file_size,
+        flush_disk_type=FlushDiskType[args.flush],
+    )
+    with MessageStore.open(cfg) as store:
+        for i in range(args.count):
+            r = store.put_message(
+                Message(topic=args.topic, body=f"{args.body} #{i}".encode(), tags=args.tags, queue_id=args.queue_id)
+            )
+            print(f"{r.status.value} queue_offset={r.queue_offset} msg_id={r.msg_id}")
+            if not r.status.stored:
+                print(f"error: {r.error}", file=sys.stderr)
+                return 1
+    return 0
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from store import MessageStore, StoreConfig
+
+    cfg = StoreConfig(root_dir=args.store, commitlog_file_size=args.file_size)
+    with MessageStore.open(cfg) as store:
+        shown = 0
+        for rec in store.iter_records():
+            if rec.topic != args.topic:
+                continue
+            print(f"q{rec.queue_id}@{rec.queue_offset} tags={rec.tags} {rec.decompressed_body()[:80]!r}")
+            shown += 1
+            if shown >= args.limit:
+                break
+    return 0
+
+
+def _spark(args: argparse.Namespace) -> int:
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"tools.spark.{args.command}")
+    except ImportError as e:
+        print(f"mqstore {args.command}: Spark jobs need the spark extra: pip install -e '.[spark]' ({e})", file=sys.stderr)
+        return 2
+    argv = [args.dir]
+    if args.master:
+        argv += ["--master", args.master]
+    if getattr(args, "report", None):
+        argv += ["--report", args.report]
+    if getattr(args, "out", None):
+        argv += ["--out", args.out]
+    if getattr(args, "parquet", None):
+        argv += ["--parquet", args.parquet]
+    rc: int = mod.main(argv)
+    return rc
+
+
+def _bench(args: argparse.Namespace) -> int:
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"tools.bench.{args.what}")
+    except ImportError as e:
+        print(f"mqstore bench {args.what}: not available ({e})", file=sys.stderr)
+        return 2
+    argv: list[str] = []
+    if args.json:
+        argv += ["--json", args.json]
+    if args.plot:
+        argv += ["--plot", args.plot]
+    if args.quick:
+        argv += ["--quick"]
+    rc: int = mod.main(argv)
+    return rc
+
+
+def _broker(args: argparse.Namespace) -> int:
+    try:
+        from store.broker import server  # type: ignore[attr-defined]
+    except ImportError:
+        print("mqstore broker: the remoting broker is not built yet (issue 5)", file=sys.stderr)
+        return 2
+    rc: int = server.main(args)
+    return rc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mqstore`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    handlers = {
+        "quickstart": _quickstart.main,
+        "produce": _produce,
+        "consume": _consume,
+        "broker": _broker,
+        "audit": _spark,
+        "reindex": _spark,
+        "export": _spark,
+        "bench": _bench,
+    }
+    try:
+        return handlers[args.command](args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
