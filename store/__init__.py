@@ -2,7 +2,8 @@
 
 Public API (architecture.md)::
 
-    from store import MessageStore, StoreConfig, Message, FlushDiskType, BrokerRole, PutStatus, GetStatus
+    from store import (MessageStore, StoreConfig, Message, FlushDiskType, BrokerRole,
+                       PutStatus, GetStatus)
 """
 
 from __future__ import annotations

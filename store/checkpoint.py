@@ -39,25 +39,19 @@ class Checkpoint:
             os.ftruncate(fd, PAGE)
         self._fd = fd
         self._mm = mmap.mmap(fd, PAGE)
-        if existed:
-            (
-                self.physic_msg_timestamp,
-                self.logics_msg_timestamp,
-                self.index_msg_timestamp,
-                self.master_flushed_offset,
-                self.confirm_phy_offset,
-            ) = _FIELDS.unpack_from(self._mm, 0)
-        else:
-            self.physic_msg_timestamp = 0
-            self.logics_msg_timestamp = 0
-            self.index_msg_timestamp = 0
-            self.master_flushed_offset = 0
-            self.confirm_phy_offset = 0
+        values: tuple[int, ...] = _FIELDS.unpack_from(self._mm, 0) if existed else (0,) * 5
+        self.physic_msg_timestamp: int = values[0]
+        self.logics_msg_timestamp: int = values[1]
+        self.index_msg_timestamp: int = values[2]
+        self.master_flushed_offset: int = values[3]
+        self.confirm_phy_offset: int = values[4]
 
     @property
     def min_timestamp(self) -> int:
         """``max(0, min(physic, logics) - 3000)`` (RocketMQ ``getMinTimestamp``)."""
-        return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - MIN_TIMESTAMP_SLACK_MS)
+        return max(
+            0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - MIN_TIMESTAMP_SLACK_MS
+        )
 
     @property
     def min_timestamp_index(self) -> int:

@@ -53,7 +53,9 @@ def compression_type_of(sys_flag: int) -> CompressionType:
     try:
         return CompressionType(t)
     except ValueError:
-        raise UnknownCompressionError(f"unknown compression type {t} in sysflag {sys_flag:#x}") from None
+        raise UnknownCompressionError(
+            f"unknown compression type {t} in sysflag {sys_flag:#x}"
+        ) from None
 
 
 def compress(body: bytes, ctype: CompressionType, level: int = 5) -> bytes:

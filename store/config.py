@@ -69,11 +69,15 @@ class StoreConfig:
 
     def __post_init__(self) -> None:
         if self.commitlog_file_size < 4096:
-            raise ConfigError(f"commitlog_file_size must be >= 4096, got {self.commitlog_file_size}")
+            raise ConfigError(
+                f"commitlog_file_size must be >= 4096, got {self.commitlog_file_size}"
+            )
         if self.max_message_size <= 0:
             raise ConfigError(f"max_message_size must be positive, got {self.max_message_size}")
         if self.compress_type.upper() not in ("LZ4", "ZLIB", "ZSTD"):
-            raise ConfigError(f"compress_type must be LZ4, ZLIB or ZSTD, got {self.compress_type!r}")
+            raise ConfigError(
+                f"compress_type must be LZ4, ZLIB or ZSTD, got {self.compress_type!r}"
+            )
         if self.sync_flush_timeout_ms <= 0:
             raise ConfigError("sync_flush_timeout_ms must be positive")
 

@@ -74,9 +74,7 @@ def validate_topic(topic: str) -> str:
     store.errors.IllegalTopicError: illegal topic name '../x': must match ^[%|a-zA-Z0-9_-]{1,127}$
     """
     if not isinstance(topic, str) or not TOPIC_PATTERN.match(topic) or topic in (".", ".."):
-        raise IllegalTopicError(
-            f"illegal topic name {topic!r}: must match {TOPIC_PATTERN.pattern}"
-        )
+        raise IllegalTopicError(f"illegal topic name {topic!r}: must match {TOPIC_PATTERN.pattern}")
     return topic
 
 
@@ -126,7 +124,9 @@ def hashmap_bucket(key: str, capacity: int = 128) -> int:
     return _hashmap_spread(key) & (capacity - 1)
 
 
-def java_hashmap_order(items: Iterable[tuple[str, str]], capacity: int = 128) -> list[tuple[str, str]]:
+def java_hashmap_order(
+    items: Iterable[tuple[str, str]], capacity: int = 128
+) -> list[tuple[str, str]]:
     """Order entries as a Java ``HashMap(capacity)`` built by inserting them would iterate.
 
     A RocketMQ broker re-serializes properties from a ``HashMap(128)``; reproducing
@@ -149,6 +149,7 @@ def java_hashmap_order(items: Iterable[tuple[str, str]], capacity: int = 128) ->
 
 
 # ----------------------------------------------------------------------- properties codec
+
 
 def standard_properties_string(uniq_key: str, tags: str | None, keys: str | None) -> str:
     """Properties string of a message with only UNIQ_KEY, TAGS and KEYS, in HashMap(128) order.
@@ -251,11 +252,15 @@ class UniqIdGenerator:
     Thread-safe: the counter is an ``itertools.count`` (atomic under the GIL).
     """
 
-    def __init__(self, ip: str = "127.0.0.1", pid: int | None = None, loader_hash: int | None = None):
+    def __init__(
+        self, ip: str = "127.0.0.1", pid: int | None = None, loader_hash: int | None = None
+    ):
         pid = os.getpid() if pid is None else pid
         loader = id(self) & 0x7FFFFFFF if loader_hash is None else loader_hash
         family = socket.AF_INET6 if ":" in ip else socket.AF_INET
-        self._prefix = (socket.inet_pton(family, ip) + struct.pack(">Hi", pid & 0xFFFF, loader)).hex().upper()
+        self._prefix = (
+            (socket.inet_pton(family, ip) + struct.pack(">Hi", pid & 0xFFFF, loader)).hex().upper()
+        )
         self._counter = itertools.count(1)
         self._month_start_ms = 0
         self._next_month_ms = 0

@@ -263,9 +263,12 @@ class MessageStore:
         """Properties bytes in Java HashMap(128) order (as a 5.x broker writes them)."""
         props = msg.properties
         if not props and msg.delay_level <= 0 and msg.wait_store_msg_ok:
-            keys = msg.keys
-            if keys and not isinstance(keys, str):
-                keys = " ".join(k for k in keys if k)
+            raw_keys = msg.keys
+            keys = (
+                raw_keys
+                if isinstance(raw_keys, str) or raw_keys is None
+                else " ".join(k for k in raw_keys if k)
+            )
             uniq = new_uniq_key()
             return standard_properties_string(uniq, msg.tags, keys).encode("utf-8"), uniq
         items: dict[str, str] = dict(props) if props else {}
@@ -277,14 +280,13 @@ class MessageStore:
                     )
         if msg.tags:
             items[PROPERTY_TAGS] = msg.tags
-        keys = msg.keys
-        if keys:
-            items[PROPERTY_KEYS] = keys if isinstance(keys, str) else " ".join(k for k in keys if k)
+        if msg.keys:
+            items[PROPERTY_KEYS] = " ".join(msg.key_list())
         if msg.delay_level > 0:
             items[PROPERTY_DELAY_TIME_LEVEL] = str(msg.delay_level)
         if not msg.wait_store_msg_ok:
             items[PROPERTY_WAIT_STORE_MSG_OK] = "false"
-        uniq = items.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        uniq = items.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ""
         if not uniq:
             uniq = new_uniq_key()
             items[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
@@ -529,7 +531,7 @@ class MessageStore:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return f"MessageStore({str(self.root)!r}, {state}, max_offset={self.commitlog.max_offset if hasattr(self, 'commitlog') else 0})"
+        return f"MessageStore({str(self.root)!r}, {state})"
 
 
 __all__ = ["CrashImage", "MessageStore", "PutResult"]

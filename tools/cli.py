@@ -54,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("broker", help="run the broker (RocketMQ remoting protocol)")
     b.add_argument("--store", required=True)
     b.add_argument("--port", type=int, default=10911)
-    b.add_argument("--role", choices=["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"], default="ASYNC_MASTER")
+    b.add_argument(
+        "--role", choices=["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"], default="ASYNC_MASTER"
+    )
     b.add_argument("--ha-port", type=int, default=10912)
     b.add_argument("--master-ha", default=None, metavar="HOST:PORT")
 
@@ -92,7 +94,12 @@ def _produce(args: argparse.Namespace) -> int:
     with MessageStore.open(cfg) as store:
         for i in range(args.count):
             r = store.put_message(
-                Message(topic=args.topic, body=f"{args.body} #{i}".encode(), tags=args.tags, queue_id=args.queue_id)
+                Message(
+                    topic=args.topic,
+                    body=f"{args.body} #{i}".encode(),
+                    tags=args.tags,
+                    queue_id=args.queue_id,
+                )
             )
             print(f"{r.status.value} queue_offset={r.queue_offset} msg_id={r.msg_id}")
             if not r.status.stored:
@@ -110,7 +117,10 @@ def _consume(args: argparse.Namespace) -> int:
         for rec in store.iter_records():
             if rec.topic != args.topic:
                 continue
-            print(f"q{rec.queue_id}@{rec.queue_offset} tags={rec.tags} {rec.decompressed_body()[:80]!r}")
+            print(
+                f"q{rec.queue_id}@{rec.queue_offset} tags={rec.tags} "
+                f"{rec.decompressed_body()[:80]!r}"
+            )
             shown += 1
             if shown >= args.limit:
                 break
@@ -123,7 +133,11 @@ def _spark(args: argparse.Namespace) -> int:
     try:
         mod = importlib.import_module(f"tools.spark.{args.command}")
     except ImportError as e:
-        print(f"mqstore {args.command}: Spark jobs need the spark extra: pip install -e '.[spark]' ({e})", file=sys.stderr)
+        print(
+            f"mqstore {args.command}: Spark jobs need the spark extra: "
+            f"pip install -e '.[spark]' ({e})",
+            file=sys.stderr,
+        )
         return 2
     argv = [args.dir]
     if args.master:

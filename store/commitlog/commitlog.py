@@ -30,6 +30,7 @@ from store.status import AppendStatus
 _TX_MASK = fmt.TRANSACTION_MASK
 _TX_PREPARED = fmt.TRANSACTION_PREPARED_TYPE
 _TX_ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
+_NO_QUEUE_OFFSET = frozenset((_TX_PREPARED, _TX_ROLLBACK))
 
 
 class EncodedMessage(NamedTuple):
@@ -172,7 +173,7 @@ class CommitLog:
         """
         total = m.total
         tx = m.sys_flag & _TX_MASK
-        counts = tx != _TX_PREPARED and tx != _TX_ROLLBACK
+        counts = tx not in _NO_QUEUE_OFFSET
         key = m.queue_key
         table = self.topic_queue_table
         with self.put_lock:
@@ -224,7 +225,7 @@ class CommitLog:
             mf.last_store_timestamp = ts
             for m, q in zip(msgs, qoffs, strict=True):
                 tx = m.sys_flag & _TX_MASK
-                if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
+                if tx not in _NO_QUEUE_OFFSET:
                     self.topic_queue_table[m.queue_key] = q + 1
         self.last_store_timestamp = ts
         return AppendResult(
@@ -249,7 +250,7 @@ class CommitLog:
         physs: list[int] = []
         for m in msgs:
             tx = m.sys_flag & _TX_MASK
-            if tx != _TX_PREPARED and tx != _TX_ROLLBACK:
+            if tx not in _NO_QUEUE_OFFSET:
                 q = pending.get(m.queue_key)
                 if q is None:
                     q = table.get(m.queue_key, 0)
@@ -284,7 +285,10 @@ class CommitLog:
             except OSError as e:
                 raise RollFailed(str(e)) from e
             if mf.file_from_offset + mf.wrote_position != offset:
-                raise ValueError(f"append at {offset} but segment writes at {mf.file_from_offset + mf.wrote_position}")
+                raise ValueError(
+                    f"append at {offset} but the segment writes at "
+                    f"{mf.file_from_offset + mf.wrote_position}"
+                )
             mf.append(data)
 
     # -------------------------------------------------------------------- read

@@ -99,7 +99,7 @@ PHYSICAL_OFFSET_POS: Final = QUEUE_OFFSET_POS + 8
 SYSFLAG_POS: Final = PHYSICAL_OFFSET_POS + 8
 BORN_TIMESTAMP_POS: Final = SYSFLAG_POS + 4
 BORN_HOST_POS: Final = BORN_TIMESTAMP_POS + 8
-assert BORN_HOST_POS == _PREFIX.size
+assert _PREFIX.size == BORN_HOST_POS
 
 IPV4_HOST_LEN: Final = 8
 IPV6_HOST_LEN: Final = 20
@@ -111,7 +111,9 @@ def _header(born_len: int, store_len: int) -> struct.Struct:
 
 
 _HEADERS: Final = {
-    (b, s): _header(b, s) for b in (IPV4_HOST_LEN, IPV6_HOST_LEN) for s in (IPV4_HOST_LEN, IPV6_HOST_LEN)
+    (b, s): _header(b, s)
+    for b in (IPV4_HOST_LEN, IPV6_HOST_LEN)
+    for s in (IPV4_HOST_LEN, IPV6_HOST_LEN)
 }
 _TAIL: Final = struct.Struct(">iqi")  # reconsume, prepared tx offset, body length
 MIN_RECORD_SIZE: Final = _HEADERS[(IPV4_HOST_LEN, IPV4_HOST_LEN)].size + 1 + 2
@@ -123,7 +125,9 @@ def store_timestamp_pos(sys_flag: int) -> int:
     return BORN_HOST_POS + (IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN)
 
 
-def record_length(sys_flag: int, version: int, body_len: int, topic_len: int, props_len: int) -> int:
+def record_length(
+    sys_flag: int, version: int, body_len: int, topic_len: int, props_len: int
+) -> int:
     """TOTALSIZE for these lengths (RocketMQ ``calMsgLength``).
 
     >>> record_length(0, 1, 14, 9, 95)
@@ -553,7 +557,7 @@ def decode(
     end = len(buf) if limit is None else limit
     remaining = end - pos
     if remaining < 8:
-        if remaining >= 4 and _INT.unpack_from(buf, pos)[0] == 0 or remaining <= 0:
+        if (remaining >= 4 and _INT.unpack_from(buf, pos)[0] == 0) or remaining <= 0:
             return _bad(CorruptKind.ZEROED, f"{remaining} bytes left")
         if bytes(buf[pos:end]).strip(b"\0") == b"":
             return _bad(CorruptKind.ZEROED, f"{remaining} zero bytes left")
@@ -561,7 +565,9 @@ def decode(
     total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if magic == BLANK_MAGIC:
         if total < END_FILE_MIN_BLANK_LENGTH or total > remaining:
-            return _bad(CorruptKind.BAD_SIZE, f"blank record size {total} with {remaining} left", total)
+            return _bad(
+                CorruptKind.BAD_SIZE, f"blank record size {total} with {remaining} left", total
+            )
         return EndOfSegment(total)
     if magic == MAGIC_V1:
         version = 1
@@ -602,7 +608,9 @@ def decode(
     reconsume, prep_tx, body_len = _TAIL.unpack_from(buf, p)
     p += _TAIL.size
     if body_len < 0 or p + body_len + version + 2 > rec_end:
-        return _bad(CorruptKind.LENGTH_MISMATCH, f"body length {body_len} overruns the record", total)
+        return _bad(
+            CorruptKind.LENGTH_MISMATCH, f"body length {body_len} overruns the record", total
+        )
     body_view = buf[p : p + body_len]
     p += body_len
     if version == 1:
@@ -662,7 +670,9 @@ def decode(
     )
 
 
-def decode_all(buf: bytes | bytearray | memoryview, *, check_crc: bool = True) -> list[MessageRecord]:
+def decode_all(
+    buf: bytes | bytearray | memoryview, *, check_crc: bool = True
+) -> list[MessageRecord]:
     """Decode consecutive records (e.g. a pull response body) until the buffer ends.
 
     Raises:

@@ -14,6 +14,7 @@ the file is truncated or destroyed, which happens only with the writer stopped.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from pathlib import Path
@@ -191,7 +192,6 @@ class MappedFile:
         while a < size and quiet < _QUIET_CHUNKS:
             b = min(size, (a // chunk + 1) * chunk)
             if self._mm[a:b] == zero[: b - a]:  # mmap slices compare by memcmp
-
                 quiet += 1
             else:
                 quiet = 0
@@ -215,12 +215,10 @@ class MappedFile:
             return
         self._closed = True
         self.view.release()
-        try:
+        # A reader still holding an exported view keeps the mapping alive: leave it
+        # to the GC rather than invalidating memory under it.
+        with contextlib.suppress(BufferError):
             self._mm.close()
-        except BufferError:
-            # A reader still holds an exported view: leave the mapping to the GC
-            # rather than invalidating memory under it.
-            pass
         os.close(self._fd)
 
     def destroy(self) -> None:

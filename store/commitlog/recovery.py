@@ -96,9 +96,9 @@ def scan(
         record_type = fmt.Record
         while True:
             r = decode(view, pos, size, check_crc=check_crc, read_body=False)
-            if type(r) is record_type:
+            if isinstance(r, record_type):
                 if on_record is not None:
-                    on_record(r.record, r.size)  # type: ignore[union-attr]
+                    on_record(r.record, r.size)
                 pos += r.size
                 records += 1
                 end = mf.file_from_offset + pos
@@ -143,7 +143,9 @@ def recover(
         mode = RecoveryMode.ABNORMAL
         start_index = abnormal_start_index(segments, checkpoint)
     start = segments.files[start_index].file_from_offset
-    end, records, scanned, why = scan(segments, start_index, check_crc=check_crc, on_record=on_record)
+    end, records, scanned, why = scan(
+        segments, start_index, check_crc=check_crc, on_record=on_record
+    )
     truncated = segments.truncate_to(end)
     for mf in segments.files:
         if mf.file_from_offset + mf.file_size <= end:

@@ -55,7 +55,10 @@ class Segments:
                 path.unlink()
                 continue
             mf = MappedFile(path, self.file_size, create=False)
-            if self.files and mf.file_from_offset != self.files[-1].file_from_offset + self.file_size:
+            if (
+                self.files
+                and mf.file_from_offset != self.files[-1].file_from_offset + self.file_size
+            ):
                 mf.close()
                 raise SegmentLoadError(
                     f"{path}: starts at {mf.file_from_offset}, expected "
@@ -147,7 +150,11 @@ class Segments:
             if mf is None:
                 return False
         if not mf.able_to_flush(least_pages):
-            if mf.is_full and mf.flushed_position >= mf.file_size and self.flushed_where < mf.file_from_offset + mf.file_size:
+            if (
+                mf.is_full
+                and mf.flushed_position >= mf.file_size
+                and self.flushed_where < mf.file_from_offset + mf.file_size
+            ):
                 self.flushed_where = mf.file_from_offset + mf.file_size
                 return True
             return False
@@ -179,11 +186,15 @@ class Segments:
             self._starts.pop()
             dropped += mf.file_size
             mf.destroy()
-        mf = self.find(offset)
-        if mf is None and self.files and offset == self.files[-1].file_from_offset + self.file_size:
-            mf = self.files[-1]
-        if mf is not None:
-            dropped += mf.truncate_to(offset - mf.file_from_offset)
+        cut = self.find(offset)
+        if (
+            cut is None
+            and self.files
+            and offset == self.files[-1].file_from_offset + self.file_size
+        ):
+            cut = self.files[-1]
+        if cut is not None:
+            dropped += cut.truncate_to(offset - cut.file_from_offset)
         self.flushed_where = min(self.flushed_where, offset)
         return dropped
 

@@ -22,8 +22,8 @@ Worked example: the record at physical offset 0 of size 209 tagged ``TagA`` give
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Final
 
 UNIT_SIZE: Final = 20
