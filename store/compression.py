@@ -63,15 +63,12 @@ def compress(body: bytes, ctype: CompressionType, level: int = 5) -> bytes:
     if ctype is CompressionType.ZLIB:
         return zlib.compress(body, level)
     if ctype is CompressionType.LZ4:
-        return bytes(
-            lz4.frame.compress(
-                body,
-                block_size=lz4.frame.BLOCKSIZE_MAX4MB,
-                block_linked=False,
-                content_checksum=False,
-                store_size=False,
-            )
+        # The streaming compressor, not lz4.frame.compress: the one-shot call shrinks
+        # the block size to fit small inputs (BD 0x40, 64 KB), lz4-java always says 4 MB.
+        c = lz4.frame.LZ4FrameCompressor(
+            block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False, content_checksum=False
         )
+        return bytes(c.begin() + c.compress(body) + c.flush())
     return bytes(zstandard.ZstdCompressor(level=level).compress(body))
 
 
@@ -91,7 +88,11 @@ def decompress(body: bytes, sys_flag: int) -> bytes:
             return zlib.decompress(body)
         if ctype is CompressionType.LZ4:
             return bytes(lz4.frame.decompress(body))
-        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(body))
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        out = bytes(dobj.decompress(body))
+        if not dobj.eof:  # a cut-off frame is an error, as in zstd-jni, not a short body
+            raise zstandard.ZstdError("truncated zstd frame")
+        return out
     except (zlib.error, RuntimeError, zstandard.ZstdError) as e:
         raise ValueError(f"cannot decompress {ctype.name} body: {e}") from e
 
