@@ -204,7 +204,7 @@ class MessageStore:
         self.flusher.start()
 
     def _note_flushed(self) -> None:
-        ts = self.segments.flushed_store_timestamp or self.segments.files[-1].last_store_timestamp
+        ts = self.segments.flushed_store_timestamp
         if ts:
             self.checkpoint.physic_msg_timestamp = ts
 

@@ -267,17 +267,20 @@ class CommitLog:
     def append_raw_at(self, offset: int, data: bytes | memoryview) -> None:
         """Append raw log bytes at exactly ``offset`` (HA slave, reput tests).
 
-        ``offset`` must be the current end of the log (or anything, when the log is
-        empty); ``data`` must not cross a segment boundary.
+        ``offset`` must be the current end of the log (or, when the log is empty, a
+        segment boundary: the master starts a new slave at the start of its last
+        segment); ``data`` must not cross a segment boundary.
 
         Raises:
             ValueError: offset mismatch or a boundary crossing.
             RollFailed: segment creation failed.
         """
         with self.put_lock:
+            size = self.segments.file_size
             if self.segments.files and offset != self.max_offset:
                 raise ValueError(f"append at {offset} but the log ends at {self.max_offset}")
-            size = self.segments.file_size
+            if not self.segments.files and offset % size:
+                raise ValueError(f"an empty log starts at a segment boundary, not at {offset}")
             if offset // size != (offset + len(data) - 1) // size and data:
                 raise ValueError(f"{len(data)} bytes at {offset} cross a segment boundary")
             try:
