@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,7 @@ def test_batch_put_assigns_consecutive_offsets(tmp_path: Path):
         rs = s.put_messages([Message(topic="t", body=f"{i}".encode()) for i in range(5)])
     assert [r.status for r in rs] == [PutStatus.PUT_OK] * 5
     assert [r.queue_offset for r in rs] == [0, 1, 2, 3, 4]
-    assert all(b.physical_offset > a.physical_offset for a, b in zip(rs, rs[1:], strict=False))
+    assert all(b.physical_offset > a.physical_offset for a, b in itertools.pairwise(rs))
 
 
 def test_large_body_is_lz4_compressed_and_reads_back(tmp_path: Path):

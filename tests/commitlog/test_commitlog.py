@@ -46,7 +46,7 @@ def log(tmp_path: Path):
 
 
 def test_appended_record_decodes_with_its_offsets(log: CommitLog):
-    phys, size, qoff = log.append(encoded())
+    phys, size, _ = log.append(encoded())
     r = log.decode_at(phys, check_crc=True)
     assert isinstance(r, fmt.Record)
     assert (r.record.physical_offset, r.record.queue_offset, r.size) == (0, 0, size)
