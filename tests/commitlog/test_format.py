@@ -231,6 +231,12 @@ def test_ipv6_record_round_trips():
     assert r.record == rec
 
 
+def test_ipv6_host_text_forms_encode_the_same_bytes():
+    a = make_record(topic="T", body=b"b", store_host=("::1:0", 10911))
+    b = make_record(topic="T", body=b"b", store_host=("::0.1.0.0", 10911))
+    assert encode(a) == encode(b)
+
+
 def test_ipv6_born_host_only_adds_12_bytes():
     rec = make_record(topic="T", body=b"b", born_host=("::1", 1), store_host=("10.0.0.1", 10911))
     assert len(encode(rec)) == 91 + 12 + 1 + 1
