@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,8 +74,7 @@ class PutResult(NamedTuple):
 
 
 # tuple.__new__ straight away: skips the generated __new__ (~0.5 us per put).
-_make_result = PutResult._make
-_make_encoded = EncodedMessage._make
+_tuple_new = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +102,6 @@ class MessageStore:
         self._compress_type = parse_type(cfg.compress_type)
         self._born_cache: dict[tuple[str, int], bytes] = {}
         self._topic_bytes: dict[str, bytes] = {}
-        self._topics_seen: set[str] = set()
         self._max_record = min(
             cfg.max_message_size + MAX_RECORD_SLACK,
             cfg.commitlog_file_size - fmt.END_FILE_MIN_BLANK_LENGTH,
@@ -136,6 +133,7 @@ class MessageStore:
             self.segments.load()
             self.checkpoint = Checkpoint(self.root / "checkpoint")
             self.commitlog = CommitLog(self.segments, host_bytes(cfg.store_host))
+            self._frame = self.commitlog.encoder.frame
             table = self.commitlog.topic_queue_table
 
             def note(rec: fmt.MessageRecord, _size: int) -> None:
@@ -254,11 +252,6 @@ class MessageStore:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="a SLAVE store refuses writes")
         return None
 
-    def _topic_ok(self, topic: str) -> None:
-        if topic not in self._topics_seen:
-            validate_topic(topic)
-            self._topics_seen.add(topic)
-
     def _properties(self, msg: Message) -> tuple[bytes, str]:
         """Properties bytes in Java HashMap(128) order (as a 5.x broker writes them)."""
         props = msg.properties
@@ -299,7 +292,11 @@ class MessageStore:
 
     def _prepare(self, msg: Message) -> tuple[EncodedMessage, str] | PutResult:
         cfg = self.cfg
-        self._topic_ok(msg.topic)
+        topic = msg.topic
+        topic_bytes = self._topic_bytes.get(topic)
+        if topic_bytes is None:  # first sight of this topic: validate it once
+            validate_topic(topic)
+            topic_bytes = self._topic_bytes[topic] = topic.encode("utf-8")
         body = msg.body
         if type(body) is not bytes:
             if not isinstance(body, bytearray | memoryview):
@@ -325,28 +322,22 @@ class MessageStore:
                 PutStatus.PROPERTIES_SIZE_EXCEEDED,
                 error=f"properties of {len(props_bytes)} bytes exceed {fmt.MAX_PROPERTIES_LENGTH}",
             )
-        topic_bytes = self._topic_bytes.get(msg.topic)
-        if topic_bytes is None:
-            topic_bytes = self._topic_bytes[msg.topic] = msg.topic.encode("utf-8")
         born = self._born_cache.get(msg.born_host)
         if born is None:
             born = self._born_cache[msg.born_host] = host_bytes(msg.born_host)
         if len(born) == fmt.IPV6_HOST_LEN:
             sys_flag |= fmt.BORNHOST_V6_FLAG
-        encoder = self.commitlog.encoder
-        tail, version = encoder.tail(topic_bytes, props_bytes)
-        total = encoder.size(sys_flag, len(body), len(tail))
+        tail, version, total = self._frame(sys_flag, len(body), topic_bytes, props_bytes)
         if total > self._max_record:
             return PutResult(
                 PutStatus.MESSAGE_ILLEGAL,
                 error=f"record of {total} bytes exceeds the limit {self._max_record}",
             )
-        born_ts = msg.born_timestamp
-        if born_ts is None:
-            born_ts = time.time_ns() // 1_000_000
-        enc = _make_encoded(
+        born_ts = msg.born_timestamp  # None: the CommitLog stamps the store time
+        enc = _tuple_new(
+            EncodedMessage,
             (
-                f"{msg.topic}-{msg.queue_id}",
+                f"{topic}-{msg.queue_id}",
                 msg.queue_id,
                 msg.flag,
                 sys_flag,
@@ -359,7 +350,7 @@ class MessageStore:
                 tail,
                 version,
                 total,
-            )
+            ),
         )
         return enc, uniq
 
@@ -388,7 +379,8 @@ class MessageStore:
         except RollFailed as e:
             return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=str(e))
         status = self.flusher.wait_for(phys + size) if msg.wait_store_msg_ok else _PUT_OK
-        return _make_result(
+        return _tuple_new(
+            PutResult,
             (
                 status,
                 phys,
@@ -398,7 +390,7 @@ class MessageStore:
                 self.commitlog.last_store_timestamp,
                 uniq,
                 None,
-            )
+            ),
         )
 
     def put_messages(self, msgs: Sequence[Message]) -> list[PutResult]:

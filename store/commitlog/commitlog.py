@@ -44,7 +44,7 @@ class EncodedMessage(NamedTuple):
     queue_id: int
     flag: int
     sys_flag: int
-    born_timestamp: int
+    born_timestamp: int | None
     born_host: bytes
     reconsume_times: int
     prepared_transaction_offset: int
@@ -139,7 +139,7 @@ class CommitLog:
             queue_offset,
             physical_offset,
             m.sys_flag,
-            m.born_timestamp,
+            ts if m.born_timestamp is None else m.born_timestamp,
             m.born_host,
             ts,
             m.reconsume_times,
@@ -193,7 +193,7 @@ class CommitLog:
                     qoff,
                     phys,
                     m.sys_flag,
-                    m.born_timestamp,
+                    ts if m.born_timestamp is None else m.born_timestamp,
                     m.born_host,
                     ts,
                     m.reconsume_times,

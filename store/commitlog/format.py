@@ -376,7 +376,7 @@ class RecordEncoder:
     Same bytes as :func:`encode_raw`; measured ~1 us per record instead of ~3.
     """
 
-    __slots__ = ("_pack4", "_pack6", "store_host", "store_v6_flag")
+    __slots__ = ("_fixed", "_pack4", "_pack6", "store_host", "store_v6_flag")
 
     def __init__(self, store_host: bytes) -> None:
         self.store_host = store_host
@@ -384,6 +384,7 @@ class RecordEncoder:
         self.store_v6_flag = STOREHOST_V6_FLAG if slen == IPV6_HOST_LEN else 0
         self._pack4 = _HEADERS[(IPV4_HOST_LEN, slen)].pack
         self._pack6 = _HEADERS[(IPV6_HOST_LEN, slen)].pack
+        self._fixed = BORN_HOST_POS + 8 + slen + _TAIL.size
 
     @staticmethod
     def tail(topic: bytes, properties: bytes) -> tuple[bytes, int]:
@@ -401,6 +402,18 @@ class RecordEncoder:
         if t_len > 32767:
             raise EncodeError(f"topic length {t_len} > 32767")
         return _SHORT.pack(t_len) + topic + _SHORT.pack(p_len) + properties, 2
+
+    def frame(
+        self, sys_flag: int, body_len: int, topic: bytes, properties: bytes
+    ) -> tuple[bytes, int, int]:
+        """(tail, version, TOTALSIZE) in one call: :meth:`tail` and :meth:`size` together.
+
+        Raises:
+            EncodeError: lengths that do not fit their fields.
+        """
+        tail, version = self.tail(topic, properties)
+        born = IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN
+        return tail, version, self._fixed + born + body_len + len(tail)
 
     def size(self, sys_flag: int, body_len: int, tail_len: int) -> int:
         """TOTALSIZE of a record with this body and tail."""
