@@ -1,0 +1,1 @@
+"""Tests of store.ha: the sans-IO protocol and its transports."""
