@@ -7,6 +7,13 @@ import doctest
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from store.errors import StoreError
 from store.ha import protocol
@@ -548,3 +555,90 @@ def test_replicated_stream_rebuilds_the_masters_bytes(
     assert pair.slave.end_offset == (master_max if start < master_max else slave_end)
     ack = ReportOffset(pair.slave.end_offset)
     assert pair.slave_sends(ack) == [ack]
+
+
+class ReplicationMachine(RuleBasedStateMachine):
+    """Master and slave interleaving appends, frames, heartbeats and partial reads.
+
+    The oracle is ``LOG`` itself: whatever the slave received must be the master's bytes
+    from the chosen start on, and the master's ack never passes what it sent.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pair = ConnectionPair()
+        self.to_master = bytearray()
+        self.to_slave = bytearray()
+        self.received = bytearray()
+        self.start: int | None = None
+        self.slave_start = 0
+        self.master_max = 0
+        self.max_transfer = 1
+
+    @initialize(
+        slave_files=st.integers(0, 2),
+        master_max=st.integers(0, 3 * FILE_SIZE),
+        max_transfer=st.integers(1, 600),
+    )
+    def connect(self, slave_files: int, master_max: int, max_transfer: int) -> None:
+        self.slave_start = slave_files * FILE_SIZE
+        self.master_max = max(master_max, self.slave_start)
+        self.max_transfer = max_transfer
+        self.pair = ConnectionPair(slave_max_offset=self.slave_start, max_transfer=max_transfer)
+        self.to_master += self.pair.slave.send(ReportOffset(self.slave_start))
+
+    @rule(size=st.integers(1, 700))
+    def producer_appends(self, size: int) -> None:
+        self.master_max = min(self.master_max + size, len(LOG))
+
+    @rule(size=st.integers(0, 20))
+    def master_reads(self, size: int) -> None:
+        data, self.to_master[:size] = bytes(self.to_master[:size]), b""
+        for event in deliver(self.pair.master, data):
+            assert isinstance(event, ReportOffset)
+            if self.start is None:
+                self.start = self.pair.master.start_offset(self.master_max, FILE_SIZE)
+
+    @precondition(lambda self: self.start is not None)
+    @rule()
+    def master_pumps(self) -> None:
+        begin = self.pair.master.next_transfer_offset
+        assert begin is not None
+        for transfer in transfers(begin, self.master_max, self.max_transfer):
+            self.to_slave += self.pair.master.send(transfer)
+
+    @precondition(lambda self: self.start is not None)
+    @rule()
+    def master_heartbeats(self) -> None:
+        offset = self.pair.master.next_transfer_offset
+        assert offset is not None
+        self.to_slave += self.pair.master.send(Heartbeat(offset))
+
+    @rule(size=st.integers(0, 900))
+    def slave_reads(self, size: int) -> None:
+        data, self.to_slave[:size] = bytes(self.to_slave[:size]), b""
+        for event in deliver(self.pair.slave, data):
+            if isinstance(event, Transfer):
+                self.received += event.payload
+
+    @rule()
+    def slave_reports(self) -> None:
+        self.to_master += self.pair.slave.send(ReportOffset(self.pair.slave.end_offset))
+
+    @invariant()
+    def slave_holds_the_masters_bytes(self) -> None:
+        if self.received:
+            assert self.start is not None
+            assert self.received == LOG[self.start : self.start + len(self.received)]
+            assert self.pair.slave.end_offset == self.start + len(self.received)
+        else:
+            assert self.pair.slave.end_offset == self.slave_start
+
+    @invariant()
+    def ack_never_passes_what_was_sent(self) -> None:
+        ack, sent = self.pair.master.slave_ack_offset, self.pair.master.next_transfer_offset
+        if ack is not None and sent is not None:
+            assert ack <= sent
+
+
+TestReplicationMachine = ReplicationMachine.TestCase
