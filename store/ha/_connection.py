@@ -53,7 +53,8 @@ class _ReceiveBuffer:
 
     def take(self, size: int) -> bytes:
         """Consume and return ``size`` bytes (the caller checked they are there)."""
-        out = bytes(self._data[self._start : self._start + size])
+        with memoryview(self._data) as view:  # one copy, and the export ends here
+            out = bytes(view[self._start : self._start + size])
         self._start += size
         return out
 
