@@ -16,6 +16,8 @@ from store.ha.protocol import (
     MasterConnection,
     ReportOffset,
     SlaveConnection,
+    Transfer,
+    chunk,
 )
 
 FILE_SIZE = 1024
@@ -82,3 +84,27 @@ class ConnectionPair:
         first = ReportOffset(self.slave.end_offset)
         assert self.slave_sends(first) == [first]
         return self.master.start_offset(master_max_offset, self.file_size)
+
+
+LOG = bytes(i % 251 for i in range(4 * FILE_SIZE))
+"""The master's commitlog in these tests: four small files of recognisable bytes."""
+
+
+def transfers(start: int, end: int, max_transfer: int = 256) -> list[Transfer]:
+    """The frames a master sends for ``LOG[start:end]``."""
+    return [
+        Transfer(offset, LOG[offset : offset + length])
+        for offset, length in chunk(start, end, FILE_SIZE, max_transfer)
+    ]
+
+
+def frame(offset: int, size: int, payload: bytes = b"") -> bytes:
+    """Raw frame bytes, bypassing the master's send-side checks."""
+    return offset.to_bytes(8, "big", signed=True) + size.to_bytes(4, "big", signed=True) + payload
+
+
+def streaming_slave(end: int = 0, **kwargs: int) -> SlaveConnection:
+    """A slave that has sent its first report and waits for frames."""
+    slave = SlaveConnection(end, file_size=FILE_SIZE, **kwargs)
+    slave.send(ReportOffset(end))
+    return slave
