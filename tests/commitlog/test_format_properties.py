@@ -19,10 +19,12 @@ from store.commitlog.format import (
     Corrupt,
     EndOfSegment,
     Record,
+    RecordEncoder,
     decode,
     encode,
     encode_blank,
     encode_raw,
+    host_to_bytes,
     make_record,
 )
 from store.message import properties_to_string, string_to_properties
@@ -79,6 +81,31 @@ def test_decode_inverts_encode(rec):
     raw = encode(rec)
     r = decode(raw)
     assert r == Record(rec, len(raw))
+
+
+@given(records())
+def test_hot_path_encoder_writes_the_same_bytes(rec):
+    enc = RecordEncoder(host_to_bytes(rec.store_host))
+    tail, version = enc.tail(rec.topic.encode(), rec.properties_string.encode())
+    raw = enc.encode(
+        enc.size(rec.sys_flag, len(rec.body), len(tail)),
+        version,
+        rec.body_crc,
+        rec.queue_id,
+        rec.flag,
+        rec.queue_offset,
+        rec.physical_offset,
+        rec.sys_flag & ~STOREHOST_V6_FLAG,  # the encoder adds its own store-host bit
+        rec.born_timestamp,
+        host_to_bytes(rec.born_host),
+        rec.store_timestamp,
+        rec.reconsume_times,
+        rec.prepared_transaction_offset,
+        rec.body,
+        tail,
+    )
+    assert version == rec.version
+    assert raw == encode(rec)
 
 
 @given(records())
