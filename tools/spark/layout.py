@@ -1,0 +1,179 @@
+"""Finding the files of a store directory: CommitLog segments, ConsumeQueue files, checkpoint.
+
+Accepted inputs, in this order:
+
+* a store root holding ``commitlog/`` (ours, or a broker's ``storePathRootDir``);
+* a directory holding one ``*/commitlog/`` (RocketMQ unit tests write
+  ``unit_test_store/commitlog`` under the root that holds ``checkpoint``);
+* a directory of segment files itself (20-digit names).
+
+Everything here runs on the driver and only lists directories and stats files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from store.consumequeue import format as cqfmt
+
+NAME_DIGITS = 20
+
+
+class LayoutError(OSError):
+    """The directory is not a store: no CommitLog segments where one was expected."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFile:
+    """One CommitLog segment: its path, base (start) offset from its name, and length."""
+
+    path: str
+    base_offset: int
+    length: int
+
+    @property
+    def name(self) -> str:
+        """The 20-digit file name."""
+        return Path(self.path).name
+
+
+@dataclass(frozen=True, slots=True)
+class CqFile:
+    """One ConsumeQueue file of ``topic``/``queue_id``; ``base_unit`` = name // 20."""
+
+    path: str
+    rel_path: str
+    topic: str
+    queue_id: int
+    base_unit: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLayout:
+    """What a store directory holds; ``root`` is the directory given, file names in
+    reports are relative to it."""
+
+    root: Path
+    commitlog_dir: Path
+    segments: tuple[SegmentFile, ...]
+    segment_size: int
+    cq_files: tuple[CqFile, ...]
+    cq_queues: frozenset[tuple[str, int]]
+    checkpoint: Path | None
+    index_dir: Path | None
+
+    @property
+    def min_offset(self) -> int:
+        """Physical offset of the first byte still on disk."""
+        return self.segments[0].base_offset if self.segments else 0
+
+    @property
+    def total_bytes(self) -> int:
+        """Sum of the segment file lengths."""
+        return sum(s.length for s in self.segments)
+
+
+def _is_segment_name(name: str) -> bool:
+    return len(name) == NAME_DIGITS and name.isdigit()
+
+
+def _has_segments(d: Path) -> bool:
+    return d.is_dir() and any(_is_segment_name(p.name) and p.is_file() for p in d.iterdir())
+
+
+def find_commitlog_dir(store_dir: Path) -> Path:
+    """The directory holding the segment files for ``store_dir`` (see module doc).
+
+    Raises:
+        LayoutError: no segment files in any accepted place.
+    """
+    if not store_dir.is_dir():
+        raise LayoutError(f"{store_dir}: not a directory")
+    direct = store_dir / "commitlog"
+    if direct.is_dir():
+        return direct
+    nested = sorted(p for p in store_dir.glob("*/commitlog") if _has_segments(p))
+    if len(nested) == 1:
+        return nested[0]
+    if len(nested) > 1:
+        raise LayoutError(f"{store_dir}: several commitlog dirs: {[str(p) for p in nested]}")
+    if _has_segments(store_dir):
+        return store_dir
+    raise LayoutError(f"{store_dir}: no commitlog/ and no 20-digit segment files")
+
+
+def list_segments(commitlog_dir: Path) -> list[SegmentFile]:
+    """Segment files sorted by base offset (other names are ignored)."""
+    out = [
+        SegmentFile(str(p), int(p.name), p.stat().st_size)
+        for p in commitlog_dir.iterdir()
+        if _is_segment_name(p.name) and p.is_file()
+    ]
+    return sorted(out, key=lambda s: s.base_offset)
+
+
+def infer_segment_size(segments: list[SegmentFile]) -> int:
+    """The configured segment size: the distance between the first two names, else the
+    length of the only file (RocketMQ names files by start offset, all the same size)."""
+    if len(segments) >= 2:
+        return segments[1].base_offset - segments[0].base_offset
+    return segments[0].length if segments else 0
+
+
+def list_cq_files(root: Path) -> tuple[list[CqFile], set[tuple[str, int]]]:
+    """ConsumeQueue files under ``root/consumequeue`` and the (topic, queue) dirs present."""
+    cq_root = root / "consumequeue"
+    files: list[CqFile] = []
+    queues: set[tuple[str, int]] = set()
+    if not cq_root.is_dir():
+        return files, queues
+    for topic_dir in sorted(p for p in cq_root.iterdir() if p.is_dir()):
+        for qdir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
+            if not qdir.name.isdigit():
+                continue
+            queue_id = int(qdir.name)
+            queues.add((topic_dir.name, queue_id))
+            for f in sorted(qdir.iterdir()):
+                if not (_is_segment_name(f.name) and f.is_file()):
+                    continue
+                files.append(
+                    CqFile(
+                        path=str(f),
+                        rel_path=f.relative_to(root).as_posix(),
+                        topic=topic_dir.name,
+                        queue_id=queue_id,
+                        base_unit=int(f.name) // cqfmt.UNIT_SIZE,
+                        length=f.stat().st_size,
+                    )
+                )
+    return files, queues
+
+
+def discover(store_dir: str | Path) -> StoreLayout:
+    """Everything the jobs need to know about a store directory.
+
+    Raises:
+        LayoutError: not a store (see :func:`find_commitlog_dir`) or no segments.
+    """
+    store_dir = Path(store_dir).resolve()
+    cl_dir = find_commitlog_dir(store_dir)
+    segments = list_segments(cl_dir)
+    if not segments:
+        raise LayoutError(f"{cl_dir}: no segment files")
+    candidates = [store_dir, cl_dir.parent]
+    checkpoint = next((c / "checkpoint" for c in candidates if (c / "checkpoint").is_file()), None)
+    index_dir = next((c / "index" for c in candidates if (c / "index").is_dir()), None)
+    cq_root = next((c for c in candidates if (c / "consumequeue").is_dir()), store_dir)
+    cq_files, cq_queues = list_cq_files(cq_root)
+    return StoreLayout(
+        root=store_dir,
+        commitlog_dir=cl_dir,
+        segments=tuple(segments),
+        segment_size=infer_segment_size(segments),
+        cq_files=tuple(cq_files),
+        cq_queues=frozenset(cq_queues),
+        checkpoint=checkpoint,
+        index_dir=index_dir,
+    )

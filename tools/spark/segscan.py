@@ -1,0 +1,276 @@
+"""Checking one byte range of one CommitLog segment: the per-task work of the audit.
+
+Pure Python over a buffer (an mmap in a Spark task, bytes in a unit test); every record
+is parsed by :func:`store.commitlog.format.decode`, so nothing here knows the layout
+beyond the named positions that module exports.
+
+A range starts at a record boundary (see :mod:`tools.spark.reader`) and yields rows:
+
+* ``Row.record`` for every record whose fields can be read (a bad body CRC still yields
+  the record, flagged ``crc_ok=False``, so queue continuity and ConsumeQueue checks see
+  it and report the damage once, as ``bad_crc``);
+* ``Row.finding`` for each problem, with the byte position *in the file*;
+* one ``Row.range`` summary (records, bytes, first and last store timestamp) so the
+  driver can check timestamps across ranges of a file.
+
+Rules, in the spirit of LevelDB's log reader:
+
+* a blank record must fill the rest of its file exactly, followed only by zeros;
+* a segment other than the last must end with a blank record (``missing_blank``);
+* zeros followed by data are a ``zeroed_gap``; after any damage whose length is not
+  trustworthy the scan resynchronises at the next position that decodes as a record
+  whose PHYSICALOFFSET field equals its own position;
+* in the last segment, a record that cannot be decoded and after which nothing valid
+  follows, whose written bytes stop before its claimed end, is a ``torn_tail``:
+  truncation, reported once, not corruption.
+"""
+
+from __future__ import annotations
+
+import enum
+import mmap
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+from store.commitlog import format as fmt
+
+Buffer = bytes | mmap.mmap
+"""What the scan reads: bytes in tests, a read-only mmap of the whole file in tasks."""
+
+DAY_MS: Final = 86_400_000
+_ZERO_PROBE: Final = 1 << 20
+_MAGICS: Final = (struct.pack(">i", fmt.MAGIC_V1), struct.pack(">i", fmt.MAGIC_V2))
+
+
+class RowType(enum.Enum):
+    """What a scan row describes."""
+
+    RECORD = "record"
+    FINDING = "finding"
+    RANGE = "range"
+
+
+class Row(NamedTuple):
+    """One output row; fields that do not apply to the row type are None."""
+
+    row_type: str
+    file: str | None
+    offset: int  # records: physical offset; findings, ranges: position in the file
+    size: int | None = None
+    topic: str | None = None
+    queue_id: int | None = None
+    queue_offset: int | None = None
+    sys_flag: int | None = None
+    store_ts: int | None = None
+    tags_code: int | None = None
+    crc_ok: bool | None = None
+    kind: str | None = None
+    detail: str | None = None
+    first_ts: int | None = None
+    last_ts: int | None = None
+    count: int | None = None
+
+
+ROW_FIELDS: Final = Row._fields
+
+
+@dataclass(frozen=True, slots=True)
+class ByteRange:
+    """``[start, end)`` of segment ``name`` (positions in the file) to check in one task."""
+
+    path: str
+    name: str
+    base_offset: int
+    start: int
+    end: int
+    is_last_file: bool
+
+
+def _finding(name: str, pos: int, kind: str, detail: str) -> Row:
+    return Row(RowType.FINDING.value, name, pos, kind=kind, detail=detail)
+
+
+def last_nonzero(buf: Buffer, start: int, end: int) -> int:
+    """Index of the last non-zero byte in ``buf[start:end]``, or -1 if all zero."""
+    hi = end
+    while hi > start:
+        lo = max(start, hi - _ZERO_PROBE)
+        chunk = bytes(buf[lo:hi]).rstrip(b"\0")
+        if chunk:
+            return lo + len(chunk) - 1
+        hi = lo
+    return -1
+
+
+def first_nonzero(buf: Buffer, start: int, end: int) -> int:
+    """Index of the first non-zero byte in ``buf[start:end]``, or -1 if all zero."""
+    lo = start
+    while lo < end:
+        hi = min(end, lo + _ZERO_PROBE)
+        chunk = bytes(buf[lo:hi])
+        stripped = chunk.lstrip(b"\0")
+        if stripped:
+            return lo + len(chunk) - len(stripped)
+        lo = hi
+    return -1
+
+
+def resync(buf: Buffer, base_offset: int, start: int, end: int) -> int:
+    """First position >= ``start`` holding a valid record that names its own position
+    in PHYSICALOFFSET, or -1. Magic bytes are searched, so damage costs one pass."""
+    find = buf.find
+    hits = [find(m, start + fmt.MAGIC_POS, end) for m in _MAGICS]
+    while True:
+        live = [h for h in hits if h >= 0]
+        if not live:
+            return -1
+        h = min(live)
+        q = h - fmt.MAGIC_POS
+        r = fmt.decode(buf, q, end, check_crc=False, read_body=False)
+        if isinstance(r, fmt.Record) and r.record.physical_offset == base_offset + q:
+            return q
+        hits = [find(m, h + 1, end) if x == h else x for m, x in zip(_MAGICS, hits, strict=True)]
+
+
+def _is_torn(buf: Buffer, pos: int, bad: fmt.Corrupt, file_end: int) -> bool:
+    """Written bytes stop inside the record at ``pos`` and nothing follows it."""
+    if bad.kind is fmt.CorruptKind.TRUNCATED:
+        return True
+    last = last_nonzero(buf, pos, file_end)
+    if last < pos + 8:
+        return True
+    return bad.size >= fmt.MIN_RECORD_SIZE and last < pos + bad.size - 3
+
+
+def scan_range(buf: Buffer, rng: ByteRange, now_ms: int) -> Iterator[Row]:
+    """Check every record in ``rng``; ``buf`` is the whole file. See the module doc."""
+    name, base = rng.name, rng.base_offset
+    file_end = len(buf)
+    pos = rng.start
+    prev_ts: int | None = None
+    first_ts: int | None = None
+    count = 0
+    decode = fmt.decode
+    record_type = fmt.Record
+    while pos < rng.end:
+        r = decode(buf, pos, file_end, read_body=False)
+        crc_ok = True
+        if (
+            type(r) is not record_type
+            and isinstance(r, fmt.Corrupt)
+            and r.kind is fmt.CorruptKind.BAD_CRC
+        ):
+            yield _finding(name, pos, "bad_crc", r.detail)
+            r = decode(buf, pos, file_end, check_crc=False, read_body=False)
+            crc_ok = False
+        if isinstance(r, fmt.Record):
+            rec = r.record
+            phys = base + pos
+            if rec.physical_offset != phys:
+                yield _finding(
+                    name,
+                    pos,
+                    "bad_physical_offset",
+                    f"PHYSICALOFFSET field {rec.physical_offset} != position {phys}",
+                )
+            ts = rec.store_timestamp
+            if ts <= 0 or ts > now_ms + DAY_MS:
+                yield _finding(name, pos, "bad_timestamp", f"store timestamp {ts}")
+            elif prev_ts is not None and ts < prev_ts:
+                yield _finding(
+                    name,
+                    pos,
+                    "timestamp_regression",
+                    f"store timestamp {ts} < previous record's {prev_ts}",
+                )
+            if first_ts is None:
+                first_ts = ts
+            prev_ts = ts
+            count += 1
+            yield Row(
+                RowType.RECORD.value,
+                None,
+                phys,
+                r.size,
+                rec.topic,
+                rec.queue_id,
+                rec.queue_offset,
+                rec.sys_flag,
+                ts,
+                rec.tags_code,
+                crc_ok,
+            )
+            pos += r.size
+            continue
+        if isinstance(r, fmt.EndOfSegment):
+            yield from _check_blank(buf, name, pos, r.size, file_end)
+            pos = file_end
+            break
+        assert isinstance(r, fmt.Corrupt)
+        nxt = yield from _damage(buf, rng, pos, r, file_end)
+        if nxt < 0:
+            pos = file_end
+            break
+        pos = nxt
+    yield Row(
+        RowType.RANGE.value,
+        name,
+        rng.start,
+        pos - rng.start,
+        first_ts=first_ts,
+        last_ts=prev_ts,
+        count=count,
+    )
+
+
+def _check_blank(buf: Buffer, name: str, pos: int, size: int, file_end: int) -> Iterator[Row]:
+    if pos + size != file_end:
+        yield _finding(
+            name,
+            pos,
+            "bad_blank",
+            f"end-of-file record says {size} bytes left, the file has {file_end - pos}",
+        )
+    junk = first_nonzero(buf, pos + fmt.END_FILE_MIN_BLANK_LENGTH, file_end)
+    if junk >= 0:
+        yield _finding(
+            name, junk, "bad_blank", f"non-zero byte after the end-of-file record at {pos}"
+        )
+
+
+def _damage(
+    buf: Buffer, rng: ByteRange, pos: int, bad: fmt.Corrupt, file_end: int
+) -> Iterator[Row]:
+    """Findings for undecodable bytes at ``pos``; returns where to continue, or -1."""
+    name = rng.name
+    if bad.kind is fmt.CorruptKind.ZEROED:
+        data = first_nonzero(buf, pos, file_end)
+        if data < 0:
+            if not rng.is_last_file:
+                yield _finding(
+                    name,
+                    pos,
+                    "missing_blank",
+                    f"data ends at {pos} of {file_end} bytes without an end-of-file record",
+                )
+            return -1
+        nxt = resync(buf, rng.base_offset, pos + 1, file_end)
+        where = f"resumes at {nxt}" if nxt >= 0 else "no valid record follows"
+        yield _finding(name, pos, "zeroed_gap", f"zero bytes followed by data at {data}; {where}")
+        return nxt
+    if bad.kind is fmt.CorruptKind.BAD_TEXT and pos + bad.size <= file_end:
+        yield _finding(name, pos, bad.kind.value, bad.detail)
+        return pos + bad.size
+    nxt = resync(buf, rng.base_offset, pos + 1, file_end)
+    if nxt < 0 and rng.is_last_file and _is_torn(buf, pos, bad, file_end):
+        yield _finding(
+            name, pos, "torn_tail", f"incomplete last record ({bad.kind.value}: {bad.detail})"
+        )
+        return -1
+    where = (
+        f"skipped {nxt - pos} bytes to the next record" if nxt >= 0 else "rest of file unreadable"
+    )
+    yield _finding(name, pos, bad.kind.value, f"{bad.detail}; {where}")
+    return nxt
