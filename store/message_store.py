@@ -134,14 +134,12 @@ class MessageStore:
             self.checkpoint = Checkpoint(self.root / "checkpoint")
             self.commitlog = CommitLog(self.segments, host_bytes(cfg.store_host))
             self._frame = self.commitlog.encoder.frame
-            table = self.commitlog.topic_queue_table
+            last_offsets: dict[tuple[str, int], int] = {}
 
-            def note(rec: fmt.MessageRecord, _size: int) -> None:
-                tx = rec.sys_flag & fmt.TRANSACTION_MASK
-                if tx in (fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE):
-                    key = queue_key(rec.topic, rec.queue_id)
-                    if rec.queue_offset + 1 > table.get(key, 0):
-                        table[key] = rec.queue_offset + 1
+            def note(rec: fmt.RecordInfo, _size: int) -> None:
+                # Log order is queue-offset order per queue: the last one seen wins.
+                if not rec.sys_flag & fmt.TRANSACTION_PREPARED_TYPE:  # NOT or COMMIT
+                    last_offsets[rec.topic, rec.queue_id] = rec.queue_offset
 
             self.recovery = recover(
                 self.segments,
@@ -154,6 +152,9 @@ class MessageStore:
                 scan_headers(
                     self.segments, self.segments.min_offset, self.recovery.start_offset, note
                 )
+            self.commitlog.topic_queue_table.update(
+                (queue_key(topic, qid), last + 1) for (topic, qid), last in last_offsets.items()
+            )
             abort.write_text(str(os.getpid()))
             self._start_flusher()
             self._closed = False
@@ -444,10 +445,16 @@ class MessageStore:
 
     def iter_records(self, from_offset: int | None = None) -> list[fmt.MessageRecord]:
         """Every record from ``from_offset`` (default: the start) to the end, in order."""
-        out: list[fmt.MessageRecord] = []
+        offsets: list[int] = []
         start = self.min_physical_offset if from_offset is None else from_offset
-        scan_headers(self.segments, start, self.max_physical_offset, lambda r, _s: out.append(r))
-        return [self.look_message_by_offset(r.physical_offset) or r for r in out]
+        scan_headers(
+            self.segments,
+            start,
+            self.max_physical_offset,
+            lambda r, _s: offsets.append(r.physical_offset),
+        )
+        found = (self.look_message_by_offset(o) for o in offsets)
+        return [r for r in found if r is not None]
 
     # --------------------------------------------------------------- shutdown
 

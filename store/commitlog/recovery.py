@@ -26,8 +26,8 @@ from store.checkpoint import Checkpoint
 from store.commitlog import format as fmt
 from store.commitlog.segments import Segments
 
-OnRecord = Callable[[fmt.MessageRecord, int], None]
-"""Called with (record without body, size) for each valid record scanned."""
+OnRecord = Callable[[fmt.RecordInfo, int], None]
+"""Called with (record info, size) for each valid record scanned (no body copy)."""
 
 
 class RecoveryMode(enum.Enum):
@@ -54,10 +54,10 @@ class RecoveryResult:
 
 def _first_record_ok(segments: Segments, index: int, checkpoint: Checkpoint) -> bool:
     mf = segments.files[index]
-    r = fmt.decode(mf.view, 0, mf.file_size, check_crc=False, read_body=False)
-    if not isinstance(r, fmt.Record):
+    r = fmt.scan(mf.view, 0, mf.file_size, check_crc=False)
+    if not isinstance(r, fmt.RecordInfo):
         return False
-    ts = r.record.store_timestamp
+    ts = r.store_timestamp
     return ts != 0 and ts <= checkpoint.min_timestamp
 
 
@@ -92,13 +92,13 @@ def scan(
         view = mf.view
         size = mf.file_size
         pos = 0
-        decode = fmt.decode
-        record_type = fmt.Record
+        scan_one = fmt.scan
+        info_type = fmt.RecordInfo
         while True:
-            r = decode(view, pos, size, check_crc=check_crc, read_body=False)
-            if isinstance(r, record_type):
+            r = scan_one(view, pos, size, check_crc=check_crc)
+            if type(r) is info_type:
                 if on_record is not None:
-                    on_record(r.record, r.size)
+                    on_record(r, r.size)
                 pos += r.size
                 records += 1
                 end = mf.file_from_offset + pos
@@ -169,9 +169,9 @@ def scan_headers(segments: Segments, start: int, end: int, on_record: OnRecord) 
             break
         pos = offset - mf.file_from_offset
         limit = min(mf.wrote_position, end - mf.file_from_offset)
-        r = fmt.decode(mf.view, pos, mf.wrote_position, check_crc=False, read_body=False)
-        if isinstance(r, fmt.Record) and pos + r.size <= limit:
-            on_record(r.record, r.size)
+        r = fmt.scan(mf.view, pos, mf.wrote_position, check_crc=False)
+        if isinstance(r, fmt.RecordInfo) and pos + r.size <= limit:
+            on_record(r, r.size)
             offset += r.size
             count += 1
         elif isinstance(r, fmt.EndOfSegment):
