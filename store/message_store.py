@@ -102,6 +102,7 @@ class MessageStore:
         self._compress_type = parse_type(cfg.compress_type)
         self._born_cache: dict[tuple[str, int], bytes] = {}
         self._topic_bytes: dict[str, bytes] = {}
+        self._next_uniq = new_uniq_key
         self._max_record = min(
             cfg.max_message_size + MAX_RECORD_SLACK,
             cfg.commitlog_file_size - fmt.END_FILE_MIN_BLANK_LENGTH,
@@ -263,7 +264,7 @@ class MessageStore:
                 if isinstance(raw_keys, str) or raw_keys is None
                 else " ".join(k for k in raw_keys if k)
             )
-            uniq = new_uniq_key()
+            uniq = self._next_uniq()
             return standard_properties_string(uniq, msg.tags, keys).encode("utf-8"), uniq
         items: dict[str, str] = dict(props) if props else {}
         if props:
