@@ -1,0 +1,154 @@
+"""mqstore contenders: puts through the public API, and abnormal recovery.
+
+Stores use RocketMQ's default 1 GiB segments (allocated on first put, on the clock,
+as a broker pays it). Every contender checks afterwards that the store holds exactly
+the messages it counted (all go to queue 0 of one topic), so a put that silently
+did nothing cannot inflate a rate.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from store import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
+from tools.bench._harness import Deadline, Run, Worker, chunked, drive, run_threads
+from tools.bench._workload import TOPIC, Item, items
+
+_PUT_OK = PutStatus.PUT_OK
+
+
+def _open(root: Path, flush: FlushDiskType) -> MessageStore:
+    return MessageStore.open(StoreConfig(root_dir=root, flush_disk_type=flush))
+
+
+def _check_count(store: MessageStore, expected: int) -> None:
+    got = store.next_queue_offset(TOPIC, 0)
+    if got != expected:
+        raise RuntimeError(f"store holds {got} messages, the benchmark counted {expected}")
+
+
+def async_single(workdir: Path, duration: float, pool: Sequence[Item]) -> Run:
+    """ASYNC_FLUSH, one thread, ``put_message`` per message."""
+    store = _open(workdir / "store", FlushDiskType.ASYNC_FLUSH)
+    msgs = [it.message() for it in pool]
+    put = store.put_message
+
+    def process(chunk: Sequence[Message]) -> None:
+        for m in chunk:
+            put(m)
+
+    try:
+        run = drive(duration, msgs, process)
+        _check_count(store, run.ops)
+        run.extra["log_bytes"] = store.max_physical_offset
+        run.extra["fdatasyncs"] = store.flusher.syncs
+    finally:
+        store.close()
+    return run
+
+
+def async_batch(workdir: Path, duration: float, pool: Sequence[Item], batch: int) -> Run:
+    """ASYNC_FLUSH, one thread, ``put_messages`` of ``batch`` messages."""
+    store = _open(workdir / "store", FlushDiskType.ASYNC_FLUSH)
+    batches = chunked([it.message() for it in pool], batch)
+    put_many = store.put_messages
+
+    def process(chunk: Sequence[list[Message]]) -> None:
+        for b in chunk:
+            put_many(b)
+
+    try:
+        run = drive(duration, batches, process, per_item=batch)
+        _check_count(store, run.ops)
+    finally:
+        store.close()
+    return run
+
+
+def sync_threads(workdir: Path, duration: float, pool: Sequence[Item], n_threads: int) -> Run:
+    """SYNC_FLUSH (group commit), ``n_threads`` producers, each put waits for its flush."""
+    store = _open(workdir / "store", FlushDiskType.SYNC_FLUSH)
+    msgs = [it.message() for it in pool]
+    put = store.put_message
+
+    def make(i: int, _d: Deadline) -> tuple[Worker, Callable[[], None]]:
+        k = [i * 131]
+
+        def op() -> None:
+            r = put(msgs[k[0] % len(msgs)])
+            k[0] += 1
+            if r.status is not _PUT_OK:
+                raise RuntimeError(f"put returned {r.status}: {r.error}")
+
+        return op, lambda: None
+
+    try:
+        syncs0 = store.flusher.syncs
+        run = run_threads(n_threads, duration, make)
+        run.extra["fdatasyncs"] = store.flusher.syncs - syncs0
+        _check_count(store, run.ops)
+    finally:
+        store.close()
+    return run
+
+
+# -------------------------------------------------------------------- recovery
+
+
+def build_recovery_store(root: Path, target_bytes: int, on_progress: Callable[[int], None]) -> int:
+    """Fill a store with 1 KiB messages up to ``target_bytes`` of log, then abandon it.
+
+    Returns the log size. Leaves ``abort`` behind, so the next open is abnormal.
+    """
+    store = _open(root, FlushDiskType.ASYNC_FLUSH)
+    batches = chunked([it.message() for it in items(1024, n=1024, seed=7)], 32)
+    done = 0
+    while store.max_physical_offset < target_bytes:
+        for b in batches:
+            store.put_messages(b)
+        now = store.max_physical_offset
+        on_progress(now - done)
+        done = now
+    store.abandon()
+    return done
+
+
+def drop_page_cache(root: Path) -> None:
+    """Write back and evict the store's segment pages (a cold start after reboot)."""
+    for name in sorted(os.listdir(root / "commitlog")):
+        fd = os.open(root / "commitlog" / name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def recovery(root: Path, *, cold: bool) -> Run:
+    """Open an abandoned store (abnormal recovery, CRC checks on) and abandon it again.
+
+    ``ops`` is the records recovered, ``seconds`` the scan time RecoveryResult reports;
+    ``extra`` has the bytes scanned and the wall time of the whole ``open``.
+    """
+    if cold:
+        drop_page_cache(root)
+    t0 = time.perf_counter()
+    store = MessageStore.open(StoreConfig(root_dir=root, check_crc_on_recover=True))
+    open_s = time.perf_counter() - t0
+    try:
+        rec = store.recovery
+        assert rec is not None
+        if rec.mode.value != "abnormal":
+            raise RuntimeError(f"expected abnormal recovery, got {rec.mode.value}")
+        run = Run(rec.records, rec.seconds)
+        run.extra.update(
+            scanned_bytes=rec.scanned_bytes,
+            open_seconds=open_s,
+            stop_reason=rec.stop_reason,
+        )
+    finally:
+        store.abandon()
+    return run

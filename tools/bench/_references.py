@@ -1,0 +1,240 @@
+"""Reference contenders: SQLite, persist-queue and the raw disk, measured in the same run.
+
+Each function takes a fresh directory and a duration and returns a :class:`Run`;
+setup (schema, file allocation) and teardown happen off the clock.
+
+* **SQLite WAL, synchronous=NORMAL**: a commit appends to the WAL without fsync (the
+  WAL is synced at checkpoints), the durability class of an ASYNC_FLUSH put.
+* **SQLite WAL, synchronous=FULL**: every commit fsyncs the WAL, the class of a
+  SYNC_FLUSH put. Each thread has its own connection and takes the write lock with
+  ``BEGIN IMMEDIATE``; a busy timeout makes waiters sleep in SQLite's busy handler,
+  and a ``database is locked`` that still escapes is retried (and counted).
+* **persist-queue** with its defaults: ``SQLiteQueue`` (WAL, ``auto_commit=True``,
+  SQLite's default synchronous=FULL: one fsync per put) and the file ``Queue``
+  (pickles appended to a chunk file, fsync only when a 100-item chunk is full, the
+  info file rewritten on every put without fsync).
+* **raw disk**: 100-byte records ``pwrite``-appended to a preallocated plain file
+  (``posix_fallocate``, as the store allocates its segments). Single thread: write +
+  ``fdatasync`` per record. Group commit ceiling: 16 threads append under one lock
+  and wait; one flusher thread ``fdatasync``s everything written so far and wakes
+  every waiter it covered. No encoding, no mapping, no bookkeeping: the best a
+  group commit can do on this disk.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tools.bench._harness import Deadline, Run, Worker, chunked, drive, run_threads
+from tools.bench._workload import SQLITE_INSERT, SQLITE_SCHEMA, Item
+
+RAW_RECORD = b"r" * 100
+RAW_FILE_SIZE = 256 << 20
+BUSY_TIMEOUT_S = 0.1
+Row = tuple[str, str, str, bytes]
+WorkerPair = tuple[Worker, Callable[[], None]]
+
+
+# ---------------------------------------------------------------------- SQLite
+
+
+def _sqlite_open(path: Path, synchronous: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute(SQLITE_SCHEMA)
+    return conn
+
+
+def sqlite_single(workdir: Path, duration: float, items: Sequence[Item], batch: int) -> Run:
+    """One thread, WAL + synchronous=NORMAL, ``batch`` rows per transaction."""
+    conn = _sqlite_open(workdir / "bench.db", "NORMAL")
+    execute = conn.execute
+    rows = [it.row() for it in items]
+    try:
+        if batch == 1:
+
+            def one(chunk: Sequence[Row]) -> None:
+                for row in chunk:
+                    execute("BEGIN")
+                    execute(SQLITE_INSERT, row)
+                    execute("COMMIT")
+
+            return drive(duration, rows, one)
+        many = conn.executemany
+        groups = chunked(rows, batch)
+
+        def grouped(chunk: Sequence[list[Row]]) -> None:
+            for group in chunk:
+                execute("BEGIN")
+                many(SQLITE_INSERT, group)
+                execute("COMMIT")
+
+        return drive(duration, groups, grouped, per_item=batch)
+    finally:
+        conn.close()
+
+
+def sqlite_full_threads(
+    workdir: Path, duration: float, items: Sequence[Item], n_threads: int
+) -> Run:
+    """``n_threads`` threads, each its own connection, WAL + synchronous=FULL."""
+    path = workdir / "bench.db"
+    _sqlite_open(path, "FULL").close()
+    rows = [it.row() for it in items]
+    retries = [0]
+    lock = threading.Lock()
+
+    def make(i: int, deadline: Deadline) -> WorkerPair:
+        conn = _sqlite_open(path, "FULL")
+        execute = conn.execute
+        k = [i * 131]
+
+        def op() -> bool:
+            row = rows[k[0] % len(rows)]
+            k[0] += 1
+            while True:
+                try:
+                    execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as e:
+                    if "locked" not in str(e) and "busy" not in str(e):
+                        raise
+                    with lock:
+                        retries[0] += 1
+                    if deadline.passed():
+                        return False  # still waiting for the lock when time is up
+                    continue
+                execute(SQLITE_INSERT, row)
+                execute("COMMIT")
+                return True
+
+        return op, conn.close
+
+    run = run_threads(n_threads, duration, make)
+    run.extra["busy_retries"] = retries[0]
+    return run
+
+
+# --------------------------------------------------------------- persist-queue
+
+
+def persist_queue(workdir: Path, duration: float, items: Sequence[Item], kind: str) -> Run:
+    """persist-queue with default durability: ``kind`` is "sqlite" or "file"."""
+    import persistqueue
+
+    values = [(it.topic, it.tags, it.keys, it.body) for it in items]
+    q: persistqueue.SQLiteQueue | persistqueue.Queue
+    if kind == "sqlite":
+        q = persistqueue.SQLiteQueue(str(workdir / "q"), auto_commit=True)
+    else:
+        tmp = workdir / "tmp"
+        tmp.mkdir()
+        q = persistqueue.Queue(str(workdir / "q"), tempdir=str(tmp))
+    put = q.put
+
+    def process(chunk: Sequence[tuple[str, str, str, bytes]]) -> None:
+        for v in chunk:
+            put(v)
+
+    try:
+        # persist-queue is slow: small chunks keep the overshoot past the deadline short.
+        return drive(duration, values[:64], process)
+    finally:
+        if kind == "sqlite":
+            q.close()  # type: ignore[union-attr]
+        else:
+            q.headf.close()  # type: ignore[union-attr]
+            q.tailf.close()  # type: ignore[union-attr]
+
+
+# -------------------------------------------------------------------- raw disk
+
+
+def _raw_file(workdir: Path) -> int:
+    fd = os.open(workdir / "raw.dat", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    os.posix_fallocate(fd, 0, RAW_FILE_SIZE)
+    os.fsync(fd)
+    return fd
+
+
+def raw_single(workdir: Path, duration: float) -> Run:
+    """One thread: pwrite a 100-byte record, fdatasync, repeat."""
+    fd = _raw_file(workdir)
+    rec = RAW_RECORD
+    size = len(rec)
+    pos = [0]
+
+    def make(_i: int, _d: Deadline) -> WorkerPair:
+        def op() -> None:
+            p = pos[0]
+            os.pwrite(fd, rec, p)
+            os.fdatasync(fd)
+            pos[0] = (p + size) % RAW_FILE_SIZE
+
+        return op, lambda: None
+
+    try:
+        run = run_threads(1, duration, make)
+    finally:
+        os.close(fd)
+    run.extra["fdatasyncs"] = run.ops
+    return run
+
+
+class _RawGroupCommit:
+    """Appends under one lock; a flusher thread syncs for every waiter at once."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.cond = threading.Condition()
+        self.written = 0
+        self.flushed = 0
+        self.syncs = 0
+        self.work = threading.Event()
+        self.stopped = False
+
+    def append(self) -> None:
+        cond = self.cond
+        with cond:
+            p = self.written
+            os.pwrite(self.fd, RAW_RECORD, p % RAW_FILE_SIZE)
+            end = self.written = p + len(RAW_RECORD)
+        self.work.set()
+        with cond:
+            while self.flushed < end:
+                cond.wait()
+
+    def flusher(self) -> None:
+        while not self.stopped:
+            target = self.written
+            if target <= self.flushed:
+                self.work.wait(0.01)
+                self.work.clear()
+                continue
+            os.fdatasync(self.fd)
+            self.syncs += 1
+            with self.cond:
+                self.flushed = target
+                self.cond.notify_all()
+
+
+def raw_group_commit(workdir: Path, duration: float, n_threads: int) -> Run:
+    """The disk's group-commit ceiling with ``n_threads`` appenders."""
+    fd = _raw_file(workdir)
+    gc = _RawGroupCommit(fd)
+    flusher = threading.Thread(target=gc.flusher, name="raw-flusher", daemon=True)
+    flusher.start()
+    try:
+        run = run_threads(n_threads, duration, lambda _i, _d: (gc.append, lambda: None))
+        syncs = gc.syncs
+    finally:
+        gc.stopped = True
+        gc.work.set()
+        flusher.join()
+        os.close(fd)
+    run.extra["fdatasyncs"] = syncs
+    return run

@@ -1,0 +1,292 @@
+"""``mqstore bench commitlog``: the issue-2 CommitLog benchmark, references in the same run.
+
+What it measures (median of 3 repetitions; within a repetition every contender runs
+once, in a fixed order that keeps each pair being compared next to each other, so a
+noisy episode of this 2-core VM hits both sides of a ratio):
+
+1. ASYNC_FLUSH, one producer, 100-byte bodies with tags and keys, ``put_message``
+   per message, against SQLite WAL synchronous=NORMAL (one INSERT + COMMIT per
+   message) and persist-queue's SQLiteQueue and file Queue (their defaults).
+2. ``put_messages`` of 32 against SQLite NORMAL inserting 32 rows per COMMIT.
+3. SYNC_FLUSH with 16 and 64 producer threads (rate, put latency percentiles,
+   fdatasyncs/s, messages per fdatasync) against the raw group-commit ceiling of
+   the disk (16 threads, plain file, one flusher) and SQLite WAL synchronous=FULL
+   with 16 and 64 threads; plus the raw single-thread write + fdatasync rate.
+4. Abnormal recovery with CRC checks of a 256 MiB store of 1 KiB messages
+   (``--quick``: 32 MiB): MB/s (10^6 bytes) and records/s from the store's
+   RecoveryResult, with the page cache warm (after a process crash) and cold.
+
+Everything is written under one temp directory on a real disk (``--dir``, else
+``$MQSTORE_BENCH_DIR``, else the system temp dir if it is not tmpfs), removed at the
+end. Progress goes to stderr; the table to stdout; ``--json FILE`` writes every
+figure (schema: :data:`CONTENDER_FIELDS`, :data:`RATIO_FIELDS`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools.bench import _mqstore as mq
+from tools.bench import _references as ref
+from tools.bench._harness import Run, latency_ms, median, pick_base_dir, settle
+from tools.bench._report import format_table, write_plot
+from tools.bench._workload import items
+
+REPETITIONS = 3
+FULL = {"duration": 2.5, "recovery_bytes": 256 << 20}
+QUICK = {"duration": 0.3, "recovery_bytes": 32 << 20}
+
+CONTENDER_FIELDS = ("label", "section", "durability", "messages_per_s", "reps_messages_per_s")
+LATENCY_FIELDS = ("p50_ms", "p99_ms", "p999_ms", "max_ms")
+SYNC_FIELDS = ("fdatasyncs_per_s", "messages_per_fdatasync")
+RECOVERY_FIELDS = ("mb_per_s", "records_per_s", "scanned_bytes", "records", "open_mb_per_s")
+RATIO_FIELDS = ("value", "numerator", "denominator", "target", "met", "reps")
+
+
+@dataclass(frozen=True, slots=True)
+class Contender:
+    """One thing measured: ``run(workdir, duration)`` gives one repetition."""
+
+    key: str
+    label: str
+    section: str
+    durability: str
+    run: Callable[[Path, float], Run]
+    kind: str = "rate"  # "rate", "sync" (latencies, fsyncs) or "recovery"
+
+
+SECTIONS = {
+    "async": "1. one producer, 100-byte body + tags + keys, ack without fsync",
+    "batch": "2. batches of 32 messages, ack without fsync",
+    "sync": "3. acked after fdatasync: group commit",
+    "recovery": "4. abnormal recovery scan, CRC checked, 1 KiB messages",
+}
+
+RATIOS = (  # name, numerator, denominator, target (None: shown, no target)
+    ("async_vs_sqlite_normal", "mqstore_async_1t", "sqlite_normal_1t", 3.0),
+    ("async_vs_pq_sqlite", "mqstore_async_1t", "pq_sqlite_queue", None),
+    ("async_vs_pq_file", "mqstore_async_1t", "pq_file_queue", None),
+    ("batch32_vs_sqlite_batch32", "mqstore_batch32", "sqlite_normal_batch32", 1.0),
+    ("sync16_vs_raw_ceiling16", "mqstore_sync_16t", "raw_group_commit_16t", 0.8),
+    ("sync16_vs_sqlite_full16", "mqstore_sync_16t", "sqlite_full_16t", None),
+    ("sync64_vs_sqlite_full64", "mqstore_sync_64t", "sqlite_full_64t", 5.0),
+    ("sync64_vs_raw_ceiling16", "mqstore_sync_64t", "raw_group_commit_16t", None),
+    ("raw_ceiling16_vs_sqlite_full16", "raw_group_commit_16t", "sqlite_full_16t", None),
+)
+RECOVERY_TARGET_MB_S = 200.0
+
+
+def contenders(recovery_root: Path) -> list[Contender]:
+    """Everything measured, in the order each repetition runs it."""
+    p100 = items(100)
+    p = functools.partial
+    no_fsync = "page cache (no fsync per ack)"
+    fsync = "fdatasync before ack"
+    return [
+        Contender("mqstore_async_1t", "mqstore put_message, ASYNC_FLUSH", "async",
+                  no_fsync + "; flusher every 500 ms", p(mq.async_single, pool=p100)),
+        Contender("sqlite_normal_1t", "SQLite WAL NORMAL, commit per message", "async",
+                  no_fsync + "; WAL synced at checkpoints",
+                  p(ref.sqlite_single, items=p100, batch=1)),
+        Contender("pq_sqlite_queue", "persist-queue SQLiteQueue (defaults)", "async",
+                  "WAL, synchronous=FULL default: fsync per put",
+                  p(ref.persist_queue, items=p100, kind="sqlite")),
+        Contender("pq_file_queue", "persist-queue file Queue (defaults)", "async",
+                  "fsync every 100 puts (chunk full), info file without fsync",
+                  p(ref.persist_queue, items=p100, kind="file")),
+        Contender("mqstore_batch32", "mqstore put_messages(32), ASYNC_FLUSH", "batch",
+                  no_fsync, p(mq.async_batch, pool=p100, batch=32)),
+        Contender("sqlite_normal_batch32", "SQLite WAL NORMAL, 32 rows per commit", "batch",
+                  no_fsync, p(ref.sqlite_single, items=p100, batch=32)),
+        Contender("raw_fdatasync_1t", "raw: 1 thread, pwrite + fdatasync", "sync", fsync,
+                  ref.raw_single, "sync"),
+        Contender("raw_group_commit_16t", "raw group-commit ceiling, 16 threads", "sync", fsync,
+                  p(ref.raw_group_commit, n_threads=16), "sync"),
+        Contender("mqstore_sync_16t", "mqstore SYNC_FLUSH, 16 threads", "sync", fsync,
+                  p(mq.sync_threads, pool=p100, n_threads=16), "sync"),
+        Contender("sqlite_full_16t", "SQLite WAL FULL, 16 threads", "sync", fsync,
+                  p(ref.sqlite_full_threads, items=p100, n_threads=16), "sync"),
+        Contender("mqstore_sync_64t", "mqstore SYNC_FLUSH, 64 threads", "sync", fsync,
+                  p(mq.sync_threads, pool=p100, n_threads=64), "sync"),
+        Contender("sqlite_full_64t", "SQLite WAL FULL, 64 threads", "sync", fsync,
+                  p(ref.sqlite_full_threads, items=p100, n_threads=64), "sync"),
+        Contender("recovery_warm", "mqstore open(), page cache warm", "recovery",
+                  "after a process crash", lambda _w, _d: mq.recovery(recovery_root, cold=False),
+                  "recovery"),
+        Contender("recovery_cold", "mqstore open(), page cache dropped", "recovery",
+                  "after a reboot (fadvise DONTNEED)",
+                  lambda _w, _d: mq.recovery(recovery_root, cold=True), "recovery"),
+    ]  # fmt: skip
+
+
+def summarize(c: Contender, runs: list[Run]) -> dict[str, Any]:
+    """Medians over the repetitions of one contender (each figure independently)."""
+    out: dict[str, Any] = {
+        "label": c.label,
+        "section": c.section,
+        "durability": c.durability,
+        "messages_per_s": median([r.rate for r in runs]),
+        "reps_messages_per_s": [round(r.rate, 1) for r in runs],
+    }
+    if c.kind == "sync":
+        lats = [latency_ms(r.latencies_ns) for r in runs]
+        for f in LATENCY_FIELDS:
+            out[f] = median([x[f] for x in lats])
+        counted = all("fdatasyncs" in r.extra for r in runs)  # SQLite's are not observed
+        out["fdatasyncs_per_s"] = (
+            median([r.extra["fdatasyncs"] / r.seconds for r in runs]) if counted else None
+        )
+        out["messages_per_fdatasync"] = (
+            median([r.ops / max(1, r.extra["fdatasyncs"]) for r in runs]) if counted else None
+        )
+        if "busy_retries" in runs[0].extra:
+            out["busy_retries"] = sum(r.extra["busy_retries"] for r in runs)
+    if c.kind == "recovery":
+        out.update(
+            mb_per_s=median([r.extra["scanned_bytes"] / r.seconds / 1e6 for r in runs]),
+            reps_mb_per_s=[round(r.extra["scanned_bytes"] / r.seconds / 1e6, 1) for r in runs],
+            records_per_s=out.pop("messages_per_s"),
+            scanned_bytes=runs[0].extra["scanned_bytes"],
+            records=runs[0].ops,
+            open_mb_per_s=median([r.extra["scanned_bytes"] / r.extra["open_seconds"] / 1e6
+                                  for r in runs]),
+            stop_reason=runs[0].extra["stop_reason"],
+        )  # fmt: skip
+        out["reps_records_per_s"] = out.pop("reps_messages_per_s")
+    return out
+
+
+def ratios(per: dict[str, list[Run]], summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Every comparison: ratio of medians, plus the per-repetition ratios."""
+    out: dict[str, Any] = {}
+    for name, num, den, target in RATIOS:
+        a = summary[num]["messages_per_s"]
+        b = summary[den]["messages_per_s"]
+        value = a / b if b else 0.0
+        out[name] = {
+            "value": value,
+            "numerator": num,
+            "denominator": den,
+            "target": target,
+            "met": None if target is None else value >= target,
+            "reps": [round(x.rate / y.rate, 3) if y.rate else 0.0
+                     for x, y in zip(per[num], per[den], strict=True)],
+        }  # fmt: skip
+    mb = summary["recovery_warm"]["mb_per_s"]
+    out["recovery_mb_per_s"] = {
+        "value": mb,
+        "numerator": "recovery_warm",
+        "denominator": None,
+        "target": RECOVERY_TARGET_MB_S,
+        "met": mb >= RECOVERY_TARGET_MB_S,
+        "reps": summary["recovery_warm"]["reps_mb_per_s"],
+    }
+    return out
+
+
+def _progress(total: int, desc: str) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+def measure(work: Path, opts: dict[str, Any], reps: int) -> tuple[dict[str, list[Run]], int]:
+    """Build the recovery store, then run every contender ``reps`` times, interleaved."""
+    rec_root = work / "recovery-store"
+    with _progress(opts["recovery_bytes"], "building recovery store") as bar:
+        log_bytes = mq.build_recovery_store(rec_root, opts["recovery_bytes"], bar.update)
+    settle()
+    plan = contenders(rec_root)
+    per: dict[str, list[Run]] = {c.key: [] for c in plan}
+    with _progress(reps * len(plan), "benchmark") as bar:
+        for rep in range(reps):
+            for c in plan:
+                bar.set_description(f"rep {rep + 1}/{reps} {c.key}")
+                d = work / f"{c.key}-{rep}"
+                d.mkdir()
+                try:
+                    per[c.key].append(c.run(d, opts["duration"]))
+                finally:
+                    shutil.rmtree(d, ignore_errors=True)
+                    settle()
+                bar.update(1)
+    return per, log_bytes
+
+
+def _meta(args: argparse.Namespace, base: Path, opts: dict[str, Any], reps: int) -> dict[str, Any]:
+    import persistqueue
+
+    from tools.bench._harness import fs_type
+
+    return {
+        "command": "mqstore bench commitlog" + (" --quick" if args.quick else ""),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "quick": bool(args.quick),
+        "repetitions": reps,
+        "duration_s": opts["duration"],
+        "recovery_target_bytes": opts["recovery_bytes"],
+        "dir": str(base),
+        "fs_type": fs_type(base),
+        "cpu_count": os.cpu_count(),
+        "loadavg_before": list(os.getloadavg()),
+        "python": platform.python_version(),
+        "sqlite_version": sqlite3.sqlite_version,
+        "persist_queue_version": getattr(persistqueue, "__version__", "?"),
+        "platform": platform.platform(),
+    }
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Options: the CLI passes --json/--plot/--quick; --dir/--duration/--reps for experiments."""
+    ap = argparse.ArgumentParser(prog="mqstore bench commitlog", description=__doc__)
+    ap.add_argument("--json", default=None, metavar="FILE", help="write every figure here")
+    ap.add_argument("--plot", default=None, metavar="FILE.png", help="bar chart of the rates")
+    ap.add_argument("--quick", action="store_true", help="0.3 s per contender, 32 MiB store")
+    ap.add_argument("--dir", default=None, help="parent of the temp dir (must be a real disk)")
+    ap.add_argument("--duration", type=float, default=None, help="seconds per contender")
+    ap.add_argument("--reps", type=int, default=REPETITIONS, help="repetitions (median)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmark; print the table; 0 on success (targets missed still return 0)."""
+    args = parse_args(argv)
+    opts = dict(QUICK if args.quick else FULL)
+    if args.duration:
+        opts["duration"] = args.duration
+    reps = max(1, args.reps)
+    base = pick_base_dir(args.dir, Path(__file__).resolve().parents[2])
+    base.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="mqstore-bench-", dir=base))
+    meta = _meta(args, work, opts, reps)
+    t0 = time.perf_counter()
+    try:
+        per, log_bytes = measure(work, opts, reps)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    meta["recovery_log_bytes"] = log_bytes
+    meta["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    meta["loadavg_after"] = list(os.getloadavg())
+    plan = {c.key: c for c in contenders(work)}
+    summary = {k: summarize(plan[k], runs) for k, runs in per.items()}
+    result = {"benchmark": "commitlog", "meta": meta, "contenders": summary,
+              "ratios": ratios(per, summary)}  # fmt: skip
+    print(format_table(result, SECTIONS))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if args.plot:
+        write_plot(result, SECTIONS, args.plot)
+    return 0
