@@ -66,6 +66,16 @@ class StoreConfig:
     os_page_cache_busy_timeout_ms: int = 1000
     file_reserved_time_hours: int = 72
     extra: dict[str, str] = field(default_factory=dict, compare=False)
+    # HA replication (store.ha; rocketmq-facts section 9). A SYNC_MASTER serves slaves on
+    # ha_bind_host:ha_listen_port (0 picks a free port); a SLAVE with ha_master_address
+    # ("HOST:PORT") replicates from it. See store.ha.service for who starts what.
+    ha_listen_port: int = 10912
+    ha_master_address: str | None = None
+    ha_housekeeping_interval_ms: int = 20_000
+    ha_send_heartbeat_interval_ms: int = 5_000
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    slave_timeout_ms: int = 3000
+    ha_bind_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         if self.commitlog_file_size < 4096:

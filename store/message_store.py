@@ -35,6 +35,7 @@ from store.commitlog.segments import Segments
 from store.compression import COMPRESSED_FLAG, compress, parse_type
 from store.config import BrokerRole, FlushDiskType, StoreConfig
 from store.errors import IllegalMessageError, StoreClosedError, StoreLockedError
+from store.ha import service as ha_service
 from store.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -96,6 +97,8 @@ class MessageStore:
         self._refuse_puts = True
         self._host_hex = host_bytes(cfg.store_host).hex().upper()
         self._poison: BaseException | None = None
+        self.ha: ha_service.HAService | None = None  # replication (store.ha.service)
+        self._replica_wait: ha_service.ReplicaWait | None = None
         self._state_lock = threading.Lock()
         self.recovery: RecoveryResult | None = None
         self.last_exit_ok = True
@@ -156,6 +159,8 @@ class MessageStore:
             self.commitlog.topic_queue_table.update(
                 (queue_key(topic, qid), last + 1) for (topic, qid), last in last_offsets.items()
             )
+            self.ha = ha_service.start_for(cfg, self.commitlog)
+            self._replica_wait = self.ha.replica_wait if self.ha is not None else None
             abort.write_text(str(os.getpid()))
             self._start_flusher()
             self._closed = False
@@ -381,6 +386,8 @@ class MessageStore:
         except RollFailed as e:
             return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=str(e))
         status = self.flusher.wait_for(phys + size) if msg.wait_store_msg_ok else _PUT_OK
+        if self._replica_wait is not None and status is _PUT_OK and msg.wait_store_msg_ok:
+            status = self._replica_wait(phys + size)  # SYNC_MASTER: flush, then a slave
         return _tuple_new(
             PutResult,
             (
@@ -431,6 +438,8 @@ class MessageStore:
             return [PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=str(e))] * len(msgs)
         wait = any(m.wait_store_msg_ok for m in msgs)
         status = self.flusher.wait_for(ar.next_offset) if wait else PutStatus.PUT_OK
+        if self._replica_wait is not None and status is PutStatus.PUT_OK and wait:
+            status = self._replica_wait(ar.next_offset)
         host = self.commitlog.store_host_hex
         return [
             PutResult(status, p, q, f"{host}{p:016X}", 0, ar.store_timestamp, u)
@@ -479,6 +488,8 @@ class MessageStore:
             return
         self._closed = True
         self._refuse_puts = True
+        if self.ha is not None:
+            self.ha.stop()
         self.flusher.stop()
         clean = self._poison is None
         if clean:
@@ -502,6 +513,8 @@ class MessageStore:
             raise StoreClosedError("store already closed")
         self._closed = True
         self._refuse_puts = True
+        if self.ha is not None:
+            self.ha.stop()
         self.flusher._stopped.set()
         self.flusher._wake.set()
         with self.commitlog.put_lock:

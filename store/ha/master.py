@@ -1,0 +1,396 @@
+"""The HA master: accepts slaves and streams the CommitLog to them (RocketMQ ``HAService``).
+
+One :class:`HAMaster` listens on the HA port (``ha_bind_host:ha_listen_port``; 10912,
+127.0.0.1 by default). Each accepted slave gets a :class:`SlaveLink` (RocketMQ
+``HAConnection``) with two threads around one :class:`~store.ha.protocol.MasterConnection`:
+
+* the *reader* feeds the slave's reports to the protocol. The first report fixes the
+  stream's start (``start_offset``: a slave at 0 starts at the master's last file);
+  every report is an ack handed to :class:`~store.ha.group_transfer.GroupTransfer`.
+  No bytes for ``housekeeping_interval_ms`` (20 s) closes the connection.
+* the *writer* sends :class:`~store.ha.protocol.Transfer` frames from the CommitLog
+  (:func:`~store.ha.protocol.chunk` sizes: at most 32 KiB, never across a file) for as
+  long as the log is ahead of the slave, then waits to be woken (a SYNC_MASTER put
+  wakes it) or polls every ``poll_interval_ms``; after ``heartbeat_interval_ms`` (5 s)
+  without writing it sends a Heartbeat.
+
+Any protocol error or socket error closes that one link (logged, kept in
+``last_error``); the slave reconnects on its own. Nothing here parses bytes or
+touches sockets directly: that is :mod:`store.ha.protocol` and :mod:`store.ha.transport`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from store.ha import transport
+from store.ha.group_transfer import GroupTransfer
+from store.ha.protocol import (
+    MAX_TRANSFER,
+    NEED_DATA,
+    ConnectionClosed,
+    Heartbeat,
+    MasterConnection,
+    ProtocolError,
+    ReportOffset,
+    Transfer,
+)
+from store.status import PutStatus
+
+log = logging.getLogger("mqstore.ha.master")
+
+READ_BUFFER = 1 << 20
+"""Largest read from a slave socket (RocketMQ's master read buffer, 1 MiB)."""
+
+
+class LogSource(Protocol):
+    """What the master reads: the CommitLog's offsets and bytes (CommitLog fits)."""
+
+    @property
+    def max_offset(self) -> int: ...
+
+    @property
+    def min_offset(self) -> int: ...
+
+    @property
+    def file_size(self) -> int: ...
+
+    def read(self, offset: int, size: int) -> bytes | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LinkInfo:
+    """A snapshot of one slave connection, for status displays and tests."""
+
+    peer: str
+    slave_request_offset: int | None
+    slave_ack_offset: int | None
+    next_transfer_offset: int | None
+    sent_bytes: int
+
+
+class _LinkError(Exception):
+    """Ends a link with a reason (not a protocol error: e.g. data no longer held)."""
+
+
+class SlaveLink:
+    """One slave connection: a reader and a writer thread sharing a MasterConnection."""
+
+    def __init__(self, channel: transport.Channel, master: HAMaster) -> None:
+        self.channel = channel
+        self._master = master
+        self._log = master.log
+        self._conn = MasterConnection(max_transfer=master.max_transfer)
+        self._lock = threading.Lock()  # guards self._conn (protocol objects are not thread-safe)
+        self._started = threading.Event()
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self.sent_bytes = 0
+        self._threads = [
+            threading.Thread(target=self._guard, args=(self._read_loop,), daemon=True,
+                             name=f"ha-read-{channel.peer}"),
+            threading.Thread(target=self._guard, args=(self._write_loop,), daemon=True,
+                             name=f"ha-write-{channel.peer}"),
+        ]  # fmt: skip
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def wakeup(self) -> None:
+        """Make an idle writer look at the log now."""
+        self._wake.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def info(self) -> LinkInfo:
+        with self._lock:
+            c = self._conn
+            return LinkInfo(
+                self.channel.peer,
+                c.slave_request_offset,
+                c.slave_ack_offset,
+                c.next_transfer_offset,
+                self.sent_bytes,
+            )
+
+    def close(self, reason: str | None = None) -> None:
+        """Close the socket and stop both threads (they exit within a poll interval)."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._wake.set()
+        self.channel.close()
+        self._master._link_closed(self, reason)
+
+    def join(self, timeout: float) -> None:
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout)
+
+    def _guard(self, loop: Callable[[], None]) -> None:
+        try:
+            loop()
+        except ProtocolError as e:
+            log.error("HA master: protocol error from slave %s: %s", self.channel.peer, e)
+            self.close(f"protocol error from {self.channel.peer}: {e}")
+        except _LinkError as e:
+            self.close(str(e))
+        except OSError as e:
+            self.close(None if self.closed else f"socket error with {self.channel.peer}: {e}")
+
+    # ------------------------------------------------------------------ reader
+
+    def _read_loop(self) -> None:
+        housekeeping = self._master.housekeeping_interval
+        last_read = time.monotonic()
+        while not self._closed.is_set():
+            data = self.channel.recv(READ_BUFFER)
+            now = time.monotonic()
+            if data is None:
+                if now - last_read > housekeeping:
+                    raise _LinkError(
+                        f"housekeeping: no report from {self.channel.peer} for "
+                        f"{now - last_read:.1f} s (limit {housekeeping:.1f} s)"
+                    )
+                continue
+            last_read = now
+            if not data:
+                self.close()  # the slave closed its side
+                return
+            with self._lock:
+                self._conn.receive_data(data)
+                event = self._conn.next_event()
+            while event is not NEED_DATA:
+                if isinstance(event, ConnectionClosed):
+                    self.close()
+                    return
+                if isinstance(event, ReportOffset):
+                    self._on_report(event.offset)
+                with self._lock:
+                    event = self._conn.next_event()
+
+    def _on_report(self, offset: int) -> None:
+        if not self._started.is_set():
+            with self._lock:
+                start = self._conn.start_offset(self._log.max_offset, self._log.file_size)
+            log.info("slave %s reported %d; streaming from %d", self.channel.peer, offset, start)
+            self._started.set()
+        self._master.group.notify_ack(offset)
+
+    # ------------------------------------------------------------------ writer
+
+    def _write_loop(self) -> None:
+        while not self._started.wait(transport.READ_TIMEOUT_S):
+            if self._closed.is_set():
+                return
+        m = self._master
+        file_size = self._log.file_size
+        last_write = time.monotonic()
+        while not self._closed.is_set():
+            nxt = self._conn.next_transfer_offset
+            assert nxt is not None
+            end = self._log.max_offset
+            if nxt < end:
+                length = min(end - nxt, m.max_transfer, file_size - nxt % file_size)
+                self._send_transfer(nxt, length)
+                last_write = time.monotonic()
+                continue
+            if time.monotonic() - last_write >= m.heartbeat_interval:
+                with self._lock:
+                    frame = self._conn.send(Heartbeat(nxt))
+                self.channel.send_all(frame)
+                last_write = time.monotonic()
+            self._wake.wait(m.poll_interval)
+            self._wake.clear()
+
+    def _send_transfer(self, offset: int, length: int) -> None:
+        data = self._log.read(offset, length)
+        if data is None:
+            raise _LinkError(
+                f"slave {self.channel.peer} needs offset {offset} but the master's log now "
+                f"holds [{self._log.min_offset}, {self._log.max_offset}): that data was deleted"
+            )
+        with self._lock:
+            frame = self._conn.send(Transfer(offset, data))
+        self.channel.send_all(frame)
+        self.sent_bytes += length
+
+
+class HAMaster:
+    """Serves slaves on one listening socket; owns the links and the replica waits.
+
+    Args:
+        log: the CommitLog (or anything with its offsets and ``read``).
+        host, port: where to listen (port 0: the OS picks; see :attr:`port`).
+        sync: True for SYNC_MASTER: :attr:`replica_wait` is then the put-path hook.
+        heartbeat_interval_ms, housekeeping_interval_ms, slave_timeout_ms,
+        fallbehind_max: rocketmq-facts 9.3-9.6 (``haSendHeartbeatInterval``,
+            ``haHousekeepingInterval``, ``slaveTimeout``, ``haSlaveFallbehindMax``).
+        poll_interval_ms: how often an idle writer looks for new data unprompted.
+
+    Thread-safe. ``start()`` binds (raising OSError if the port is taken);
+    ``stop()`` closes every link and joins the threads.
+    """
+
+    def __init__(
+        self,
+        log: LogSource,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 10912,
+        sync: bool = False,
+        heartbeat_interval_ms: int = 5_000,
+        housekeeping_interval_ms: int = 20_000,
+        slave_timeout_ms: int = 3_000,
+        fallbehind_max: int = 256 * 1024 * 1024,
+        poll_interval_ms: int = 10,
+        max_transfer: int = MAX_TRANSFER,
+    ) -> None:
+        self.log = log
+        self.host = host
+        self._requested_port = port
+        self.sync = sync
+        self.heartbeat_interval = heartbeat_interval_ms / 1000.0
+        self.housekeeping_interval = housekeeping_interval_ms / 1000.0
+        self.poll_interval = poll_interval_ms / 1000.0
+        self.max_transfer = max_transfer
+        self._links: list[SlaveLink] = []
+        self._links_lock = threading.Lock()
+        self.group = GroupTransfer(
+            timeout_ms=slave_timeout_ms,
+            fallbehind_max=fallbehind_max,
+            connections=self.connection_count,
+            wake_writers=self.wakeup,
+        )
+        self._server: transport.Listener | None = None
+        self._stopped = threading.Event()
+        self._acceptor: threading.Thread | None = None
+        self.port = 0
+        self.accepted = 0
+        self.errors: deque[str] = deque(maxlen=50)
+
+    # ------------------------------------------------------------- lifecycle
+
+    def start(self) -> HAMaster:
+        """Bind and start accepting; returns self.
+
+        Raises:
+            OSError: the address is in use or not available.
+        """
+        self._server = transport.Listener(self.host, self._requested_port)
+        self.port = self._server.port
+        self._acceptor = threading.Thread(target=self._accept_loop, name="ha-accept", daemon=True)
+        self._acceptor.start()
+        log.info("HA master listening on %s:%d", self.host, self.port)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop accepting, close every link, join the threads."""
+        self._stopped.set()
+        if self._acceptor is not None:
+            self._acceptor.join(timeout)
+            self._acceptor = None
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for link in self._snapshot():
+            link.close()
+            link.join(timeout)
+
+    def _accept_loop(self) -> None:
+        assert self._server is not None
+        while not self._stopped.is_set():
+            try:
+                channel = self._server.accept()
+            except OSError as e:  # the listening socket broke: nothing more to accept
+                self._note_error(f"accept failed on port {self.port}: {e}")
+                return
+            if channel is None:
+                continue
+            link = SlaveLink(channel, self)
+            with self._links_lock:
+                self._links.append(link)
+                self.accepted += 1
+            log.info("slave connected from %s", channel.peer)
+            link.start()
+
+    # ---------------------------------------------------------------- links
+
+    def _snapshot(self) -> list[SlaveLink]:
+        with self._links_lock:
+            return list(self._links)
+
+    def _link_closed(self, link: SlaveLink, reason: str | None) -> None:
+        with self._links_lock:
+            if link in self._links:
+                self._links.remove(link)
+        if reason is not None:
+            self._note_error(reason)
+        else:
+            log.info("slave %s disconnected", link.channel.peer)
+
+    def _note_error(self, reason: str) -> None:
+        self.errors.append(reason)
+        log.warning("HA master: %s", reason)
+
+    @property
+    def last_error(self) -> str | None:
+        """The most recent reason a link was closed abnormally, if any."""
+        return self.errors[-1] if self.errors else None
+
+    def connection_count(self) -> int:
+        """Slaves connected now."""
+        with self._links_lock:
+            return len(self._links)
+
+    def links(self) -> list[LinkInfo]:
+        """A snapshot of every connected slave."""
+        return [link.info() for link in self._snapshot()]
+
+    def wakeup(self) -> None:
+        """Wake every idle writer (called when data was appended)."""
+        for link in self._snapshot():
+            link.wakeup()
+
+    def disconnect_all(self) -> int:
+        """Close every slave connection from this side; return how many (fault tests)."""
+        links = self._snapshot()
+        for link in links:
+            link.close()
+        return len(links)
+
+    # --------------------------------------------------------- replica waits
+
+    @property
+    def push_to_slave_max_offset(self) -> int:
+        """The highest offset any slave acknowledged."""
+        return self.group.push_to_slave_max_offset
+
+    def wait_for_replica(self, next_offset: int) -> PutStatus:
+        """SYNC_MASTER wait: see :mod:`store.ha.group_transfer` for the statuses."""
+        return self.group.wait_for_replica(next_offset)
+
+    @property
+    def replica_wait(self) -> Callable[[int], PutStatus] | None:
+        """The put-path hook: :meth:`wait_for_replica` for a SYNC_MASTER, else None."""
+        return self.wait_for_replica if self.sync else None
+
+    @property
+    def address(self) -> str:
+        """``host:port`` actually bound."""
+        return f"{self.host}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"HAMaster({self.address}, slaves={self.connection_count()})"
+
+
+__all__ = ["HAMaster", "LinkInfo", "LogSource", "SlaveLink"]
