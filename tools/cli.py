@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--ha-port", type=int, default=10912)
     b.add_argument("--master-ha", default=None, metavar="HOST:PORT")
+    b.add_argument("--ha-bind", default="127.0.0.1", help="HA listen address (127.0.0.1)")
+    b.add_argument("--file-size", type=int, default=1 << 30, help="CommitLog segment size")
 
     for name, helptext in (
         ("audit", "check every record of a store directory with Spark"),
@@ -172,13 +174,60 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _broker(args: argparse.Namespace) -> int:
+    """Run a store with HA replication until SIGTERM/SIGINT.
+
+    Until the remoting server (issue 5) exists, only the HA side runs: a master serves
+    slaves on --ha-port, a SLAVE replicates from --master-ha.
+    """
     try:
         from store.broker import server  # type: ignore[attr-defined]
     except ImportError:
-        print("mqstore broker: the remoting broker is not built yet (issue 5)", file=sys.stderr)
+        server = None
+    if server is not None and hasattr(server, "main"):
+        rc: int = server.main(args)
+        return rc
+    import signal
+    import threading
+
+    from store import BrokerRole, MessageStore, StoreConfig
+    from store.ha import service as ha_service
+    from store.ha.master import HAMaster
+
+    role = BrokerRole[args.role]
+    if role is BrokerRole.SLAVE and not args.master_ha:
+        print("mqstore broker: a SLAVE needs --master-ha HOST:PORT", file=sys.stderr)
         return 2
-    rc: int = server.main(args)
-    return rc
+    cfg = StoreConfig(
+        root_dir=args.store,
+        broker_role=role,
+        commitlog_file_size=args.file_size,
+        ha_listen_port=args.ha_port,
+        ha_bind_host=args.ha_bind,
+        ha_master_address=args.master_ha,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        store = MessageStore.open(cfg)
+    except OSError as e:
+        print(f"mqstore broker: cannot open {args.store}: {e}", file=sys.stderr)
+        return 2
+    with store:
+        if role is BrokerRole.SLAVE:
+            print(f"mqstore broker: SLAVE store {args.store}, replicating from {args.master_ha}")
+        else:
+            master = store.ha if isinstance(store.ha, HAMaster) else ha_service.serve(store)
+            print(f"mqstore broker: {role.value} store {args.store}, HA port {master.address}")
+        print(
+            f"mqstore broker: remoting port {args.port} not served: the remoting protocol "
+            "arrives with issue 5",
+            file=sys.stderr,
+        )
+        sys.stdout.flush()
+        while not stop.wait(1.0):
+            pass
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
