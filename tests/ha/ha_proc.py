@@ -3,7 +3,7 @@
 Run with ``sys.executable``::
 
     ha_proc.py master --store DIR --status FILE [--role SYNC_MASTER] [--produce N]
-                      [--threads T] [--body-size B] [--acks FILE] [--file-size S]
+                      [--threads T] [--rate R] [--body-size B] [--acks FILE]
     ha_proc.py slave  --store DIR --status FILE --master HOST:PORT [--reconnect-ms MS]
 
 The process opens the store the way a broker does (``MessageStore.open`` with the HA
@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ class Producer:
         self.body_size = args.body_size
         self.stop = stop
         self.wait_slave = args.after_connect
+        self.interval = args.threads / args.rate if args.rate > 0 else 0.0
         self.ack_fd = (
             os.open(args.acks, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if args.acks else -1
         )
@@ -89,7 +91,13 @@ class Producer:
             if self.stop.wait(0.01):
                 return
         seq = 0
+        next_at = time.monotonic()
         while not self.stop.is_set() and (self.count < 0 or seq * threads + me < self.count):
+            if self.interval:  # pace the load: --rate messages per second over all threads
+                next_at += self.interval
+                delay = next_at - time.monotonic()
+                if delay > 0 and self.stop.wait(delay):
+                    return
             tag = f"{me}-{seq}".encode()
             body = tag + b"." * max(0, self.body_size - len(tag))
             try:
@@ -153,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--body-size", type=int, default=1024)
     p.add_argument("--acks", default=None)
     p.add_argument("--after-connect", action="store_true", help="produce once a slave is in")
+    p.add_argument("--rate", type=float, default=0, help="messages per second (0: flat out)")
     args = p.parse_args(argv)
 
     stop = threading.Event()
