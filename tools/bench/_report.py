@@ -30,20 +30,21 @@ def _recovery_row(c: dict[str, Any]) -> str:
     )
 
 
-def _ratio_row(name: str, r: dict[str, Any], contenders: dict[str, Any]) -> str:
+def _ratio_row(r: dict[str, Any]) -> str:
     if r["denominator"] is None:
-        what = "recovery scan MB/s"
         value = f"{r['value']:,.0f}"
         target = f">= {r['target']:g} MB/s"
+        of_medians = ""
     else:
-        a = contenders[r["numerator"]]["label"].split(",")[0]
-        b = contenders[r["denominator"]]["label"]
-        what = f"{a} / {b}"
         value = f"{r['value']:.2f}x"
         target = "" if r["target"] is None else f">= {r['target']:g}x"
+        of_medians = f"(of medians {r['ratio_of_medians']:.2f}x)"
     verdict = "" if r["met"] is None else ("MET" if r["met"] else "MISSED")
-    reps = " ".join(f"{x:g}" for x in r["reps"])
-    return f"  = {what:<{_W + 20}} {value:>8}  {target:<13}{verdict:<7} reps: {reps}"
+    reps = " ".join(f"{x:.2f}" for x in r["reps"])
+    return (
+        f"  = {r['title']:<{_W - 2}}{value:>9} {target:<12}{verdict:<7}"
+        f"{of_medians:<21} reps: {reps}"
+    )
 
 
 def format_table(result: dict[str, Any], sections: dict[str, str]) -> str:
@@ -68,10 +69,14 @@ def format_table(result: dict[str, Any], sections: dict[str, str]) -> str:
         for c in cs.values():
             if c["section"] == sec:
                 lines.append(_recovery_row(c) if sec == "recovery" else _rate_row(c))
-        for name, r in result["ratios"].items():
+        for r in result["ratios"].values():
             if cs[r["numerator"]]["section"] == sec:
-                lines.append(_ratio_row(name, r, cs))
+                lines.append(_ratio_row(r))
         lines.append("")
+    lines.append(
+        "ratios: median of the per-repetition ratios (each pair ran back to back); "
+        "targets judge that value"
+    )
     lines.append("durability of each contender:")
     lines += [f"  {c['label']:<{_W}}{c['durability']}" for c in cs.values()]
     return "\n".join(lines)
