@@ -58,6 +58,12 @@ def format_table(result: dict[str, Any], sections: dict[str, str]) -> str:
         f"{meta['loadavg_after'][0]:.2f}; {meta['wall_seconds']:g} s wall",
         "",
     ]
+    if max(meta["loadavg_before"][0], meta["loadavg_after"][0]) > (meta["cpu_count"] or 2) / 2:
+        lines[-1:] = [
+            "WARNING: other processes were busy (1-min load above half the CPUs): absolute",
+            "rates are depressed; the paired ratios are the figures to compare.",
+            "",
+        ]
     head = (
         f"  {'contender':<{_W}}{'msgs/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'p99.9ms':>8}"
         f" {'fsync/s':>9} {'msg/sync':>8}"

@@ -151,6 +151,7 @@ def summarize(c: Contender, runs: list[Run]) -> dict[str, Any]:
         "durability": c.durability,
         "messages_per_s": median([r.rate for r in runs]),
         "reps_messages_per_s": [round(r.rate, 1) for r in runs],
+        "reps_loadavg_1m": [round(r.extra.get("loadavg_1m", 0.0), 2) for r in runs],
     }
     if c.kind == "sync":
         lats = [latency_ms(r.latencies_ns) for r in runs]
@@ -234,8 +235,11 @@ def measure(work: Path, opts: dict[str, Any], reps: int) -> tuple[dict[str, list
                 bar.set_description(f"rep {rep + 1}/{reps} {c.key}")
                 d = work / f"{c.key}-{rep}"
                 d.mkdir()
+                load = os.getloadavg()[0]
                 try:
-                    per[c.key].append(c.run(d, opts["duration"]))
+                    run = c.run(d, opts["duration"])
+                    run.extra["loadavg_1m"] = load
+                    per[c.key].append(run)
                 finally:
                     shutil.rmtree(d, ignore_errors=True)
                     settle()
