@@ -186,6 +186,7 @@ def _broker(args: argparse.Namespace) -> int:
     if server is not None and hasattr(server, "main"):
         rc: int = server.main(args)
         return rc
+    import logging
     import signal
     import threading
 
@@ -205,6 +206,7 @@ def _broker(args: argparse.Namespace) -> int:
         ha_bind_host=args.ha_bind,
         ha_master_address=args.master_ha,
     )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -149,18 +149,25 @@ def test_connection_cut_by_the_master_is_reestablished(tmp_path: Path):
             "slave", tmp_path / "s", tmp_path, "slave", "--master", f"127.0.0.1:{master.port}"
         )
         try:
-            for i in range(500):
-                m.put_message(Message(topic="cut", body=b"%d" % i * 100))
+            wait_until(lambda: master.connection_count() == 1, 20, "the slave connected")
+            for i in range(3000):
+                m.put_message(Message(topic="cut", body=b"%d" % i * 300))
             end = m.max_physical_offset
-            slave.wait_for(lambda s: s["max_offset"] == end, 20, "first catch-up")
+            # Cut while the slave is still copying: it resumes wherever its last frame
+            # ended, usually inside a record.
+            wait_until(lambda: master.push_to_slave_max_offset > 0, 10, "streaming")
             assert master.disconnect_all() == 1
             wait_until(lambda: master.accepted == 2 and master.connection_count() == 1, 10,
                        "the slave reconnected")  # fmt: skip
+            slave.wait_for(lambda s: s["max_offset"] == end, 20, "catch-up after the cut")
+            assert master.disconnect_all() == 1  # and once more, idle this time
+            wait_until(lambda: master.accepted == 3 and master.connection_count() == 1, 10,
+                       "the slave reconnected again")  # fmt: skip
             for i in range(500):
                 m.put_message(Message(topic="cut", body=b"%d" % i * 100))
             end = m.max_physical_offset
-            st = slave.wait_for(lambda s: s["max_offset"] == end, 20, "second catch-up")
-            assert st["sessions"] == 2
+            st = slave.wait_for(lambda s: s["max_offset"] == end, 20, "final catch-up")
+            assert st["sessions"] == 3
             assert not st["diverged"]
             slave.terminate()
         finally:
