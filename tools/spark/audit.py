@@ -35,39 +35,31 @@ from typing import TYPE_CHECKING, Any
 if not __package__:  # run as a script: spark-submit tools/spark/audit.py DIR
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tools.spark import checks, cqscan
+from tools.spark import cqscan, queues
 from tools.spark.layout import LayoutError, StoreLayout, discover
-from tools.spark.reader import DEFAULT_SPLIT_BYTES, plan_ranges, scan_dataframe
-from tools.spark.report import AuditReport, Finding
+from tools.spark.reader import DEFAULT_SPLIT_BYTES, SCAN_SCHEMA, plan_ranges, scan_dataframe
+from tools.spark.report import AuditReport, Finding, QueueStats
+from tools.spark.segscan import ROW_FIELDS
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
-def _segment_series(layout: StoreLayout, where: checks.Locator) -> list[Finding]:
+def _segment_series(layout: StoreLayout) -> list[Finding]:
+    """Segments one size apart, each that long (the last may be shorter only if torn)."""
     out: list[Finding] = []
     size = layout.segment_size
-    last = len(layout.segments) - 1
-    for i, seg in enumerate(layout.segments):
-        name = where.rel(layout, seg.path)
-        if seg.base_offset % size if size else False:
-            out.append(
-                Finding(
-                    name, 0, "segment_size", f"start {seg.base_offset} not a multiple of {size}"
-                )
-            )
-        if i < last and layout.segments[i + 1].base_offset != seg.base_offset + size:
-            nxt = layout.segments[i + 1].base_offset
-            out.append(
-                Finding(
-                    name,
-                    0,
-                    "segment_size",
-                    f"next segment starts at {nxt}, not {seg.base_offset + size}",
-                )
-            )
-        if seg.length != size and i < last:
-            out.append(Finding(name, 0, "segment_size", f"{seg.length} bytes, not {size}"))
+    segs = layout.segments
+    for i, seg in enumerate(segs):
+        name = queues.rel_name(layout, seg.path)
+        if size and seg.base_offset % size:
+            out.append(Finding(name, 0, "segment_size", f"start not a multiple of {size}"))
+        if i + 1 < len(segs):
+            if segs[i + 1].base_offset != seg.base_offset + size:
+                detail = f"next segment starts at {segs[i + 1].base_offset}"
+                out.append(Finding(name, 0, "segment_size", detail))
+            if seg.length != size:
+                out.append(Finding(name, 0, "segment_size", f"{seg.length} bytes, not {size}"))
     return out
 
 
@@ -90,7 +82,7 @@ def _checkpoint(
         }
         cp.close()
     limit = (newest or 0) + MIN_TIMESTAMP_SLACK_MS
-    rel = checks.Locator.rel(layout, str(layout.checkpoint))
+    rel = queues.rel_name(layout, str(layout.checkpoint))
     out = [
         Finding(rel, pos, "checkpoint_ahead", f"{name} {value} > newest store timestamp {newest}")
         for pos, (name, value) in zip((0, 8, 16), fields.items(), strict=True)
@@ -99,31 +91,35 @@ def _checkpoint(
     return fields, out
 
 
-def _range_findings(
-    rows: list[Any], where: checks.Locator, layout: StoreLayout
-) -> tuple[list[Finding], int]:
-    """Findings from the scan rows, plus cross-range timestamp order within a file."""
-    by_name = {s.name: where.rel(layout, s.path) for s in layout.segments}
-    out: list[Finding] = []
+def _collect(rows: list[Any], layout: StoreLayout) -> tuple[list[Finding], list[QueueStats], int]:
+    """Findings, queue statistics and the record count from the grouped output; checks
+    store-time order across the ranges of one file."""
+    by_name = {s.name: queues.rel_name(layout, s.path) for s in layout.segments}
+    found: list[Finding] = []
+    stats: list[QueueStats] = []
     ranges: dict[str, list[Any]] = {}
-    records = 0
     for r in rows:
         if r.row_type == "finding":
-            out.append(Finding(by_name.get(r.file, r.file), r.offset, r.kind, r.detail))
-        else:
+            found.append(Finding(by_name.get(r.file, r.file), r.offset, r.kind, r.detail))
+        elif r.row_type == "range":
             ranges.setdefault(r.file, []).append(r)
-            records += r["count"]
+        else:
+            stats.append(
+                QueueStats(
+                    r.topic, r.queue_id, r["count"], r.min_qo, r.max_qo, r.bytes, r.min_ts,
+                    r.max_ts, r.not_dispatched,
+                )
+            )  # fmt: skip
     for name, rs in ranges.items():
         rs.sort(key=lambda x: x.offset)
         for a, b in itertools.pairwise(rs):
             if a.last_ts is not None and b.first_ts is not None and b.first_ts < a.last_ts:
-                out.append(
-                    Finding(
-                        by_name.get(name, name), b.offset, "timestamp_regression",
-                        f"store timestamp {b.first_ts} < previous record's {a.last_ts}",
-                    )
-                )  # fmt: skip
-    return out, records
+                detail = f"store timestamp {b.first_ts} < previous record's {a.last_ts}"
+                found.append(
+                    Finding(by_name.get(name, name), b.offset, "timestamp_regression", detail)
+                )
+    records = sum(r["count"] for rs in ranges.values() for r in rs)
+    return found, sorted(stats), records
 
 
 def _index_check() -> str:
@@ -134,15 +130,13 @@ def _index_check() -> str:
     return "skipped (index reader not wired into the audit yet)"
 
 
-def audit_with(
-    spark: SparkSession, layout: StoreLayout, *, split_bytes: int = DEFAULT_SPLIT_BYTES
-) -> AuditReport:
-    """Run every check of the module doc on ``layout`` with an existing session."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+def grouped_dataframe(
+    spark: SparkSession, layout: StoreLayout, ctx: queues.QueueContext, split_bytes: int
+) -> DataFrame:
+    """Scan rows grouped by (topic, queue) and checked per group (see tools.spark.queues).
 
-    t0 = time.perf_counter()
-    where = checks.Locator(layout)
+    ConsumeQueue directories without records get a placeholder row so their units are
+    still read (and reported as orphans)."""
     ranges = plan_ranges(layout, split_bytes)
     print(
         f"audit: {len(layout.segments)} segments, {layout.total_bytes / 2**20:.1f} MiB,"
@@ -150,31 +144,39 @@ def audit_with(
         file=sys.stderr,
     )
     scan = scan_dataframe(spark, ranges, int(time.time() * 1000))
-    scan = scan.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        findings, n_records = _range_findings(
-            scan.where(F.col("row_type") != "record").collect(), where, layout
-        )
-        findings += _segment_series(layout, where)
-        records = scan.where(F.col("row_type") == "record")
-        queues = checks.queue_stats(records)
-        disp = checks.dispatchable(records)
-        findings += checks.continuity(disp, where, layout.min_offset == 0)
-        state = {"records": "checked", "queue offsets": "checked"}
-        if layout.cq_files:
-            cq_found, lost = cqscan.file_findings(layout.cq_files)
-            units = cqscan.units_dataframe(spark, layout.cq_files).persist()
-            bad_units = units.where(F.col("row_type") == "finding").limit(checks.MAX_PER_KIND)
-            cq_found += [Finding(r.file, r.offset, r.kind, r.detail) for r in bad_units.collect()]
-            cq_found += checks.cq_against_log(disp, units, layout, lost)
-            units.unpersist()
-            findings += cq_found
-            state["consumequeue"] = f"checked ({len(layout.cq_queues)} queues)"
-        else:
-            state["consumequeue"] = "skipped (no consumequeue/)"
-    finally:
-        scan.unpersist()
-    newest = max((q.max_store_timestamp for q in queues), default=None)
+    if layout.cq_queues:
+        marks = [
+            tuple(
+                {"row_type": "placeholder", "offset": 0, "topic": t, "queue_id": q}.get(f)
+                for f in ROW_FIELDS
+            )
+            for t, q in sorted(layout.cq_queues)
+        ]
+        scan = scan.unionByName(spark.createDataFrame(marks, SCAN_SCHEMA))
+
+    def task(key: tuple[Any, ...], table: Any) -> Any:
+        return queues.group_task(key, table, ctx)
+
+    return scan.groupBy("topic", "queue_id").applyInArrow(task, queues.OUT_SCHEMA)
+
+
+def audit_with(
+    spark: SparkSession, layout: StoreLayout, *, split_bytes: int = DEFAULT_SPLIT_BYTES
+) -> AuditReport:
+    """Run every check of the module doc on ``layout`` with an existing session."""
+    t0 = time.perf_counter()
+    cq_found, lost = cqscan.file_findings(layout.cq_files)
+    ctx = queues.QueueContext.of(layout, lost)
+    rows = grouped_dataframe(spark, layout, ctx, split_bytes).collect()
+    findings, stats, n_records = _collect(rows, layout)
+    findings += cq_found + _segment_series(layout)
+    state = {"records": "checked", "queue offsets": "checked"}
+    state["consumequeue"] = (
+        f"checked ({len(layout.cq_queues)} queues)"
+        if layout.cq_queues
+        else "skipped (no consumequeue/)"
+    )
+    newest = max((q.max_store_timestamp for q in stats), default=None)
     cp_fields, cp_found = _checkpoint(layout, newest)
     findings += cp_found
     state["checkpoint"] = "checked" if cp_fields is not None else "skipped (no checkpoint file)"
@@ -186,7 +188,7 @@ def audit_with(
         records=n_records,
         bytes=layout.total_bytes,
         findings=sorted(findings),
-        queues=queues,
+        queues=stats,
         checks=state,
         checkpoint=cp_fields,
         master=spark.sparkContext.master,

@@ -1,9 +1,10 @@
 """ConsumeQueue files as a DataFrame of units, read in Spark tasks.
 
-One task per CQ file. Units are decoded with :mod:`store.consumequeue.format`; numpy is
-used only to skip never-written (all-zero) units without a Python loop, which keeps a
-6,000,000-byte file that holds a few units cheap. Blank pre-fill units are dropped
-(they point at no message); units with a negative offset or size become findings.
+A few CQ files per task. Units are decoded with :mod:`store.consumequeue.format`
+(``iter_units``); numpy only finds the span of written units (so a 6,000,000-byte file
+holding a few units is cheap) and filters the tuples. Blank pre-fill units are dropped:
+they point at no message. Units with a negative offset or size are left in; the driver
+reports them (``cq_bad_unit``).
 Whole-file checks (length) need no task: :func:`file_findings` runs on the driver.
 """
 
@@ -25,10 +26,9 @@ CQ_FILE_SCHEMA: Final = (
     "path string, rel_path string, topic string, queue_id int, base_unit long, length long"
 )
 UNIT_SCHEMA: Final = (
-    "row_type string, file string, offset long, topic string, queue_id int, queue_offset long,"
-    " u_phys long, u_size int, u_tags long, kind string, detail string"
+    "file string, offset long, topic string, queue_id int, queue_offset long,"
+    " u_phys long, u_size int, u_tags long"
 )
-_BATCH: Final = 16_384
 
 
 def file_findings(
@@ -50,66 +50,62 @@ def file_findings(
     return findings, lost
 
 
-def read_units(data: bytes, cq: CqFile) -> Iterator[tuple[Any, ...]]:
-    """Rows (see UNIT_SCHEMA) for the non-zero, non-blank units of one file's bytes."""
+def read_units(data: bytes, cq: CqFile) -> dict[str, Any]:
+    """Columns (numpy arrays) of the non-zero, non-blank units of one file's bytes:
+    ``index`` (unit number in the file), ``u_phys``, ``u_size``, ``u_tags``."""
     import numpy as np
 
     whole = len(data) // cqfmt.UNIT_SIZE
     grid = np.frombuffer(data, dtype=np.uint8, count=whole * cqfmt.UNIT_SIZE)
     used = np.flatnonzero(grid.reshape(whole, cqfmt.UNIT_SIZE).any(axis=1))
-    for i in used.tolist():
-        pos = i * cqfmt.UNIT_SIZE
-        phys, size, tags = cqfmt.unpack_unit(data, pos)
-        if phys == 0 and size == cqfmt.BLANK_SIZE and tags == 0:
-            continue
-        qoff = cq.base_unit + i
-        if phys < 0 or size <= 0:
-            yield (
-                "finding",
-                cq.rel_path,
-                pos,
-                cq.topic,
-                cq.queue_id,
-                qoff,
-                phys,
-                size,
-                tags,
-                "cq_bad_unit",
-                f"unit for queue offset {qoff}: offset {phys}, size {size}",
-            )
-            continue
-        yield ("unit", cq.rel_path, pos, cq.topic, cq.queue_id, qoff, phys, size, tags, None, None)
-
-
-def _to_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
-    import pyarrow as pa
-
-    names = [c.split()[0] for c in UNIT_SCHEMA.split(",")]
-    kinds = [c.split()[1] for c in UNIT_SCHEMA.split(",")]
-    types = {"string": pa.string(), "long": pa.int64(), "int": pa.int32()}
-    cols = list(zip(*rows, strict=True))
-    arrays = [pa.array(c, type=types[k]) for c, k in zip(cols, kinds, strict=True)]
-    return pa.RecordBatch.from_arrays(arrays, names=names)
+    if used.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return {"index": empty, "u_phys": empty, "u_size": empty, "u_tags": empty}
+    lo, hi = int(used[0]), int(used[-1]) + 1
+    units = np.array(
+        list(cqfmt.iter_units(data[lo * cqfmt.UNIT_SIZE : hi * cqfmt.UNIT_SIZE])), dtype=np.int64
+    ).reshape(-1, 3)
+    phys, size, tags = units[:, 0], units[:, 1], units[:, 2]
+    zero = (phys == 0) & (size == 0) & (tags == 0)
+    blank = (phys == 0) & (size == cqfmt.BLANK_SIZE) & (tags == 0)
+    keep = ~(zero | blank)
+    return {
+        "index": np.arange(lo, hi, dtype=np.int64)[keep],
+        "u_phys": phys[keep],
+        "u_size": size[keep],
+        "u_tags": tags[keep],
+    }
 
 
 def _task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    rows: list[tuple[Any, ...]] = []
+    import pyarrow as pa
+
     for batch in batches:
         for d in batch.to_pylist():
             cq = CqFile(**d)
             with open(cq.path, "rb") as f:
-                data = f.read()
-            for row in read_units(data, cq):
-                rows.append(row)
-                if len(rows) >= _BATCH:
-                    yield _to_batch(rows)
-                    rows = []
-    if rows:
-        yield _to_batch(rows)
+                cols = read_units(f.read(), cq)
+            n = len(cols["index"])
+            if n == 0:
+                continue
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.repeat(cq.rel_path, n),
+                    pa.array(cols["index"] * cqfmt.UNIT_SIZE, pa.int64()),
+                    pa.repeat(cq.topic, n),
+                    pa.repeat(pa.scalar(cq.queue_id, pa.int32()), n),
+                    pa.array(cols["index"] + cq.base_unit, pa.int64()),
+                    pa.array(cols["u_phys"], pa.int64()),
+                    pa.array(cols["u_size"], pa.int32()),
+                    pa.array(cols["u_tags"], pa.int64()),
+                ],
+                names=[c.split()[0] for c in UNIT_SCHEMA.split(",")],
+            )
 
 
 def units_dataframe(spark: SparkSession, files: tuple[CqFile, ...]) -> DataFrame:
-    """Unit and ``cq_bad_unit`` rows of every CQ file; a few files per task."""
+    """Every used unit of every CQ file (blank pre-fill units left out); a few files
+    per task."""
     rows = [astuple(f) for f in files]
     slices = max(1, min(len(rows), 4 * spark.sparkContext.defaultParallelism))
     rdd = spark.sparkContext.parallelize(rows, slices)

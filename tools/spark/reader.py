@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from store.commitlog import format as fmt
 from tools.spark.layout import StoreLayout
-from tools.spark.segscan import ROW_FIELDS, ByteRange, Row, scan_range
+from tools.spark.segscan import (
+    RECORD_COLUMNS,
+    ROW_FIELDS,
+    ByteRange,
+    RecordColumns,
+    Row,
+    RowType,
+    scan_range,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -145,10 +153,48 @@ def ranges_dataframe(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
     return spark.createDataFrame(rdd, RANGE_SCHEMA)
 
 
+def _records_batches(cols: RecordColumns) -> Iterator[pa.RecordBatch]:
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(), "boolean": pa.bool_()}
+    n = len(cols)
+    for lo in range(0, n, BATCH_ROWS):
+        hi = min(n, lo + BATCH_ROWS)
+        arrays = []
+        for name, t in _SCAN_TYPES.items():
+            if name == "row_type":
+                arrays.append(pa.array([RowType.RECORD.value] * (hi - lo), pa.string()))
+            elif name in RECORD_COLUMNS:
+                arrays.append(pa.array(getattr(cols, name)[lo:hi], types[t]))
+            else:
+                arrays.append(pa.nulls(hi - lo, types[t]))
+        yield pa.RecordBatch.from_arrays(arrays, names=list(ROW_FIELDS))
+
+
+def audit_task(batches: Iterable[pa.RecordBatch], now_ms: int) -> Iterator[pa.RecordBatch]:
+    """Task body of :func:`scan_dataframe`: records in column batches, then other rows."""
+    other: list[Row] = []
+    cols = RecordColumns()
+    for batch in batches:
+        for d in batch.to_pylist():
+            rng = ByteRange(**d)
+            if os.path.getsize(rng.path) == 0:
+                continue
+            with (
+                open(rng.path, "rb") as f,
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm,
+            ):
+                other.extend(scan_range(mm, rng, now_ms, cols))
+            yield from _records_batches(cols)
+            cols.clear()
+    if other:
+        yield _to_batch(other)
+
+
 def scan_dataframe(spark: SparkSession, ranges: list[ByteRange], now_ms: int) -> DataFrame:
-    """Audit rows (:class:`tools.spark.segscan.Row`) for every range, parsed in tasks."""
+    """Audit rows (see :class:`tools.spark.segscan.Row`) for every range, parsed in tasks."""
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return map_ranges(batches, lambda mm, rng: scan_range(mm, rng, now_ms), _to_batch)
+        return audit_task(batches, now_ms)
 
     return ranges_dataframe(spark, ranges).mapInArrow(task, SCAN_SCHEMA)

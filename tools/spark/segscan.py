@@ -1,7 +1,7 @@
 """Checking one byte range of one CommitLog segment: the per-task work of the audit.
 
 Pure Python over a buffer (an mmap in a Spark task, bytes in a unit test); every record
-is parsed by :func:`store.commitlog.format.decode`, so nothing here knows the layout
+is validated by :func:`store.commitlog.format.scan`, so nothing here knows the layout
 beyond the named positions that module exports.
 
 A range starts at a record boundary (see :mod:`tools.spark.reader`) and yields rows:
@@ -41,6 +41,7 @@ Buffer = bytes | mmap.mmap
 
 DAY_MS: Final = 86_400_000
 _ZERO_PROBE: Final = 1 << 20
+_BAD_CRC: Final = fmt.CorruptKind.BAD_CRC
 _MAGICS: Final = (struct.pack(">i", fmt.MAGIC_V1), struct.pack(">i", fmt.MAGIC_V2))
 
 
@@ -74,6 +75,34 @@ class Row(NamedTuple):
 
 
 ROW_FIELDS: Final = Row._fields
+RECORD_COLUMNS: Final = (
+    "offset", "size", "topic", "queue_id", "queue_offset", "sys_flag", "store_ts", "tags_code",
+    "crc_ok",
+)  # fmt: skip
+
+
+class RecordColumns:
+    """The records of a scan as column lists (the bulk of the output): one append per
+    field instead of a tuple per record, and straight into Arrow arrays."""
+
+    __slots__ = RECORD_COLUMNS
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Drop every record."""
+        for name in RECORD_COLUMNS:
+            setattr(self, name, [])
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def rows(self) -> Iterator[Row]:
+        """The records as :class:`Row` (tests, small outputs)."""
+        cols = [getattr(self, n) for n in RECORD_COLUMNS]
+        for values in zip(*cols, strict=True):
+            yield Row(RowType.RECORD.value, None, *values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +157,8 @@ def resync(buf: Buffer, base_offset: int, start: int, end: int) -> int:
             return -1
         h = min(live)
         q = h - fmt.MAGIC_POS
-        r = fmt.decode(buf, q, end, check_crc=False, read_body=False)
-        if isinstance(r, fmt.Record) and r.record.physical_offset == base_offset + q:
+        r = fmt.scan(buf, q, end, check_crc=False)
+        if isinstance(r, fmt.RecordInfo) and r.physical_offset == base_offset + q:
             return q
         hits = [find(m, h + 1, end) if x == h else x for m, x in zip(_MAGICS, hits, strict=True)]
 
@@ -144,39 +173,53 @@ def _is_torn(buf: Buffer, pos: int, bad: fmt.Corrupt, file_end: int) -> bool:
     return bad.size >= fmt.MIN_RECORD_SIZE and last < pos + bad.size - 3
 
 
-def scan_range(buf: Buffer, rng: ByteRange, now_ms: int) -> Iterator[Row]:
-    """Check every record in ``rng``; ``buf`` is the whole file. See the module doc."""
+def scan_range(buf: Buffer, rng: ByteRange, now_ms: int, records: RecordColumns) -> Iterator[Row]:
+    """Check every record in ``rng``; ``buf`` is the whole file. See the module doc.
+
+    Records are appended to ``records``; findings and the range summary are yielded.
+    """
+    with memoryview(buf) as view:  # fmt.scan is fastest on a view; find() needs buf
+        yield from _scan_range(buf, view, rng, now_ms, records)
+
+
+def _scan_range(
+    buf: Buffer, view: memoryview, rng: ByteRange, now_ms: int, records: RecordColumns
+) -> Iterator[Row]:
     name, base = rng.name, rng.base_offset
     file_end = len(buf)
     pos = rng.start
     prev_ts: int | None = None
     first_ts: int | None = None
     count = 0
-    decode = fmt.decode
-    record_type = fmt.Record
+    scan = fmt.scan
+    info_type = fmt.RecordInfo
+    add_offset, add_size = records.offset.append, records.size.append
+    add_topic, add_queue_id = records.topic.append, records.queue_id.append
+    add_queue_offset, add_sys_flag = records.queue_offset.append, records.sys_flag.append
+    add_ts, add_tags, add_crc = (
+        records.store_ts.append,
+        records.tags_code.append,
+        records.crc_ok.append,
+    )
+    ts_max = now_ms + DAY_MS
     while pos < rng.end:
-        r = decode(buf, pos, file_end, read_body=False)
+        r = scan(view, pos, file_end)
         crc_ok = True
-        if (
-            type(r) is not record_type
-            and isinstance(r, fmt.Corrupt)
-            and r.kind is fmt.CorruptKind.BAD_CRC
-        ):
+        if type(r) is not info_type and isinstance(r, fmt.Corrupt) and r.kind is _BAD_CRC:
             yield _finding(name, pos, "bad_crc", r.detail)
-            r = decode(buf, pos, file_end, check_crc=False, read_body=False)
+            r = scan(view, pos, file_end, check_crc=False)
             crc_ok = False
-        if isinstance(r, fmt.Record):
-            rec = r.record
+        if type(r) is info_type:
             phys = base + pos
-            if rec.physical_offset != phys:
+            if r.physical_offset != phys:
                 yield _finding(
                     name,
                     pos,
                     "bad_physical_offset",
-                    f"PHYSICALOFFSET field {rec.physical_offset} != position {phys}",
+                    f"PHYSICALOFFSET field {r.physical_offset} != position {phys}",
                 )
-            ts = rec.store_timestamp
-            if ts <= 0 or ts > now_ms + DAY_MS:
+            ts = r.store_timestamp
+            if ts <= 0 or ts > ts_max:
                 yield _finding(name, pos, "bad_timestamp", f"store timestamp {ts}")
             elif prev_ts is not None and ts < prev_ts:
                 yield _finding(
@@ -189,19 +232,15 @@ def scan_range(buf: Buffer, rng: ByteRange, now_ms: int) -> Iterator[Row]:
                 first_ts = ts
             prev_ts = ts
             count += 1
-            yield Row(
-                RowType.RECORD.value,
-                None,
-                phys,
-                r.size,
-                rec.topic,
-                rec.queue_id,
-                rec.queue_offset,
-                rec.sys_flag,
-                ts,
-                rec.tags_code,
-                crc_ok,
-            )
+            add_offset(phys)
+            add_size(r.size)
+            add_topic(r.topic)
+            add_queue_id(r.queue_id)
+            add_queue_offset(r.queue_offset)
+            add_sys_flag(r.sys_flag)
+            add_ts(ts)
+            add_tags(r.tags_code)
+            add_crc(crc_ok)
             pos += r.size
             continue
         if isinstance(r, fmt.EndOfSegment):

@@ -1,0 +1,171 @@
+"""Throughput of the Spark audit against single-process scans of the same CommitLog files.
+
+Measures, on one generated store (files in the page cache after generation):
+
+* ``recovery.scan``: the engine's own single-process recovery scan (decode + body CRC,
+  no per-record checks beyond that), the baseline the issue asks for;
+* ``segscan, 1 process``: the audit's per-range record checks run in this process,
+  one range after another (what each Spark task does, without Spark);
+* ``spark audit``: the whole audit (records, queue continuity, ConsumeQueue join,
+  checkpoint) on ``--master``, session start-up excluded and reported separately.
+
+Records/s counts CommitLog records; MB/s is CommitLog bytes (segment lengths) / time.
+Run: ``python benchmarks/bench_spark_audit.py --size-mib 2048`` (about 2 GiB of
+CommitLog, 1 GiB segments as RocketMQ's default). Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from store.commitlog import format as fmt  # noqa: E402
+from store.consumequeue import format as cqfmt  # noqa: E402
+from store.message import host_bytes, tags_code  # noqa: E402
+
+TOPICS = ("bench-a", "bench-b")
+QUEUES = 4
+BASE_TS = 1_700_000_000_000
+
+
+def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) -> int:
+    """Write a store of about ``size_bytes`` of CommitLog; return the record count."""
+    (root / "commitlog").mkdir(parents=True)
+    enc = fmt.RecordEncoder(host_bytes(("127.0.0.1", 10911)))
+    born = host_bytes(("10.0.0.7", 50000))
+    bodies = [bytes([i]) * body_bytes for i in range(16)]
+    crcs = [fmt.body_crc(b) for b in bodies]
+    tails = {}
+    for t in TOPICS:
+        for tags in ("TagA", "TagB"):
+            props = f"TAGS\x01{tags}\x02KEYS\x01k\x02"
+            tails[t, tags] = (enc.tail(t.encode(), props.encode()), tags_code(tags))
+    units: dict[tuple[str, int], bytearray] = {}
+    next_qoff: dict[tuple[str, int], int] = {}
+    phys = 0
+    count = 0
+    while phys < size_bytes:
+        seg_base = phys
+        chunks: list[bytes] = []
+        pos = 0
+        while phys < size_bytes:
+            topic = TOPICS[count % 2]
+            qid = (count // 2) % QUEUES
+            (tail, version), tcode = tails[topic, ("TagA", "TagB")[count % 3 % 2]]
+            body = bodies[count % 16]
+            size = enc.size(0, len(body), len(tail))
+            if pos + size + fmt.END_FILE_MIN_BLANK_LENGTH > segment_size:
+                chunks.append(fmt.encode_blank(segment_size - pos))
+                phys = seg_base + segment_size
+                break
+            qoff = next_qoff.get((topic, qid), 0)
+            next_qoff[topic, qid] = qoff + 1
+            chunks.append(
+                enc.encode(size, version, crcs[count % 16], qid, 0, qoff, phys, 0,
+                           BASE_TS + count, born, BASE_TS + count, 0, 0, body, tail)
+            )  # fmt: skip
+            units.setdefault((topic, qid), bytearray()).extend(cqfmt.encode_unit(phys, size, tcode))
+            pos += size
+            phys += size
+            count += 1
+        with open(root / "commitlog" / f"{seg_base:020d}", "wb") as f:
+            f.write(b"".join(chunks))
+            f.truncate(segment_size)
+    for (topic, qid), data in units.items():
+        qdir = root / "consumequeue" / topic / str(qid)
+        qdir.mkdir(parents=True)
+        for start in range(0, len(data), cqfmt.FILE_SIZE):
+            with open(qdir / f"{start:020d}", "wb") as f:
+                f.write(data[start : start + cqfmt.FILE_SIZE])
+                f.truncate(cqfmt.FILE_SIZE)
+    return count
+
+
+def bench_recovery_scan(root: Path, segment_size: int) -> tuple[int, float]:
+    """The engine's recovery scan over every segment, with CRC checks."""
+    from store.commitlog.recovery import scan
+    from store.commitlog.segments import Segments
+
+    segs = Segments(root / "commitlog", segment_size)
+    segs.load()
+    t0 = time.perf_counter()
+    _, records, _, _ = scan(segs, 0, check_crc=True)
+    elapsed = time.perf_counter() - t0
+    segs.close()
+    return records, elapsed
+
+
+def bench_segscan(root: Path) -> tuple[int, float]:
+    """The audit's per-range checks, one process, no Spark."""
+    import mmap
+
+    from tools.spark.layout import discover
+    from tools.spark.reader import plan_ranges
+    from tools.spark.segscan import RecordColumns, scan_range
+
+    t0 = time.perf_counter()
+    records = 0
+    for rng in plan_ranges(discover(root)):
+        with open(rng.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            cols = RecordColumns()
+            for _ in scan_range(mm, rng, int(time.time() * 1000), cols):
+                pass
+            records += len(cols)
+    return records, time.perf_counter() - t0
+
+
+def bench_spark(root: Path, master: str) -> tuple[int, float, float, int]:
+    """Whole audit on ``master``: (records, seconds, session start-up seconds, findings)."""
+    from tools.spark.audit import audit_with
+    from tools.spark.layout import discover
+    from tools.spark.session import build_session
+
+    t0 = time.perf_counter()
+    spark = build_session(master, "bench-spark-audit", progress=True)
+    spark.range(1).count()
+    startup = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    report = audit_with(spark, discover(root))
+    elapsed = time.perf_counter() - t1
+    spark.stop()
+    return report.records, elapsed, startup, len(report.findings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Generate a store, run the three scans, print records/s and MB/s."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size-mib", type=int, default=2048, help="CommitLog size (default 2048)")
+    p.add_argument("--segment-mib", type=int, default=1024, help="segment size (default 1024)")
+    p.add_argument("--body-bytes", type=int, default=1000)
+    p.add_argument("--master", default="local[*]")
+    p.add_argument("--dir", default=None, help="where to build the store (default: a temp dir)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        root = Path(tmp) / "store"
+        t0 = time.perf_counter()
+        n = generate(root, args.size_mib << 20, args.segment_mib << 20, args.body_bytes)
+        total = sum(f.stat().st_size for f in (root / "commitlog").iterdir())
+        print(f"generated {n} records, {total / 2**20:.0f} MiB of CommitLog"
+              f" in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+        rows = [
+            ("recovery.scan, 1 process", *bench_recovery_scan(root, args.segment_mib << 20)),
+            ("segscan, 1 process", *bench_segscan(root)),
+        ]
+        records, elapsed, startup, findings = bench_spark(root, args.master)
+        rows.append((f"spark audit, {args.master}", records, elapsed))
+        print(f"\n{'scan':30} {'records':>10} {'seconds':>8} {'records/s':>11} {'MB/s':>8}")
+        for name, recs, secs in rows:
+            rate, mbs = recs / secs, total / secs / 1e6
+            print(f"{name:30} {recs:>10} {secs:>8.1f} {rate:>11,.0f} {mbs:>8.1f}")
+        print(f"(Spark session start-up {startup:.1f} s not included; audit findings: {findings})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

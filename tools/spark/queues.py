@@ -1,0 +1,329 @@
+"""Per topic/queue checks: queue-offset continuity, statistics, ConsumeQueue units against
+the CommitLog, in one grouped pass with numpy.
+
+The scan rows are grouped by (topic, queue) with ``applyInArrow``: one shuffle of the
+record metadata, then each group is checked in numpy by :func:`check_queue`, which reads
+the queue's own ConsumeQueue files (by path, like the segment tasks). No join: a queue's
+records and units meet in the task that owns the queue. Rows without a topic (findings
+and range summaries of the segment scan) form their own group and pass through.
+
+Rules (rocketmq-facts 1.2, 4.2, 6.8):
+
+* only dispatchable records (transaction type NOT or COMMIT) own a queue offset and a
+  unit; prepared and rolled-back halves are counted as ``not_dispatched``;
+* a unit belongs to queue offset ``file base / 20 + index``; when two records share a
+  queue offset, the earlier one is the one its unit should name;
+* a position with neither a unit nor a record is consistent: a CommitLog gap is
+  reported once, as ``queue_gap``. Runs of records without units are one ``cq_missing``
+  each, minus the queue offsets a ``cq_truncated`` file already accounts for;
+* units below the CommitLog's first offset point at expired data and are not checked.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from store.commitlog import format as fmt
+from store.consumequeue import format as cqfmt
+from tools.spark.cqscan import read_units
+from tools.spark.layout import CqFile, StoreLayout
+from tools.spark.report import Finding, QueueStats
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from numpy.typing import NDArray
+
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+"""Its units carry a delivery time instead of a tag hash (rocketmq-facts 4.3)."""
+MAX_PER_KIND: Final = 10_000
+"""Findings kept per kind and queue; beyond it one summary finding says how many more."""
+
+OUT_TYPES: Final = {
+    "row_type": "string", "file": "string", "offset": "long", "kind": "string",
+    "detail": "string", "topic": "string", "queue_id": "int", "count": "long",
+    "min_qo": "long", "max_qo": "long", "bytes": "long", "min_ts": "long", "max_ts": "long",
+    "not_dispatched": "long", "first_ts": "long", "last_ts": "long",
+}  # fmt: skip
+OUT_SCHEMA: Final = ", ".join(f"{k} {v}" for k, v in OUT_TYPES.items())
+
+
+@dataclass(frozen=True, slots=True)
+class QueueContext:
+    """What every group needs to know about the store (small; shipped with the task)."""
+
+    segment_bases: tuple[int, ...]
+    segment_names: tuple[str, ...]
+    min_offset: int
+    cq_files: dict[tuple[str, int], tuple[CqFile, ...]]
+    lost: dict[tuple[str, int], tuple[tuple[int, int], ...]]
+
+    @classmethod
+    def of(cls, layout: StoreLayout, lost: Iterable[tuple[str, int, int, int]]) -> QueueContext:
+        """From a layout and the ranges truncated CQ files lost (see cqscan.file_findings)."""
+        files: dict[tuple[str, int], list[CqFile]] = {}
+        for f in layout.cq_files:
+            files.setdefault((f.topic, f.queue_id), []).append(f)
+        for q in layout.cq_queues:
+            files.setdefault(q, [])
+        holes: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for t, q, lo, hi in lost:
+            holes.setdefault((t, q), []).append((lo, hi))
+        return cls(
+            tuple(s.base_offset for s in layout.segments),
+            tuple(rel_name(layout, s.path) for s in layout.segments),
+            layout.min_offset,
+            {k: tuple(v) for k, v in files.items()},
+            {k: tuple(v) for k, v in holes.items()},
+        )
+
+    def locate(self, physical_offset: int) -> tuple[str, int]:
+        """(segment file, position in it) of a physical offset."""
+        i = max(0, bisect.bisect_right(self.segment_bases, physical_offset) - 1)
+        return self.segment_names[i], physical_offset - self.segment_bases[i]
+
+
+def rel_name(layout: StoreLayout, path: str) -> str:
+    """``path`` relative to the store root when below it, else as is."""
+    try:
+        return Path(path).relative_to(layout.root).as_posix()
+    except ValueError:
+        return path
+
+
+class _Capped:
+    """Findings of one queue with at most MAX_PER_KIND per kind."""
+
+    def __init__(self) -> None:
+        self.items: list[Finding] = []
+        self.counts: dict[str, int] = {}
+
+    def add(self, file: str, offset: int, kind: str, detail: str) -> None:
+        n = self.counts[kind] = self.counts.get(kind, 0) + 1
+        if n <= MAX_PER_KIND:
+            self.items.append(Finding(file, offset, kind, detail))
+
+    def done(self, queue: str) -> list[Finding]:
+        for kind, n in self.counts.items():
+            if n > MAX_PER_KIND:
+                self.items.append(Finding("", 0, kind, f"{queue}: {n - MAX_PER_KIND} more"))
+        return self.items
+
+
+def _runs(values: NDArray[Any]) -> list[tuple[int, int]]:
+    """Sorted unique ints as closed runs of consecutive values."""
+    import numpy as np
+
+    if values.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(values) != 1)
+    starts = np.r_[0, breaks + 1]
+    ends = np.r_[breaks, values.size - 1]
+    return [(int(values[a]), int(values[b])) for a, b in zip(starts, ends, strict=True)]
+
+
+def _subtract(lo: int, hi: int, holes: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Closed range [lo, hi] minus half-open ranges ``holes``."""
+    parts = [(lo, hi)]
+    for h_lo, h_hi in holes:
+        nxt: list[tuple[int, int]] = []
+        for a, b in parts:
+            if b < h_lo or a >= h_hi:
+                nxt.append((a, b))
+                continue
+            if a < h_lo:
+                nxt.append((a, h_lo - 1))
+            if b >= h_hi:
+                nxt.append((h_hi, b))
+        parts = nxt
+    return parts
+
+
+def check_queue(
+    topic: str, queue_id: int, rec: dict[str, NDArray[Any]], ctx: QueueContext
+) -> tuple[list[Finding], QueueStats | None]:
+    """Every per-queue check for one topic/queue; ``rec`` holds numpy columns ``offset,
+    size, queue_offset, sys_flag, store_ts, tags_code`` of its records (any order)."""
+    import numpy as np
+
+    out = _Capped()
+    q = f"{topic}/{queue_id}"
+    tx = rec["sys_flag"] & fmt.TRANSACTION_MASK
+    disp = (tx == fmt.TRANSACTION_NOT_TYPE) | (tx == fmt.TRANSACTION_COMMIT_TYPE)
+    stats = None
+    if rec["offset"].size:
+        qo = rec["queue_offset"][disp]
+        stats = QueueStats(
+            topic, queue_id, int(disp.sum()), int(qo.min()) if qo.size else -1,
+            int(qo.max()) if qo.size else -1, int(rec["size"].sum()),
+            int(rec["store_ts"].min()), int(rec["store_ts"].max()), int((~disp).sum()),
+        )  # fmt: skip
+    d = {k: v[disp] for k, v in rec.items()}
+    order = np.lexsort((d["offset"], d["queue_offset"]))
+    d = {k: v[order] for k, v in d.items()}
+    _continuity(q, d, ctx, out)
+    if (topic, queue_id) in ctx.cq_files:
+        first = np.r_[True, np.diff(d["queue_offset"]) != 0] if d["offset"].size else []
+        u = {k: v[first] for k, v in d.items()}
+        _units(topic, queue_id, u, ctx, out)
+    return out.done(q), stats
+
+
+def _continuity(q: str, d: dict[str, NDArray[Any]], ctx: QueueContext, out: _Capped) -> None:
+    import numpy as np
+
+    qo = d["queue_offset"]
+    if qo.size == 0:
+        return
+    if ctx.min_offset == 0 and qo[0] > 0:
+        file, pos = ctx.locate(int(d["offset"][0]))
+        out.add(
+            file,
+            pos,
+            "queue_gap",
+            f"{q}: queue offsets 0..{qo[0] - 1} ({qo[0]}) missing before this record",
+        )
+    step = np.diff(qo)
+    for i in np.flatnonzero(step != 1).tolist():
+        file, pos = ctx.locate(int(d["offset"][i + 1]))
+        if step[i] == 0:
+            out.add(file, pos, "queue_duplicate", f"{q}: queue offset {qo[i + 1]} again")
+        else:
+            lo, hi = int(qo[i]) + 1, int(qo[i + 1]) - 1
+            out.add(
+                file,
+                pos,
+                "queue_gap",
+                f"{q}: queue offsets {lo}..{hi} ({hi - lo + 1}) missing before this record",
+            )
+
+
+def _read_queue_units(files: tuple[CqFile, ...], out: _Capped, q: str) -> dict[str, Any]:
+    import numpy as np
+
+    parts: list[dict[str, Any]] = []
+    for i, f in enumerate(files):
+        with open(f.path, "rb") as fh:
+            cols = read_units(fh.read(), f)
+        cols["queue_offset"] = cols["index"] + f.base_unit
+        cols["file"] = np.full(cols["index"].size, i, dtype=np.int64)
+        parts.append(cols)
+    keys = ("index", "queue_offset", "u_phys", "u_size", "u_tags", "file")
+    if not parts:
+        return {k: np.zeros(0, dtype=np.int64) for k in keys}
+    u = {k: np.concatenate([p[k] for p in parts]) for k in keys}
+    bad = (u["u_phys"] < 0) | (u["u_size"] <= 0)
+    for i in np.flatnonzero(bad).tolist():
+        out.add(
+            files[u["file"][i]].rel_path, int(u["index"][i]) * cqfmt.UNIT_SIZE, "cq_bad_unit",
+            f"{q} queue offset {u['queue_offset'][i]}: offset {u['u_phys'][i]},"
+            f" size {u['u_size'][i]}",
+        )  # fmt: skip
+    return {k: v[~bad] for k, v in u.items()}
+
+
+def _units(
+    topic: str, queue_id: int, r: dict[str, NDArray[Any]], ctx: QueueContext, out: _Capped
+) -> None:
+    import numpy as np
+
+    q = f"{topic}/{queue_id}"
+    files = ctx.cq_files[(topic, queue_id)]
+    u = _read_queue_units(files, out, q)
+    rq = r["queue_offset"]
+    idx = np.searchsorted(rq, u["queue_offset"])
+    clipped = np.minimum(idx, max(rq.size - 1, 0))
+    matched = (
+        (idx < rq.size) & (rq[clipped] == u["queue_offset"])
+        if rq.size
+        else np.zeros(idx.size, bool)
+    )
+    for i in np.flatnonzero(matched).tolist():
+        j = clipped[i]
+        where = (files[u["file"][i]].rel_path, int(u["index"][i]) * cqfmt.UNIT_SIZE)
+        at = f"{q} queue offset {rq[j]}"
+        if u["u_phys"][i] != r["offset"][j]:
+            out.add(
+                *where,
+                "cq_wrong_offset",
+                f"{at}: unit offset {u['u_phys'][i]}, record at {r['offset'][j]}",
+            )
+        elif u["u_size"][i] != r["size"][j]:
+            out.add(
+                *where,
+                "cq_wrong_size",
+                f"{at}: unit size {u['u_size'][i]}, record size {r['size'][j]}",
+            )
+        elif u["u_tags"][i] != r["tags_code"][j] and topic != SCHEDULE_TOPIC:
+            out.add(
+                *where,
+                "cq_wrong_tags",
+                f"{at}: unit tag code {u['u_tags'][i]}, record {r['tags_code'][j]}",
+            )
+    orphan = ~matched & (u["u_phys"] >= ctx.min_offset)
+    for i in np.flatnonzero(orphan).tolist():
+        out.add(
+            files[u["file"][i]].rel_path, int(u["index"][i]) * cqfmt.UNIT_SIZE, "cq_orphan",
+            f"{q} queue offset {u['queue_offset'][i]}: unit points at {u['u_phys'][i]}"
+            f" (size {u['u_size'][i]}), the CommitLog has no such message",
+        )  # fmt: skip
+    missing = rq[~np.isin(rq, u["queue_offset"])]
+    holes = ctx.lost.get((topic, queue_id), ())
+    for a, b in _runs(missing):
+        for lo, hi in _subtract(a, b, holes):
+            out.add(
+                f"consumequeue/{topic}/{queue_id}/{cqfmt.file_name_for(lo)}",
+                lo * cqfmt.UNIT_SIZE % cqfmt.FILE_SIZE, "cq_missing",
+                f"{q}: no unit for queue offsets {lo}..{hi} ({hi - lo + 1} messages)",
+            )  # fmt: skip
+
+
+# ------------------------------------------------------------------------- Spark glue
+
+_REC_COLS: Final = ("offset", "size", "queue_offset", "sys_flag", "store_ts", "tags_code")
+
+
+def _out_table(rows: list[dict[str, Any]]) -> pa.Table:
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "long": pa.int64(), "int": pa.int32()}
+    schema = pa.schema([(k, types[v]) for k, v in OUT_TYPES.items()])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def group_task(key: tuple[Any, ...], table: pa.Table, ctx: QueueContext) -> pa.Table:
+    """applyInArrow body: pass scan findings through, or check one queue."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    topic, queue_id = (k.as_py() if hasattr(k, "as_py") else k for k in key)
+    if topic is None:
+        keep = table.filter(pc.not_equal(table["row_type"], "record"))
+        rows = [{k: r.get(k) for k in OUT_TYPES} | {"bytes": r["size"]} for r in keep.to_pylist()]
+        return _out_table(rows)
+    recs = table.filter(pc.equal(table["row_type"], "record"))
+    cols = {c: np.asarray(recs[c].to_numpy(), dtype=np.int64) for c in _REC_COLS}
+    findings, stats = check_queue(topic, int(queue_id), cols, ctx)
+    rows = [
+        {
+            "row_type": "finding",
+            "file": f.file,
+            "offset": f.offset,
+            "kind": f.kind,
+            "detail": f.detail,
+        }
+        for f in findings
+    ]
+    if stats is not None:
+        rows.append(
+            {
+                "row_type": "stats", "topic": topic, "queue_id": queue_id, "count": stats.count,
+                "min_qo": stats.min_queue_offset, "max_qo": stats.max_queue_offset,
+                "bytes": stats.bytes, "min_ts": stats.min_store_timestamp,
+                "max_ts": stats.max_store_timestamp, "not_dispatched": stats.not_dispatched,
+            }
+        )  # fmt: skip
+    return _out_table(rows)
