@@ -76,6 +76,35 @@ class StoreConfig:
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
     slave_timeout_ms: int = 3000
     ha_bind_host: str = "127.0.0.1"
+    # ConsumeQueue (rocketmq-facts 4, 7.4): 300,000 units of 20 bytes per file
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    flush_interval_consume_queue_ms: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval_ms: int = 60_000
+    # IndexFile (rocketmq-facts 5)
+    message_index_enable: bool = True
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    max_msgs_num_batch: int = 64
+    # pull (rocketmq-facts 8.2)
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+    max_filter_message_size: int = 16_000
+    offset_check_in_slave: bool = False
+    # delay levels (rocketmq-facts 10.5)
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    flush_delay_offset_interval_ms: int = 10_000
+    # cleanup of expired files (file_reserved_time_hours above)
+    delete_when: str = "04"
+    clean_resource_interval_ms: int = 10_000
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: float = 0.85
+    disk_space_warning_level_ratio: float = 0.90
+    clean_file_forcibly_enable: bool = True
+    delete_files_batch_max: int = 10
 
     def __post_init__(self) -> None:
         if self.commitlog_file_size < 4096:
@@ -90,6 +119,16 @@ class StoreConfig:
             )
         if self.sync_flush_timeout_ms <= 0:
             raise ConfigError("sync_flush_timeout_ms must be positive")
+        if self.mapped_file_size_consume_queue < 20:
+            raise ConfigError(
+                "mapped_file_size_consume_queue must hold at least one 20-byte unit, "
+                f"got {self.mapped_file_size_consume_queue}"
+            )
+        if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
+            raise ConfigError(
+                f"index sizes must be positive (max_hash_slot_num={self.max_hash_slot_num}, "
+                f"max_index_num={self.max_index_num})"
+            )
 
     @property
     def root(self) -> Path:
@@ -100,6 +139,21 @@ class StoreConfig:
     def commitlog_path(self) -> Path:
         """Directory of the CommitLog segments (``storePathCommitLog``)."""
         return Path(self.commitlog_dir) if self.commitlog_dir else self.root / "commitlog"
+
+    @property
+    def consume_queue_file_size(self) -> int:
+        """CQ file size rounded up to whole 20-byte units (RocketMQ's getter does so)."""
+        return -(-self.mapped_file_size_consume_queue // 20) * 20
+
+    @property
+    def consume_queue_path(self) -> Path:
+        """Directory of the consume queues: ``consumequeue/{topic}/{queueId}/``."""
+        return self.root / "consumequeue"
+
+    @property
+    def index_path(self) -> Path:
+        """Directory of the index files."""
+        return self.root / "index"
 
     def with_(self, **changes: object) -> StoreConfig:
         """A copy with some fields changed."""

@@ -4,12 +4,19 @@ Lifecycle (RocketMQ ``DefaultMessageStore`` load/recover/start/shutdown):
 
 1. take the ``lock`` file (a second opener gets :class:`StoreLockedError`);
 2. ``last_exit_ok`` = the ``abort`` file is absent;
-3. load segments and the checkpoint, recover the CommitLog (normal or abnormal),
-   truncating the torn tail; rebuild the topic-queue offset table;
-4. write ``abort`` (our PID, as 5.x), start the flush service;
-5. ``close()``: stop services, flush everything, write the checkpoint, delete
-   ``abort``, release the lock. A store poisoned by a failed fsync keeps ``abort``
-   so the next open re-validates the tail.
+3. load segments, consume queues, the checkpoint and index files; recover the
+   consume queues, then the CommitLog (normal or abnormal: abnormal recovery
+   re-dispatches every record it scans), truncating the torn tail and the queue
+   units past it; dispatch what the queues still lack; the topic-queue offset table
+   is the queues' max offsets (``store.logics`` has the details);
+4. write ``abort`` (our PID, as 5.x), start the flush, dispatch, queue-flush,
+   schedule and cleanup services;
+5. ``close()``: stop services, flush everything, let the dispatcher catch up, flush
+   queues, index and checkpoint, delete ``abort`` (only when dispatch completed),
+   release the lock. A store poisoned by a failed fsync keeps ``abort`` so the next
+   open re-validates the tail.
+
+The read API (``get_message``, offsets, ``query_by_key``, ...) is in ``store.pull``.
 
 Puts are thread-safe. See ``store.commitlog.flush`` for what PUT_OK promises under
 each flush mode.
@@ -22,20 +29,27 @@ import threading
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
 
 from store import _platform
 from store.checkpoint import Checkpoint
+from store.cleanup import CleanupResult
 from store.commitlog import format as fmt
 from store.commitlog.commitlog import CommitLog, EncodedMessage, RollFailed, queue_key
 from store.commitlog.flush import AsyncFlusher, GroupCommitter
-from store.commitlog.recovery import RecoveryMode, RecoveryResult, recover, scan_headers
+from store.commitlog.recovery import RecoveryResult, recover, scan_headers
 from store.commitlog.segments import Segments
 from store.compression import COMPRESSED_FLAG, compress, parse_type
 from store.config import BrokerRole, FlushDiskType, StoreConfig
+from store.consumequeue.dispatch import Dispatcher, ReputService
+from store.consumequeue.get import PullLimits
+from store.consumequeue.store import ConsumeQueueStore
 from store.errors import IllegalMessageError, StoreClosedError, StoreLockedError
 from store.ha import service as ha_service
+from store.index.service import IndexService
+from store.logics import Logics
 from store.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -51,6 +65,8 @@ from store.message import (
     standard_properties_string,
     validate_topic,
 )
+from store.pull import PullAPI
+from store.schedule import redirect
 from store.status import PutStatus
 
 MAX_RECORD_SLACK = 64 * 1024
@@ -86,7 +102,7 @@ class CrashImage:
     checkpoint_path: str
 
 
-class MessageStore:
+class MessageStore(PullAPI):
     """A RocketMQ-layout message store on one directory. Use :meth:`open`."""
 
     def __init__(self, cfg: StoreConfig) -> None:
@@ -110,6 +126,7 @@ class MessageStore:
             cfg.max_message_size + MAX_RECORD_SLACK,
             cfg.commitlog_file_size - fmt.END_FILE_MIN_BLANK_LENGTH,
         )
+        self._pull_limits = PullLimits.from_config(cfg)
 
     # ------------------------------------------------------------------ open
 
@@ -136,38 +153,90 @@ class MessageStore:
             self.segments = Segments(cfg.commitlog_path, cfg.commitlog_file_size)
             self.segments.load()
             self.checkpoint = Checkpoint(self.root / "checkpoint")
+            self.logics = Logics(cfg, self.segments, self.checkpoint)
+            self.logics.load(last_exit_ok=self.last_exit_ok)
             self.commitlog = CommitLog(self.segments, host_bytes(cfg.store_host))
             self._frame = self.commitlog.encoder.frame
-            last_offsets: dict[tuple[str, int], int] = {}
-
-            def note(rec: fmt.RecordInfo, _size: int) -> None:
-                # Log order is queue-offset order per queue: the last one seen wins.
-                if not rec.sys_flag & fmt.TRANSACTION_PREPARED_TYPE:  # NOT or COMMIT
-                    last_offsets[rec.topic, rec.queue_id] = rec.queue_offset
-
             self.recovery = recover(
                 self.segments,
                 self.checkpoint,
                 last_exit_ok=self.last_exit_ok,
                 check_crc=cfg.check_crc_on_recover,
-                on_record=note,
+                on_record=self.logics.recover(last_exit_ok=self.last_exit_ok),
             )
-            if self.recovery.mode is not RecoveryMode.EMPTY:
-                scan_headers(
-                    self.segments, self.segments.min_offset, self.recovery.start_offset, note
-                )
             self.commitlog.topic_queue_table.update(
-                (queue_key(topic, qid), last + 1) for (topic, qid), last in last_offsets.items()
+                self.logics.after_log_recovery(
+                    end=self.recovery.end_offset, last_exit_ok=self.last_exit_ok
+                )
             )
             self.ha = ha_service.start_for(cfg, self.commitlog)
             self._replica_wait = self.ha.replica_wait if self.ha is not None else None
-            abort.write_text(str(os.getpid()))
+            self._write_abort(abort)
             self._start_flusher()
             self._closed = False
             self._refuse_puts = cfg.broker_role is BrokerRole.SLAVE
+            self.logics.start(
+                limit=self._dispatch_limit,
+                put=lambda m: self.put_message(m).status,
+                read=lambda phys, _size: self.look_message_by_offset(phys),
+                on_error=self._poison_store,
+                master=cfg.broker_role is not BrokerRole.SLAVE,
+            )
         except BaseException:
+            if getattr(self, "logics", None) is not None:
+                self.logics.abandon()
             self._release_lock()
             raise
+
+    # The components the read API (store.pull) uses, named as it expects.
+    @property
+    def queues(self) -> ConsumeQueueStore:  # type: ignore[override]
+        """All consume queues."""
+        return self.logics.queues
+
+    @property
+    def index(self) -> IndexService | None:  # type: ignore[override]
+        """The index service (None with ``message_index_enable=False``)."""
+        return self.logics.index
+
+    @property
+    def reput(self) -> ReputService:  # type: ignore[override]
+        """The dispatcher thread."""
+        return self.logics.reput
+
+    @property
+    def dispatcher(self) -> Dispatcher:  # type: ignore[override]
+        """Builds queue units and index entries per record."""
+        return self.logics.dispatcher
+
+    def _dispatch_limit(self) -> int:
+        """How far the dispatcher may read: flushed data only under SYNC_FLUSH."""
+        if self.cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            return self.segments.flushed_where
+        return self.segments.max_offset
+
+    def clean_expired_files(self, *, force: bool = True) -> CleanupResult:
+        """Run one cleanup round now (``force``: as if at the delete hour).
+
+        Raises:
+            OSError: a file could not be deleted.
+        """
+        cleanup = self.logics.cleanup
+        if cleanup is None:
+            raise StoreClosedError(f"store {self.root} is closed")
+        return cleanup.clean(force=force)
+
+    @staticmethod
+    def _write_abort(abort: Path) -> None:
+        """Create ``abort`` durably: were it lost in a power failure, the next open
+        would run normal recovery, which trusts all but the last three segments."""
+        fd = os.open(abort, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, str(os.getpid()).encode())
+            _platform.fdatasync(fd, what=str(abort))
+        finally:
+            os.close(fd)
+        _platform.fsync_dir(abort.parent)
 
     def _take_lock(self) -> None:
         path = self.root / "lock"
@@ -377,6 +446,8 @@ class MessageStore:
             bad = self._unavailable()
             if bad is not None:
                 return bad
+        if msg.delay_level > 0:  # stored in SCHEDULE_TOPIC_XXXX until due (store.schedule)
+            msg = redirect(msg, self.logics.delay_levels)
         prepared = self._prepare(msg)
         if type(prepared) is PutResult:
             return prepared
@@ -418,8 +489,9 @@ class MessageStore:
             return [bad] * len(msgs)
         encs: list[EncodedMessage] = []
         uniqs: list[str] = []
+        levels = self.logics.delay_levels
         for m in msgs:
-            prepared = self._prepare(m)
+            prepared = self._prepare(redirect(m, levels) if m.delay_level > 0 else m)
             if isinstance(prepared, PutResult):
                 return [prepared] * len(msgs)
             encs.append(prepared[0])
@@ -442,8 +514,8 @@ class MessageStore:
             status = self._replica_wait(ar.next_offset)
         host = self.commitlog.store_host_hex
         return [
-            PutResult(status, p, q, f"{host}{p:016X}", 0, ar.store_timestamp, u)
-            for p, q, u in zip(ar.physical_offsets, ar.queue_offsets, uniqs, strict=True)
+            PutResult(status, p, q, f"{host}{p:016X}", e.total, ar.store_timestamp, u)
+            for p, q, u, e in zip(ar.physical_offsets, ar.queue_offsets, uniqs, encs, strict=True)
         ]
 
     # ------------------------------------------------------------------- reads
@@ -486,6 +558,7 @@ class MessageStore:
         """Stop services, flush, persist the checkpoint, remove ``abort``, unlock."""
         if self._closed:
             return
+        self.logics.stop_schedule()  # it puts: stop it while puts are still accepted
         self._closed = True
         self._refuse_puts = True
         if self.ha is not None:
@@ -497,9 +570,10 @@ class MessageStore:
                 self.flush()
             except OSError:
                 clean = False
+        dispatched = self.logics.stop()  # drains the dispatcher, flushes queues + index
         self.segments.close()
         self.checkpoint.close()
-        if clean:
+        if clean and dispatched and self._poison is None:
             (self.root / "abort").unlink(missing_ok=True)
         self._release_lock()
 
@@ -526,6 +600,7 @@ class MessageStore:
                 str(self.checkpoint.path),
             )
         self.flusher.stop()
+        self.logics.abandon()
         self.segments.close()
         self.checkpoint.close()
         self._release_lock()

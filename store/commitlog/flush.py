@@ -124,6 +124,11 @@ class GroupCommitter(_Service):
             with self._lock:
                 batch, self._requests = self._requests, []
             if not batch:
+                # RocketMQ flushes even without requests: WAIT=false puts must reach the
+                # disk too, and under SYNC_FLUSH consumers only see flushed messages.
+                seg = self._segments
+                if not self._failed and seg.flushed_where < seg.max_offset:
+                    self._commit(batch)
                 continue
             self._commit(batch)
         with self._lock:
@@ -132,7 +137,7 @@ class GroupCommitter(_Service):
             self._commit(batch)
 
     def _commit(self, batch: list[FlushRequest]) -> None:
-        target = max(r.next_offset for r in batch)
+        target = max((r.next_offset for r in batch), default=self._segments.max_offset)
         try:
             seg = self._segments
             # Flush everything written so far: producers that appended after these

@@ -1,0 +1,136 @@
+"""Reclaiming disk: expired CommitLog files, then the queue and index files into them.
+
+RocketMQ ``CleanCommitLogService`` + ``CleanConsumeQueueService``. Every
+``clean_resource_interval`` (10 s) the service decides whether deleting is allowed:
+
+* at a ``delete_when`` hour (``"04"``, or several: ``"03;04"``), or
+* when the CommitLog's disk is fuller than ``disk_max_used_space_ratio`` (75 %), or
+* when asked (:meth:`CleanupService.clean` with ``force=True``).
+
+Then CommitLog files (never the last one, at most ``delete_files_batch_max`` per round)
+last modified more than ``file_reserved_time_hours`` ago are deleted; above
+``disk_space_clean_forcibly_ratio`` (85 %) age no longer matters. Afterwards each
+consume queue drops the files whose last unit points below the new CommitLog start
+and corrects its minimum offset, and so does the index.
+
+Readers are never broken: a file not yet dispatched is never deleted, and a reader
+holding a view of a deleted file keeps the mapping alive (``MappedFile.close``);
+readers that look a file up after its deletion get "not held" (a pull then says
+MESSAGE_WAS_REMOVING or OFFSET_TOO_SMALL).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from store.commitlog.mapped_file import MappedFile
+from store.commitlog.segments import Segments
+from store.config import StoreConfig
+from store.consumequeue.store import ConsumeQueueStore
+from store.index.service import IndexService
+from store.service import ServiceThread
+
+log = logging.getLogger(__name__)
+
+HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupResult:
+    """Files deleted by one cleanup round."""
+
+    commitlog_files: int
+    consume_queue_files: int
+    index_files: int
+    disk_used_ratio: float
+
+
+def disk_used_ratio(path: str | os.PathLike[str]) -> float:
+    """Used fraction of the partition holding ``path`` (``getDiskPartitionSpaceUsedPercent``)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0.0
+    if st.f_blocks == 0:
+        return 0.0
+    return (st.f_blocks - st.f_bfree) / st.f_blocks
+
+
+def is_delete_hour(delete_when: str, now_ms: int) -> bool:
+    """Whether the local hour of ``now_ms`` is one of ``delete_when`` ("04" or "03;04")."""
+    hour = time.localtime(now_ms // 1000).tm_hour
+    return any(h.strip().isdigit() and int(h) == hour for h in delete_when.split(";"))
+
+
+class CleanupService(ServiceThread):
+    """Deletes expired files every ``clean_resource_interval``."""
+
+    name = "cleanup"
+
+    def __init__(
+        self,
+        cfg: StoreConfig,
+        segments: Segments,
+        queues: ConsumeQueueStore,
+        index: IndexService | None,
+        *,
+        dispatched_offset: Callable[[], int],
+        clock: Callable[[], int] | None = None,
+        disk_ratio: Callable[[], float] | None = None,
+    ) -> None:
+        super().__init__(cfg.clean_resource_interval_ms / 1000.0)
+        self.cfg = cfg
+        self._segments = segments
+        self._queues = queues
+        self._index = index
+        self._dispatched = dispatched_offset
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._disk_ratio = disk_ratio or (lambda: disk_used_ratio(segments.directory))
+
+    def _can_delete(self, mf: MappedFile) -> bool:
+        return mf.file_from_offset + mf.file_size <= self._dispatched()
+
+    def clean(self, *, force: bool = False) -> CleanupResult:
+        """One round (see the module docstring); ``force`` = a manual delete request.
+
+        Raises:
+            OSError: a file could not be deleted.
+        """
+        cfg = self.cfg
+        now = self._clock()
+        ratio = self._disk_ratio()
+        at_once = cfg.clean_file_forcibly_enable and ratio > cfg.disk_space_clean_forcibly_ratio
+        allowed = (
+            force
+            or is_delete_hour(cfg.delete_when, now)
+            or ratio > cfg.disk_max_used_space_ratio / 100
+            or at_once
+        )
+        log_files = 0
+        if allowed:
+            expired_before = now + 1 if at_once else now - cfg.file_reserved_time_hours * HOUR_MS
+            deleted = self._segments.delete_expired(
+                expired_before_ms=expired_before,
+                keep_last=1,
+                max_delete=cfg.delete_files_batch_max,
+                can_delete=self._can_delete,
+            )
+            log_files = len(deleted)
+            if deleted:
+                log.info(
+                    "cleanup: deleted %d CommitLog files (disk %.0f%% used)", log_files, ratio * 100
+                )
+        min_phy = self._segments.min_offset
+        cq_files = self._queues.delete_expired(min_phy)
+        index_files = self._index.delete_expired(min_phy) if self._index is not None else 0
+        return CleanupResult(log_files, cq_files, index_files, ratio)
+
+    def run_once(self) -> None:
+        try:
+            self.clean()
+        except OSError as e:  # try again next round
+            log.error("cleanup failed: %s", e)

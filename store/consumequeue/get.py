@@ -1,0 +1,230 @@
+"""The pull algorithm: which units of a consume queue a pull returns, and the status.
+
+RocketMQ 5.x ``DefaultMessageStore.getMessage``; the cases are checked in this order
+(``correction(old, new)`` is ``new`` except on a SLAVE without ``offsetCheckInSlave``,
+where it is ``old``)::
+
+    queue does not exist          NO_MATCHED_LOGIC_QUEUE  correction(offset, 0)
+    max offset == 0               NO_MESSAGE_IN_QUEUE     correction(offset, 0)
+    offset < min offset           OFFSET_TOO_SMALL        correction(offset, min)
+    offset == max offset          OFFSET_OVERFLOW_ONE     offset
+    offset > max offset           OFFSET_OVERFLOW_BADLY   correction(offset, max)
+    no unit buffer at offset      OFFSET_FOUND_NULL       correction(offset, start of next file)
+    otherwise scan                FOUND | NO_MATCHED_MESSAGE | MESSAGE_WAS_REMOVING,
+                                  one past the last unit examined
+
+The scan covers the units of the one file holding ``offset``, at most
+max(``maxFilterMessageSize``, count x 20) bytes of them. Per unit, in order: stop when
+the batch is full (below); skip units pointing before the next CommitLog file after
+one found missing; skip units failing the tag-code filter (NO_MATCHED_MESSAGE while
+nothing is found); a unit whose record the CommitLog no longer holds gives
+MESSAGE_WAS_REMOVING (while nothing is found) and skips to the next CommitLog file;
+then the record filter (the exact tag re-check for decoded pulls) and FOUND.
+
+The batch is full (never while empty) when one more message would exceed the count
+or the request's byte limit, or the transfer limits: 256 KiB / 32 messages while
+the record is "in memory" (less than 40% of RAM behind the CommitLog end), 64 KiB /
+8 messages otherwise.
+
+Blank pre-fill units are skipped like filtered ones (RocketMQ would read 2 GiB at
+offset 0 and report MESSAGE_WAS_REMOVING).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from store.commitlog.mapped_file import MappedFile
+from store.commitlog.segments import Segments
+from store.config import StoreConfig
+from store.consumequeue.filter import Subscription
+from store.consumequeue.format import BLANK_SIZE, UNIT_SIZE, iter_units
+from store.consumequeue.queue import ConsumeQueue
+from store.status import GetStatus
+
+MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
+"""Upper bound of a request's byte limit (RocketMQ ``MAX_PULL_MSG_SIZE``)."""
+
+T = TypeVar("T")
+
+
+def total_physical_memory() -> int:
+    """Bytes of RAM (``StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE``)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # pragma: no cover - non-POSIX
+        return 8 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class PullLimits:
+    """Transfer limits of one store (from :class:`StoreConfig`)."""
+
+    max_filter_message_size: int
+    bytes_in_memory: int
+    count_in_memory: int
+    bytes_in_disk: int
+    count_in_disk: int
+    memory_bytes: int
+
+    @classmethod
+    def from_config(cls, cfg: StoreConfig) -> PullLimits:
+        """Limits as RocketMQ derives them; "in memory" = within ratio% of RAM."""
+        return cls(
+            cfg.max_filter_message_size,
+            cfg.max_transfer_bytes_on_message_in_memory,
+            cfg.max_transfer_count_on_message_in_memory,
+            cfg.max_transfer_bytes_on_message_in_disk,
+            cfg.max_transfer_count_on_message_in_disk,
+            total_physical_memory() * cfg.access_message_in_memory_max_ratio // 100,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Selection(Generic[T]):
+    """What a pull found, before it is wrapped into a public result."""
+
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    items: list[T]
+    queue_offsets: list[int]
+    total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+
+
+def check_offset(
+    cq: ConsumeQueue | None, offset: int, correct: Callable[[int, int], int]
+) -> Selection[object] | None:
+    """The status rows of the table that need no scan; None when a scan is due."""
+    if cq is None:
+        return Selection(GetStatus.NO_MATCHED_LOGIC_QUEUE, correct(offset, 0), 0, 0, [], [])
+    low, high = cq.min_offset, cq.max_offset
+    if high == 0:
+        status, nxt = GetStatus.NO_MESSAGE_IN_QUEUE, correct(offset, 0)
+    elif offset < low:
+        status, nxt = GetStatus.OFFSET_TOO_SMALL, correct(offset, low)
+    elif offset == high:
+        status, nxt = GetStatus.OFFSET_OVERFLOW_ONE, offset
+    elif offset > high:
+        status, nxt = GetStatus.OFFSET_OVERFLOW_BADLY, correct(offset, high)
+    else:
+        return None
+    return Selection(status, nxt, low, high, [], [])
+
+
+def select(
+    cq: ConsumeQueue | None,
+    log: Segments,
+    offset: int,
+    max_count: int,
+    sub: Subscription,
+    limits: PullLimits,
+    take: Callable[[memoryview, int], T | None],
+    *,
+    max_bytes: int = MAX_PULL_MSG_SIZE,
+    correct: Callable[[int, int], int] = lambda _old, new: new,
+) -> Selection[T]:
+    """Run the pull of ``max_count`` messages from ``offset`` (see the module docstring).
+
+    ``take`` turns each record's bytes (a view of the mapped CommitLog) into the
+    returned item, or filters it out with None. Not locked: it reads units and
+    records below their files' write positions, which never change.
+    """
+    pre = check_offset(cq, offset, correct)
+    if pre is not None or cq is None:
+        return pre  # type: ignore[return-value]
+    low, high = cq.min_offset, cq.max_offset
+    buf = cq.units_from(offset)
+    if buf is None:
+        return Selection(
+            GetStatus.OFFSET_FOUND_NULL,
+            correct(offset, cq.roll_next_file(offset)),
+            low,
+            high,
+            [],
+            [],
+        )
+    log_max = log.max_offset
+    memory = limits.memory_bytes
+    max_pull = min(max(max_bytes, 100), MAX_PULL_MSG_SIZE)
+    last_q = offset + max(limits.max_filter_message_size, max_count * UNIT_SIZE) // UNIT_SIZE
+    status = GetStatus.NO_MATCHED_MESSAGE
+    items: list[T] = []
+    qoffs: list[int] = []
+    total = 0
+    count = 0
+    q = offset
+    max_phy_pulling = 0
+    skip_below = -1
+    mf: MappedFile | None = None
+    mf_start = mf_end = 0
+    matches_all = sub.matches_all
+    match_code = sub.matches_code
+    for phys, size, tags in iter_units(buf):
+        if q >= high or q > last_q:
+            break
+        if count:
+            in_mem = log_max - phys <= memory
+            if count >= max_count or total + size > max_pull:
+                break
+            if in_mem:
+                if total + size > limits.bytes_in_memory or count > limits.count_in_memory - 1:
+                    break
+            elif total + size > limits.bytes_in_disk or count > limits.count_in_disk - 1:
+                break
+            if total >= max_pull:
+                break
+        max_phy_pulling = phys
+        this_q = q
+        q += 1
+        if phys < skip_below or (size == BLANK_SIZE and phys == 0):
+            continue
+        if not matches_all and not match_code(tags):
+            if not count:
+                status = GetStatus.NO_MATCHED_MESSAGE
+            continue
+        if mf is None or not mf_start <= phys < mf_end:
+            mf = log.find(phys)
+            if mf is not None:
+                mf_start = mf.file_from_offset
+                mf_end = mf_start + mf.file_size
+        view = None
+        if mf is not None:
+            rel = phys - mf_start
+            if rel + size <= mf.wrote_position:
+                try:
+                    view = mf.view[rel : rel + size]
+                except ValueError:  # the segment was deleted under us
+                    view = None
+        if view is None:
+            if not count:
+                status = GetStatus.MESSAGE_WAS_REMOVING
+            skip_below = log.roll_next_offset(phys)
+            mf = None
+            continue
+        item = take(view, this_q)
+        if item is None:
+            if not count:
+                status = GetStatus.NO_MATCHED_MESSAGE
+            continue
+        items.append(item)
+        qoffs.append(this_q)
+        total += size
+        count += 1
+        status = GetStatus.FOUND
+        skip_below = -1
+    return Selection(
+        status,
+        q,
+        low,
+        high,
+        items,
+        qoffs,
+        total,
+        log_max - max_phy_pulling > memory,
+    )

@@ -1,0 +1,434 @@
+"""One consume queue: the 20-byte units of one (topic, queueId), over a :class:`Segments`.
+
+Unit N (queue offset N) sits at logical byte N x 20, in the file named by its first
+logical byte (``store.consumequeue.format``); files are ``file_size`` bytes and
+contiguous, so the queue is an array indexed by queue offset whose head may be
+deleted (expired) and whose first file may start with blank pre-fill units.
+
+Invariants (RocketMQ ``ConsumeQueue``):
+
+* ``max_offset`` = (last file start + its write position) / 20: the next unit's number.
+* ``min_offset`` = ``min_logic_offset`` / 20: the first unit pointing at a message the
+  CommitLog still holds (``correct_min_offset``) or the first real unit after the
+  pre-fill.
+* Units are written in queue-offset order by one writer (the dispatcher, or recovery
+  before it starts). A unit that is already there is skipped, so re-dispatching a
+  stretch of the CommitLog is harmless (:meth:`put`).
+* Real units point at strictly increasing physical offsets, which is what the binary
+  searches (``correct_min_offset``, ``offset_by_time``) rely on. Blank units
+  ``(0, 0x7FFFFFFF, 0)`` point at nothing and only ever precede real ones.
+
+Deviations from RocketMQ, each to keep "unit N at byte N x 20" and "a blank is not a
+message" true: a gap between the expected and the current write position is padded
+with blank units (RocketMQ logs and appends at the current position, shifting every
+later unit); blank units never count towards ``max_physic_offset`` (in RocketMQ a
+blank gives 0x7FFFFFFF, which would make later puts look like duplicates) nor as the
+minimum offset.
+
+Thread-safety: one writer; structural changes (put, truncate, expiry) take the
+queue's lock; readers use :meth:`units_from` / :meth:`unit_at` without it and get
+``None`` when a file vanished under them.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from store.commitlog.mapped_file import MappedFile
+from store.commitlog.segments import Segments
+from store.consumequeue.format import BLANK_SIZE, BLANK_UNIT, UNIT_SIZE, encode_unit, unpack_unit
+
+log = logging.getLogger(__name__)
+
+StoreTimeOf = Callable[[int, int], "int | None"]
+"""(physical offset, size) -> store timestamp of that record, None when not held."""
+
+
+class BoundaryType(enum.Enum):
+    """Which end of a run of equal store times ``offset_by_time`` returns (RocketMQ 5.x)."""
+
+    LOWER = "lower"
+    UPPER = "upper"
+
+
+def _is_blank(phys: int, size: int, tags: int) -> bool:
+    return phys == 0 and size == BLANK_SIZE and tags == 0
+
+
+class ConsumeQueue:
+    """The consume queue of one topic/queue in ``directory``."""
+
+    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int) -> None:
+        if file_size <= 0 or file_size % UNIT_SIZE:
+            raise ValueError(f"consume queue file size {file_size} is not a multiple of 20")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = directory
+        self.file_size = file_size
+        self.units_per_file = file_size // UNIT_SIZE
+        self.segments = Segments(directory, file_size)
+        self.min_logic_offset = 0
+        self.max_physic_offset = 0
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ offsets
+
+    @property
+    def max_offset(self) -> int:
+        """The queue offset the next unit gets (0 for a queue without files)."""
+        return self.segments.max_offset // UNIT_SIZE
+
+    @property
+    def min_offset(self) -> int:
+        """The first queue offset a consumer can read."""
+        return self.min_logic_offset // UNIT_SIZE
+
+    def roll_next_file(self, queue_offset: int) -> int:
+        """First queue offset of the file after the one holding ``queue_offset``."""
+        return queue_offset + self.units_per_file - queue_offset % self.units_per_file
+
+    # ----------------------------------------------------------------- loading
+
+    def load(self) -> None:
+        """Map the queue's files (positions start "full"; :meth:`recover` corrects them).
+
+        Raises:
+            SegmentLoadError: a file with a bad name or size, or a missing file.
+        """
+        self.segments.load()
+        self.min_logic_offset = self.segments.min_offset
+
+    def recover(self) -> int:
+        """Find the end of the valid units and cut what follows; return the end (bytes).
+
+        The scan starts at the third-to-last file (older files were flushed long
+        ago) and stops at the first unit with ``offset < 0`` or ``size <= 0``; a
+        fully valid file continues into the next. Files after the end are deleted
+        and the rest of the containing file is zeroed.
+        """
+        files = self.segments.files
+        if not files:
+            return 0
+        index = max(0, len(files) - 3)
+        end = files[index].file_from_offset
+        max_phys = 0
+        while index < len(files):
+            mf = files[index]
+            pos = 0
+            view = mf.view
+            size = self.file_size
+            while pos < size:
+                phys, sz, tags = unpack_unit(view, pos)
+                if phys < 0 or sz <= 0:
+                    break
+                if not _is_blank(phys, sz, tags):
+                    max_phys = phys + sz
+                pos += UNIT_SIZE
+            end = mf.file_from_offset + pos
+            if pos < size:
+                break
+            index += 1
+        self.segments.truncate_to(end)
+        last = self.segments.last
+        if last is not None and last.file_from_offset <= end:
+            last.set_positions(end - last.file_from_offset)
+        self.segments.flushed_where = end
+        if max_phys == 0:
+            max_phys = self._last_real_end()
+        self.max_physic_offset = max_phys
+        self.min_logic_offset = min(max(self.min_logic_offset, self.segments.min_offset), end)
+        return end
+
+    def _last_real_end(self) -> int:
+        """End (offset + size) of the last non-blank unit, 0 if there is none."""
+        off = self.max_offset - 1
+        low = self.segments.min_offset // UNIT_SIZE
+        while off >= low:
+            u = self.unit_at(off)
+            if u is None:
+                return 0
+            if not _is_blank(*u):
+                return u[0] + u[1]
+            off -= 1
+        return 0
+
+    # ------------------------------------------------------------------ writing
+
+    def put(self, physical_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
+        """Write the unit for ``queue_offset``; False when it was already there.
+
+        RocketMQ ``putMessagePositionInfo``: a unit whose ``offset + size`` does not
+        pass the queue's recorded end, or whose position is below the write
+        position, is a re-dispatch and skipped. The first unit of a queue's first
+        file that does not start at offset 0 is preceded by blank pre-fill units
+        and becomes the minimum offset.
+
+        Raises:
+            OSError: a new file could not be created.
+        """
+        if physical_offset + size <= self.max_physic_offset:
+            return False
+        expected = queue_offset * UNIT_SIZE
+        with self._lock:
+            segs = self.segments
+            mf = segs.last_for_write(expected)
+            if mf.wrote_position == 0 and len(segs.files) == 1:
+                if expected >= mf.file_from_offset + self.file_size:
+                    # An empty only file (left by a truncation) before the unit's file:
+                    # start the queue at the right file instead of padding up to it.
+                    segs.truncate_to(mf.file_from_offset - 1)
+                    mf = segs.last_for_write(expected)
+                    segs.flushed_where = mf.file_from_offset
+                if expected > mf.file_from_offset:
+                    self._fill_blank(mf, expected - mf.file_from_offset)
+                    self.min_logic_offset = expected
+                elif expected == mf.file_from_offset:
+                    self.min_logic_offset = max(self.min_logic_offset, expected)
+            current = mf.file_from_offset + mf.wrote_position
+            if expected < current:
+                return False
+            if expected > current:
+                log.warning(
+                    "consume queue %s-%d: unit %d expected at byte %d but the queue ends "
+                    "at %d; padding the gap with blank units",
+                    self.topic,
+                    self.queue_id,
+                    queue_offset,
+                    expected,
+                    current,
+                )
+                mf = self._pad_to(expected)
+            mf.append(encode_unit(physical_offset, size, tags_code))
+            self.max_physic_offset = physical_offset + size
+        return True
+
+    def _fill_blank(self, mf: MappedFile, until: int) -> None:
+        mf.append(BLANK_UNIT * ((until - mf.wrote_position) // UNIT_SIZE))
+
+    def _pad_to(self, expected: int) -> MappedFile:
+        segs = self.segments
+        while True:
+            mf = segs.last_for_write(expected)
+            current = mf.file_from_offset + mf.wrote_position
+            stop = min(expected, mf.file_from_offset + self.file_size)
+            if current < stop:
+                self._fill_blank(mf, stop - mf.file_from_offset)
+            if stop == expected:
+                return mf
+
+    # ------------------------------------------------------------------ reading
+
+    def _file_of(self, queue_offset: int) -> tuple[MappedFile, int] | None:
+        logical = queue_offset * UNIT_SIZE
+        mf = self.segments.find(logical)
+        if mf is None:
+            return None
+        return mf, logical - mf.file_from_offset
+
+    def unit_at(self, queue_offset: int) -> tuple[int, int, int] | None:
+        """(physical offset, size, tags code) of unit ``queue_offset``; None if not held."""
+        found = self._file_of(queue_offset)
+        if found is None:
+            return None
+        mf, pos = found
+        if pos + UNIT_SIZE > mf.wrote_position:
+            return None
+        try:
+            return unpack_unit(mf.view, pos)
+        except ValueError:  # the file was closed under us (expired)
+            return None
+
+    def units_from(self, queue_offset: int) -> memoryview | None:
+        """The written units from ``queue_offset`` to the end of its file, zero-copy.
+
+        RocketMQ ``getIndexBuffer``: only the file holding ``queue_offset`` is
+        returned; None when the offset is below the minimum, its file is gone, or
+        nothing is written there. The view stays readable even if the file is
+        deleted meanwhile (the mapping lives while views of it do).
+        """
+        if queue_offset < self.min_offset:
+            return None
+        found = self._file_of(queue_offset)
+        if found is None:
+            return None
+        mf, pos = found
+        end = mf.wrote_position
+        if pos >= end:
+            return None
+        try:
+            return mf.view[pos:end]
+        except ValueError:
+            return None
+
+    def last_unit(self) -> tuple[int, int, int] | None:
+        """The last unit written, if any."""
+        top = self.max_offset
+        return self.unit_at(top - 1) if top > 0 else None
+
+    # --------------------------------------------------------------- min offset
+
+    def _first_at_or_after(self, low: int, high: int, physical_offset: int) -> int:
+        """Smallest queue offset in [low, high) whose real unit points at or past
+        ``physical_offset`` (blank units count as before everything); ``high`` if none."""
+        while low < high:
+            mid = (low + high) // 2
+            u = self.unit_at(mid)
+            if u is None or _is_blank(*u) or u[0] < physical_offset:
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
+    def correct_min_offset(self, min_physical_offset: int) -> None:
+        """Move the minimum to the first unit pointing at or past ``min_physical_offset``.
+
+        If even the last unit points below it the queue has no readable unit and
+        the minimum becomes the maximum (RocketMQ 5.x).
+        """
+        with self._lock:
+            top = self.max_offset
+            low = max(self.min_offset, self.segments.min_offset // UNIT_SIZE)
+            if low >= top:
+                self.min_logic_offset = max(self.min_logic_offset, self.segments.min_offset)
+                return
+            first = self._first_at_or_after(low, top, min_physical_offset)
+            self.min_logic_offset = first * UNIT_SIZE
+
+    # ---------------------------------------------------------------- truncation
+
+    def truncate_dirty(self, physical_offset: int) -> None:
+        """Drop every unit pointing at or past ``physical_offset`` (a cut CommitLog tail).
+
+        Units point at increasing offsets, so this cuts a suffix of the queue.
+        """
+        with self._lock:
+            top = self.max_offset
+            low = self.segments.min_offset // UNIT_SIZE
+            cut = top
+            while cut > low:
+                u = self.unit_at(cut - 1)
+                if u is None or _is_blank(*u) or u[0] < physical_offset:
+                    break
+                cut -= 1
+            if cut < top:
+                self.segments.truncate_to(cut * UNIT_SIZE)
+            self.max_physic_offset = self._last_real_end()
+            self.min_logic_offset = min(self.min_logic_offset, cut * UNIT_SIZE)
+
+    def delete_expired(self, min_physical_offset: int) -> int:
+        """Delete leading files whose last unit points below ``min_physical_offset``,
+        always keeping the last file; then correct the minimum. Returns files deleted."""
+
+        def expired(mf: MappedFile) -> bool:
+            if mf.wrote_position < self.file_size:
+                return False
+            try:
+                phys, _size, _tags = unpack_unit(mf.view, self.file_size - UNIT_SIZE)
+            except ValueError:
+                return False
+            return phys < min_physical_offset
+
+        with self._lock:
+            deleted = self.segments.delete_expired(
+                expired_before_ms=1 << 62, keep_last=1, max_delete=1 << 30, can_delete=expired
+            )
+        if deleted:
+            log.info(
+                "consume queue %s-%d: deleted %d expired files",
+                self.topic,
+                self.queue_id,
+                len(deleted),
+            )
+        self.correct_min_offset(min_physical_offset)
+        return len(deleted)
+
+    # ------------------------------------------------------------------- search
+
+    def offset_by_time(
+        self,
+        timestamp: int,
+        store_time_of: StoreTimeOf,
+        boundary: BoundaryType = BoundaryType.LOWER,
+    ) -> int:
+        """Queue offset by store time (RocketMQ 5.x ``getOffsetInQueueByTime``).
+
+        LOWER: the first offset whose message was stored at or after ``timestamp``
+        (``max_offset`` when every message is older). UPPER: the last offset stored
+        at or before it (``min_offset`` when every message is newer). An empty queue
+        gives 0. Units whose message the CommitLog no longer holds count as older
+        than everything. Binary search over the whole queue: O(log n) lookups.
+        """
+        low, high = self.min_offset, self.max_offset
+        if low >= high:
+            return 0 if high == 0 else high
+
+        def time_at(off: int) -> int:
+            u = self.unit_at(off)
+            if u is None or _is_blank(*u):
+                return -1
+            t = store_time_of(u[0], u[1])
+            return -1 if t is None else t
+
+        if boundary is BoundaryType.LOWER:
+            lo, hi = low, high  # first off with time >= timestamp
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if time_at(mid) < timestamp:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return lo
+        lo, hi = low, high  # first off with time > timestamp, minus one
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if time_at(mid) <= timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        return max(low, lo - 1)
+
+    # ----------------------------------------------------------------- flushing
+
+    def flush(self, least_pages: int) -> bool:
+        """Flush due pages (every file up to the end when ``least_pages`` is 0).
+
+        Raises:
+            OSError: from ``fdatasync``.
+        """
+        segs = self.segments
+        progressed = False
+        while segs.flush(least_pages):
+            progressed = True
+            if least_pages and segs.flushed_where >= segs.max_offset:
+                break
+        return progressed
+
+    @property
+    def flushed_all(self) -> bool:
+        """True when every written unit is on disk."""
+        return self.segments.flushed_where >= self.segments.max_offset
+
+    def close(self) -> None:
+        """Unmap the files."""
+        self.segments.close()
+
+    def destroy(self) -> None:
+        """Delete every file of the queue (a CommitLog with no files)."""
+        with self._lock:
+            for mf in list(self.segments.files):
+                mf.destroy()
+            self.segments.files.clear()
+            self.segments.close()
+            self.segments = Segments(self.directory, self.file_size)
+            self.min_logic_offset = 0
+            self.max_physic_offset = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"ConsumeQueue({self.topic}-{self.queue_id}, min={self.min_offset}, "
+            f"max={self.max_offset}, files={len(self.segments.files)})"
+        )

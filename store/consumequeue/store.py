@@ -1,0 +1,150 @@
+"""All consume queues of a store: ``consumequeue/{topic}/{queueId}/``.
+
+Loading, recovery, truncation, minimum-offset correction, expiry and flushing are
+applied to every queue; :meth:`ConsumeQueueStore.put` is what the dispatcher calls per
+message. RocketMQ ``ConsumeQueueStore`` (5.x) / the CQ parts of 4.9's
+``DefaultMessageStore``.
+
+Thread-safety: queues are created under a lock; the table is read without one
+(``dict`` lookups are atomic under the GIL).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from store.consumequeue.queue import ConsumeQueue
+from store.message import TOPIC_PATTERN
+
+log = logging.getLogger(__name__)
+
+
+class ConsumeQueueStore:
+    """The consume queues under one directory."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.Lock()
+        self.logics_msg_timestamp = 0
+        """Store time of the message of the last unit written (checkpoint field)."""
+
+    # ----------------------------------------------------------------- loading
+
+    def load(self) -> None:
+        """Map every queue found on disk.
+
+        Raises:
+            SegmentLoadError: a queue file with a bad name or size.
+        """
+        if not self.directory.is_dir():
+            return
+        for topic in sorted(os.listdir(self.directory)):
+            topic_dir = self.directory / topic
+            if not topic_dir.is_dir() or not TOPIC_PATTERN.match(topic):
+                continue
+            for qid in sorted(os.listdir(topic_dir)):
+                if not qid.isdigit() or not (topic_dir / qid).is_dir():
+                    continue
+                cq = ConsumeQueue(topic_dir / qid, topic, int(qid), self.file_size)
+                cq.load()
+                self.queues[topic, int(qid)] = cq
+
+    def recover(self) -> None:
+        """Recover every queue (see :meth:`ConsumeQueue.recover`)."""
+        for cq in self.queues.values():
+            cq.recover()
+
+    # ------------------------------------------------------------------ access
+
+    def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The queue of (topic, queue_id), or None if it has never been written."""
+        return self.queues.get((topic, queue_id))
+
+    def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The queue of (topic, queue_id), created (without files) if needed."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            with self._lock:
+                cq = self.queues.get((topic, queue_id))
+                if cq is None:
+                    cq = ConsumeQueue(
+                        self.directory / topic / str(queue_id), topic, queue_id, self.file_size
+                    )
+                    self.queues[topic, queue_id] = cq
+        return cq
+
+    def put(
+        self,
+        topic: str,
+        queue_id: int,
+        physical_offset: int,
+        size: int,
+        tags_code: int,
+        queue_offset: int,
+        store_timestamp: int,
+    ) -> bool:
+        """Write one unit (see :meth:`ConsumeQueue.put`); False when already present.
+
+        Raises:
+            OSError: a queue file could not be created.
+        """
+        cq = self.queues.get((topic, queue_id)) or self.find_or_create(topic, queue_id)
+        written = cq.put(physical_offset, size, tags_code, queue_offset)
+        if written:
+            self.logics_msg_timestamp = store_timestamp
+        return written
+
+    def all(self) -> list[ConsumeQueue]:
+        """A snapshot of every queue."""
+        return list(self.queues.values())
+
+    @property
+    def max_physic_offset(self) -> int:
+        """The largest CommitLog end any queue points at (0 with no units)."""
+        return max((cq.max_physic_offset for cq in self.all()), default=0)
+
+    def topic_queue_table(self) -> dict[str, int]:
+        """``topic-queueId`` -> next queue offset, for every queue with units."""
+        return {f"{cq.topic}-{cq.queue_id}": cq.max_offset for cq in self.all() if cq.max_offset}
+
+    # ---------------------------------------------------------- maintenance
+
+    def truncate_dirty(self, physical_offset: int) -> None:
+        """Drop units pointing at or past ``physical_offset`` in every queue."""
+        for cq in self.all():
+            if cq.max_physic_offset > physical_offset:
+                cq.truncate_dirty(physical_offset)
+
+    def correct_min_offset(self, min_physical_offset: int) -> None:
+        """Correct every queue's minimum against the CommitLog's first offset."""
+        for cq in self.all():
+            cq.correct_min_offset(min_physical_offset)
+
+    def delete_expired(self, min_physical_offset: int) -> int:
+        """Delete queue files pointing only below ``min_physical_offset``; count deleted."""
+        return sum(cq.delete_expired(min_physical_offset) for cq in self.all())
+
+    def destroy(self) -> None:
+        """Delete every queue (the CommitLog has no files)."""
+        for cq in self.all():
+            cq.destroy()
+
+    def flush(self, least_pages: int) -> None:
+        """Flush every queue's due pages.
+
+        Raises:
+            OSError: a sync failed.
+        """
+        for cq in self.all():
+            cq.flush(least_pages)
+
+    def close(self) -> None:
+        """Unmap every queue."""
+        for cq in self.all():
+            cq.close()
+        self.queues.clear()

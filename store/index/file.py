@@ -1,0 +1,230 @@
+"""One index file: a mapped hash table of key hashes to CommitLog offsets.
+
+The layout is ``store.index.format``'s. This module adds the file (mapped read-write
+for its whole length, created sparse as RocketMQ's mapped-beyond-EOF files are: a
+default file is 420 MB and most stores fill a small part of it) and RocketMQ's
+``putKey`` / ``selectPhyOffset`` rules.
+
+Thread-safety: one writer (the dispatcher) calls :meth:`put_key`; readers call
+:meth:`select_phy_offsets` concurrently. An entry is written before the slot that
+points at it, so a reader that sees a slot sees a whole entry. After :meth:`close`
+a reader gets no offsets rather than an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from pathlib import Path
+
+from store import _platform
+from store.errors import CorruptIndexError
+from store.index import format as ifmt
+
+
+class IndexFile:
+    """A mapped index file with its header cached in attributes."""
+
+    def __init__(
+        self,
+        path: Path,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        create: bool,
+        end_phy_offset: int = 0,
+        end_timestamp: int = 0,
+    ) -> None:
+        """Open ``path`` (or create it, with begin = end = the given previous end).
+
+        Raises:
+            CorruptIndexError: an existing file has the wrong size.
+            OSError: the file cannot be opened or created.
+        """
+        self.path = path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.file_size = ifmt.file_size(hash_slot_num, index_num)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            if create:
+                os.ftruncate(fd, self.file_size)
+            elif os.fstat(fd).st_size != self.file_size:
+                raise CorruptIndexError(
+                    f"{path}: size {os.fstat(fd).st_size} != {self.file_size} "
+                    f"({hash_slot_num} slots, {index_num} entries)"
+                )
+            self._mm = mmap.mmap(fd, self.file_size)
+        except BaseException:
+            os.close(fd)
+            if create:
+                path.unlink(missing_ok=True)
+            raise
+        self._fd = fd
+        self._closed = False
+        if create:
+            self.begin_timestamp = end_timestamp
+            self.end_timestamp = end_timestamp
+            self.begin_phy_offset = end_phy_offset
+            self.end_phy_offset = end_phy_offset
+            self.hash_slot_count = 0
+            self.index_count = 1
+            self._write_header()
+        else:
+            h = ifmt.Header(*ifmt.HEADER.unpack_from(self._mm, 0))
+            self.begin_timestamp = h.begin_timestamp
+            self.end_timestamp = h.end_timestamp
+            self.begin_phy_offset = h.begin_phy_offset
+            self.end_phy_offset = h.end_phy_offset
+            self.hash_slot_count = h.hash_slot_count
+            self.index_count = max(1, h.index_count)
+
+    # ------------------------------------------------------------------ header
+
+    def _write_header(self) -> None:
+        ifmt.HEADER.pack_into(
+            self._mm,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+
+    def header(self) -> ifmt.Header:
+        """The header as cached (what the file holds after the last put)."""
+        return ifmt.Header(
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+
+    @property
+    def is_full(self) -> bool:
+        """No room for another entry (``indexCount >= indexNum``)."""
+        return self.index_count >= self.index_num
+
+    def time_matched(self, begin: int, end: int) -> bool:
+        """Whether [begin, end] overlaps the file's [beginTimestamp, endTimestamp]."""
+        b, e = self.begin_timestamp, self.end_timestamp
+        return (begin < b and end > e) or b <= begin <= e or b <= end <= e
+
+    # ------------------------------------------------------------------- write
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Add an entry for ``key`` (already ``topic#key``); False when the file is full."""
+        if self.index_count >= self.index_num:
+            return False
+        mm = self._mm
+        key_hash = ifmt.key_hash(key)
+        slot_pos = ifmt.slot_position(key_hash % self.hash_slot_num)
+        (slot_value,) = ifmt.SLOT.unpack_from(mm, slot_pos)
+        if slot_value <= 0 or slot_value > self.index_count:
+            slot_value = 0
+        diff = ifmt.time_diff_seconds(store_timestamp, self.begin_timestamp)
+        count = self.index_count
+        ifmt.ENTRY.pack_into(
+            mm,
+            ifmt.entry_position(self.hash_slot_num, count),
+            key_hash,
+            phy_offset,
+            diff,
+            slot_value,
+        )
+        ifmt.SLOT.pack_into(mm, slot_pos, count)
+        if count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if slot_value == 0:
+            self.hash_slot_count += 1
+        self.index_count = count + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return True
+
+    # -------------------------------------------------------------------- read
+
+    def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """CommitLog offsets of entries whose hash equals ``key``'s, stored in [begin, end].
+
+        Newest first, at most ``max_num``. Hash collisions are included: the caller
+        filters by the real key.
+        """
+        out: list[int] = []
+        if self._closed:
+            return out
+        try:
+            return self._select(key, max_num, begin, end, out)
+        except ValueError:  # closed (expired) while we read
+            return out
+
+    def _select(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> list[int]:
+        mm = self._mm
+        count = self.index_count
+        key_hash = ifmt.key_hash(key)
+        (slot_value,) = ifmt.SLOT.unpack_from(mm, ifmt.slot_position(key_hash % self.hash_slot_num))
+        if slot_value <= 0 or slot_value > count or count <= 1:
+            return out
+        begin_ts = self.begin_timestamp
+        current = slot_value
+        while len(out) < max_num:
+            e = ifmt.Entry(
+                *ifmt.ENTRY.unpack_from(mm, ifmt.entry_position(self.hash_slot_num, current))
+            )
+            if e.time_diff < 0:
+                break
+            time_read = begin_ts + e.time_diff * 1000
+            if e.key_hash == key_hash and begin <= time_read <= end:
+                out.append(e.phy_offset)
+            prev = e.prev_index
+            if prev <= 0 or prev > count or prev == current or time_read < begin:
+                break
+            current = prev
+        return out
+
+    def entries(self) -> list[ifmt.Entry]:
+        """Every entry in order of insertion (numbers 1 .. indexCount-1): for checkers."""
+        return [
+            ifmt.Entry(
+                *ifmt.ENTRY.unpack_from(self._mm, ifmt.entry_position(self.hash_slot_num, i))
+            )
+            for i in range(1, self.index_count)
+        ]
+
+    # --------------------------------------------------------------- lifecycle
+
+    def flush(self) -> None:
+        """Write the header and sync the file.
+
+        Raises:
+            OSError: the sync failed.
+        """
+        if self._closed:
+            return
+        self._write_header()
+        _platform.fdatasync(self._fd, what=str(self.path))
+
+    def close(self) -> None:
+        """Unmap and close (no flush)."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(BufferError):
+            self._mm.close()
+        os.close(self._fd)
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"IndexFile({self.path.name}, count={self.index_count}/{self.index_num})"

@@ -1,0 +1,250 @@
+"""The index service: the ordered index files of ``index/``, building and querying them.
+
+RocketMQ ``IndexService``. For every dispatched message (ROLLBACK excepted) it adds
+``topic#UNIQ_KEY`` and ``topic#k`` for each space-separated token ``k`` of KEYS to the
+newest file; a full file is followed by a new one whose begin = end = the full file's
+end, and is then flushed in the background, after which the checkpoint's
+``indexMsgTimestamp`` becomes its end time.
+
+Recovery (``load``): after a crash, files newer than ``indexMsgTimestamp`` may be
+torn and are destroyed (RocketMQ does the same). RocketMQ then re-indexes only what
+abnormal CommitLog recovery re-dispatches, which loses the keys of older messages
+that were in the destroyed file unless ``messageIndexSafe`` is set. :meth:`load`
+instead returns the CommitLog offset from which the destroyed files must be rebuilt,
+so the store re-indexes exactly them.
+
+Idempotence: a message at or before the last indexed one is skipped, so re-dispatch
+after a crash or a restart adds no duplicates.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from store.index import format as ifmt
+from store.index.file import IndexFile
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryOffsetResult:
+    """CommitLog offsets found for a key (hash matches: filter by the real key)."""
+
+    phy_offsets: tuple[int, ...]
+    index_last_update_timestamp: int
+    index_last_update_phy_offset: int
+
+
+class IndexService:
+    """All index files of one directory."""
+
+    def __init__(
+        self,
+        directory: Path,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        on_file_full: Callable[[int], None] | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.files: list[IndexFile] = []
+        self._on_file_full = on_file_full
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._lock = threading.RLock()
+        self._flushers: list[threading.Thread] = []
+        self.error: BaseException | None = None
+
+    # ----------------------------------------------------------------- loading
+
+    def load(self, *, last_exit_ok: bool, index_msg_timestamp: int) -> int | None:
+        """Map the index files; after a crash destroy those newer than the checkpoint.
+
+        Returns the CommitLog offset from which destroyed files must be re-indexed
+        (None when nothing was destroyed).
+
+        Raises:
+            CorruptIndexError: a file of the wrong size.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(
+            n for n in os.listdir(self.directory) if len(n) == ifmt.NAME_LENGTH and n.isdigit()
+        )
+        rebuild_from: int | None = None
+        for name in names:
+            f = IndexFile(self.directory / name, self.hash_slot_num, self.index_num, create=False)
+            if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
+                begin = f.begin_phy_offset
+                rebuild_from = begin if rebuild_from is None else min(rebuild_from, begin)
+                log.info("index: destroying %s (newer than the checkpoint)", f.path.name)
+                f.destroy()
+                continue
+            self.files.append(f)
+        return rebuild_from
+
+    # ----------------------------------------------------------------- writing
+
+    def _already_indexed(self, phy_offset: int) -> bool:
+        if not self.files:
+            return False
+        last = self.files[-1]
+        if phy_offset < last.end_phy_offset:
+            return True
+        return phy_offset == last.end_phy_offset and (last.index_count > 1 or len(self.files) > 1)
+
+    def build(
+        self,
+        topic: str,
+        phy_offset: int,
+        store_timestamp: int,
+        uniq_key: str | None,
+        keys: Iterable[str],
+    ) -> None:
+        """Index one message's UNIQ_KEY and KEYS tokens (skipped if already indexed).
+
+        Raises:
+            OSError: a new file could not be created.
+        """
+        if self._already_indexed(phy_offset):
+            return
+        if uniq_key:
+            self._put(ifmt.build_key(topic, uniq_key), phy_offset, store_timestamp)
+        for k in keys:
+            if k:
+                self._put(ifmt.build_key(topic, k), phy_offset, store_timestamp)
+
+    def _put(self, key: str, phy_offset: int, store_timestamp: int) -> None:
+        f = self._writable()
+        if not f.put_key(key, phy_offset, store_timestamp):
+            f = self._writable()
+            f.put_key(key, phy_offset, store_timestamp)
+
+    def _writable(self) -> IndexFile:
+        with self._lock:
+            last = self.files[-1] if self.files else None
+            if last is not None and not last.is_full:
+                return last
+            end_phy = last.end_phy_offset if last is not None else 0
+            end_ts = last.end_timestamp if last is not None else 0
+            f = IndexFile(
+                self._new_path(),
+                self.hash_slot_num,
+                self.index_num,
+                create=True,
+                end_phy_offset=end_phy,
+                end_timestamp=end_ts,
+            )
+            self.files.append(f)
+        if last is not None:
+            self._flush_full_later(last)
+        return f
+
+    def _new_path(self) -> Path:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        ts = self._clock()
+        while True:
+            path = self.directory / ifmt.file_name(ts)
+            taken = path.exists() or (self.files and path.name <= self.files[-1].path.name)
+            if not taken:
+                return path
+            ts += 1
+
+    def _flush_full_later(self, full: IndexFile) -> None:
+        def run() -> None:
+            try:
+                full.flush()
+            except OSError as e:  # a later thorough flush or the next recovery covers it
+                self.error = e
+                log.error("index: flushing full file %s failed: %s", full.path.name, e)
+                return
+            if self._on_file_full is not None:
+                self._on_file_full(full.end_timestamp)
+
+        t = threading.Thread(target=run, name="index-flush", daemon=True)
+        self._flushers = [x for x in self._flushers if x.is_alive()]
+        self._flushers.append(t)
+        t.start()
+
+    # ----------------------------------------------------------------- queries
+
+    @property
+    def end_phy_offset(self) -> int:
+        """CommitLog offset of the last indexed message (0 with no files)."""
+        return self.files[-1].end_phy_offset if self.files else 0
+
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
+        """Offsets of messages whose ``topic#key`` hash matches, newest files first.
+
+        RocketMQ ``queryOffset``: files whose time range overlaps [begin, end] are
+        searched until ``max_num`` offsets are found or a file starts before
+        ``begin``. Contains hash false positives.
+        """
+        with self._lock:
+            files = list(self.files)
+        full_key = ifmt.build_key(topic, key)
+        out: list[int] = []
+        last_ts = last_phy = 0
+        for i in range(len(files) - 1, -1, -1):
+            f = files[i]
+            if i == len(files) - 1:
+                last_ts, last_phy = f.end_timestamp, f.end_phy_offset
+            if f.time_matched(begin, end):
+                out.extend(f.select_phy_offsets(full_key, max_num - len(out), begin, end))
+            if f.begin_timestamp < begin or len(out) >= max_num:
+                break
+        return QueryOffsetResult(tuple(out), last_ts, last_phy)
+
+    # -------------------------------------------------------------- lifecycle
+
+    def delete_expired(self, min_phy_offset: int) -> int:
+        """Delete leading files whose last entry points below ``min_phy_offset``
+        (always keeping the newest). Returns files deleted."""
+        doomed: list[IndexFile] = []
+        with self._lock:
+            while len(self.files) > 1 and self.files[0].end_phy_offset < min_phy_offset:
+                doomed.append(self.files.pop(0))
+        for f in doomed:
+            f.destroy()
+        return len(doomed)
+
+    def flush(self) -> None:
+        """Flush every file (shutdown).
+
+        Raises:
+            OSError: a sync failed.
+        """
+        self.join_flushers()
+        with self._lock:
+            files = list(self.files)
+        for f in files:
+            f.flush()
+
+    def join_flushers(self, timeout: float = 30.0) -> None:
+        """Wait for background flushes of full files."""
+        for t in self._flushers:
+            t.join(timeout)
+        self._flushers = []
+
+    def close(self) -> None:
+        """Unmap every file (no flush)."""
+        self.join_flushers()
+        with self._lock:
+            for f in self.files:
+                f.close()
+            self.files.clear()
+
+    def destroy(self) -> None:
+        """Delete every index file."""
+        with self._lock:
+            for f in self.files:
+                f.destroy()
+            self.files.clear()

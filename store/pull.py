@@ -1,0 +1,315 @@
+"""The read half of :class:`~store.message_store.MessageStore`'s public API.
+
+A mixin: :class:`MessageStore` inherits these methods and provides the components
+they read (``segments``, ``queues``, ``index``, ``reput``, ``cfg``). Each method is
+thin glue over the component that owns the algorithm: the pull
+(``store.consumequeue.get``), tag filtering (``store.consumequeue.filter``), time
+search (``ConsumeQueue.offset_by_time``) and key lookup (``IndexService``).
+
+Reads take no lock and are safe from any thread while the store is open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from store.commitlog import format as fmt
+from store.commitlog.segments import Segments
+from store.config import BrokerRole, StoreConfig
+from store.consumequeue.dispatch import ArrivalListener, Dispatcher, ReputService
+from store.consumequeue.filter import Subscription, parse_subscription
+from store.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, select
+from store.consumequeue.queue import BoundaryType, ConsumeQueue
+from store.consumequeue.results import (
+    GetRawResult,
+    GetResult,
+    QueryResult,
+    StoredMessage,
+    stored_message,
+)
+from store.consumequeue.store import ConsumeQueueStore
+from store.errors import StoreClosedError
+from store.index.service import IndexService
+from store.message import PROPERTY_TAGS, string_to_properties
+
+LONG_MAX = (1 << 63) - 1
+_INFO = fmt.RecordInfo
+
+
+def _decoder(sub: Subscription) -> Callable[[memoryview, int], StoredMessage | None]:
+    """The record filter + decoder of a decoded pull: exact tag re-check, body inflated."""
+    scan = fmt.scan
+    exact = not sub.matches_all
+
+    def take(view: memoryview, queue_offset: int) -> StoredMessage | None:
+        info = scan(view, 0, len(view), check_crc=False)
+        if type(info) is not _INFO:
+            return None
+        if exact and not sub.matches_tags(
+            string_to_properties(info.properties_string).get(PROPERTY_TAGS)
+        ):
+            return None
+        return stored_message(info, view, queue_offset)
+
+    return take
+
+
+def _raw(view: memoryview, _queue_offset: int) -> memoryview:
+    return view
+
+
+def store_time_at(log: Segments, physical_offset: int) -> int | None:
+    """STORETIMESTAMP of the record at ``physical_offset`` (``pickupStoreTimestamp``)."""
+    mf = log.find(physical_offset)
+    if mf is None:
+        return None
+    rel = physical_offset - mf.file_from_offset
+    try:
+        view = mf.view
+        if rel + fmt.SYSFLAG_POS + 4 > mf.wrote_position:
+            return None
+        sys_flag = int.from_bytes(view[rel + fmt.SYSFLAG_POS : rel + fmt.SYSFLAG_POS + 4], "big")
+        pos = rel + fmt.store_timestamp_pos(sys_flag)
+        if pos + 8 > mf.wrote_position:
+            return None
+        return int.from_bytes(view[pos : pos + 8], "big", signed=True)
+    except ValueError:  # the file was deleted under us
+        return None
+
+
+class PullAPI:
+    """get_message, offsets, time and key lookups (mixed into MessageStore)."""
+
+    cfg: StoreConfig
+    segments: Segments
+    queues: ConsumeQueueStore
+    index: IndexService | None
+    reput: ReputService
+    dispatcher: Dispatcher
+    _closed: bool
+    _pull_limits: PullLimits
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+
+    def _correct(self, old: int, new: int) -> int:
+        """``nextOffsetCorrection``: a SLAVE without offset checks keeps the old offset."""
+        if self.cfg.broker_role is BrokerRole.SLAVE and not self.cfg.offset_check_in_slave:
+            return old
+        return new
+
+    # --------------------------------------------------------------------- pulls
+
+    def _queue_and_sub(
+        self, topic: str, queue_id: int, subscription: str | Subscription | None
+    ) -> tuple[ConsumeQueue | None, Subscription]:
+        self._check_open()
+        sub = (
+            subscription
+            if isinstance(subscription, Subscription)
+            else parse_subscription(subscription)
+        )
+        return self.queues.find(topic, queue_id), sub
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        subscription: str | Subscription | None = "*",
+        *,
+        max_bytes: int = MAX_PULL_MSG_SIZE,
+    ) -> GetResult:
+        """Pull up to ``max_count`` messages of (topic, queue_id) from queue ``offset``.
+
+        Statuses and ``next_begin_offset`` follow RocketMQ exactly (the table in
+        ``store.consumequeue.get``). ``subscription`` is ``"*"`` or ``"A || B"``;
+        messages pass the tag-code filter and then an exact TAGS check, so a tag
+        whose hash collides with a subscribed one is not returned. Bodies are
+        decompressed. ``group`` is accepted for API compatibility (RocketMQ uses it
+        for statistics only).
+
+        Raises:
+            StoreClosedError: the store is closed.
+        """
+        cq, sub = self._queue_and_sub(topic, queue_id, subscription)
+        sel = select(
+            cq, self.segments, offset, max_count, sub, self._pull_limits, _decoder(sub),
+            max_bytes=max_bytes, correct=self._correct,
+        )  # fmt: skip
+        return GetResult(
+            sel.status,
+            sel.next_begin_offset,
+            sel.min_offset,
+            sel.max_offset,
+            tuple(sel.items),
+            sel.suggest_pulling_from_slave,
+        )
+
+    def get_message_raw(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        subscription: str | Subscription | None = "*",
+        *,
+        max_bytes: int = MAX_PULL_MSG_SIZE,
+    ) -> GetRawResult:
+        """The broker's pull: as :meth:`get_message`, but the records' raw bytes as
+        views of the mapped CommitLog and only the tag-code filter applied (the
+        client re-filters hash collisions, as RocketMQ's does).
+
+        Raises:
+            StoreClosedError: the store is closed.
+        """
+        cq, sub = self._queue_and_sub(topic, queue_id, subscription)
+        sel = select(
+            cq, self.segments, offset, max_count, sub, self._pull_limits, _raw,
+            max_bytes=max_bytes, correct=self._correct,
+        )  # fmt: skip
+        return GetRawResult(
+            sel.status,
+            sel.next_begin_offset,
+            sel.min_offset,
+            sel.max_offset,
+            tuple(sel.items),
+            tuple(sel.queue_offsets),
+            sel.total_size,
+            sel.suggest_pulling_from_slave,
+        )
+
+    # ------------------------------------------------------------------- offsets
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The consume queue of (topic, queue_id), None if it was never written."""
+        return self.queues.find(topic, queue_id)
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next message of the queue gets (0 if no queue)."""
+        cq = self.queues.find(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The first queue offset still readable (0 if no queue)."""
+        cq = self.queues.find(topic, queue_id)
+        return cq.min_offset if cq is not None else 0
+
+    def offset_by_time(
+        self,
+        topic: str,
+        queue_id: int,
+        timestamp: int,
+        boundary: BoundaryType = BoundaryType.LOWER,
+    ) -> int:
+        """Queue offset of the first message stored at or after ``timestamp`` (LOWER:
+        ``max_offset`` if all are older) or of the last one at or before it (UPPER:
+        ``min_offset`` if all are newer); 0 for an unknown or empty queue."""
+        cq = self.queues.find(topic, queue_id)
+        if cq is None:
+            return 0
+        log = self.segments
+        return cq.offset_by_time(timestamp, lambda phys, _size: store_time_at(log, phys), boundary)
+
+    def message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time of the message at ``queue_offset``; -1 if not held."""
+        cq = self.queues.find(topic, queue_id)
+        unit = cq.unit_at(queue_offset) if cq is not None else None
+        if unit is None:
+            return -1
+        t = store_time_at(self.segments, unit[0])
+        return -1 if t is None else t
+
+    def earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
+        """Store time of the oldest message of a queue, or of the whole store when
+        ``topic`` is None; -1 when there is none."""
+        if topic is not None:
+            cq = self.queues.find(topic, queue_id)
+            if cq is None or cq.min_offset >= cq.max_offset:
+                return -1
+            return self.message_store_timestamp(topic, queue_id, cq.min_offset)
+        t = store_time_at(self.segments, self.segments.min_offset)
+        return -1 if t is None else t
+
+    # -------------------------------------------------------------------- keys
+
+    def stored_message_at(self, physical_offset: int) -> StoredMessage | None:
+        """The message at ``physical_offset`` with its body decompressed, or None."""
+        mf = self.segments.find(physical_offset)
+        if mf is None:
+            return None
+        rel = physical_offset - mf.file_from_offset
+        try:
+            info = fmt.scan(mf.view, rel, mf.wrote_position, check_crc=False)
+            if type(info) is not _INFO:
+                return None
+            return stored_message(info, mf.view)
+        except ValueError:
+            return None
+
+    def query_by_key(
+        self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = LONG_MAX
+    ) -> QueryResult:
+        """Messages of ``topic`` whose KEYS token or UNIQ_KEY is ``key``, stored in
+        [begin, end] (index times have a one-second resolution), newest first.
+
+        The index returns hash matches; each is checked against the real key and
+        topic, so colliding keys never leak through. Up to three index passes, each
+        ending before the oldest hit of the previous one (RocketMQ ``queryMessage``),
+        fill ``max_num`` (capped by ``max_msgs_num_batch``).
+        """
+        self._check_open()
+        if self.index is None:
+            return QueryResult(())
+        want = min(max_num, self.cfg.max_msgs_num_batch)
+        batch = self.cfg.max_msgs_num_batch
+        found: dict[int, StoredMessage] = {}
+        seen: set[int] = set()
+        last = (0, 0)
+        upper = end
+        for _ in range(3):
+            r = self.index.query(topic, key, batch, begin, upper)
+            last = (r.index_last_update_timestamp, r.index_last_update_phy_offset)
+            fresh = [p for p in r.phy_offsets if p not in seen]
+            seen.update(fresh)
+            oldest = upper
+            for phys in fresh:
+                m = self.stored_message_at(phys)
+                if m is None:
+                    continue
+                oldest = min(oldest, m.store_timestamp)
+                if m.topic == topic and (m.uniq_key == key or key in m.keys):
+                    found[phys] = m
+            if len(found) >= want or len(r.phy_offsets) < batch or not fresh:
+                break
+            upper = oldest - 1
+        msgs = sorted(found.values(), key=lambda m: m.physical_offset, reverse=True)[:want]
+        return QueryResult(tuple(msgs), *last)
+
+    # ---------------------------------------------------------------- dispatch
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Call ``listener(Arrival)`` for each message as it becomes pullable (on the
+        dispatcher thread: keep it short; long polling wakes its waiters from it)."""
+        self.dispatcher.listeners.append(listener)
+
+    def remove_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Stop calling ``listener``."""
+        self.dispatcher.listeners.remove(listener)
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        """CommitLog bytes not yet in the consume queues and index."""
+        return self.reput.behind
+
+    def wait_dispatched(self, timeout: float = 5.0) -> bool:
+        """Block until everything written so far is pullable; False on timeout.
+
+        Under SYNC_FLUSH only flushed messages are dispatched: call this after puts
+        that waited for their flush (the default), or it waits for the next flush.
+        """
+        return self.reput.wait_until(self.segments.max_offset, timeout)
