@@ -2,10 +2,11 @@
 
 One thread runs *sessions*. A session connects to ``master_address``, builds a
 :class:`~store.ha.protocol.SlaveConnection` at the log's max offset, reports that offset
-at once, then loops: read (at most 4 MiB, 100 ms timeout), append every
-:class:`~store.ha.protocol.Transfer` at exactly its offset (``append_raw_at``), report
-the new max offset after each batch of appends and at least every
-``heartbeat_interval_ms`` (5 s). It ends when the master closes, the socket breaks, or
+at once, then loops: read (at most 4 MiB, 100 ms timeout), append the bytes of every
+:class:`~store.ha.protocol.Transfer` at exactly their offset (``append_raw_at``), whole
+records at a time (:mod:`store.ha.continuity`: a record cut by a frame's end waits for
+the next frame), report the log's new max offset after each batch of appends and at
+least every ``heartbeat_interval_ms`` (5 s). It ends when the master closes, the socket breaks, or
 nothing arrived for ``housekeeping_interval_ms`` (20 s); the next session starts
 ``reconnect_interval_ms`` (5 s) later.
 
@@ -92,7 +93,7 @@ class HASlave:
         self._reconnect = reconnect_interval_ms / 1000.0
         self._connect_timeout = connect_timeout_ms / 1000.0
         self._max_transfer = max_transfer
-        self._continuity = LogContinuity(log.file_size, log.max_offset or None)
+        self._continuity = LogContinuity(log.file_size, None)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._channel: transport.Channel | None = None
@@ -170,11 +171,11 @@ class HASlave:
             channel.close()
 
     def _replicate(self, channel: transport.Channel) -> None:
-        conn = SlaveConnection(
-            self.log.max_offset, file_size=self.log.file_size, max_transfer=self._max_transfer
-        )
-        log.info("HA slave connected to %s at offset %d", channel.peer, conn.end_offset)
-        channel.send_all(conn.send(ReportOffset(conn.end_offset)))
+        end = self.log.max_offset  # a record boundary: held-back bytes are dropped
+        self._continuity.reset(end or None)
+        conn = SlaveConnection(end, file_size=self.log.file_size, max_transfer=self._max_transfer)
+        log.info("HA slave connected to %s at offset %d", channel.peer, end)
+        channel.send_all(conn.send(ReportOffset(end)))
         last_report = last_read = time.monotonic()
         frames = 0
         while not self._stopped.is_set():
@@ -189,11 +190,9 @@ class HASlave:
                 last_read = now
                 conn.receive_data(data)
                 frames += self._apply(conn)
-            reported = conn.last_reported_offset
-            if (reported is not None and conn.end_offset > reported) or (
-                now - last_report >= self._heartbeat
-            ):
-                channel.send_all(conn.send(ReportOffset(conn.end_offset)))
+            end = self.log.max_offset
+            if end > (conn.last_reported_offset or 0) or now - last_report >= self._heartbeat:
+                channel.send_all(conn.send(ReportOffset(end)))
                 last_report = now
 
     def _apply(self, conn: SlaveConnection) -> int:
@@ -205,8 +204,9 @@ class HASlave:
                 return frames
             frames += 1
             if isinstance(event, Transfer):
-                self._continuity.check(event.physical_offset, event.payload)
-                self.log.append_raw_at(event.physical_offset, event.payload)
+                at, data = self._continuity.feed(event.physical_offset, event.payload)
+                if data:
+                    self.log.append_raw_at(at, data)
                 self.received_bytes += len(event.payload)
             elif isinstance(event, ConnectionClosed):  # pragma: no cover - EOF is not fed
                 raise _SessionEnded("the master closed the connection")

@@ -1,8 +1,6 @@
-"""The slave's record-continuity check: pure, fed with real CommitLog bytes in memory."""
+"""The slave's record walk (divergence check, whole-record appends): pure, real log bytes."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -16,72 +14,107 @@ from tests.ha.procs import log_bytes
 FILE = 8192
 
 
-def _log(root: Path, sizes: list[int]) -> tuple[bytes, list[int]]:
-    """A real log over 8 KiB files (several blank-padded ends); returns bytes, record starts."""
+@pytest.fixture(scope="module")
+def master_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, list[int]]:
+    """A real log over 8 KiB files (several blank-padded ends); its bytes and record starts."""
+    root = tmp_path_factory.mktemp("m")
     cfg = StoreConfig(root_dir=root, commitlog_file_size=FILE, compress_msg_body_over=1 << 20)
     with MessageStore.open(cfg) as s:
         starts = [
-            s.put_message(Message(topic="t", body=b"b" * n, queue_id=i % 3)).physical_offset
-            for i, n in enumerate(sizes)
+            s.put_message(Message(topic="t", body=b"b" * (100 + i * 37 % 900))).physical_offset
+            for i in range(60)
         ]
         return log_bytes(s, 0, s.max_physical_offset), starts
 
 
-@pytest.fixture(scope="module")
-def master_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, list[int]]:
-    return _log(tmp_path_factory.mktemp("m"), [100 + (i * 37) % 900 for i in range(60)])
+def boundaries(data: bytes, starts: list[int]) -> set[int]:
+    """Offsets where whole records end: record starts and ends (a blank starts at one)."""
+    ends = {s + int.from_bytes(data[s : s + 4], "big") for s in starts}
+    return {*starts, *ends, *range(0, len(data) + 1, FILE)}
 
 
-def feed(check: LogContinuity, data: bytes, start: int, pieces: list[tuple[int, int]]) -> None:
-    for offset, length in pieces:
-        check.check(offset, data[offset - start : offset - start + length])
+def replay(check: LogContinuity, data: bytes, start: int, max_transfer: int) -> list[tuple[int, bytes]]:
+    """Feed ``data[start:]`` in protocol-sized frames; return the released pieces."""
+    out = []
+    for offset, length in chunk(start, len(data), FILE, max_transfer):
+        at, ready = check.feed(offset, data[offset : offset + length])
+        if ready:
+            out.append((at, bytes(ready)))
+    return out
 
 
-@given(max_transfer=st.integers(1, 3000))
-def test_the_masters_own_stream_always_passes(master_log, max_transfer: int):
-    data, _ = master_log
-    check = LogContinuity(FILE, None)
-    feed(check, data, 0, list(chunk(0, len(data), FILE, max_transfer)))
-    assert check.next_record == len(data)
-
-
-@given(split=st.integers(0, 59), max_transfer=st.integers(1, 5000))
-def test_resuming_at_any_record_boundary_passes(master_log, split: int, max_transfer: int):
+@given(max_transfer=st.integers(1, 3000), split=st.integers(0, 59))
+def test_released_pieces_rebuild_the_stream_and_end_on_record_boundaries(
+    master_log, max_transfer: int, split: int
+):
     data, starts = master_log
     at = starts[split]
     check = LogContinuity(FILE, at)
-    feed(check, data, 0, list(chunk(at, len(data), FILE, max_transfer)))
-    assert check.next_record == len(data)
+    pieces = replay(check, data, at, max_transfer)
+    assert b"".join(p for _, p in pieces) == data[at:]
+    ends = boundaries(data, starts)
+    position = at
+    for offset, piece in pieces:
+        assert offset == position
+        position += len(piece)
+        assert position in ends
+        assert offset // FILE == (position - 1) // FILE  # one file per piece
+    assert check.start == len(data) and check.pending == 0
+
+
+def test_an_empty_slave_starts_where_the_first_frame_does(master_log):
+    data, _ = master_log
+    check = LogContinuity(FILE, None)
+    assert replay(check, data[: 2 * FILE], FILE, 32 * 1024)[0][0] == FILE
+
+
+def test_a_cut_record_is_held_back_until_complete(master_log):
+    data, starts = master_log
+    at, nxt = starts[5], starts[6]
+    check = LogContinuity(FILE, at)
+    assert check.feed(at, data[at : at + 3]) == (at, b"")  # not even size+magic
+    assert check.feed(at + 3, data[at + 3 : nxt - 1]) == (at, b"")  # one byte short
+    assert check.pending == nxt - 1 - at
+    released_at, ready = check.feed(nxt - 1, data[nxt - 1 : nxt + 10])
+    assert (released_at, bytes(ready)) == (at, data[at:nxt])
+    assert check.start == nxt and check.pending == 10
+
+
+def test_reset_drops_what_was_held_back(master_log):
+    data, starts = master_log
+    check = LogContinuity(FILE, starts[3])
+    check.feed(starts[3], data[starts[3] : starts[3] + 50])
+    check.reset(starts[3])
+    assert check.pending == 0
+    with pytest.raises(ValueError, match="does not continue"):
+        check.feed(starts[3] + 50, data[starts[3] + 50 : starts[4]])
 
 
 def test_resuming_inside_a_master_record_is_divergence(master_log):
     data, starts = master_log
     at = starts[10] + 50  # the slave thinks a record starts here; the master's does not
-    check = LogContinuity(FILE, at)
     with pytest.raises(DivergenceError, match=f"offset {at}"):
-        feed(check, data, 0, list(chunk(at, len(data), FILE, 32 * 1024)))
+        replay(LogContinuity(FILE, at), data, at, 32 * 1024)
 
 
 def test_a_record_at_the_wrong_physical_offset_is_divergence(master_log):
     data, starts = master_log
     at = starts[20]
-    record = data[at : starts[21]]
     check = LogContinuity(FILE, at + FILE)  # the same bytes one file later: a valid header...
     with pytest.raises(DivergenceError, match=f"says it was written at {at}"):
-        check.check(at + FILE, record)  # ...that names another offset
-
-
-def test_a_header_cut_between_frames_is_checked_when_complete(master_log):
-    data, starts = master_log
-    at = starts[5]
-    check = LogContinuity(FILE, at)
-    check.check(at, data[at : at + 3])  # not even size+magic yet: nothing to judge
-    check.check(at + 3, data[at + 3 : at + 20])  # magic fine, physical offset not yet here
-    check.check(at + 20, data[at + 20 : starts[6] + 1])
-    assert check.next_record == starts[6]  # its header is still incomplete
+        check.feed(at + FILE, data[at : starts[21]])  # ...that names another offset
 
 
 def test_garbage_at_a_record_start_is_divergence():
-    check = LogContinuity(FILE, 0)
     with pytest.raises(DivergenceError, match="not a record"):
-        check.check(0, b"\x00\x00\x01\x00garbage!" + bytes(300))
+        LogContinuity(FILE, 0).feed(0, b"\x00\x00\x01\x00garbage!" + bytes(300))
+
+
+def test_nothing_is_released_before_a_divergence_is_found(master_log):
+    data, starts = master_log
+    check = LogContinuity(FILE, starts[2])
+    _, ok = check.feed(starts[2], data[starts[2] : starts[3]])
+    assert bytes(ok) == data[starts[2] : starts[3]]
+    with pytest.raises(DivergenceError):
+        check.feed(starts[3], b"\xff" * 64)
+    assert check.start == starts[3]
