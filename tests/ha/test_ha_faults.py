@@ -121,7 +121,7 @@ def _kill_sync_master_after(work: Path, wanted: int) -> list[tuple[str, int, int
 @pytest.mark.slow
 def test_sync_master_killed_every_put_ok_is_on_the_slave(tmp_path: Path):
     rng = random.Random(4)
-    trials = 6
+    trials = 10
     total_acked = 0
     for trial in range(trials):
         work = tmp_path / f"t{trial}"
