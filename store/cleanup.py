@@ -94,8 +94,12 @@ class CleanupService(ServiceThread):
     def _can_delete(self, mf: MappedFile) -> bool:
         return mf.file_from_offset + mf.file_size <= self._dispatched()
 
-    def clean(self, *, force: bool = False) -> CleanupResult:
-        """One round (see the module docstring); ``force`` = a manual delete request.
+    def clean(self, *, force: bool = False, immediately: bool = False) -> CleanupResult:
+        """One round (see the module docstring).
+
+        ``force``: a manual delete request (as at the delete hour: files past their
+        reserved time go). ``immediately``: every file but the last goes whatever its
+        age, as above the forcible disk ratio.
 
         Raises:
             OSError: a file could not be deleted.
@@ -103,7 +107,9 @@ class CleanupService(ServiceThread):
         cfg = self.cfg
         now = self._clock()
         ratio = self._disk_ratio()
-        at_once = cfg.clean_file_forcibly_enable and ratio > cfg.disk_space_clean_forcibly_ratio
+        at_once = immediately or (
+            cfg.clean_file_forcibly_enable and ratio > cfg.disk_space_clean_forcibly_ratio
+        )
         allowed = (
             force
             or is_delete_hour(cfg.delete_when, now)

@@ -215,8 +215,12 @@ class MessageStore(PullAPI):
             return self.segments.flushed_where
         return self.segments.max_offset
 
-    def clean_expired_files(self, *, force: bool = True) -> CleanupResult:
-        """Run one cleanup round now (``force``: as if at the delete hour).
+    def clean_expired_files(
+        self, *, force: bool = True, immediately: bool = False
+    ) -> CleanupResult:
+        """Run one cleanup round now (``store.cleanup``): ``force`` as at the delete
+        hour (files past ``file_reserved_time_hours`` go); ``immediately``: whatever
+        their age. The last CommitLog file and undispatched files always stay.
 
         Raises:
             OSError: a file could not be deleted.
@@ -224,7 +228,7 @@ class MessageStore(PullAPI):
         cleanup = self.logics.cleanup
         if cleanup is None:
             raise StoreClosedError(f"store {self.root} is closed")
-        return cleanup.clean(force=force)
+        return cleanup.clean(force=force, immediately=immediately)
 
     @staticmethod
     def _write_abort(abort: Path) -> None:

@@ -32,6 +32,8 @@ from store.index.file import IndexFile
 
 log = logging.getLogger(__name__)
 
+LONG_MAX = (1 << 63) - 1
+
 
 @dataclass(frozen=True, slots=True)
 class QueryOffsetResult:
@@ -93,13 +95,23 @@ class IndexService:
 
     # ----------------------------------------------------------------- writing
 
-    def _already_indexed(self, phy_offset: int) -> bool:
+    def _boundary(self, phy_offset: int) -> bool | None:
+        """None: ``phy_offset`` is new; False: already indexed (before the last indexed
+        message); True: it *is* the last indexed message, whose keys may be partly in
+        (a crash can stop between two keys, or between two files)."""
         if not self.files:
-            return False
+            return None
         last = self.files[-1]
         if phy_offset < last.end_phy_offset:
+            return False
+        if phy_offset == last.end_phy_offset and (last.index_count > 1 or len(self.files) > 1):
             return True
-        return phy_offset == last.end_phy_offset and (last.index_count > 1 or len(self.files) > 1)
+        return None
+
+    def _has(self, key: str, phy_offset: int) -> bool:
+        with self._lock:
+            files = self.files[-2:]
+        return any(phy_offset in f.select_phy_offsets(key, 1 << 30, 0, LONG_MAX) for f in files)
 
     def build(
         self,
@@ -109,18 +121,23 @@ class IndexService:
         uniq_key: str | None,
         keys: Iterable[str],
     ) -> None:
-        """Index one message's UNIQ_KEY and KEYS tokens (skipped if already indexed).
+        """Index one message's UNIQ_KEY and KEYS tokens; keys already there are skipped
+        (RocketMQ skips messages before the last indexed one; we also complete that
+        last one key by key instead of indexing it twice).
 
         Raises:
             OSError: a new file could not be created.
         """
-        if self._already_indexed(phy_offset):
+        boundary = self._boundary(phy_offset)
+        if boundary is False:
             return
-        if uniq_key:
-            self._put(ifmt.build_key(topic, uniq_key), phy_offset, store_timestamp)
-        for k in keys:
-            if k:
-                self._put(ifmt.build_key(topic, k), phy_offset, store_timestamp)
+        for k in (uniq_key, *keys):
+            if not k:
+                continue
+            full = ifmt.build_key(topic, k)
+            if boundary and self._has(full, phy_offset):
+                continue
+            self._put(full, phy_offset, store_timestamp)
 
     def _put(self, key: str, phy_offset: int, store_timestamp: int) -> None:
         f = self._writable()
@@ -169,8 +186,9 @@ class IndexService:
             if self._on_file_full is not None:
                 self._on_file_full(full.end_timestamp)
 
+        # One at a time, in order: indexMsgTimestamp must only move forward.
+        self.join_flushers()
         t = threading.Thread(target=run, name="index-flush", daemon=True)
-        self._flushers = [x for x in self._flushers if x.is_alive()]
         self._flushers.append(t)
         t.start()
 
