@@ -84,8 +84,13 @@ class IndexService:
         rebuild_from: int | None = None
         for name in names:
             f = IndexFile(self.directory / name, self.hash_slot_num, self.index_num, create=False)
-            if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
+            # A header with no end time is an empty file or one whose header page was
+            # lost: after a crash, rebuild it from where the previous file ended.
+            torn = f.end_timestamp <= 0
+            if not last_exit_ok and (torn or f.end_timestamp > index_msg_timestamp):
                 begin = f.begin_phy_offset
+                if torn:
+                    begin = self.files[-1].end_phy_offset if self.files else 0
                 rebuild_from = begin if rebuild_from is None else min(rebuild_from, begin)
                 log.info("index: destroying %s (newer than the checkpoint)", f.path.name)
                 f.destroy()
