@@ -1,0 +1,102 @@
+"""Reindex: consumequeue/ rebuilt byte for byte as the store's dispatcher wrote it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _engine_store(root: Path, count: int = 400) -> Path:
+    """A store written by MessageStore itself: its consumequeue/ is the dispatcher's."""
+    from store import Message, MessageStore, StoreConfig
+
+    cfg = StoreConfig(root_dir=str(root), commitlog_file_size=64 * 1024)
+    with MessageStore.open(cfg) as store:
+        for i in range(count):
+            r = store.put_message(
+                Message(
+                    topic=("orders", "payments", "audit")[i % 3],
+                    body=f"body {i} ".encode() * (1 + i % 40),
+                    tags=("TagA", "TagB", None)[i % 3],
+                    keys=[f"k{i}"],
+                    queue_id=i % 4,
+                )
+            )
+            assert r.status.stored
+    return root
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def engine_store(tmp_path) -> Path:
+    pytest.importorskip("store.consumequeue.dispatch")
+    return _engine_store(tmp_path / "engine")
+
+
+def test_reindex_matches_the_dispatcher_byte_for_byte(spark, engine_store, tmp_path):
+    from tools.spark.reindex import reindex_with
+
+    summary = reindex_with(spark, engine_store, tmp_path / "out")
+    expected = _tree(engine_store / "consumequeue")
+    got = _tree(tmp_path / "out" / "consumequeue")
+    assert len(expected) == 12
+    assert sorted(got) == sorted(expected)
+    for name, data in expected.items():
+        assert got[name] == data, name
+    assert summary["units"] == 400 and summary["files"] == 12
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
+
+
+def test_reindex_in_place_swaps_atomically(spark, engine_store):
+    from tools.spark.audit import run_audit
+    from tools.spark.reindex import reindex_with
+
+    expected = _tree(engine_store / "consumequeue")
+    shutil.rmtree(engine_store / "consumequeue" / "orders")
+    (engine_store / "consumequeue" / "stale-topic" / "0").mkdir(parents=True)
+    reindex_with(spark, engine_store)
+    assert _tree(engine_store / "consumequeue") == expected
+    assert not [p for p in engine_store.iterdir() if p.name.startswith(".")]
+    assert run_audit(engine_store).findings == []
+
+
+def test_reindex_refuses_an_open_store(spark, tmp_path):
+    from store import Message, MessageStore, StoreConfig
+    from tools.spark.reindex import StoreInUseError, reindex_with
+
+    pytest.importorskip("store.consumequeue.dispatch")
+    cfg = StoreConfig(root_dir=str(tmp_path / "open"), commitlog_file_size=64 * 1024)
+    with MessageStore.open(cfg) as store:
+        store.put_message(Message(topic="t", body=b"x"))
+        with pytest.raises(StoreInUseError):
+            reindex_with(spark, tmp_path / "open")
+
+
+@pytest.mark.integration
+def test_reindex_survives_task_retries(spark, engine_store, tmp_path):
+    """local[2,4] retries each task; attempt 0 of every task dies after half a file."""
+    from tools.spark.reindex import FAIL_ENV
+
+    out = tmp_path / "retried"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.spark.reindex", str(engine_store), "--out", str(out),
+         "--master", "local[2,4]"],
+        check=False, cwd=REPO, capture_output=True, text=True, timeout=300,
+        env=os.environ | {FAIL_ENV: "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "injected failure" in proc.stderr
+    assert _tree(out / "consumequeue") == _tree(engine_store / "consumequeue")
+    assert [p.name for p in out.iterdir()] == ["consumequeue"]

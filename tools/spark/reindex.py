@@ -1,0 +1,311 @@
+"""``mqstore reindex DIR``: rebuild consumequeue/ from the CommitLog in bulk, with Spark.
+
+Usage::
+
+    mqstore reindex DIR [--master URL] [--out DIR]
+    python -m tools.spark.reindex DIR [...]     spark-submit tools/spark/reindex.py DIR [...]
+
+The files are byte-identical to what the store's dispatcher writes
+(``store.consumequeue.dispatch`` + ``queue.ConsumeQueue.put``): units in CommitLog
+order, one per dispatchable record (transaction type NOT or COMMIT), tags code from the
+dispatcher's own ``tags_code_of`` (TAGS hash; deliver time for delayed records); a unit
+whose queue offset is below the queue's next one is skipped (a re-dispatch); the queue's
+first file is pre-filled with blank units up to its first unit and a gap is padded with
+blank units; files are 6,000,000 bytes, the unwritten rest zero.
+
+Safe under task retries and aborts:
+
+1. records are grouped by (topic, queue) and each group's files are written by the task
+   into its own attempt folder ``.reindex-<id>/attempts/<task attempt id>/`` and
+   fsynced; the task returns a manifest row per file;
+2. only after the one Spark action succeeded, the driver moves the files named by the
+   manifest (successful attempts only) into ``.reindex-<id>/consumequeue/`` with
+   ``os.replace`` and deletes the attempt folders, so a failed or speculative attempt's
+   partial files never reach the result;
+3. the new ``consumequeue/`` is swapped in by two renames (old one aside, new one in) and
+   the old one deleted; with ``--out`` it is written under OUT and nothing is swapped.
+
+The store must not be open (its ``lock`` file is checked). The index/ is not rebuilt:
+index files are named by their creation time and filled in arrival order by one writer,
+which a bulk job cannot reproduce byte for byte; see the issue notes.
+
+Exit status: 0 rebuilt, 2 usage or I/O error (not a store, store in use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR ...
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from store.commitlog import format as fmt
+from store.consumequeue import format as cqfmt
+from tools.spark.layout import LayoutError, discover
+from tools.spark.reader import DEFAULT_SPLIT_BYTES, map_ranges, plan_ranges, ranges_dataframe
+from tools.spark.segscan import Buffer, ByteRange, resync
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from numpy.typing import NDArray
+    from pyspark.sql import SparkSession
+
+UNIT_ROWS: Final = "topic string, queue_id int, queue_offset long, offset long, size int, tags long"
+MANIFEST: Final = "topic string, queue_id int, name string, path string, units long"
+FAIL_ENV: Final = "MQSTORE_REINDEX_FAIL_FIRST_ATTEMPT"
+"""Test hook: when set, attempt 0 of every task fails after writing half a file."""
+_IN_QUEUE: Final = (fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE)
+
+
+class StoreInUseError(OSError):
+    """The store's lock file is held: a broker or MessageStore has it open."""
+
+
+def _tags_coder() -> Any:
+    """The dispatcher's own tags-code rule, bound to the default delay levels."""
+    from store.config import StoreConfig
+    from store.consumequeue.dispatch import Dispatcher
+    from store.schedule import DelayLevels
+
+    levels = DelayLevels.parse(StoreConfig().message_delay_level)
+    return Dispatcher(None, None, levels).tags_code_of  # type: ignore[arg-type]
+
+
+def dispatch_rows(buf: Buffer, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
+    """(topic, queue, queue offset, physical offset, size, tags code) of each record the
+    dispatcher would give a unit, read like the reput service (no CRC check)."""
+    from store.message import string_to_properties
+
+    code_of = _tags_coder()
+    with memoryview(buf) as view:
+        pos, end = rng.start, len(buf)
+        while pos < rng.end:
+            r = fmt.scan(view, pos, end, check_crc=False)
+            if isinstance(r, fmt.RecordInfo):
+                if r.sys_flag & fmt.TRANSACTION_MASK in _IN_QUEUE:
+                    props = string_to_properties(r.properties_string)
+                    code = code_of(r.topic, props, r.store_timestamp)
+                    yield (r.topic, r.queue_id, r.queue_offset, r.physical_offset, r.size, code)
+                pos += r.size
+            elif isinstance(r, fmt.EndOfSegment):
+                return
+            else:
+                pos = resync(buf, rng.base_offset, pos + 1, end)
+                if pos < 0:
+                    return
+
+
+def queue_files(
+    qoff: NDArray[Any], phys: NDArray[Any], size: NDArray[Any], tags: NDArray[Any],
+    file_size: int = cqfmt.FILE_SIZE,
+) -> dict[str, tuple[bytes, int]]:  # fmt: skip
+    """The files of one queue as the dispatcher writes them: name -> (bytes, units that
+    point at a message)."""
+    import numpy as np
+
+    if qoff.size == 0:
+        return {}
+    order = np.argsort(phys, kind="stable")
+    q, p, s, t = qoff[order], phys[order], size[order], tags[order]
+    before = np.r_[-1, np.maximum.accumulate(q)[:-1]]
+    keep = q > before  # a unit below the queue's next offset is a re-dispatch: skipped
+    q, p, s, t = q[keep], p[keep], s[keep], t[keep]
+    per_file = file_size // cqfmt.UNIT_SIZE
+    first = int(q[0]) // per_file * per_file
+    span = int(q[-1]) - first + 1
+    data = bytearray(cqfmt.BLANK_UNIT * span)
+    for qo, po, so, to in zip(q.tolist(), p.tolist(), s.tolist(), t.tolist(), strict=True):
+        at = (qo - first) * cqfmt.UNIT_SIZE
+        data[at : at + cqfmt.UNIT_SIZE] = cqfmt.encode_unit(po, so, to)
+    real = np.bincount((q - first) // per_file)
+    files: dict[str, tuple[bytes, int]] = {}
+    for i, start in enumerate(range(0, len(data), file_size)):
+        chunk = bytes(data[start : start + file_size])
+        name = f"{first * cqfmt.UNIT_SIZE + start:020d}"
+        files[name] = (chunk + bytes(file_size - len(chunk)), int(real[i]) if i < real.size else 0)
+    return files
+
+
+def _write(path: Path, data: bytes, fail_half: bool) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        if fail_half:
+            f.write(data[: len(data) // 2])
+            f.flush()
+            raise RuntimeError(f"injected failure ({FAIL_ENV}) after half of {path}")
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_group(key: tuple[Any, ...], table: pa.Table, attempts: str) -> pa.Table:
+    """applyInArrow body: build one queue's files into this attempt's folder."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    topic, queue_id = (k.as_py() if hasattr(k, "as_py") else k for k in key)
+    cols = {
+        c: np.asarray(table[c].to_numpy(), dtype=np.int64)
+        for c in ("queue_offset", "offset", "size", "tags")
+    }
+    files = queue_files(cols["queue_offset"], cols["offset"], cols["size"], cols["tags"])
+    ctx = TaskContext.get()
+    attempt = ctx.taskAttemptId() if ctx is not None else 0
+    fail = bool(os.environ.get(FAIL_ENV)) and ctx is not None and ctx.attemptNumber() == 0
+    folder = Path(attempts) / str(attempt) / topic / str(queue_id)
+    rows = []
+    for name, (data, units) in files.items():
+        _write(folder / name, data, fail)
+        rows.append((topic, queue_id, name, str(folder / name), units))
+    names = [c.split()[0] for c in MANIFEST.split(",")]
+    types = [pa.string(), pa.int32(), pa.string(), pa.string(), pa.int64()]
+    cols = list(zip(*rows, strict=True)) if rows else [() for _ in types]
+    return pa.table([pa.array(c, ty) for c, ty in zip(cols, types, strict=True)], names=names)
+
+
+def _check_not_open(root: Path) -> None:
+    from store import _platform
+
+    lock = root / "lock"
+    if not lock.exists():
+        return
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        if not _platform.try_lock(fd):
+            raise StoreInUseError(f"{root} is open (lock file {lock} is held)")
+        _platform.unlock(fd)
+    finally:
+        os.close(fd)
+
+
+def _install(manifest: list[Any], staging: Path) -> int:
+    """Move the manifest's files into ``staging/consumequeue``; return the file count."""
+    final = staging / "consumequeue"
+    seen: set[tuple[str, int, str]] = set()
+    for r in manifest:
+        key = (r.topic, r.queue_id, r.name)
+        if key in seen:
+            raise RuntimeError(f"two manifest entries for {key}")
+        seen.add(key)
+        dest = final / r.topic / str(r.queue_id) / r.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(r.path, dest)
+    final.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(staging / "attempts", ignore_errors=True)
+    return len(seen)
+
+
+def _swap(staging: Path, target_root: Path) -> None:
+    """Put ``staging/consumequeue`` at ``target_root/consumequeue``, the old one aside first."""
+    current = target_root / "consumequeue"
+    aside = target_root / f".consumequeue.old-{uuid.uuid4().hex[:8]}"
+    if current.exists():
+        os.rename(current, aside)
+    os.rename(staging / "consumequeue", current)
+    shutil.rmtree(aside, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def reindex_with(
+    spark: SparkSession,
+    store_dir: str | Path,
+    out: str | Path | None = None,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+) -> dict[str, Any]:
+    """Rebuild consumequeue/ of ``store_dir`` (into ``out`` if given); a summary dict.
+
+    Raises:
+        LayoutError: not a store.
+        StoreInUseError: the store is open.
+    """
+    layout = discover(store_dir)
+    _check_not_open(layout.root)
+    target = Path(out).resolve() if out is not None else layout.root
+    target.mkdir(parents=True, exist_ok=True)
+    staging = target / f".reindex-{uuid.uuid4().hex[:12]}"
+    attempts = str(staging / "attempts")
+    t0 = time.perf_counter()
+
+    def scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return map_ranges(batches, dispatch_rows, _unit_batch)
+
+    def write(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
+        return write_group(key, table, attempts)
+
+    ranges = plan_ranges(layout, split_bytes)
+    units = ranges_dataframe(spark, ranges).mapInArrow(scan, UNIT_ROWS)
+    try:
+        manifest = units.groupBy("topic", "queue_id").applyInArrow(write, MANIFEST).collect()
+        files = _install(manifest, staging)
+        _swap(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {
+        "store": str(layout.root),
+        "target": str(target / "consumequeue"),
+        "queues": len({(r.topic, r.queue_id) for r in manifest}),
+        "files": files,
+        "units": sum(r.units for r in manifest),
+        "elapsed_s": time.perf_counter() - t0,
+    }
+
+
+def _unit_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    types = [pa.string(), pa.int32(), pa.int64(), pa.int64(), pa.int32(), pa.int64()]
+    names = [c.split()[0] for c in UNIT_ROWS.split(",")]
+    cols = list(zip(*rows, strict=True))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, ty) for c, ty in zip(cols, types, strict=True)], names=names
+    )
+
+
+def run_reindex(
+    store_dir: str | Path,
+    master: str | None = None,
+    out: str | Path | None = None,
+    *,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Reindex with a session for ``master`` (or the active one)."""
+    from tools.spark.session import build_session
+
+    discover(store_dir)
+    spark = build_session(master, "mqstore-reindex", progress=progress)
+    return reindex_with(spark, store_dir, out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry: 0 rebuilt, 2 usage or I/O error."""
+    p = argparse.ArgumentParser(prog="mqstore reindex", description=__doc__.splitlines()[0])
+    p.add_argument("dir", help="store root (with commitlog/)")
+    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument("--out", default=None, help="write OUT/consumequeue instead of swapping")
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:
+        return 0 if e.code == 0 else 2
+    try:
+        summary = run_reindex(args.dir, args.master, args.out, progress=True)
+    except (LayoutError, OSError) as e:
+        print(f"mqstore reindex: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"rebuilt {summary['files']} ConsumeQueue files ({summary['units']} units, "
+        f"{summary['queues']} queues) in {summary['target']} in {summary['elapsed_s']:.1f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
