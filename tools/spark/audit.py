@@ -127,7 +127,7 @@ def _index_check() -> str:
         import store.index  # noqa: F401
     except ImportError:
         return "skipped (store.index not available yet)"
-    return "skipped (index reader not wired into the audit yet)"
+    return "skipped (index entry checks not implemented in the audit yet)"
 
 
 def grouped_dataframe(
