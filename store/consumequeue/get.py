@@ -152,7 +152,10 @@ def select(
     log_max = log.max_offset
     memory = limits.memory_bytes
     max_pull = min(max(max_bytes, 100), MAX_PULL_MSG_SIZE)
-    last_q = offset + max(limits.max_filter_message_size, max_count * UNIT_SIZE) // UNIT_SIZE
+    # (q - offset) * 20 > max(maxFilterMessageSize, count * 20) ends the scan, as does the max
+    stop = min(
+        high, offset + max(limits.max_filter_message_size, max_count * UNIT_SIZE) // UNIT_SIZE + 1
+    )
     status = GetStatus.NO_MATCHED_MESSAGE
     items: list[T] = []
     qoffs: list[int] = []
@@ -166,7 +169,7 @@ def select(
     matches_all = sub.matches_all
     match_code = sub.matches_code
     for phys, size, tags in iter_units(buf):
-        if q >= high or q > last_q:
+        if q >= stop:
             break
         if count:
             in_mem = log_max - phys <= memory

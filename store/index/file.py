@@ -22,6 +22,11 @@ from store import _platform
 from store.errors import CorruptIndexError
 from store.index import format as ifmt
 
+_SLOT_UNPACK = ifmt.SLOT.unpack_from
+_SLOT_PACK = ifmt.SLOT.pack_into
+_ENTRY_PACK = ifmt.ENTRY.pack_into
+_HEADER_PACK = ifmt.HEADER.pack_into
+
 
 class IndexFile:
     """A mapped index file with its header cached in attributes."""
@@ -46,6 +51,7 @@ class IndexFile:
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.file_size = ifmt.file_size(hash_slot_num, index_num)
+        self._entries_pos = ifmt.entry_position(hash_slot_num, 0)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         fd = os.open(path, flags, 0o644)
         try:
@@ -120,25 +126,21 @@ class IndexFile:
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add an entry for ``key`` (already ``topic#key``); False when the file is full."""
-        if self.index_count >= self.index_num:
+        count = self.index_count
+        if count >= self.index_num:
             return False
         mm = self._mm
         key_hash = ifmt.key_hash(key)
-        slot_pos = ifmt.slot_position(key_hash % self.hash_slot_num)
-        (slot_value,) = ifmt.SLOT.unpack_from(mm, slot_pos)
-        if slot_value <= 0 or slot_value > self.index_count:
+        slot_pos = ifmt.HEADER_SIZE + (key_hash % self.hash_slot_num) * ifmt.SLOT_SIZE
+        (slot_value,) = _SLOT_UNPACK(mm, slot_pos)
+        if slot_value <= 0 or slot_value > count:
             slot_value = 0
-        diff = ifmt.time_diff_seconds(store_timestamp, self.begin_timestamp)
-        count = self.index_count
-        ifmt.ENTRY.pack_into(
-            mm,
-            ifmt.entry_position(self.hash_slot_num, count),
-            key_hash,
-            phy_offset,
-            diff,
-            slot_value,
+        begin = self.begin_timestamp
+        diff = ifmt.time_diff_seconds(store_timestamp, begin) if begin > 0 else 0
+        _ENTRY_PACK(
+            mm, self._entries_pos + count * ifmt.ENTRY_SIZE, key_hash, phy_offset, diff, slot_value
         )
-        ifmt.SLOT.pack_into(mm, slot_pos, count)
+        _SLOT_PACK(mm, slot_pos, count)
         if count <= 1:
             self.begin_phy_offset = phy_offset
             self.begin_timestamp = store_timestamp
@@ -147,7 +149,16 @@ class IndexFile:
         self.index_count = count + 1
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
-        self._write_header()
+        _HEADER_PACK(
+            mm,
+            0,
+            self.begin_timestamp,
+            store_timestamp,
+            self.begin_phy_offset,
+            phy_offset,
+            self.hash_slot_count,
+            count + 1,
+        )
         return True
 
     # -------------------------------------------------------------------- read

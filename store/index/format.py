@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import struct
 import time
+from operator import mul
 from typing import Final, NamedTuple
 
 from store.message import java_string_hash
@@ -85,13 +86,30 @@ def build_key(topic: str, key: str) -> str:
     return f"{topic}#{key}"
 
 
+_MAX_FAST = 512
+# 31**k mod 2**32 for k = _MAX_FAST-1 .. 0: String.hashCode as one dot product in C.
+_POWERS: Final = [pow(31, k, 1 << 32) for k in range(_MAX_FAST - 1, -1, -1)]
+
+
 def key_hash(key: str) -> int:
     """``abs(String.hashCode(key))`` with MIN_VALUE mapped to 0 (``IndexFile.indexKeyHashMethod``).
 
+    Every message indexes two or more keys, so this is the dispatcher's hottest
+    function: ASCII keys are hashed as ``sum(c_i * 31**(n-1-i)) mod 2**32`` with
+    ``map`` over a table of powers (several times faster than a Python loop).
+
     >>> key_hash("TopicTest#KEY1")
     1656969516
+    >>> key_hash("polygenelubricants")  # hashCode is Integer.MIN_VALUE
+    0
     """
-    h = java_string_hash(key)
+    n = len(key)
+    if n <= _MAX_FAST and key.isascii():
+        h = sum(map(mul, key.encode("ascii"), _POWERS[_MAX_FAST - n :])) & 0xFFFFFFFF
+        if h & 0x80000000:
+            h -= 1 << 32
+    else:
+        h = java_string_hash(key)
     return 0 if h == -(1 << 31) else abs(h)
 
 

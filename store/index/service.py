@@ -136,19 +136,18 @@ class IndexService:
         boundary = self._boundary(phy_offset)
         if boundary is False:
             return
+        files = self.files
+        f = files[-1] if files else None
+        prefix = topic + "#"
         for k in (uniq_key, *keys):
             if not k:
                 continue
-            full = ifmt.build_key(topic, k)
+            full = prefix + k
             if boundary and self._has(full, phy_offset):
                 continue
-            self._put(full, phy_offset, store_timestamp)
-
-    def _put(self, key: str, phy_offset: int, store_timestamp: int) -> None:
-        f = self._writable()
-        if not f.put_key(key, phy_offset, store_timestamp):
-            f = self._writable()
-            f.put_key(key, phy_offset, store_timestamp)
+            if f is None or f.index_count >= f.index_num:
+                f = self._writable()
+            f.put_key(full, phy_offset, store_timestamp)
 
     def _writable(self) -> IndexFile:
         with self._lock:
