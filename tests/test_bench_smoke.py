@@ -48,6 +48,7 @@ CONTENDERS = {
     "mqstore_sync_64t": RATE + SYNC,
     "sqlite_full_16t": RATE + SYNC,
     "sqlite_full_64t": RATE + SYNC,
+    "recovery_scan_only": RECOVERY,
     "recovery_warm": RECOVERY,
     "recovery_cold": RECOVERY,
 }
@@ -57,6 +58,7 @@ RATIOS = {
     "sync16_vs_raw_ceiling16": 0.8,
     "sync64_vs_sqlite_full64": 5.0,
     "recovery_mb_per_s": 200.0,
+    "recovery_scan_mb_per_s": 200.0,
 }
 META = (
     "command",
@@ -102,4 +104,7 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
         r = report["ratios"][name]
         assert r["value"] > 0 and r["target"] == target, name
         assert isinstance(r["met"], bool), name
-    assert report["contenders"]["recovery_warm"]["scanned_bytes"] >= 30 << 20
+        assert r["title"] and len(r["reps"]) == report["meta"]["repetitions"], name
+        if not name.startswith("recovery"):
+            assert r["ratio_of_medians"] > 0, name
+    assert report["contenders"]["recovery_warm"]["scanned_bytes"] >= 15 << 20
