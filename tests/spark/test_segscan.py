@@ -80,3 +80,14 @@ def test_bad_text_record_is_skipped_by_its_trusted_size(tmp_path):
     findings, records = _scan(gen.root, split=8 * 1024)
     assert [(f.kind, f.offset) for f in findings] == [("bad_text", pos)]
     assert records == 199
+
+
+def test_preallocated_empty_segments_after_the_data_are_fine(tmp_path):
+    gen = build_store(tmp_path / "s", 200)
+    w, seg, pos = _record(gen, 199)
+    storegen.zero(seg, pos + w.size // 2, pos + w.size)  # torn, and then...
+    nxt = gen.root / "commitlog" / f"{int(seg.name) + gen.segment_size:020d}"
+    nxt.write_bytes(bytes(gen.segment_size))  # ...the next file already allocated
+    findings, records = _scan(gen.root)
+    assert [(f.kind, f.file, f.offset) for f in findings] == [("torn_tail", seg.name, pos)]
+    assert records == 199

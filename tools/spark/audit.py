@@ -18,7 +18,12 @@ What is checked (finding kinds are listed in :mod:`tools.spark.report`):
 4. ConsumeQueue files: length, and every unit against the CommitLog (offset, size, tag
    code); records without units where the queue has a CQ directory;
 5. the checkpoint: no timestamp after the newest record (+3 s, RocketMQ's slack);
-6. index files: only when :mod:`store.index` is importable, else reported as skipped.
+6. index files are not checked yet (reported as skipped in ``checks``).
+
+Design: one Spark job. Segment byte ranges are parsed in ``mapInArrow`` tasks (each mmaps
+its file), the rows are grouped by (topic, queue) with ``applyInArrow`` and each group is
+checked with numpy against its own ConsumeQueue files (:mod:`tools.spark.queues`); only
+findings and per-queue statistics come back to the driver.
 """
 
 from __future__ import annotations

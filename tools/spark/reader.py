@@ -88,10 +88,23 @@ def record_cuts(buf: bytes | mmap.mmap, length: int, split_bytes: int) -> list[i
     return cuts
 
 
+def last_data_index(layout: StoreLayout) -> int:
+    """Index of the last segment holding data: later ones whose first record header is
+    all zero were pre-allocated (RocketMQ creates the next file ahead) and are empty, so
+    the log ends in this one (where a torn tail may be, and no blank record is due)."""
+    last = 0
+    for i, seg in enumerate(layout.segments):
+        if seg.length >= 8:
+            with open(seg.path, "rb") as f:
+                if f.read(8).strip(b"\0"):
+                    last = i
+    return last
+
+
 def plan_ranges(layout: StoreLayout, split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[ByteRange]:
     """Byte ranges covering every non-empty segment (see the module doc)."""
     out: list[ByteRange] = []
-    last_index = len(layout.segments) - 1
+    last_index = last_data_index(layout)
     for i, seg in enumerate(layout.segments):
         if seg.length == 0:
             continue
@@ -101,7 +114,7 @@ def plan_ranges(layout: StoreLayout, split_bytes: int = DEFAULT_SPLIT_BYTES) -> 
                 cuts = record_cuts(mm, seg.length, split_bytes)
         bounds = [0, *cuts, seg.length]
         for start, end in itertools.pairwise(bounds):
-            out.append(ByteRange(seg.path, seg.name, seg.base_offset, start, end, i == last_index))
+            out.append(ByteRange(seg.path, seg.name, seg.base_offset, start, end, i >= last_index))
     return out
 
 

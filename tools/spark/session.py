@@ -38,7 +38,6 @@ SMALL_MACHINE_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # no .crc side files next to Parquet/JSON output
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-    "spark.master.rest.enabled": "false",
 }
 
 
