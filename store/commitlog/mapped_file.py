@@ -170,6 +170,14 @@ class MappedFile:
             self.flushed_position = target
         return self.flushed_position
 
+    def sync(self) -> None:
+        """``fdatasync`` the whole file whatever the positions say (after zeroing a cut).
+
+        Raises:
+            OSError: the sync failed.
+        """
+        _platform.fdatasync(self._fd, what=str(self.path))
+
     # ------------------------------------------------------------ truncation
 
     def truncate_to(self, pos: int) -> int:

@@ -1,0 +1,208 @@
+"""Simulated power loss (tests/powerloss.py) against the store in this process.
+
+Each trial runs a store through several *lives*. In each life four producer threads
+put messages (one of them sometimes in batches) until the power fails at a random
+instant: after a random number of acknowledgements, inside the n-th fdatasync (before
+or after it), inside a segment allocation, or once everything is put. The store is
+abandoned, the disk model decides which unsynced pages survive, and the next life
+reopens the store and judges the recovery:
+
+* the log is consistent (``check_consistency``) and ends where the store says;
+* SYNC_FLUSH: every put acknowledged PUT_OK before the failure is present and intact,
+  and its bytes were durable (no ack before a completed fdatasync);
+* ASYNC_FLUSH: every acknowledged put inside the durable part of the log is present
+  and intact; only later ones may be missing;
+* no phantom: every recovered record is the latest put made at its offset (nothing
+  torn or resurrected from before an earlier recovery cut is served);
+* queue offsets are restored; the last life accepts new writes and closes cleanly.
+
+Lives chain crashes: recovery's own unsynced work (zeroing a torn tail) is subject to
+the next power loss too.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from store import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
+from store.commitlog.recovery import RecoveryMode
+from tests.crash.workload import STATS, Put, message_for, put_from, verify
+from tests.helpers import check_consistency, queue_next_offsets, scan_log, store_config
+from tests.powerloss import DiskModel, PowerLossReport, power_loss
+
+pytestmark = pytest.mark.crash
+
+FILE_SIZE = 16 * 1024
+THREADS = 4
+LIVES = 3
+TRIALS = int(os.environ.get("MQSTORE_POWERLOSS_TRIALS", "16"))
+PER_THREAD = {FlushDiskType.SYNC_FLUSH: 50, FlushDiskType.ASYNC_FLUSH: 300}
+CRASH_KINDS = ("acks", "acks", "before_fdatasync", "after_fdatasync", "before_allocate", "end")
+
+
+def _config(tmp_path: Path, mode: FlushDiskType) -> StoreConfig:
+    return store_config(
+        tmp_path,
+        flush_disk_type=mode,
+        commitlog_file_size=FILE_SIZE,
+        sync_flush_timeout_ms=3000,
+        flush_interval_commitlog_ms=2,
+        flush_commitlog_least_pages=1,
+        flush_commitlog_thorough_interval_ms=20,
+        compress_msg_body_over=1024,
+    )
+
+
+def _arm(model: DiskModel, rng: random.Random, total: int) -> int | None:
+    """Choose when the power fails; returns an ack count to cut after, or None."""
+    kind = rng.choice(CRASH_KINDS)
+    if kind == "acks":
+        return rng.randrange(1, total)
+    if kind == "before_allocate":
+        model.crash_at(kind, rng.randrange(1, 4))
+    elif kind != "end":
+        model.crash_at(kind, rng.randrange(1, 40))
+    return None
+
+
+def _produce(
+    store: MessageStore,
+    model: DiskModel,
+    life: int,
+    per_thread: int,
+    cut_after: int | None,
+    fixed_size: int | None,
+    batches: bool,
+) -> list[Put]:
+    """Run the producer threads until they are done or the power fails."""
+    puts: list[Put] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    acks = [0]
+
+    def worker(tid: int) -> None:
+        try:
+            seq = 0
+            while seq < per_thread and not model.crashed.is_set():
+                n = 1
+                if batches and tid == 0:
+                    n = random.Random(f"batch:{life}:{seq}").randrange(1, 5)
+                msgs = [message_for(life, tid, seq + i, fixed_size) for i in range(n)]
+                results = store.put_messages(msgs) if n > 1 else [store.put_message(msgs[0])]
+                before_crash = not model.crashed.is_set()
+                mine = [
+                    put_from(
+                        life, tid, seq + i, m, r, r.status is PutStatus.PUT_OK and before_crash
+                    )
+                    for i, (m, r) in enumerate(zip(msgs, results, strict=True))
+                ]
+                seq += n
+                with lock:
+                    puts.extend(mine)
+                    acks[0] += sum(p.acked for p in mine)
+                    due = cut_after is not None and acks[0] >= cut_after
+                if due:
+                    model.cut(f"after {cut_after} acks")
+                if not all(r.status.stored for r in results):
+                    break
+        except BaseException as e:  # surfaced in the test thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return puts
+
+
+def _judge(
+    store: MessageStore,
+    cfg: StoreConfig,
+    mode: FlushDiskType,
+    puts: list[Put],
+    report: PowerLossReport,
+    expected_at: dict[int, Put],
+    stats: Counter[str],
+) -> None:
+    """Assert what a recovered store must satisfy after the previous life's power loss."""
+    problems = check_consistency(cfg.root, FILE_SIZE, end=store.max_physical_offset)
+    assert problems == [], f"inconsistent after {report.reason}: {problems}"
+    log = scan_log(cfg.root, FILE_SIZE)
+    acked = [p for p in puts if p.acked]
+    if mode is FlushDiskType.SYNC_FLUSH:
+        early = [p for p in acked if p.end > report.durable_end]
+        assert not early, f"acked before its bytes were durable: {early[:3]}"
+
+        def must(p: Put) -> bool:
+            return p.acked
+    else:
+
+        def must(p: Put) -> bool:
+            return p.acked and p.end <= report.durable_end
+
+    index = log.by_offset()
+    acked_lost = sum(1 for p in acked if p.physical_offset not in index)
+    verdict = verify(store, log, puts, expected_at, must)
+    stats.update(
+        lives=1,
+        acked=len(acked),
+        acked_lost=acked_lost,
+        must_survive=verdict.must_survive,
+        pages_kept=report.kept,
+        pages_dropped=report.dropped,
+        pages_torn=report.torn,
+        abort_lost=report.abort_lost,
+        normal_recovery=store.recovery is not None and store.recovery.mode is RecoveryMode.NORMAL,
+    )
+    assert verdict.lost == [], f"lost after {report.reason}: {verdict.lost[:5]}"
+    assert verdict.phantoms == [], f"phantoms after {report.reason}: {verdict.phantoms[:5]}"
+    for (topic, qid), n in queue_next_offsets(log).items():
+        assert store.next_queue_offset(topic, qid) == n, (topic, qid)
+
+
+def _trial(tmp_path: Path, seed: int, mode: FlushDiskType) -> None:
+    rng = random.Random(seed)
+    cfg = _config(tmp_path, mode)
+    fixed_size = rng.choice([None, None, 180])  # fixed: old and new records align
+    batches = rng.random() < 0.5
+    stats = STATS[f"power loss {mode.value}"]
+    stats["trials"] += 1
+    expected_at: dict[int, Put] = {}
+    previous: tuple[list[Put], PowerLossReport] | None = None
+    for life in range(1, LIVES + 2):
+        model = DiskModel(cfg.root)
+        with model.installed():
+            store = MessageStore.open(cfg)
+            if previous is not None:
+                _judge(store, cfg, mode, *previous, expected_at, stats)
+            if life > LIVES:
+                r = store.put_message(Message(topic="after", body=b"new write"))
+                assert r.status is PutStatus.PUT_OK
+                store.close()
+                break
+            cut_after = _arm(model, rng, PER_THREAD[mode] * THREADS)
+            puts = _produce(store, model, life, PER_THREAD[mode], cut_after, fixed_size, batches)
+            image = store.abandon()
+        report = power_loss(image, rng, model)
+        assert report.violations == [], report.violations
+        previous = (puts, report)
+    assert check_consistency(cfg.root, FILE_SIZE) == []
+
+
+@pytest.mark.parametrize("seed", range(TRIALS))
+def test_sync_flush_power_loss_keeps_every_acked_message(tmp_path: Path, seed: int):
+    _trial(tmp_path, seed, FlushDiskType.SYNC_FLUSH)
+
+
+@pytest.mark.parametrize("seed", range(TRIALS))
+def test_async_flush_power_loss_loses_only_unflushed_messages(tmp_path: Path, seed: int):
+    _trial(tmp_path, 1000 + seed, FlushDiskType.ASYNC_FLUSH)
