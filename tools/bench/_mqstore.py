@@ -34,6 +34,12 @@ def _check_count(store: MessageStore, expected: int) -> None:
         raise RuntimeError(f"store holds {got} messages, the benchmark counted {expected}")
 
 
+def _behind(store: MessageStore) -> int | None:
+    """Bytes the consume-queue dispatcher had not yet caught up with (None: no reput)."""
+    reput = getattr(store, "reput", None)
+    return getattr(reput, "behind", None)
+
+
 def async_single(workdir: Path, duration: float, pool: Sequence[Item]) -> Run:
     """ASYNC_FLUSH, one thread, ``put_message`` per message."""
     store = _open(workdir / "store", FlushDiskType.ASYNC_FLUSH, pool[0])
@@ -49,6 +55,7 @@ def async_single(workdir: Path, duration: float, pool: Sequence[Item]) -> Run:
         _check_count(store, run.ops)
         run.extra["log_bytes"] = store.max_physical_offset
         run.extra["fdatasyncs"] = store.flusher.syncs
+        run.extra["dispatch_behind_bytes"] = _behind(store)
     finally:
         store.close()
     return run

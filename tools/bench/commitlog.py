@@ -159,6 +159,8 @@ def summarize(c: Contender, runs: list[Run]) -> dict[str, Any]:
         "reps_loadavg_1m": [round(r.extra.get("loadavg_1m", 0.0), 2) for r in runs],
         "reps_wall_s": [round(r.extra.get("wall_s", 0.0), 2) for r in runs],
     }
+    if "dispatch_behind_bytes" in runs[0].extra:
+        out["dispatch_behind_bytes"] = [r.extra["dispatch_behind_bytes"] for r in runs]
     if c.kind == "sync":
         lats = [latency_ms(r.latencies_ns) for r in runs]
         for f in LATENCY_FIELDS:

@@ -9,7 +9,10 @@ call; "rest" rows are the whole minus its timed parts: attribute checks,
 argument passing and calls.
 
 A diagnostic, not a benchmark of record: it reads private attributes of the store
-(``_prepare``, ``_properties``, ``_frame``) and breaks when they change.
+(``_prepare``, ``_properties``, ``_frame``) and breaks when they change. The step
+timings scribble on a throwaway store with its consume-queue dispatcher stopped; the
+CPU split (producer thread vs the whole process, dispatcher included) runs first,
+on a clean store.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import contextlib
 import gc
 import itertools
+import os
 import shutil
 import statistics
 import struct
@@ -314,6 +318,41 @@ def alternatives(store: MessageStore, number: int, rounds: int) -> dict[str, tup
     return out
 
 
+def cpu_split(store: MessageStore, seconds: float) -> dict[str, float]:
+    """µs of CPU per message: producer thread alone vs the whole process (the
+    consume-queue dispatcher, index and flusher threads included), puts for
+    ``seconds`` then waiting until the dispatcher has caught up."""
+    msgs = [it.message() for it in items(100)]
+    put = store.put_message
+    p0, c0 = time.thread_time(), os.times()
+    n = 0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        for m in msgs:
+            put(m)
+        n += len(msgs)
+    p1 = time.thread_time()
+    reput = getattr(store, "reput", None)
+    if reput is not None:
+        reput.wait_until(store.max_physical_offset, 60.0)
+    c1 = os.times()
+    proc = (c1.user - c0.user) + (c1.system - c0.system)
+    return {
+        "producer thread": (p1 - p0) / n * 1e6,
+        "whole process": proc / n * 1e6,
+        "other threads (dispatch, index, flush)": (proc - (p1 - p0)) / n * 1e6,
+        "messages": n,
+    }
+
+
+def _open(root: Path, **cfg: Any) -> MessageStore:
+    store = MessageStore.open(
+        StoreConfig(root_dir=root, flush_disk_type=FlushDiskType.ASYNC_FLUSH, **cfg)
+    )
+    store.put_message(items(100, n=1)[0].message())  # create + map the segment
+    return store
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the step table and the alternatives table."""
     ap = argparse.ArgumentParser(prog="python -m tools.bench.putpath", description=__doc__)
@@ -322,16 +361,30 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="mqstore-putpath-"))
     try:
-        store = MessageStore.open(
-            StoreConfig(root_dir=root, flush_disk_type=FlushDiskType.ASYNC_FLUSH)
-        )
+        # A clean store for the CPU split: the dispatcher runs as in production.
+        store = _open(root / "split")
         try:
-            store.put_message(items(100, n=1)[0].message())  # create + map the segment
+            split = cpu_split(store, 3.0)
+        finally:
+            store.close()
+        store = _open(root / "split-noindex", message_index_enable=False)
+        try:
+            split.update({f"{k}, index off": v for k, v in cpu_split(store, 3.0).items()})
+        finally:
+            store.close()
+        # The step timings write records out of band (and ablations write nothing where
+        # a record should be): the consume-queue dispatcher is stopped first, it must
+        # not read this log. The store is thrown away, never reopened.
+        store = _open(root / "steps")
+        try:
+            reput = getattr(store, "reput", None)
+            if reput is not None:
+                reput.stop()
             st = steps(store, args.number, args.rounds)
             abl = ablations(store, args.number, args.rounds)
             alt = alternatives(store, args.number, args.rounds)
         finally:
-            store.close()
+            store.abandon()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     whole = st["put_message (whole)"]
@@ -352,6 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     print("alternatives (same output checked), ns per call: current -> alternative")
     for name, (a, b) in alt.items():
         print(f"  {name:<56}{a:>7.0f} -> {b:>6.0f}  ({a - b:+.0f})")
+    print("CPU per message, us (3 s of puts, then until the dispatcher caught up)")
+    for name, us in split.items():
+        if not name.startswith("messages"):
+            print(f"  {name:<56}{us:>7.1f}")
     return 0
 
 
