@@ -174,11 +174,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _broker(args: argparse.Namespace) -> int:
-    """Run a store with HA replication until SIGTERM/SIGINT.
-
-    Until the remoting server (issue 5) exists, only the HA side runs: a master serves
-    slaves on --ha-port, a SLAVE replicates from --master-ha.
-    """
+    """Run a store with HA replication until SIGTERM/SIGINT (remoting: issue 5)."""
     try:
         from store.broker import server  # type: ignore[attr-defined]
     except ImportError:
@@ -198,18 +194,14 @@ def _broker(args: argparse.Namespace) -> int:
     if role is BrokerRole.SLAVE and not args.master_ha:
         print("mqstore broker: a SLAVE needs --master-ha HOST:PORT", file=sys.stderr)
         return 2
-    cfg = StoreConfig(
-        root_dir=args.store,
-        broker_role=role,
-        commitlog_file_size=args.file_size,
-        ha_listen_port=args.ha_port,
-        ha_bind_host=args.ha_bind,
-        ha_master_address=args.master_ha,
-    )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    cfg = StoreConfig(
+        root_dir=args.store, broker_role=role, commitlog_file_size=args.file_size,
+        ha_listen_port=args.ha_port, ha_bind_host=args.ha_bind, ha_master_address=args.master_ha,
+    )  # fmt: skip
     try:
         store = MessageStore.open(cfg)
     except OSError as e:
@@ -217,16 +209,16 @@ def _broker(args: argparse.Namespace) -> int:
         return 2
     with store:
         if role is BrokerRole.SLAVE:
-            print(f"mqstore broker: SLAVE store {args.store}, replicating from {args.master_ha}")
+            what = f"replicating from {args.master_ha}"
         else:
             master = store.ha if isinstance(store.ha, HAMaster) else ha_service.serve(store)
-            print(f"mqstore broker: {role.value} store {args.store}, HA port {master.address}")
+            what = f"HA port {master.address}"
+        print(f"mqstore broker: {role.value} store {args.store}, {what}", flush=True)
         print(
             f"mqstore broker: remoting port {args.port} not served: the remoting protocol "
             "arrives with issue 5",
             file=sys.stderr,
         )
-        sys.stdout.flush()
         while not stop.wait(1.0):
             pass
     return 0

@@ -53,6 +53,11 @@ def _config(args: argparse.Namespace) -> StoreConfig:
     )
 
 
+def streaming(master: HAMaster) -> bool:
+    """A slave is connected and its stream's start is chosen (so it starts at 0 here)."""
+    return any(link.next_transfer_offset is not None for link in master.links())
+
+
 class Producer:
     """Threads putting numbered messages; counts statuses, logs PUT_OKs to the ack file."""
 
@@ -87,7 +92,7 @@ class Producer:
 
     def run(self, me: int, threads: int) -> None:
         ha = self.store.ha
-        while self.wait_slave and isinstance(ha, HAMaster) and not ha.connection_count():
+        while self.wait_slave and isinstance(ha, HAMaster) and not streaming(ha):
             if self.stop.wait(0.01):
                 return
         seq = 0
@@ -160,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--body-size", type=int, default=1024)
     p.add_argument("--acks", default=None)
-    p.add_argument("--after-connect", action="store_true", help="produce once a slave is in")
+    p.add_argument("--after-connect", action="store_true", help="produce once a slave streams")
     p.add_argument("--rate", type=float, default=0, help="messages per second (0: flat out)")
     args = p.parse_args(argv)
 
