@@ -37,10 +37,12 @@ RECOVERY = (
 )
 CONTENDERS = {
     "mqstore_async_1t": RATE,
+    "mqstore_async_1t_log_only": RATE,
     "sqlite_normal_1t": RATE,
     "pq_sqlite_queue": RATE,
     "pq_file_queue": RATE,
     "mqstore_batch32": RATE,
+    "mqstore_batch32_log_only": RATE,
     "sqlite_normal_batch32": RATE,
     "raw_fdatasync_1t": RATE + SYNC,
     "raw_group_commit_16t": RATE + SYNC,

@@ -21,8 +21,16 @@ from tools.bench._workload import TOPIC, Item, items
 _PUT_OK = PutStatus.PUT_OK
 
 
-def _open(root: Path, flush: FlushDiskType, warm: Item | None = None) -> MessageStore:
+def _open(
+    root: Path, flush: FlushDiskType, warm: Item | None = None, *, dispatch: bool = True
+) -> MessageStore:
     store = MessageStore.open(StoreConfig(root_dir=root, flush_disk_type=flush))
+    if not dispatch:
+        # CommitLog only (what issue 2 specified): stop the consume-queue/index
+        # dispatcher thread; close() dispatches the backlog, off the clock.
+        reput = getattr(store, "reput", None)
+        if reput is not None:
+            reput.stop()
     if warm is not None:
         store.put_message(warm.message())
     return store
@@ -40,9 +48,11 @@ def _behind(store: MessageStore) -> int | None:
     return getattr(reput, "behind", None)
 
 
-def async_single(workdir: Path, duration: float, pool: Sequence[Item]) -> Run:
+def async_single(
+    workdir: Path, duration: float, pool: Sequence[Item], dispatch: bool = True
+) -> Run:
     """ASYNC_FLUSH, one thread, ``put_message`` per message."""
-    store = _open(workdir / "store", FlushDiskType.ASYNC_FLUSH, pool[0])
+    store = _open(workdir / "store", FlushDiskType.ASYNC_FLUSH, pool[0], dispatch=dispatch)
     msgs = [it.message() for it in pool]
     put = store.put_message
 
@@ -61,9 +71,11 @@ def async_single(workdir: Path, duration: float, pool: Sequence[Item]) -> Run:
     return run
 
 
-def async_batch(workdir: Path, duration: float, pool: Sequence[Item], batch: int) -> Run:
+def async_batch(
+    workdir: Path, duration: float, pool: Sequence[Item], batch: int, dispatch: bool = True
+) -> Run:
     """ASYNC_FLUSH, one thread, ``put_messages`` of ``batch`` messages."""
-    store = _open(workdir / "store", FlushDiskType.ASYNC_FLUSH, pool[0])
+    store = _open(workdir / "store", FlushDiskType.ASYNC_FLUSH, pool[0], dispatch=dispatch)
     batches = chunked([it.message() for it in pool], batch)
     put_many = store.put_messages
 
