@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 _IN_QUEUE = frozenset((fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE))
 _TX_MASK = fmt.TRANSACTION_MASK
 _ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
+CHUNK = 1024
+"""Records dispatched between two looks at the stop flag (and progress notifications)."""
 
 
 class Arrival(NamedTuple):
@@ -153,17 +155,19 @@ class ReputService(ServiceThread):
         return max(0, self._segments.max_offset - self.reput_from)
 
     def run_once(self) -> None:
-        self.do_reput()
+        self.do_reput(interruptible=True)
 
-    def do_reput(self) -> int:
+    def do_reput(self, *, interruptible: bool = False) -> int:
         """Dispatch everything up to the limit now; return the records dispatched.
 
         A record whose dispatch raises OSError stays undispatched (retried next
-        round); the error is kept in :attr:`last_error`.
+        round); the error is kept in :attr:`last_error`. ``interruptible``: give up
+        between chunks of records once :meth:`stop` was called (the thread's own
+        rounds; a drain runs to the end).
         """
         done = 0
         segs = self._segments
-        while True:
+        while not (interruptible and self._stopped.is_set()):
             limit = self.limit()
             off = self.reput_from
             if off >= limit:
@@ -181,11 +185,11 @@ class ReputService(ServiceThread):
             except ValueError:  # the file was deleted while we read it
                 continue
             done += n
+            if n:
+                with self._progress:
+                    self._progress.notify_all()
             if stuck:
                 break
-        if done:
-            with self._progress:
-                self._progress.notify_all()
         return done
 
     def _dispatch_file(
@@ -210,6 +214,8 @@ class ReputService(ServiceThread):
                 pos += r.size
                 self.reput_from = base + pos
                 done += 1
+                if done >= CHUNK:
+                    return done, False
             elif isinstance(r, fmt.EndOfSegment):
                 self.reput_from = base + file_size
                 return done, False
