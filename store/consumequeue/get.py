@@ -37,7 +37,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from store.commitlog.mapped_file import MappedFile
 from store.commitlog.segments import Segments
 from store.config import StoreConfig
 from store.consumequeue.filter import Subscription
@@ -151,6 +150,8 @@ def select(
         )
     log_max = log.max_offset
     memory = limits.memory_bytes
+    b_mem, c_mem = limits.bytes_in_memory, limits.count_in_memory
+    b_disk, c_disk = limits.bytes_in_disk, limits.count_in_disk
     max_pull = min(max(max_bytes, 100), MAX_PULL_MSG_SIZE)
     # (q - offset) * 20 > max(maxFilterMessageSize, count * 20) ends the scan, as does the max
     stop = min(
@@ -159,56 +160,57 @@ def select(
     status = GetStatus.NO_MATCHED_MESSAGE
     items: list[T] = []
     qoffs: list[int] = []
-    total = 0
-    count = 0
+    total = count = max_phy_pulling = 0
     q = offset
-    max_phy_pulling = 0
     skip_below = -1
-    mf: MappedFile | None = None
-    mf_start = mf_end = 0
-    matches_all = sub.matches_all
+    # The CommitLog file of the last record read: its view, range and write position
+    # (a unit is only ever dispatched below the write position, which never shrinks
+    # while the file is mapped, so caching it for this call is safe).
+    mf_view: memoryview | None = None
+    mf_start = mf_end = mf_wrote = 0
+    filtering = not sub.matches_all
     match_code = sub.matches_code
+    # The hot loop of every pull, kept in one piece: each call costs per unit.
     for phys, size, tags in iter_units(buf):
         if q >= stop:
             break
         if count:
-            in_mem = log_max - phys <= memory
             if count >= max_count or total + size > max_pull:
                 break
-            if in_mem:
-                if total + size > limits.bytes_in_memory or count > limits.count_in_memory - 1:
+            if log_max - phys <= memory:  # "in memory"
+                if total + size > b_mem or count >= c_mem:
                     break
-            elif total + size > limits.bytes_in_disk or count > limits.count_in_disk - 1:
-                break
-            if total >= max_pull:
+            elif total + size > b_disk or count >= c_disk:
                 break
         max_phy_pulling = phys
         this_q = q
         q += 1
-        if phys < skip_below or (size == BLANK_SIZE and phys == 0):
+        if phys < skip_below or (size == BLANK_SIZE and not phys):
             continue
-        if not matches_all and not match_code(tags):
+        if filtering and not match_code(tags):
             if not count:
                 status = GetStatus.NO_MATCHED_MESSAGE
             continue
-        if mf is None or not mf_start <= phys < mf_end:
+        if not mf_start <= phys < mf_end:
             mf = log.find(phys)
-            if mf is not None:
+            if mf is None:
+                mf_view, mf_start, mf_end = None, 0, 0
+            else:
+                mf_view, mf_wrote = mf.view, mf.wrote_position
                 mf_start = mf.file_from_offset
                 mf_end = mf_start + mf.file_size
         view = None
-        if mf is not None:
-            rel = phys - mf_start
-            if rel + size <= mf.wrote_position:
-                try:
-                    view = mf.view[rel : rel + size]
-                except ValueError:  # the segment was deleted under us
-                    view = None
+        rel = phys - mf_start
+        if mf_view is not None and rel + size <= mf_wrote:
+            try:
+                view = mf_view[rel : rel + size]
+            except ValueError:  # the segment was deleted under us
+                view = None
         if view is None:
             if not count:
                 status = GetStatus.MESSAGE_WAS_REMOVING
             skip_below = log.roll_next_offset(phys)
-            mf = None
+            mf_start = mf_end = 0
             continue
         item = take(view, this_q)
         if item is None:

@@ -92,8 +92,10 @@ def stored_message(
     info: fmt.RecordInfo, buf: bytes | bytearray | memoryview, queue_offset: int | None = None
 ) -> StoredMessage:
     """A :class:`StoredMessage` from a scanned record whose bytes are in ``buf``."""
-    body = bytes(buf[info.body_pos : info.body_pos + info.body_len])
-    sys_flag = info.sys_flag
+    # One tuple unpack instead of 16 NamedTuple attribute lookups (~3x cheaper).
+    (size, _v, crc, qid, flag, qoff, phys, sys_flag, born_ts, born_raw, store_ts, store_raw,
+     reconsume, prepared, body_pos, body_len, topic, props) = info  # fmt: skip
+    body = bytes(buf[body_pos : body_pos + body_len])
     if sys_flag & COMPRESSED_FLAG:
         try:
             body = decompress(body, sys_flag)
@@ -103,22 +105,22 @@ def stored_message(
     return _new(
         StoredMessage,
         (
-            info.topic,
-            info.queue_id,
-            info.queue_offset if queue_offset is None else queue_offset,
-            info.physical_offset,
-            info.size,
+            topic,
+            qid,
+            qoff if queue_offset is None else queue_offset,
+            phys,
+            size,
             body,
             sys_flag,
-            info.flag,
-            info.born_timestamp,
-            info.store_timestamp,
-            info.reconsume_times,
-            info.prepared_transaction_offset,
-            info.properties_string,
-            info.body_crc,
-            info.born_host_raw,
-            info.store_host_raw,
+            flag,
+            born_ts,
+            store_ts,
+            reconsume,
+            prepared,
+            props,
+            crc,
+            born_raw,
+            store_raw,
         ),
     )
 
