@@ -90,6 +90,7 @@ class CleanupService(ServiceThread):
         self._dispatched = dispatched_offset
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._disk_ratio = disk_ratio or (lambda: disk_used_ratio(segments.directory))
+        self._cleaned_below = -1
 
     def _can_delete(self, mf: MappedFile) -> bool:
         return mf.file_from_offset + mf.file_size <= self._dispatched()
@@ -131,8 +132,11 @@ class CleanupService(ServiceThread):
                     "cleanup: deleted %d CommitLog files (disk %.0f%% used)", log_files, ratio * 100
                 )
         min_phy = self._segments.min_offset
-        cq_files = self._queues.delete_expired(min_phy)
-        index_files = self._index.delete_expired(min_phy) if self._index is not None else 0
+        cq_files = index_files = 0
+        if min_phy != self._cleaned_below:  # queues and index only change when the log did
+            cq_files = self._queues.delete_expired(min_phy)
+            index_files = self._index.delete_expired(min_phy) if self._index is not None else 0
+            self._cleaned_below = min_phy
         return CleanupResult(log_files, cq_files, index_files, ratio)
 
     def run_once(self) -> None:

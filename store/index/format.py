@@ -143,3 +143,13 @@ def file_name(timestamp_ms: int) -> str:
     """``yyyyMMddHHmmssSSS`` in local time (``UtilAll.timeMillisToHumanString``)."""
     t = time.localtime(timestamp_ms // 1000)
     return time.strftime("%Y%m%d%H%M%S", t) + f"{timestamp_ms % 1000:03d}"
+
+
+def name_to_millis(name: str) -> int:
+    """Inverse of :func:`file_name` (local time).
+
+    >>> name_to_millis(file_name(1_700_000_000_123))
+    1700000000123
+    """
+    seconds = time.mktime(time.strptime(name[:14], "%Y%m%d%H%M%S"))
+    return int(seconds) * 1000 + int(name[14:17])

@@ -170,14 +170,16 @@ class IndexService:
         return f
 
     def _new_path(self) -> Path:
+        """A name after every existing one, even if the clock went back."""
         self.directory.mkdir(parents=True, exist_ok=True)
         ts = self._clock()
-        while True:
-            path = self.directory / ifmt.file_name(ts)
-            taken = path.exists() or (self.files and path.name <= self.files[-1].path.name)
-            if not taken:
-                return path
+        if self.files:
+            last = self.files[-1].path.name
+            if ifmt.file_name(ts) <= last:
+                ts = ifmt.name_to_millis(last) + 1
+        while (self.directory / ifmt.file_name(ts)).exists():
             ts += 1
+        return self.directory / ifmt.file_name(ts)
 
     def _flush_full_later(self, full: IndexFile) -> None:
         def run() -> None:
