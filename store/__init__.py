@@ -32,7 +32,7 @@ from store.status import GetStatus, PutStatus
 if TYPE_CHECKING:
     from store.cleanup import CleanupResult
     from store.consumequeue.dispatch import Arrival
-    from store.consumequeue.queue import BoundaryType
+    from store.consumequeue.search import BoundaryType
     from store.message_store import MessageStore
 
 __all__ = [
@@ -68,7 +68,7 @@ __all__ = [
 _LAZY = {
     "MessageStore": ("store.message_store", "MessageStore"),
     "Arrival": ("store.consumequeue.dispatch", "Arrival"),
-    "BoundaryType": ("store.consumequeue.queue", "BoundaryType"),
+    "BoundaryType": ("store.consumequeue.search", "BoundaryType"),
     "CleanupResult": ("store.cleanup", "CleanupResult"),
 }
 

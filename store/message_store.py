@@ -4,17 +4,15 @@ Lifecycle (RocketMQ ``DefaultMessageStore`` load/recover/start/shutdown):
 
 1. take the ``lock`` file (a second opener gets :class:`StoreLockedError`);
 2. ``last_exit_ok`` = the ``abort`` file is absent;
-3. load segments, consume queues, the checkpoint and index files; recover the
-   consume queues, then the CommitLog (normal or abnormal: abnormal recovery
-   re-dispatches every record it scans), truncating the torn tail and the queue
-   units past it; dispatch what the queues still lack; the topic-queue offset table
-   is the queues' max offsets (``store.logics`` has the details);
-4. write ``abort`` (our PID, as 5.x), start the flush, dispatch, queue-flush,
-   schedule and cleanup services;
-5. ``close()``: stop services, flush everything, let the dispatcher catch up, flush
-   queues, index and checkpoint, delete ``abort`` (only when dispatch completed),
-   release the lock. A store poisoned by a failed fsync keeps ``abort`` so the next
-   open re-validates the tail.
+3. load segments, consume queues, checkpoint and index; recover the queues, then the
+   CommitLog (abnormal recovery re-dispatches what it scans), cutting the torn tail
+   and the units past it; dispatch what the queues lack; the topic-queue table is
+   the queues' max offsets (details in ``store.logics``);
+4. write ``abort`` (our PID, as 5.x), start flush, dispatch, queue-flush, schedule
+   and cleanup services;
+5. ``close()``: stop services, flush, drain the dispatcher, flush queues, index and
+   checkpoint, delete ``abort`` (only when dispatch completed), release the lock. A
+   store poisoned by a failed fsync keeps ``abort`` so the next open re-validates.
 
 The read API (``get_message``, offsets, ``query_by_key``, ...) is in ``store.pull``.
 
@@ -43,12 +41,9 @@ from store.commitlog.recovery import RecoveryResult, recover, scan_headers
 from store.commitlog.segments import Segments
 from store.compression import COMPRESSED_FLAG, compress, parse_type
 from store.config import BrokerRole, FlushDiskType, StoreConfig
-from store.consumequeue.dispatch import Dispatcher, ReputService
 from store.consumequeue.get import PullLimits
-from store.consumequeue.store import ConsumeQueueStore
 from store.errors import IllegalMessageError, StoreClosedError, StoreLockedError
 from store.ha import service as ha_service
-from store.index.service import IndexService
 from store.logics import Logics
 from store.message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -183,52 +178,28 @@ class MessageStore(PullAPI):
                 master=cfg.broker_role is not BrokerRole.SLAVE,
             )
         except BaseException:
-            if getattr(self, "logics", None) is not None:
+            if hasattr(self, "logics"):
                 self.logics.abandon()
             self._release_lock()
             raise
 
-    # The components the read API (store.pull) uses, named as it expects.
-    @property
-    def queues(self) -> ConsumeQueueStore:  # type: ignore[override]
-        """All consume queues."""
-        return self.logics.queues
-
-    @property
-    def index(self) -> IndexService | None:  # type: ignore[override]
-        """The index service (None with ``message_index_enable=False``)."""
-        return self.logics.index
-
-    @property
-    def reput(self) -> ReputService:  # type: ignore[override]
-        """The dispatcher thread."""
-        return self.logics.reput
-
-    @property
-    def dispatcher(self) -> Dispatcher:  # type: ignore[override]
-        """Builds queue units and index entries per record."""
-        return self.logics.dispatcher
-
     def _dispatch_limit(self) -> int:
         """How far the dispatcher may read: flushed data only under SYNC_FLUSH."""
-        if self.cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            return self.segments.flushed_where
-        return self.segments.max_offset
+        sync = self.cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        return self.segments.flushed_where if sync else self.segments.max_offset
 
     def clean_expired_files(
         self, *, force: bool = True, immediately: bool = False
     ) -> CleanupResult:
-        """Run one cleanup round now (``store.cleanup``): ``force`` as at the delete
-        hour (files past ``file_reserved_time_hours`` go); ``immediately``: whatever
-        their age. The last CommitLog file and undispatched files always stay.
+        """One cleanup round now (``store.cleanup``): ``force`` = as at the delete hour;
+        ``immediately`` = whatever the files' age.
 
         Raises:
             OSError: a file could not be deleted.
         """
-        cleanup = self.logics.cleanup
-        if cleanup is None:
+        if self.logics.cleanup is None:
             raise StoreClosedError(f"store {self.root} is closed")
-        return cleanup.clean(force=force, immediately=immediately)
+        return self.logics.cleanup.clean(force=force, immediately=immediately)
 
     @staticmethod
     def _write_abort(abort: Path) -> None:

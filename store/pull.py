@@ -19,7 +19,7 @@ from store.config import BrokerRole, StoreConfig
 from store.consumequeue.dispatch import ArrivalListener, Dispatcher, ReputService
 from store.consumequeue.filter import Subscription, parse_subscription
 from store.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, select
-from store.consumequeue.queue import BoundaryType, ConsumeQueue
+from store.consumequeue.queue import ConsumeQueue
 from store.consumequeue.results import (
     GetRawResult,
     GetResult,
@@ -27,9 +27,11 @@ from store.consumequeue.results import (
     StoredMessage,
     stored_message,
 )
+from store.consumequeue.search import BoundaryType, offset_by_time
 from store.consumequeue.store import ConsumeQueueStore
 from store.errors import StoreClosedError
 from store.index.service import IndexService
+from store.logics import Logics
 from store.message import PROPERTY_TAGS, string_to_properties
 
 LONG_MAX = (1 << 63) - 1
@@ -82,12 +84,29 @@ class PullAPI:
 
     cfg: StoreConfig
     segments: Segments
-    queues: ConsumeQueueStore
-    index: IndexService | None
-    reput: ReputService
-    dispatcher: Dispatcher
+    logics: Logics
     _closed: bool
     _pull_limits: PullLimits
+
+    @property
+    def queues(self) -> ConsumeQueueStore:
+        """All consume queues."""
+        return self.logics.queues
+
+    @property
+    def index(self) -> IndexService | None:
+        """The index service (None with ``message_index_enable=False``)."""
+        return self.logics.index
+
+    @property
+    def reput(self) -> ReputService:
+        """The dispatcher thread."""
+        return self.logics.reput
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """Builds queue units and index entries per record."""
+        return self.logics.dispatcher
 
     def _check_open(self) -> None:
         if self._closed:
@@ -213,7 +232,7 @@ class PullAPI:
         if cq is None:
             return 0
         log = self.segments
-        return cq.offset_by_time(timestamp, lambda phys, _size: store_time_at(log, phys), boundary)
+        return offset_by_time(cq, timestamp, lambda phys, _size: store_time_at(log, phys), boundary)
 
     def message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Store time of the message at ``queue_offset``; -1 if not held."""

@@ -32,10 +32,8 @@ queue's lock; readers use :meth:`units_from` / :meth:`unit_at` without it and ge
 
 from __future__ import annotations
 
-import enum
 import logging
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from store.commitlog.mapped_file import MappedFile
@@ -44,18 +42,8 @@ from store.consumequeue.format import BLANK_SIZE, BLANK_UNIT, UNIT_SIZE, encode_
 
 log = logging.getLogger(__name__)
 
-StoreTimeOf = Callable[[int, int], "int | None"]
-"""(physical offset, size) -> store timestamp of that record, None when not held."""
 
-
-class BoundaryType(enum.Enum):
-    """Which end of a run of equal store times ``offset_by_time`` returns (RocketMQ 5.x)."""
-
-    LOWER = "lower"
-    UPPER = "upper"
-
-
-def _is_blank(phys: int, size: int, tags: int) -> bool:
+def is_blank(phys: int, size: int, tags: int) -> bool:
     return phys == 0 and size == BLANK_SIZE and tags == 0
 
 
@@ -125,7 +113,7 @@ class ConsumeQueue:
                 phys, sz, tags = unpack_unit(view, pos)
                 if phys < 0 or sz <= 0:
                     break
-                if not _is_blank(phys, sz, tags):
+                if not is_blank(phys, sz, tags):
                     max_phys = phys + sz
                 pos += UNIT_SIZE
             end = mf.file_from_offset + pos
@@ -151,7 +139,7 @@ class ConsumeQueue:
             u = self.unit_at(off)
             if u is None:
                 return 0
-            if not _is_blank(*u):
+            if not is_blank(*u):
                 return u[0] + u[1]
             off -= 1
         return 0
@@ -277,7 +265,7 @@ class ConsumeQueue:
         while low < high:
             mid = (low + high) // 2
             u = self.unit_at(mid)
-            if u is None or _is_blank(*u) or u[0] < physical_offset:
+            if u is None or is_blank(*u) or u[0] < physical_offset:
                 low = mid + 1
             else:
                 high = mid
@@ -311,7 +299,7 @@ class ConsumeQueue:
             cut = top
             while cut > low:
                 u = self.unit_at(cut - 1)
-                if u is None or _is_blank(*u) or u[0] < physical_offset:
+                if u is None or is_blank(*u) or u[0] < physical_offset:
                     break
                 cut -= 1
             if cut < top:
@@ -345,51 +333,6 @@ class ConsumeQueue:
             )
         self.correct_min_offset(min_physical_offset)
         return len(deleted)
-
-    # ------------------------------------------------------------------- search
-
-    def offset_by_time(
-        self,
-        timestamp: int,
-        store_time_of: StoreTimeOf,
-        boundary: BoundaryType = BoundaryType.LOWER,
-    ) -> int:
-        """Queue offset by store time (RocketMQ 5.x ``getOffsetInQueueByTime``).
-
-        LOWER: the first offset whose message was stored at or after ``timestamp``
-        (``max_offset`` when every message is older). UPPER: the last offset stored
-        at or before it (``min_offset`` when every message is newer). An empty queue
-        gives 0. Units whose message the CommitLog no longer holds count as older
-        than everything. Binary search over the whole queue: O(log n) lookups.
-        """
-        low, high = self.min_offset, self.max_offset
-        if low >= high:
-            return 0 if high == 0 else high
-
-        def time_at(off: int) -> int:
-            u = self.unit_at(off)
-            if u is None or _is_blank(*u):
-                return -1
-            t = store_time_of(u[0], u[1])
-            return -1 if t is None else t
-
-        if boundary is BoundaryType.LOWER:
-            lo, hi = low, high  # first off with time >= timestamp
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if time_at(mid) < timestamp:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            return lo
-        lo, hi = low, high  # first off with time > timestamp, minus one
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if time_at(mid) <= timestamp:
-                lo = mid + 1
-            else:
-                hi = mid
-        return max(low, lo - 1)
 
     # ----------------------------------------------------------------- flushing
 

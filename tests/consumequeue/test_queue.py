@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from store.consumequeue.format import BLANK_UNIT, UNIT_SIZE, encode_unit
-from store.consumequeue.queue import BoundaryType, ConsumeQueue
+from store.consumequeue.queue import ConsumeQueue
+from store.consumequeue.search import BoundaryType, offset_by_time
 
 UNITS = 10
 FILE = UNITS * UNIT_SIZE
@@ -250,16 +251,16 @@ def time_of(phys: int, _size: int) -> int:
     ],
 )
 def test_offset_by_time_edges(timed: ConsumeQueue, ts: int, lower: int, upper: int):
-    assert timed.offset_by_time(ts, time_of, BoundaryType.LOWER) == lower
-    assert timed.offset_by_time(ts, time_of, BoundaryType.UPPER) == upper
+    assert offset_by_time(timed, ts, time_of, BoundaryType.LOWER) == lower
+    assert offset_by_time(timed, ts, time_of, BoundaryType.UPPER) == upper
 
 
 def test_offset_by_time_of_an_empty_queue_is_zero(tmp_path: Path):
-    assert make(tmp_path).offset_by_time(123, time_of) == 0
+    assert offset_by_time(make(tmp_path), 123, time_of) == 0
 
 
 def test_offset_by_time_treats_units_without_their_record_as_oldest(timed: ConsumeQueue):
     def partly_gone(phys: int, size: int) -> int | None:
         return None if phys < 300 else time_of(phys, size)
 
-    assert timed.offset_by_time(250, partly_gone) == 4
+    assert offset_by_time(timed, 250, partly_gone) == 4
