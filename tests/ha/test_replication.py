@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from store import BrokerRole, FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
+from store import (
+    BrokerRole,
+    ConfigError,
+    FlushDiskType,
+    Message,
+    MessageStore,
+    PutStatus,
+    StoreConfig,
+)
 from store.ha import service as ha_service
 from store.ha.master import HAMaster
 from store.ha.protocol import Heartbeat, ReportOffset, Transfer
@@ -336,3 +344,17 @@ def test_master_refuses_to_start_on_a_taken_port(tmp_path: Path):
         with MessageStore.open(cfg.with_(broker_role=BrokerRole.ASYNC_MASTER)) as b:
             assert b.ha is None  # an ASYNC_MASTER opens offline
         assert ha_master(a).host == "127.0.0.1"
+
+
+def test_which_service_a_store_runs(tmp_path: Path):
+    with MessageStore.open(StoreConfig(root_dir=tmp_path / "a")) as a:
+        assert a.ha is None  # ASYNC_MASTER: offline until served
+    slave_only = StoreConfig(root_dir=tmp_path / "s", broker_role=BrokerRole.SLAVE)
+    with MessageStore.open(slave_only) as s:
+        assert s.ha is None  # a SLAVE with no master address is just read-only
+        with pytest.raises(ConfigError):
+            ha_service.serve(s)
+    with pytest.raises(ConfigError, match="HOST:PORT"):
+        MessageStore.open(slave_only.with_(ha_master_address="nowhere"))
+    with pytest.raises(ConfigError, match="ha_listen_port"):
+        MessageStore.open(master_cfg(tmp_path / "m").with_(ha_listen_port=70000))
