@@ -8,6 +8,9 @@ Two environment variables are set before the JVM starts (spark-notes.md, measure
   on loopback, so nothing listens on external interfaces. For a remote cluster it is left
   alone: executors must reach the driver.
 
+Under ``spark-submit`` the JVM starts before this code runs: export
+``SPARK_LOCAL_IP=127.0.0.1`` (and PYSPARK_PYTHON) yourself there.
+
 On a non-local master the ``store`` and ``tools`` packages are zipped and shipped with
 ``addPyFile``, so executors need only Python, pyarrow and numpy. Segment files are read
 by path inside tasks: on a cluster they must be on a filesystem every worker mounts at
@@ -110,8 +113,7 @@ def build_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    if progress:
-        spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel("WARN")
     if not is_local_master(spark.sparkContext.master):
         spark.sparkContext.addPyFile(str(_package_zip()))
     return spark
