@@ -35,8 +35,13 @@ class Checkpoint:
         self.path = path
         existed = path.exists() and path.stat().st_size >= _FIELDS.size
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if os.fstat(fd).st_size < PAGE:
-            os.ftruncate(fd, PAGE)
+        try:
+            # Allocated, not just truncated: the first write into a sparse page of a
+            # mapping on a full disk is SIGBUS, not an exception.
+            _platform.allocate(fd, PAGE)
+        except BaseException:
+            os.close(fd)
+            raise
         self._fd = fd
         self._mm = mmap.mmap(fd, PAGE)
         values: tuple[int, ...] = _FIELDS.unpack_from(self._mm, 0) if existed else (0,) * 5

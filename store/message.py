@@ -73,7 +73,8 @@ def validate_topic(topic: str) -> str:
     ...
     store.errors.IllegalTopicError: illegal topic name '../x': must match ^[%|a-zA-Z0-9_-]{1,127}$
     """
-    if not isinstance(topic, str) or not TOPIC_PATTERN.match(topic) or topic in (".", ".."):
+    # fullmatch, not match: the pattern's ``$`` also matches before a trailing newline.
+    if not isinstance(topic, str) or not TOPIC_PATTERN.fullmatch(topic) or topic in (".", ".."):
         raise IllegalTopicError(f"illegal topic name {topic!r}: must match {TOPIC_PATTERN.pattern}")
     return topic
 

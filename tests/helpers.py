@@ -37,14 +37,22 @@ from store.commitlog import format as fmt
 DEFAULT_FILE_SIZE = 64 * 1024
 """Segment size for harness stores: small enough that tests roll often."""
 
+TEST_DEFAULTS: dict[str, Any] = {
+    "commitlog_file_size": DEFAULT_FILE_SIZE,
+    "mapped_file_size_consume_queue": 1024 * 20,  # 1024 units
+    "max_hash_slot_num": 1024,  # index files of ~100 KiB, not 420 MB sparse
+    "max_index_num": 4096,
+}
+"""Config for harness stores: every file small (RocketMQ's defaults are GiB-sized)."""
+
 MAX_PROBLEMS_PER_CHECK = 20
 
 
 def store_config(tmp_path: Path, **cfg: Any) -> StoreConfig:
-    """A StoreConfig rooted at ``tmp_path / "store"`` (unless ``root_dir`` is given)."""
+    """A StoreConfig rooted at ``tmp_path / "store"`` (unless ``root_dir`` is given),
+    with :data:`TEST_DEFAULTS` for what ``cfg`` does not set."""
     cfg.setdefault("root_dir", Path(tmp_path) / "store")
-    cfg.setdefault("commitlog_file_size", DEFAULT_FILE_SIZE)
-    return StoreConfig(**cfg)
+    return StoreConfig(**{**TEST_DEFAULTS, **cfg})
 
 
 def make_store(tmp_path: Path, **cfg: Any) -> MessageStore:

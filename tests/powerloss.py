@@ -111,6 +111,8 @@ class DiskModel:
         self._pending: dict[tuple[int, str], bytes] = {}
         self._calls: Counter[str] = Counter()
         self._crash_point: tuple[str, int] | None = None
+        self.io_error: int | None = None
+        """When set (see :meth:`fail_syncs`), every ``fdatasync`` fails with this errno."""
         self.crashed = threading.Event()
         self.crash_reason = ""
         self.syncs = 0
@@ -130,6 +132,10 @@ class DiskModel:
         if checkpoint.is_file():
             files.append(checkpoint)
         return files
+
+    def _tracks(self, path: str) -> bool:
+        p = Path(path)
+        return p.parent == self.commitlog_dir or p in (self.root / "checkpoint", self._abort)
 
     def durable(self, path: str | os.PathLike[str]) -> bytes | None:
         """Durable content of ``path`` now (None: never synced, i.e. zeros)."""
@@ -169,8 +175,10 @@ class DiskModel:
             crash_now = self._crash_point == (point, self._calls[point])
         if point == "before_allocate":
             self._forget_new_files()
+        if point == "before_fdatasync" and self.io_error is not None and not crash_now:
+            raise OSError(self.io_error, os.strerror(self.io_error))  # nothing made durable
         what = ctx.get("what")
-        if what is not None:
+        if what is not None and self._tracks(what):
             slot = (threading.get_ident(), _key(what))
             if point == "before_fdatasync" and not crash_now:
                 snapshot = _read_ino(what)
@@ -198,6 +206,10 @@ class DiskModel:
                 if p.stat().st_size == 0:
                     with self._lock:
                         self._durable.pop(_key(p), None)
+
+    def fail_syncs(self, code: int | None = errno.EIO) -> None:
+        """Make every later ``fdatasync`` fail with ``code`` (None: work again)."""
+        self.io_error = code
 
     def crash_at(self, point: str, nth: int) -> None:
         """Make the power fail inside the ``nth`` call (1-based) of fault point ``point``."""
