@@ -37,6 +37,7 @@ from store.commitlog.segments import Segments
 from store.config import StoreConfig
 from store.consumequeue.dispatch import Dispatcher, ReputService
 from store.consumequeue.flush import ConsumeQueueFlusher
+from store.consumequeue.queue import ConsumeQueue
 from store.consumequeue.store import ConsumeQueueStore
 from store.index.service import IndexService
 from store.message import Message
@@ -96,32 +97,43 @@ class Logics:
                 index_msg_timestamp=self.checkpoint.index_msg_timestamp,
             )
 
-    def _index_only(self, info: fmt.RecordInfo, _size: int) -> None:
-        if self.index is not None and info.sys_flag & fmt.TRANSACTION_MASK != (
-            fmt.TRANSACTION_ROLLBACK_TYPE
-        ):
-            props = info.properties
-            keys = props.get("KEYS")
-            self.index.build(
-                info.topic,
-                info.physical_offset,
-                info.store_timestamp,
-                props.get("UNIQ_KEY"),
-                keys.split(" ") if keys else (),
-            )
-
     def recover(self, *, last_exit_ok: bool) -> OnRecord | None:
-        """Step 2: recover queues; returns the CommitLog recovery's record callback."""
+        """Step 2: recover queues; returns the CommitLog recovery's record callback.
+
+        After a crash, abnormal CommitLog recovery replays every record from a
+        checkpoint-chosen file; the queue units from there on (and a torn unit just
+        before) are cut first, so the replay writes them afresh instead of keeping
+        whatever a power loss left.
+        """
         self.queues.recover()
         if last_exit_ok or not self.segments.files:
             return None
-        rebuild = self._index_rebuild_from
-        if rebuild is not None:
-            start = self.segments.files[abnormal_start_index(self.segments, self.checkpoint)]
-            begin = max(rebuild, self.segments.min_offset)
+        start = self.segments.files[abnormal_start_index(self.segments, self.checkpoint)]
+        starts = [self._index_rebuild_from]
+        starts.append(self.queues.truncate_dirty(start.file_from_offset, self._unit_matches_log))
+        replay = min((s for s in starts if s is not None), default=None)
+        if replay is not None:  # what the CommitLog's replay will not cover: dispatch it now
+            begin = max(replay, self.segments.min_offset)
             if begin < start.file_from_offset:
-                scan_headers(self.segments, begin, start.file_from_offset, self._index_only)
+                scan_headers(self.segments, begin, start.file_from_offset, self.dispatcher)
         return self.dispatcher
+
+    def _unit_matches_log(
+        self, cq: ConsumeQueue, queue_offset: int, unit: tuple[int, int, int]
+    ) -> bool:
+        """The unit is what dispatching its record gives: same record, size, tags code."""
+        phys, size, tags = unit
+        mf = self.segments.find(phys)
+        if mf is None:
+            return phys < self.segments.min_offset  # expired: nothing to compare with
+        rel = phys - mf.file_from_offset
+        r = fmt.scan(mf.view, rel, min(rel + size, mf.file_size), check_crc=False)
+        return (
+            isinstance(r, fmt.RecordInfo)
+            and r.size == size
+            and (r.topic, r.queue_id, r.queue_offset) == (cq.topic, cq.queue_id, queue_offset)
+            and tags == self.dispatcher.tags_code_of(r.topic, r.properties, r.store_timestamp)
+        )
 
     def after_log_recovery(self, *, end: int, last_exit_ok: bool) -> dict[str, int]:
         """Step 3: cut, correct, catch up; return the topic-queue offset table."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from store.commitlog.mapped_file import MappedFile
@@ -41,6 +42,10 @@ from store.commitlog.segments import Segments
 from store.consumequeue.format import BLANK_SIZE, BLANK_UNIT, UNIT_SIZE, encode_unit, unpack_unit
 
 log = logging.getLogger(__name__)
+
+
+UnitCheck = Callable[["ConsumeQueue", int, tuple[int, int, int]], bool]
+"""(queue, queue offset, unit) -> whether the unit matches its CommitLog record."""
 
 
 def is_blank(phys: int, size: int, tags: int) -> bool:
@@ -288,24 +293,41 @@ class ConsumeQueue:
 
     # ---------------------------------------------------------------- truncation
 
-    def truncate_dirty(self, physical_offset: int) -> None:
+    def truncate_dirty(self, physical_offset: int, verify: UnitCheck | None = None) -> int | None:
         """Drop every unit pointing at or past ``physical_offset`` (a cut CommitLog tail).
 
-        Units point at increasing offsets, so this cuts a suffix of the queue.
+        Units point at increasing offsets, so this cuts a suffix of the queue. With
+        ``verify``, the cut also takes the units before it that fail the check, up to
+        the first that passes: after a power loss the last unit on disk may be torn
+        (sectors of one unit from before and after the write), and a torn unit can
+        look valid. Returns, when such units were cut, the CommitLog offset from
+        which their records must be dispatched again (the end of the last good
+        unit), else None.
         """
         with self._lock:
             top = self.max_offset
             low = self.segments.min_offset // UNIT_SIZE
             cut = top
+            torn = False
             while cut > low:
                 u = self.unit_at(cut - 1)
-                if u is None or is_blank(*u) or u[0] < physical_offset:
+                if u is None or is_blank(*u):
                     break
+                if u[0] < physical_offset:
+                    if verify is None or verify(self, cut - 1, u):
+                        break
+                    torn = True
                 cut -= 1
             if cut < top:
                 self.segments.truncate_to(cut * UNIT_SIZE)
             self.max_physic_offset = self._last_real_end()
             self.min_logic_offset = min(self.min_logic_offset, cut * UNIT_SIZE)
+        if torn:
+            log.warning(
+                "consume queue %s-%d: torn units cut from %d", self.topic, self.queue_id, cut
+            )
+            return self.max_physic_offset
+        return None
 
     def delete_expired(self, min_physical_offset: int) -> int:
         """Delete leading files whose last unit points below ``min_physical_offset``,

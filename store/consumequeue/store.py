@@ -16,7 +16,7 @@ import os
 import threading
 from pathlib import Path
 
-from store.consumequeue.queue import ConsumeQueue
+from store.consumequeue.queue import ConsumeQueue, UnitCheck
 from store.message import TOPIC_PATTERN
 
 log = logging.getLogger(__name__)
@@ -114,11 +114,17 @@ class ConsumeQueueStore:
 
     # ---------------------------------------------------------- maintenance
 
-    def truncate_dirty(self, physical_offset: int) -> None:
-        """Drop units pointing at or past ``physical_offset`` in every queue."""
+    def truncate_dirty(self, physical_offset: int, verify: UnitCheck | None = None) -> int | None:
+        """Drop units pointing at or past ``physical_offset`` in every queue (and, with
+        ``verify``, torn units just before). Returns the lowest CommitLog offset whose
+        records must be dispatched again because torn units were cut, else None."""
+        replay: int | None = None
         for cq in self.all():
-            if cq.max_physic_offset > physical_offset:
-                cq.truncate_dirty(physical_offset)
+            if verify is not None or cq.max_physic_offset > physical_offset:
+                r = cq.truncate_dirty(physical_offset, verify)
+                if r is not None:
+                    replay = r if replay is None else min(replay, r)
+        return replay
 
     def correct_min_offset(self, min_physical_offset: int) -> None:
         """Correct every queue's minimum against the CommitLog's first offset."""

@@ -186,3 +186,41 @@ def test_queue_and_index_pages_lost_in_a_power_failure_are_rebuilt(tmp_path: Pat
         for i in (0, 149, 150, 299):
             assert [m.body for m in s.query_by_key("T", f"k{i}").messages] == [b"m%d" % i]
     assert check_cq_consistency(cfg.root, cfg) == []
+
+
+@pytest.mark.parametrize(
+    ("byte", "value"),
+    [(10, 1), (19, 0x55)],  # a size still > 0 but wrong; a wrong tags code
+    ids=["size", "tags"],
+)
+def test_a_torn_queue_unit_before_the_replay_start_is_cut_and_rebuilt(
+    tmp_path: Path, byte: int, value: int
+):
+    cfg = StoreConfig(root_dir=tmp_path / "s", commitlog_file_size=4096, **{
+        k: v for k, v in SIZES.items() if k != "commitlog_file_size"})  # fmt: skip
+    s = MessageStore.open(cfg)
+    for i in range(40):
+        s.put_message(Message(topic="T", body=b"q0-%d" % i, tags="TagA", queue_id=0))
+    for i in range(30):  # more files after queue 0's last record
+        s.put_message(Message(topic="T", body=b"q1-%d" % i, queue_id=1))
+    assert s.wait_dispatched(10)
+    cq = s.consume_queue("T", 0)
+    assert cq is not None
+    last = cq.unit_at(39)
+    assert last is not None and last[0] < s.segments.files[-1].file_from_offset
+    # A checkpoint that trusts everything before the last file: replay starts there.
+    s.checkpoint.physic_msg_timestamp = s.checkpoint.logics_msg_timestamp = 1 << 50
+    s.checkpoint.flush()
+    s.abandon()
+    path = tmp_path / "s" / "consumequeue" / "T" / "0" / f"{0:020d}"
+    data = bytearray(path.read_bytes())
+    data[39 * 20 + byte] = value  # part of the unit's sectors never reached the disk
+    path.write_bytes(bytes(data))
+    with MessageStore.open(cfg) as s:
+        assert s.recovery is not None
+        assert s.recovery.start_offset == s.segments.files[-1].file_from_offset
+        assert s.max_offset_in_queue("T", 0) == 40
+        cq = s.consume_queue("T", 0)
+        assert cq is not None and cq.unit_at(39) == last
+        assert [m.body for m in s.get_message("g", "T", 0, 39, 1, "TagA").messages] == [b"q0-39"]
+    assert check_cq_consistency(cfg.root, cfg) == []
