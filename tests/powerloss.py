@@ -63,7 +63,7 @@ import os
 import random
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -290,12 +290,18 @@ def _fit(durable: bytes | None, size: int) -> bytes:
     return durable[:size] + bytes(max(0, size - len(durable)))
 
 
+Decide = Callable[[str, int], str]
+"""``decide(path, page_index)`` -> "kept", "dropped" or "torn": a fixed outcome for tests."""
+
+
 def _lose_pages(
+    path: str,
     memory: bytes,
     durable: bytes,
     rng: random.Random,
     p_keep: float,
     p_drop: float,
+    decide: Decide | None,
     report: PowerLossReport,
 ) -> bytes:
     out = bytearray(memory)
@@ -303,11 +309,15 @@ def _lose_pages(
         end = min(start + PAGE, len(memory))
         if memory[start:end] == durable[start:end]:
             continue
-        x = rng.random()
-        if x < p_keep:
+        if decide is not None:
+            fate = decide(path, start // PAGE)
+        else:
+            x = rng.random()
+            fate = "kept" if x < p_keep else "dropped" if x < p_keep + p_drop else "torn"
+        if fate == "kept":
             report.kept += 1
             continue
-        if x < p_keep + p_drop:
+        if fate == "dropped":
             report.dropped += 1
             cut = start
         else:
@@ -343,14 +353,15 @@ def power_loss(
     p_keep: float = 1 / 3,
     p_drop: float = 1 / 3,
     abort_lost: float = 0.2,
+    decide: Decide | None = None,
 ) -> PowerLossReport:
     """Rewrite the abandoned store's files to one random outcome of a power loss.
 
     ``image`` comes from ``abandon()`` (the store must not be open). With ``model``
     the crash instant is the model's cut (made now if none happened yet); each
     uncertain page is kept with probability ``p_keep``, dropped with ``p_drop``,
-    torn otherwise. Returns what happened; the files are left as the "disk" holds
-    them, ready for ``MessageStore.open``.
+    torn otherwise (or as ``decide`` says). Returns what happened; the files are left
+    as the "disk" holds them, ready for ``MessageStore.open``.
     """
     report = PowerLossReport(claimed_flushed=_claimed_flushed(image))
     root = Path(image.checkpoint_path).parent
@@ -391,7 +402,7 @@ def power_loss(
             if _key(p) not in memory:
                 p.unlink()
     for k, data in memory.items():
-        lost = _lose_pages(data, durable[k], rng, p_keep, p_drop, report)
+        lost = _lose_pages(k, data, durable[k], rng, p_keep, p_drop, decide, report)
         with open(k, "wb") as f:
             f.write(lost)
     if abort_volatile and rng.random() < abort_lost:
