@@ -19,6 +19,7 @@ the same path (NFS, a shared volume), as with any ``file://`` input.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import tempfile
@@ -115,5 +116,7 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if not is_local_master(spark.sparkContext.master):
-        spark.sparkContext.addPyFile(str(_package_zip()))
+        shipped = _package_zip()
+        spark.sparkContext.addPyFile(str(shipped))
+        atexit.register(shipped.unlink, missing_ok=True)
     return spark
