@@ -90,7 +90,7 @@ def format_table(result: dict[str, Any], sections: dict[str, str]) -> str:
 
 
 def write_plot(result: dict[str, Any], sections: dict[str, str], path: str) -> None:
-    """One horizontal bar chart per rate section (log scale), saved as PNG."""
+    """One horizontal bar chart per rate section (linear, from zero), saved as PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -105,12 +105,12 @@ def write_plot(result: dict[str, Any], sections: dict[str, str], path: str) -> N
         values = [c["messages_per_s"] for c in rows]
         colors = ["tab:blue" if c["label"].startswith("mqstore") else "tab:gray" for c in rows]
         ax.barh(labels[::-1], values[::-1], color=colors[::-1])
-        ax.set_xscale("log")
+        ax.set_xlim(0, max(values) * 1.18)
         ax.set_title(sections[sec], fontsize=9)
         ax.tick_params(labelsize=8)
         for y, v in enumerate(values[::-1]):
             ax.text(v, y, f" {v:,.0f}", va="center", fontsize=7)
-    axes[-1].set_xlabel("messages per second (log scale)")
+    axes[-1].set_xlabel("messages per second")
     meta = result["meta"]
     fig.suptitle(
         f"mqstore bench commitlog (median of {meta['repetitions']}, same run)", fontsize=10
