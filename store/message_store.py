@@ -180,6 +180,12 @@ class MessageStore(PullAPI):
         except BaseException:
             if hasattr(self, "logics"):
                 self.logics.abandon()
+            # Unmap what was loaded before the failure (a bad segment file, ENOSPC on
+            # the checkpoint): each failed open used to leak its file descriptors.
+            if hasattr(self, "segments"):
+                self.segments.close()
+            if hasattr(self, "checkpoint"):
+                self.checkpoint.close()
             self._release_lock()
             raise
 

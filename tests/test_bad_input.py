@@ -504,6 +504,27 @@ def test_stray_file_in_the_commitlog_directory_is_segment_load_error(tmp_path: P
     with pytest.raises(SegmentLoadError) as e:
         MessageStore.open(store_config(tmp_path))
     assert str(stray) in str(e.value)
+    stray.unlink()
+    s = MessageStore.open(store_config(tmp_path))
+    try:
+        assert_earlier_intact(s)
+    finally:
+        s.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+def test_failed_open_leaves_no_file_descriptors_behind(tmp_path: Path):
+    s = make_store(tmp_path, commitlog_file_size=4096)
+    for i in range(40):
+        s.put_message(Message(topic="orders", body=bytes(300) + b"%d" % i))
+    s.close()
+    last = sorted((s.root / "commitlog").iterdir())[-1]
+    last.write_bytes(b"short")
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(SegmentLoadError):
+            MessageStore.open(s.cfg)
+    assert len(os.listdir("/proc/self/fd")) == before
 
 
 def test_missing_middle_segment_is_segment_load_error(tmp_path: Path):

@@ -139,6 +139,7 @@ def _judge(
     assert problems == [], f"inconsistent after {report.reason}: {problems}"
     log = scan_log(cfg.root, FILE_SIZE)
     acked = [p for p in puts if p.acked]
+    assert report.claimed_flushed <= report.durable_end, "the store claims unsynced bytes"
     if mode is FlushDiskType.SYNC_FLUSH:
         early = [p for p in acked if p.end > report.durable_end]
         assert not early, f"acked before its bytes were durable: {early[:3]}"
