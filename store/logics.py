@@ -229,7 +229,7 @@ class Logics:
         for svc in (self.cleanup, self.flusher):
             if svc is not None:
                 svc.stop()
-        self.reput.stop_and_drain()
+        self.reput.stop()  # drains
         clean = self.reput.behind == 0
         try:
             self.queues.flush(0)
@@ -249,9 +249,10 @@ class Logics:
         if self.schedule is not None:
             ServiceThread.stop(self.schedule)
             self.schedule = None
-        for svc in (self.cleanup, self.flusher, self.reput):
+        for svc in (self.cleanup, self.flusher):
             if svc is not None:
                 svc.stop()
+        self.reput.stop(drain=False)
         self.close()
 
     def close(self) -> None:

@@ -245,7 +245,10 @@ class ReputService(ServiceThread):
                 self._progress.wait(min(left, 0.05))
         return True
 
-    def stop_and_drain(self, timeout: float = 30.0) -> None:
-        """Stop the thread, then dispatch up to the current limit from this thread."""
-        self.stop(timeout)
-        self.do_reput()
+    def stop(self, timeout: float = 30.0, *, drain: bool = True) -> None:
+        """Stop the thread, then (``drain``, the default) dispatch up to the current
+        limit from this thread, so nothing written before the stop is left behind.
+        ``drain=False`` is a crash: the thread just stops."""
+        super().stop(timeout)
+        if drain:
+            self.do_reput()

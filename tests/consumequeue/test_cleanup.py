@@ -81,7 +81,7 @@ def test_over_the_forcible_ratio_age_does_not_matter(tmp_path: Path):
 
 def test_the_last_file_and_undispatched_files_stay(tmp_path: Path):
     with filled(tmp_path) as s:
-        s.reput.stop()
+        s.reput.stop(drain=False)
         boundary = s.segments.files[2].file_from_offset
         s.reput.reput_from = boundary  # pretend files 2.. are not dispatched yet
         r = cleaner(s, ratio=0.99).clean()

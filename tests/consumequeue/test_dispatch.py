@@ -109,7 +109,7 @@ def test_sync_flush_dispatches_only_flushed_messages(tmp_path: Path):
 
 def test_close_drains_the_dispatcher_then_deletes_abort(tmp_path: Path):
     s = MessageStore.open(config(tmp_path))
-    s.reput.stop()  # nothing is dispatched in the background from here on
+    s.reput.stop(drain=False)  # nothing is dispatched in the background from here on
     for i in range(30):
         s.put_message(msg(i))
     assert s.dispatch_behind_bytes > 0
