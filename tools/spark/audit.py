@@ -42,9 +42,14 @@ if not __package__:  # run as a script: spark-submit tools/spark/audit.py DIR
 
 from tools.spark import cqscan, queues
 from tools.spark.layout import LayoutError, StoreLayout, discover
-from tools.spark.reader import DEFAULT_SPLIT_BYTES, SCAN_SCHEMA, plan_ranges, scan_dataframe
+from tools.spark.reader import (
+    DEFAULT_SPLIT_BYTES,
+    SCAN_FIELDS,
+    SCAN_SCHEMA,
+    plan_ranges,
+    scan_dataframe,
+)
 from tools.spark.report import AuditReport, Finding, QueueStats
-from tools.spark.segscan import ROW_FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -153,7 +158,7 @@ def grouped_dataframe(
         marks = [
             tuple(
                 {"row_type": "placeholder", "offset": 0, "topic": t, "queue_id": q}.get(f)
-                for f in ROW_FIELDS
+                for f in SCAN_FIELDS
             )
             for t, q in sorted(layout.cq_queues)
         ]

@@ -305,7 +305,9 @@ def group_task(key: tuple[Any, ...], table: pa.Table, ctx: QueueContext) -> pa.T
         rows = [{k: r.get(k) for k in OUT_TYPES} | {"bytes": r["size"]} for r in keep.to_pylist()]
         return _out_table(rows)
     recs = table.filter(pc.equal(table["row_type"], "record"))
-    cols = {c: np.asarray(recs[c].to_numpy(), dtype=np.int64) for c in _REC_COLS}
+    cols = {
+        c: np.asarray(pc.list_flatten(recs[f"l_{c}"]).to_numpy(), dtype=np.int64) for c in _REC_COLS
+    }
     findings, stats = check_queue(topic, int(queue_id), cols, ctx)
     rows = [
         {

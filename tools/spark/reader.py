@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, Final
 from store.commitlog import format as fmt
 from tools.spark.layout import StoreLayout
 from tools.spark.segscan import (
-    RECORD_COLUMNS,
     ROW_FIELDS,
     ByteRange,
     RecordColumns,
@@ -67,6 +66,15 @@ _SCAN_TYPES: Final = {
     "count": "long",
 }
 assert tuple(_SCAN_TYPES) == ROW_FIELDS
+LIST_COLUMNS: Final = {
+    "offset": "long", "size": "int", "queue_offset": "long", "sys_flag": "int",
+    "store_ts": "long", "tags_code": "long",
+}  # fmt: skip
+"""Record fields shipped per (range, queue) as arrays: one row per queue and range, not
+per record, so the shuffle moves a few large rows (primitive arrays) instead of
+millions of small ones."""
+_SCAN_TYPES.update({f"l_{k}": f"array<{v}>" for k, v in LIST_COLUMNS.items()})
+SCAN_FIELDS: Final = tuple(_SCAN_TYPES)
 SCAN_SCHEMA: Final = ", ".join(f"{k} {v}" for k, v in _SCAN_TYPES.items())
 
 
@@ -129,9 +137,12 @@ def _to_batch(rows: list[Row]) -> pa.RecordBatch:
     }
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in ROW_FIELDS]
     arrays = [
-        pa.array(col, type=types[t]) for col, t in zip(columns, _SCAN_TYPES.values(), strict=True)
+        pa.array(col, type=types[t])
+        for col, t in zip(columns, list(_SCAN_TYPES.values())[: len(ROW_FIELDS)], strict=True)
     ]
-    return pa.RecordBatch.from_arrays(arrays, names=list(ROW_FIELDS))
+    for name in LIST_COLUMNS:
+        arrays.append(pa.nulls(len(rows), pa.list_(types[LIST_COLUMNS[name]])))
+    return pa.RecordBatch.from_arrays(arrays, names=list(_SCAN_TYPES))
 
 
 def map_ranges(
@@ -166,26 +177,42 @@ def ranges_dataframe(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
     return spark.createDataFrame(rdd, RANGE_SCHEMA)
 
 
-def _records_batches(cols: RecordColumns) -> Iterator[pa.RecordBatch]:
+def _records_batch(cols: RecordColumns) -> pa.RecordBatch:
+    """One row per (topic, queue) of a range's records, fields as arrays (see LIST_COLUMNS)."""
+    import numpy as np
     import pyarrow as pa
 
-    types = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(), "boolean": pa.bool_()}
-    n = len(cols)
-    for lo in range(0, n, BATCH_ROWS):
-        hi = min(n, lo + BATCH_ROWS)
-        arrays = []
-        for name, t in _SCAN_TYPES.items():
-            if name == "row_type":
-                arrays.append(pa.array([RowType.RECORD.value] * (hi - lo), pa.string()))
-            elif name in RECORD_COLUMNS:
-                arrays.append(pa.array(getattr(cols, name)[lo:hi], types[t]))
-            else:
-                arrays.append(pa.nulls(hi - lo, types[t]))
-        yield pa.RecordBatch.from_arrays(arrays, names=list(ROW_FIELDS))
+    types = {"long": (pa.int64(), np.int64), "int": (pa.int32(), np.int32)}
+    groups: dict[tuple[str, int], list[int]] = {}
+    for i, key in enumerate(zip(cols.topic, cols.queue_id, strict=True)):
+        groups.setdefault(key, []).append(i)
+    order = np.fromiter((i for ix in groups.values() for i in ix), np.int64, len(cols))
+    sizes = [len(ix) for ix in groups.values()]
+    offsets = pa.array(np.r_[0, np.cumsum(sizes)].astype(np.int32), pa.int32())
+    m = len(groups)
+    arrays = []
+    for name, t in _SCAN_TYPES.items():
+        if name == "row_type":
+            arrays.append(pa.array([RowType.RECORD.value] * m, pa.string()))
+        elif name == "topic":
+            arrays.append(pa.array([k[0] for k in groups], pa.string()))
+        elif name == "queue_id":
+            arrays.append(pa.array([k[1] for k in groups], pa.int32()))
+        elif name == "count":
+            arrays.append(pa.array(sizes, pa.int64()))
+        elif name.startswith("l_"):
+            arrow_t, np_t = types[LIST_COLUMNS[name[2:]]]
+            values = np.asarray(getattr(cols, name[2:]), dtype=np_t)[order]
+            arrays.append(pa.ListArray.from_arrays(offsets, pa.array(values, arrow_t)))
+        else:
+            base = {"string": pa.string(), "long": pa.int64(), "int": pa.int32()}
+            arrays.append(pa.nulls(m, base.get(t, pa.bool_())))
+    return pa.RecordBatch.from_arrays(arrays, names=list(_SCAN_TYPES))
 
 
 def audit_task(batches: Iterable[pa.RecordBatch], now_ms: int) -> Iterator[pa.RecordBatch]:
-    """Task body of :func:`scan_dataframe`: records in column batches, then other rows."""
+    """Task body of :func:`scan_dataframe`: per range one row per queue holding its
+    records as arrays, then the findings and range summaries."""
     other: list[Row] = []
     cols = RecordColumns()
     for batch in batches:
@@ -198,7 +225,8 @@ def audit_task(batches: Iterable[pa.RecordBatch], now_ms: int) -> Iterator[pa.Re
                 mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm,
             ):
                 other.extend(scan_range(mm, rng, now_ms, cols))
-            yield from _records_batches(cols)
+            if len(cols):
+                yield _records_batch(cols)
             cols.clear()
     if other:
         yield _to_batch(other)
