@@ -9,8 +9,12 @@ Plan on the driver, parse in tasks:
    always falls in the last range of its file and a range never needs its neighbours.
 2. :func:`scan_dataframe` makes one partition per range and runs ``mapInArrow``: each task
    mmaps its file read-only, checks its range with :func:`tools.spark.segscan.scan_range`
-   and emits Arrow batches. Bytes never travel through the JVM (``binaryFiles`` costs 5-10x
-   more time and ~5x the file size in heap, spark-notes.md).
+   and emits Arrow batches: per range one row per (topic, queue) whose record fields are
+   arrays (``l_offset``, ``l_queue_offset``, ...), plus the findings and a range summary.
+   Grouping by queue then shuffles a few large rows instead of one row per record
+   (measured: warm audit of 256 MiB 11 s -> 3-4 s on 2 cores). Bytes never travel
+   through the JVM (``binaryFiles`` costs 5-10x more time and ~5x the file size in heap,
+   spark-notes.md).
 
 Files are opened by path in the tasks: on a cluster the store must be on a filesystem that
 every worker mounts at the same path.
