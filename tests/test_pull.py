@@ -354,3 +354,16 @@ def test_offset_by_time_through_the_store(tmp_path: Path):
         assert s.offset_by_time("T", 0, stamps[4] + 1000) == 5
         assert s.message_store_timestamp("T", 0, 3) == stamps[3]
         assert s.earliest_message_time("T", 0) == stamps[0] == s.earliest_message_time()
+
+
+@pytest.mark.slow
+def test_pull_benchmark_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    import runpy
+
+    bench = runpy.run_path(str(Path(__file__).resolve().parent.parent / "benchmarks" / "bench_pull.py"))
+    out = tmp_path / "bench.json"
+    args = ["--messages", "2000", "--lag-rate", "2000", "--lag-seconds", "0.5", "--dir", str(tmp_path), "--json", str(out)]
+    assert bench["main"](args) == 0
+    printed = capsys.readouterr().out
+    assert "pull_raw_8q" in printed and "dispatch lag" in printed
+    assert out.exists()
