@@ -346,7 +346,7 @@ def _claimed_flushed(image: CrashImage) -> int:
 
 
 def power_loss(
-    image: CrashImage,
+    image: CrashImage | None,
     rng: random.Random,
     model: DiskModel | None = None,
     *,
@@ -357,12 +357,17 @@ def power_loss(
 ) -> PowerLossReport:
     """Rewrite the abandoned store's files to one random outcome of a power loss.
 
-    ``image`` comes from ``abandon()`` (the store must not be open). With ``model``
-    the crash instant is the model's cut (made now if none happened yet); each
+    ``image`` comes from ``abandon()`` (the store must not be open); it may be None
+    with a ``model`` when the store never finished opening. With ``model`` the crash
+    instant is the model's cut (made now if none happened yet); each
     uncertain page is kept with probability ``p_keep``, dropped with ``p_drop``,
     torn otherwise (or as ``decide`` says). Returns what happened; the files are left
     as the "disk" holds them, ready for ``MessageStore.open``.
     """
+    if image is None:
+        if model is None:
+            raise ValueError("power_loss needs a CrashImage, a DiskModel, or both")
+        image = CrashImage({}, str(model.root / "checkpoint"))
     report = PowerLossReport(claimed_flushed=_claimed_flushed(image))
     root = Path(image.checkpoint_path).parent
     checkpoint = _key(image.checkpoint_path)

@@ -14,10 +14,11 @@ reopens the store and judges the recovery:
   and intact; only later ones may be missing;
 * no phantom: every recovered record is the latest put made at its offset (nothing
   torn or resurrected from before an earlier recovery cut is served);
+* no record an earlier open recovered is lost later;
 * queue offsets are restored; the last life accepts new writes and closes cleanly.
 
 Lives chain crashes: recovery's own unsynced work (zeroing a torn tail) is subject to
-the next power loss too.
+the next power loss too, and sometimes the power fails during the open itself.
 """
 
 from __future__ import annotations
@@ -182,8 +183,18 @@ def _trial(tmp_path: Path, seed: int, mode: FlushDiskType) -> None:
     previous: tuple[list[Put], PowerLossReport] | None = None
     for life in range(1, LIVES + 2):
         model = DiskModel(cfg.root)
+        crash_in_open = 1 < life <= LIVES and rng.random() < 0.2
+        if crash_in_open:  # in recovery's sync of the cut, the abort file's, a queue's
+            model.crash_at(rng.choice(["before_fdatasync", "after_fdatasync"]), 1)
         with model.installed():
-            store = MessageStore.open(cfg)
+            try:
+                store = MessageStore.open(cfg)
+            except OSError:
+                assert crash_in_open and model.crashed.is_set()
+                stats["crashed_in_open"] += 1
+                # Nothing was put: the previous life's puts are judged at the next open.
+                power_loss(None, rng, model)
+                continue
             if previous is not None:
                 _judge(store, cfg, mode, *previous, expected_at, stats)
             if life > LIVES:

@@ -138,11 +138,13 @@ def verify(
 
     ``puts`` are this life's puts; ``expected_at`` maps physical offsets to the latest
     put written there in any earlier life still held (updated in place: this life's
-    puts are added, offsets the recovery cut are dropped). Acked puts are also read
-    back through the store's API (``look_message_by_offset``).
+    puts are added, offsets the recovery cut are dropped). Records an earlier open
+    recovered were durable, so losing one later counts as lost. Acked puts are also
+    read back through the store's API (``look_message_by_offset``).
     """
     verdict = Verdict()
     index = log.by_offset()
+    held = dict(expected_at)  # recovered before, so durable: must be recovered again
     for p in puts:
         if p.physical_offset < 0:
             continue
@@ -157,6 +159,10 @@ def verify(
                 verdict.lost.append(why)
         if p.status.stored:
             expected_at[p.physical_offset] = p
+    for p in held.values():
+        why = record_mismatch(log, index, p)
+        if why is not None:
+            verdict.lost.append(f"recovered by an earlier open, gone now: {why}")
     survivors: dict[int, Put] = {}
     for phys, info in log.records:
         p = expected_at.get(phys)
