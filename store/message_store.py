@@ -178,6 +178,9 @@ class MessageStore(PullAPI):
                 master=cfg.broker_role is not BrokerRole.SLAVE,
             )
         except BaseException:
+            if self.ha is not None:
+                self.ha.stop()
+                self.ha = None
             if hasattr(self, "logics"):
                 self.logics.abandon()
             # Unmap what was loaded before the failure (a bad segment file, ENOSPC on
