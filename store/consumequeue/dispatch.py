@@ -92,33 +92,27 @@ class Dispatcher:
             OSError: a queue or index file could not be created; nothing is lost,
                 dispatching the record again completes it.
         """
-        tx = info.sys_flag & _TX_MASK
-        props = string_to_properties(info.properties_string)
-        topic = info.topic
+        # One tuple unpack instead of a dozen NamedTuple attribute lookups.
+        (size, _v, _crc, qid, _flag, qoff, phys, sys_flag, _born, _bh, store_ts, _sh,
+         _rt, _pt, _bp, _bl, topic, props_string) = info  # fmt: skip
+        tx = sys_flag & _TX_MASK
+        props = string_to_properties(props_string)
         code = 0
         in_queue = tx in _IN_QUEUE
         if in_queue:
-            code = self.tags_code_of(topic, props, info.store_timestamp)
-            self.queues.put(
-                topic,
-                info.queue_id,
-                info.physical_offset,
-                info.size,
-                code,
-                info.queue_offset,
-                info.store_timestamp,
-            )
+            code = self.tags_code_of(topic, props, store_ts)
+            self.queues.put(topic, qid, phys, size, code, qoff, store_ts)
         if self.index is not None and tx != _ROLLBACK:
             keys = props.get(PROPERTY_KEYS)
             self.index.build(
                 topic,
-                info.physical_offset,
-                info.store_timestamp,
+                phys,
+                store_ts,
                 props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                 keys.split(" ") if keys else (),
             )
         if in_queue and self.listeners:
-            arrival = Arrival(topic, info.queue_id, info.queue_offset, code, info.store_timestamp)
+            arrival = Arrival(topic, qid, qoff, code, store_ts)
             for listener in self.listeners:
                 try:
                     listener(arrival)

@@ -94,10 +94,10 @@ class ConsumeQueueStore:
             OSError: a queue file could not be created.
         """
         cq = self.queues.get((topic, queue_id)) or self.find_or_create(topic, queue_id)
-        written = cq.put(physical_offset, size, tags_code, queue_offset)
-        if written:
+        if cq.put(physical_offset, size, tags_code, queue_offset):
             self.logics_msg_timestamp = store_timestamp
-        return written
+            return True
+        return False
 
     def all(self) -> list[ConsumeQueue]:
         """A snapshot of every queue."""
