@@ -9,8 +9,7 @@ kill the process at a precise moment::
         store.put_message(msg)        # -> flush fails, store poisoned
 
 Points used by the engine: ``before_fdatasync``, ``after_fdatasync`` (context ``what``:
-a file path), ``before_allocate`` (``size``), ``before_write_checkpoint``,
-``after_append`` (``physical_offset``, ``size``).
+a file path), ``before_allocate`` (``size``), ``before_write_checkpoint``.
 """
 
 from __future__ import annotations

@@ -147,10 +147,12 @@ class GroupCommitter(_Service):
             self.syncs += 1
         except OSError as e:
             self._failed = True
+            # Poison first, then wake the waiters: a woken producer's next put must
+            # already see the store refusing writes.
+            self._on_error(e)
             for r in batch:
                 r.status = PutStatus.FLUSH_DISK_TIMEOUT
                 r.done.set()
-            self._on_error(e)
             return
         flushed = self._segments.flushed_where
         for r in batch:
