@@ -18,7 +18,7 @@ from store.commitlog.segments import Segments
 from store.config import BrokerRole, StoreConfig
 from store.consumequeue.dispatch import ArrivalListener, Dispatcher, ReputService
 from store.consumequeue.filter import Subscription, parse_subscription
-from store.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, select
+from store.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, Selection, select
 from store.consumequeue.queue import ConsumeQueue
 from store.consumequeue.results import (
     GetRawResult,
@@ -54,10 +54,6 @@ def _decoder(sub: Subscription) -> Callable[[memoryview, int], StoredMessage | N
         return stored_message(info, view, queue_offset)
 
     return take
-
-
-def _raw(view: memoryview, _queue_offset: int) -> memoryview:
-    return view
 
 
 def store_time_at(log: Segments, physical_offset: int) -> int | None:
@@ -187,8 +183,8 @@ class PullAPI:
             StoreClosedError: the store is closed.
         """
         cq, sub = self._queue_and_sub(topic, queue_id, subscription)
-        sel = select(
-            cq, self.segments, offset, max_count, sub, self._pull_limits, _raw,
+        sel: Selection[memoryview] = select(
+            cq, self.segments, offset, max_count, sub, self._pull_limits, None,
             max_bytes=max_bytes, correct=self._correct,
         )  # fmt: skip
         return GetRawResult(
