@@ -45,7 +45,7 @@ class ConsumeQueueStore:
             return
         for topic in sorted(os.listdir(self.directory)):
             topic_dir = self.directory / topic
-            if not topic_dir.is_dir() or not TOPIC_PATTERN.match(topic):
+            if not topic_dir.is_dir() or not TOPIC_PATTERN.fullmatch(topic):
                 continue
             for qid in sorted(os.listdir(topic_dir)):
                 if not qid.isdigit() or not (topic_dir / qid).is_dir():

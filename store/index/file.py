@@ -56,7 +56,9 @@ class IndexFile:
         fd = os.open(path, flags, 0o644)
         try:
             if create:
-                os.ftruncate(fd, self.file_size)
+                # Allocated, not sparse: a full disk must fail here with ENOSPC,
+                # not later as SIGBUS on a write through the mapping.
+                _platform.allocate(fd, self.file_size)
             elif os.fstat(fd).st_size != self.file_size:
                 raise CorruptIndexError(
                     f"{path}: size {os.fstat(fd).st_size} != {self.file_size} "
