@@ -47,6 +47,7 @@ CONTENDERS = {
     "raw_fdatasync_1t": RATE + SYNC,
     "raw_group_commit_16t": RATE + SYNC,
     "mqstore_sync_16t": RATE + SYNC,
+    "mqstore_sync_16t_log_only": RATE + SYNC,
     "mqstore_sync_64t": RATE + SYNC,
     "sqlite_full_16t": RATE + SYNC,
     "sqlite_full_64t": RATE + SYNC,

@@ -91,9 +91,11 @@ def async_batch(
     return run
 
 
-def sync_threads(workdir: Path, duration: float, pool: Sequence[Item], n_threads: int) -> Run:
+def sync_threads(
+    workdir: Path, duration: float, pool: Sequence[Item], n_threads: int, dispatch: bool = True
+) -> Run:
     """SYNC_FLUSH (group commit), ``n_threads`` producers, each put waits for its flush."""
-    store = _open(workdir / "store", FlushDiskType.SYNC_FLUSH, pool[0])
+    store = _open(workdir / "store", FlushDiskType.SYNC_FLUSH, pool[0], dispatch=dispatch)
     msgs = [it.message() for it in pool]
     put = store.put_message
 
