@@ -36,14 +36,31 @@ from store.status import PutStatus
 ErrorHandler = Callable[[BaseException], None]
 
 
+def _held_lock() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass(slots=True)
 class FlushRequest:
-    """A producer waiting for the log to be durable up to ``next_offset``."""
+    """A producer waiting for the log to be durable up to ``next_offset``.
+
+    ``done`` is a lock created held: the flusher releases it, the producer's
+    ``acquire(timeout)`` returns. A raw lock hand-off costs ~0.4 us against ~4.6 us
+    for a ``threading.Event`` (create, set, wait; measured here), and at 10-20k
+    syncing puts a second that is CPU the producers need.
+    """
 
     next_offset: int
     deadline: float
-    done: threading.Event = field(default_factory=threading.Event)
+    done: threading.Lock = field(default_factory=_held_lock)
     status: PutStatus = PutStatus.FLUSH_DISK_TIMEOUT
+
+    def complete(self, status: PutStatus) -> None:
+        """Hand ``status`` to the waiting producer (once)."""
+        self.status = status
+        self.done.release()
 
 
 class _Service:
@@ -113,7 +130,7 @@ class GroupCommitter(_Service):
         with self._lock:
             self._requests.append(req)
         self._wake.set()
-        if not req.done.wait(self._timeout):
+        if not req.done.acquire(timeout=self._timeout):
             return PutStatus.FLUSH_DISK_TIMEOUT
         return req.status
 
@@ -151,15 +168,15 @@ class GroupCommitter(_Service):
             # already see the store refusing writes.
             self._on_error(e)
             for r in batch:
-                r.status = PutStatus.FLUSH_DISK_TIMEOUT
-                r.done.set()
+                r.complete(PutStatus.FLUSH_DISK_TIMEOUT)
             return
         flushed = self._segments.flushed_where
         for r in batch:
             if flushed >= r.next_offset:
-                r.status = PutStatus.PUT_OK
                 self.acked += 1
-            r.done.set()
+                r.complete(PutStatus.PUT_OK)
+            else:
+                r.complete(PutStatus.FLUSH_DISK_TIMEOUT)
         if self._on_flushed is not None:
             self._on_flushed()
 
