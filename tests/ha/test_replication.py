@@ -20,6 +20,7 @@ from store import (
     BrokerRole,
     ConfigError,
     FlushDiskType,
+    GetStatus,
     Message,
     MessageStore,
     PutStatus,
@@ -358,3 +359,18 @@ def test_which_service_a_store_runs(tmp_path: Path):
         MessageStore.open(slave_only.with_(ha_master_address="nowhere"))
     with pytest.raises(ConfigError, match="ha_listen_port"):
         MessageStore.open(master_cfg(tmp_path / "m").with_(ha_listen_port=70000))
+
+
+def test_slave_serves_pulls_and_key_lookups_of_replicated_messages(tmp_path: Path):
+    with (
+        MessageStore.open(master_cfg(tmp_path / "m")) as m,
+        MessageStore.open(slave_cfg(tmp_path / "s", ha_master(m).port)) as s,
+    ):
+        wait_until(lambda: ha_master(m).connection_count(), 10, "slave connected")
+        sent = [m.put_message(Message(topic="ha", body=f"b{i}".encode(), tags="T", keys=[f"k{i}"])) for i in range(20)]
+        assert {r.status for r in sent} == {PutStatus.PUT_OK}
+        wait_until(lambda: s.max_offset_in_queue("ha", 0) == 20, 10, "slave dispatched")
+        g = s.get_message("g", "ha", 0, 0, 32, "T")
+        assert g.status is GetStatus.FOUND
+        assert [x.body for x in g.messages] == [f"b{i}".encode() for i in range(20)]
+        assert [x.body for x in s.query_by_key("ha", "k7").messages] == [b"b7"]
