@@ -428,4 +428,4 @@ def _durable_end(memory: dict[str, bytes], durable: dict[str, bytes]) -> int:
     return end
 
 
-__all__ = ["CRASH_POINTS", "DiskModel", "PowerLossReport", "power_loss"]
+__all__ = ["CRASH_POINTS", "PAGE", "SECTOR", "DiskModel", "PowerLossReport", "power_loss"]

@@ -95,7 +95,23 @@ def sync_threads(
     workdir: Path, duration: float, pool: Sequence[Item], n_threads: int, dispatch: bool = True
 ) -> Run:
     """SYNC_FLUSH (group commit), ``n_threads`` producers, each put waits for its flush."""
-    store = _open(workdir / "store", FlushDiskType.SYNC_FLUSH, pool[0], dispatch=dispatch)
+    return put_threads(workdir, duration, pool, n_threads, FlushDiskType.SYNC_FLUSH, dispatch)
+
+
+def put_threads(
+    workdir: Path,
+    duration: float,
+    pool: Sequence[Item],
+    n_threads: int,
+    flush: FlushDiskType,
+    dispatch: bool = True,
+) -> Run:
+    """``n_threads`` producers calling ``put_message`` under ``flush``, each put timed.
+
+    ``extra["fdatasyncs"]`` counts the store flusher's syncs during the run (for
+    ASYNC_FLUSH, the periodic flusher's).
+    """
+    store = _open(workdir / "store", flush, pool[0], dispatch=dispatch)
     msgs = [it.message() for it in pool]
     put = store.put_message
 

@@ -83,14 +83,22 @@ def sqlite_full_threads(
     workdir: Path, duration: float, items: Sequence[Item], n_threads: int
 ) -> Run:
     """``n_threads`` threads, each its own connection, WAL + synchronous=FULL."""
+    return sqlite_threads(workdir, duration, items, n_threads, "FULL")
+
+
+def sqlite_threads(
+    workdir: Path, duration: float, items: Sequence[Item], n_threads: int, synchronous: str
+) -> Run:
+    """``n_threads`` threads, each its own connection, WAL + ``synchronous`` (FULL or
+    NORMAL), one INSERT + COMMIT per message, each timed."""
     path = workdir / "bench.db"
-    _sqlite_open(path, "FULL").close()
+    _sqlite_open(path, synchronous).close()
     rows = [it.row() for it in items]
     retries = [0]
     lock = threading.Lock()
 
     def make(i: int, deadline: Deadline) -> WorkerPair:
-        conn = _sqlite_open(path, "FULL")
+        conn = _sqlite_open(path, synchronous)
         execute = conn.execute
         k = [i * 131]
 

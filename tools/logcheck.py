@@ -1,0 +1,216 @@
+"""Consistency checker for a CommitLog directory, read straight from the files.
+
+Moved from ``tests/helpers.py`` (which re-exports it) so product code such as the flush
+lab can use it. :func:`scan_log` walks a CommitLog directory (never through the store
+under test) and :func:`check_consistency` turns what it saw into a list of problems:
+an empty list means the log is one the store could have written.
+
+The checks, each a plain function over a :class:`LogScan` so more can be added
+(consume queues, index files) by appending to :data:`CHECKS`:
+
+1. segment files are named by 20-digit start offsets, all ``file_size`` bytes,
+   contiguous;
+2. from the start of the log every record decodes valid, BODYCRC included, up to
+   the end of the data, its PHYSICALOFFSET field equals its position, and its
+   properties do not end in zeros (a record torn where BODYCRC does not reach);
+3. blank (end-of-segment) records appear only as the last thing in a segment and
+   claim exactly the bytes left; every segment but the last ends with one;
+4. after the end of the data, the last segment holds nothing but zeros;
+5. per topic-queue, queue offsets are contiguous without duplicates (``0..n-1``
+   when the log starts at offset 0); PREPARED and ROLLBACK transaction records
+   carry queue offset 0 and take no offset (RocketMQ semantics).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from store.commitlog import format as fmt
+
+MAX_PROBLEMS_PER_CHECK = 20
+
+
+# ------------------------------------------------------------------ log scan
+
+
+@dataclass
+class LogScan:
+    """What :func:`scan_log` found in a CommitLog directory.
+
+    ``records`` holds (physical offset, record info) in log order; a record's body
+    is ``bodies[physical offset]``. ``end`` is one past the last valid byte (the
+    start of the first zero byte in the last segment, as recovery would put it).
+    """
+
+    directory: Path
+    file_size: int
+    start: int = 0
+    end: int = 0
+    records: list[tuple[int, fmt.RecordInfo]] = field(default_factory=list)
+    bodies: dict[int, bytes] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def by_offset(self) -> dict[int, fmt.RecordInfo]:
+        """Records keyed by physical offset."""
+        return dict(self.records)
+
+
+def _segment_files(directory: Path, file_size: int, problems: list[str]) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    files: list[Path] = []
+    for name in sorted(os.listdir(directory)):
+        path = directory / name
+        if not (len(name) == 20 and name.isdigit()):
+            problems.append(f"{path}: not a segment file name")
+            continue
+        size = path.stat().st_size
+        if size != file_size:
+            problems.append(f"{path}: size {size} != segment size {file_size}")
+            break
+        if int(name) % file_size:
+            problems.append(f"{path}: start {int(name)} is not a multiple of {file_size}")
+            break
+        if files and int(name) != int(files[-1].name) + file_size:
+            problems.append(f"{path}: gap after {files[-1].name}")
+            break
+        files.append(path)
+    return files
+
+
+def _first_nonzero(data: bytes, pos: int) -> int:
+    """Index of the first non-zero byte at or after ``pos``, or -1."""
+    rest = data[pos:]
+    stripped = rest.lstrip(b"\0")
+    return -1 if not stripped else pos + len(rest) - len(stripped)
+
+
+def scan_log(root: Path | str, file_size: int, commitlog_dir: Path | str | None = None) -> LogScan:
+    """Decode a store's CommitLog from its files, recording layout problems as it goes.
+
+    Checks 1-4 of the module docstring happen here; the scan stops at the first
+    structural problem because nothing after it can be located reliably.
+    """
+    directory = Path(commitlog_dir) if commitlog_dir else Path(root) / "commitlog"
+    log = LogScan(directory, file_size)
+    files = _segment_files(directory, file_size, log.problems)
+    if not files:
+        return log
+    log.start = log.end = int(files[0].name)
+    for i, path in enumerate(files):
+        base = int(path.name)
+        data = path.read_bytes()
+        last = i == len(files) - 1
+        pos = 0
+        while True:
+            r = fmt.scan(data, pos, file_size, check_crc=True)
+            if isinstance(r, fmt.RecordInfo):
+                if r.physical_offset != base + pos:
+                    log.problems.append(
+                        f"record at {base + pos} says PHYSICALOFFSET {r.physical_offset}"
+                    )
+                if r.properties_string.endswith("\0"):  # BODYCRC does not cover them
+                    log.problems.append(f"record at {base + pos}: properties end in zeros (torn)")
+                log.records.append((base + pos, r))
+                log.bodies[base + pos] = data[r.body_pos : r.body_pos + r.body_len]
+                pos += r.size
+                log.end = base + pos
+                continue
+            if isinstance(r, fmt.EndOfSegment):
+                if r.size != file_size - pos:
+                    log.problems.append(
+                        f"blank record at {base + pos} claims {r.size} bytes, "
+                        f"{file_size - pos} are left in {path.name}"
+                    )
+                junk = _first_nonzero(data, pos + fmt.END_FILE_MIN_BLANK_LENGTH)
+                if junk >= 0:
+                    log.problems.append(f"non-zero byte at {base + junk} after the blank record")
+                log.end = base + file_size
+                break
+            # Corrupt: the end of data. Only the last segment may end without a blank.
+            if not last:
+                log.problems.append(
+                    f"segment {path.name} ends without a blank record: "
+                    f"{r.kind.value} at {base + pos} ({r.detail})"
+                )
+                return log
+            junk = _first_nonzero(data, pos)
+            if junk >= 0:
+                log.problems.append(
+                    f"non-zero byte at {base + junk} after the end of data at {base + pos} "
+                    f"({r.kind.value}: {r.detail})"
+                )
+            break
+    return log
+
+
+# ------------------------------------------------------------------- checks
+
+
+def check_queue_offsets(log: LogScan) -> list[str]:
+    """Check 5: per topic-queue offsets are contiguous, PREPARED/ROLLBACK carry 0."""
+    problems: list[str] = []
+    queue_next_offsets(log, problems)
+    return problems
+
+
+def queue_next_offsets(
+    log: LogScan, problems: list[str] | None = None
+) -> dict[tuple[str, int], int]:
+    """The next queue offset of every topic-queue in the log (what a reopen must restore).
+
+    Appends queue-offset problems to ``problems`` when given.
+    """
+    sink: list[str] = [] if problems is None else problems
+    next_offset: dict[tuple[str, int], int] = {}
+    for phys, r in log.records:
+        tx = r.sys_flag & fmt.TRANSACTION_MASK
+        if tx in (fmt.TRANSACTION_PREPARED_TYPE, fmt.TRANSACTION_ROLLBACK_TYPE):
+            if r.queue_offset != 0:
+                sink.append(
+                    f"transaction half/rollback record at {phys} has queue offset "
+                    f"{r.queue_offset}, expected 0"
+                )
+            continue
+        key = (r.topic, r.queue_id)
+        want = next_offset.get(key, 0 if log.start == 0 else r.queue_offset)
+        if r.queue_offset != want:
+            kind = "duplicate" if r.queue_offset < want else "gap"
+            sink.append(
+                f"{kind}: {r.topic}-{r.queue_id} record at {phys} has queue offset "
+                f"{r.queue_offset}, expected {want}"
+            )
+        next_offset[key] = r.queue_offset + 1
+    return next_offset
+
+
+Check = Callable[[LogScan], list[str]]
+CHECKS: list[Check] = [check_queue_offsets]
+"""Checks run by :func:`check_consistency` after the scan; extend by appending."""
+
+
+def check_consistency(
+    root: Path | str,
+    file_size: int,
+    *,
+    end: int | None = None,
+    commitlog_dir: Path | str | None = None,
+) -> list[str]:
+    """Every problem found in the store at ``root`` (empty list: consistent).
+
+    Reads the files directly, so it works on an open store (the mapping and the
+    files share the page cache), a closed one, or a crashed one after recovery.
+    With ``end``, the data must end exactly there (e.g. the store's recovered
+    ``max_physical_offset``). Each check reports at most
+    :data:`MAX_PROBLEMS_PER_CHECK` problems.
+    """
+    log = scan_log(root, file_size, commitlog_dir)
+    problems = log.problems[:MAX_PROBLEMS_PER_CHECK]
+    if end is not None and not log.problems and log.end != end:
+        problems.append(f"data ends at {log.end}, expected {end}")
+    for check in CHECKS:
+        problems.extend(check(log)[:MAX_PROBLEMS_PER_CHECK])
+    return problems
