@@ -19,7 +19,12 @@ def _engine_store(root: Path, count: int = 400) -> Path:
     """A store written by MessageStore itself: its consumequeue/ is the dispatcher's."""
     from store import Message, MessageStore, StoreConfig
 
-    cfg = StoreConfig(root_dir=str(root), commitlog_file_size=64 * 1024)
+    cfg = StoreConfig(
+        root_dir=str(root),
+        commitlog_file_size=64 * 1024,
+        max_hash_slot_num=101,
+        max_index_num=500,
+    )  # fmt: skip (small index files: 400 messages x 2 keys roll to 2)
     with MessageStore.open(cfg) as store:
         for i in range(count):
             r = store.put_message(
@@ -99,4 +104,6 @@ def test_reindex_survives_task_retries(spark, engine_store, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "injected failure" in proc.stderr
     assert _tree(out / "consumequeue") == _tree(engine_store / "consumequeue")
-    assert [p.name for p in out.iterdir()] == ["consumequeue"]
+    assert _tree(out / "index") == _tree(engine_store / "index")
+    assert len(_tree(out / "index")) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["consumequeue", "index"]

@@ -18,7 +18,9 @@ What is checked (finding kinds are listed in :mod:`tools.spark.report`):
 4. ConsumeQueue files: length, and every unit against the CommitLog (offset, size, tag
    code); records without units where the queue has a CQ directory;
 5. the checkpoint: no timestamp after the newest record (+3 s, RocketMQ's slack);
-6. index files are not checked yet (reported as skipped in ``checks``).
+6. index files (``index/``): header, slot and chain consistency per file, and every
+   used entry against the record at its physical offset (key hash, time diff), see
+   :mod:`tools.spark.indexcheck`; skipped (noted in ``checks``) without ``index/``.
 
 Design: one Spark job. Segment byte ranges are parsed in ``mapInArrow`` tasks (each mmaps
 its file), the rows are grouped by (topic, queue) with ``applyInArrow`` and each group is
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 if not __package__:  # run as a script: spark-submit tools/spark/audit.py DIR
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tools.spark import cqscan, queues
+from tools.spark import cqscan, indexcheck, queues
 from tools.spark.layout import LayoutError, StoreLayout, discover
 from tools.spark.reader import (
     DEFAULT_SPLIT_BYTES,
@@ -132,14 +134,6 @@ def _collect(rows: list[Any], layout: StoreLayout) -> tuple[list[Finding], list[
     return found, sorted(stats), records
 
 
-def _index_check() -> str:
-    try:
-        import store.index  # noqa: F401
-    except ImportError:
-        return "skipped (store.index not available yet)"
-    return "skipped (index entry checks not implemented in the audit yet)"
-
-
 def grouped_dataframe(
     spark: SparkSession, layout: StoreLayout, ctx: queues.QueueContext, split_bytes: int
 ) -> DataFrame:
@@ -171,9 +165,16 @@ def grouped_dataframe(
 
 
 def audit_with(
-    spark: SparkSession, layout: StoreLayout, *, split_bytes: int = DEFAULT_SPLIT_BYTES
+    spark: SparkSession,
+    layout: StoreLayout,
+    *,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    index_slots: int | None = None,
+    index_num: int | None = None,
 ) -> AuditReport:
-    """Run every check of the module doc on ``layout`` with an existing session."""
+    """Run every check of the module doc on ``layout`` with an existing session.
+
+    ``index_slots``/``index_num``: the index geometry (see tools.spark.indexcheck)."""
     t0 = time.perf_counter()
     cq_found, lost = cqscan.file_findings(layout.cq_files)
     ctx = queues.QueueContext.of(layout, lost)
@@ -190,7 +191,14 @@ def audit_with(
     cp_fields, cp_found = _checkpoint(layout, newest)
     findings += cp_found
     state["checkpoint"] = "checked" if cp_fields is not None else "skipped (no checkpoint file)"
-    state["index"] = _index_check()
+    ifiles = indexcheck.index_files(layout.index_dir)
+    if ifiles:
+        geo = indexcheck.resolve_geometry(ifiles, index_slots, index_num)
+        ranges = plan_ranges(layout, split_bytes)
+        findings += indexcheck.index_findings(spark, layout, ranges, geo, ifiles)
+        state["index"] = f"checked ({len(ifiles)} files, {geo.slots} slots x {geo.num} entries)"
+    else:
+        state["index"] = "skipped (no index/ files)"
     return AuditReport(
         store=str(layout.root),
         segments=len(layout.segments),
@@ -213,6 +221,8 @@ def run_audit(
     *,
     progress: bool = False,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
+    index_slots: int | None = None,
+    index_num: int | None = None,
 ) -> AuditReport:
     """Audit ``store_dir``; write the JSON report to ``report`` if given.
 
@@ -226,7 +236,9 @@ def run_audit(
 
     layout = discover(store_dir)
     spark = build_session(master, "mqstore-audit", progress=progress)
-    result = audit_with(spark, layout, split_bytes=split_bytes)
+    result = audit_with(
+        spark, layout, split_bytes=split_bytes, index_slots=index_slots, index_num=index_num
+    )
     if report is not None:
         result.write_json(report)
     return result
@@ -242,6 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--split-mib", type=int, default=DEFAULT_SPLIT_BYTES >> 20,
         help="split segments larger than this into ranges (default 128)",
     )  # fmt: skip
+    p.add_argument("--index-slots", type=int, default=None, help="hash slots per index file")
+    p.add_argument("--index-num", type=int, default=None, help="entries per index file")
     return p
 
 
@@ -253,7 +267,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if e.code == 0 else 2
     try:
         result = run_audit(
-            args.dir, args.master, args.report, progress=True, split_bytes=args.split_mib << 20
+            args.dir,
+            args.master,
+            args.report,
+            progress=True,
+            split_bytes=args.split_mib << 20,
+            index_slots=args.index_slots,
+            index_num=args.index_num,
         )
     except (LayoutError, OSError) as e:
         print(f"mqstore audit: {e}", file=sys.stderr)

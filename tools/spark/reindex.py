@@ -1,4 +1,4 @@
-"""``mqstore reindex DIR``: rebuild consumequeue/ from the CommitLog in bulk, with Spark.
+"""``mqstore reindex DIR``: rebuild consumequeue/ and index/ from the CommitLog, with Spark.
 
 Usage::
 
@@ -25,9 +25,20 @@ Safe under task retries and aborts:
 3. the new ``consumequeue/`` is swapped in by two renames (old one aside, new one in) and
    the old one deleted; with ``--out`` it is written under OUT and nothing is swapped.
 
-The store must not be open (its ``lock`` file is checked). The index/ is not rebuilt:
-index files are named by their creation time and filled in arrival order by one writer,
-which a bulk job cannot reproduce byte for byte; see the issue notes.
+index/ is rebuilt by the same staging + manifest + swap machinery, but not in parallel:
+an index file's content depends on arrival order and on where the previous file became
+full, so it is written by the store's own ``IndexService``/``IndexFile`` code in ONE task
+that receives every indexable record (ROLLBACK excepted) sorted by CommitLog offset
+(correctness over parallelism; the parsing is still parallel). The files are then
+byte-identical to the dispatcher's. Their *names* are creation times: the existing
+``index/`` file names are reused in order (so rebuilding a store's index gives the same
+names), and files beyond them are named like the service names them (the clock, always
+after the previous name). The geometry (slots, entries per file) is ``--index-slots``/
+``--index-num``, else inferred from the existing files, else the StoreConfig defaults
+(:func:`tools.spark.indexcheck.resolve_geometry`). consumequeue/ and index/ are each
+swapped in atomically, one after the other.
+
+The store must not be open (its ``lock`` file is checked).
 
 Exit status: 0 rebuilt, 2 usage or I/O error (not a store, store in use).
 """
@@ -49,6 +60,7 @@ if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR 
 
 from store.commitlog import format as fmt
 from store.consumequeue import format as cqfmt
+from tools.spark.indexcheck import index_files, resolve_geometry
 from tools.spark.layout import LayoutError, discover
 from tools.spark.reader import DEFAULT_SPLIT_BYTES, map_ranges, plan_ranges, ranges_dataframe
 from tools.spark.segscan import Buffer, ByteRange, resync
@@ -60,6 +72,8 @@ if TYPE_CHECKING:
 
 UNIT_ROWS: Final = "topic string, queue_id int, queue_offset long, offset long, size int, tags long"
 MANIFEST: Final = "topic string, queue_id int, name string, path string, units long"
+INDEX_ROWS: Final = "offset long, store_ts long, topic string, uniq string, keys string"
+INDEX_MANIFEST: Final = "name string, path string, entries long"
 FAIL_ENV: Final = "MQSTORE_REINDEX_FAIL_FIRST_ATTEMPT"
 """Test hook: when set, attempt 0 of every task fails after writing half a file."""
 _IN_QUEUE: Final = (fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE)
@@ -204,15 +218,111 @@ def _install(manifest: list[Any], staging: Path) -> int:
     return len(seen)
 
 
-def _swap(staging: Path, target_root: Path) -> None:
-    """Put ``staging/consumequeue`` at ``target_root/consumequeue``, the old one aside first."""
-    current = target_root / "consumequeue"
-    aside = target_root / f".consumequeue.old-{uuid.uuid4().hex[:8]}"
+def _swap(staging: Path, target_root: Path, name: str = "consumequeue") -> None:
+    """Put ``staging/name`` at ``target_root/name``, the old one aside first."""
+    current = target_root / name
+    aside = target_root / f".{name}.old-{uuid.uuid4().hex[:8]}"
     if current.exists():
         os.rename(current, aside)
-    os.rename(staging / "consumequeue", current)
+    os.rename(staging / name, current)
     shutil.rmtree(aside, ignore_errors=True)
-    shutil.rmtree(staging, ignore_errors=True)
+
+
+def index_rows(buf: Buffer, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
+    """(offset, store timestamp, topic, UNIQ_KEY, KEYS) of each record the dispatcher
+    indexes (every type but ROLLBACK), read like the reput service."""
+    from store.message import (
+        PROPERTY_KEYS,
+        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+        string_to_properties,
+    )
+
+    with memoryview(buf) as view:
+        pos, end = rng.start, len(buf)
+        while pos < rng.end:
+            r = fmt.scan(view, pos, end, check_crc=False)
+            if isinstance(r, fmt.RecordInfo):
+                if r.sys_flag & fmt.TRANSACTION_MASK != fmt.TRANSACTION_ROLLBACK_TYPE:
+                    props = string_to_properties(r.properties_string)
+                    yield (
+                        r.physical_offset, r.store_timestamp, r.topic,
+                        props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                        props.get(PROPERTY_KEYS),
+                    )  # fmt: skip
+                pos += r.size
+            elif isinstance(r, fmt.EndOfSegment):
+                return
+            else:
+                pos = resync(buf, rng.base_offset, pos + 1, end)
+                if pos < 0:
+                    return
+
+
+def _index_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    types = [pa.int64(), pa.int64(), pa.string(), pa.string(), pa.string()]
+    names = [c.split()[0] for c in INDEX_ROWS.split(",")]
+    cols = list(zip(*rows, strict=True))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, ty) for c, ty in zip(cols, types, strict=True)], names=names
+    )
+
+
+def write_index(
+    batches: Iterator[pa.RecordBatch], attempts: str, names: list[str], slots: int, num: int
+) -> Iterator[pa.RecordBatch]:
+    """The single index-writing task: records in CommitLog order through IndexService."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    from store.index import IndexService
+    from store.index import format as ifmt
+
+    ctx = TaskContext.get()
+    attempt = ctx.taskAttemptId() if ctx is not None else 0
+    fail = bool(os.environ.get(FAIL_ENV)) and ctx is not None and ctx.attemptNumber() == 0
+    folder = Path(attempts) / str(attempt) / "index"
+    planned = iter([ifmt.name_to_millis(n) for n in names])
+
+    def clock() -> int:
+        return next(planned, time.time_ns() // 1_000_000)
+
+    service = IndexService(folder, slots, num, clock=clock)
+    service.load(last_exit_ok=True, index_msg_timestamp=0)
+    try:
+        for batch in batches:
+            for off, ts, topic, uniq, keys in zip(
+                *(batch.column(i).to_pylist() for i in range(5)), strict=True
+            ):
+                service.build(topic, off, ts, uniq, keys.split(" ") if keys else ())
+            if fail and service.files:
+                raise RuntimeError(f"injected failure ({FAIL_ENV}) while writing {folder}")
+        service.flush()
+        rows = [(f.path.name, str(f.path), f.index_count - 1) for f in service.files]
+    finally:
+        service.close()
+    if fail:
+        raise RuntimeError(f"injected failure ({FAIL_ENV}) after writing {folder}")
+    cols = list(zip(*rows, strict=True)) if rows else [(), (), ()]
+    types = [pa.string(), pa.string(), pa.int64()]
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(c, t) for c, t in zip(cols, types, strict=True)],
+        names=["name", "path", "entries"],
+    )
+
+
+def _install_index(manifest: list[Any], staging: Path) -> int:
+    """Move the index manifest's files into ``staging/index``; return the file count."""
+    final = staging / "index"
+    final.mkdir(parents=True, exist_ok=True)
+    names = [r.name for r in manifest]
+    if len(set(names)) != len(names):
+        raise RuntimeError(f"duplicate index files in the manifest: {names}")
+    for r in manifest:
+        os.replace(r.path, final / r.name)
+    shutil.rmtree(staging / "attempts", ignore_errors=True)
+    return len(names)
 
 
 def reindex_with(
@@ -220,8 +330,11 @@ def reindex_with(
     store_dir: str | Path,
     out: str | Path | None = None,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
+    *,
+    index_slots: int | None = None,
+    index_num: int | None = None,
 ) -> dict[str, Any]:
-    """Rebuild consumequeue/ of ``store_dir`` (into ``out`` if given); a summary dict.
+    """Rebuild consumequeue/ and index/ of ``store_dir`` (into ``out`` if given); a summary.
 
     Raises:
         LayoutError: not a store.
@@ -243,10 +356,25 @@ def reindex_with(
 
     ranges = plan_ranges(layout, split_bytes)
     units = ranges_dataframe(spark, ranges).mapInArrow(scan, UNIT_ROWS)
+    old_index = index_files(layout.index_dir)
+    geo = resolve_geometry(old_index, index_slots, index_num)
+    names = [p.name for p in old_index]
+
+    def scan_index(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return map_ranges(batches, index_rows, _index_batch)
+
+    def write_idx(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return write_index(batches, attempts, names, geo.slots, geo.num)
+
+    keyed = ranges_dataframe(spark, ranges).mapInArrow(scan_index, INDEX_ROWS)
+    one_task = keyed.repartition(1).sortWithinPartitions("offset")
     try:
         manifest = units.groupBy("topic", "queue_id").applyInArrow(write, MANIFEST).collect()
         files = _install(manifest, staging)
-        _swap(staging, target)
+        imanifest = one_task.mapInArrow(write_idx, INDEX_MANIFEST).collect()
+        ifiles = _install_index(imanifest, staging)
+        _swap(staging, target, "consumequeue")
+        _swap(staging, target, "index")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return {
@@ -255,6 +383,10 @@ def reindex_with(
         "queues": len({(r.topic, r.queue_id) for r in manifest}),
         "files": files,
         "units": sum(r.units for r in manifest),
+        "index_target": str(target / "index"),
+        "index_files": ifiles,
+        "index_entries": sum(r.entries for r in imanifest),
+        "index_geometry": (geo.slots, geo.num),
         "elapsed_s": time.perf_counter() - t0,
     }
 
@@ -276,13 +408,15 @@ def run_reindex(
     out: str | Path | None = None,
     *,
     progress: bool = False,
+    index_slots: int | None = None,
+    index_num: int | None = None,
 ) -> dict[str, Any]:
     """Reindex with a session for ``master`` (or the active one)."""
     from tools.spark.session import build_session
 
     discover(store_dir)
     spark = build_session(master, "mqstore-reindex", progress=progress)
-    return reindex_with(spark, store_dir, out)
+    return reindex_with(spark, store_dir, out, index_slots=index_slots, index_num=index_num)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -291,18 +425,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dir", help="store root (with commitlog/)")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--out", default=None, help="write OUT/consumequeue instead of swapping")
+    p.add_argument("--index-slots", type=int, default=None, help="hash slots per index file")
+    p.add_argument("--index-num", type=int, default=None, help="entries per index file")
     try:
         args = p.parse_args(argv)
     except SystemExit as e:
         return 0 if e.code == 0 else 2
     try:
-        summary = run_reindex(args.dir, args.master, args.out, progress=True)
+        summary = run_reindex(
+            args.dir,
+            args.master,
+            args.out,
+            progress=True,
+            index_slots=args.index_slots,
+            index_num=args.index_num,
+        )
     except (LayoutError, OSError) as e:
         print(f"mqstore reindex: {e}", file=sys.stderr)
         return 2
     print(
         f"rebuilt {summary['files']} ConsumeQueue files ({summary['units']} units, "
-        f"{summary['queues']} queues) in {summary['target']} in {summary['elapsed_s']:.1f} s"
+        f"{summary['queues']} queues) in {summary['target']} and {summary['index_files']}"
+        f" index files ({summary['index_entries']} entries) in {summary['index_target']}"
+        f" in {summary['elapsed_s']:.1f} s"
     )
     return 0
 

@@ -29,6 +29,14 @@ cq_wrong_tags         error    unit tag code differs from the record's TAGS hash
 cq_orphan             error    unit for a queue offset the CommitLog does not have
 cq_missing            error    records without units in a queue that has a CQ dir
 checkpoint_ahead      error    a checkpoint timestamp after the newest stored record
+index_header          error    index file size or header field (indexCount,
+                               hashSlotCount, begin/end phy offset) inconsistent
+index_bad_chain       error    a slot or previous-entry link outside the used entries,
+                               forward, or into another slot
+index_dangling        error    an index entry's offset is not the start of a record
+index_wrong_key       error    an entry's key hash is none of its record's index keys
+index_time            error    an entry's time diff disagrees with the record's store
+                               timestamp and the file's begin
 ===================== ======== ======================================================
 """
 
