@@ -76,7 +76,7 @@ def test_injected_index_faults_are_reported_exactly(spark, index_store, tmp_path
 
     root = tmp_path / "s"
     shutil.copytree(index_store, root)
-    first, second = sorted((root / "index").iterdir())[:2]
+    first, second, third = sorted((root / "index").iterdir())[:3]
     # 1. dangling: entry 5 points one byte after its record
     pos5, e5 = _entry(first, 5)
     _put(first, pos5, e5._replace(phy_offset=e5.phy_offset + 1))
@@ -86,15 +86,26 @@ def test_injected_index_faults_are_reported_exactly(spark, index_store, tmp_path
     # 3. broken chain: entry 20 of the second file points forward
     pos20, e20 = _entry(second, 20)
     _put(second, pos20, e20._replace(prev_index=250))
+    # 4. header: the third file's hashSlotCount one too high
+    with open(third, "r+b") as f:
+        h = ifmt.read_header(f.read(ifmt.HEADER_SIZE))
+        f.seek(0)
+        f.write(ifmt.HEADER.pack(*h._replace(hash_slot_count=h.hash_slot_count + 1)))
+    # 5. time: entry 7 of the third file claims an hour later
+    pos7, e7 = _entry(third, 7)
+    _put(third, pos7, e7._replace(time_diff=e7.time_diff + 3600))
     report = run_audit(root, index_slots=SLOTS, index_num=NUM)
     got = Counter(f.kind for f in report.findings)
-    assert got == {"index_dangling": 1, "index_wrong_key": 1, "index_bad_chain": 1}, (
-        report.summary()
-    )
+    assert got == {
+        "index_dangling": 1, "index_wrong_key": 1, "index_bad_chain": 1, "index_header": 1,
+        "index_time": 1,
+    }, report.summary()  # fmt: skip
     where = {f.kind: (f.file, f.offset) for f in report.findings}
     assert where["index_dangling"] == (f"index/{first.name}", pos5)
     assert where["index_wrong_key"] == (f"index/{first.name}", pos9)
     assert where["index_bad_chain"] == (f"index/{second.name}", pos20)
+    assert where["index_header"] == (f"index/{third.name}", 32)
+    assert where["index_time"] == (f"index/{third.name}", pos7)
     assert report.exit_code == 1
 
 

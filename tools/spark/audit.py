@@ -25,7 +25,10 @@ What is checked (finding kinds are listed in :mod:`tools.spark.report`):
 Design: one Spark job. Segment byte ranges are parsed in ``mapInArrow`` tasks (each mmaps
 its file), the rows are grouped by (topic, queue) with ``applyInArrow`` and each group is
 checked with numpy against its own ConsumeQueue files (:mod:`tools.spark.queues`); only
-findings and per-queue statistics come back to the driver.
+findings and per-queue statistics come back to the driver. When ``index/`` has files, a
+second job reads them (one task per file) and joins their entries with a per-record
+DataFrame of offsets and key hashes from a second parse of the segments
+(:mod:`tools.spark.indexcheck`); only findings come back.
 """
 
 from __future__ import annotations
