@@ -34,8 +34,10 @@ not tmpfs), removed at the end. Progress bars go to stderr, the table to stdout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
+import logging
 import os
 import platform
 import random
@@ -45,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -337,11 +340,42 @@ def trial(root: Path, mode: FlushDiskType, seed: int) -> dict[str, Any]:
     }
 
 
+class _Captured(logging.Handler):
+    """Keeps the store's log records (the simulated EIO makes its threads log errors)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(f"{record.name}: {record.getMessage()}")
+
+
+@contextlib.contextmanager
+def _store_logs_captured() -> Iterator[_Captured]:
+    """Route the ``store`` and ``mqstore`` loggers into a list instead of stderr."""
+    handler = _Captured()
+    loggers = [logging.getLogger(name) for name in ("store", "mqstore")]
+    saved = [lg.propagate for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.propagate = False
+    try:
+        yield handler
+    finally:
+        for lg, prop in zip(loggers, saved, strict=True):
+            lg.removeHandler(handler)
+            lg.propagate = prop
+
+
 def durability(work: Path, n_trials: int, seed: int) -> dict[str, Any]:
     """``n_trials`` power losses per mode (modes interleaved), summed per mode."""
     out: dict[str, Any] = {}
     trials: dict[str, list[dict[str, Any]]] = {m.value: [] for m in MODES}
-    with _progress(n_trials * len(MODES), "flush lab: power losses") as bar:
+    with (
+        _progress(n_trials * len(MODES), "flush lab: power losses") as bar,
+        _store_logs_captured() as logs,
+    ):
         for i in range(n_trials):
             for mode in MODES:
                 d = work / f"trial-{mode.value}-{i}"
@@ -368,6 +402,10 @@ def durability(work: Path, n_trials: int, seed: int) -> dict[str, Any]:
             "abort_lost": sum(1 for t in ts if t["abort_lost"]),
             "per_trial": ts,
         }
+    out["store_log_messages"] = {  # expected: threads hitting the simulated EIO
+        "count": len(logs.messages),
+        "first": logs.messages[:10],
+    }
     return out
 
 
@@ -414,7 +452,8 @@ def format_report(result: dict[str, Any]) -> str:
         f"  {'mode':<13}{'trials':>7}{'acked':>8}{'ACKED LOST':>11}{'(trials)':>9}"
         f"{'stored':>8}{'lost':>7}{'problems':>9}  pages kept/dropped/torn, abort lost",
     ]
-    for mode, d in result["durability"].items():
+    for mode in (m.value for m in MODES):
+        d = result["durability"][mode]
         lines.append(
             f"  {mode:<13}{d['trials']:>7}{d['acked']:>8}{d['acked_lost']:>11}"
             f"{d['trials_with_acked_lost']:>9}{d['puts_stored']:>8}{d['records_lost']:>7}"
@@ -425,6 +464,8 @@ def format_report(result: dict[str, Any]) -> str:
         "  acked lost: PUT_OK before the power failed, missing or different after recovery;",
         "  lost: every put written to the log and not recovered; problems: corrupt record",
         "  served, wrong record at an offset, inconsistent log, put refused after reopen.",
+        f"  store log messages during the trials (simulated EIO, kept in the JSON): "
+        f"{result['durability']['store_log_messages']['count']}",
         "",
         f"verdict: {result['verdict']}",
     ]
@@ -497,7 +538,7 @@ def write_plot(result: dict[str, Any], path: str) -> None:
     a2.legend(fontsize=7, loc="lower right")
 
     dur = result["durability"]
-    modes = list(dur)
+    modes = [m.value for m in MODES]
     lost = [dur[m]["acked_lost"] for m in modes]
     acked = [dur[m]["acked"] for m in modes]
     colors = ["tab:blue" if m.startswith("ASYNC") else "tab:red" for m in modes]
@@ -585,7 +626,7 @@ def main(argv: list[str]) -> int:
     plan = {c.key: c for c in contenders()}
     summary = {k: describe(plan[k], runs) for k, runs in per.items()}
     sync_lost = dur[FlushDiskType.SYNC_FLUSH.value]["acked_lost"]
-    problems = sum(d["recovery_problems"] for d in dur.values())
+    problems = sum(dur[m.value]["recovery_problems"] for m in MODES)
     alarm = sync_lost > 0 or problems > 0
     verdict = (
         f"ALARM: SYNC_FLUSH lost {sync_lost} acknowledged messages, {problems} recovery problems"
