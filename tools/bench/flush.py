@@ -507,7 +507,7 @@ def write_plot(result: dict[str, Any], path: str) -> None:
             v = cs[key]["messages_per_s"]
             a1.axhline(v, color="black", lw=0.8, ls="-." if "1t" in key else "--")
             va = "top" if "1t" in key else "bottom"  # the two are often close
-            a1.text(64, v, f"{label}: {v:,.0f}/s ", va=va, ha="right", fontsize=7)
+            a1.text(1, v, f" {label}: {v:,.0f}/s", va=va, ha="left", fontsize=7)
     a1.set_xscale("log", base=2)
     a1.set_yscale("log")
     a1.set_xticks(THREADS, [str(t) for t in THREADS])
