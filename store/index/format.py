@@ -159,26 +159,3 @@ def name_to_millis(name: str) -> int:
 def read_header(buf: bytes | bytearray | memoryview | mmap.mmap) -> Header:
     """The header of an index file's bytes (read-only; for checkers)."""
     return Header(*HEADER.unpack_from(buf, 0))
-
-
-def read_slots(
-    buf: bytes | bytearray | memoryview | mmap.mmap, hash_slot_num: int
-) -> tuple[int, ...]:
-    """Every slot value, in slot order (read-only; for checkers)."""
-    return struct.unpack_from(f">{hash_slot_num}i", buf, HEADER_SIZE)
-
-
-def read_entries(
-    buf: bytes | bytearray | memoryview | mmap.mmap, hash_slot_num: int, index_count: int
-) -> list[Entry]:
-    """Entries number 1 .. ``index_count - 1`` in insertion order (read-only; for checkers).
-
-    >>> data = bytearray(file_size(2, 3))
-    >>> ENTRY.pack_into(data, entry_position(2, 1), 7, 100, 0, 0)
-    >>> read_entries(data, 2, 2)
-    [Entry(key_hash=7, phy_offset=100, time_diff=0, prev_index=0)]
-    """
-    start = entry_position(hash_slot_num, 1)
-    end = entry_position(hash_slot_num, max(1, index_count))
-    with memoryview(buf) as view:
-        return [Entry(*e) for e in ENTRY.iter_unpack(view[start:end])]

@@ -133,81 +133,124 @@ def resolve_geometry(files: list[Path], slots: int | None, num: int | None) -> G
 # ----------------------------------------------------------------------- file tasks
 
 
-def check_file(buf: Buffer, rel: str, g: Geometry) -> tuple[list[Finding], list[ifmt.Entry], int]:
-    """Header and chain checks of one file; (findings, used entries, begin timestamp)."""
-    out: list[Finding] = []
+_NP_CODES: Final = {"i": "i4", "q": "i8"}
+MAX_PER_KIND: Final = 10_000
+"""Chain findings kept per file; beyond it one summary finding says how many more."""
+
+
+def _entry_dtype() -> Any:
+    """numpy dtype of one entry, derived from the codec's struct format and field names."""
+    import numpy as np
+
+    order, codes = ifmt.ENTRY.format[0], ifmt.ENTRY.format[1:]
+    dt = np.dtype(
+        [(n, order + _NP_CODES[c]) for n, c in zip(ifmt.Entry._fields, codes, strict=True)]
+    )
+    assert dt.itemsize == ifmt.ENTRY_SIZE
+    return dt
+
+
+def check_file(buf: Buffer, rel: str, g: Geometry) -> tuple[list[Finding], Any, int]:
+    """Header and chain checks of one file, vectorised with numpy; (findings, used
+    entries as a structured array (entry n at index n-1), begin timestamp)."""
+    import numpy as np
+
+    dt = _entry_dtype()
+    none = np.zeros(0, dtype=dt)
     if len(buf) != g.file_size:
         detail = f"{len(buf)} bytes, not {g.file_size} ({g.slots} slots, {g.num} entries)"
-        return [Finding(rel, 0, "index_header", detail)], [], 0
+        return [Finding(rel, 0, "index_header", detail)], none, 0
     h = ifmt.read_header(buf)
     count = h.index_count if h.index_count > 0 else 1
     if count > g.num:
         detail = f"indexCount {h.index_count} > {g.num} entries"
-        return [Finding(rel, 36, "index_header", detail)], [], h.begin_timestamp
-    entries = ifmt.read_entries(buf, g.slots, count)
-    slots = ifmt.read_slots(buf, g.slots)
-    used = [(i, v) for i, v in enumerate(slots) if v != 0]
-    if len(used) != h.hash_slot_count:
-        detail = f"hashSlotCount {h.hash_slot_count}, {len(used)} slots in use"
+        return [Finding(rel, 36, "index_header", detail)], none, h.begin_timestamp
+    slot_dt = ifmt.SLOT.format[0] + _NP_CODES[ifmt.SLOT.format[1:]]
+    slots = np.frombuffer(buf, slot_dt, g.slots, ifmt.HEADER_SIZE).astype(np.int64)
+    ents = np.frombuffer(buf, dt, count - 1, ifmt.entry_position(g.slots, 1)).copy()
+    out: list[Finding] = []
+    used = np.flatnonzero(slots)
+    if used.size != h.hash_slot_count:
+        detail = f"hashSlotCount {h.hash_slot_count}, {used.size} slots in use"
         out.append(Finding(rel, 32, "index_header", detail))
-    if entries:
-        if h.begin_phy_offset != entries[0].phy_offset:
-            detail = f"beginPhyOffset {h.begin_phy_offset}, entry 1 at {entries[0].phy_offset}"
+    if ents.size:
+        if h.begin_phy_offset != ents["phy_offset"][0]:
+            detail = f"beginPhyOffset {h.begin_phy_offset}, entry 1 at {ents['phy_offset'][0]}"
             out.append(Finding(rel, 16, "index_header", detail))
-        if h.end_phy_offset != entries[-1].phy_offset:
-            detail = f"endPhyOffset {h.end_phy_offset}, last entry at {entries[-1].phy_offset}"
+        if h.end_phy_offset != ents["phy_offset"][-1]:
+            detail = f"endPhyOffset {h.end_phy_offset}, last entry at {ents['phy_offset'][-1]}"
             out.append(Finding(rel, 24, "index_header", detail))
-    for slot, v in used:
-        pos = ifmt.slot_position(slot)
-        if not 0 < v < count:
-            out.append(Finding(rel, pos, "index_bad_chain", f"slot {slot} -> entry {v} of {count}"))
-        elif entries[v - 1].key_hash % g.slots != slot:
-            detail = f"slot {slot} -> entry {v} of slot {entries[v - 1].key_hash % g.slots}"
-            out.append(Finding(rel, pos, "index_bad_chain", detail))
-    for n, e in enumerate(entries, start=1):
-        p = e.prev_index
-        if p == 0:
-            continue
-        pos = ifmt.entry_position(g.slots, n)
-        if not 0 < p < n:
-            detail = f"entry {n} -> previous entry {p} (must be 1..{n - 1})"
-            out.append(Finding(rel, pos, "index_bad_chain", detail))
-        elif entries[p - 1].key_hash % g.slots != e.key_hash % g.slots:
-            detail = f"entry {n} (slot {e.key_hash % g.slots}) -> entry {p} of another slot"
-            out.append(Finding(rel, pos, "index_bad_chain", detail))
-    return out, entries, h.begin_timestamp
+    home = ents["key_hash"].astype(np.int64) % g.slots  # the slot of each entry
+    chain: list[Finding] = []
+    v = slots[used]
+    out_of_range = (v <= 0) | (v >= count)
+    for slot, val in zip(used[out_of_range].tolist(), v[out_of_range].tolist(), strict=True):
+        detail = f"slot {slot} -> entry {val} of {count}"
+        chain.append(Finding(rel, ifmt.slot_position(slot), "index_bad_chain", detail))
+    ok = ~out_of_range
+    wrong = ok.copy()
+    wrong[ok] = home[v[ok] - 1] != used[ok]
+    for slot, val in zip(used[wrong].tolist(), v[wrong].tolist(), strict=True):
+        detail = f"slot {slot} -> entry {val} of slot {home[val - 1]}"
+        chain.append(Finding(rel, ifmt.slot_position(slot), "index_bad_chain", detail))
+    n = np.arange(1, count, dtype=np.int64)
+    p = ents["prev_index"].astype(np.int64)
+    linked = p != 0
+    bad = linked & ~((p > 0) & (p < n))
+    for i, pi in zip(n[bad].tolist(), p[bad].tolist(), strict=True):
+        detail = f"entry {i} -> previous entry {pi} (must be 1..{i - 1})"
+        chain.append(Finding(rel, ifmt.entry_position(g.slots, i), "index_bad_chain", detail))
+    good = linked & ~bad
+    other = good.copy()
+    other[good] = home[p[good] - 1] != home[good]
+    for i, pi in zip(n[other].tolist(), p[other].tolist(), strict=True):
+        detail = f"entry {i} (slot {home[i - 1]}) -> entry {pi} of another slot"
+        chain.append(Finding(rel, ifmt.entry_position(g.slots, i), "index_bad_chain", detail))
+    chain.sort()
+    if len(chain) > MAX_PER_KIND:
+        more = len(chain) - MAX_PER_KIND
+        chain = [*chain[:MAX_PER_KIND], Finding(rel, 0, "index_bad_chain", f"{more} more")]
+    return out + chain, ents, h.begin_timestamp
 
 
 def _entry_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import numpy as np
     import pyarrow as pa
 
     names = [c.split()[0] for c in ENTRY_SCHEMA.split(",")]
-    types = [pa.string(), pa.string(), pa.int64(), pa.int32(), pa.int64(), pa.int32(),
-             pa.int64(), pa.string(), pa.string()]  # fmt: skip
     for batch in batches:
         for d in batch.to_pylist():
             g = Geometry(d["slots"], d["num"])
-            rows: list[tuple[Any, ...]] = []
             with open(d["path"], "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 data: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
                 try:
-                    found, entries, begin = check_file(data, d["rel"], g)
+                    found, ents, begin = check_file(data, d["rel"], g)
                 finally:
                     if size:
                         data.close()
-            for fi in found:
-                rows.append(("finding", fi.file, fi.offset, None, None, None, None, fi.kind,
-                             fi.detail))  # fmt: skip
-            for n, e in enumerate(entries, start=1):
-                b = begin if n > 1 else d["prev_end_ts"]
-                rows.append(("entry", d["rel"], n, e.key_hash, e.phy_offset, e.time_diff, b,
-                             None, None))  # fmt: skip
-            if rows:
-                cols = list(zip(*rows, strict=True))
+            if found:
+                m = len(found)
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array(c, t) for c, t in zip(cols, types, strict=True)], names=names
-                )
+                    [pa.array(["finding"] * m), pa.array([x.file for x in found]),
+                     pa.array([x.offset for x in found], pa.int64()), pa.nulls(m, pa.int32()),
+                     pa.nulls(m, pa.int64()), pa.nulls(m, pa.int32()), pa.nulls(m, pa.int64()),
+                     pa.array([x.kind for x in found]), pa.array([x.detail for x in found])],
+                    names=names,
+                )  # fmt: skip
+            m = ents.size
+            if m:
+                begins = np.full(m, begin, dtype=np.int64)
+                begins[0] = d["prev_end_ts"]  # entry 1 was timed against the creation begin
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(["entry"] * m), pa.array([d["rel"]] * m),
+                     pa.array(np.arange(1, m + 1, dtype=np.int64)),
+                     pa.array(ents["key_hash"].astype(np.int32)),
+                     pa.array(ents["phy_offset"].astype(np.int64)),
+                     pa.array(ents["time_diff"].astype(np.int32)), pa.array(begins),
+                     pa.nulls(m, pa.string()), pa.nulls(m, pa.string())],
+                    names=names,
+                )  # fmt: skip
 
 
 def key_rows(buf: Buffer, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
