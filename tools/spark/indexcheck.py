@@ -83,7 +83,8 @@ def index_files(index_dir: Path | None) -> list[Path]:
 
 def infer_geometry(path: Path) -> Geometry | None:
     """The geometry that fits a file with entries: the slot of the last entry's key hash
-    must point at it and that entry must hold the header's end offset. None when the
+    must point at it, that entry must hold the header's end offset and the used slots
+    must number hashSlotCount (the smallest slot count that fits wins). None when the
     file has no entries or no geometry fits."""
     import numpy as np
 
@@ -105,12 +106,15 @@ def infer_geometry(path: Path) -> Geometry | None:
         key_hash = words[pos // 4].astype(np.int64)  # keyHash is an entry's first int
         slot_value = words[ifmt.slot_position(key_hash % slots) // 4]  # type: ignore[arg-type]
         cands = slots[slot_value == last].tolist()
-        del words
+        found = None
         for s in cands:
             e = ifmt.Entry(*ifmt.ENTRY.unpack_from(mm, ifmt.entry_position(s, last)))
-            if e.phy_offset == h.end_phy_offset:
-                return Geometry(s, (rest - s * ifmt.SLOT_SIZE) // ifmt.ENTRY_SIZE)
-    return None
+            used = int(np.count_nonzero(words[ifmt.HEADER_SIZE // 4 : ifmt.HEADER_SIZE // 4 + s]))
+            if e.phy_offset == h.end_phy_offset and used == h.hash_slot_count:
+                found = Geometry(s, (rest - s * ifmt.SLOT_SIZE) // ifmt.ENTRY_SIZE)
+                break
+        del words
+    return found
 
 
 def resolve_geometry(files: list[Path], slots: int | None, num: int | None) -> Geometry:
