@@ -21,3 +21,12 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]):
         with pytest.raises(SystemExit) as e:
             main([sub, "--help"])
         assert e.value.code == 0
+
+
+def test_produce_then_consume_with_a_tag_filter(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    store = ["--store", str(tmp_path / "s"), "--file-size", str(1 << 20)]
+    assert main(["produce", *store, "--topic", "demo", "--count", "2", "--tags", "TagA"]) == 0
+    assert main(["produce", *store, "--topic", "demo", "--count", "1", "--tags", "TagB", "--queue-id", "1"]) == 0
+    capsys.readouterr()
+    assert main(["consume", *store, "--topic", "demo", "--tags", "TagB"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["q1@0 tags=TagB b'hello from mqstore #0'"]

@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store_args(c)
     c.add_argument("--topic", required=True)
     c.add_argument("--limit", type=int, default=20)
+    c.add_argument("--tags", default="*", help='subscription, e.g. "TagA || TagB"')
 
     b = sub.add_parser("broker", help="run the broker (RocketMQ remoting protocol)")
     b.add_argument("--store", required=True)
@@ -111,21 +112,27 @@ def _produce(args: argparse.Namespace) -> int:
 
 
 def _consume(args: argparse.Namespace) -> int:
-    from store import MessageStore, StoreConfig
+    """Pull a topic's queues from offset 0 through the pull API and print the messages."""
+    from store import GetStatus, MessageStore, StoreConfig
 
     cfg = StoreConfig(root_dir=args.store, commitlog_file_size=args.file_size)
     with MessageStore.open(cfg) as store:
+        store.wait_dispatched(timeout=30)
         shown = 0
-        for rec in store.iter_records():
-            if rec.topic != args.topic:
-                continue
-            print(
-                f"q{rec.queue_id}@{rec.queue_offset} tags={rec.tags} "
-                f"{rec.decompressed_body()[:80]!r}"
-            )
-            shown += 1
-            if shown >= args.limit:
-                break
+        queue_id = 0
+        while shown < args.limit and store.max_offset_in_queue(args.topic, queue_id) > 0:
+            offset = 0
+            while shown < args.limit:
+                g = store.get_message("mqstore-cli", args.topic, queue_id, offset, 32, args.tags)
+                for m in g.messages[: args.limit - shown]:
+                    print(f"q{m.queue_id}@{m.queue_offset} tags={m.tags} {m.body[:80]!r}")
+                    shown += 1
+                if g.status is not GetStatus.FOUND and g.next_begin_offset >= g.max_offset:
+                    break
+                offset = g.next_begin_offset
+            queue_id += 1
+        if shown == 0:
+            print(f"no messages in topic {args.topic!r}")
     return 0
 
 
