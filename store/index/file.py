@@ -18,6 +18,7 @@ import mmap
 import os
 from pathlib import Path
 
+from store import _platform
 from store.errors import CorruptIndexError
 from store.index import format as ifmt
 
