@@ -497,8 +497,9 @@ class MessageStore(PullAPI):
         if self._replica_wait is not None and status is PutStatus.PUT_OK and wait:
             status = self._replica_wait(ar.next_offset)
         host = self.commitlog.store_host_hex
+        ts = ar.store_timestamp
         return [
-            PutResult(status, p, q, f"{host}{p:016X}", e.total, ar.store_timestamp, u)
+            _tuple_new(PutResult, (status, p, q, f"{host}{p:016X}", e.total, ts, u, None))
             for p, q, u, e in zip(ar.physical_offsets, ar.queue_offsets, uniqs, encs, strict=True)
         ]
 
