@@ -82,8 +82,18 @@ class IndexService:
             n for n in os.listdir(self.directory) if len(n) == ifmt.NAME_LENGTH and n.isdigit()
         )
         rebuild_from: int | None = None
-        for name in names:
-            f = IndexFile(self.directory / name, self.hash_slot_num, self.index_num, create=False)
+        for i, name in enumerate(names):
+            path = self.directory / name
+            if i == len(names) - 1 and path.stat().st_size == 0:
+                # Killed between creating the newest file and sizing it (as RocketMQ's
+                # loader, a zero-length last file is dropped): it holds no entry, but
+                # what was headed for it must be indexed again.
+                log.info("index: removing empty %s left by a crash", name)
+                path.unlink()
+                begin = self.files[-1].end_phy_offset if self.files else 0
+                rebuild_from = begin if rebuild_from is None else min(rebuild_from, begin)
+                continue
+            f = IndexFile(path, self.hash_slot_num, self.index_num, create=False)
             # A header with no end time is an empty file or one whose header page was
             # lost: after a crash, rebuild it from where the previous file ended.
             torn = f.end_timestamp <= 0

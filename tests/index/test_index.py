@@ -221,3 +221,19 @@ def test_index_disabled(tmp_path: Path):
         assert s.wait_dispatched(10)
         assert s.query_by_key("T", "k").messages == ()
     assert not (tmp_path / "s" / "index").exists() or not any((tmp_path / "s" / "index").iterdir())
+
+
+def test_empty_newest_index_file_left_by_a_crash_is_dropped_and_reindexed(tmp_path):
+    from store import Message, MessageStore, StoreConfig
+
+    cfg = StoreConfig(root_dir=tmp_path, commitlog_file_size=1 << 20, max_hash_slot_num=64, max_index_num=200)
+    s = MessageStore.open(cfg)
+    for i in range(10):
+        s.put_message(Message(topic="t", body=b"x", keys=[f"k{i}"]))
+    assert s.wait_dispatched(timeout=10)
+    s.abandon()
+    (tmp_path / "index" / "99991231235959999").write_bytes(b"")
+    with MessageStore.open(cfg) as s2:
+        assert s2.wait_dispatched(timeout=10)
+        assert [m.body for m in s2.query_by_key("t", "k3").messages] == [b"x"]
+    assert not (tmp_path / "index" / "99991231235959999").exists()
