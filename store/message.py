@@ -206,6 +206,21 @@ def string_to_properties(s: str | None) -> dict[str, str]:
     return out
 
 
+def tags_of(properties: str) -> str | None:
+    """The TAGS property of a properties string, if any."""
+    return string_to_properties(properties).get(PROPERTY_TAGS)
+
+
+def keys_of(properties: str) -> list[str]:
+    """The KEYS property of a properties string, split on spaces."""
+    return [k for k in string_to_properties(properties).get(PROPERTY_KEYS, "").split(" ") if k]
+
+
+def uniq_key_of(properties: str) -> str | None:
+    """The UNIQ_KEY property (client message id) of a properties string, if any."""
+    return string_to_properties(properties).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+
 # ------------------------------------------------------------------------------ message ids
 
 

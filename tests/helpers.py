@@ -2,26 +2,10 @@
 
 * :func:`make_store` / :func:`reopen` open a store under ``tmp_path`` with small,
   test-friendly segments;
-* :func:`scan_log` (in ``tools/logcheck.py``, re-exported here) walks a CommitLog
-  directory straight from the files (never through
-  the store under test) and :func:`check_consistency` turns what it saw into a list
-  of problems. Crash tests call it after every reopen: an empty list means the log
-  is one the store could have written.
-
-The checks, each a plain function over a :class:`LogScan` so more can be added
-(consume queues, index files) by appending to :data:`CHECKS`:
-
-1. segment files are named by 20-digit start offsets, all ``file_size`` bytes,
-   contiguous;
-2. from the start of the log every record decodes valid, BODYCRC included, up to
-   the end of the data, its PHYSICALOFFSET field equals its position, and its
-   properties do not end in zeros (a record torn where BODYCRC does not reach);
-3. blank (end-of-segment) records appear only as the last thing in a segment and
-   claim exactly the bytes left; every segment but the last ends with one;
-4. after the end of the data, the last segment holds nothing but zeros;
-5. per topic-queue, queue offsets are contiguous without duplicates (``0..n-1``
-   when the log starts at offset 0); PREPARED and ROLLBACK transaction records
-   carry queue offset 0 and take no offset (RocketMQ semantics).
+* :func:`scan_log` and :func:`check_consistency` live in ``tools/logcheck.py``
+  (re-exported here; its docstring lists the checks). Crash tests call
+  ``check_consistency`` after every reopen: an empty list means the log is one the
+  store could have written.
 """
 
 from __future__ import annotations

@@ -53,13 +53,13 @@ from typing import Final, NamedTuple
 
 from store import compression
 from store.message import (
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     bytes_host,
+    keys_of,
     offset_msg_id,
     string_to_properties,
     tags_code,
+    tags_of,
+    uniq_key_of,
 )
 
 MAGIC_V1: Final = -626843481
@@ -203,17 +203,17 @@ class MessageRecord:
     @property
     def tags(self) -> str | None:
         """The TAGS property, if any."""
-        return self.properties.get(PROPERTY_TAGS)
+        return tags_of(self.properties_string)
 
     @property
     def keys(self) -> list[str]:
         """The KEYS property split on spaces."""
-        return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
+        return keys_of(self.properties_string)
 
     @property
     def uniq_key(self) -> str | None:
         """The UNIQ_KEY property (the client message id), if any."""
-        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        return uniq_key_of(self.properties_string)
 
     @property
     def tags_code(self) -> int:
@@ -598,17 +598,17 @@ class RecordInfo(NamedTuple):
     @property
     def tags(self) -> str | None:
         """The TAGS property, if any."""
-        return self.properties.get(PROPERTY_TAGS)
+        return tags_of(self.properties_string)
 
     @property
     def keys(self) -> list[str]:
         """The KEYS property split on spaces."""
-        return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
+        return keys_of(self.properties_string)
 
     @property
     def uniq_key(self) -> str | None:
         """The UNIQ_KEY property, if any."""
-        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        return uniq_key_of(self.properties_string)
 
     @property
     def tags_code(self) -> int:

@@ -15,11 +15,11 @@ from typing import NamedTuple
 from store.commitlog import format as fmt
 from store.compression import COMPRESSED_FLAG, decompress
 from store.message import (
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     bytes_host,
+    keys_of,
     string_to_properties,
+    tags_of,
+    uniq_key_of,
 )
 from store.status import GetStatus
 
@@ -60,17 +60,17 @@ class StoredMessage(NamedTuple):
     @property
     def tags(self) -> str | None:
         """The TAGS property, if any."""
-        return self.properties.get(PROPERTY_TAGS)
+        return tags_of(self.properties_string)
 
     @property
     def keys(self) -> list[str]:
         """The KEYS property split on spaces."""
-        return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
+        return keys_of(self.properties_string)
 
     @property
     def uniq_key(self) -> str | None:
         """The UNIQ_KEY property (client message id), if any."""
-        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        return uniq_key_of(self.properties_string)
 
     @property
     def born_host(self) -> tuple[str, int]:
