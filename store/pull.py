@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from store.commitlog import format as fmt
 from store.commitlog.segments import Segments
+from store.compression import COMPRESSED_FLAG
 from store.config import BrokerRole, StoreConfig
 from store.consumequeue.dispatch import ArrivalListener, Dispatcher, ReputService
 from store.consumequeue.filter import Subscription, parse_subscription
@@ -32,26 +33,40 @@ from store.consumequeue.store import ConsumeQueueStore
 from store.errors import StoreClosedError
 from store.index.service import IndexService
 from store.logics import Logics
-from store.message import PROPERTY_TAGS, string_to_properties
+from store.message import tags_of
 
 LONG_MAX = (1 << 63) - 1
 _INFO = fmt.RecordInfo
+_new = tuple.__new__
 
 
 def _decoder(sub: Subscription) -> Callable[[memoryview, int], StoredMessage | None]:
-    """The record filter + decoder of a decoded pull: exact tag re-check, body inflated."""
+    """The record filter + decoder of a decoded pull: exact tag re-check, body inflated.
+
+    Records come through consume-queue units, so the dispatcher validated them:
+    the common shape (V1, IPv4 hosts, uncompressed) takes ``fmt.unpack_trusted``
+    (one header unpack, ~1 us); anything else, or anything that does not add up,
+    takes the full ``fmt.scan``, whose verdict stands.
+    """
     scan = fmt.scan
+    trusted = fmt.unpack_trusted
     exact = not sub.matches_all
+    matches_tags = sub.matches_tags
+    compressed = COMPRESSED_FLAG
 
     def take(view: memoryview, queue_offset: int) -> StoredMessage | None:
-        info = scan(view, 0, len(view), check_crc=False)
-        if type(info) is not _INFO:
+        fields = trusted(view.tobytes(), queue_offset)
+        if fields is None or fields[6] & compressed:
+            info = scan(view, 0, len(view), check_crc=False)
+            if type(info) is not _INFO:
+                return None
+            props = info.properties_string
+            if exact and not matches_tags(tags_of(props)):
+                return None
+            return stored_message(info, view, queue_offset)
+        if exact and not matches_tags(tags_of(fields[12])):
             return None
-        if exact and not sub.matches_tags(
-            string_to_properties(info.properties_string).get(PROPERTY_TAGS)
-        ):
-            return None
-        return stored_message(info, view, queue_offset)
+        return _new(StoredMessage, fields)
 
     return take
 
