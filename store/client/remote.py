@@ -1,0 +1,408 @@
+"""RemoteTransport: the :class:`~store.client.transport.Transport` contract over TCP.
+
+Each call becomes one RocketMQ remoting request (codes in ``store.broker.codes``),
+sent with a :class:`~store.client.remoting_client.RemotingClient`, so the peer may be
+``mqstore broker`` or any RocketMQ 4.x broker for the codes it supports.
+
+Where requests go
+-----------------
+Brokers are found through the name server (``namesrv_addr``), as the Java client does:
+GET_ROUTEINFO_BY_TOPIC gives a topic's queues and each broker's master address
+(:mod:`store.client.route`). The transport remembers broker name -> master address
+from every route it sees; a call about a ``MessageQueue`` goes to its broker's master,
+looking the topic's route up first when the broker is not known yet. Calls that name
+no queue (heartbeat, unregister, consumer list) go to every known broker, or to the
+first one. A topic that does not exist yet has no route; its broker is then found
+through the route of ``TBW102``, the default topic that brokers allowing topic
+auto-creation publish.
+
+Answers
+-------
+Response codes are mapped as the Java client maps them: send SUCCESS / 10 / 12 / 11 to
+:class:`SendStatus`; pull SUCCESS -> FOUND, 19 -> NO_NEW_MSG, 20 -> NO_MATCHED_MSG,
+21 -> OFFSET_ILLEGAL; QUERY_CONSUMER_OFFSET 22 -> ``None``; every other code raises
+:class:`BrokerError`. A pull body is the broker's records back to back; they are
+decoded with the record codec, bodies decompressed, and re-filtered by exact tag
+(the broker filters by tag hash code, and hash codes collide).
+
+Long polling: a pull with ``suspend_ms`` sets the suspend sysflag and waits up to
+``suspend_ms`` + ``timeout_s`` for the answer, since the broker holds it that long.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+
+from store.broker.codes import PullSysFlag, RequestCode, ResponseCode
+from store.broker.fastjson import FastjsonError, loads
+from store.broker.remoting import RemotingCommand
+from store.client import wire
+from store.client.allocate import MessageQueue
+from store.client.remoting_client import RemotingClient
+from store.client.route import RouteError, TopicRoute, parse_route
+from store.client.transport import (
+    BrokerError,
+    ConsumerIdsChanged,
+    Heartbeat,
+    PullReply,
+    PullStatus,
+    SendResult,
+    SendStatus,
+    TransportError,
+)
+from store.consumequeue.results import StoredMessage
+from store.message import Message
+
+SEND_STATUS: dict[int, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+"""Send response code -> status; any other code is a :class:`BrokerError`."""
+PULL_STATUS: dict[int, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+"""Pull response code -> status; any other code is a :class:`BrokerError`."""
+
+
+def _ext_int(resp: RemotingCommand, name: str, default: int = 0) -> int:
+    value = resp.ext_fields.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise TransportError(f"response code {resp.code}: {name}={value!r} is not an int") from None
+
+
+def _json_body(resp: RemotingCommand) -> dict[object, object]:
+    try:
+        data = loads(resp.body.decode("utf-8")) if resp.body else {}
+    except (UnicodeDecodeError, FastjsonError) as e:
+        raise TransportError(f"response body of code {resp.code} does not parse: {e}") from e
+    if not isinstance(data, dict):
+        raise TransportError(f"response body of code {resp.code} is not a JSON object")
+    return data
+
+
+class RemoteTransport:
+    """A :class:`~store.client.transport.Transport` to brokers found via a name server.
+
+    Args:
+        namesrv_addr: ``host:port`` of the name server (``mqstore broker`` serves it on
+            its own port).
+        client_host: this client's address, for client ids built on top.
+        timeout_s: RPC timeout of every call (pulls add their suspend time).
+
+    Thread-safe: one transport serves any number of threads over one connection per
+    broker.
+    """
+
+    def __init__(
+        self, namesrv_addr: str, client_host: str = "127.0.0.1", timeout_s: float = 3.0
+    ) -> None:
+        self.namesrv_addr = namesrv_addr
+        self.client_host = client_host
+        self.timeout_s = timeout_s
+        self._client = RemotingClient(self._on_broker_request)
+        self._brokers: dict[str, str] = {}  # broker name -> master address
+        self._lock = threading.Lock()
+        self._ids_changed: ConsumerIdsChanged | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _call(
+        self,
+        addr: str,
+        code: RequestCode,
+        ext: Mapping[str, object] | None = None,
+        body: bytes = b"",
+        timeout_s: float | None = None,
+    ) -> RemotingCommand:
+        request = RemotingCommand(code=int(code), ext_fields=wire.ext(ext or {}), body=body)
+        return self._client.invoke(
+            addr, request, self.timeout_s if timeout_s is None else timeout_s
+        )
+
+    @staticmethod
+    def _expect(resp: RemotingCommand, *ok: ResponseCode) -> RemotingCommand:
+        if resp.code not in ok:
+            raise BrokerError(resp.code, resp.remark or "")
+        return resp
+
+    def route(self, topic: str) -> TopicRoute | None:
+        """The topic's route from the name server; ``None`` for TOPIC_NOT_EXIST.
+
+        Raises:
+            BrokerError: any other error code. TransportError: no answer or bad body.
+        """
+        resp = self._call(self.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        self._expect(resp, ResponseCode.SUCCESS)
+        try:
+            route = parse_route(topic, resp.body)
+        except RouteError as e:
+            raise TransportError(str(e)) from e
+        with self._lock:
+            for name in route.broker_addrs:
+                addr = route.master_addr(name)
+                if addr is not None:
+                    self._brokers[name] = addr
+        return route
+
+    def _known_brokers(self) -> dict[str, str]:
+        with self._lock:
+            if self._brokers:
+                return dict(self._brokers)
+        self.route(wire.DEFAULT_TOPIC)
+        with self._lock:
+            if not self._brokers:
+                raise TransportError(f"name server {self.namesrv_addr} knows no broker")
+            return dict(self._brokers)
+
+    def _addr(self, broker_name: str, topic: str) -> str:
+        with self._lock:
+            addr = self._brokers.get(broker_name)
+        if addr is None:
+            self.route(topic)
+            addr = self._known_brokers().get(broker_name)
+        if addr is None:
+            raise TransportError(f"no master address for broker {broker_name!r}")
+        return addr
+
+    def _any_broker(self) -> str:
+        brokers = self._known_brokers()
+        return brokers[min(brokers)]
+
+    def _on_broker_request(self, addr: str, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code != RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            return None  # REQUEST_CODE_NOT_SUPPORTED, as the Java client answers
+        handler = self._ids_changed
+        if handler is not None:
+            handler(request.ext_fields.get("consumerGroup", ""))
+        return None if request.is_oneway else request.make_response(ResponseCode.SUCCESS)
+
+    # ------------------------------------------------------------------ Transport
+
+    @property
+    def broker_name(self) -> str:
+        """The first known broker's name (looked up through ``TBW102`` if needed)."""
+        return min(self._known_brokers())
+
+    def topic_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues, sorted; ``[]`` if the topic does not exist."""
+        route = self.route(topic)
+        return [] if route is None else route.read_queues()
+
+    def send(
+        self, producer_group: str, queue: MessageQueue, messages: Sequence[Message]
+    ) -> SendResult:
+        """SEND_MESSAGE_V2 for one message, SEND_BATCH_MESSAGE for several."""
+        if not messages:
+            raise ValueError("send needs at least one message")
+        prepared = [wire.with_uniq_key(m) for m in messages]
+        batch = len(prepared) > 1
+        header = wire.send_header(producer_group, queue, prepared[0], batch=batch)
+        body = wire.encode_batch(prepared) if batch else bytes(prepared[0].body)
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        resp = self._call(self._addr(queue.broker_name, queue.topic), code, header, body)
+        status = SEND_STATUS.get(resp.code)
+        if status is None:
+            raise BrokerError(resp.code, resp.remark or "")
+        return SendResult(
+            status=status,
+            msg_id=",".join(m.properties[wire.UNIQ_KEY] for m in prepared),
+            offset_msg_id=resp.ext_fields.get("msgId", ""),
+            queue=MessageQueue(queue.topic, queue.broker_name, _ext_int(resp, "queueId")),
+            queue_offset=_ext_int(resp, "queueOffset"),
+        )
+
+    def pull(
+        self,
+        group: str,
+        queue: MessageQueue,
+        offset: int,
+        max_count: int,
+        expression: str = "*",
+        *,
+        commit_offset: int | None = None,
+        suspend_ms: int = 0,
+    ) -> PullReply:
+        """PULL_MESSAGE, long-polling for up to ``suspend_ms``."""
+        sys_flag = PullSysFlag.SUBSCRIPTION
+        if commit_offset is not None:
+            sys_flag |= PullSysFlag.COMMIT_OFFSET
+        if suspend_ms > 0:
+            sys_flag |= PullSysFlag.SUSPEND
+        header = {
+            "consumerGroup": group,
+            "topic": queue.topic,
+            "queueId": queue.queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": max_count,
+            "sysFlag": int(sys_flag),
+            "commitOffset": commit_offset if commit_offset is not None else 0,
+            "suspendTimeoutMillis": suspend_ms,
+            "subscription": expression or "*",
+            "subVersion": 0,
+            "expressionType": "TAG",
+        }
+        resp = self._call(
+            self._addr(queue.broker_name, queue.topic),
+            RequestCode.PULL_MESSAGE,
+            header,
+            timeout_s=self.timeout_s + max(suspend_ms, 0) / 1000,
+        )
+        status = PULL_STATUS.get(resp.code)
+        if status is None:
+            raise BrokerError(resp.code, resp.remark or "")
+        messages: tuple[StoredMessage, ...] = ()
+        if status is PullStatus.FOUND:
+            messages = wire.decode_pull_body(resp.body, expression)
+        return PullReply(
+            status=status,
+            next_begin_offset=_ext_int(resp, "nextBeginOffset"),
+            min_offset=_ext_int(resp, "minOffset"),
+            max_offset=_ext_int(resp, "maxOffset"),
+            messages=messages,
+            suggest_which_broker_id=_ext_int(resp, "suggestWhichBrokerId"),
+        )
+
+    def query_offset(self, group: str, queue: MessageQueue) -> int | None:
+        """QUERY_CONSUMER_OFFSET; ``None`` when the broker has none (22)."""
+        resp = self._call(
+            self._addr(queue.broker_name, queue.topic),
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            {"consumerGroup": group, "topic": queue.topic, "queueId": queue.queue_id},
+        )
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        return _ext_int(self._expect(resp, ResponseCode.SUCCESS), "offset")
+
+    def update_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
+        """UPDATE_CONSUMER_OFFSET as request/response, so a refusal raises."""
+        self._expect(
+            self._call(
+                self._addr(queue.broker_name, queue.topic),
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {
+                    "consumerGroup": group,
+                    "topic": queue.topic,
+                    "queueId": queue.queue_id,
+                    "commitOffset": offset,
+                },
+            ),
+            ResponseCode.SUCCESS,
+        )
+
+    def _queue_offset(self, code: RequestCode, queue: MessageQueue, **extra: int) -> int:
+        header: dict[str, object] = {"topic": queue.topic, "queueId": queue.queue_id, **extra}
+        resp = self._call(self._addr(queue.broker_name, queue.topic), code, header)
+        return _ext_int(self._expect(resp, ResponseCode.SUCCESS), "offset")
+
+    def max_offset(self, queue: MessageQueue) -> int:
+        """GET_MAX_OFFSET."""
+        return self._queue_offset(RequestCode.GET_MAX_OFFSET, queue)
+
+    def min_offset(self, queue: MessageQueue) -> int:
+        """GET_MIN_OFFSET."""
+        return self._queue_offset(RequestCode.GET_MIN_OFFSET, queue)
+
+    def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP."""
+        return self._queue_offset(
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue, timestamp=timestamp_ms
+        )
+
+    def heartbeat(self, hb: Heartbeat) -> None:
+        """HEART_BEAT to every known broker (subscribed topics are routed first)."""
+        for sub in {s.topic for c in hb.consumers for s in c.subscriptions}:
+            self.route(sub)
+        body = json.dumps(wire.heartbeat_body(hb), separators=(",", ":")).encode()
+        for addr in self._known_brokers().values():
+            self._expect(self._call(addr, RequestCode.HEART_BEAT, body=body), ResponseCode.SUCCESS)
+
+    def unregister(self, client_id: str, group: str) -> None:
+        """UNREGISTER_CLIENT for one consumer group, on every known broker."""
+        header = {"clientID": client_id, "consumerGroup": group}
+        for addr in self._known_brokers().values():
+            resp = self._call(addr, RequestCode.UNREGISTER_CLIENT, header)
+            self._expect(resp, ResponseCode.SUCCESS)
+
+    def consumer_ids(self, group: str) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP from the first known broker."""
+        resp = self._call(
+            self._any_broker(), RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}
+        )
+        ids = _json_body(self._expect(resp, ResponseCode.SUCCESS)).get("consumerIdList") or []
+        return [str(i) for i in ids] if isinstance(ids, list) else []
+
+    def lock_batch(
+        self, group: str, client_id: str, queues: Sequence[MessageQueue]
+    ) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ on the queues' broker: the subset now locked by ``client_id``."""
+        if not queues:
+            return set()
+        body = wire.lock_body(group, client_id, queues, only_this_broker=False)
+        resp = self._call(
+            self._addr(queues[0].broker_name, queues[0].topic), RequestCode.LOCK_BATCH_MQ, body=body
+        )
+        locked = _json_body(self._expect(resp, ResponseCode.SUCCESS)).get("lockOKMQSet") or []
+        return wire.parse_queues(locked)
+
+    def unlock_batch(self, group: str, client_id: str, queues: Sequence[MessageQueue]) -> None:
+        """UNLOCK_BATCH_MQ on the queues' broker."""
+        if not queues:
+            return
+        body = wire.lock_body(group, client_id, queues, only_this_broker=None)
+        resp = self._call(
+            self._addr(queues[0].broker_name, queues[0].topic),
+            RequestCode.UNLOCK_BATCH_MQ,
+            body=body,
+        )
+        self._expect(resp, ResponseCode.SUCCESS)
+
+    def send_back(
+        self,
+        group: str,
+        msg: StoredMessage,
+        delay_level: int = 0,
+        max_reconsume_times: int = 16,
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK to the broker that stored ``msg``."""
+        host, port = msg.store_host
+        addr = f"{host}:{port}"
+        if addr not in self._known_brokers().values():
+            addr = self._any_broker()  # e.g. a broker behind another address
+        header = {
+            "offset": msg.physical_offset,
+            "group": group,
+            "delayLevel": delay_level,
+            "originMsgId": msg.uniq_key or msg.msg_id,
+            "originTopic": msg.topic,
+            "unitMode": False,
+            "maxReconsumeTimes": max_reconsume_times,
+        }
+        resp = self._call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
+        self._expect(resp, ResponseCode.SUCCESS)
+
+    def set_consumer_ids_changed(self, handler: ConsumerIdsChanged | None) -> None:
+        """Install the NOTIFY_CONSUMER_IDS_CHANGED handler."""
+        self._ids_changed = handler
+
+    def close(self) -> None:
+        """Close every connection; the brokers keep running."""
+        self._client.close()
+
+    def __enter__(self) -> RemoteTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

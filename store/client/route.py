@@ -1,0 +1,112 @@
+"""Topic routes as a name server returns them (RocketMQ ``TopicRouteData``).
+
+A GET_ROUTEINFO_BY_TOPIC response body is fastjson text with unquoted integer keys in
+``brokerAddrs`` (so it is read with :func:`store.broker.fastjson.loads`, not ``json``)::
+
+    {"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911"},"brokerName":"broker-a",
+      "cluster":"DefaultCluster"}],"filterServerTable":{},
+     "queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,
+      "topicSysFlag":0,"writeQueueNums":4}]}
+
+Broker id 0 is the master. A broker's queues are readable when ``perm`` has bit 0x4
+and writable with bit 0x2 (``PermName``); a broker without a master address is left
+out, as the Java client's ``topicRouteData2TopicSubscribeInfo`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from store.broker.fastjson import FastjsonError, loads
+from store.client.allocate import MessageQueue, sort_queues
+
+MASTER_ID = 0
+PERM_READ = 0x4
+PERM_WRITE = 0x2
+
+
+class RouteError(ValueError):
+    """A route body that does not have TopicRouteData's shape."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueData:
+    """One broker's queue counts and permissions for a topic."""
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRoute:
+    """Which brokers serve a topic, and where their masters listen."""
+
+    topic: str
+    queue_datas: tuple[QueueData, ...]
+    broker_addrs: dict[str, dict[int, str]]
+    """broker name -> broker id -> ``host:port``."""
+
+    def master_addr(self, broker_name: str) -> str | None:
+        """The master address of ``broker_name``, if the route names one."""
+        return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    def read_queues(self) -> list[MessageQueue]:
+        """Readable queues on brokers with a master, sorted as RocketMQ sorts them."""
+        return self._queues(PERM_READ, read=True)
+
+    def write_queues(self) -> list[MessageQueue]:
+        """Writable queues on brokers with a master, sorted."""
+        return self._queues(PERM_WRITE, read=False)
+
+    def _queues(self, perm_bit: int, *, read: bool) -> list[MessageQueue]:
+        out: list[MessageQueue] = []
+        for qd in self.queue_datas:
+            if not qd.perm & perm_bit or self.master_addr(qd.broker_name) is None:
+                continue
+            n = qd.read_queue_nums if read else qd.write_queue_nums
+            out.extend(MessageQueue(self.topic, qd.broker_name, i) for i in range(n))
+        return sort_queues(out)
+
+
+def _int(obj: dict[object, object], key: str) -> int:
+    value = obj.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RouteError(f"{key} is {value!r}, not an int")
+    return value
+
+
+def parse_route(topic: str, body: bytes) -> TopicRoute:
+    """Parse a TopicRouteData body (fastjson, unquoted integer keys allowed).
+
+    Raises:
+        RouteError: not JSON, or not TopicRouteData's shape.
+    """
+    try:
+        data = loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, FastjsonError) as e:
+        raise RouteError(f"route body of {topic!r} does not parse: {e}") from e
+    if not isinstance(data, dict):
+        raise RouteError(f"route body of {topic!r} is not an object")
+    queue_datas: list[QueueData] = []
+    for qd in data.get("queueDatas") or []:
+        if not isinstance(qd, dict):
+            raise RouteError(f"queueDatas entry {qd!r} is not an object")
+        queue_datas.append(
+            QueueData(
+                broker_name=str(qd.get("brokerName")),
+                read_queue_nums=_int(qd, "readQueueNums"),
+                write_queue_nums=_int(qd, "writeQueueNums"),
+                perm=_int(qd, "perm"),
+            )
+        )
+    addrs: dict[str, dict[int, str]] = {}
+    for bd in data.get("brokerDatas") or []:
+        if not isinstance(bd, dict) or not isinstance(bd.get("brokerAddrs"), dict):
+            raise RouteError(f"brokerDatas entry {bd!r} has no brokerAddrs object")
+        # Keys are ints when unquoted (fastjson) and strings in standard JSON.
+        addrs[str(bd.get("brokerName"))] = {
+            int(k): str(v) for k, v in bd["brokerAddrs"].items() if str(k).lstrip("-").isdigit()
+        }
+    return TopicRoute(topic, tuple(queue_datas), addrs)

@@ -1,0 +1,168 @@
+"""Request headers and JSON bodies the client sends, and the pull body it reads.
+
+Pure functions, no sockets: :mod:`store.client.remote` sends what these build. Field
+names are RocketMQ's (rocketmq-facts 11.6); every header value travels as a string in
+``extFields``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Mapping, Sequence
+
+from store.broker.remoting import coerce_ext_fields
+from store.client.allocate import MessageQueue, sort_queues
+from store.client.transport import Heartbeat
+from store.commitlog import format as fmt
+from store.consumequeue.filter import parse_subscription
+from store.consumequeue.results import StoredMessage, stored_message
+from store.errors import CorruptRecordError
+from store.message import (
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    Message,
+    new_uniq_key,
+    properties_to_string,
+)
+from store.message_batch import BatchItem
+from store.message_batch import encode_batch as _encode_items
+
+UNIQ_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+DEFAULT_TOPIC = "TBW102"
+"""The topic whose route stands in for topics not created yet (``TopicValidator``)."""
+DEFAULT_TOPIC_QUEUE_NUMS = 4
+"""``DefaultMQProducer.defaultTopicQueueNums``: queues of an auto-created topic."""
+
+
+def ext(fields: Mapping[str, object]) -> dict[str, str]:
+    """Header fields as extFields strings (booleans as ``true``/``false``)."""
+    return coerce_ext_fields(fields)
+
+
+def with_uniq_key(msg: Message) -> Message:
+    """``msg`` with a ``UNIQ_KEY`` property (a copy; ``msg`` itself is left alone)."""
+    if msg.properties.get(UNIQ_KEY):
+        return msg
+    return dataclasses.replace(msg, properties={**msg.properties, UNIQ_KEY: new_uniq_key()})
+
+
+def properties_of(msg: Message) -> str:
+    """The properties string a producer sends: user properties, TAGS, KEYS, DELAY, WAIT."""
+    return properties_to_string(msg.all_properties())
+
+
+def send_header(
+    producer_group: str, queue: MessageQueue, msg: Message, *, batch: bool
+) -> dict[str, object]:
+    """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header (``SendMessageRequestHeaderV2``).
+
+    For a batch the properties are those of the first message (the Java client sends
+    the batch's own, which carry the same topic-level settings) and ``m`` is true.
+    """
+    born = msg.born_timestamp if msg.born_timestamp is not None else time.time_ns() // 1_000_000
+    return {
+        "a": producer_group,
+        "b": queue.topic,
+        "c": DEFAULT_TOPIC,
+        "d": DEFAULT_TOPIC_QUEUE_NUMS,
+        "e": queue.queue_id,
+        "f": msg.sys_flag,
+        "g": born,
+        "h": msg.flag,
+        "i": properties_of(msg),
+        "j": msg.reconsume_times,
+        "k": False,
+        "m": batch,
+        "n": queue.broker_name,
+    }
+
+
+def encode_batch(msgs: Sequence[Message]) -> bytes:
+    """SEND_BATCH_MESSAGE body for ``msgs`` (see :mod:`store.message_batch`)."""
+    return _encode_items([BatchItem(bytes(m.body), properties_of(m), m.flag) for m in msgs])
+
+
+def decode_pull_body(body: bytes, expression: str) -> tuple[StoredMessage, ...]:
+    """The messages of a pull response body, bodies decompressed, exact-tag filtered.
+
+    Raises:
+        CorruptRecordError: the body is not whole, valid records.
+    """
+    sub = parse_subscription(expression)
+    out: list[StoredMessage] = []
+    view = memoryview(body)
+    pos, end = 0, len(body)
+    while pos < end:
+        info = fmt.scan(view, pos)
+        if not isinstance(info, fmt.RecordInfo):
+            raise CorruptRecordError(f"pull response record at byte {pos}: {info}")
+        msg = stored_message(info, view)
+        if sub.matches_all or sub.matches_tags(msg.tags):
+            out.append(msg)
+        pos += info.size
+    return tuple(out)
+
+
+def heartbeat_body(hb: Heartbeat) -> dict[str, object]:
+    """HeartbeatData as the Java client serialises it (bean fields alphabetical)."""
+    consumers = []
+    for c in hb.consumers:
+        subs = []
+        for s in c.subscriptions:
+            parsed = parse_subscription(s.expression)
+            subs.append(
+                {
+                    "classFilterMode": False,
+                    "codeSet": sorted(parsed.codes),
+                    "expressionType": "TAG",
+                    "subString": s.expression or "*",
+                    "subVersion": time.time_ns() // 1_000_000,
+                    "tagsSet": sorted(parsed.tags),
+                    "topic": s.topic,
+                }
+            )
+        consumers.append(
+            {
+                "consumeFromWhere": c.consume_from_where.value,
+                "consumeType": c.consume_type.value,
+                "groupName": c.group,
+                "messageModel": c.message_model.value,
+                "subscriptionDataSet": subs,
+                "unitMode": False,
+            }
+        )
+    return {
+        "clientID": hb.client_id,
+        "consumerDataSet": consumers,
+        "producerDataSet": [{"groupName": g} for g in hb.producer_groups],
+    }
+
+
+def lock_body(
+    group: str, client_id: str, queues: Sequence[MessageQueue], *, only_this_broker: bool | None
+) -> bytes:
+    """LOCK_BATCH_MQ / UNLOCK_BATCH_MQ body (``onlyThisBroker`` only for locks)."""
+    data: dict[str, object] = {
+        "clientId": client_id,
+        "consumerGroup": group,
+        "mqSet": [
+            {"brokerName": q.broker_name, "queueId": q.queue_id, "topic": q.topic} for q in queues
+        ],
+    }
+    if only_this_broker is not None:
+        data["onlyThisBroker"] = only_this_broker
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def parse_queues(items: object) -> set[MessageQueue]:
+    """``[{"topic","brokerName","queueId"}, ...]`` (a lock response) to queues."""
+    if not isinstance(items, list):
+        return set()
+    return set(
+        sort_queues(
+            MessageQueue(str(d["topic"]), str(d["brokerName"]), int(d["queueId"]))
+            for d in items
+            if isinstance(d, dict)
+        )
+    )
