@@ -1,0 +1,78 @@
+"""The brokers a client talks to, by broker name.
+
+RocketMQ routes by the name server; our clients are given their transports directly
+(one per broker), and route a :class:`MessageQueue` to the transport whose
+``broker_name`` it carries.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+
+from store.client.allocate import MessageQueue, sort_queues
+from store.client.transport import BrokerError, Transport, TransportError
+
+log = logging.getLogger(__name__)
+
+
+class Brokers:
+    """Transports keyed by broker name. Thread-safe (immutable after construction).
+
+    Raises:
+        ValueError: no transport, or two transports for one broker name.
+    """
+
+    def __init__(self, transports: Transport | Sequence[Transport]) -> None:
+        seq = [transports] if not isinstance(transports, Sequence) else list(transports)
+        if not seq:
+            raise ValueError("a client needs at least one transport")
+        self._by_name: dict[str, Transport] = {}
+        for t in seq:
+            if t.broker_name in self._by_name:
+                raise ValueError(f"two transports for broker {t.broker_name!r}")
+            self._by_name[t.broker_name] = t
+
+    def __iter__(self) -> Iterator[Transport]:
+        return iter(self._by_name.values())
+
+    def for_queue(self, mq: MessageQueue) -> Transport:
+        """The transport serving ``mq``.
+
+        Raises:
+            TransportError: ``mq`` names a broker this client has no transport for.
+        """
+        try:
+            return self._by_name[mq.broker_name]
+        except KeyError:
+            raise TransportError(f"no transport for broker {mq.broker_name!r}") from None
+
+    def topic_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's queues on every reachable broker, sorted as RocketMQ sorts.
+
+        Raises:
+            TransportError: no broker answered (an unreachable broker among several
+            only loses its own queues, as a stale route would).
+        """
+        out: list[MessageQueue] = []
+        answered = False
+        last: Exception | None = None
+        for t in self:
+            try:
+                out.extend(t.topic_queues(topic))
+                answered = True
+            except (TransportError, BrokerError) as e:
+                last = e
+                log.warning("topic_queues(%s) on %s failed: %s", topic, t.broker_name, e)
+        if not answered:
+            raise TransportError(f"no broker answered topic_queues({topic!r}): {last}")
+        return sort_queues(out)
+
+    def consumer_ids(self, group: str, hint: MessageQueue | None = None) -> list[str]:
+        """The group's live client ids from one broker (the hint's, else the first).
+
+        Raises:
+            TransportError, BrokerError: as the broker call.
+        """
+        t = self.for_queue(hint) if hint is not None else next(iter(self))
+        return t.consumer_ids(group)

@@ -1,0 +1,153 @@
+"""PushConsumer: register a callback, the client pulls, balances and commits.
+
+RocketMQ ``DefaultMQPushConsumer``::
+
+    consumer = PushConsumer("group", InProcessTransport(core))
+    consumer.subscribe("TopicTest", "TagA || TagB")
+    consumer.register_message_listener(on_messages)           # concurrent
+    # consumer.register_message_listener(on_messages, orderly=True)
+    consumer.start()
+    ...
+    consumer.shutdown()   # offsets persisted, group rebalances at once
+
+Each owned queue has a pull thread (:mod:`store.client.pull_service`); messages go to
+the concurrent or orderly consume service. CLUSTERING consumers also subscribe to
+``%RETRY%<group>``, where RECONSUME_LATER messages come back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from store.client.allocate import MessageQueue, Strategy
+from store.client.consume_concurrently import ConsumeMessageConcurrentlyService
+from store.client.consume_orderly import ConsumeMessageOrderlyService
+from store.client.consumer_base import ConsumerBase, ServiceState
+from store.client.consumer_config import ConsumerConfig
+from store.client.listener import ConcurrentListener, OrderlyListener
+from store.client.process_queue import ProcessQueue
+from store.client.pull_service import PullContext, PullLoop
+from store.client.rebalance import PullRequest, RebalanceImpl, compute_pull_from_where
+from store.client.transport import Transport
+
+log = logging.getLogger(__name__)
+
+
+class PushConsumer(ConsumerBase):
+    """A push consumer of one group. ``start``/``shutdown`` are not thread-safe with
+    each other; everything else is.
+
+    Raises (``start``):
+        RuntimeError: no listener registered, no subscription, or started twice.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        transports: Transport | list[Transport],
+        config: ConsumerConfig | None = None,
+        *,
+        strategy: Strategy | None = None,
+        offset_dir: Path | None = None,
+    ) -> None:
+        super().__init__(group, transports, config, strategy=strategy, offset_dir=offset_dir)
+        self._listener: ConcurrentListener | OrderlyListener | None = None
+        self.orderly = False
+        self.consume_service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService
+        self._loops: dict[MessageQueue, PullLoop] = {}
+        self._loops_lock = threading.Lock()
+
+    def register_message_listener(
+        self, listener: ConcurrentListener | OrderlyListener, *, orderly: bool = False
+    ) -> None:
+        """Set the callback; ``orderly=True`` for a ``MessageListenerOrderly``."""
+        self._listener = listener
+        self.orderly = orderly
+
+    def start(self) -> None:
+        if self.state is not ServiceState.CREATE_JUST:
+            raise RuntimeError(f"consumer {self.group} already started")
+        if self._listener is None:
+            raise RuntimeError("register a message listener before start()")
+        if not self.subscriptions:
+            raise RuntimeError("subscribe to a topic before start()")
+        self._add_retry_subscription()
+        if self.orderly:
+            orderly = ConsumeMessageOrderlyService(
+                self.group, self.client_id, self.config, self._listener,  # type: ignore[arg-type]
+                self.brokers, self.offset_store, self.scheduler, self._table,
+            )
+            self.consume_service = orderly
+        else:
+            self.consume_service = ConsumeMessageConcurrentlyService(
+                self.group, self.config, self._listener,  # type: ignore[arg-type]
+                self.brokers, self.offset_store, self.scheduler,
+            )
+        rebalance = RebalanceImpl(
+            self.group, self.client_id, self.config, self.strategy, self.brokers,
+            self.offset_store, self.subscriptions, self, orderly=self.orderly,
+        )
+        self._pull_ctx = PullContext(
+            self.group, self.config, self.brokers, self.offset_store, self.subscriptions,
+            self.consume_service, self.stopped, self.orderly,
+            on_offset_illegal=self._on_offset_illegal, relocate_offset=self._relocate,
+        )
+        self._start_services(rebalance)
+        self.consume_service.start()
+
+    def shutdown(self) -> None:
+        """Persist offsets and leave the group (idempotent)."""
+        if self.state is not ServiceState.RUNNING:
+            return
+        self._stop_rebalance()
+        self.consume_service.shutdown(wait=True)
+        self._finish_shutdown()
+        with self._loops_lock:
+            loops = list(self._loops.values())
+            self._loops.clear()
+        for loop in loops:
+            loop.join(0.05)
+
+    # -- RebalanceHooks -----------------------------------------------------------------
+
+    def _table(self) -> dict[MessageQueue, ProcessQueue]:
+        return self.rebalance.process_queue_table() if self.rebalance is not None else {}
+
+    def remove_unnecessary_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """Persist the dropped queue's offset (orderly: then unlock it)."""
+        with self._loops_lock:
+            self._loops.pop(mq, None)
+        if isinstance(self.consume_service, ConsumeMessageOrderlyService):
+            self.consume_service.remove_unnecessary_queue(mq, pq)
+        else:
+            self.offset_store.persist(mq)
+            self.offset_store.remove_offset(mq)
+
+    def lock(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        if isinstance(self.consume_service, ConsumeMessageOrderlyService):
+            return self.consume_service.lock(mq, pq)
+        return True
+
+    def dispatch(self, requests: list[PullRequest]) -> None:
+        if self.stopped.is_set():
+            return
+        for req in requests:
+            loop = PullLoop(self._pull_ctx, req)
+            with self._loops_lock:
+                self._loops[req.mq] = loop
+            loop.start()
+
+    # -- pull-loop callbacks ------------------------------------------------------------
+
+    def _on_offset_illegal(self, mq: MessageQueue) -> None:
+        if self.rebalance is not None:
+            self.rebalance.remove_process_queue(mq)
+        self.rebalance_now()
+
+    def _relocate(self, mq: MessageQueue) -> int:
+        assert self.rebalance is not None
+        return compute_pull_from_where(
+            mq, self.config, self.offset_store, self.brokers, self.rebalance.consume_timestamp_ms
+        )
