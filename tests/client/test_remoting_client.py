@@ -1,0 +1,210 @@
+"""RemotingClient over real loopback TCP against a scripted remoting peer."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from store.broker.codes import RemotingFlag, RequestCode, ResponseCode
+from store.broker.remoting import RemotingCommand
+from store.client.remoting_client import RemotingClient
+from store.client.transport import TransportError
+from tests.client.scripted_peer import ScriptedPeer, echo
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def peer() -> Iterator[ScriptedPeer]:
+    p = ScriptedPeer().start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def client() -> Iterator[RemotingClient]:
+    c = RemotingClient()
+    yield c
+    c.close()
+
+
+def request(n: int) -> RemotingCommand:
+    return RemotingCommand(code=RequestCode.GET_MAX_OFFSET, ext_fields={"n": str(n)})
+
+
+def test_concurrent_callers_each_get_their_own_response_when_answers_come_out_of_order(
+    client: RemotingClient,
+) -> None:
+    # The peer holds requests and answers each batch of 8 in reverse order.
+    held: list[RemotingCommand] = []
+    lock = threading.Lock()
+
+    def reverse_in_eights(req: RemotingCommand) -> list[RemotingCommand]:
+        with lock:
+            held.append(req)
+            if len(held) < 8:
+                return []
+            batch = held[::-1]
+            held.clear()
+        return [r.make_response(0, ext_fields=r.ext_fields) for r in batch]
+
+    peer = ScriptedPeer(reverse_in_eights).start()
+    errors: list[str] = []
+
+    def caller(t: int) -> None:
+        for i in range(25):
+            n = t * 1000 + i
+            resp = client.invoke(peer.address, request(n), timeout_s=5)
+            if resp.ext_fields["n"] != str(n):
+                errors.append(f"{n} got {resp.ext_fields['n']}")
+
+    threads = [
+        threading.Thread(target=caller, args=(t,)) for t in range(8)
+    ]  # one request each in every batch
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    peer.stop()
+    assert errors == []
+
+
+def test_unanswered_request_times_out_with_transport_error(client: RemotingClient) -> None:
+    silent = ScriptedPeer(lambda req: []).start()
+    started = time.monotonic()
+    with pytest.raises(TransportError, match="no response"):
+        client.invoke(silent.address, request(1), timeout_s=0.2)
+    assert 0.2 <= time.monotonic() - started < 2
+    silent.stop()
+
+
+def test_late_response_after_a_timeout_does_not_disturb_the_next_call(
+    client: RemotingClient,
+) -> None:
+    first = threading.Event()
+
+    def late_first(req: RemotingCommand) -> list[RemotingCommand]:
+        if req.ext_fields["n"] == "1":
+            first.wait(5)  # answered only after the caller gave up
+        return echo(req)
+
+    peer = ScriptedPeer(late_first).start()
+    with pytest.raises(TransportError):
+        client.invoke(peer.address, request(1), timeout_s=0.1)
+    first.set()
+    assert client.invoke(peer.address, request(2), timeout_s=5).ext_fields["n"] == "2"
+    peer.stop()
+
+
+def test_waiting_call_fails_at_once_when_the_connection_drops(client: RemotingClient) -> None:
+    peer = ScriptedPeer(lambda req: []).start()
+    result: queue.Queue[BaseException | None] = queue.Queue()
+
+    def call() -> None:
+        try:
+            client.invoke(peer.address, request(1), timeout_s=30)
+            result.put(None)
+        except TransportError as e:
+            result.put(e)
+
+    threading.Thread(target=call).start()
+    peer.received.get(timeout=5)  # the request is on the wire
+    started = time.monotonic()
+    peer.stop()
+    err = result.get(timeout=5)
+    assert isinstance(err, TransportError)
+    assert time.monotonic() - started < 5
+
+
+def test_client_reconnects_after_the_server_restarts(
+    client: RemotingClient, peer: ScriptedPeer
+) -> None:
+    assert client.invoke(peer.address, request(1), timeout_s=5).code == ResponseCode.SUCCESS
+    peer.stop()
+    peer.start()  # same port
+    deadline = time.monotonic() + 5
+    while True:  # the first call may still meet the dead socket
+        try:
+            resp = client.invoke(peer.address, request(2), timeout_s=5)
+            break
+        except TransportError:
+            assert time.monotonic() < deadline
+    assert resp.ext_fields["n"] == "2"
+
+
+def test_connect_to_a_closed_port_raises_transport_error(client: RemotingClient) -> None:
+    peer = ScriptedPeer().start()
+    addr = peer.address
+    peer.stop()
+    with pytest.raises(TransportError, match="cannot connect"):
+        client.invoke(addr, request(1), timeout_s=1)
+
+
+def test_oneway_request_carries_the_oneway_flag_and_gets_no_wait(
+    client: RemotingClient, peer: ScriptedPeer
+) -> None:
+    client.invoke_oneway(peer.address, request(7))
+    got = peer.received.get(timeout=5)
+    assert got.flag & RemotingFlag.ONEWAY
+    assert got.ext_fields == {"n": "7"}
+
+
+def test_notify_from_the_broker_reaches_the_request_handler(peer: ScriptedPeer) -> None:
+    seen: queue.Queue[tuple[str, RemotingCommand]] = queue.Queue()
+
+    def handler(addr: str, req: RemotingCommand) -> None:
+        seen.put((addr, req))
+
+    client = RemotingClient(handler)
+    client.invoke(peer.address, request(1), timeout_s=5)  # open the connection
+    peer.push(
+        RemotingCommand(
+            code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+            flag=RemotingFlag.ONEWAY,
+            opaque=99,
+            ext_fields={"consumerGroup": "g1"},
+        )
+    )
+    addr, req = seen.get(timeout=5)
+    client.close()
+    assert addr == peer.address
+    assert req.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
+    assert req.ext_fields["consumerGroup"] == "g1"
+
+
+def test_unhandled_broker_request_is_answered_request_code_not_supported(
+    client: RemotingClient, peer: ScriptedPeer
+) -> None:
+    client.invoke(peer.address, request(1), timeout_s=5)
+    peer.received.get(timeout=5)
+    peer.push(RemotingCommand(code=RequestCode.GET_CONSUMER_RUNNING_INFO, opaque=42))
+    answer = peer.received.get(timeout=5)
+    assert answer.is_response
+    assert answer.opaque == 42
+    assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+def test_garbage_from_the_peer_fails_the_call_without_hanging(client: RemotingClient) -> None:
+    def garbage(req: RemotingCommand) -> list[RemotingCommand]:
+        return []
+
+    peer = ScriptedPeer(garbage).start()
+    result: queue.Queue[BaseException] = queue.Queue()
+
+    def call() -> None:
+        try:
+            client.invoke(peer.address, request(1), timeout_s=30)
+        except TransportError as e:
+            result.put(e)
+
+    threading.Thread(target=call).start()
+    peer.received.get(timeout=5)
+    with peer._lock:
+        conn = peer._conns[0]
+    conn.sendall(b"\xff\xff\xff\xff garbage")  # a negative frame length
+    assert "bad frame" in str(result.get(timeout=5))
+    peer.stop()
