@@ -1,0 +1,107 @@
+"""Test harness for consumer tests: an in-process broker, a producer helper, and a
+thread-safe record of what every consumer saw."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from store.broker.core import BrokerConfig, BrokerCore
+from store.broker.topics import TopicConfig
+from store.client.allocate import MessageQueue
+from store.client.consumer_config import ConsumerConfig
+from store.client.inprocess import InProcessTransport
+from store.config import StoreConfig
+from store.message import Message
+from store.message_store import MessageStore
+
+FAST = ConsumerConfig(
+    suspend_ms=200,
+    rebalance_interval_ms=2000,
+    persist_offset_interval_ms=200,
+    consume_thread_max=4,
+    exception_delay_ms=100,
+)
+"""Test timings: short long-polls so shutdown is quick; everything else RocketMQ's."""
+
+
+@contextmanager
+def broker(
+    root: Path, *, delay_levels: str | None = None, file_size: int = 64 * 1024 * 1024
+) -> Iterator[BrokerCore]:
+    """A started BrokerCore over a fresh store in ``root``."""
+    kw: dict[str, object] = {"root_dir": str(root), "commitlog_file_size": file_size}
+    if delay_levels is not None:
+        kw["message_delay_level"] = delay_levels
+    store = MessageStore.open(StoreConfig(**kw))  # type: ignore[arg-type]
+    core = BrokerCore(store, BrokerConfig(hold_check_interval_ms=200))
+    core.start()
+    try:
+        yield core
+    finally:
+        core.shutdown()
+
+
+def create_topic(core: BrokerCore, topic: str, queues: int) -> list[MessageQueue]:
+    core.create_topic(TopicConfig(topic, queues, queues))
+    return [MessageQueue(topic, core.config.broker_name, q) for q in range(queues)]
+
+
+def produce(
+    core: BrokerCore, queues: list[MessageQueue], n: int, *, prefix: str = "m", tags: str = "A"
+) -> list[str]:
+    """Send ``n`` messages round-robin over ``queues``; bodies are ``prefix-i``."""
+    t = InProcessTransport(core)
+    bodies = []
+    for i in range(n):
+        body = f"{prefix}-{i}"
+        mq = queues[i % len(queues)]
+        t.send("pg", mq, [Message(mq.topic, body.encode(), tags=tags, queue_id=mq.queue_id)])
+        bodies.append(body)
+    return bodies
+
+
+class Seen:
+    """Bodies seen per consumer and per queue, in arrival order. Thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_consumer: dict[str, list[str]] = defaultdict(list)
+        self.by_queue: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        self.changed = threading.Condition(self.lock)
+
+    def add(self, who: str, body: str, queue_id: int, offset: int) -> None:
+        with self.changed:
+            self.by_consumer[who].append(body)
+            self.by_queue[queue_id].append((body, offset))
+            self.changed.notify_all()
+
+    def counts(self) -> Counter[str]:
+        with self.lock:
+            return Counter(b for bodies in self.by_consumer.values() for b in bodies)
+
+    def wait_for(self, pred: Callable[[Counter[str]], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                c = Counter(b for bodies in self.by_consumer.values() for b in bodies)
+                if pred(c):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(min(left, 0.2))
+
+
+def wait_until(pred: Callable[[], bool], timeout: float, step: float = 0.02) -> bool:
+    """Poll ``pred`` until true or ``timeout`` (for state with no event to wait on)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
