@@ -1,0 +1,477 @@
+"""The broker's brain, free of any transport: ``BrokerCore`` answers what clients ask.
+
+Both front ends share it: the asyncio remoting server (``store.broker.server``) and the
+in-process transport (``store.client.inprocess``) call the same methods, so a consumer
+behaves the same embedded or over TCP. The core owns the broker state managers, each
+in its own module, and wires them to one :class:`~store.message_store.MessageStore`:
+
+=====================  ============================================================
+``topics``             topic configs, ``config/topics.json`` (store.broker.topics)
+``offsets``            consumer offsets, ``config/consumerOffset.json``
+``groups``             subscription groups, ``config/subscriptionGroup.json``
+``consumers``          heartbeats, live clients, change notifications
+``locks``              orderly-consumer queue leases (60 s)
+``hold``               long polling: suspended pulls woken by store arrivals
+=====================  ============================================================
+
+Threads: :meth:`BrokerCore.start` starts the hold service and a housekeeping thread
+(persist offsets every ``consumer_offset_persist_interval_ms``, drop clients silent for
+``channel_expired_ms``). Every public method is thread-safe and may block on the store
+(a put waits for its flush under SYNC_FLUSH), so the asyncio server calls them from a
+thread pool. :meth:`BrokerCore.pull` never blocks on long polling: it answers through
+a callback, exactly once, either before returning or later from a broker thread.
+
+Failures a client must see come back as response codes (``ResponseCode``), as a
+RocketMQ broker answers; exceptions are for bugs and a closed store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from store.broker.codes import ResponseCode
+from store.broker.consumers import ClientChannel, ConsumerManager
+from store.broker.hold import PullHoldService
+from store.broker.locks import RebalanceLockManager
+from store.broker.offsets import ConsumerOffsetManager
+from store.broker.pulls import PullCallback, PullOutcome, PullRequest, response_code
+from store.broker.sendback import DLQ_NUMS_PER_GROUP, plan, retry_message, retry_topic
+from store.broker.subscriptions import SubscriptionGroupManager
+from store.broker.topics import (
+    AUTO_CREATE_TOPIC_KEY,
+    PERM_RW,
+    SCHEDULE_TOPIC,
+    TopicConfig,
+    TopicConfigManager,
+    system_topics,
+)
+from store.client.allocate import MessageQueue
+from store.client.transport import Heartbeat, MessageModel
+from store.config import BrokerRole
+from store.consumequeue.get import total_physical_memory
+from store.consumequeue.results import QueryResult, StoredMessage
+from store.consumequeue.search import BoundaryType
+from store.errors import IllegalMessageError, IllegalTopicError
+from store.message import Message
+from store.message_store import MessageStore, PutResult
+from store.service import ServiceThread
+from store.status import PutStatus
+
+log = logging.getLogger(__name__)
+
+PUT_STATUS_CODES: dict[PutStatus, ResponseCode] = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.OS_PAGE_CACHE_BUSY: ResponseCode.SYSTEM_BUSY,
+}
+"""``SendMessageProcessor.handlePutMessageResult``; anything else is SYSTEM_ERROR."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """The broker settings this project honours (RocketMQ ``BrokerConfig`` names)."""
+
+    broker_name: str = "broker-a"
+    cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    auto_create_topic_enable: bool = True
+    default_topic_queue_nums: int = 4
+    """Queues of an auto-created topic when the send does not say (the Java producer's
+    ``defaultTopicQueueNums``); capped by TBW102's 8 write queues."""
+    auto_create_subscription_group: bool = True
+    long_polling_enable: bool = True
+    short_polling_time_ms: int = 1000
+    hold_check_interval_ms: int = 5000
+    notify_consumer_ids_changed_enable: bool = True
+    channel_expired_ms: int = 120_000
+    rebalance_lock_max_live_ms: int = 60_000
+    consumer_offset_persist_interval_ms: int = 5000
+    slave_read_enable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SendOutcome:
+    """A send's answer: the response code and, when stored, one PutResult per message."""
+
+    code: ResponseCode
+    topic: str
+    queue_id: int
+    results: tuple[PutResult, ...] = ()
+    remark: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A plain answer: response code plus an optional remark."""
+
+    code: ResponseCode
+    remark: str | None = None
+
+
+class _Housekeeping(ServiceThread):
+    name = "broker-housekeeping"
+
+    def __init__(self, core: BrokerCore, interval: float) -> None:
+        super().__init__(interval)
+        self.core = core
+
+    def run_once(self) -> None:
+        try:
+            self.core.offsets.persist()
+        except OSError:
+            log.exception("persisting consumer offsets failed; retrying next round")
+        expired = self.core.consumers.scan_expired()
+        if expired:
+            log.info("dropped expired consumer channels: %s", expired)
+
+
+class BrokerCore:
+    """Broker state and request logic over one MessageStore (see the module docstring).
+
+    The store's lifecycle is the caller's: :meth:`shutdown` does not close it.
+    """
+
+    def __init__(self, store: MessageStore, config: BrokerConfig | None = None) -> None:
+        self.store = store
+        self.config = cfg = config or BrokerConfig()
+        conf_dir = Path(store.root) / "config"
+        self.topics = TopicConfigManager(
+            conf_dir / "topics.json",
+            system_topics(cfg.cluster_name, cfg.broker_name, cfg.auto_create_topic_enable),
+        )
+        self.offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json")
+        self.groups = SubscriptionGroupManager(
+            conf_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group
+        )
+        self.consumers = ConsumerManager(cfg.channel_expired_ms, self._notify_enabled)
+        self.locks = RebalanceLockManager(cfg.rebalance_lock_max_live_ms)
+        self.hold = PullHoldService(
+            self._reexecute, store.max_offset_in_queue, cfg.hold_check_interval_ms
+        )
+        self._housekeeping = _Housekeeping(self, cfg.consumer_offset_persist_interval_ms / 1000)
+        self._memory_limit = (
+            total_physical_memory() * store.cfg.access_message_in_memory_max_ratio // 100
+        )
+        self._started = False
+        self._lock = threading.Lock()
+        self._learn_store_topics()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def _learn_store_topics(self) -> None:
+        widest: dict[str, int] = {}
+        for cq in self.store.queues.all():
+            widest[cq.topic] = max(widest.get(cq.topic, 0), cq.queue_id + 1)
+        for topic, n in widest.items():
+            if topic != SCHEDULE_TOPIC:
+                self.topics.learn(topic, n)
+
+    def start(self) -> None:
+        """Start long polling and housekeeping; idempotent."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+            self.store.add_arrival_listener(self.hold.on_arrival)
+            self.hold.start()
+            self._housekeeping.start()
+
+    def shutdown(self) -> None:
+        """Answer held pulls, stop the threads and persist offsets and topics.
+
+        Raises:
+            OSError: persisting failed (the threads are stopped anyway).
+        """
+        with self._lock:
+            started, self._started = self._started, False
+        if started:
+            self.store.remove_arrival_listener(self.hold.on_arrival)
+            self.hold.stop()
+            self._housekeeping.stop()
+        self.offsets.persist(force=True)
+        self.topics.persist()
+
+    def __enter__(self) -> BrokerCore:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    @property
+    def is_slave(self) -> bool:
+        """True when the store is a replica (no writes, no offset commits)."""
+        return self.store.cfg.broker_role is BrokerRole.SLAVE
+
+    def _notify_enabled(self, group: str) -> bool:
+        if not self.config.notify_consumer_ids_changed_enable:
+            return False
+        sub = self.groups.find(group)
+        return sub is None or sub.notify_consumer_ids_changed_enable
+
+    # --------------------------------------------------------------------- send
+
+    def send(
+        self,
+        topic: str,
+        queue_id: int,
+        messages: Sequence[Message],
+        *,
+        default_topic: str = AUTO_CREATE_TOPIC_KEY,
+        default_queue_nums: int | None = None,
+    ) -> SendOutcome:
+        """SEND_MESSAGE(_V2) for one message, SEND_BATCH_MESSAGE for several.
+
+        Every message is stored in ``topic``/``queue_id`` (a negative id picks a random
+        writable queue); the topic is auto-created as RocketMQ allows.
+        """
+        nums = default_queue_nums or self.config.default_topic_queue_nums
+        config = self.topics.create_in_send(topic, default_topic, nums)
+        if config is None:
+            return SendOutcome(
+                ResponseCode.TOPIC_NOT_EXIST,
+                topic,
+                queue_id,
+                remark=f"topic[{topic}] not exist, apply first please!",
+            )
+        if not config.writeable:
+            return SendOutcome(
+                ResponseCode.NO_PERMISSION,
+                topic,
+                queue_id,
+                remark=f"the topic[{topic}] sending is forbidden",
+            )
+        if queue_id < 0:
+            queue_id = random.randrange(max(1, config.write_queue_nums))
+        elif queue_id >= max(config.write_queue_nums, config.read_queue_nums):
+            return SendOutcome(
+                ResponseCode.SYSTEM_ERROR,
+                topic,
+                queue_id,
+                remark=f"request queueId[{queue_id}] is illegal, topic {config}",
+            )
+        if not messages:
+            return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark="no message")
+        msgs = [
+            m
+            if m.topic == topic and m.queue_id == queue_id
+            else dataclasses.replace(m, topic=topic, queue_id=queue_id)
+            for m in messages
+        ]
+        try:
+            results = (
+                [self.store.put_message(msgs[0])]
+                if len(msgs) == 1
+                else self.store.put_messages(msgs)
+            )
+        except (IllegalTopicError, IllegalMessageError) as e:
+            return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark=str(e))
+        status = results[0].status
+        code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
+        remark = results[0].error if not status.stored else None
+        return SendOutcome(code, topic, queue_id, tuple(results), remark)
+
+    # --------------------------------------------------------------------- pull
+
+    def pull(self, request: PullRequest, on_done: PullCallback) -> None:
+        """PULL_MESSAGE: call ``on_done`` exactly once with the outcome.
+
+        With ``request.suspend_ms`` > 0 and nothing new (PULL_NOT_FOUND), the request
+        is held (long polling) and ``on_done`` runs later on a broker thread, when a
+        matching message arrives or the suspend time runs out. A piggy-backed
+        ``commit_offset`` is stored first (not on a slave).
+        """
+        if request.commit_offset is not None and request.commit_offset >= 0 and not self.is_slave:
+            self.offsets.commit(
+                request.group, request.topic, request.queue_id, request.commit_offset
+            )
+        outcome = self.pull_now(request)
+        if outcome.code is ResponseCode.PULL_NOT_FOUND and request.suspend_ms > 0 and self._started:
+            cfg = self.config
+            hold_ms = request.suspend_ms if cfg.long_polling_enable else cfg.short_polling_time_ms
+            self.hold.hold(request, on_done, hold_ms)
+            return
+        on_done(outcome)
+
+    def _reexecute(self, request: PullRequest, on_done: PullCallback) -> None:
+        try:
+            outcome = self.pull_now(request)
+        except Exception as e:  # the store closed under a held pull: still answer once
+            log.warning("held pull of %s-%d failed: %s", request.topic, request.queue_id, e)
+            outcome = PullOutcome(ResponseCode.SYSTEM_ERROR, request.offset, 0, 0, remark=str(e))
+        on_done(outcome)
+
+    def pull_now(self, request: PullRequest) -> PullOutcome:
+        """One pull attempt, never held (what a woken request runs)."""
+        config = self.topics.get(request.topic)
+        if config is not None and not config.readable:
+            return PullOutcome(
+                ResponseCode.NO_PERMISSION,
+                request.offset,
+                0,
+                0,
+                remark=f"the topic[{request.topic}] pulling is forbidden",
+            )
+        store = self.store
+        slave_lenient = self.is_slave and not store.cfg.offset_check_in_slave
+        if request.decoded:
+            g = store.get_message(
+                request.group, request.topic, request.queue_id, request.offset,
+                request.max_count, request.expression,
+            )  # fmt: skip
+            code = response_code(g.status, request.offset, slave_without_offset_check=slave_lenient)
+            return PullOutcome(
+                code, g.next_begin_offset, g.min_offset, g.max_offset,
+                self._suggest(g.suggest_pulling_from_slave), messages=g.messages,
+            )  # fmt: skip
+        r = store.get_message_raw(
+            request.group, request.topic, request.queue_id, request.offset,
+            request.max_count, request.expression,
+        )  # fmt: skip
+        code = response_code(r.status, request.offset, slave_without_offset_check=slave_lenient)
+        return PullOutcome(
+            code, r.next_begin_offset, r.min_offset, r.max_offset,
+            self._suggest(r.suggest_pulling_from_slave), buffers=r.buffers,
+        )  # fmt: skip
+
+    def _suggest(self, from_slave: bool) -> int:
+        if from_slave and self.config.slave_read_enable:
+            return 1  # whichBrokerWhenConsumeSlowly
+        return 0  # MixAll.MASTER_ID
+
+    # ------------------------------------------------------------------ offsets
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """QUERY_CONSUMER_OFFSET: the committed offset; with none, 0 when the queue
+        starts at 0 and its first message is still "in memory" (a new group on a small
+        queue starts at the beginning), else None (QUERY_NOT_FOUND)."""
+        offset = self.offsets.query(group, topic, queue_id)
+        if offset is not None:
+            return offset
+        store = self.store
+        if store.min_offset_in_queue(topic, queue_id) > 0:
+            return None
+        cq = store.consume_queue(topic, queue_id)
+        unit = cq.unit_at(0) if cq is not None else None
+        if unit is not None and store.max_physical_offset - unit[0] > self._memory_limit:
+            return None
+        return 0
+
+    def update_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """UPDATE_CONSUMER_OFFSET."""
+        self.offsets.commit(group, topic, queue_id, offset)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """GET_MAX_OFFSET."""
+        return self.store.max_offset_in_queue(topic, queue_id)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        """GET_MIN_OFFSET."""
+        return self.store.min_offset_in_queue(topic, queue_id)
+
+    def search_offset(
+        self, topic: str, queue_id: int, timestamp: int, boundary: BoundaryType = BoundaryType.LOWER
+    ) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP."""
+        return self.store.offset_by_time(topic, queue_id, timestamp, boundary)
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """GET_EARLIEST_MSG_STORETIME (-1 when the queue is empty)."""
+        return self.store.earliest_message_time(topic, queue_id)
+
+    def view_message(self, physical_offset: int) -> StoredMessage | None:
+        """VIEW_MESSAGE_BY_ID (the id's physical offset)."""
+        return self.store.stored_message_at(physical_offset)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> QueryResult:
+        """QUERY_MESSAGE by key or UNIQ_KEY."""
+        return self.store.query_by_key(topic, key, max_num, begin, end)
+
+    # ---------------------------------------------------------------- consumers
+
+    def heartbeat(self, hb: Heartbeat, channel: ClientChannel) -> None:
+        """HEART_BEAT: register the client; create each clustering group's retry topic."""
+        for data in hb.consumers:
+            sub = self.groups.find(data.group)
+            if sub is not None and data.message_model is MessageModel.CLUSTERING:
+                self.topics.create_system(retry_topic(data.group), sub.retry_queue_nums)
+        self.consumers.heartbeat(hb, channel)
+
+    def unregister(self, client_id: str, group: str) -> None:
+        """UNREGISTER_CLIENT for one consumer group."""
+        self.consumers.unregister(client_id, group)
+
+    def channel_closed(self, channel: ClientChannel) -> None:
+        """A client connection closed: its registrations go, its groups rebalance."""
+        self.consumers.channel_closed(channel)
+
+    def consumer_ids(self, group: str) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP."""
+        return self.consumers.consumer_ids(group)
+
+    def lock_batch(
+        self, group: str, client_id: str, queues: Sequence[MessageQueue]
+    ) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ: the queues now locked by ``client_id``."""
+        return self.locks.try_lock_batch(group, queues, client_id)
+
+    def unlock_batch(self, group: str, client_id: str, queues: Sequence[MessageQueue]) -> None:
+        """UNLOCK_BATCH_MQ."""
+        self.locks.unlock_batch(group, queues, client_id)
+
+    # ---------------------------------------------------------------- send back
+
+    def send_back(
+        self,
+        group: str,
+        physical_offset: int,
+        delay_level: int = 0,
+        origin_msg_id: str = "",
+        max_reconsume_times: int | None = None,
+    ) -> Reply:
+        """CONSUMER_SEND_MSG_BACK (store.broker.sendback): retry later or DLQ."""
+        sub = self.groups.find(group)
+        if sub is None:
+            return Reply(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        original = self.store.stored_message_at(physical_offset)
+        if original is None:
+            return Reply(
+                ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {physical_offset}"
+            )
+        limit = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
+        target = plan(group, original.reconsume_times, delay_level, limit)
+        nums = DLQ_NUMS_PER_GROUP if target.dlq else sub.retry_queue_nums
+        self.topics.create_system(target.topic, nums, PERM_RW)
+        msg = retry_message(original, target, random.randrange(nums), origin_msg_id)
+        try:
+            result = self.store.put_message(msg)
+        except (IllegalTopicError, IllegalMessageError) as e:
+            return Reply(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        if result.status.stored:
+            return Reply(ResponseCode.SUCCESS)
+        return Reply(PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR), result.error)
+
+    # ------------------------------------------------------------------- routes
+
+    def topic_config(self, topic: str) -> TopicConfig | None:
+        """The topic's config (route data), None if unknown."""
+        return self.topics.get(topic)
+
+    def create_topic(self, config: TopicConfig) -> None:
+        """UPDATE_AND_CREATE_TOPIC."""
+        self.topics.put(config)

@@ -1,0 +1,185 @@
+"""Long polling (RocketMQ ``PullRequestHoldService``): pulls held until a message comes.
+
+A pull that finds nothing new (PULL_NOT_FOUND) and allows suspension is *held* here
+instead of being answered. It is re-executed, once, and never held again, when:
+
+- a message arrives on its queue (the store's arrival listener, called from the
+  dispatcher thread) at an offset past the request's and whose tags code matches the
+  subscription; this is what makes a long poll answer within milliseconds of a put;
+- the check loop finds the queue's max offset past the request offset (every
+  ``check_interval_ms`` = 5 s, as RocketMQ; this catches anything the listener missed);
+- its deadline (hold start + suspend timeout) has passed.
+
+Unlike RocketMQ, whose loop only wakes every 5 s so a 1 s suspend can last 5 s, the
+loop also wakes at the earliest deadline: a hold never outlives its timeout by more
+than scheduling noise.
+
+A lost wake-up is impossible: after registering a request, :meth:`PullHoldService.hold`
+re-reads the queue's max offset (listeners run after the consume queue is updated)
+and re-executes at once if it moved.
+
+Re-execution runs on a small thread pool, not on the dispatcher thread.
+Thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from store.broker.pulls import PullCallback, PullRequest
+from store.consumequeue.dispatch import Arrival
+from store.consumequeue.filter import Subscription, parse_subscription
+
+log = logging.getLogger(__name__)
+
+Executor = Callable[[PullRequest, PullCallback], None]
+"""Runs a held request again, without suspension, and answers ``on_done``."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldPull:
+    """A suspended pull and when it gives up."""
+
+    request: PullRequest
+    on_done: PullCallback
+    deadline: float  # time.monotonic()
+    subscription: Subscription
+
+
+class PullHoldService:
+    """The held pulls, keyed by ``(topic, queue_id)``."""
+
+    def __init__(
+        self,
+        execute: Executor,
+        max_offset: Callable[[str, int], int],
+        check_interval_ms: int = 5000,
+        workers: int = 4,
+    ) -> None:
+        self._execute = execute
+        self._max_offset = max_offset
+        self.check_interval = check_interval_ms / 1000
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, int], list[HeldPull]] = {}
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pull-wakeup")
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the check loop."""
+        self._stopped.clear()
+        self._thread = threading.Thread(target=self._loop, name="pull-hold", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop and answer every held request now (usually PULL_NOT_FOUND)."""
+        self._stopped.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        with self._lock:
+            held = [h for queue in self._held.values() for h in queue]
+            self._held.clear()
+        for h in held:
+            self._run(h)
+        self._pool.shutdown(wait=True)
+
+    @property
+    def held_count(self) -> int:
+        """How many pulls are suspended right now."""
+        with self._lock:
+            return sum(len(v) for v in self._held.values())
+
+    def hold(self, request: PullRequest, on_done: PullCallback, hold_ms: int) -> None:
+        """Suspend ``request`` for at most ``hold_ms``; ``on_done`` is called once later."""
+        held = HeldPull(
+            request,
+            on_done,
+            time.monotonic() + hold_ms / 1000,
+            parse_subscription(request.expression),
+        )
+        key = (request.topic, request.queue_id)
+        with self._lock:
+            self._held.setdefault(key, []).append(held)
+        self._wake.set()  # the loop recomputes its earliest deadline
+        if self._max_offset(*key) > request.offset:
+            self._release(key, lambda h: h is held)
+
+    def on_arrival(self, arrival: Arrival) -> None:
+        """Store arrival listener: wake the matching held pulls of the queue."""
+        key = (arrival.topic, arrival.queue_id)
+        if key not in self._held:  # racy read is fine: hold() re-checks after adding
+            return
+        newest = arrival.queue_offset + 1
+        self._release(
+            key,
+            lambda h: newest > h.request.offset and h.subscription.matches_code(arrival.tags_code),
+        )
+
+    def _release(self, key: tuple[str, int], wake: Callable[[HeldPull], bool]) -> None:
+        with self._lock:
+            queue = self._held.get(key)
+            if not queue:
+                return
+            woken = [h for h in queue if wake(h)]
+            if not woken:
+                return
+            rest = [h for h in queue if not wake(h)] if len(woken) < len(queue) else []
+            if rest:
+                self._held[key] = rest
+            else:
+                del self._held[key]
+        for h in woken:
+            self._submit(h)
+
+    def _submit(self, h: HeldPull) -> None:
+        try:
+            self._pool.submit(self._run, h)
+        except RuntimeError:  # pool shut down: answer on this thread
+            self._run(h)
+
+    def _run(self, h: HeldPull) -> None:
+        try:
+            self._execute(h.request, h.on_done)
+        except Exception:
+            log.exception(
+                "re-executing a held pull of %s-%d failed", h.request.topic, h.request.queue_id
+            )
+
+    def check_all(self) -> None:
+        """One pass of the check loop: release what has data or has timed out."""
+        now = time.monotonic()
+        with self._lock:
+            keys = list(self._held)
+        for key in keys:
+            self._release(key, self._due(self._max_offset(*key), now))
+
+    @staticmethod
+    def _due(newest: int, now: float) -> Callable[[HeldPull], bool]:
+        return lambda h: newest > h.request.offset or now >= h.deadline
+
+    def _next_wait(self) -> float:
+        with self._lock:
+            deadlines = [h.deadline for q in self._held.values() for h in q]
+        wait = self.check_interval
+        if deadlines:
+            wait = min(wait, max(0.0, min(deadlines) - time.monotonic()))
+        return wait
+
+    def _loop(self) -> None:
+        while not self._stopped.is_set():
+            self._wake.wait(self._next_wait())
+            self._wake.clear()
+            if self._stopped.is_set():
+                return
+            try:
+                self.check_all()
+            except Exception:
+                log.exception("pull hold check failed")

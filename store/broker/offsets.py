@@ -1,0 +1,84 @@
+"""Consumer offsets (RocketMQ ``ConsumerOffsetManager``), persisted to
+``config/consumerOffset.json``.
+
+The table maps ``"<topic>@<group>"`` to ``{queueId: offset}``; an offset is the *next*
+queue offset the group will consume. The file is fastjson output with unquoted integer
+queue-id keys, exactly as a Java broker writes it (fastjson ``PrettyFormat``: tabs,
+integer-keyed entries on the opening line), so a real broker can take over our store
+directory and we can take over its: ``{"offsetTable":{"TopicTest@group":{0:250,1:250}}}``.
+
+Commits land in memory; :meth:`ConsumerOffsetManager.persist` writes the whole table
+(the broker calls it every ``flushConsumerOffsetInterval`` = 5 s and at shutdown).
+Thread-safe: one lock guards the table; persisting serialises writers.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Final
+
+from store.broker.fastjson import dumps, read_config_file, write_config_file
+
+TOPIC_GROUP_SEPARATOR: Final = "@"
+
+
+class ConsumerOffsetManager:
+    """Committed offsets per (topic, group, queue id)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._persist_lock = threading.Lock()
+        self._table: dict[str, dict[int, int]] = {}
+        self._dirty = False
+        loaded = read_config_file(path)
+        if isinstance(loaded, dict):
+            for key, queues in (loaded.get("offsetTable") or {}).items():
+                if isinstance(queues, dict):
+                    self._table[str(key)] = {int(q): int(o) for q, o in queues.items()}
+
+    @staticmethod
+    def key(topic: str, group: str) -> str:
+        """The table key ``topic@group``."""
+        return f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record ``offset`` as the group's next offset for the queue."""
+        with self._lock:
+            self._table.setdefault(self.key(topic, group), {})[queue_id] = offset
+            self._dirty = True
+
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The committed offset, None if the group never committed one for the queue."""
+        with self._lock:
+            queues = self._table.get(self.key(topic, group))
+            return None if queues is None else queues.get(queue_id)
+
+    def table(self) -> dict[str, dict[int, int]]:
+        """A deep snapshot of the table."""
+        with self._lock:
+            return {k: dict(v) for k, v in self._table.items()}
+
+    def persist(self, *, force: bool = False) -> bool:
+        """Write the file if anything changed since the last write (or ``force``).
+
+        Returns True when the file was written.
+
+        Raises:
+            OSError: the write failed; the table stays dirty and a later call retries.
+        """
+        with self._persist_lock:
+            with self._lock:
+                if not self._dirty and not force:
+                    return False
+                snapshot = {k: dict(sorted(v.items())) for k, v in self._table.items()}
+                self._dirty = False
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                write_config_file(self.path, dumps({"offsetTable": snapshot}, pretty=True))
+            except OSError:
+                with self._lock:
+                    self._dirty = True
+                raise
+            return True

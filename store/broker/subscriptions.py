@@ -1,0 +1,111 @@
+"""Subscription group configs (RocketMQ ``SubscriptionGroupManager``), persisted to
+``config/subscriptionGroup.json``.
+
+A group's config carries its retry policy: ``retryMaxTimes`` (16) before a message goes
+to the dead-letter queue and ``retryQueueNums`` (1) queues in ``%RETRY%<group>``.
+Groups are auto-created on first use (``autoCreateSubscriptionGroup`` = true), as
+RocketMQ does. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from store.broker.fastjson import Bean, dumps, read_config_file, write_config_file
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionGroupConfig:
+    """One group's config (RocketMQ ``SubscriptionGroupConfig``, 4.x fields)."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def to_bean(self) -> Bean:
+        """The fastjson bean RocketMQ writes."""
+        return Bean(
+            brokerId=self.broker_id,
+            consumeBroadcastEnable=self.consume_broadcast_enable,
+            consumeEnable=self.consume_enable,
+            consumeFromMinEnable=self.consume_from_min_enable,
+            groupName=self.group_name,
+            notifyConsumerIdsChangedEnable=self.notify_consumer_ids_changed_enable,
+            retryMaxTimes=self.retry_max_times,
+            retryQueueNums=self.retry_queue_nums,
+            whichBrokerWhenConsumeSlowly=self.which_broker_when_consume_slowly,
+        )
+
+    @classmethod
+    def from_json(cls, name: str, obj: dict[str, Any]) -> SubscriptionGroupConfig:
+        """Read one entry of ``subscriptionGroupTable``."""
+        return cls(
+            group_name=str(obj.get("groupName", name)),
+            consume_enable=bool(obj.get("consumeEnable", True)),
+            consume_from_min_enable=bool(obj.get("consumeFromMinEnable", True)),
+            consume_broadcast_enable=bool(obj.get("consumeBroadcastEnable", True)),
+            retry_queue_nums=int(obj.get("retryQueueNums", 1)),
+            retry_max_times=int(obj.get("retryMaxTimes", 16)),
+            broker_id=int(obj.get("brokerId", 0)),
+            which_broker_when_consume_slowly=int(obj.get("whichBrokerWhenConsumeSlowly", 1)),
+            notify_consumer_ids_changed_enable=bool(
+                obj.get("notifyConsumerIdsChangedEnable", True)
+            ),
+        )
+
+
+class SubscriptionGroupManager:
+    """The group table, auto-creating groups on first sight."""
+
+    def __init__(self, path: Path, auto_create: bool = True) -> None:
+        self.path = path
+        self.auto_create = auto_create
+        self._lock = threading.Lock()
+        self._table: dict[str, SubscriptionGroupConfig] = {}
+        self._counter = 0
+        loaded = read_config_file(path)
+        if isinstance(loaded, dict):
+            for name, obj in (loaded.get("subscriptionGroupTable") or {}).items():
+                if isinstance(obj, dict):
+                    self._table[str(name)] = SubscriptionGroupConfig.from_json(str(name), obj)
+            version = loaded.get("dataVersion") or {}
+            self._counter = int(version.get("counter", 0)) if isinstance(version, dict) else 0
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config; auto-created (and persisted) when allowed, else None."""
+        with self._lock:
+            cfg = self._table.get(group)
+            if cfg is None and self.auto_create:
+                cfg = self._table[group] = SubscriptionGroupConfig(group)
+                self._persist_locked()
+            return cfg
+
+    def put(self, cfg: SubscriptionGroupConfig) -> None:
+        """Create or replace a group's config and persist."""
+        with self._lock:
+            self._table[cfg.group_name] = cfg
+            self._persist_locked()
+
+    def persist(self) -> None:
+        """Write ``subscriptionGroup.json`` now."""
+        with self._lock:
+            self._persist_locked()
+
+    def _persist_locked(self) -> None:
+        self._counter += 1
+        doc = Bean(
+            dataVersion=Bean(counter=self._counter, timestamp=int(time.time() * 1000)),
+            subscriptionGroupTable={n: c.to_bean() for n, c in self._table.items()},
+        )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_config_file(self.path, dumps(doc, pretty=True))

@@ -1,0 +1,193 @@
+"""Topic configs (RocketMQ ``TopicConfigManager``), persisted to ``config/topics.json``.
+
+A topic config says how many queues a topic has and what may be done with them
+(``perm``: READ 4 | WRITE 2 | INHERIT 1). The broker hands these to clients in route
+data and checks sends against them.
+
+Rules
+-----
+Rule 1. System topics exist from the start, as in RocketMQ: ``TBW102`` (the template of
+auto-created topics, 8 queues, perm 7 when auto-creation is enabled), ``SELF_TEST_TOPIC``,
+``OFFSET_MOVED_EVENT``, ``SCHEDULE_TOPIC_XXXX`` (18 queues) and the cluster and broker
+names (perm 7, one queue each, plus 16 for the cluster).
+
+Rule 2. A send to an unknown topic auto-creates it when ``TBW102`` has the INHERIT bit:
+``min(requested queue count, TBW102's write queues)`` queues, perm 6.
+
+Rule 3. Topics found in the store's consume queues but missing from the file (a store
+written by the embedded API) are registered with ``max(queue id) + 1`` queues, so their
+routes exist.
+
+The file is fastjson ``PrettyFormat`` with bean fields in alphabetical order, written
+through :func:`store.broker.fastjson.write_config_file` (temp file + ``.bak``).
+Thread-safe: every method takes the manager's lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from store.broker.fastjson import Bean, dumps, read_config_file, write_config_file
+
+PERM_INHERIT: Final = 1
+PERM_WRITE: Final = 2
+PERM_READ: Final = 4
+PERM_RW: Final = PERM_READ | PERM_WRITE
+AUTO_CREATE_TOPIC_KEY: Final = "TBW102"
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+SCHEDULE_TOPIC_QUEUE_NUMS: Final = 18
+DEFAULT_TOPIC_QUEUE_NUMS: Final = 8
+"""RocketMQ ``BrokerConfig.defaultTopicQueueNums``: TBW102's queue count."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """One topic's config (RocketMQ ``TopicConfig``)."""
+
+    topic_name: str
+    read_queue_nums: int = 4
+    write_queue_nums: int = 4
+    perm: int = PERM_RW
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    @property
+    def readable(self) -> bool:
+        """PERM_READ is set."""
+        return bool(self.perm & PERM_READ)
+
+    @property
+    def writeable(self) -> bool:
+        """PERM_WRITE is set."""
+        return bool(self.perm & PERM_WRITE)
+
+    def to_bean(self) -> Bean:
+        """The fastjson bean RocketMQ writes (alphabetical fields)."""
+        return Bean(
+            order=self.order,
+            perm=self.perm,
+            readQueueNums=self.read_queue_nums,
+            topicFilterType=self.topic_filter_type,
+            topicName=self.topic_name,
+            topicSysFlag=self.topic_sys_flag,
+            writeQueueNums=self.write_queue_nums,
+        )
+
+    @classmethod
+    def from_json(cls, name: str, obj: dict[str, Any]) -> TopicConfig:
+        """Read one entry of ``topicConfigTable`` (missing fields take the defaults)."""
+        return cls(
+            topic_name=str(obj.get("topicName", name)),
+            read_queue_nums=int(obj.get("readQueueNums", 4)),
+            write_queue_nums=int(obj.get("writeQueueNums", 4)),
+            perm=int(obj.get("perm", PERM_RW)),
+            topic_filter_type=str(obj.get("topicFilterType", "SINGLE_TAG")),
+            topic_sys_flag=int(obj.get("topicSysFlag", 0)),
+            order=bool(obj.get("order", False)),
+        )
+
+
+def system_topics(cluster_name: str, broker_name: str, auto_create: bool) -> list[TopicConfig]:
+    """Rule 1: the topics every RocketMQ broker starts with."""
+    tbw_perm = PERM_RW | (PERM_INHERIT if auto_create else 0)
+    return [
+        TopicConfig(
+            AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS, DEFAULT_TOPIC_QUEUE_NUMS, tbw_perm
+        ),
+        TopicConfig("SELF_TEST_TOPIC", 1, 1),
+        TopicConfig("OFFSET_MOVED_EVENT", 1, 1),
+        TopicConfig(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS),
+        TopicConfig(cluster_name, 16, 16, PERM_RW | PERM_INHERIT),
+        TopicConfig(broker_name, 1, 1, PERM_RW | PERM_INHERIT),
+    ]
+
+
+class TopicConfigManager:
+    """The broker's topic table, loaded from and persisted to ``topics.json``."""
+
+    def __init__(self, path: Path, defaults: list[TopicConfig]) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._table: dict[str, TopicConfig] = {t.topic_name: t for t in defaults}
+        self._counter = 0
+        loaded = read_config_file(path)
+        if isinstance(loaded, dict):
+            table = loaded.get("topicConfigTable") or {}
+            for name, obj in table.items():
+                if isinstance(obj, dict):
+                    self._table[str(name)] = TopicConfig.from_json(str(name), obj)
+            version = loaded.get("dataVersion") or {}
+            self._counter = int(version.get("counter", 0)) if isinstance(version, dict) else 0
+
+    def get(self, topic: str) -> TopicConfig | None:
+        """The topic's config, None if unknown."""
+        with self._lock:
+            return self._table.get(topic)
+
+    def all(self) -> dict[str, TopicConfig]:
+        """A snapshot of the table."""
+        with self._lock:
+            return dict(self._table)
+
+    def put(self, config: TopicConfig) -> None:
+        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC) and persist."""
+        with self._lock:
+            self._table[config.topic_name] = config
+            self._persist_locked()
+
+    def learn(self, topic: str, queue_nums: int) -> None:
+        """Rule 3: make sure ``topic`` has at least ``queue_nums`` queues (no persist)."""
+        with self._lock:
+            old = self._table.get(topic)
+            if old is None:
+                self._table[topic] = TopicConfig(topic, queue_nums, queue_nums)
+            elif old.read_queue_nums < queue_nums:
+                self._table[topic] = replace(
+                    old, read_queue_nums=queue_nums, write_queue_nums=queue_nums
+                )
+
+    def create_in_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
+        """Rule 2 (``createTopicInSendMessageMethod``): the config of ``topic``,
+        auto-created from ``default_topic`` if needed; None when not allowed."""
+        with self._lock:
+            existing = self._table.get(topic)
+            if existing is not None:
+                return existing
+            template = self._table.get(default_topic) or self._table.get(AUTO_CREATE_TOPIC_KEY)
+            if template is None or not template.perm & PERM_INHERIT:
+                return None
+            n = max(1, min(queue_nums, template.write_queue_nums))
+            created = TopicConfig(topic, n, n, PERM_RW)
+            self._table[topic] = created
+            self._persist_locked()
+            return created
+
+    def create_system(self, topic: str, queue_nums: int, perm: int = PERM_RW) -> TopicConfig:
+        """Retry / DLQ topics (``createTopicInSendMessageBackMethod``): created if absent."""
+        with self._lock:
+            existing = self._table.get(topic)
+            if existing is not None:
+                return existing
+            created = TopicConfig(topic, queue_nums, queue_nums, perm)
+            self._table[topic] = created
+            self._persist_locked()
+            return created
+
+    def persist(self) -> None:
+        """Write ``topics.json`` now."""
+        with self._lock:
+            self._persist_locked()
+
+    def _persist_locked(self) -> None:
+        self._counter += 1
+        doc = Bean(
+            dataVersion=Bean(counter=self._counter, timestamp=int(time.time() * 1000)),
+            topicConfigTable={name: t.to_bean() for name, t in self._table.items()},
+        )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_config_file(self.path, dumps(doc, pretty=True))

@@ -1,0 +1,251 @@
+"""The embedded transport: a :class:`~store.client.transport.Transport` that calls a
+:class:`~store.broker.core.BrokerCore` in the same process, without sockets.
+
+It behaves like the TCP transport, answer for answer: the same broker logic runs, the
+same response codes become the same :class:`SendResult`/:class:`PullReply` or
+:class:`BrokerError`, long polling really blocks, and group changes really notify.
+Several consumers of one group can live in one process, each with its own transport
+(its own "connection"): the transport object is the channel the broker knows the
+client by, so :meth:`InProcessTransport.close` acts like a closed connection (the
+client's registrations go, its groups rebalance).
+
+Thread-safety: every method may be called from any thread. :meth:`pull` with
+``suspend_ms`` blocks the calling thread on an event until the broker's hold service
+answers (a message arrives or the suspend time runs out).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from store.broker.codes import ResponseCode
+from store.broker.core import BrokerCore
+from store.broker.pulls import PullOutcome, PullRequest
+from store.client.allocate import MessageQueue
+from store.client.transport import (
+    BrokerError,
+    ConsumerIdsChanged,
+    Heartbeat,
+    PullReply,
+    PullStatus,
+    SendResult,
+    SendStatus,
+    TransportError,
+)
+from store.consumequeue.results import StoredMessage
+from store.message import Message
+
+SEND_STATUS: dict[ResponseCode, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+"""Send response codes that mean "stored" (the rest raise BrokerError)."""
+
+PULL_STATUS: dict[ResponseCode, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+"""The client's ``PullAPIWrapper`` mapping; other codes raise BrokerError."""
+
+HOLD_MARGIN_S = 30.0
+"""How long past ``suspend_ms`` a pull waits before declaring the broker lost."""
+
+
+def pull_reply(outcome: PullOutcome) -> PullReply:
+    """Map a decoded pull outcome to the client's reply.
+
+    Raises:
+        BrokerError: the code is not one of the four pull codes.
+    """
+    status = PULL_STATUS.get(outcome.code)
+    if status is None:
+        raise BrokerError(outcome.code, outcome.remark or "")
+    return PullReply(
+        status,
+        outcome.next_begin_offset,
+        outcome.min_offset,
+        outcome.max_offset,
+        outcome.messages if status is PullStatus.FOUND else (),
+        outcome.suggest_which_broker_id,
+    )
+
+
+class InProcessTransport:
+    """A client's connection to an in-process broker core."""
+
+    def __init__(self, core: BrokerCore, client_host: str = "127.0.0.1") -> None:
+        self.core = core
+        self.client_host = client_host
+        self._handler: ConsumerIdsChanged | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------- the channel
+
+    def notify_consumer_ids_changed(self, group: str) -> None:
+        """Broker side: deliver NOTIFY_CONSUMER_IDS_CHANGED to the installed handler."""
+        handler = self._handler
+        if handler is not None and not self._closed:
+            handler(group)
+
+    def set_consumer_ids_changed(self, handler: ConsumerIdsChanged | None) -> None:
+        """Install the handler the broker calls on a group change (None removes it)."""
+        self._handler = handler
+
+    # --------------------------------------------------------------- transport
+
+    @property
+    def broker_name(self) -> str:
+        """The broker's name in routes and queues."""
+        return self.core.config.broker_name
+
+    def _check(self) -> None:
+        if self._closed:
+            raise TransportError("transport closed")
+
+    def topic_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues, sorted; [] for an unknown topic."""
+        self._check()
+        config = self.core.topic_config(topic)
+        if config is None or not config.readable:
+            return []
+        name = self.broker_name
+        return [MessageQueue(topic, name, q) for q in range(config.read_queue_nums)]
+
+    def send(
+        self, producer_group: str, queue: MessageQueue, messages: Sequence[Message]
+    ) -> SendResult:
+        """Store ``messages`` in ``queue`` (auto-creating the topic).
+
+        Raises:
+            BrokerError: MESSAGE_ILLEGAL, SERVICE_NOT_AVAILABLE, NO_PERMISSION, ...
+        """
+        self._check()
+        outcome = self.core.send(queue.topic, queue.queue_id, messages)
+        status = SEND_STATUS.get(outcome.code)
+        if status is None or not outcome.results:
+            raise BrokerError(outcome.code, outcome.remark or "")
+        results = outcome.results
+        return SendResult(
+            status,
+            ",".join(r.uniq_key for r in results),
+            ",".join(r.msg_id for r in results),
+            MessageQueue(outcome.topic, self.broker_name, outcome.queue_id),
+            results[0].queue_offset,
+        )
+
+    def pull(
+        self,
+        group: str,
+        queue: MessageQueue,
+        offset: int,
+        max_count: int,
+        expression: str = "*",
+        *,
+        commit_offset: int | None = None,
+        suspend_ms: int = 0,
+    ) -> PullReply:
+        """PULL_MESSAGE; blocks up to ``suspend_ms`` when nothing is new.
+
+        Raises:
+            BrokerError: a non-pull response code (e.g. NO_PERMISSION).
+            TransportError: the broker did not answer within ``suspend_ms`` + 30 s.
+        """
+        self._check()
+        request = PullRequest(
+            group, queue.topic, queue.queue_id, offset, max_count, expression,
+            commit_offset, suspend_ms, decoded=True, client_host=self.client_host,
+        )  # fmt: skip
+        done = threading.Event()
+        box: list[PullOutcome] = []
+
+        def on_done(outcome: PullOutcome) -> None:
+            box.append(outcome)
+            done.set()
+
+        self.core.pull(request, on_done)
+        if not done.wait(suspend_ms / 1000 + HOLD_MARGIN_S):
+            raise TransportError(f"pull of {queue} not answered within {suspend_ms} ms")
+        return pull_reply(box[0])
+
+    def query_offset(self, group: str, queue: MessageQueue) -> int | None:
+        """The group's committed offset; None for QUERY_NOT_FOUND."""
+        self._check()
+        return self.core.query_offset(group, queue.topic, queue.queue_id)
+
+    def update_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
+        """Commit the group's offset for ``queue``."""
+        self._check()
+        self.core.update_offset(group, queue.topic, queue.queue_id, offset)
+
+    def max_offset(self, queue: MessageQueue) -> int:
+        """GET_MAX_OFFSET."""
+        self._check()
+        return self.core.max_offset(queue.topic, queue.queue_id)
+
+    def min_offset(self, queue: MessageQueue) -> int:
+        """GET_MIN_OFFSET."""
+        self._check()
+        return self.core.min_offset(queue.topic, queue.queue_id)
+
+    def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP."""
+        self._check()
+        return self.core.search_offset(queue.topic, queue.queue_id, timestamp_ms)
+
+    def heartbeat(self, hb: Heartbeat) -> None:
+        """Register (or refresh) the client; this transport is its channel."""
+        self._check()
+        self.core.heartbeat(hb, self)
+
+    def unregister(self, client_id: str, group: str) -> None:
+        """Leave ``group``; its other members are notified."""
+        self._check()
+        self.core.unregister(client_id, group)
+
+    def consumer_ids(self, group: str) -> list[str]:
+        """The group's live client ids."""
+        self._check()
+        return self.core.consumer_ids(group)
+
+    def lock_batch(
+        self, group: str, client_id: str, queues: Sequence[MessageQueue]
+    ) -> set[MessageQueue]:
+        """Lock ``queues`` for ``client_id`` (60 s lease); returns those now held."""
+        self._check()
+        return self.core.lock_batch(group, client_id, queues)
+
+    def unlock_batch(self, group: str, client_id: str, queues: Sequence[MessageQueue]) -> None:
+        """Release ``client_id``'s locks on ``queues``."""
+        self._check()
+        self.core.unlock_batch(group, client_id, queues)
+
+    def send_back(
+        self,
+        group: str,
+        msg: StoredMessage,
+        delay_level: int = 0,
+        max_reconsume_times: int = 16,
+    ) -> None:
+        """Retry ``msg`` through ``%RETRY%group`` or move it to ``%DLQ%group``.
+
+        Raises:
+            BrokerError: the broker refused (e.g. the message is gone).
+        """
+        self._check()
+        reply = self.core.send_back(
+            group, msg.physical_offset, delay_level, "", max_reconsume_times
+        )
+        if reply.code is not ResponseCode.SUCCESS:
+            raise BrokerError(reply.code, reply.remark or "")
+
+    def close(self) -> None:
+        """Drop the connection: the broker forgets this client's registrations."""
+        if self._closed:
+            return
+        self._closed = True
+        self.core.channel_closed(self)

@@ -1,0 +1,153 @@
+"""BrokerCore.pull: response codes, offsets, long polling."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from store.broker.codes import ResponseCode
+from store.broker.core import BrokerCore
+from store.broker.pulls import PullOutcome, PullRequest, response_code
+from store.message import Message
+from store.message_store import MessageStore
+from store.status import GetStatus
+from tests.broker.core_helpers import pull, put
+
+
+@pytest.mark.parametrize(
+    ("status", "offset", "code"),
+    [
+        (GetStatus.FOUND, 0, ResponseCode.SUCCESS),
+        (GetStatus.MESSAGE_WAS_REMOVING, 3, ResponseCode.PULL_RETRY_IMMEDIATELY),
+        (GetStatus.NO_MATCHED_MESSAGE, 3, ResponseCode.PULL_RETRY_IMMEDIATELY),
+        (GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, ResponseCode.PULL_NOT_FOUND),
+        (GetStatus.NO_MATCHED_LOGIC_QUEUE, 3, ResponseCode.PULL_OFFSET_MOVED),
+        (GetStatus.NO_MESSAGE_IN_QUEUE, 0, ResponseCode.PULL_NOT_FOUND),
+        (GetStatus.NO_MESSAGE_IN_QUEUE, 3, ResponseCode.PULL_OFFSET_MOVED),
+        (GetStatus.OFFSET_FOUND_NULL, 3, ResponseCode.PULL_NOT_FOUND),
+        (GetStatus.OFFSET_OVERFLOW_ONE, 3, ResponseCode.PULL_NOT_FOUND),
+        (GetStatus.OFFSET_OVERFLOW_BADLY, 3, ResponseCode.PULL_OFFSET_MOVED),
+        (GetStatus.OFFSET_TOO_SMALL, 3, ResponseCode.PULL_OFFSET_MOVED),
+        (GetStatus.OFFSET_RESET, 3, ResponseCode.PULL_OFFSET_MOVED),
+    ],
+)
+def test_status_maps_to_the_spec_response_code(
+    status: GetStatus, offset: int, code: ResponseCode
+) -> None:
+    assert response_code(status, offset) is code
+
+
+def test_offset_moved_becomes_retry_immediately_on_a_lenient_slave() -> None:
+    code = response_code(GetStatus.OFFSET_TOO_SMALL, 3, slave_without_offset_check=True)
+    assert code is ResponseCode.PULL_RETRY_IMMEDIATELY
+
+
+def test_pull_of_unknown_queue_at_zero_is_not_found(core: BrokerCore) -> None:
+    out = pull(core, PullRequest("g", "T", 0, 0))
+    assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_NOT_FOUND, 0)
+
+
+def test_pull_of_unknown_queue_past_zero_is_offset_moved_to_zero(core: BrokerCore) -> None:
+    out = pull(core, PullRequest("g", "T", 0, 7))
+    assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_OFFSET_MOVED, 0)
+
+
+def test_pull_found_returns_raw_records_and_next_offset(
+    core: BrokerCore, store: MessageStore
+) -> None:
+    put(store, "T", 3)
+    out = pull(core, PullRequest("g", "T", 0, 0, max_count=2))
+    assert out.code is ResponseCode.SUCCESS
+    assert (out.next_begin_offset, out.min_offset, out.max_offset) == (2, 0, 3)
+    assert len(out.buffers) == 2
+    assert int.from_bytes(out.buffers[0][:4], "big") == len(out.buffers[0])
+
+
+def test_decoded_pull_returns_messages(core: BrokerCore, store: MessageStore) -> None:
+    put(store, "T", 2)
+    out = pull(core, PullRequest("g", "T", 0, 0, decoded=True))
+    assert [m.body for m in out.messages] == [b"m0", b"m1"]
+
+
+def test_pull_at_max_offset_is_not_found(core: BrokerCore, store: MessageStore) -> None:
+    put(store, "T", 2)
+    out = pull(core, PullRequest("g", "T", 0, 2))
+    assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_NOT_FOUND, 2)
+
+
+def test_pull_past_max_offset_is_moved_to_max(core: BrokerCore, store: MessageStore) -> None:
+    put(store, "T", 2)
+    out = pull(core, PullRequest("g", "T", 0, 9))
+    assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_OFFSET_MOVED, 2)
+
+
+def test_pull_with_no_matching_tag_is_retry_immediately_past_the_scan(
+    core: BrokerCore, store: MessageStore
+) -> None:
+    put(store, "T", 3, tags="A")
+    out = pull(core, PullRequest("g", "T", 0, 0, expression="B"))
+    assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_RETRY_IMMEDIATELY, 3)
+
+
+def test_pull_piggy_backed_commit_offset_is_stored(core: BrokerCore, store: MessageStore) -> None:
+    put(store, "T", 3)
+    pull(core, PullRequest("g", "T", 0, 1, commit_offset=1))
+    assert core.offsets.query("g", "T", 0) == 1
+
+
+def test_held_pull_is_answered_within_milliseconds_of_a_put(
+    core: BrokerCore, store: MessageStore
+) -> None:
+    done = threading.Event()
+    box: list[tuple[float, PullOutcome]] = []
+    core.pull(
+        PullRequest("g", "T", 0, 0, suspend_ms=10_000),
+        lambda o: (box.append((time.perf_counter(), o)), done.set()),
+    )
+    assert core.hold.held_count == 1
+    t0 = time.perf_counter()
+    store.put_message(Message("T", b"late", queue_id=0))
+    assert done.wait(5)
+    latency_ms = (box[0][0] - t0) * 1000
+    print(f"long-poll wake latency after put: {latency_ms:.2f} ms")
+    assert box[0][1].code is ResponseCode.SUCCESS
+    assert latency_ms < 500
+
+
+def test_held_pull_times_out_with_not_found_after_its_suspend_time(core: BrokerCore) -> None:
+    t0 = time.monotonic()
+    out = pull(core, PullRequest("g", "T", 0, 0, suspend_ms=200))
+    elapsed = time.monotonic() - t0
+    assert out.code is ResponseCode.PULL_NOT_FOUND
+    assert 0.15 <= elapsed < 2.0
+
+
+def test_held_pull_ignores_a_message_with_another_tag(
+    core: BrokerCore, store: MessageStore
+) -> None:
+    done = threading.Event()
+    core.pull(PullRequest("g", "T", 0, 0, expression="A", suspend_ms=300), lambda o: done.set())
+    put(store, "T", 1, tags="B")
+    assert not done.wait(0.1)
+    assert done.wait(3)
+
+
+def test_held_pull_is_answered_exactly_once(core: BrokerCore, store: MessageStore) -> None:
+    calls: list[PullOutcome] = []
+    first = threading.Event()
+    core.pull(PullRequest("g", "T", 0, 0, suspend_ms=300), lambda o: (calls.append(o), first.set()))
+    put(store, "T", 3)
+    assert first.wait(3)
+    time.sleep(0.5)  # past the suspend time: a second answer would have come by now
+    assert len(calls) == 1
+
+
+def test_shutdown_answers_held_pulls(store: MessageStore) -> None:
+    c = BrokerCore(store)
+    c.start()
+    done = threading.Event()
+    c.pull(PullRequest("g", "T", 0, 0, suspend_ms=60_000), lambda o: done.set())
+    c.shutdown()
+    assert done.is_set()
