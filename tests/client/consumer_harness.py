@@ -57,12 +57,24 @@ def produce(
     """Send ``n`` messages round-robin over ``queues``; bodies are ``prefix-i``."""
     t = InProcessTransport(core)
     bodies = []
+    expect: dict[MessageQueue, int] = {}
     for i in range(n):
         body = f"{prefix}-{i}"
         mq = queues[i % len(queues)]
-        t.send("pg", mq, [Message(mq.topic, body.encode(), tags=tags, queue_id=mq.queue_id)])
+        r = t.send("pg", mq, [Message(mq.topic, body.encode(), tags=tags, queue_id=mq.queue_id)])
+        expect[mq] = r.queue_offset + 1
         bodies.append(body)
+    wait_dispatched(core, expect)
     return bodies
+
+
+def wait_dispatched(core: BrokerCore, expect: dict[MessageQueue, int], timeout: float = 10) -> None:
+    """Wait until the reput thread has built the consume queues up to ``expect``."""
+    ok = wait_until(
+        lambda: all(core.max_offset(mq.topic, mq.queue_id) >= n for mq, n in expect.items()),
+        timeout,
+    )
+    assert ok, "consume queues not dispatched in time"
 
 
 class Seen:
