@@ -1,0 +1,141 @@
+"""Embedded mode: several PushConsumers of one group over InProcessTransport."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from store.client.consumer import (
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumeOrderlyStatus,
+    PushConsumer,
+)
+from store.client.inprocess import InProcessTransport
+from tests.client.consumer_harness import FAST, Seen, broker, create_topic, produce, wait_until
+
+pytestmark = pytest.mark.integration
+
+CFG = dataclasses.replace(
+    FAST,
+    consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    rebalance_interval_ms=60_000,  # only notifications can move queues in these tests
+)
+
+
+def start_consumer(core, seen, name, *, orderly=False, cfg=CFG, topic="T"):
+    c = PushConsumer("g", InProcessTransport(core), cfg)
+    c.subscribe(topic)
+
+    def on_msgs(msgs, ctx):
+        for m in msgs:
+            seen.add(name, m.body.decode(), m.queue_id, m.queue_offset)
+        return ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    c.register_message_listener(on_msgs, orderly=orderly)
+    c.start()
+    return c
+
+
+def topic_ids(c, topic="T"):
+    return {mq.queue_id for mq in c.owned() if mq.topic == topic}
+
+
+def settled(consumers, n=8):
+    owned = [topic_ids(c) for c in consumers]
+    return sum(map(len, owned)) == n and set().union(*owned) == set(range(n))
+
+
+@pytest.fixture
+def core(tmp_path):
+    with broker(tmp_path) as c:
+        yield c
+
+
+def test_three_consumers_share_eight_queues_without_overlap(core):
+    create_topic(core, "T", 8)
+    seen = Seen()
+    cs = [start_consumer(core, seen, f"c{i}") for i in range(3)]
+    try:
+        assert wait_until(lambda: settled(cs), 5)
+        assert sorted(len(topic_ids(c)) for c in cs) == [2, 3, 3]
+    finally:
+        for c in cs:
+            c.shutdown()
+
+
+def test_every_message_is_consumed_at_least_once_by_the_group(core):
+    qs = create_topic(core, "T", 8)
+    seen = Seen()
+    cs = [start_consumer(core, seen, f"c{i}") for i in range(3)]
+    try:
+        assert wait_until(lambda: settled(cs), 5)
+        bodies = produce(core, qs, 3000)
+        assert seen.wait_for(lambda c: set(bodies) <= set(c), 20)
+    finally:
+        for c in cs:
+            c.shutdown()
+
+
+def test_a_consumer_that_shuts_down_hands_its_queues_over_at_once(core):
+    create_topic(core, "T", 8)
+    seen = Seen()
+    cs = [start_consumer(core, seen, f"c{i}") for i in range(3)]
+    try:
+        assert wait_until(lambda: settled(cs), 5)
+        cs[0].shutdown()
+        # The rebalance interval is 60 s: only the broker's notification moves queues.
+        assert wait_until(lambda: settled(cs[1:]), 2)
+    finally:
+        for c in cs:
+            c.shutdown()
+
+
+def test_shutdown_persists_the_offsets_of_consumed_queues(core):
+    qs = create_topic(core, "T", 8)
+    seen = Seen()
+    c = start_consumer(core, seen, "c0")
+    assert wait_until(lambda: settled([c]), 5)
+    bodies = produce(core, qs, 400)
+    assert seen.wait_for(lambda got: set(bodies) <= set(got), 10)
+    c.shutdown()
+    assert [core.query_offset("g", "T", q) for q in range(8)] == [50] * 8
+
+
+def test_the_next_owner_continues_from_the_persisted_offset(core):
+    qs = create_topic(core, "T", 8)
+    seen = Seen()
+    first = start_consumer(core, seen, "first")
+    assert wait_until(lambda: settled([first]), 5)
+    old = produce(core, qs, 80, prefix="old")
+    assert seen.wait_for(lambda got: set(old) <= set(got), 10)
+    first.shutdown()
+    second = start_consumer(core, seen, "second")
+    try:
+        new = produce(core, qs, 80, prefix="new")
+        assert seen.wait_for(lambda got: set(new) <= set(got), 10)
+        assert not set(old) & set(seen.by_consumer["second"])
+    finally:
+        second.shutdown()
+
+
+def test_orderly_consumption_keeps_per_queue_order_across_a_rebalance(core):
+    qs = create_topic(core, "T", 8)
+    seen = Seen()
+    cfg = dataclasses.replace(CFG, consume_message_batch_max_size=4)
+    cs = [start_consumer(core, seen, f"c{i}", orderly=True, cfg=cfg) for i in range(2)]
+    try:
+        assert wait_until(lambda: settled(cs), 5)
+        produce(core, qs, 800)
+        cs.append(start_consumer(core, seen, "c2", orderly=True, cfg=cfg))  # joins
+        produce(core, qs, 800, prefix="n")
+        cs[0].shutdown()  # leaves
+        produce(core, qs, 800, prefix="z")
+        assert seen.wait_for(lambda got: len(got) == 2400, 20)
+        for q in range(8):
+            offsets = [o for _, o in seen.by_queue[q]]
+            assert offsets == list(range(300)), f"queue {q} out of order"
+    finally:
+        for c in cs:
+            c.shutdown()
