@@ -1,0 +1,189 @@
+"""RemoteTransport against a real BrokerServer on a free 127.0.0.1 port."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from store.broker.core import BrokerCore
+from store.client.allocate import MessageQueue
+from store.client.producer import Producer
+from store.client.remote import RemoteTransport
+from store.client.transport import (
+    BrokerError,
+    ConsumerData,
+    Heartbeat,
+    PullStatus,
+    SendStatus,
+    SubscriptionData,
+    TransportError,
+)
+from store.message import Message
+from store.message_store import MessageStore
+from tests.helpers import make_store
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MessageStore]:
+    s = make_store(tmp_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def address(store: MessageStore) -> Iterator[str]:
+    server_mod = pytest.importorskip("store.broker.server")
+    core = BrokerCore(store)
+    core.start()
+    server = server_mod.BrokerServer(core, host="127.0.0.1", port=0)
+    port = server.start()
+    yield f"127.0.0.1:{port}"
+    server.stop()
+    core.shutdown()
+
+
+@pytest.fixture
+def transport(address: str) -> Iterator[RemoteTransport]:
+    with RemoteTransport(address) as t:
+        yield t
+
+
+def send(t: RemoteTransport, topic: str, body: bytes, queue_id: int = 0, tags: str | None = None):
+    mq = MessageQueue(topic, t.broker_name, queue_id)
+    return Producer("pg", t).start().send(Message(topic, body, tags=tags), queue=mq)
+
+
+def pull_until(t: RemoteTransport, mq: MessageQueue, expect: int, expression: str = "*") -> list:
+    out: list = []
+    deadline = time.monotonic() + 5
+    while len(out) < expect and time.monotonic() < deadline:
+        out.extend(t.pull("cg", mq, len(out), 32, expression, suspend_ms=500).messages)
+    return out
+
+
+def test_send_then_pull_round_trips_body_tags_and_ids(transport: RemoteTransport) -> None:
+    result = send(transport, "rt", b"payload", tags="TagA")
+    assert result.status is SendStatus.SEND_OK
+    (msg,) = pull_until(transport, result.queue, 1)
+    assert (msg.body, msg.tags, msg.uniq_key) == (b"payload", "TagA", result.msg_id)
+    assert msg.queue_offset == result.queue_offset
+
+
+def test_route_of_an_auto_created_topic_lists_its_queues(transport: RemoteTransport) -> None:
+    assert transport.topic_queues("fresh") == []
+    send(transport, "fresh", b"x")
+    queues = transport.topic_queues("fresh")
+    assert queues and all(q.topic == "fresh" for q in queues)
+
+
+def test_pull_at_the_end_answers_no_new_msg_with_offsets(transport: RemoteTransport) -> None:
+    result = send(transport, "end", b"x")
+    pull_until(transport, result.queue, 1)
+    reply = transport.pull("cg", result.queue, 1, 32)
+    assert reply.status is PullStatus.NO_NEW_MSG
+    assert (reply.next_begin_offset, reply.max_offset) == (1, 1)
+
+
+def test_pull_far_past_the_end_is_offset_illegal(transport: RemoteTransport) -> None:
+    result = send(transport, "far", b"x")
+    pull_until(transport, result.queue, 1)
+    assert transport.pull("cg", result.queue, 1000, 32).status is PullStatus.OFFSET_ILLEGAL
+
+
+def test_long_poll_is_answered_soon_after_a_message_arrives(transport: RemoteTransport) -> None:
+    result = send(transport, "lp", b"first")
+    pull_until(transport, result.queue, 1)
+    answers: queue.Queue[tuple[float, object]] = queue.Queue()
+
+    def hold() -> None:
+        reply = transport.pull("cg", result.queue, 1, 32, suspend_ms=10_000)
+        answers.put((time.monotonic(), reply))
+
+    threading.Thread(target=hold).start()
+    time.sleep(0.3)  # let the pull reach the broker and be suspended
+    sent_at = time.monotonic()
+    send(transport, "lp", b"second")
+    answered_at, reply = answers.get(timeout=12)
+    assert reply.messages[0].body == b"second"  # type: ignore[attr-defined]
+    assert answered_at - sent_at < 1.0
+
+
+def test_tag_expression_filters_on_the_broker_and_the_client(transport: RemoteTransport) -> None:
+    for tag in ["A", "B", "A", "C"]:
+        send(transport, "tags", tag.encode(), tags=tag)
+    mq = MessageQueue("tags", transport.broker_name, 0)
+    got = pull_until(transport, mq, 2, "A")
+    assert [m.body for m in got] == [b"A", b"A"]
+
+
+def test_consumer_offsets_update_and_query(transport: RemoteTransport) -> None:
+    mq = MessageQueue("off", transport.broker_name, 0)
+    send(transport, "off", b"x")
+    assert transport.query_offset("g-off", mq) is None
+    transport.update_offset("g-off", mq, 1)
+    assert transport.query_offset("g-off", mq) == 1
+
+
+def test_min_max_and_search_offsets(transport: RemoteTransport) -> None:
+    before = int(time.time() * 1000) - 1
+    for _ in range(3):
+        result = send(transport, "mm", b"x")
+    pull_until(transport, result.queue, 3)
+    assert transport.min_offset(result.queue) == 0
+    assert transport.max_offset(result.queue) == 3
+    assert transport.search_offset(result.queue, before) == 0
+
+
+def heartbeat(client_id: str, group: str) -> Heartbeat:
+    sub = SubscriptionData("hb-topic", "*")
+    return Heartbeat(client_id, consumers=(ConsumerData(group, subscriptions=(sub,)),))
+
+
+def test_a_second_consumer_joining_notifies_the_first(address: str) -> None:
+    with RemoteTransport(address) as a, RemoteTransport(address) as b:
+        send(a, "hb-topic", b"x")
+        notified: queue.Queue[str] = queue.Queue()
+        a.set_consumer_ids_changed(notified.put)
+        a.heartbeat(heartbeat("client-a", "g-hb"))
+        b.heartbeat(heartbeat("client-b", "g-hb"))
+        assert notified.get(timeout=5) == "g-hb"
+        assert sorted(a.consumer_ids("g-hb")) == ["client-a", "client-b"]
+        b.unregister("client-b", "g-hb")
+        assert a.consumer_ids("g-hb") == ["client-a"]
+
+
+def test_queue_lock_is_exclusive_until_unlocked(address: str) -> None:
+    with RemoteTransport(address) as a, RemoteTransport(address) as b:
+        send(a, "lk", b"x")
+        mqs = [MessageQueue("lk", a.broker_name, 0)]
+        assert a.lock_batch("g-lk", "client-a", mqs) == set(mqs)
+        assert b.lock_batch("g-lk", "client-b", mqs) == set()
+        a.unlock_batch("g-lk", "client-a", mqs)
+        assert b.lock_batch("g-lk", "client-b", mqs) == set(mqs)
+
+
+def test_send_back_puts_the_message_on_the_retry_topic(transport: RemoteTransport) -> None:
+    result = send(transport, "sb", b"retry me")
+    (msg,) = pull_until(transport, result.queue, 1)
+    transport.send_back("g-sb", msg, delay_level=0, max_reconsume_times=0)  # straight to DLQ
+    dlq = MessageQueue("%DLQ%g-sb", transport.broker_name, 0)
+    (dead,) = pull_until(transport, dlq, 1)
+    assert dead.body == b"retry me"
+
+
+def test_illegal_queue_id_is_a_broker_error(transport: RemoteTransport) -> None:
+    send(transport, "q", b"x")
+    with pytest.raises(BrokerError):
+        send(transport, "q", b"x", queue_id=500)
+
+
+def test_unreachable_name_server_is_a_transport_error(tmp_path: Path) -> None:
+    with RemoteTransport("127.0.0.1:1", timeout_s=0.5) as t, pytest.raises(TransportError):
+        t.topic_queues("x")
