@@ -394,6 +394,19 @@ class BrokerCore:
         """VIEW_MESSAGE_BY_ID (the id's physical offset)."""
         return self.store.stored_message_at(physical_offset)
 
+    def raw_message_at(self, physical_offset: int) -> bytes | None:
+        """The stored record bytes at ``physical_offset`` (VIEW_MESSAGE_BY_ID and
+        QUERY_MESSAGE bodies), None if no valid record starts there."""
+        msg = self.store.stored_message_at(physical_offset)
+        mf = self.store.segments.find(physical_offset) if msg is not None else None
+        if msg is None or mf is None:
+            return None
+        rel = physical_offset - mf.file_from_offset
+        try:
+            return bytes(mf.view[rel : rel + msg.size])
+        except ValueError:  # the segment was unmapped meanwhile
+            return None
+
     def query_message(
         self, topic: str, key: str, max_num: int, begin: int, end: int
     ) -> QueryResult:

@@ -1,0 +1,80 @@
+"""The built-in name server: route data for this one broker's topics.
+
+RocketMQ clients first ask a name server where a topic lives (GET_ROUTEINFO_BY_TOPIC)
+and then talk to the brokers it names. Our broker answers those questions itself, on
+its own port, so a client's ``namesrvAddr`` can simply be the broker address.
+
+Route body (``TopicRouteData``, fastjson: bean fields alphabetical, ``brokerAddrs``
+with unquoted long keys; brokerId 0 is the master)::
+
+    {"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911"},"brokerName":"broker-a",
+      "cluster":"DefaultCluster"}],"filterServerTable":{},
+     "queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,
+      "topicSynFlag":0,"topicSysFlag":0,"writeQueueNums":4}]}
+
+``topicSynFlag`` is 4.x's spelling, ``topicSysFlag`` 5.x's; both are written and each
+client reads its own. With ``acceptStandardJsonOnly`` (5.x) the keys are quoted.
+"""
+
+from __future__ import annotations
+
+import json
+
+from store.broker.fastjson import Bean, dumps
+from store.broker.topics import TopicConfig
+
+
+def _broker_data(cluster: str, broker_name: str, broker_id: int, addr: str) -> Bean:
+    return Bean(brokerAddrs={broker_id: addr}, brokerName=broker_name, cluster=cluster)
+
+
+def _encode(doc: Bean, standard_json: bool) -> bytes:
+    text = _quote_int_keys(doc) if standard_json else dumps(doc)
+    return text.encode("utf-8")
+
+
+def _quote_int_keys(value: object) -> str:
+    def conv(v: object) -> object:
+        if isinstance(v, dict):
+            items = sorted(v.items()) if isinstance(v, Bean) else v.items()
+            return {str(k): conv(x) for k, x in items if x is not None}
+        if isinstance(v, list | tuple):
+            return [conv(x) for x in v]
+        return v
+
+    return json.dumps(conv(value), separators=(",", ":"), ensure_ascii=False)
+
+
+def route_body(
+    topic: TopicConfig,
+    *,
+    cluster: str,
+    broker_name: str,
+    broker_id: int,
+    addr: str,
+    standard_json: bool = False,
+) -> bytes:
+    """GET_ROUTEINFO_BY_TOPIC response body for ``topic`` on this broker."""
+    queue = Bean(
+        brokerName=broker_name,
+        perm=topic.perm,
+        readQueueNums=topic.read_queue_nums,
+        topicSynFlag=topic.topic_sys_flag,
+        topicSysFlag=topic.topic_sys_flag,
+        writeQueueNums=topic.write_queue_nums,
+    )
+    doc = Bean(
+        brokerDatas=[_broker_data(cluster, broker_name, broker_id, addr)],
+        filterServerTable={},
+        queueDatas=[queue],
+    )
+    return _encode(doc, standard_json)
+
+
+def cluster_info_body(*, cluster: str, broker_name: str, broker_id: int, addr: str) -> bytes:
+    """GET_BROKER_CLUSTER_INFO response body (``ClusterInfo``)."""
+    doc = Bean(
+        brokerAddrTable={broker_name: _broker_data(cluster, broker_name, broker_id, addr)},
+        clusterAddrTable={cluster: [broker_name]},
+    )
+    return _encode(doc, False)

@@ -1,0 +1,450 @@
+"""Request processors: one function per request code, from a request command to a
+response command, over :class:`~store.broker.core.BrokerCore`.
+
+Every processor is synchronous and may block on the store, so the server runs them on
+its thread pool. They never raise for a client's mistake: a malformed header or body
+becomes a response with a RocketMQ code (``BadRequestError`` -> SYSTEM_ERROR with the
+reason as remark, as a Java broker answers a header it cannot decode). PULL_MESSAGE is
+special: it answers through a callback (long polling) and with zero-copy record views,
+see :func:`process_pull`.
+
+Header field names are RocketMQ's ``*RequestHeader`` / ``*ResponseHeader`` fields;
+SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE use the one-letter names of
+``SendMessageRequestHeaderV2`` (rocketmq-facts 11.6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from store.broker.codes import PullSysFlag, RequestCode, ResponseCode
+from store.broker.consumers import ClientChannel
+from store.broker.core import BrokerCore, SendOutcome
+from store.broker.fastjson import dumps
+from store.broker.namesrv import cluster_info_body, route_body
+from store.broker.pulls import PullOutcome, PullRequest
+from store.broker.remoting import RemotingCommand
+from store.broker.topics import AUTO_CREATE_TOPIC_KEY, PERM_RW, TopicConfig
+from store.broker.wire import (
+    BadRequestError,
+    build_message,
+    decode_batch,
+    ext_int,
+    ext_str,
+    parse_heartbeat,
+    parse_lock_body,
+    queue_json,
+)
+from store.consumequeue.search import BoundaryType
+from store.message import Message
+
+V2_FIELDS: dict[str, str] = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "brokerName",
+}
+"""SendMessageRequestHeaderV2 one-letter names -> SendMessageRequestHeader names."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who sent a request and where: the client's channel and address, our address."""
+
+    core: BrokerCore
+    channel: ClientChannel
+    peer: tuple[str, int]
+    broker_addr: str
+    serve_name_server: bool = True
+
+
+Processor = Callable[[RequestContext, RemotingCommand], RemotingCommand]
+Records = Sequence[memoryview | bytes]
+Respond = Callable[[RemotingCommand, Records], None]
+
+
+def _ok(
+    cmd: RemotingCommand, ext: Mapping[str, object] | None = None, body: bytes = b""
+) -> RemotingCommand:
+    return cmd.make_response(ResponseCode.SUCCESS, None, ext, body)
+
+
+# ----------------------------------------------------------------------------- send
+
+
+def _send_response(cmd: RemotingCommand, out: SendOutcome) -> RemotingCommand:
+    if not out.results or not out.results[0].status.stored:
+        return cmd.make_response(out.code, out.remark or out.code.name)
+    ids = ",".join(r.msg_id for r in out.results)
+    ext = {
+        "msgId": ids,
+        "queueId": out.queue_id,
+        "queueOffset": out.results[0].queue_offset,
+        "MSG_REGION": "DefaultRegion",
+        "TRACE_ON": "true",
+    }
+    return cmd.make_response(out.code, out.remark, ext)
+
+
+def process_send(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320)."""
+    ext = cmd.ext_fields
+    if cmd.code != RequestCode.SEND_MESSAGE:
+        ext = {V2_FIELDS.get(k, k): v for k, v in ext.items()}
+    topic = ext_str(ext, "topic")
+    queue_id = ext_int(ext, "queueId", -1)
+    common = {
+        "sys_flag": ext_int(ext, "sysFlag", 0),
+        "born_timestamp": ext_int(ext, "bornTimestamp", 0) or None,
+        "born_host": ctx.peer,
+        "reconsume_times": ext_int(ext, "reconsumeTimes", 0),
+    }
+    batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or ext.get("batch") == "true"
+    messages: list[Message]
+    if batch:
+        messages = [
+            build_message(topic, queue_id, body, props, flag=flag, **common)  # type: ignore[arg-type]
+            for flag, body, props in decode_batch(cmd.body)
+        ]
+    else:
+        messages = [
+            build_message(
+                topic, queue_id, cmd.body, ext.get("properties", ""),
+                flag=ext_int(ext, "flag", 0), **common,  # type: ignore[arg-type]
+            )
+        ]  # fmt: skip
+    out = ctx.core.send(
+        topic,
+        queue_id,
+        messages,
+        default_topic=ext.get("defaultTopic") or AUTO_CREATE_TOPIC_KEY,
+        default_queue_nums=ext_int(ext, "defaultTopicQueueNums", 0) or None,
+    )
+    return _send_response(cmd, out)
+
+
+# ----------------------------------------------------------------------------- pull
+
+
+def _pull_response(cmd: RemotingCommand, out: PullOutcome) -> RemotingCommand:
+    ext = {
+        "suggestWhichBrokerId": out.suggest_which_broker_id,
+        "nextBeginOffset": out.next_begin_offset,
+        "minOffset": out.min_offset,
+        "maxOffset": out.max_offset,
+    }
+    return cmd.make_response(out.code, out.remark, ext)
+
+
+def pull_request(ctx: RequestContext, cmd: RemotingCommand) -> PullRequest:
+    """PullMessageRequestHeader -> PullRequest.
+
+    Without the SUBSCRIPTION flag, the subscription the group announced in its
+    heartbeat for the topic is used ("*" if none).
+
+    Raises:
+        BadRequestError: a required field is missing or malformed.
+    """
+    ext = cmd.ext_fields
+    group = ext_str(ext, "consumerGroup")
+    topic = ext_str(ext, "topic")
+    sys_flag = ext_int(ext, "sysFlag", 0)
+    expression = "*"
+    if sys_flag & PullSysFlag.SUBSCRIPTION:
+        expression = ext.get("subscription") or "*"
+    else:
+        info = ctx.core.consumers.group_info(group)
+        for sub in info.data.subscriptions if info is not None else ():
+            if sub.topic == topic:
+                expression = sub.expression
+    commit = ext_int(ext, "commitOffset", -1) if sys_flag & PullSysFlag.COMMIT_OFFSET else -1
+    suspend = ext_int(ext, "suspendTimeoutMillis", 0) if sys_flag & PullSysFlag.SUSPEND else 0
+    return PullRequest(
+        group=group,
+        topic=topic,
+        queue_id=ext_int(ext, "queueId"),
+        offset=ext_int(ext, "queueOffset"),
+        max_count=max(1, ext_int(ext, "maxMsgNums", 32)),
+        expression=expression,
+        commit_offset=commit if commit >= 0 else None,
+        suspend_ms=max(0, suspend),
+        client_host=ctx.peer[0],
+    )
+
+
+def process_pull(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) -> None:
+    """PULL_MESSAGE (11): ``respond(response, records)`` exactly once, maybe later
+    from another thread. ``records`` are the raw CommitLog records (the body)."""
+    try:
+        request = pull_request(ctx, cmd)
+    except BadRequestError as e:
+        respond(cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e)), ())
+        return
+    if cmd.ext_fields.get("expressionType", "TAG") not in ("TAG", ""):
+        remark = "only TAG subscriptions are supported"
+        respond(cmd.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark), ())
+        return
+
+    def on_done(out: PullOutcome) -> None:
+        records = out.buffers if out.code is ResponseCode.SUCCESS else ()
+        respond(_pull_response(cmd, out), records)
+
+    ctx.core.pull(request, on_done)
+
+
+# -------------------------------------------------------------------------- offsets
+
+
+def process_query_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """QUERY_CONSUMER_OFFSET (14)."""
+    ext = cmd.ext_fields
+    offset = ctx.core.query_offset(
+        ext_str(ext, "consumerGroup"), ext_str(ext, "topic"), ext_int(ext, "queueId")
+    )
+    if offset is None:
+        return cmd.make_response(
+            ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first"
+        )
+    return _ok(cmd, {"offset": offset})
+
+
+def process_update_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """UPDATE_CONSUMER_OFFSET (15)."""
+    ext = cmd.ext_fields
+    ctx.core.update_offset(
+        ext_str(ext, "consumerGroup"),
+        ext_str(ext, "topic"),
+        ext_int(ext, "queueId"),
+        ext_int(ext, "commitOffset"),
+    )
+    return _ok(cmd)
+
+
+def process_max_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_MAX_OFFSET (30)."""
+    ext = cmd.ext_fields
+    return _ok(cmd, {"offset": ctx.core.max_offset(ext_str(ext, "topic"), ext_int(ext, "queueId"))})
+
+
+def process_min_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_MIN_OFFSET (31)."""
+    ext = cmd.ext_fields
+    return _ok(cmd, {"offset": ctx.core.min_offset(ext_str(ext, "topic"), ext_int(ext, "queueId"))})
+
+
+def process_search_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """SEARCH_OFFSET_BY_TIMESTAMP (29); 5.x ``boundaryType`` LOWER/UPPER honoured."""
+    ext = cmd.ext_fields
+    boundary = BoundaryType.UPPER if ext.get("boundaryType") == "UPPER" else BoundaryType.LOWER
+    offset = ctx.core.search_offset(
+        ext_str(ext, "topic"), ext_int(ext, "queueId"), ext_int(ext, "timestamp"), boundary
+    )
+    return _ok(cmd, {"offset": offset})
+
+
+def process_earliest_time(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_EARLIEST_MSG_STORETIME (32)."""
+    ext = cmd.ext_fields
+    t = ctx.core.earliest_message_time(ext_str(ext, "topic"), ext_int(ext, "queueId"))
+    return _ok(cmd, {"timestamp": t})
+
+
+# ------------------------------------------------------------------------- messages
+
+
+def process_view_message(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """VIEW_MESSAGE_BY_ID (33): header ``offset`` (physical) -> the raw record."""
+    raw = ctx.core.raw_message_at(ext_int(cmd.ext_fields, "offset"))
+    if raw is None:
+        return cmd.make_response(ResponseCode.SYSTEM_ERROR, "can not find message by the offset")
+    return _ok(cmd, body=raw)
+
+
+def process_query_message(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """QUERY_MESSAGE (12): by key/UNIQ_KEY; body = the matching raw records."""
+    ext = cmd.ext_fields
+    core = ctx.core
+    result = core.query_message(
+        ext_str(ext, "topic"),
+        ext_str(ext, "key"),
+        ext_int(ext, "maxNum", 32),
+        ext_int(ext, "beginTimestamp", 0),
+        ext_int(ext, "endTimestamp", (1 << 63) - 1),
+    )
+    raws = [core.raw_message_at(m.physical_offset) for m in result.messages]
+    body = b"".join(r for r in raws if r)
+    ext_out = {
+        "indexLastUpdateTimestamp": result.index_last_update_timestamp,
+        "indexLastUpdatePhyoffset": result.index_last_update_phy_offset,
+    }
+    if not body:
+        return cmd.make_response(
+            ResponseCode.QUERY_NOT_FOUND,
+            "can not find message, maybe time range not correct",
+            ext_out,
+        )
+    return _ok(cmd, ext_out, body)
+
+
+def process_send_back(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """CONSUMER_SEND_MSG_BACK (36)."""
+    ext = cmd.ext_fields
+    max_times = ext.get("maxReconsumeTimes")
+    reply = ctx.core.send_back(
+        ext_str(ext, "group"),
+        ext_int(ext, "offset"),
+        ext_int(ext, "delayLevel", 0),
+        ext.get("originMsgId", ""),
+        int(max_times) if max_times and max_times.lstrip("-").isdigit() else None,
+    )
+    return cmd.make_response(reply.code, reply.remark)
+
+
+# ------------------------------------------------------------------------ consumers
+
+
+def process_heartbeat(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """HEART_BEAT (34)."""
+    ctx.core.heartbeat(parse_heartbeat(cmd.body), ctx.channel)
+    return _ok(cmd)
+
+
+def process_unregister(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """UNREGISTER_CLIENT (35): leaves the named consumer group."""
+    ext = cmd.ext_fields
+    group = ext.get("consumerGroup")
+    if group:
+        ctx.core.unregister(ext_str(ext, "clientID"), group)
+    return _ok(cmd)
+
+
+def process_consumer_list(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_CONSUMER_LIST_BY_GROUP (38); SYSTEM_ERROR for a group with no member, as
+    RocketMQ answers."""
+    group = ext_str(cmd.ext_fields, "consumerGroup")
+    ids = ctx.core.consumer_ids(group)
+    if not ids:
+        return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+    return _ok(cmd, body=dumps({"consumerIdList": ids}).encode())
+
+
+def process_lock(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """LOCK_BATCH_MQ (41): body ``{"lockOKMQSet":[...]}``."""
+    group, client_id, queues = parse_lock_body(cmd.body)
+    locked = ctx.core.lock_batch(group, client_id, queues)
+    body = dumps({"lockOKMQSet": [queue_json(q) for q in sorted(locked)]})
+    return _ok(cmd, body=body.encode())
+
+
+def process_unlock(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """UNLOCK_BATCH_MQ (42)."""
+    group, client_id, queues = parse_lock_body(cmd.body)
+    ctx.core.unlock_batch(group, client_id, queues)
+    return _ok(cmd)
+
+
+# --------------------------------------------------------------------- name server
+
+
+def process_route(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_ROUTEINFO_BY_TOPIC (105)."""
+    ext = cmd.ext_fields
+    topic = ext_str(ext, "topic")
+    config = ctx.core.topic_config(topic)
+    if config is None:
+        remark = f"No topic route info in name server for the topic: {topic}"
+        return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, remark)
+    bc = ctx.core.config
+    body = route_body(
+        config,
+        cluster=bc.cluster_name,
+        broker_name=bc.broker_name,
+        broker_id=bc.broker_id,
+        addr=ctx.broker_addr,
+        standard_json=ext.get("acceptStandardJsonOnly") == "true",
+    )
+    return _ok(cmd, body=body)
+
+
+def process_cluster_info(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_BROKER_CLUSTER_INFO (106)."""
+    bc = ctx.core.config
+    body = cluster_info_body(
+        cluster=bc.cluster_name, broker_name=bc.broker_name, broker_id=bc.broker_id,
+        addr=ctx.broker_addr,
+    )  # fmt: skip
+    return _ok(cmd, body=body)
+
+
+def process_create_topic(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """UPDATE_AND_CREATE_TOPIC (17)."""
+    ext = cmd.ext_fields
+    topic = ext_str(ext, "topic")
+    ctx.core.create_topic(
+        TopicConfig(
+            topic,
+            ext_int(ext, "readQueueNums", 8),
+            ext_int(ext, "writeQueueNums", 8),
+            ext_int(ext, "perm", PERM_RW),
+            ext.get("topicFilterType", "SINGLE_TAG"),
+            ext_int(ext, "topicSysFlag", 0),
+            ext.get("order") == "true",
+        )
+    )
+    return _ok(cmd)
+
+
+PROCESSORS: dict[int, Processor] = {
+    RequestCode.SEND_MESSAGE: process_send,
+    RequestCode.SEND_MESSAGE_V2: process_send,
+    RequestCode.SEND_BATCH_MESSAGE: process_send,
+    RequestCode.QUERY_MESSAGE: process_query_message,
+    RequestCode.QUERY_CONSUMER_OFFSET: process_query_offset,
+    RequestCode.UPDATE_CONSUMER_OFFSET: process_update_offset,
+    RequestCode.UPDATE_AND_CREATE_TOPIC: process_create_topic,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: process_search_offset,
+    RequestCode.GET_MAX_OFFSET: process_max_offset,
+    RequestCode.GET_MIN_OFFSET: process_min_offset,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: process_earliest_time,
+    RequestCode.VIEW_MESSAGE_BY_ID: process_view_message,
+    RequestCode.HEART_BEAT: process_heartbeat,
+    RequestCode.UNREGISTER_CLIENT: process_unregister,
+    RequestCode.CONSUMER_SEND_MSG_BACK: process_send_back,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: process_consumer_list,
+    RequestCode.LOCK_BATCH_MQ: process_lock,
+    RequestCode.UNLOCK_BATCH_MQ: process_unlock,
+}
+"""Broker request codes (PULL_MESSAGE is handled by :func:`process_pull`)."""
+
+NAME_SERVER_PROCESSORS: dict[int, Processor] = {
+    RequestCode.GET_ROUTEINFO_BY_TOPIC: process_route,
+    RequestCode.GET_BROKER_CLUSTER_INFO: process_cluster_info,
+}
+"""Name-server request codes, served on the broker port when enabled."""
+
+
+def process(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """Run the processor of ``cmd.code`` (not PULL_MESSAGE); REQUEST_CODE_NOT_SUPPORTED
+    for unknown codes, SYSTEM_ERROR with the reason for a malformed request."""
+    handler = PROCESSORS.get(cmd.code)
+    if handler is None and ctx.serve_name_server:
+        handler = NAME_SERVER_PROCESSORS.get(cmd.code)
+    if handler is None:
+        return cmd.make_response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
+        )
+    try:
+        return handler(ctx, cmd)
+    except BadRequestError as e:
+        return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))

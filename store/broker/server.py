@@ -1,0 +1,284 @@
+"""The broker's network front end: RocketMQ remoting over asyncio, on one port.
+
+:class:`BrokerServer` runs an asyncio event loop in a background thread. The loop
+only moves bytes: each connection feeds a sans-IO :class:`FrameDecoder`, and every
+request is handed to a thread pool where a processor (``store.broker.processors``)
+calls the blocking :class:`~store.broker.core.BrokerCore`. Responses are written back
+on the loop thread. The built-in name server (GET_ROUTEINFO_BY_TOPIC,
+GET_BROKER_CLUSTER_INFO) answers on the same port, so a client's name-server address
+is the broker address.
+
+Rules
+-----
+Rule 1. A malformed frame closes that connection only; the server keeps serving the
+others. A request with an unknown code gets REQUEST_CODE_NOT_SUPPORTED; a oneway
+request gets no response at all.
+
+Rule 2. PULL_MESSAGE responses carry the raw CommitLog records without copying them
+into a frame: the head (length, header) is written, then each record view.
+
+Rule 3. A connection is a :class:`~store.broker.consumers.ClientChannel`: the broker
+pushes NOTIFY_CONSUMER_IDS_CHANGED (oneway, code 40) on it, and its closing removes
+the client's registrations (the group rebalances at once).
+
+Lifecycle: :meth:`BrokerServer.start` also starts the core (long polling);
+:meth:`BrokerServer.stop` closes every connection and the loop but leaves the core
+running: call ``core.shutdown()`` (persists offsets) and then close the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import struct
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+from typing import TypeVar
+
+from store.broker.codes import RemotingFlag, RequestCode, ResponseCode
+from store.broker.core import BrokerCore
+from store.broker.processors import Records, RequestContext, process, process_pull
+from store.broker.remoting import (
+    CLOSED,
+    NEED_DATA,
+    FrameDecoder,
+    ProtocolError,
+    RemotingCommand,
+    encode,
+    encode_header,
+)
+
+log = logging.getLogger(__name__)
+
+_PREFIX = struct.Struct(">iI")
+T = TypeVar("T")
+DEFAULT_PORT = 10911
+
+
+def frame_head(cmd: RemotingCommand, body_length: int) -> bytes:
+    """Length prefix, header meta and header of a frame whose body (``body_length``
+    bytes) is written separately (Rule 2)."""
+    header = encode_header(cmd)
+    meta = int(cmd.serialize_type) << 24 | len(header)
+    return _PREFIX.pack(4 + len(header) + body_length, meta) + header
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection (a ClientChannel for the broker)."""
+
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+        self.loop = server.loop
+        self.decoder = FrameDecoder()
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple[str, int] = ("0.0.0.0", 0)
+        self.ctx: RequestContext | None = None
+
+    # ---------------------------------------------------------------- asyncio
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = (str(peer[0]), int(peer[1]))
+        self.ctx = RequestContext(
+            self.server.core, self, self.peer, self.server.address, self.server.serve_name_server
+        )
+        self.server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.decoder.receive_data(data)
+            while True:
+                cmd = self.decoder.next_command()
+                if cmd is NEED_DATA or cmd is CLOSED:
+                    return
+                assert isinstance(cmd, RemotingCommand)
+                self._dispatch(cmd)
+        except ProtocolError as e:
+            log.info("closing %s:%d: %s", *self.peer, e)
+            if self.transport is not None:
+                self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.transport = None
+        self.server.submit(self.server.core.channel_closed, self)
+
+    # --------------------------------------------------------------- requests
+
+    def _dispatch(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            return  # answers to our oneway notifications never come; ignore strays
+        ctx = self.ctx
+        assert ctx is not None
+        if cmd.code == RequestCode.PULL_MESSAGE:
+            self.server.submit(process_pull, ctx, cmd, self._respond_threadsafe(cmd))
+            return
+        fut = self.server.submit(process, ctx, cmd)
+        if fut is not None:
+            fut.add_done_callback(lambda f: self._finish(cmd, f))
+
+    def _finish(self, cmd: RemotingCommand, fut: Future[RemotingCommand]) -> None:
+        err = fut.exception()
+        if err is not None:
+            log.error("request %d failed: %r", cmd.code, err)
+            resp = cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{type(err).__name__}: {err}")
+        else:
+            resp = fut.result()
+        self._respond_threadsafe(cmd)(resp, ())
+
+    def _respond_threadsafe(self, request: RemotingCommand) -> _Responder:
+        return _Responder(self, request)
+
+    def write(self, cmd: RemotingCommand, records: Records = ()) -> None:
+        """Loop thread only: write one frame, the records as its body (Rule 2)."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if records:
+            transport.write(frame_head(cmd, sum(len(r) for r in records)))
+            transport.writelines(records)
+        else:
+            transport.write(encode(cmd))
+
+    # ---------------------------------------------------------- ClientChannel
+
+    def notify_consumer_ids_changed(self, group: str) -> None:
+        """Push NOTIFY_CONSUMER_IDS_CHANGED (oneway) for ``group``; any thread."""
+        cmd = RemotingCommand(
+            code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+            opaque=next(self.server.opaques),
+            flag=RemotingFlag.ONEWAY.value,
+            ext_fields={"consumerGroup": group},
+        )
+        self.server.call_soon(self.write, cmd)
+
+
+class _Responder:
+    """Answers one request from any thread, at most once; nothing for oneway."""
+
+    __slots__ = ("conn", "request")
+
+    def __init__(self, conn: _Connection, request: RemotingCommand) -> None:
+        self.conn = conn
+        self.request = request
+
+    def __call__(self, response: RemotingCommand, records: Records) -> None:
+        if self.request.is_oneway:
+            return
+        self.conn.server.call_soon(self.conn.write, response, records)
+
+
+class BrokerServer:
+    """RocketMQ remoting server (+ name server) for one :class:`BrokerCore`."""
+
+    def __init__(
+        self,
+        core: BrokerCore,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        workers: int = 16,
+        serve_name_server: bool = True,
+    ) -> None:
+        self.core = core
+        self.host = host
+        self.port = port
+        self.serve_name_server = serve_name_server
+        self.loop = asyncio.new_event_loop()
+        self.connections: set[_Connection] = set()
+        self.opaques = itertools.count(1)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="broker-req")
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    @property
+    def address(self) -> str:
+        """``host:port`` clients connect to (``127.0.0.1`` for a wildcard bind)."""
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+        return f"{host}:{self.port}"
+
+    def start(self) -> int:
+        """Start the core and serve in a background thread; returns the bound port.
+
+        Raises:
+            OSError: the port could not be bound.
+        """
+        self.core.start()
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            try:
+                self._server = self.loop.run_until_complete(
+                    self.loop.create_server(lambda: _Connection(self), self.host, self.port)
+                )
+                self.port = self._server.sockets[0].getsockname()[1]
+            except BaseException as e:
+                failure.append(e)
+                ready.set()
+                return
+            ready.set()
+            self.loop.run_forever()
+            self.loop.run_until_complete(self._close_all())
+            self.loop.close()
+
+        self._thread = threading.Thread(target=run, name=f"broker-{self.port}", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._thread.join()
+            self._pool.shutdown(wait=False)
+            raise failure[0]
+        log.info("broker %s serving on %s", self.core.config.broker_name, self.address)
+        return self.port
+
+    async def _close_all(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.abort()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def stop(self) -> None:
+        """Close the listener and every connection; the core keeps running."""
+        if self._stopped or self._thread is None:
+            return
+        self._stopped = True
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, fn: Callable[..., T], *args: object) -> Future[T] | None:
+        """Run ``fn(*args)`` on the request pool (None once stopped)."""
+        try:
+            return self._pool.submit(fn, *args)
+        except RuntimeError:
+            return None
+
+    def call_soon(self, fn: Callable[..., object], *args: object) -> None:
+        """Run ``fn(*args)`` on the loop thread, from any thread (dropped once stopped)."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to answer
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    def __enter__(self) -> BrokerServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,245 @@
+"""Request bodies and headers of the remoting protocol, as Python values.
+
+Pure functions, no I/O: the processors call them to turn a request into arguments for
+:class:`~store.broker.core.BrokerCore`, and back.
+
+Batch body (SEND_BATCH_MESSAGE, RocketMQ ``MessageDecoder.encodeMessages``): the
+messages one after another, each big-endian::
+
+    off       size   field
+    0         4      total size of this entry (20 + body_len + 2 + props_len)
+    4         4      magic code (0: unused)
+    8         4      body CRC (0: unused; the broker computes it)
+    12        4      flag
+    16        4      body_len
+    20        blen   body
+    20+blen   2      props_len
+    22+blen   plen   properties string (name \\x01 value \\x02 ...)
+
+>>> body = encode_batch([(0, b"hi", "TAGS\\x01A\\x02")])
+>>> body.hex(" ")
+'00 00 00 1f 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 02 68 69 00 07 54 41 47 53 01 41 02'
+>>> decode_batch(body)
+[(0, b'hi', 'TAGS\\x01A\\x02')]
+
+Heartbeat and lock bodies are fastjson objects (see rocketmq-facts 11.6); unknown
+enum names fall back to RocketMQ's defaults rather than failing the heartbeat.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from store.broker.fastjson import loads
+from store.client.allocate import MessageQueue
+from store.client.transport import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    Heartbeat,
+    MessageModel,
+    SubscriptionData,
+)
+from store.errors import StoreError
+from store.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    Message,
+    string_to_properties,
+)
+
+_ENTRY_HEAD: Final = struct.Struct(">iiiii")  # size, magic, crc, flag, body_len
+_SHORT: Final = struct.Struct(">h")
+
+
+class BadRequestError(StoreError, ValueError):
+    """A request header or body does not hold what its code requires."""
+
+
+BatchEntry = tuple[int, bytes, str]
+"""(flag, body, properties string) of one message of a batch."""
+
+
+def encode_batch(entries: Sequence[BatchEntry]) -> bytes:
+    """The SEND_BATCH_MESSAGE body for ``entries`` (client side; used by tests)."""
+    out = bytearray()
+    for flag, body, props in entries:
+        p = props.encode("utf-8")
+        size = _ENTRY_HEAD.size + len(body) + _SHORT.size + len(p)
+        out += _ENTRY_HEAD.pack(size, 0, 0, flag, len(body)) + body + _SHORT.pack(len(p)) + p
+    return bytes(out)
+
+
+def decode_batch(body: bytes) -> list[BatchEntry]:
+    """Split a SEND_BATCH_MESSAGE body.
+
+    Raises:
+        BadRequestError: an entry's sizes do not fit the body.
+    """
+    entries: list[BatchEntry] = []
+    pos, end = 0, len(body)
+    while pos < end:
+        if pos + _ENTRY_HEAD.size > end:
+            raise BadRequestError(f"batch entry at {pos}: truncated head")
+        size, _magic, _crc, flag, body_len = _ENTRY_HEAD.unpack_from(body, pos)
+        b0 = pos + _ENTRY_HEAD.size
+        if body_len < 0 or b0 + body_len + _SHORT.size > end:
+            raise BadRequestError(f"batch entry at {pos}: body length {body_len} out of range")
+        (props_len,) = _SHORT.unpack_from(body, b0 + body_len)
+        p0 = b0 + body_len + _SHORT.size
+        if props_len < 0 or p0 + props_len > end:
+            raise BadRequestError(f"batch entry at {pos}: properties length {props_len}")
+        try:
+            props = body[p0 : p0 + props_len].decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BadRequestError(f"batch entry at {pos}: properties not UTF-8") from e
+        entries.append((flag, bytes(body[b0 : b0 + body_len]), props))
+        pos = p0 + props_len
+        if size != pos - (b0 - _ENTRY_HEAD.size):
+            raise BadRequestError(f"batch entry at {b0 - _ENTRY_HEAD.size}: size {size} mismatch")
+    return entries
+
+
+def build_message(
+    topic: str,
+    queue_id: int,
+    body: bytes,
+    properties: str,
+    *,
+    flag: int = 0,
+    sys_flag: int = 0,
+    born_timestamp: int | None = None,
+    born_host: tuple[str, int] = ("127.0.0.1", 0),
+    reconsume_times: int = 0,
+) -> Message:
+    """A store :class:`Message` from wire fields: DELAY and WAIT become fields (the
+    store re-adds them), every other property is kept as sent (TAGS, KEYS, UNIQ_KEY)."""
+    props = string_to_properties(properties)
+    delay = props.pop(PROPERTY_DELAY_TIME_LEVEL, "0")
+    wait = props.pop(PROPERTY_WAIT_STORE_MSG_OK, "true")
+    props = {k: v for k, v in props.items() if k}
+    return Message(
+        topic=topic,
+        body=body,
+        properties=props,
+        queue_id=queue_id,
+        flag=flag,
+        delay_level=int(delay) if delay.strip().lstrip("-").isdigit() else 0,
+        wait_store_msg_ok=wait != "false",
+        born_timestamp=born_timestamp,
+        born_host=born_host,
+        reconsume_times=reconsume_times,
+        sys_flag=sys_flag,
+    )
+
+
+def ext_int(ext: Mapping[str, str], name: str, default: int | None = None) -> int:
+    """An integer header field.
+
+    Raises:
+        BadRequestError: missing (without default) or not an integer.
+    """
+    value = ext.get(name)
+    if value is None or value == "":
+        if default is None:
+            raise BadRequestError(f"the custom field <{name}> is null")
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequestError(f"the custom field <{name}> is not a number: {value!r}") from None
+
+
+def ext_str(ext: Mapping[str, str], name: str, default: str | None = None) -> str:
+    """A string header field.
+
+    Raises:
+        BadRequestError: missing and no default.
+    """
+    value = ext.get(name)
+    if value is None:
+        if default is None:
+            raise BadRequestError(f"the custom field <{name}> is null")
+        return default
+    return value
+
+
+def _json_object(body: bytes, what: str) -> dict[str, Any]:
+    try:
+        obj = loads(body)
+    except ValueError as e:
+        raise BadRequestError(f"{what} body: {e}") from None
+    if not isinstance(obj, dict):
+        raise BadRequestError(f"{what} body is not an object")
+    return obj
+
+
+def _enum(cls: Any, value: object, default: Any) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        return default
+
+
+def parse_heartbeat(body: bytes) -> Heartbeat:
+    """HeartbeatData JSON to :class:`Heartbeat`.
+
+    Raises:
+        BadRequestError: not a JSON object or no clientID.
+    """
+    obj = _json_object(body, "heartbeat")
+    client_id = obj.get("clientID")
+    if not isinstance(client_id, str) or not client_id:
+        raise BadRequestError("heartbeat without clientID")
+    consumers = []
+    for c in obj.get("consumerDataSet") or []:
+        if not isinstance(c, dict) or not isinstance(c.get("groupName"), str):
+            continue
+        subs = tuple(
+            SubscriptionData(str(s.get("topic")), str(s.get("subString") or "*"))
+            for s in c.get("subscriptionDataSet") or []
+            if isinstance(s, dict) and s.get("topic")
+        )
+        consumers.append(
+            ConsumerData(
+                c["groupName"],
+                _enum(ConsumeType, c.get("consumeType"), ConsumeType.CONSUME_PASSIVELY),
+                _enum(MessageModel, c.get("messageModel"), MessageModel.CLUSTERING),
+                _enum(
+                    ConsumeFromWhere,
+                    c.get("consumeFromWhere"),
+                    ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                ),
+                subs,
+            )
+        )
+    producers = tuple(
+        str(p["groupName"])
+        for p in obj.get("producerDataSet") or []
+        if isinstance(p, dict) and isinstance(p.get("groupName"), str)
+    )
+    return Heartbeat(client_id, tuple(consumers), producers)
+
+
+def parse_lock_body(body: bytes) -> tuple[str, str, list[MessageQueue]]:
+    """LOCK/UNLOCK_BATCH_MQ body to (group, client id, queues).
+
+    Raises:
+        BadRequestError: malformed body.
+    """
+    obj = _json_object(body, "lock batch")
+    try:
+        queues = [
+            MessageQueue(str(q["topic"]), str(q["brokerName"]), int(q["queueId"]))
+            for q in obj.get("mqSet") or []
+        ]
+        return str(obj["consumerGroup"]), str(obj["clientId"]), queues
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadRequestError(f"lock batch body: {e}") from None
+
+
+def queue_json(mq: MessageQueue) -> dict[str, object]:
+    """A MessageQueue as RocketMQ's bean JSON (alphabetical fields)."""
+    return {"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic}
