@@ -54,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("broker", help="run the broker (RocketMQ remoting protocol)")
     b.add_argument("--store", required=True)
-    b.add_argument("--port", type=int, default=10911)
+    b.add_argument("--port", type=int, default=10911, help="remoting port (0: any free)")
+    b.add_argument("--host", default="127.0.0.1", help="remoting listen address (127.0.0.1)")
+    b.add_argument("--broker-name", default="broker-a")
     b.add_argument(
         "--role", choices=["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"], default="ASYNC_MASTER"
     )
@@ -181,19 +183,19 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _broker(args: argparse.Namespace) -> int:
-    """Run a store with HA replication until SIGTERM/SIGINT (remoting: issue 5)."""
-    try:
-        from store.broker import server  # type: ignore[attr-defined]
-    except ImportError:
-        server = None
-    if server is not None and hasattr(server, "main"):
-        rc: int = server.main(args)
-        return rc
+    """Serve RocketMQ remoting (+ name server) and HA until SIGTERM/SIGINT.
+
+    Prints ``mqstore broker: remoting on HOST:PORT`` once serving (scripts and tests
+    wait for that line). On a signal: stop serving, persist consumer offsets and
+    topics, close the store.
+    """
     import logging
     import signal
     import threading
 
     from store import BrokerRole, MessageStore, StoreConfig
+    from store.broker.core import BrokerConfig, BrokerCore
+    from store.broker.server import BrokerServer
     from store.ha import service as ha_service
     from store.ha.master import HAMaster
 
@@ -208,6 +210,7 @@ def _broker(args: argparse.Namespace) -> int:
     cfg = StoreConfig(
         root_dir=args.store, broker_role=role, commitlog_file_size=args.file_size,
         ha_listen_port=args.ha_port, ha_bind_host=args.ha_bind, ha_master_address=args.master_ha,
+        store_host=(args.host, args.port or 10911),
     )  # fmt: skip
     try:
         store = MessageStore.open(cfg)
@@ -220,14 +223,23 @@ def _broker(args: argparse.Namespace) -> int:
         else:
             master = store.ha if isinstance(store.ha, HAMaster) else ha_service.serve(store)
             what = f"HA port {master.address}"
+        core = BrokerCore(store, BrokerConfig(broker_name=args.broker_name))
+        server = BrokerServer(core, args.host, args.port)
+        try:
+            server.start()
+        except OSError as e:
+            print(f"mqstore broker: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
+            core.shutdown()
+            return 2
         print(f"mqstore broker: {role.value} store {args.store}, {what}", flush=True)
-        print(
-            f"mqstore broker: remoting port {args.port} not served: the remoting protocol "
-            "arrives with issue 5",
-            file=sys.stderr,
-        )
-        while not stop.wait(1.0):
-            pass
+        print(f"mqstore broker: remoting on {server.address}", flush=True)
+        try:
+            while not stop.wait(1.0):
+                pass
+        finally:
+            server.stop()
+            core.shutdown()
+        print("mqstore broker: stopped, offsets persisted", flush=True)
     return 0
 
 
