@@ -4,9 +4,9 @@
 // Usage: node ons_consume.js '<json options>'
 //   {nameSrv, group, topic, expression, expect, timeoutMs, fromWhere, settleMs}
 // Prints one JSON line per message received ({topic, tags, keys, body, properties,
-// msgId, queueId, queueOffset, reconsumeTimes, bornTimestamp}), then, once `expect`
-// distinct messages arrived (plus `settleMs` to catch extras) or `timeoutMs` passed,
-// closes the consumer (which persists its offsets to the broker and unregisters) and
+// msgId (ali-ons: the offset id), uniqKey, queueId, queueOffset, reconsumeTimes,
+// bornTimestamp}), then, once `expect` distinct messages arrived (plus `settleMs` to
+// catch extras) or `timeoutMs` passed, closes the consumer (which persists its offsets to the broker and unregisters) and
 // prints {"done": true|false, "count": n}.
 
 const { Consumer } = require('ali-ons');
@@ -36,6 +36,7 @@ async function main(opts) {
       body: msg.body.toString('utf8'),
       properties: msg.properties,
       msgId: msg.msgId,
+      uniqKey: msg.properties.UNIQ_KEY,
       queueId: msg.queueId,
       queueOffset: String(msg.queueOffset),
       reconsumeTimes: msg.reconsumeTimes,

@@ -3,11 +3,13 @@
 //
 // Usage: node ons_produce.js '<json options>'
 //   {nameSrv, group, topic, messages: [{tags, keys: [..], body, props: {k: v}}]}
-// Prints one JSON line per send result ({msgId, offsetMsgId, queueId, queueOffset,
-// sendStatus}) and exits 0; on an error prints it to stderr and exits 1.
+// Prints one JSON line per send result ({msgId, queueId, queueOffset, sendStatus})
+// and exits 0; on an error prints it to stderr and exits 1. ali-ons sets no UNIQ_KEY,
+// so its msgId is the broker's offset message id.
 //
-// ali-ons finds the broker through the name server (GET_ROUTEINFO_BY_TOPIC, and the
-// TBW102 route for a topic that does not exist yet) and asserts an `httpclient`
+// ali-ons finds the broker through the name server (GET_ROUTEINFO_BY_TOPIC). Unlike
+// the Java client it throws on TOPIC_NOT_EXIST rather than sending through TBW102's
+// route, so the topic must exist before the first send. It asserts an `httpclient`
 // option, which it uses only without `nameSrv`; a stub object satisfies it.
 
 const { Producer, Message } = require('ali-ons');
@@ -29,8 +31,7 @@ async function main(opts) {
     const r = await producer.send(msg);
     process.stdout.write(JSON.stringify({
       msgId: r.msgId,
-      offsetMsgId: r.offsetMsgId,
-      queueId: r.messageQueue.queueId,
+      queueId: Number(r.messageQueue.queueId),
       brokerName: r.messageQueue.brokerName,
       queueOffset: String(r.queueOffset),
       sendStatus: r.sendStatus,
