@@ -41,7 +41,14 @@ from store.broker.hold import PullHoldService
 from store.broker.locks import RebalanceLockManager
 from store.broker.offsets import ConsumerOffsetManager
 from store.broker.pulls import PullCallback, PullOutcome, PullRequest, response_code
-from store.broker.sendback import DLQ_NUMS_PER_GROUP, plan, retry_message, retry_topic
+from store.broker.sendback import (
+    DLQ_NUMS_PER_GROUP,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic,
+    plan,
+    retry_message,
+    retry_topic,
+)
 from store.broker.subscriptions import SubscriptionGroupManager
 from store.broker.topics import (
     AUTO_CREATE_TOPIC_KEY,
@@ -230,12 +237,18 @@ class BrokerCore:
         *,
         default_topic: str = AUTO_CREATE_TOPIC_KEY,
         default_queue_nums: int | None = None,
+        max_reconsume_times: int | None = None,
     ) -> SendOutcome:
         """SEND_MESSAGE(_V2) for one message, SEND_BATCH_MESSAGE for several.
 
         Every message is stored in ``topic``/``queue_id`` (a negative id picks a random
-        writable queue); the topic is auto-created as RocketMQ allows.
+        writable queue); the topic is auto-created as RocketMQ allows. A message a
+        client sends straight to ``%RETRY%<group>`` (its fallback when send-back
+        failed) goes to ``%DLQ%<group>`` once its reconsume times reach the maximum
+        (``handleRetryAndDLQ``).
         """
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
+            topic, queue_id = self._retry_or_dlq(topic, queue_id, messages[0], max_reconsume_times)
         nums = default_queue_nums or self.config.default_topic_queue_nums
         config = self.topics.create_in_send(topic, default_topic, nums)
         if config is None:
@@ -281,6 +294,21 @@ class BrokerCore:
         code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
         remark = results[0].error if not status.stored else None
         return SendOutcome(code, topic, queue_id, tuple(results), remark)
+
+    def _retry_or_dlq(
+        self, topic: str, queue_id: int, msg: Message, max_times: int | None
+    ) -> tuple[str, int]:
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        sub = self.groups.find(group)
+        if sub is None:
+            return topic, queue_id
+        self.topics.create_system(topic, sub.retry_queue_nums)
+        limit = sub.retry_max_times if max_times is None else max_times
+        if msg.reconsume_times < limit:
+            return topic, queue_id
+        dlq = dlq_topic(group)
+        self.topics.create_system(dlq, DLQ_NUMS_PER_GROUP)
+        return dlq, 0
 
     # --------------------------------------------------------------------- pull
 

@@ -130,6 +130,9 @@ def process_send(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         messages,
         default_topic=ext.get("defaultTopic") or AUTO_CREATE_TOPIC_KEY,
         default_queue_nums=ext_int(ext, "defaultTopicQueueNums", 0) or None,
+        max_reconsume_times=ext_int(ext, "maxReconsumeTimes", -1)
+        if "maxReconsumeTimes" in ext
+        else None,
     )
     return _send_response(cmd, out)
 

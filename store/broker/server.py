@@ -108,7 +108,8 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
         self.transport = None
-        self.server.submit(self.server.core.channel_closed, self)
+        if self.server.submit(self.server.core.channel_closed, self) is None:
+            self.server.core.channel_closed(self)  # stopping: no pool left, do it here
 
     # --------------------------------------------------------------- requests
 

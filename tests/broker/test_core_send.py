@@ -85,3 +85,18 @@ def test_send_back_honours_the_request_max_reconsume_times(
 
 def test_send_back_of_a_missing_offset_is_a_system_error(core: BrokerCore) -> None:
     assert core.send_back("g", 10**9).code is ResponseCode.SYSTEM_ERROR
+
+
+def test_client_send_to_the_retry_topic_past_max_goes_to_the_dlq(
+    core: BrokerCore, store: MessageStore
+) -> None:
+    out = core.send("%RETRY%g", 0, [Message("%RETRY%g", b"again", reconsume_times=16)])
+    assert (out.code, out.topic) == (ResponseCode.SUCCESS, "%DLQ%g")
+    assert _first(store, "%DLQ%g").body == b"again"
+
+
+def test_client_send_to_the_retry_topic_below_max_stays_there(
+    core: BrokerCore, store: MessageStore
+) -> None:
+    out = core.send("%RETRY%g", 0, [Message("%RETRY%g", b"again", reconsume_times=1)])
+    assert out.topic == "%RETRY%g"
