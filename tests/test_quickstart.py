@@ -12,8 +12,17 @@ from tools.cli import main
 def test_quickstart_reads_back_every_acknowledged_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     assert main(["quickstart", str(tmp_path / "qs"), "--messages", "300", "--no-spark"]) == 0
     out = capsys.readouterr().out
-    assert "300/300 acknowledged messages intact, 0 duplicates" in out
+    assert "300/300 acknowledged messages consumed intact" in out
     assert "RESULT: OK" in out
+
+
+def test_quickstart_group_rebalances_when_a_member_leaves(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    assert main(["quickstart", str(tmp_path / "qs"), "--messages", "400", "--no-spark"]) == 0
+    out = capsys.readouterr().out
+    before = next(line for line in out.splitlines() if "group of 3 over TCP" in line)
+    after = next(line for line in out.splitlines() if "carol left half-way" in line)
+    assert "alice=" in before and "bob=" in before and "carol=" in before
+    assert "carol" not in after.split(":", 1)[1]
 
 
 def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]):
