@@ -145,8 +145,15 @@ def _consume(store: object, acked: dict[str, bytes]) -> tuple[bool, list[str]]:
     server.start()
     group = _Group(server.address)
     try:
-        for name in ("alice", "bob", "carol"):
-            group.start(name)
+        # Members join together, as a deployed group does; one joining long after the
+        # others took every queue would only show more redeliveries.
+        joins = [
+            threading.Thread(target=group.start, args=(name,)) for name in ("alice", "bob", "carol")
+        ]
+        for t in joins:
+            t.start()
+        for t in joins:
+            t.join()
         group.wait(lambda: _settled(group.owned()), 30)
         before = group.owned()
         half = len(acked) // 2
