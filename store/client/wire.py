@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from store.broker.remoting import coerce_ext_fields
+from store.broker.wire import encode_batch as _encode_entries
 from store.client.allocate import MessageQueue, sort_queues
 from store.client.transport import Heartbeat
 from store.commitlog import format as fmt
@@ -25,8 +26,6 @@ from store.message import (
     new_uniq_key,
     properties_to_string,
 )
-from store.message_batch import BatchItem
-from store.message_batch import encode_batch as _encode_items
 
 UNIQ_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 DEFAULT_TOPIC = "TBW102"
@@ -79,8 +78,8 @@ def send_header(
 
 
 def encode_batch(msgs: Sequence[Message]) -> bytes:
-    """SEND_BATCH_MESSAGE body for ``msgs`` (see :mod:`store.message_batch`)."""
-    return _encode_items([BatchItem(bytes(m.body), properties_of(m), m.flag) for m in msgs])
+    """SEND_BATCH_MESSAGE body for ``msgs`` (layout: :mod:`store.broker.wire`)."""
+    return _encode_entries([(m.flag, bytes(m.body), properties_of(m)) for m in msgs])
 
 
 def decode_pull_body(body: bytes, expression: str) -> tuple[StoredMessage, ...]:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import zlib
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from store.client import wire
 from store.client.allocate import MessageQueue
@@ -17,7 +14,6 @@ from store.client.transport import ConsumerData, Heartbeat, SubscriptionData
 from store.commitlog.format import COMPRESSED_FLAG, encode, make_record
 from store.errors import CorruptRecordError
 from store.message import Message, properties_to_string
-from store.message_batch import BatchFormatError, BatchItem, decode_batch, encode_batch
 
 FASTJSON_ROUTE = (
     b'{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"},'
@@ -52,24 +48,6 @@ def test_route_unreadable_perm_offers_no_read_queues() -> None:
 def test_route_garbage_raises_route_error() -> None:
     with pytest.raises(RouteError):
         parse_route("T", b"{not json")
-
-
-def test_batch_body_round_trips_bodies_properties_and_flags() -> None:
-    items = [BatchItem(b"one", "TAGS\x01a\x02", 0), BatchItem(bytes(300), "", 7)]
-    assert decode_batch(encode_batch(items)) == items
-
-
-@given(st.binary(max_size=64))
-def test_batch_decoder_on_garbage_raises_only_batch_format_error(raw: bytes) -> None:
-    with contextlib.suppress(BatchFormatError):
-        decode_batch(raw)
-
-
-def test_batch_body_with_a_wrong_total_size_is_refused() -> None:
-    raw = bytearray(encode_batch([BatchItem(b"x", "")]))
-    raw[3] += 1
-    with pytest.raises(BatchFormatError):
-        decode_batch(bytes(raw))
 
 
 def record(offset: int, tags: str | None, body: bytes = b"b", sys_flag: int = 0) -> bytes:
