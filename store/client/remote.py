@@ -36,7 +36,6 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from store.broker.codes import PullSysFlag, RequestCode, ResponseCode
-from store.broker.fastjson import FastjsonError, loads
 from store.broker.remoting import RemotingCommand
 from store.client import wire
 from store.client.allocate import MessageQueue
@@ -69,26 +68,6 @@ PULL_STATUS: dict[int, PullStatus] = {
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
 """Pull response code -> status; any other code is a :class:`BrokerError`."""
-
-
-def _ext_int(resp: RemotingCommand, name: str, default: int = 0) -> int:
-    value = resp.ext_fields.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise TransportError(f"response code {resp.code}: {name}={value!r} is not an int") from None
-
-
-def _json_body(resp: RemotingCommand) -> dict[object, object]:
-    try:
-        data = loads(resp.body.decode("utf-8")) if resp.body else {}
-    except (UnicodeDecodeError, FastjsonError) as e:
-        raise TransportError(f"response body of code {resp.code} does not parse: {e}") from e
-    if not isinstance(data, dict):
-        raise TransportError(f"response body of code {resp.code} is not a JSON object")
-    return data
 
 
 class RemoteTransport:
@@ -220,8 +199,8 @@ class RemoteTransport:
             status=status,
             msg_id=",".join(m.properties[wire.UNIQ_KEY] for m in prepared),
             offset_msg_id=resp.ext_fields.get("msgId", ""),
-            queue=MessageQueue(queue.topic, queue.broker_name, _ext_int(resp, "queueId")),
-            queue_offset=_ext_int(resp, "queueOffset"),
+            queue=MessageQueue(queue.topic, queue.broker_name, wire.ext_int(resp, "queueId")),
+            queue_offset=wire.ext_int(resp, "queueOffset"),
         )
 
     def pull(
@@ -268,11 +247,11 @@ class RemoteTransport:
             messages = wire.decode_pull_body(resp.body, expression)
         return PullReply(
             status=status,
-            next_begin_offset=_ext_int(resp, "nextBeginOffset"),
-            min_offset=_ext_int(resp, "minOffset"),
-            max_offset=_ext_int(resp, "maxOffset"),
+            next_begin_offset=wire.ext_int(resp, "nextBeginOffset"),
+            min_offset=wire.ext_int(resp, "minOffset"),
+            max_offset=wire.ext_int(resp, "maxOffset"),
             messages=messages,
-            suggest_which_broker_id=_ext_int(resp, "suggestWhichBrokerId"),
+            suggest_which_broker_id=wire.ext_int(resp, "suggestWhichBrokerId"),
         )
 
     def query_offset(self, group: str, queue: MessageQueue) -> int | None:
@@ -284,7 +263,7 @@ class RemoteTransport:
         )
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
-        return _ext_int(self._expect(resp, ResponseCode.SUCCESS), "offset")
+        return wire.ext_int(self._expect(resp, ResponseCode.SUCCESS), "offset")
 
     def update_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET as request/response, so a refusal raises."""
@@ -305,7 +284,7 @@ class RemoteTransport:
     def _queue_offset(self, code: RequestCode, queue: MessageQueue, **extra: int) -> int:
         header: dict[str, object] = {"topic": queue.topic, "queueId": queue.queue_id, **extra}
         resp = self._call(self._addr(queue.broker_name, queue.topic), code, header)
-        return _ext_int(self._expect(resp, ResponseCode.SUCCESS), "offset")
+        return wire.ext_int(self._expect(resp, ResponseCode.SUCCESS), "offset")
 
     def max_offset(self, queue: MessageQueue) -> int:
         """GET_MAX_OFFSET."""
@@ -341,7 +320,7 @@ class RemoteTransport:
         resp = self._call(
             self._any_broker(), RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}
         )
-        ids = _json_body(self._expect(resp, ResponseCode.SUCCESS)).get("consumerIdList") or []
+        ids = wire.json_body(self._expect(resp, ResponseCode.SUCCESS)).get("consumerIdList") or []
         return [str(i) for i in ids] if isinstance(ids, list) else []
 
     def lock_batch(
@@ -354,7 +333,7 @@ class RemoteTransport:
         resp = self._call(
             self._addr(queues[0].broker_name, queues[0].topic), RequestCode.LOCK_BATCH_MQ, body=body
         )
-        locked = _json_body(self._expect(resp, ResponseCode.SUCCESS)).get("lockOKMQSet") or []
+        locked = wire.json_body(self._expect(resp, ResponseCode.SUCCESS)).get("lockOKMQSet") or []
         return wire.parse_queues(locked)
 
     def unlock_batch(self, group: str, client_id: str, queues: Sequence[MessageQueue]) -> None:

@@ -1,4 +1,4 @@
-"""Request headers and JSON bodies the client sends, and the pull body it reads.
+"""Request headers and JSON bodies the client sends; pull bodies and response fields it reads.
 
 Pure functions, no sockets: :mod:`store.client.remote` sends what these build. Field
 names are RocketMQ's (rocketmq-facts 11.6); every header value travels as a string in
@@ -12,10 +12,11 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 
-from store.broker.remoting import coerce_ext_fields
+from store.broker.fastjson import FastjsonError, loads
+from store.broker.remoting import RemotingCommand, coerce_ext_fields
 from store.broker.wire import encode_batch as _encode_entries
 from store.client.allocate import MessageQueue, sort_queues
-from store.client.transport import Heartbeat
+from store.client.transport import Heartbeat, TransportError
 from store.commitlog import format as fmt
 from store.consumequeue.filter import parse_subscription
 from store.consumequeue.results import StoredMessage, stored_message
@@ -165,3 +166,33 @@ def parse_queues(items: object) -> set[MessageQueue]:
             if isinstance(d, dict)
         )
     )
+
+
+def ext_int(resp: RemotingCommand, name: str, default: int = 0) -> int:
+    """An int response header field (``default`` when absent).
+
+    Raises:
+        TransportError: the field is not an int.
+    """
+    value = resp.ext_fields.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise TransportError(f"response code {resp.code}: {name}={value!r} is not an int") from None
+
+
+def json_body(resp: RemotingCommand) -> dict[object, object]:
+    """A response body that is a (fastjson) object; ``{}`` when empty.
+
+    Raises:
+        TransportError: the body is not a JSON object.
+    """
+    try:
+        data = loads(resp.body.decode("utf-8")) if resp.body else {}
+    except (UnicodeDecodeError, FastjsonError) as e:
+        raise TransportError(f"response body of code {resp.code} does not parse: {e}") from e
+    if not isinstance(data, dict):
+        raise TransportError(f"response body of code {resp.code} is not a JSON object")
+    return data

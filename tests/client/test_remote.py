@@ -188,3 +188,26 @@ def test_illegal_queue_id_is_a_broker_error(transport: RemoteTransport) -> None:
 def test_unreachable_name_server_is_a_transport_error(tmp_path: Path) -> None:
     with RemoteTransport("127.0.0.1:1", timeout_s=0.5) as t, pytest.raises(TransportError):
         t.topic_queues("x")
+
+
+def test_transport_reconnects_after_the_broker_server_restarts(store: MessageStore) -> None:
+    server_mod = pytest.importorskip("store.broker.server")
+    core = BrokerCore(store)
+    core.start()
+    server = server_mod.BrokerServer(core, host="127.0.0.1", port=0)
+    port = server.start()
+    try:
+        with RemoteTransport(f"127.0.0.1:{port}") as t:
+            send(t, "re", b"before")
+            server.stop()
+            with pytest.raises(TransportError):
+                send(t, "re", b"while down")
+            server = server_mod.BrokerServer(core, host="127.0.0.1", port=port)
+            server.start()
+            result = send(t, "re", b"after")  # a new connection, the same transport
+            assert result.status is SendStatus.SEND_OK
+            bodies = [m.body for m in pull_until(t, result.queue, 2)]
+            assert bodies == [b"before", b"after"]
+    finally:
+        server.stop()
+        core.shutdown()
