@@ -21,6 +21,10 @@ Rule 3. A connection is a :class:`~store.broker.consumers.ClientChannel`: the br
 pushes NOTIFY_CONSUMER_IDS_CHANGED (oneway, code 40) on it, and its closing removes
 the client's registrations (the group rebalances at once).
 
+Rule 4. Blocking work runs on a thread pool; requests that cannot block (offset
+lookups, routes, pulls, and puts under ASYNC_FLUSH) run on the loop thread, because
+the pool hand-off would cost more than the work (:func:`inline_codes`).
+
 Lifecycle: :meth:`BrokerServer.start` also starts the core (long polling);
 :meth:`BrokerServer.stop` closes every connection and the loop but leaves the core
 running: call ``core.shutdown()`` (persists offsets) and then close the store.
@@ -36,6 +40,7 @@ import struct
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from types import TracebackType
 from typing import TypeVar
 
@@ -51,6 +56,7 @@ from store.broker.remoting import (
     encode,
     encode_header,
 )
+from store.config import BrokerRole, FlushDiskType
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +71,44 @@ def frame_head(cmd: RemotingCommand, body_length: int) -> bytes:
     header = encode_header(cmd)
     meta = int(cmd.serialize_type) << 24 | len(header)
     return _PREFIX.pack(4 + len(header) + body_length, meta) + header
+
+
+NON_BLOCKING: frozenset[int] = frozenset(
+    {
+        RequestCode.PULL_MESSAGE,
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        RequestCode.GET_MAX_OFFSET,
+        RequestCode.GET_MIN_OFFSET,
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+        RequestCode.LOCK_BATCH_MQ,
+        RequestCode.UNLOCK_BATCH_MQ,
+        RequestCode.GET_ROUTEINFO_BY_TOPIC,
+        RequestCode.GET_BROKER_CLUSTER_INFO,
+    }
+)
+"""Requests that only touch memory or mapped pages: run on the loop thread."""
+SENDS: frozenset[int] = frozenset(
+    {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE}
+)
+
+
+def inline_codes(core: BrokerCore) -> frozenset[int]:
+    """The request codes processed on the loop thread instead of the pool (Rule 4).
+
+    A thread-pool round trip costs more than a whole PULL or an ASYNC_FLUSH put (two
+    GIL hand-offs per request), so those run inline. Sends run inline only when a put
+    cannot wait: ASYNC_FLUSH on a store that does not wait for a slave. Everything
+    else (SYNC_FLUSH puts, heartbeats and send-backs that may persist config files)
+    goes to the pool.
+    """
+    cfg = core.store.cfg
+    if (
+        cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH
+        and cfg.broker_role is not BrokerRole.SYNC_MASTER
+    ):
+        return NON_BLOCKING | SENDS
+    return NON_BLOCKING
 
 
 class _Connection(asyncio.Protocol):
@@ -118,24 +162,38 @@ class _Connection(asyncio.Protocol):
             return  # answers to our oneway notifications never come; ignore strays
         ctx = self.ctx
         assert ctx is not None
+        oneway = cmd.is_oneway
+        if oneway:  # processors build a response regardless; it is dropped below
+            cmd = replace(cmd, flag=cmd.flag & ~RemotingFlag.ONEWAY.value)
+        inline = cmd.code in self.server.inline_codes
         if cmd.code == RequestCode.PULL_MESSAGE:
-            self.server.submit(process_pull, ctx, cmd, self._respond_threadsafe(cmd))
+            respond = _Responder(self, oneway)
+            if inline:
+                process_pull(ctx, cmd, respond)
+            else:
+                self.server.submit(process_pull, ctx, cmd, respond)
+            return
+        if inline:
+            try:
+                resp = process(ctx, cmd)
+            except Exception as e:
+                log.exception("request %d failed", cmd.code)
+                resp = cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            if not oneway:
+                self.write(resp)
             return
         fut = self.server.submit(process, ctx, cmd)
         if fut is not None:
-            fut.add_done_callback(lambda f: self._finish(cmd, f))
+            fut.add_done_callback(lambda f: self._finish(cmd, oneway, f))
 
-    def _finish(self, cmd: RemotingCommand, fut: Future[RemotingCommand]) -> None:
+    def _finish(self, cmd: RemotingCommand, oneway: bool, fut: Future[RemotingCommand]) -> None:
         err = fut.exception()
         if err is not None:
             log.error("request %d failed: %r", cmd.code, err)
             resp = cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{type(err).__name__}: {err}")
         else:
             resp = fut.result()
-        self._respond_threadsafe(cmd)(resp, ())
-
-    def _respond_threadsafe(self, request: RemotingCommand) -> _Responder:
-        return _Responder(self, request)
+        _Responder(self, oneway)(resp, ())
 
     def write(self, cmd: RemotingCommand, records: Records = ()) -> None:
         """Loop thread only: write one frame, the records as its body (Rule 2)."""
@@ -164,16 +222,20 @@ class _Connection(asyncio.Protocol):
 class _Responder:
     """Answers one request from any thread, at most once; nothing for oneway."""
 
-    __slots__ = ("conn", "request")
+    __slots__ = ("conn", "oneway")
 
-    def __init__(self, conn: _Connection, request: RemotingCommand) -> None:
+    def __init__(self, conn: _Connection, oneway: bool) -> None:
         self.conn = conn
-        self.request = request
+        self.oneway = oneway
 
     def __call__(self, response: RemotingCommand, records: Records) -> None:
-        if self.request.is_oneway:
+        if self.oneway:
             return
-        self.conn.server.call_soon(self.conn.write, response, records)
+        server = self.conn.server
+        if threading.get_ident() == server.loop_thread_id:
+            self.conn.write(response, records)
+        else:
+            server.call_soon(self.conn.write, response, records)
 
 
 class BrokerServer:
@@ -196,6 +258,8 @@ class BrokerServer:
         self.connections: set[_Connection] = set()
         self.opaques = itertools.count(1)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="broker-req")
+        self.loop_thread_id = -1
+        self.inline_codes = inline_codes(core)
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._stopped = False
@@ -218,6 +282,7 @@ class BrokerServer:
 
         def run() -> None:
             asyncio.set_event_loop(self.loop)
+            self.loop_thread_id = threading.get_ident()
             try:
                 self._server = self.loop.run_until_complete(
                     self.loop.create_server(lambda: _Connection(self), self.host, self.port)

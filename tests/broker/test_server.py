@@ -338,3 +338,15 @@ def test_message_stored_through_the_store_api_is_pullable_over_tcp(
     store.put_message(Message("T", b"embedded"))
     store.wait_dispatched()
     assert records(client.call(Rq.PULL_MESSAGE, pull_ext(0)).body)[0].body == b"embedded"
+
+
+def test_pooled_requests_answer_the_same_as_inline_ones(server: BrokerServer) -> None:
+    server.inline_codes = frozenset()  # every request through the thread pool
+    with WireClient(server.address) as c:
+        ext = {"consumerGroup": "g", "topic": "T", "queueId": 0, "commitOffset": 4}
+        c.request(Rq.UPDATE_CONSUMER_OFFSET, ext, oneway=True)
+        assert send_v2(c, b"pooled").code == Rs.SUCCESS
+        r = c.call(Rq.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T", "queueId": 0})
+        assert r.ext_fields["offset"] == "4"
+        server.core.store.wait_dispatched()
+        assert records(c.call(Rq.PULL_MESSAGE, pull_ext(0)).body)[0].body == b"pooled"
