@@ -216,19 +216,14 @@ class Producer:
             if queue is None:
                 assert selector is not None
                 queue = selector(self.queues(topic), msgs[0], arg)
-            return self.transport.send(self.group, queue, self._on_queue(msgs, queue))
+            return self.transport.send(self.group, queue, msgs)
         error: TransportError | None = None
         for _ in range(self.retries + 1):
             queues = self.queues(topic)
             mq = queues[self._next_index(topic) % len(queues)]
             try:
-                return self.transport.send(self.group, mq, self._on_queue(msgs, mq))
+                return self.transport.send(self.group, mq, msgs)
             except TransportError as e:
                 error = e
         assert error is not None
         raise error
-
-    @staticmethod
-    def _on_queue(msgs: list[Message], mq: MessageQueue) -> list[Message]:
-        return [m if m.queue_id == mq.queue_id else dataclasses.replace(m, queue_id=mq.queue_id)
-                for m in msgs]  # fmt: skip
