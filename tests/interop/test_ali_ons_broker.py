@@ -133,3 +133,12 @@ def test_python_reader_sees_ali_ons_consumer_offsets_on_the_broker(
     with RemoteTransport(broker.address) as t:
         for mq in t.topic_queues("OffT"):
             assert (t.query_offset("ons-cg-off", mq) or 0) == t.max_offset(mq)
+
+
+def test_ali_ons_inflates_a_body_our_producer_compressed(node: str, broker: LiveBroker) -> None:
+    body = "compressible " * 500  # 6500 bytes: over our producer's 4 KiB threshold
+    with RemoteTransport(broker.address) as t, Producer("py-pg", t) as p:
+        uniq = p.send(Message("ZipT", body.encode(), tags="Z")).msg_id
+    msgs, summary = ons_consume(node, broker, group="ons-cg-zip", topic="ZipT", expect=1)
+    assert summary["done"]
+    assert [(m["uniqKey"], m["body"]) for m in msgs] == [(uniq, body)]
