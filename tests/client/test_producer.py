@@ -24,6 +24,8 @@ from store.message import Message, decode_offset_msg_id
 from store.message_store import MessageStore
 from tests.helpers import make_store
 
+pytestmark = pytest.mark.integration  # half of the cases run over loopback TCP
+
 STORE_COMPRESS_OVER = 4096  # the store's own threshold (RocketMQ default)
 
 
