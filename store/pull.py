@@ -36,6 +36,9 @@ from store.logics import Logics
 from store.message import tags_of
 
 LONG_MAX = (1 << 63) - 1
+INDEX_CATCH_UP_WAIT = 300.0
+"""Seconds ``query_by_key`` waits for the index rebuild after a crash (then it
+answers from what is indexed)."""
 _INFO = fmt.RecordInfo
 _new = tuple.__new__
 
@@ -290,11 +293,15 @@ class PullAPI:
         The index returns hash matches; each is checked against the real key and
         topic, so colliding keys never leak through. Up to three index passes, each
         ending before the oldest hit of the previous one (RocketMQ ``queryMessage``),
-        fill ``max_num`` (capped by ``max_msgs_num_batch``).
+        fill ``max_num`` (capped by ``max_msgs_num_batch``). Right after a crash
+        recovery it first waits (up to :data:`INDEX_CATCH_UP_WAIT` s) for the index
+        rebuild, so a key stored before the crash is never reported missing.
         """
         self._check_open()
         if self.index is None:
             return QueryResult(())
+        if not self.reput.indexed:  # rebuilding after a crash: wait for what is written
+            self.reput.wait_until(0, INDEX_CATCH_UP_WAIT)
         want = min(max_num, self.cfg.max_msgs_num_batch)
         batch = self.cfg.max_msgs_num_batch
         found: dict[int, StoredMessage] = {}

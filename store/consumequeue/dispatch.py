@@ -19,6 +19,7 @@ recovery may replay any stretch of the log through the same :class:`Dispatcher`.
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -33,8 +34,10 @@ from store.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    property_of,
     string_to_properties,
     tags_code,
+    tags_of,
 )
 from store.schedule import SCHEDULE_TOPIC, DelayLevels
 from store.service import ServiceThread
@@ -44,6 +47,7 @@ log = logging.getLogger(__name__)
 _IN_QUEUE = frozenset((fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE))
 _TX_MASK = fmt.TRANSACTION_MASK
 _ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
+_INT = struct.Struct(">i")
 CHUNK = 1024
 """Records dispatched between two looks at the stop flag (and progress notifications)."""
 
@@ -74,6 +78,9 @@ class Dispatcher:
         self.index = index
         self.delay_levels = delay_levels
         self.listeners: list[ArrivalListener] = []
+        self.defer_index = False
+        """True while an :class:`IndexCatchUp` owns indexing: records get their
+        units (and arrivals) only; the catch-up indexes them later, in log order."""
 
     def tags_code_of(self, topic: str, props: dict[str, str], store_timestamp: int) -> int:
         """The unit's tags code: TAGS hash, or the deliver time of a delayed record."""
@@ -96,19 +103,22 @@ class Dispatcher:
         (size, _v, _crc, qid, _flag, qoff, phys, sys_flag, _born, _bh, store_ts, _sh,
          _rt, _pt, _bp, _bl, topic, props_string) = info  # fmt: skip
         tx = sys_flag & _TX_MASK
-        props = string_to_properties(props_string)
         code = 0
         in_queue = tx in _IN_QUEUE
         if in_queue:
-            code = self.tags_code_of(topic, props, store_ts)
+            if topic == SCHEDULE_TOPIC:
+                code = self.tags_code_of(topic, string_to_properties(props_string), store_ts)
+            else:  # TAGS alone: no properties dict per record
+                code = tags_code(tags_of(props_string))
             self.queues.put(topic, qid, phys, size, code, qoff, store_ts)
-        if self.index is not None and tx != _ROLLBACK:
-            keys = props.get(PROPERTY_KEYS)
-            self.index.build(
+        index = self.index
+        if index is not None and tx != _ROLLBACK and not self.defer_index:
+            keys = property_of(props_string, PROPERTY_KEYS)
+            index.build(
                 topic,
                 phys,
                 store_ts,
-                props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                property_of(props_string, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                 keys.split(" ") if keys else (),
             )
         if in_queue and self.listeners:
@@ -118,6 +128,118 @@ class Dispatcher:
                     listener(arrival)
                 except Exception:  # a listener must not stop dispatching
                     log.exception("arrival listener %r failed", listener)
+
+    def index_record(self, info: fmt.RecordInfo, _size: int = 0) -> None:
+        """Index one record only (its unit is already there): the catch-up's callback.
+
+        Raises:
+            OSError: a new index file could not be created.
+        """
+        self.index_fields(
+            info.topic,
+            info.physical_offset,
+            info.store_timestamp,
+            info.sys_flag,
+            info.properties_string,
+        )
+
+    def index_fields(self, topic: str, phys: int, store_ts: int, sys_flag: int, props: str) -> None:
+        """:meth:`index_record` from the fields it uses."""
+        index = self.index
+        if index is None or sys_flag & _TX_MASK == _ROLLBACK:
+            return
+        keys = property_of(props, PROPERTY_KEYS)
+        index.build(
+            topic,
+            phys,
+            store_ts,
+            property_of(props, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            keys.split(" ") if keys else (),
+        )
+
+
+class IndexCatchUp:
+    """Builds the index of a stretch of the log after the fact, then hands indexing
+    back to the :class:`Dispatcher`.
+
+    Why: after a crash every record from the recovery start is re-dispatched, and
+    the index is ~60% of a dispatch (two or more keys hashed and chained per
+    message). Doing it inside ``open`` made open() ~5x slower than the CRC scan it
+    needs. Instead ``open`` rebuilds the consume queues (pulls and queue offsets
+    need them) and this object indexes [``position``, dispatched end) from the
+    reput thread, a chunk per round. Meanwhile new records get their units at once
+    and are indexed by the catch-up too, so index entries are still added in log
+    order (the index's skip rule relies on it). When the catch-up reaches the
+    dispatched end, indexing returns to the dispatcher (``defer_index`` False).
+
+    Readers see a consistent view: ``query_by_key`` and ``wait_dispatched`` wait
+    for the catch-up. A crash during the catch-up loses nothing: the next open
+    starts its catch-up at the last indexed message (the index skips what it has).
+
+    Not thread-safe: only the reput thread (or the thread draining it) steps it.
+    """
+
+    def __init__(self, segments: Segments, dispatcher: Dispatcher, position: int) -> None:
+        self._segments = segments
+        self._dispatcher = dispatcher
+        self.position = position
+        self.done = False
+        dispatcher.defer_index = True
+
+    def step(self, upto: int, max_records: int) -> bool:
+        """Index up to ``max_records`` records below ``upto`` (the dispatched end);
+        True when caught up (indexing is then the dispatcher's again).
+
+        Raises:
+            OSError: an index file could not be created (retried next step).
+        """
+        segs = self._segments
+        index_record = self._dispatcher.index_record
+        index_fields = self._dispatcher.index_fields
+        trusted = fmt.unpack_trusted
+        info_type = fmt.RecordInfo
+        n = 0
+        while n < max_records and self.position < upto:
+            pos = self.position
+            if pos < segs.min_offset:  # expired meanwhile: nothing left to index there
+                self.position = segs.min_offset
+                continue
+            mf = segs.find(pos)
+            if mf is None:
+                break
+            base = mf.file_from_offset
+            try:
+                view = mf.view
+                rel = pos - base
+                end = min(mf.wrote_position, upto - base)
+                # Dispatched records were validated: the trusted decode, else a scan.
+                size = _INT.unpack_from(view, rel)[0] if rel + 4 <= end else 0
+                fields = (
+                    trusted(view[rel : rel + size].tobytes(), 0) if 0 < size <= end - rel else None
+                )
+                r = fmt.scan(view, rel, end, check_crc=False) if fields is None else None
+            except ValueError:  # the file was deleted while we read it: next step
+                break
+            if fields is not None:
+                index_fields(fields[0], fields[3], fields[9], fields[6], fields[12])
+                self.position = pos + size
+                n += 1
+            elif type(r) is info_type:
+                index_record(r)
+                self.position = pos + r.size
+                n += 1
+            elif isinstance(r, fmt.EndOfSegment):
+                self.position = base + mf.file_size
+            else:  # what reput skipped as undispatchable ([BUG], logged there): skip too
+                assert isinstance(r, fmt.Corrupt)
+                left = min(base + mf.wrote_position, upto) - pos
+                if left <= 0:
+                    break
+                self.position = pos + (r.size if 0 < r.size <= left else left)
+        if self.position >= upto:
+            self.done = True
+            self._dispatcher.defer_index = False
+        return self.done
 
 
 class ReputService(ServiceThread):
@@ -141,6 +263,7 @@ class ReputService(ServiceThread):
         self.reput_from = reput_from
         self.skipped_bytes = 0
         self.last_error: BaseException | None = None
+        self.catch_up: IndexCatchUp | None = None
         self._progress = threading.Condition()
 
     @property
@@ -148,8 +271,34 @@ class ReputService(ServiceThread):
         """Bytes written to the CommitLog but not dispatched (``dispatchBehindBytes``)."""
         return max(0, self._segments.max_offset - self.reput_from)
 
+    @property
+    def indexed(self) -> bool:
+        """False while an index catch-up after recovery is still running."""
+        return self.catch_up is None
+
     def run_once(self) -> None:
         self.do_reput(interruptible=True)
+        if self.catch_up is not None and self._catch_up_step(CHUNK):
+            self.wakeup()  # more to index: no pause between chunks
+
+    def _catch_up_step(self, max_records: int) -> bool:
+        """One catch-up step; True when it indexed something and is not done."""
+        cu = self.catch_up
+        assert cu is not None
+        before = cu.position
+        try:
+            done = cu.step(self.reput_from, max_records)
+        except OSError as e:
+            if self.last_error is None or str(e) != str(self.last_error):
+                log.error("index catch-up at %d failed: %s", cu.position, e)
+            self.last_error = e
+            return False
+        if done:
+            self.catch_up = None
+            with self._progress:
+                self._progress.notify_all()
+            return False
+        return cu.position != before
 
     def do_reput(self, *, interruptible: bool = False) -> int:
         """Dispatch everything up to the limit now; return the records dispatched.
@@ -228,11 +377,12 @@ class ReputService(ServiceThread):
                 self.reput_from = base + pos
         return done, pos >= wrote < file_size or base + pos >= limit
 
-    def wait_until(self, offset: int, timeout: float) -> bool:
-        """Block until everything before ``offset`` is dispatched; False on timeout."""
+    def wait_until(self, offset: int, timeout: float, *, indexed: bool = True) -> bool:
+        """Block until everything before ``offset`` is dispatched (and, with
+        ``indexed``, any index catch-up is over); False on timeout."""
         deadline = time.monotonic() + timeout
         with self._progress:
-            while self.reput_from < offset:
+            while self.reput_from < offset or (indexed and self.catch_up is not None):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -246,3 +396,5 @@ class ReputService(ServiceThread):
         super().stop(timeout)
         if drain:
             self.do_reput()
+            while self.catch_up is not None and self._catch_up_step(1 << 30):
+                pass  # stops when done, or failing (last_error): the next open redoes it

@@ -5,7 +5,7 @@ for its whole length, created sparse as RocketMQ's mapped-beyond-EOF files are: 
 default file is 420 MB and most stores fill a small part of it) and RocketMQ's
 ``putKey`` / ``selectPhyOffset`` rules.
 
-Thread-safety: one writer (the dispatcher) calls :meth:`put_key`; readers call
+Thread-safety: one writer (the dispatcher) calls :meth:`put_hashes`; readers call
 :meth:`select_phy_offsets` concurrently. An entry is written before the slot that
 points at it, so a reader that sees a slot sees a whole entry. After :meth:`close`
 a reader gets no offsets rather than an error.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from store import _platform
@@ -131,40 +132,47 @@ class IndexFile:
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add an entry for ``key`` (already ``topic#key``); False when the file is full."""
+        return self.put_hashes((ifmt.key_hash(key),), phy_offset, store_timestamp) == 1
+
+    def put_hashes(self, hashes: Sequence[int], phy_offset: int, store_timestamp: int) -> int:
+        """Add one message's entries (``key_hash`` values, in order); return how many fit.
+
+        RocketMQ's ``putKey`` per key, with the header written once for the whole
+        message instead of once per key (the bytes are the same once it returns).
+        """
         count = self.index_count
-        if count >= self.index_num:
-            return False
+        n = min(len(hashes), self.index_num - count)
+        if n <= 0:
+            return 0
         mm = self._mm
-        key_hash = ifmt.key_hash(key)
-        slot_pos = ifmt.HEADER_SIZE + (key_hash % self.hash_slot_num) * ifmt.SLOT_SIZE
-        (slot_value,) = _SLOT_UNPACK(mm, slot_pos)
-        if slot_value <= 0 or slot_value > count:
-            slot_value = 0
+        slots = self.hash_slot_num
+        entries_pos = self._entries_pos
         begin = self.begin_timestamp
         diff = ifmt.time_diff_seconds(store_timestamp, begin) if begin > 0 else 0
-        _ENTRY_PACK(
-            mm, self._entries_pos + count * ifmt.ENTRY_SIZE, key_hash, phy_offset, diff, slot_value
-        )
-        _SLOT_PACK(mm, slot_pos, count)
-        if count <= 1:
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_timestamp
-        if slot_value == 0:
-            self.hash_slot_count += 1
-        self.index_count = count + 1
+        used = self.hash_slot_count
+        for i in range(n):
+            h = hashes[i]
+            slot_pos = ifmt.HEADER_SIZE + (h % slots) * ifmt.SLOT_SIZE
+            (slot_value,) = _SLOT_UNPACK(mm, slot_pos)
+            if slot_value <= 0 or slot_value > count:
+                slot_value = 0
+                used += 1
+            _ENTRY_PACK(mm, entries_pos + count * ifmt.ENTRY_SIZE, h, phy_offset, diff, slot_value)
+            _SLOT_PACK(mm, slot_pos, count)
+            if count <= 1:
+                self.begin_phy_offset = phy_offset
+                self.begin_timestamp = begin = store_timestamp
+                diff = ifmt.time_diff_seconds(store_timestamp, begin)
+            count += 1
+        self.hash_slot_count = used
+        self.index_count = count
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
         _HEADER_PACK(
-            mm,
-            0,
-            self.begin_timestamp,
-            store_timestamp,
-            self.begin_phy_offset,
-            phy_offset,
-            self.hash_slot_count,
-            count + 1,
-        )
-        return True
+            mm, 0, self.begin_timestamp, store_timestamp, self.begin_phy_offset, phy_offset,
+            used, count,
+        )  # fmt: skip
+        return n
 
     # -------------------------------------------------------------------- read
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import mmap
 import struct
 import time
-from operator import mul
 from typing import Final, NamedTuple
 
 from store.message import java_string_hash
@@ -87,30 +86,35 @@ def build_key(topic: str, key: str) -> str:
     return f"{topic}#{key}"
 
 
-_MAX_FAST = 512
-# 31**k mod 2**32 for k = _MAX_FAST-1 .. 0: String.hashCode as one dot product in C.
-_POWERS: Final = [pow(31, k, 1 << 32) for k in range(_MAX_FAST - 1, -1, -1)]
+# ``String.hashCode`` of ASCII text is its value as a base-31 numeral whose "digits"
+# are the character codes, mod 2**32. Codes go up to 127, so each code c is split as
+# 31 * (c // 31) + c % 31: two numerals of true base-31 digits, which ``int(x, 31)``
+# evaluates in C. Digits, and the two bytes.translate tables that map codes to them:
+_B31_DIGITS: Final = b"0123456789abcdefghijklmnopqrstu"
+_HIGH: Final = bytes(_B31_DIGITS[c // 31] if c < 128 else 48 for c in range(256))
+_LOW: Final = bytes(_B31_DIGITS[c % 31] if c < 128 else 48 for c in range(256))
+_MAX_FAST: Final = 4000  # int() refuses > 4300 digits in a non-power-of-two base
 
 
 def key_hash(key: str) -> int:
     """``abs(String.hashCode(key))`` with MIN_VALUE mapped to 0 (``IndexFile.indexKeyHashMethod``).
 
     Every message indexes two or more keys, so this is the dispatcher's hottest
-    function: ASCII keys are hashed as ``sum(c_i * 31**(n-1-i)) mod 2**32`` with
-    ``map`` over a table of powers (several times faster than a Python loop).
+    function. ASCII keys are hashed as sum(c_i * 31**(n-1-i)) = 31 * H + L, where H
+    and L are the base-31 numerals of the codes' high and low base-31 digits (two
+    ``bytes.translate`` and two ``int(x, 31)``, all in C): 0.6 us for a 38-char
+    ``topic#UNIQ_KEY`` against 2.2 us for a dot product with a table of powers.
 
     >>> key_hash("TopicTest#KEY1")
     1656969516
     >>> key_hash("polygenelubricants")  # hashCode is Integer.MIN_VALUE
     0
     """
-    n = len(key)
-    if n <= _MAX_FAST and key.isascii():
-        h = sum(map(mul, key.encode("ascii"), _POWERS[_MAX_FAST - n :])) & 0xFFFFFFFF
-        if h & 0x80000000:
-            h -= 1 << 32
-    else:
-        h = java_string_hash(key)
+    if key.isascii() and 0 < len(key) <= _MAX_FAST:
+        b = key.encode()
+        h = (31 * int(b.translate(_HIGH), 31) + int(b.translate(_LOW), 31)) & 0xFFFFFFFF
+        return h if h < 0x80000000 else 0 if h == 0x80000000 else (1 << 32) - h
+    h = java_string_hash(key)
     return 0 if h == -(1 << 31) else abs(h)
 
 

@@ -146,18 +146,19 @@ class IndexService:
         boundary = self._boundary(phy_offset)
         if boundary is False:
             return
+        prefix = topic + "#"
+        full = [prefix + k for k in (uniq_key, *keys) if k]
+        if boundary:
+            full = [k for k in full if not self._has(k, phy_offset)]
+        key_hash = ifmt.key_hash
+        hashes = [key_hash(k) for k in full]
         files = self.files
         f = files[-1] if files else None
-        prefix = topic + "#"
-        for k in (uniq_key, *keys):
-            if not k:
-                continue
-            full = prefix + k
-            if boundary and self._has(full, phy_offset):
-                continue
+        while hashes:
             if f is None or f.index_count >= f.index_num:
                 f = self._writable()
-            f.put_key(full, phy_offset, store_timestamp)
+            n = f.put_hashes(hashes, phy_offset, store_timestamp)
+            hashes = hashes[n:]
 
     def _writable(self) -> IndexFile:
         with self._lock:

@@ -92,7 +92,10 @@ def run_and_kill(root: Path, mode: str, acks: int) -> list[tuple[int, int, str, 
             lines.append(line)
     finally:
         proc.send_signal(signal.SIGKILL)
-        rest, _ = proc.communicate(timeout=30)
+        # From the buffered reader: communicate() reads the raw pipe and would skip
+        # what readline() already buffered, leaving a line's tail as the first line.
+        rest = proc.stdout.read()
+        proc.communicate(timeout=30)
     assert len(lines) >= acks, "the producer died or stalled"
     out = []
     for line in [*lines, *rest.splitlines(keepends=True)]:

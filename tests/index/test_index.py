@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from store import Message, MessageStore, StoreConfig
 from store.index import format as ifmt
 from store.index.file import IndexFile
@@ -226,7 +229,9 @@ def test_index_disabled(tmp_path: Path):
 def test_empty_newest_index_file_left_by_a_crash_is_dropped_and_reindexed(tmp_path):
     from store import Message, MessageStore, StoreConfig
 
-    cfg = StoreConfig(root_dir=tmp_path, commitlog_file_size=1 << 20, max_hash_slot_num=64, max_index_num=200)
+    cfg = StoreConfig(
+        root_dir=tmp_path, commitlog_file_size=1 << 20, max_hash_slot_num=64, max_index_num=200
+    )
     s = MessageStore.open(cfg)
     for i in range(10):
         s.put_message(Message(topic="t", body=b"x", keys=[f"k{i}"]))
@@ -237,3 +242,22 @@ def test_empty_newest_index_file_left_by_a_crash_is_dropped_and_reindexed(tmp_pa
         assert s2.wait_dispatched(timeout=10)
         assert [m.body for m in s2.query_by_key("t", "k3").messages] == [b"x"]
     assert not (tmp_path / "index" / "99991231235959999").exists()
+
+
+@given(st.text(max_size=300) | st.text(st.characters(max_codepoint=127), max_size=5000))
+def test_key_hash_is_abs_java_hash_code(key: str) -> None:
+    h = java_string_hash(key)
+    assert ifmt.key_hash(key) == (0 if h == -(1 << 31) else abs(h))
+
+
+def test_put_hashes_writes_what_put_key_by_key_writes(tmp_path: Path) -> None:
+    one = IndexFile(tmp_path / "a", 16, 30, create=True)
+    many = IndexFile(tmp_path / "b", 16, 30, create=True)
+    for i in range(12):  # three keys per message; the file fills mid-message
+        keys = [f"T#k{i}", f"T#u{i}", f"T#k{i % 3}"]
+        fitted = [one.put_key(k, i * 100, 1_700_000_000_000 + i * 700) for k in keys]
+        n = many.put_hashes([ifmt.key_hash(k) for k in keys], i * 100, 1_700_000_000_000 + i * 700)
+        assert n == sum(fitted)
+    one.flush()
+    many.flush()
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()

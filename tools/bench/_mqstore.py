@@ -173,8 +173,10 @@ def recovery(root: Path, *, cold: bool) -> Run:
 
     ``ops`` is the records recovered, ``seconds`` the recovery time RecoveryResult
     reports (the CRC-checked scan, including the re-dispatch of every record to the
-    consume queues and index that the store does from the scan's callback);
-    ``extra`` has the bytes scanned and the wall time of the whole ``open``.
+    consume queues that the store does from the scan's callback); ``extra`` has the
+    bytes scanned, the wall time of the whole ``open`` and ``ready_seconds``: until
+    ``wait_dispatched`` returns, i.e. the index, rebuilt after open by the reput
+    thread, has caught up too (every key findable again).
     """
     if cold:
         drop_page_cache(root)
@@ -182,6 +184,9 @@ def recovery(root: Path, *, cold: bool) -> Run:
     store = MessageStore.open(StoreConfig(root_dir=root, check_crc_on_recover=True))
     open_s = time.perf_counter() - t0
     try:
+        if not store.wait_dispatched(600):
+            raise RuntimeError("the index catch-up did not finish in 600 s")
+        ready_s = time.perf_counter() - t0
         rec = store.recovery
         assert rec is not None
         if rec.mode.value != "abnormal":
@@ -190,6 +195,7 @@ def recovery(root: Path, *, cold: bool) -> Run:
         run.extra.update(
             scanned_bytes=rec.scanned_bytes,
             open_seconds=open_s,
+            ready_seconds=ready_s,
             stop_reason=rec.stop_reason,
         )
     finally:
@@ -214,5 +220,7 @@ def scan_only(root: Path) -> Run:
     finally:
         segments.close()
     run = Run(records, seconds)
-    run.extra.update(scanned_bytes=scanned, open_seconds=seconds, stop_reason=why)
+    run.extra.update(
+        scanned_bytes=scanned, open_seconds=seconds, ready_seconds=seconds, stop_reason=why
+    )
     return run

@@ -24,7 +24,12 @@ def _rate_row(c: dict[str, Any]) -> str:
 
 def _recovery_row(c: dict[str, Any]) -> str:
     opened = c["label"].startswith("mqstore open")
-    whole = f"whole open(): {c['open_mb_per_s']:,.0f} MB/s; " if opened else ""
+    whole = (
+        f"whole open(): {c['open_mb_per_s']:,.0f} MB/s; "
+        f"until indexed too: {c['ready_mb_per_s']:,.0f} MB/s; "
+        if opened
+        else ""
+    )
     return (
         f"  {c['label']:<{_W}}{c['mb_per_s']:>8,.0f} MB/s  {c['records_per_s']:>10,.0f} rec/s"
         f"  ({whole}{c['scanned_bytes'] / 2**20:,.0f} MiB, {c['records']:,} records)"

@@ -54,7 +54,9 @@ QUICK = {"duration": 0.3, "recovery_bytes": 16 << 20}
 CONTENDER_FIELDS = ("label", "section", "durability", "messages_per_s", "reps_messages_per_s")
 LATENCY_FIELDS = ("p50_ms", "p99_ms", "p999_ms", "max_ms")
 SYNC_FIELDS = ("fdatasyncs_per_s", "messages_per_fdatasync")
-RECOVERY_FIELDS = ("mb_per_s", "records_per_s", "scanned_bytes", "records", "open_mb_per_s")
+RECOVERY_FIELDS = (
+    "mb_per_s", "records_per_s", "scanned_bytes", "records", "open_mb_per_s", "ready_mb_per_s",
+)  # fmt: skip
 RATIO_FIELDS = (
     "title", "value", "ratio_of_medians", "numerator", "denominator", "target", "met", "reps",
 )  # fmt: skip
@@ -198,6 +200,8 @@ def summarize(c: Contender, runs: list[Run]) -> dict[str, Any]:
             records=runs[0].ops,
             open_mb_per_s=median([r.extra["scanned_bytes"] / r.extra["open_seconds"] / 1e6
                                   for r in runs]),
+            ready_mb_per_s=median([r.extra["scanned_bytes"] / r.extra["ready_seconds"] / 1e6
+                                   for r in runs]),
             stop_reason=runs[0].extra["stop_reason"],
         )  # fmt: skip
         out["reps_records_per_s"] = out.pop("reps_messages_per_s")
