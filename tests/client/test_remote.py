@@ -211,3 +211,29 @@ def test_transport_reconnects_after_the_broker_server_restarts(store: MessageSto
     finally:
         server.stop()
         core.shutdown()
+
+
+def test_one_transport_shared_by_eight_threads_stores_every_send_once(
+    transport: RemoteTransport,
+) -> None:
+    producer = Producer("pg", transport).start()
+    results: list = []
+    lock = threading.Lock()
+
+    def worker(i: int) -> None:
+        for k in range(40):
+            r = producer.send(Message("shared", f"{i}-{k}".encode()))
+            with lock:
+                results.append(r)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({r.msg_id for r in results}) == 320
+    assert len({(r.queue, r.queue_offset) for r in results}) == 320
+    deadline = time.monotonic() + 5  # consume queues fill asynchronously (dispatch)
+    while sum(transport.max_offset(q) for q in transport.topic_queues("shared")) < 320:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
