@@ -142,3 +142,23 @@ def test_ali_ons_inflates_a_body_our_producer_compressed(node: str, broker: Live
     msgs, summary = ons_consume(node, broker, group="ons-cg-zip", topic="ZipT", expect=1)
     assert summary["done"]
     assert [(m["uniqKey"], m["body"]) for m in msgs] == [(uniq, body)]
+
+
+def test_ali_ons_consumes_what_ali_ons_produced_through_our_broker(
+    node: str, broker: LiveBroker
+) -> None:
+    python_send(broker, "OnsOnsT", ["seed"])  # the topic must exist for ali-ons
+    sent = [{"tags": "Keep", "keys": ["a"], "body": "x" * 5000}, {"tags": "Drop", "body": "no"},
+            {"tags": "Keep", "keys": ["b"], "body": "kept"}]  # fmt: skip
+    results = run_node(
+        node, "ons_produce.js",
+        {"nameSrv": broker.address, "group": "ons-pg2", "topic": "OnsOnsT", "messages": sent},
+    )  # fmt: skip
+    keep = {r["msgId"] for r, s in zip(results, sent, strict=True) if s["tags"] == "Keep"}
+    msgs, summary = ons_consume(
+        node, broker, group="ons-cg-ons", topic="OnsOnsT", expression="Keep", expect=2,
+        settleMs=800,
+    )  # fmt: skip
+    assert summary["done"]
+    assert {m["msgId"] for m in msgs} == keep
+    assert sorted(m["body"] for m in msgs) == sorted(["x" * 5000, "kept"])
