@@ -3,14 +3,19 @@
 :class:`LiveBroker` runs our broker (MessageStore + BrokerCore + BrokerServer, name
 server on the same port) inside the test process on a free port; ``restart()`` closes
 everything and reopens the same store directory, as a broker restart does (offsets
-must come back from ``config/consumerOffset.json``). :func:`run_node` runs one of the
+must come back from ``config/consumerOffset.json``). :class:`BrokerProcess` runs
+``mqstore broker`` as a child process instead. :func:`run_node` runs one of the
 ali-ons scripts next to this file with JSON options and returns its JSON output lines.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +73,43 @@ def run_node(node: str, script: str, opts: dict[str, Any], timeout_s: float = 60
     )
     assert proc.returncode == 0, f"{script} failed:\n{proc.stderr[-4000:]}"
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+class BrokerProcess:
+    """``mqstore broker`` as a child process on a free port; ``stop`` sends SIGTERM
+    (a clean shutdown: offsets persisted), ``start`` may run it again on the same
+    store directory and port."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.proc: subprocess.Popen[bytes] | None = None
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> BrokerProcess:
+        cmd = [sys.executable, "-m", "tools.cli", "broker", "--store", str(self.root),
+               "--port", str(self.port), "--ha-port", "0"]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                assert self.proc.poll() is None, f"{cmd} exited with {self.proc.returncode}"
+                assert time.monotonic() < deadline, f"{cmd} did not listen within 30 s"
+                time.sleep(0.05)
+
+    def stop(self) -> int:
+        """SIGTERM and wait; the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(30)
+        self.proc = None
+        return code

@@ -19,7 +19,7 @@ from store.client.producer import Producer
 from store.client.remote import RemoteTransport
 from store.consumequeue.results import StoredMessage
 from store.message import Message
-from tests.interop.broker_harness import LiveBroker, run_node
+from tests.interop.broker_harness import BrokerProcess, LiveBroker, run_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration]
 
@@ -43,7 +43,7 @@ def read_all(transport: RemoteTransport, topic: str, expect: int) -> list[Stored
     return out
 
 
-def python_send(broker: LiveBroker, topic: str, tags: list[str]) -> list[str]:
+def python_send(broker: LiveBroker | BrokerProcess, topic: str, tags: list[str]) -> list[str]:
     with RemoteTransport(broker.address) as t, Producer("py-pg", t) as p:
         return [
             p.send(Message(topic, f"{tag}-{i}".encode(), tags=tag, keys=[f"k{i}"])).msg_id
@@ -51,7 +51,9 @@ def python_send(broker: LiveBroker, topic: str, tags: list[str]) -> list[str]:
         ]
 
 
-def ons_consume(node: str, broker: LiveBroker, **opts: object) -> tuple[list[dict], dict]:
+def ons_consume(
+    node: str, broker: LiveBroker | BrokerProcess, **opts: object
+) -> tuple[list[dict], dict]:
     lines = run_node(node, "ons_consume.js", {"nameSrv": broker.address, **opts})
     return lines[:-1], lines[-1]
 
@@ -162,3 +164,28 @@ def test_ali_ons_consumes_what_ali_ons_produced_through_our_broker(
     assert summary["done"]
     assert {m["msgId"] for m in msgs} == keep
     assert sorted(m["body"] for m in msgs) == sorted(["x" * 5000, "kept"])
+
+
+def test_ali_ons_offsets_survive_a_sigterm_restart_of_the_broker_process(
+    node: str, tmp_path: Path
+) -> None:
+    proc = BrokerProcess(tmp_path / "store").start()
+    try:
+        first = set(python_send(proc, "SigT", ["A"] * 5))
+        msgs, summary = ons_consume(node, proc, group="g-sig", topic="SigT", expect=5)
+        assert summary["done"] and {m["uniqKey"] for m in msgs} == first
+        assert proc.stop() == 0
+        proc.start()
+        second = set(python_send(proc, "SigT", ["A"] * 3))
+        msgs, summary = ons_consume(
+            node,
+            proc,
+            group="g-sig",
+            topic="SigT",
+            expect=3,
+            settleMs=1000,
+        )
+        assert summary["done"] and {m["uniqKey"] for m in msgs} == second
+    finally:
+        if proc.proc is not None:
+            proc.stop()
