@@ -15,13 +15,15 @@ concurrent listener, RocketMQ defaults except a 1 s long-poll hold) consumes the
   p50 / p99 / max in ms. Duplicates are counted, and only first deliveries are timed.
 
 Modes: ``inprocess`` (consumers over :class:`InProcessTransport`, a BrokerCore in
-this process); ``--tcp`` adds the same run over RemoteTransport to a name server /
-broker at HOST:PORT (e.g. ``mqstore broker``), if that transport is available.
+this process); ``--tcp auto`` adds the same run over RemoteTransport to a BrokerServer
+on 127.0.0.1 in this process (consumers, producer and broker share one interpreter,
+so the TCP figures include the GIL contention of all three).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import struct
@@ -71,7 +73,7 @@ def run(make_transport, n: int, consumers: int, label: str, rate: float = 0) -> 
                 done.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    group = f"bench-{label}-{os.getpid()}"
+    group = f"bench-{label}-{int(rate)}-{os.getpid()}"
     cs = []
     for _ in range(consumers):
         c = PushConsumer(group, make_transport(), cfg)
@@ -123,7 +125,9 @@ def main() -> None:
     ap.add_argument("--consumers", type=int, default=3)
     ap.add_argument("--rate", type=float, default=2000,
                     help="paced second run (msg/s): latency below saturation")
-    ap.add_argument("--tcp", help="name server HOST:PORT for a RemoteTransport run")
+    ap.add_argument("--tcp", help="also run over RemoteTransport: 'auto' serves this "
+                    "process's broker on 127.0.0.1 (BrokerServer), else a name server "
+                    "HOST:PORT whose broker already has the topic")
     args = ap.parse_args()
     print(f"loadavg {os.getloadavg()[0]:.2f}, cpus {os.cpu_count()}")
 
@@ -133,22 +137,33 @@ def main() -> None:
     from store.config import StoreConfig
     from store.message_store import MessageStore
 
-    with tempfile.TemporaryDirectory() as d:
-        store = MessageStore.open(StoreConfig(root_dir=d, commitlog_file_size=256 * 2**20))
-        core = BrokerCore(store, BrokerConfig())
-        core.start()
-        core.create_topic(TopicConfig(TOPIC, QUEUES, QUEUES))
-        try:
-            for rate in (0, args.rate):
-                run(lambda: InProcessTransport(core), args.messages, args.consumers,
-                    "inprocess", rate)
-        finally:
-            core.shutdown()
-    if args.tcp:
-        from store.client.remote import RemoteTransport
+    for mode in ("inprocess", "tcp") if args.tcp else ("inprocess",):
+        with tempfile.TemporaryDirectory() as d:
+            store = MessageStore.open(StoreConfig(root_dir=d, commitlog_file_size=256 * 2**20))
+            core = BrokerCore(store, BrokerConfig())
+            core.start()
+            core.create_topic(TopicConfig(TOPIC, QUEUES, QUEUES))
+            srv = None
+            try:
+                if mode == "inprocess":
+                    make = functools.partial(InProcessTransport, core)
+                else:
+                    from store.client.remote import RemoteTransport
 
-        for rate in (0, args.rate):
-            run(lambda: RemoteTransport(args.tcp), args.messages, args.consumers, "tcp", rate)
+                    addr = args.tcp
+                    if addr == "auto":  # a BrokerServer in this process on 127.0.0.1
+                        from store.broker.server import BrokerServer
+
+                        srv = BrokerServer(core, "127.0.0.1", 0)
+                        addr = f"127.0.0.1:{srv.start()}"
+
+                    make = functools.partial(RemoteTransport, addr)
+                for rate in (0, args.rate):
+                    run(make, args.messages, args.consumers, mode, rate)
+            finally:
+                if srv is not None:
+                    srv.stop()
+                core.shutdown()
 
 
 if __name__ == "__main__":
