@@ -105,9 +105,16 @@ class RemoteTransport:
         timeout_s: float | None = None,
     ) -> RemotingCommand:
         request = RemotingCommand(code=int(code), ext_fields=wire.ext(ext or {}), body=body)
-        return self._client.invoke(
-            addr, request, self.timeout_s if timeout_s is None else timeout_s
-        )
+        wait_s = self.timeout_s if timeout_s is None else timeout_s
+        try:
+            return self._client.invoke(addr, request, wait_s)
+        except TransportError:
+            # A broker that stopped answering may come back elsewhere: forget its
+            # address so the next call asks the name server again.
+            with self._lock:
+                for name in [n for n, a in self._brokers.items() if a == addr]:
+                    del self._brokers[name]
+            raise
 
     @staticmethod
     def _expect(resp: RemotingCommand, *ok: ResponseCode) -> RemotingCommand:

@@ -237,3 +237,41 @@ def test_one_transport_shared_by_eight_threads_stores_every_send_once(
     while sum(transport.max_offset(q) for q in transport.topic_queues("shared")) < 320:
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+def test_broker_back_on_another_port_is_found_again_through_the_name_server(
+    store: MessageStore,
+) -> None:
+    server_mod = pytest.importorskip("store.broker.server")
+    from tests.client.scripted_peer import ScriptedPeer
+
+    broker_addr = {"now": ""}
+
+    def name_server(req):  # type: ignore[no-untyped-def]
+        if req.is_response or req.is_oneway:
+            return []
+        route = (
+            '{"brokerDatas":[{"brokerAddrs":{0:"' + broker_addr["now"] + '"},'
+            '"brokerName":"broker-a","cluster":"c"}],"queueDatas":[{"brokerName":"broker-a",'
+            '"perm":6,"readQueueNums":4,"writeQueueNums":4}]}'
+        )
+        return [req.make_response(0, body=route.encode())]
+
+    namesrv = ScriptedPeer(name_server).start()
+    core = BrokerCore(store)
+    core.start()
+    first = server_mod.BrokerServer(core, host="127.0.0.1", port=0)
+    broker_addr["now"] = f"127.0.0.1:{first.start()}"
+    second = server_mod.BrokerServer(core, host="127.0.0.1", port=0)
+    try:
+        with RemoteTransport(namesrv.address) as t:
+            producer = Producer("pg", t).start()
+            assert producer.send(Message("moved", b"1")).status is SendStatus.SEND_OK
+            first.stop()
+            broker_addr["now"] = f"127.0.0.1:{second.start()}"
+            # the first attempt meets the dead address and forgets it; the retry re-routes
+            assert producer.send(Message("moved", b"2")).status is SendStatus.SEND_OK
+    finally:
+        second.stop()
+        core.shutdown()
+        namesrv.stop()
