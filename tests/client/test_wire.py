@@ -120,3 +120,15 @@ def test_heartbeat_body_lists_subscription_tags_and_their_hash_codes() -> None:
 def test_lock_response_queues_are_parsed() -> None:
     items = [{"topic": "T", "brokerName": "b", "queueId": 1}]
     assert wire.parse_queues(items) == {MessageQueue("T", "b", 1)}
+
+
+def test_hash_selector_uses_java_hash_codes_and_java_remainder() -> None:
+    from store.client.producer import java_hash, select_by_hash
+
+    queues = [MessageQueue("T", "b", i) for i in range(3)]
+    # "polygenelubricants".hashCode() is Integer.MIN_VALUE: Java's |h % 3| is 2
+    assert java_hash("polygenelubricants") == -(2**31)
+    assert select_by_hash(queues, Message("T", b"x"), "polygenelubricants").queue_id == 2
+    assert java_hash(7) == 7
+    assert java_hash(2**40 + 5) == 261  # Long.hashCode: (int) (v ^ (v >>> 32)) = 5 ^ 256
+    assert select_by_hash(queues, Message("T", b"x"), -4).queue_id == 1  # |-4 % 3| in Java
