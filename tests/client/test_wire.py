@@ -9,6 +9,7 @@ import pytest
 
 from store.client import wire
 from store.client.allocate import MessageQueue
+from store.client.producer import java_hash, select_by_hash
 from store.client.route import RouteError, parse_route
 from store.client.transport import ConsumerData, Heartbeat, SubscriptionData
 from store.commitlog.format import COMPRESSED_FLAG, encode, make_record
@@ -123,8 +124,6 @@ def test_lock_response_queues_are_parsed() -> None:
 
 
 def test_hash_selector_uses_java_hash_codes_and_java_remainder() -> None:
-    from store.client.producer import java_hash, select_by_hash
-
     queues = [MessageQueue("T", "b", i) for i in range(3)]
     # "polygenelubricants".hashCode() is Integer.MIN_VALUE: Java's |h % 3| is 2
     assert java_hash("polygenelubricants") == -(2**31)
