@@ -208,13 +208,17 @@ class ConsumeMessageOrderlyService:
         except Exception:
             log.exception("%s orderly listener raised on %s", self._group, mq)
             status = None
-        if pq.dropped:
-            return False
-        if status is ConsumeOrderlyStatus.SUCCESS:
+        if status is ConsumeOrderlyStatus.SUCCESS and (pq.locked or not self._clustering):
+            # Committed even if the queue was dropped meanwhile: the broker lock is
+            # still ours (it is released only after the drop persisted the offset,
+            # under consume_lock), so the next owner starts after this batch instead
+            # of replaying it (RocketMQ skips this update and replays).
             commit = pq.commit()
             if commit is not None:
                 self._offsets.update_offset(mq, commit, increase_only=False)
-            return True
+            return not pq.dropped
+        if pq.dropped:
+            return False
         pq.make_message_to_consume_again(msgs)
         wait = ctx.suspend_current_queue_time_millis
         if wait < 0:

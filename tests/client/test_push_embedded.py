@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
@@ -24,11 +25,13 @@ CFG = dataclasses.replace(
 )
 
 
-def start_consumer(core, seen, name, *, orderly=False, cfg=CFG, topic="T"):
+def start_consumer(core, seen, name, *, orderly=False, cfg=CFG, topic="T", work_s=0.0):
     c = PushConsumer("g", InProcessTransport(core), cfg)
     c.subscribe(topic)
 
     def on_msgs(msgs, ctx):
+        if work_s:
+            time.sleep(work_s)  # keeps batches in flight while the group rebalances
         for m in msgs:
             seen.add(name, m.body.decode(), m.queue_id, m.queue_offset)
         return ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
@@ -124,15 +127,16 @@ def test_orderly_consumption_keeps_per_queue_order_across_a_rebalance(core):
     qs = create_topic(core, "T", 8)
     seen = Seen()
     cfg = dataclasses.replace(CFG, consume_message_batch_max_size=4)
-    cs = [start_consumer(core, seen, f"c{i}", orderly=True, cfg=cfg) for i in range(2)]
+    cs = [start_consumer(core, seen, f"c{i}", orderly=True, cfg=cfg, work_s=0.002)
+          for i in range(2)]
     try:
         assert wait_until(lambda: settled(cs), 5)
         produce(core, qs, 800)
-        cs.append(start_consumer(core, seen, "c2", orderly=True, cfg=cfg))  # joins
+        cs.append(start_consumer(core, seen, "c2", orderly=True, cfg=cfg, work_s=0.002))
         produce(core, qs, 800, prefix="n")
         cs[0].shutdown()  # leaves
         produce(core, qs, 800, prefix="z")
-        assert seen.wait_for(lambda got: len(got) == 2400, 20)
+        assert seen.wait_for(lambda got: len(got) == 2400, 30)
         for q in range(8):
             offsets = [o for _, o in seen.by_queue[q]]
             assert offsets == list(range(300)), f"queue {q} out of order"
