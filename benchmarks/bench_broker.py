@@ -12,6 +12,7 @@ ASYNC_FLUSH store, with the broker twice: a ``BrokerServer`` inside this process
    ``RemoteTransport`` (its own connection) and ``Producer``, send synchronously
    (one SEND_MESSAGE_V2 round trip per message) round-robin over the topic's 4 queues.
    Rate = messages acknowledged / wall time from the first send to the last answer.
+   Then the same messages again as batches of 32 (SEND_BATCH_MESSAGE).
 3. **Pull over TCP**: one ``RemoteTransport`` reads every queue from offset 0 to the
    end, 32 messages per PULL_MESSAGE, records decoded and tag-checked client side.
    Then the same with one thread and connection per queue.
@@ -44,6 +45,7 @@ from store.client.producer import Producer
 from store.client.remote import RemoteTransport
 
 TOPIC = "bench"
+BATCH = 32
 QUEUES = 4  # what an auto-created topic gets (defaultTopicQueueNums)
 
 
@@ -69,7 +71,7 @@ def run_threads(threads: int, work: Callable[[int], int]) -> tuple[int, float]:
 def line(label: str, n: int, secs: float, size: int) -> str:
     rate = n / secs
     return (
-        f"  {label:<34} {rate:>10,.0f} msg/s  {rate * size / 1e6:>7.1f} MB/s  ({n} in {secs:.2f} s)"
+        f"  {label:<44} {rate:>10,.0f} msg/s  {rate * size / 1e6:>7.1f} MB/s  ({n} in {secs:.2f} s)"
     )
 
 
@@ -153,6 +155,17 @@ def over_tcp(addr: str, label: str, size: int, per: int, threads: int) -> None:
 
     done, secs = run_threads(threads, send)
     print(line(f"send, {threads} connections, {label}", done, secs, size))
+
+    def send_batches(i: int) -> int:
+        producer = Producer("bench", transports[i]).start()
+        for k in range(0, per, BATCH):
+            n = min(BATCH, per - k)
+            producer.send_batch([Message(TOPIC, body, tags="TagA") for _ in range(n)])
+        return per
+
+    batched, secs = run_threads(threads, send_batches)
+    print(line(f"send_batch({BATCH}), {threads} connections, {label}", batched, secs, size))
+    done += batched
 
     queues = setup.topic_queues(TOPIC)
     deadline = time.monotonic() + 60
