@@ -67,3 +67,22 @@ def test_persist_without_changes_does_not_rewrite(tmp_path: Path) -> None:
     m.commit("g", "T", 0, 1)
     assert m.persist() is True
     assert m.persist() is False
+
+
+def test_offsets_are_persisted_periodically_while_running(store: MessageStore) -> None:
+    import time
+
+    from store.broker.core import BrokerConfig
+
+    core = BrokerCore(store, BrokerConfig(consumer_offset_persist_interval_ms=50))
+    core.start()
+    try:
+        core.update_offset("g", "T", 0, 9)
+        path = Path(store.root) / "config" / "consumerOffset.json"
+        deadline = time.monotonic() + 5
+        while not path.exists():
+            assert time.monotonic() < deadline, "not persisted within 5 s"
+            time.sleep(0.01)
+        assert loads(path.read_text())["offsetTable"] == {"T@g": {0: 9}}
+    finally:
+        core.shutdown()
