@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
-from store.broker.core import BrokerCore
+from store.broker.core import BrokerConfig, BrokerCore
 from store.broker.fastjson import loads
 from store.broker.offsets import ConsumerOffsetManager
 from store.message_store import MessageStore
@@ -70,10 +71,6 @@ def test_persist_without_changes_does_not_rewrite(tmp_path: Path) -> None:
 
 
 def test_offsets_are_persisted_periodically_while_running(store: MessageStore) -> None:
-    import time
-
-    from store.broker.core import BrokerConfig
-
     core = BrokerCore(store, BrokerConfig(consumer_offset_persist_interval_ms=50))
     core.start()
     try:
