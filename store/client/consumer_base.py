@@ -5,8 +5,9 @@ Lifecycle (RocketMQ ``MQClientInstance`` for one group):
 
 ``start()``: offset store loaded; one heartbeat to every broker (the broker now lists
 us, so the others' rebalance includes us); the rebalance service runs at once, then
-every 20 s or when a broker notifies NOTIFY_CONSUMER_IDS_CHANGED; heartbeats every
-30 s; offsets persisted every 5 s.
+every 20 s, when a broker notifies NOTIFY_CONSUMER_IDS_CHANGED, or when the route
+poll (every 30 s, ``pollNameServerInterval``) sees a subscribed topic's queue set
+change; heartbeats every 30 s; offsets persisted every 5 s.
 
 ``shutdown()``: stop pulling, let running batches finish, drop every queue (offsets
 persisted, orderly queues unlocked), unregister from every broker (the broker then
@@ -124,6 +125,12 @@ class ConsumerBase:
             except (TransportError, BrokerError) as e:
                 log.warning("%s heartbeat to %s failed: %s", self.client_id, t.broker_name, e)
 
+    def poll_routes(self) -> None:
+        """The route poll: wake the rebalance if a subscribed topic's queues changed
+        (e.g. a topic updated from 4 to 8 queues), instead of waiting up to 20 s."""
+        if self.rebalance is not None and self.rebalance.route_changed():
+            self.rebalance_now()
+
     def persist_offsets(self) -> None:
         """Persist the offsets of every owned queue (the 5 s schedule)."""
         self.offset_store.persist_all(self.owned())
@@ -152,6 +159,11 @@ class ConsumerBase:
             self.config.persist_offset_interval_ms,
             self.config.persist_offset_interval_ms,
             self.persist_offsets,
+        )
+        self.scheduler.every(
+            self.config.poll_name_server_interval_ms,
+            self.config.poll_name_server_interval_ms,
+            self.poll_routes,
         )
         self.state = ServiceState.RUNNING
 

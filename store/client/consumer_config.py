@@ -20,6 +20,8 @@ REBALANCE_LOCK_MAX_LIVE_TIME_MS: Final = 30_000
 REBALANCE_LOCK_INTERVAL_MS: Final = 20_000
 """Orderly consumers re-lock every owned queue on this schedule (first run after 1 s)."""
 PULL_MAX_IDLE_TIME_MS: Final = 120_000
+POLL_NAME_SERVER_INTERVAL_MS: Final = 30_000
+"""``ClientConfig.pollNameServerInterval``: how often routes are re-read."""
 PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL: Final = 50
 PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION: Final = 1000
 PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL: Final = 20
@@ -47,6 +49,8 @@ class ConsumerConfig:
     ``pull_threshold_size_for_queue_mib`` is compared with the held body bytes in MiB,
     as RocketMQ does (``msgSize / 1 MiB > threshold``). ``suspend_ms`` is the long-poll
     hold; tests lower it so shutdown does not wait 15 s for a held pull.
+    ``poll_name_server_interval_ms`` is the route poll: a subscribed topic whose queue
+    set changed since the last rebalance triggers a rebalance at once.
     """
 
     message_model: MessageModel = MessageModel.CLUSTERING
@@ -64,6 +68,7 @@ class ConsumerConfig:
     allocate_strategy: str = "AVG"
     rebalance_interval_ms: int = 20_000
     heartbeat_interval_ms: int = 30_000
+    poll_name_server_interval_ms: int = POLL_NAME_SERVER_INTERVAL_MS
     persist_offset_interval_ms: int = 5000
     lock_interval_ms: int = REBALANCE_LOCK_INTERVAL_MS
     suspend_ms: int = BROKER_SUSPEND_MAX_TIME_MILLIS

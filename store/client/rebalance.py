@@ -134,6 +134,7 @@ class RebalanceImpl:
         self.on_changed: Callable[[str, list[MessageQueue]], None] | None = None
         self.runs = 0
         self.balanced = True  # False when an orderly lock failed: re-run soon
+        self._routes: dict[str, frozenset[MessageQueue]] = {}  # as the last run saw them
 
     def process_queue_table(self) -> dict[MessageQueue, ProcessQueue]:
         """A snapshot copy of the table."""
@@ -179,8 +180,33 @@ class RebalanceImpl:
             self.remove_process_queue(mq)
         return changed or bool(stale)
 
+    def route_changed(self) -> bool:
+        """Re-read every subscribed topic's queues (the route poll); True if a set
+        differs from what the last rebalance saw, so the caller wakes the rebalance.
+
+        A topic the rebalance has not seen counts as having no queues, so a topic
+        created after start (a retry topic after the first send-back) is picked up.
+        Raises nothing: a topic whose route cannot be read is skipped until next poll.
+        """
+        changed = False
+        for topic in list(self._subs):
+            try:
+                now = frozenset(self._brokers.topic_queues(topic))
+            except (TransportError, BrokerError) as e:
+                log.debug("%s route poll of %s failed: %s", self.client_id, topic, e)
+                continue
+            with self._lock:
+                seen = self._routes.get(topic, frozenset())
+            if now != seen:
+                log.info("%s: queues of %s changed (%d -> %d), rebalancing",
+                         self.client_id, topic, len(seen), len(now))
+                changed = True
+        return changed
+
     def _rebalance_topic(self, topic: str) -> bool:
         mq_all = self._brokers.topic_queues(topic)
+        with self._lock:
+            self._routes[topic] = frozenset(mq_all)
         if self._config.message_model is MessageModel.BROADCASTING:
             mine = set(mq_all)
         else:

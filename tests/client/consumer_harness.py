@@ -31,14 +31,19 @@ FAST = ConsumerConfig(
 
 @contextmanager
 def broker(
-    root: Path, *, delay_levels: str | None = None, file_size: int = 64 * 1024 * 1024
+    root: Path,
+    *,
+    delay_levels: str | None = None,
+    file_size: int = 64 * 1024 * 1024,
+    config: BrokerConfig | None = None,
 ) -> Iterator[BrokerCore]:
-    """A started BrokerCore over a fresh store in ``root``."""
+    """A started BrokerCore over a fresh store in ``root`` (``config`` defaults to a
+    200 ms long-poll check)."""
     kw: dict[str, object] = {"root_dir": str(root), "commitlog_file_size": file_size}
     if delay_levels is not None:
         kw["message_delay_level"] = delay_levels
     store = MessageStore.open(StoreConfig(**kw))  # type: ignore[arg-type]
-    core = BrokerCore(store, BrokerConfig(hold_check_interval_ms=200))
+    core = BrokerCore(store, config or BrokerConfig(hold_check_interval_ms=200))
     core.start()
     try:
         yield core
