@@ -18,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from store.broker.codes import PullSysFlag, RequestCode, ResponseCode
+from store.broker.codes import PullSysFlag, RemotingFlag, RequestCode, ResponseCode
 from store.broker.consumers import ClientChannel
 from store.broker.core import BrokerCore, SendOutcome
 from store.broker.fastjson import dumps
 from store.broker.namesrv import cluster_info_body, route_body
 from store.broker.pulls import PullOutcome, PullRequest
 from store.broker.remoting import RemotingCommand
-from store.broker.topics import AUTO_CREATE_TOPIC_KEY, PERM_RW, TopicConfig
+from store.broker.topics import PERM_RW, TopicConfig
 from store.broker.wire import (
     BadRequestError,
     build_message,
@@ -34,28 +34,10 @@ from store.broker.wire import (
     ext_str,
     parse_heartbeat,
     parse_lock_body,
+    parse_send_header,
     queue_json,
 )
 from store.consumequeue.search import BoundaryType
-from store.message import Message
-
-V2_FIELDS: dict[str, str] = {
-    "a": "producerGroup",
-    "b": "topic",
-    "c": "defaultTopic",
-    "d": "defaultTopicQueueNums",
-    "e": "queueId",
-    "f": "sysFlag",
-    "g": "bornTimestamp",
-    "h": "flag",
-    "i": "properties",
-    "j": "reconsumeTimes",
-    "k": "unitMode",
-    "l": "maxReconsumeTimes",
-    "m": "batch",
-    "n": "brokerName",
-}
-"""SendMessageRequestHeaderV2 one-letter names -> SendMessageRequestHeader names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,53 +68,52 @@ def _ok(
 def _send_response(cmd: RemotingCommand, out: SendOutcome) -> RemotingCommand:
     if not out.results or not out.results[0].status.stored:
         return cmd.make_response(out.code, out.remark or out.code.name)
-    ids = ",".join(r.msg_id for r in out.results)
     ext = {
-        "msgId": ids,
-        "queueId": out.queue_id,
-        "queueOffset": out.results[0].queue_offset,
+        "msgId": ",".join(r.msg_id for r in out.results),
+        "queueId": str(out.queue_id),
+        "queueOffset": str(out.results[0].queue_offset),
         "MSG_REGION": "DefaultRegion",
         "TRACE_ON": "true",
     }
-    return cmd.make_response(out.code, out.remark, ext)
+    # Built directly: every value is a str already (make_response would re-coerce).
+    return RemotingCommand(
+        code=int(out.code),
+        opaque=cmd.opaque,
+        flag=RemotingFlag.RESPONSE.value,
+        remark=out.remark,
+        ext_fields=ext,
+        serialize_type=cmd.serialize_type,
+    )
 
 
 def process_send(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320)."""
-    ext = cmd.ext_fields
-    if cmd.code != RequestCode.SEND_MESSAGE:
-        ext = {V2_FIELDS.get(k, k): v for k, v in ext.items()}
-    topic = ext_str(ext, "topic")
-    queue_id = ext_int(ext, "queueId", -1)
-    common = {
-        "sys_flag": ext_int(ext, "sysFlag", 0),
-        "born_timestamp": ext_int(ext, "bornTimestamp", 0) or None,
-        "born_host": ctx.peer,
-        "reconsume_times": ext_int(ext, "reconsumeTimes", 0),
-    }
-    batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or ext.get("batch") == "true"
-    messages: list[Message]
-    if batch:
-        messages = [
-            build_message(topic, queue_id, body, props, flag=flag, **common)  # type: ignore[arg-type]
-            for flag, body, props in decode_batch(cmd.body)
-        ]
+    h = parse_send_header(cmd.ext_fields, v2=cmd.code != RequestCode.SEND_MESSAGE)
+    if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+        entries = decode_batch(cmd.body)
     else:
-        messages = [
-            build_message(
-                topic, queue_id, cmd.body, ext.get("properties", ""),
-                flag=ext_int(ext, "flag", 0), **common,  # type: ignore[arg-type]
-            )
-        ]  # fmt: skip
+        entries = [(h.flag, cmd.body, h.properties)]
+    messages = [
+        build_message(
+            h.topic,
+            h.queue_id,
+            body,
+            props,
+            flag=flag,
+            sys_flag=h.sys_flag,
+            born_timestamp=h.born_timestamp,
+            born_host=ctx.peer,
+            reconsume_times=h.reconsume_times,
+        )
+        for flag, body, props in entries
+    ]
     out = ctx.core.send(
-        topic,
-        queue_id,
+        h.topic,
+        h.queue_id,
         messages,
-        default_topic=ext.get("defaultTopic") or AUTO_CREATE_TOPIC_KEY,
-        default_queue_nums=ext_int(ext, "defaultTopicQueueNums", 0) or None,
-        max_reconsume_times=ext_int(ext, "maxReconsumeTimes", -1)
-        if "maxReconsumeTimes" in ext
-        else None,
+        default_topic=h.default_topic,
+        default_queue_nums=h.default_topic_queue_nums,
+        max_reconsume_times=h.max_reconsume_times,
     )
     return _send_response(cmd, out)
 

@@ -154,6 +154,9 @@ class TopicConfigManager:
     def create_in_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
         """Rule 2 (``createTopicInSendMessageMethod``): the config of ``topic``,
         auto-created from ``default_topic`` if needed; None when not allowed."""
+        known = self._table.get(topic)  # lock-free fast path: dict reads are atomic
+        if known is not None:
+            return known
         with self._lock:
             existing = self._table.get(topic)
             if existing is not None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from store.broker.fastjson import loads
@@ -132,6 +133,55 @@ def build_message(
         born_host=born_host,
         reconsume_times=reconsume_times,
         sys_flag=sys_flag,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SendHeader:
+    """SendMessageRequestHeader (V1 long names or V2 one-letter names)."""
+
+    topic: str
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int | None
+    flag: int
+    properties: str
+    reconsume_times: int
+    default_topic: str
+    default_topic_queue_nums: int | None
+    max_reconsume_times: int | None
+    batch: bool
+
+
+_V2_NAMES: Final = {
+    "topic": "b", "defaultTopic": "c", "defaultTopicQueueNums": "d", "queueId": "e",
+    "sysFlag": "f", "bornTimestamp": "g", "flag": "h", "properties": "i",
+    "reconsumeTimes": "j", "maxReconsumeTimes": "l", "batch": "m",
+}  # fmt: skip
+"""SendMessageRequestHeader field -> its SendMessageRequestHeaderV2 letter."""
+
+
+def parse_send_header(ext: Mapping[str, str], v2: bool) -> SendHeader:
+    """Read a send request's header (``v2``: one-letter names).
+
+    Raises:
+        BadRequestError: no topic, or a malformed number.
+    """
+    if v2:
+        ext = {name: ext[letter] for name, letter in _V2_NAMES.items() if letter in ext}
+    max_times = ext.get("maxReconsumeTimes")
+    return SendHeader(
+        topic=ext_str(ext, "topic"),
+        queue_id=ext_int(ext, "queueId", -1),
+        sys_flag=ext_int(ext, "sysFlag", 0),
+        born_timestamp=ext_int(ext, "bornTimestamp", 0) or None,
+        flag=ext_int(ext, "flag", 0),
+        properties=ext.get("properties", ""),
+        reconsume_times=ext_int(ext, "reconsumeTimes", 0),
+        default_topic=ext.get("defaultTopic") or "TBW102",
+        default_topic_queue_nums=ext_int(ext, "defaultTopicQueueNums", 0) or None,
+        max_reconsume_times=ext_int(ext, "maxReconsumeTimes") if max_times else None,
+        batch=ext.get("batch") == "true",
     )
 
 

@@ -1,0 +1,16 @@
+"""The worked examples in the broker modules' docstrings run as tests."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["store.broker.wire", "store.broker.pulls", "store.broker.sendback"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_hold(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
