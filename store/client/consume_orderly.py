@@ -3,11 +3,12 @@
 RocketMQ ``ConsumeMessageOrderlyService`` (rocketmq-facts 10.2). Ordering holds across
 the group because a queue is consumed only by the member holding its **broker lock**:
 
-- the rebalance locks a queue before taking it (:meth:`lock`); every 20 s
-  :meth:`lock_all` renews the locks of every owned queue (the broker lease is 60 s);
+- the rebalance locks a queue before taking it (:meth:`lock`); every
+  ``lock_interval_ms`` (20 s) :meth:`lock_all` renews the locks of every owned queue
+  (the broker lease is 60 s), so a long-running member keeps its queues;
 - a process queue is consumed only while ``locked`` and the last successful lock is at
-  most 30 s old, so a member cut off from the broker stops before its lease ends and
-  another member may take the queue;
+  most ``lock_max_live_ms`` (30 s) old, so a member cut off from the broker stops
+  before its lease ends; once the lease lapses another member may take the queue;
 - inside the process, ``pq.consume_lock`` admits one consume thread per queue; the
   batch is taken in offset order and committed (offset = last + 1) only on SUCCESS.
   SUSPEND_CURRENT_QUEUE_A_MOMENT puts the batch back and retries it after the suspend
@@ -31,7 +32,6 @@ from store.client.allocate import MessageQueue
 from store.client.brokers import Brokers
 from store.client.consumer_config import (
     MAX_TIME_CONSUME_CONTINUOUSLY_MS,
-    REBALANCE_LOCK_MAX_LIVE_TIME_MS,
     ConsumerConfig,
 )
 from store.client.listener import (
@@ -81,9 +81,12 @@ class ConsumeMessageOrderlyService:
         return self._config.message_model is MessageModel.CLUSTERING
 
     def start(self) -> None:
-        """Schedule :meth:`lock_all`: first after 1 s, then every 20 s (clustering)."""
+        """Schedule :meth:`lock_all` (clustering): first after 1 s, then every
+        ``lock_interval_ms``. A shorter interval also shortens the first delay, so the
+        first renewal never comes later than the interval promises."""
         if self._clustering:
-            self._scheduler.every(1000, self._config.lock_interval_ms, self.lock_all)
+            interval = self._config.lock_interval_ms
+            self._scheduler.every(min(1000, interval), interval, self.lock_all)
 
     def shutdown(self, wait: bool = True) -> None:
         self._stopped = True
@@ -176,7 +179,7 @@ class ConsumeMessageOrderlyService:
     def _may_consume(self, pq: ProcessQueue) -> bool:
         if not self._clustering:
             return True
-        return pq.locked and not pq.is_lock_expired(REBALANCE_LOCK_MAX_LIVE_TIME_MS)
+        return pq.locked and not pq.is_lock_expired(self._config.lock_max_live_ms)
 
     def _run(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         """One consume request: batches in order until empty, suspended or unlocked."""

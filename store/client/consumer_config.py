@@ -49,6 +49,10 @@ class ConsumerConfig:
     ``pull_threshold_size_for_queue_mib`` is compared with the held body bytes in MiB,
     as RocketMQ does (``msgSize / 1 MiB > threshold``). ``suspend_ms`` is the long-poll
     hold; tests lower it so shutdown does not wait 15 s for a held pull.
+    Orderly locks: ``lock_interval_ms`` renews every owned queue's broker lock;
+    ``lock_max_live_ms`` is how long a queue is consumed after its last successful
+    lock. Keep it below the broker's lease (``rebalance_lock_max_live_ms``, 60 s) so a
+    member that cannot renew stops before another member may take the queue.
     ``poll_name_server_interval_ms`` is the route poll: a subscribed topic whose queue
     set changed since the last rebalance triggers a rebalance at once.
     """
@@ -71,6 +75,7 @@ class ConsumerConfig:
     poll_name_server_interval_ms: int = POLL_NAME_SERVER_INTERVAL_MS
     persist_offset_interval_ms: int = 5000
     lock_interval_ms: int = REBALANCE_LOCK_INTERVAL_MS
+    lock_max_live_ms: int = REBALANCE_LOCK_MAX_LIVE_TIME_MS
     suspend_ms: int = BROKER_SUSPEND_MAX_TIME_MILLIS
     flow_control_delay_ms: int = PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
     exception_delay_ms: int = PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION

@@ -185,7 +185,7 @@ class ProcessQueue:
             return bool(self._msgs) or bool(self._consuming)
 
     def is_lock_expired(self, max_live_ms: int) -> bool:
-        """The local lock is older than ``max_live_ms`` (30 s): do not consume."""
+        """The local lock is older than ``max_live_ms`` (30 s default): do not consume."""
         return now_ms() - self.last_lock_timestamp > max_live_ms
 
     def is_pull_expired(self, max_idle_ms: int) -> bool:
