@@ -1,7 +1,99 @@
-"""Consumer client: rebalance, process queues, consume services, offset stores.
+"""Client side of mqstore: producers, consumers and the transports they use.
 
-The pure part lives in :mod:`store.client.allocate`: ``MessageQueue`` (ordered and
-printed exactly as RocketMQ's) and the queue-allocation strategies, one pure function
-per RocketMQ strategy, so Python, Java and JS consumers in one group agree on who owns
-which queue. Everything else in this package is I/O around those functions.
+Public names are re-exported here lazily (PEP 562 ``__getattr__``): ``import
+store.client`` loads nothing, and ``from store.client import PushConsumer`` imports
+only the modules that name needs, so tools that import one submodule stay cheap.
+
+Module map (one job each):
+
+- ``allocate``: ``MessageQueue`` (ordered and printed exactly as RocketMQ's) and the
+  queue-allocation strategies, one pure function per RocketMQ strategy, so Python,
+  Java and JS consumers in one group agree on who owns which queue.
+- ``transport``: the client/broker contract (``Transport`` protocol, result types,
+  ``BrokerError``/``TransportError``); ``inprocess`` (``InProcessTransport``, calls a
+  ``BrokerCore`` directly) and ``remote`` (``RemoteTransport``, RocketMQ remoting
+  over TCP, with ``remoting_client``, ``wire`` and ``route``) implement it.
+- ``producer``: ``Producer`` (send, batch, queue selectors).
+- ``consumer``: the consumer facade; ``push_consumer`` (``PushConsumer``) and
+  ``lite_pull_consumer`` (``LitePullConsumer``) over ``consumer_base`` (identity,
+  heartbeats, offset persistence, rebalance service, route poll).
+- ``rebalance``: which queues this member owns and their process queues;
+  ``process_queue`` and ``flow_control``: fetched messages and pull throttling;
+  ``pull_service``: one pull loop per owned queue.
+- ``consume_concurrently`` / ``consume_orderly``: the consume services (retry via
+  send-back, DLQ; broker queue locks); ``listener``: statuses and contexts.
+- ``offset_store``: broker (CLUSTERING) and local-file (BROADCASTING) offsets.
+- ``consumer_config``: ``ConsumerConfig`` and RocketMQ's client constants;
+  ``scheduler``, ``client_instance``, ``brokers``: threads, client ids and
+  notifications, transports by broker name.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from store.client.consumer_config import ConsumerConfig
+    from store.client.inprocess import InProcessTransport
+    from store.client.listener import (
+        ConsumeConcurrentlyContext,
+        ConsumeConcurrentlyStatus,
+        ConsumeOrderlyContext,
+        ConsumeOrderlyStatus,
+    )
+    from store.client.lite_pull_consumer import LitePullConsumer
+    from store.client.producer import Producer
+    from store.client.push_consumer import PushConsumer
+    from store.client.remote import RemoteTransport
+    from store.client.transport import ConsumeFromWhere, MessageModel
+
+_EXPORTS: dict[str, str] = {
+    "ConsumeConcurrentlyContext": "store.client.listener",
+    "ConsumeConcurrentlyStatus": "store.client.listener",
+    "ConsumeFromWhere": "store.client.transport",
+    "ConsumeOrderlyContext": "store.client.listener",
+    "ConsumeOrderlyStatus": "store.client.listener",
+    "ConsumerConfig": "store.client.consumer_config",
+    "InProcessTransport": "store.client.inprocess",
+    "LitePullConsumer": "store.client.lite_pull_consumer",
+    "MessageModel": "store.client.transport",
+    "Producer": "store.client.producer",
+    "PushConsumer": "store.client.push_consumer",
+    "RemoteTransport": "store.client.remote",
+}
+"""Public name -> the module that defines it."""
+
+__all__ = [
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
+    "ConsumerConfig",
+    "InProcessTransport",
+    "LitePullConsumer",
+    "MessageModel",
+    "Producer",
+    "PushConsumer",
+    "RemoteTransport",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use (and cache it in the package).
+
+    Raises:
+        AttributeError: not a public name. Submodule imports (``from store.client
+        import wire``) rely on this to fall back to the import system.
+    """
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -44,7 +44,10 @@ log = logging.getLogger(__name__)
 
 
 class ConsumeMessageConcurrentlyService:
-    """Runs the listener on a pool; commits offsets as batches finish. Thread-safe."""
+    """Runs the listener on a pool; commits offsets as batches finish. Thread-safe.
+
+    Nothing to start: the pool creates its threads on demand.
+    """
 
     def __init__(
         self,
@@ -64,9 +67,6 @@ class ConsumeMessageConcurrentlyService:
         self._pool = ThreadPoolExecutor(config.consume_thread_max, thread_name_prefix=group)
         self.sent_back = 0
         self.send_back_failed = 0
-
-    def start(self) -> None:
-        """Nothing scheduled: the pool starts threads on demand."""
 
     def shutdown(self, wait: bool = True) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=True)

@@ -74,6 +74,7 @@ class PushConsumer(ConsumerBase):
         if not self.subscriptions:
             raise RuntimeError("subscribe to a topic before start()")
         self._add_retry_subscription()
+        orderly: ConsumeMessageOrderlyService | None = None
         if self.orderly:
             orderly = ConsumeMessageOrderlyService(
                 self.group, self.client_id, self.config, self._listener,  # type: ignore[arg-type]
@@ -95,7 +96,8 @@ class PushConsumer(ConsumerBase):
             on_offset_illegal=self._on_offset_illegal, relocate_offset=self._relocate,
         )
         self._start_services(rebalance)
-        self.consume_service.start()
+        if orderly is not None:
+            orderly.start()  # the lock renewal schedule
 
     def shutdown(self) -> None:
         """Persist offsets and leave the group (idempotent)."""
