@@ -10,6 +10,7 @@ import pytest
 from store.broker.topics import TopicConfig
 from store.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
 from store.client.inprocess import InProcessTransport
+from store.client.remote import RemoteTransport
 from tests.client.consumer_harness import FAST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -22,8 +23,8 @@ CFG = dataclasses.replace(
 )
 
 
-def start(core, seen, name, cfg=CFG):
-    c = PushConsumer("g", InProcessTransport(core), cfg)
+def start(core, seen, name, cfg=CFG, transport=None):
+    c = PushConsumer("g", transport or InProcessTransport(core), cfg)
     c.subscribe("T")
 
     def on_msgs(msgs, ctx):
@@ -50,6 +51,24 @@ def test_a_topic_grown_from_four_to_eight_queues_is_rebalanced_by_the_route_poll
             assert wait_until(lambda: ids(c) == set(range(8)), 3)
         finally:
             c.shutdown()
+
+
+def test_the_route_poll_sees_a_grown_topic_over_tcp(tmp_path):
+    server_mod = pytest.importorskip("store.broker.server")
+    with broker(tmp_path) as core:
+        create_topic(core, "T", 4)
+        server = server_mod.BrokerServer(core, host="127.0.0.1", port=0)
+        port = server.start()
+        t = RemoteTransport(f"127.0.0.1:{port}")
+        c = start(core, Seen(), "c0", transport=t)
+        try:
+            assert wait_until(lambda: ids(c) == set(range(4)), 5)
+            core.create_topic(TopicConfig("T", 8, 8))
+            assert wait_until(lambda: ids(c) == set(range(8)), 3)
+        finally:
+            c.shutdown()
+            t.close()
+            server.stop()
 
 
 def test_messages_in_the_added_queues_are_consumed(tmp_path):
