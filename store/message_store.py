@@ -35,7 +35,7 @@ from store import _platform
 from store.checkpoint import Checkpoint
 from store.cleanup import CleanupResult
 from store.commitlog import format as fmt
-from store.commitlog.commitlog import CommitLog, EncodedMessage, RollFailed, queue_key
+from store.commitlog.commitlog import CommitLog, EncodedMessage, RollFailed, V1Record, queue_key
 from store.commitlog.flush import AsyncFlusher, GroupCommitter
 from store.commitlog.recovery import RecoveryResult, recover, scan_headers
 from store.commitlog.segments import Segments
@@ -122,6 +122,9 @@ class MessageStore(PullAPI):
             cfg.commitlog_file_size - fmt.END_FILE_MIN_BLANK_LENGTH,
         )
         self._pull_limits = PullLimits.from_config(cfg)
+        # Bodies the fast put takes: under the compression threshold and the size limit.
+        self._fast_body_limit = min(cfg.compress_msg_body_over, cfg.max_message_size + 1)
+        self._fast_puts = True  # False while a replica must ack (SYNC_MASTER): general path
 
     # ------------------------------------------------------------------ open
 
@@ -166,6 +169,7 @@ class MessageStore(PullAPI):
             )
             self.ha = ha_service.start_for(cfg, self.commitlog)
             self._replica_wait = self.ha.replica_wait if self.ha is not None else None
+            self._fast_puts = self._replica_wait is None
             self._write_abort(abort)
             self._start_flusher()
             self._closed = False
@@ -426,6 +430,63 @@ class MessageStore(PullAPI):
             IllegalMessageError: empty/non-bytes body, negative queue id, bad property.
             StoreClosedError: after close().
         """
+        if not self._refuse_puts and self._fast_puts:
+            framed = self._frame_common(msg)
+            if framed is not None:
+                record, uniq = framed
+                at = self.commitlog.append_v1(*record)
+                if at is not None:  # else the segment is full: the general path rolls
+                    phys, qoff, ts = at
+                    total = record[9]
+                    status = self.flusher.wait_for(phys + total)
+                    return _tuple_new(
+                        PutResult,
+                        (status, phys, qoff, f"{self._host_hex}{phys:016X}", total, ts, uniq, None),
+                    )
+        return self._put_general(msg)
+
+    def _frame_common(self, msg: Message) -> tuple[V1Record, str] | None:
+        """(record for ``CommitLog.append_v1``, UNIQ_KEY) of a common message, else None.
+
+        The common message (most of them): known topic and IPv4 born host, body bytes
+        under the compression threshold, no user properties, no delay, SYSFLAG 0,
+        waits for the store. Framed here and packed in place by the CommitLog: the
+        same bytes as the general path (``tests/test_put_fast_path.py``).
+        """
+        topic_bytes = self._topic_bytes.get(msg.topic)
+        born = self._born_cache.get(msg.born_host)
+        body = msg.body
+        n = len(body) if type(body) is bytes else 0
+        qid = msg.queue_id
+        if (
+            topic_bytes is None
+            or born is None
+            or len(born) != fmt.IPV4_HOST_LEN
+            or not 0 < n < self._fast_body_limit
+            or qid < 0
+            or msg.sys_flag
+            or msg.properties
+            or msg.delay_level > 0
+            or not msg.wait_store_msg_ok
+        ):
+            return None
+        keys = msg.keys
+        if keys is not None and type(keys) is not str:
+            keys = keys[0] if len(keys) == 1 and keys[0] else " ".join(k for k in keys if k)
+        uniq = self._next_uniq()
+        props = standard_properties_string(uniq, msg.tags, keys).encode()
+        if len(props) > fmt.MAX_PROPERTIES_LENGTH:
+            return None
+        tail, version, total = self._frame(0, n, topic_bytes, props)
+        if version != 1 or total > self._max_record:
+            return None
+        crc = zlib.crc32(body) & 0x7FFFFFFF
+        record = (f"{msg.topic}-{qid}", qid, msg.flag, msg.born_timestamp, born,
+                  msg.reconsume_times, body, crc, tail, total)  # fmt: skip
+        return record, uniq
+
+    def _put_general(self, msg: Message) -> PutResult:
+        """put_message of any message (validation, properties, delay, compression)."""
         if self._refuse_puts:
             bad = self._unavailable()
             if bad is not None:
@@ -468,6 +529,37 @@ class MessageStore(PullAPI):
         """
         if not msgs:
             return []
+        if not self._refuse_puts and self._fast_puts:
+            done = self._put_common_batch(msgs)
+            if done is not None:
+                return done
+        return self._put_general_batch(msgs)
+
+    def _put_common_batch(self, msgs: Sequence[Message]) -> list[PutResult] | None:
+        """put_messages of common messages (see :meth:`_put_common`) framed in one pass
+        and packed in place under one lock (~half the cost per message); None: take
+        the general path (any other message in the batch, or a roll is due)."""
+        records: list[V1Record] = []
+        uniqs: list[str] = []
+        for m in msgs:
+            r = self._frame_common(m)
+            if r is None:
+                return None
+            records.append(r[0])
+            uniqs.append(r[1])
+        at = self.commitlog.append_v1_batch(records)
+        if at is None:
+            return None
+        physs, qoffs, ts = at
+        status = self.flusher.wait_for(physs[-1] + records[-1][9])
+        host = self._host_hex
+        return [
+            _tuple_new(PutResult, (status, p, q, f"{host}{p:016X}", r[9], ts, u, None))
+            for p, q, u, r in zip(physs, qoffs, uniqs, records, strict=True)
+        ]
+
+    def _put_general_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
+        """put_messages of any batch (validation, properties, delay, compression)."""
         bad = self._unavailable()
         if bad is not None:
             return [bad] * len(msgs)

@@ -31,6 +31,7 @@ _TX_MASK = fmt.TRANSACTION_MASK
 _TX_PREPARED = fmt.TRANSACTION_PREPARED_TYPE
 _TX_ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
 _NO_QUEUE_OFFSET = frozenset((_TX_PREPARED, _TX_ROLLBACK))
+_MAGIC_V1 = fmt.MAGIC_V1
 
 
 class EncodedMessage(NamedTuple):
@@ -53,6 +54,12 @@ class EncodedMessage(NamedTuple):
     tail: bytes
     version: int
     total: int
+
+
+V1Record = tuple[str, int, int, "int | None", bytes, int, bytes, int, bytes, int]
+"""The arguments of :meth:`CommitLog.append_v1` as one tuple (queue key, queue id,
+flag, born timestamp or None, IPv4 born host, reconsume times, body, BODYCRC, tail,
+TOTALSIZE): a batch's records for :meth:`CommitLog.append_v1_batch`."""
 
 
 def queue_key(topic: str, queue_id: int) -> str:
@@ -207,6 +214,105 @@ class CommitLog:
                 table[key] = qoff + 1
         self.last_store_timestamp = ts
         return phys, total, qoff
+
+    def append_v1(
+        self,
+        key: str,
+        queue_id: int,
+        flag: int,
+        born_timestamp: int | None,
+        born_host: bytes,
+        reconsume_times: int,
+        body: bytes,
+        crc: int,
+        tail: bytes,
+        total: int,
+    ) -> tuple[int, int, int] | None:
+        """:meth:`append` of the common record, packed in place; None when it needs a roll.
+
+        The common record: V1 magic, SYSFLAG 0 (no compression, NOT transaction
+        type), IPv4 born host, ``tail`` from :meth:`RecordEncoder.frame`. Its header
+        is packed straight into the mapping and body and tail copied after it: no
+        intermediate record bytes, no ``EncodedMessage`` (~1.5 us less per put).
+        None leaves everything untouched; the caller then uses :meth:`append`, which
+        rolls. Returns (physical offset, queue offset, store timestamp).
+        """
+        header_into = self.encoder.header4_into
+        body_pos = self.encoder.header4_size
+        table = self.topic_queue_table
+        with self.put_lock:
+            mf = self.segments.last
+            if mf is None or total + 8 > mf.file_size - mf.wrote_position:
+                return None
+            qoff = table.get(key, 0)
+            ts = self._clock()
+            pos = mf.wrote_position
+            phys = mf.file_from_offset + pos
+            mm = mf.mapping
+            header_into(
+                mm, pos, total, _MAGIC_V1, crc, queue_id, flag, qoff, phys,
+                self.encoder.store_v6_flag, ts if born_timestamp is None else born_timestamp,
+                born_host, ts, self.store_host, reconsume_times, 0, len(body),
+            )  # fmt: skip
+            b = pos + body_pos
+            e = b + len(body)
+            mm[b:e] = body
+            mm[e : pos + total] = tail
+            mf.wrote_position = pos + total
+            mf.last_store_timestamp = ts
+            table[key] = qoff + 1
+        self.last_store_timestamp = ts
+        return phys, qoff, ts
+
+    def append_v1_batch(
+        self, records: Sequence[V1Record]
+    ) -> tuple[list[int], list[int], int] | None:
+        """:meth:`append_batch` of common records (as :meth:`append_v1`), packed in place.
+
+        One lock acquisition, every header packed straight into the mapping. None
+        when the batch does not fit the current segment (nothing is written; the
+        caller uses :meth:`append_batch`, which rolls). Returns (physical offsets,
+        queue offsets, store timestamp).
+        """
+        header_into = self.encoder.header4_into
+        body_pos = self.encoder.header4_size
+        store_flag = self.encoder.store_v6_flag
+        store_host = self.store_host
+        table = self.topic_queue_table
+        need = sum(r[9] for r in records)
+        physs: list[int] = []
+        qoffs: list[int] = []
+        with self.put_lock:
+            mf = self.segments.last
+            if mf is None or need + 8 > mf.file_size - mf.wrote_position:
+                return None
+            ts = self._clock()
+            pos = mf.wrote_position
+            base = mf.file_from_offset
+            mm = mf.mapping
+            pending: dict[str, int] = {}
+            for key, qid, flag, born_ts, born, reconsume, body, crc, tail, total in records:
+                q = pending.get(key)
+                if q is None:
+                    q = table.get(key, 0)
+                pending[key] = q + 1
+                header_into(
+                    mm, pos, total, _MAGIC_V1, crc, qid, flag, q, base + pos, store_flag,
+                    ts if born_ts is None else born_ts, born, ts, store_host, reconsume, 0,
+                    len(body),
+                )  # fmt: skip
+                b = pos + body_pos
+                e = b + len(body)
+                mm[b:e] = body
+                mm[e : pos + total] = tail
+                physs.append(base + pos)
+                qoffs.append(q)
+                pos += total
+            mf.wrote_position = pos
+            mf.last_store_timestamp = ts
+            table.update(pending)
+        self.last_store_timestamp = ts
+        return physs, qoffs, ts
 
     def append_batch(self, msgs: Sequence[EncodedMessage]) -> AppendResult:
         """Append records contiguously in one segment, under one lock acquisition.

@@ -377,7 +377,15 @@ class RecordEncoder:
     Same bytes as :func:`encode_raw`; measured ~1 us per record instead of ~3.
     """
 
-    __slots__ = ("_fixed", "_pack4", "_pack6", "store_host", "store_v6_flag")
+    __slots__ = (
+        "_fixed",
+        "_pack4",
+        "_pack6",
+        "header4_into",
+        "header4_size",
+        "store_host",
+        "store_v6_flag",
+    )  # fmt: skip
 
     def __init__(self, store_host: bytes) -> None:
         self.store_host = store_host
@@ -386,6 +394,13 @@ class RecordEncoder:
         self._pack4 = _HEADERS[(IPV4_HOST_LEN, slen)].pack
         self._pack6 = _HEADERS[(IPV6_HOST_LEN, slen)].pack
         self._fixed = BORN_HOST_POS + 8 + slen + _TAIL.size
+        self.header4_into = _HEADERS[(IPV4_HOST_LEN, slen)].pack_into
+        """``pack_into(buf, pos, *fields)`` of the header of a record with an IPv4 born
+        host: the fields of :meth:`encode` from TOTALSIZE to the body length, with
+        the magic and this store host (and its SYSFLAG bit) filled in by the caller.
+        The put fast path packs straight into the mapping with it."""
+        self.header4_size = _HEADERS[(IPV4_HOST_LEN, slen)].size
+        """Bytes of that header: where the body starts."""
 
     @staticmethod
     def tail(topic: bytes, properties: bytes) -> tuple[bytes, int]:

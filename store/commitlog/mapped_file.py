@@ -60,6 +60,7 @@ class MappedFile:
         "file_size",
         "flushed_position",
         "last_store_timestamp",
+        "mapping",
         "path",
         "view",
         "wrote_position",
@@ -99,6 +100,9 @@ class MappedFile:
             raise
         self._fd = fd
         self.view = memoryview(self._mm)
+        # The writable mapping itself, for the put fast path: the put-lock holder
+        # packs a record in place at ``wrote_position``, then moves the position.
+        self.mapping = self._mm
         self._closed = False
         # A loaded file starts "full"; recovery corrects the positions (as RocketMQ).
         start = 0 if create else file_size

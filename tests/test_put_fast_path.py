@@ -1,0 +1,153 @@
+"""The put fast paths (``MessageStore._frame_common`` + ``CommitLog.append_v1`` and
+``append_v1_batch``) write exactly the bytes of the general paths, and hand over to
+them whenever they must."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from store import Message, MessageStore, PutStatus
+from store.commitlog import format as fmt
+from tests.helpers import make_store
+
+text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x01\x02"))
+messages = st.builds(
+    Message,
+    topic=st.just("T"),
+    body=st.binary(min_size=1, max_size=300),
+    tags=st.none() | text,
+    keys=st.none() | text | st.lists(text, max_size=3),
+    queue_id=st.integers(0, 7),
+    flag=st.integers(-(2**31), 2**31 - 1),
+    born_timestamp=st.none() | st.integers(0, 2**62),
+    born_host=st.sampled_from([("127.0.0.1", 0), ("10.0.0.1", 5), ("::1", 7)]),
+    reconsume_times=st.integers(0, 16),
+)
+
+
+def record(s: MessageStore, phys: int, size: int) -> bytearray:
+    raw = bytearray(s.commitlog.read(phys, size) or b"")
+    for pos in (fmt.QUEUE_OFFSET_POS, fmt.PHYSICAL_OFFSET_POS):
+        raw[pos : pos + 8] = bytes(8)
+    return raw
+
+
+@settings(max_examples=60, deadline=None)
+@given(msgs=st.lists(messages, min_size=1, max_size=4))
+def test_fast_and_general_paths_write_the_same_bytes(tmp_path_factory, msgs) -> None:
+    s = make_store(tmp_path_factory.mktemp("fast"))
+    uniq = itertools.count()
+    s._next_uniq = lambda: f"{next(uniq):032X}"
+    s.commitlog._clock = lambda: 1_700_000_000_123
+    try:
+        for m in msgs:
+            s.put_message(Message(topic="T", body=b"warm", born_host=m.born_host))
+            a = s.put_message(m)  # the fast path when it applies
+            s._next_uniq = lambda u=a.uniq_key: u  # same UNIQ_KEY for the general path
+            b = s._put_general(m)
+            s._next_uniq = lambda: f"{next(uniq):032X}"
+            assert a.status is b.status is PutStatus.PUT_OK
+            assert (a.size, a.store_timestamp, a.uniq_key) == (
+                b.size,
+                b.store_timestamp,
+                b.uniq_key,
+            )
+            assert b.queue_offset == a.queue_offset + 1
+            assert b.physical_offset == a.physical_offset + a.size
+            assert record(s, a.physical_offset, a.size) == record(s, b.physical_offset, b.size)
+            assert s.look_message_by_offset(a.physical_offset) is not None
+    finally:
+        s.close()
+
+
+def test_a_full_segment_rolls_through_the_general_path(tmp_path: Path) -> None:
+    s = make_store(tmp_path, commitlog_file_size=4096)
+    try:
+        results = [
+            s.put_message(Message(topic="T", body=b"x" * 100, keys=f"k{i}")) for i in range(60)
+        ]
+        assert all(r.status is PutStatus.PUT_OK for r in results)
+        assert [r.queue_offset for r in results] == list(range(60))
+        assert len(s.segments.files) > 1
+        assert s.wait_dispatched(10)
+        got = s.get_message("g", "T", 0, 0, 64).messages
+        assert [m.keys for m in got] == [[f"k{i}"] for i in range(len(got))]
+    finally:
+        s.close()
+
+
+def test_refusals_still_come_from_the_general_path(tmp_path: Path) -> None:
+    s = make_store(tmp_path, max_message_size=64)
+    try:
+        assert s.put_message(Message(topic="T", body=b"ok")).status is PutStatus.PUT_OK
+        too_big = s.put_message(Message(topic="T", body=b"x" * 65))
+        assert too_big.status is PutStatus.MESSAGE_ILLEGAL
+        long_props = s.put_message(Message(topic="T", body=b"x", keys="k" * 40000))
+        assert long_props.status is PutStatus.PROPERTIES_SIZE_EXCEEDED
+    finally:
+        s.close()
+
+
+def test_the_common_message_takes_the_fast_path(tmp_path: Path) -> None:
+    s = make_store(tmp_path)
+    try:
+        s.put_message(Message(topic="T", body=b"first sight of the topic and host"))
+        general = s._put_general
+        s._put_general = lambda m: (_ for _ in ()).throw(AssertionError("general path"))
+        r = s.put_message(Message(topic="T", body=b"abc", tags="A", keys=["k1", "k2"]))
+        assert r.status is PutStatus.PUT_OK and r.queue_offset == 1
+        s._put_general = general
+        rec = s.look_message_by_offset(r.physical_offset)
+        assert rec is not None and rec.keys == ["k1", "k2"] and rec.tags == "A"
+    finally:
+        s.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(msgs=st.lists(messages, min_size=1, max_size=6))
+def test_fast_and_general_batches_write_the_same_bytes(tmp_path_factory, msgs) -> None:
+    s = make_store(tmp_path_factory.mktemp("fastb"))
+    s.commitlog._clock = lambda: 1_700_000_000_123
+    try:
+        for host in {m.born_host for m in msgs}:
+            s.put_message(Message(topic="T", body=b"warm", born_host=host))
+        uniq = itertools.count()
+        s._next_uniq = lambda: f"{next(uniq):032X}"
+        a = s.put_messages(msgs)
+        same_keys = iter([x.uniq_key for x in a])
+        s._next_uniq = lambda: next(same_keys)
+        b = s._put_general_batch(msgs)
+        for x, y in zip(a, b, strict=True):
+            assert x.status is y.status is PutStatus.PUT_OK
+            assert (x.size, x.store_timestamp, x.uniq_key) == (
+                y.size,
+                y.store_timestamp,
+                y.uniq_key,
+            )
+            assert record(s, x.physical_offset, x.size) == record(s, y.physical_offset, y.size)
+        n = len(msgs)
+        for i, m in enumerate(msgs):  # queue offsets continue per queue across the batches
+            same = [j for j in range(n) if msgs[j].queue_id == m.queue_id]
+            assert b[i].queue_offset - a[i].queue_offset == len(same)
+    finally:
+        s.close()
+
+
+def test_a_batch_that_does_not_fit_rolls_through_the_general_path(tmp_path: Path) -> None:
+    s = make_store(tmp_path, commitlog_file_size=4096)
+    try:
+        s.put_message(Message(topic="T", body=b"warm"))
+        batch = [Message(topic="T", body=b"x" * 100, keys=f"k{i}") for i in range(8)]
+        results = [r for _ in range(6) for r in s.put_messages(batch)]
+        assert all(r.status is PutStatus.PUT_OK for r in results)
+        assert [r.queue_offset for r in results] == list(range(1, 49))
+        assert len(s.segments.files) > 1
+        for r in results:
+            rec = s.look_message_by_offset(r.physical_offset)
+            assert rec is not None and rec.queue_offset == r.queue_offset
+    finally:
+        s.close()
