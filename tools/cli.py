@@ -223,7 +223,8 @@ def _broker(args: argparse.Namespace) -> int:
         else:
             master = store.ha if isinstance(store.ha, HAMaster) else ha_service.serve(store)
             what = f"HA port {master.address}"
-        core = BrokerCore(store, BrokerConfig(broker_name=args.broker_name))
+        broker_id = 1 if role is BrokerRole.SLAVE else 0  # routes list a slave as id 1
+        core = BrokerCore(store, BrokerConfig(broker_name=args.broker_name, broker_id=broker_id))
         server = BrokerServer(core, args.host, args.port)
         try:
             server.start()

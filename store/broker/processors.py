@@ -371,6 +371,19 @@ def process_cluster_info(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
     return _ok(cmd, body=body)
 
 
+def process_topic_list(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206): body ``{"topicList":[...]}``."""
+    return _ok(cmd, body=dumps({"topicList": sorted(ctx.core.topics.all())}).encode())
+
+
+def process_kv_config(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_KV_CONFIG (101): we keep no KV config, so QUERY_NOT_FOUND, as a name server
+    without the item answers (clients treat it as "no order-topic config")."""
+    ext = cmd.ext_fields
+    remark = f"No config item, Namespace: {ext.get('namespace')} Key: {ext.get('key')}"
+    return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, remark)
+
+
 def process_create_topic(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """UPDATE_AND_CREATE_TOPIC (17)."""
     ext = cmd.ext_fields
@@ -414,6 +427,8 @@ PROCESSORS: dict[int, Processor] = {
 NAME_SERVER_PROCESSORS: dict[int, Processor] = {
     RequestCode.GET_ROUTEINFO_BY_TOPIC: process_route,
     RequestCode.GET_BROKER_CLUSTER_INFO: process_cluster_info,
+    RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: process_topic_list,
+    RequestCode.GET_KV_CONFIG: process_kv_config,
 }
 """Name-server request codes, served on the broker port when enabled."""
 

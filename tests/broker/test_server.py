@@ -352,3 +352,13 @@ def test_pooled_requests_answer_the_same_as_inline_ones(server: BrokerServer) ->
         assert r.ext_fields["offset"] == "4"
         server.core.store.wait_dispatched()
         assert records(c.call(Rq.PULL_MESSAGE, pull_ext(0)).body)[0].body == b"pooled"
+
+
+def test_topic_list_from_the_name_server(client: WireClient) -> None:
+    send_v2(client, b"x", topic="Listed")
+    assert "Listed" in loads(client.call(Rq.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body)["topicList"]
+
+
+def test_kv_config_is_not_found(client: WireClient) -> None:
+    ext = {"namespace": "ORDER_TOPIC_CONFIG", "key": "T"}
+    assert client.call(Rq.GET_KV_CONFIG, ext).code == Rs.QUERY_NOT_FOUND
