@@ -151,3 +151,18 @@ def test_shutdown_answers_held_pulls(store: MessageStore) -> None:
     c.pull(PullRequest("g", "T", 0, 0, suspend_ms=60_000), lambda o: done.set())
     c.shutdown()
     assert done.is_set()
+
+
+def test_check_loop_releases_a_pull_whose_arrival_was_missed(
+    core: BrokerCore, store: MessageStore
+) -> None:
+    store.remove_arrival_listener(core.hold.on_arrival)  # as if the wake-up were lost
+    try:
+        done = threading.Event()
+        core.pull(PullRequest("g", "T", 0, 0, suspend_ms=60_000), lambda o: done.set())
+        put(store, "T", 1)
+        assert not done.wait(0.05)
+        core.hold.check_all()
+        assert done.wait(3)
+    finally:
+        store.add_arrival_listener(core.hold.on_arrival)

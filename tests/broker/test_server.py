@@ -10,8 +10,10 @@ import pytest
 
 from store.broker.codes import RequestCode as Rq
 from store.broker.codes import ResponseCode as Rs
+from store.broker.codes import SerializeType
 from store.broker.core import BrokerCore
 from store.broker.fastjson import loads
+from store.broker.remoting import RemotingCommand, encode
 from store.broker.server import BrokerServer
 from store.broker.wire import encode_batch
 from store.commitlog import format as fmt
@@ -362,3 +364,39 @@ def test_topic_list_from_the_name_server(client: WireClient) -> None:
 def test_kv_config_is_not_found(client: WireClient) -> None:
     ext = {"namespace": "ORDER_TOPIC_CONFIG", "key": "T"}
     assert client.call(Rq.GET_KV_CONFIG, ext).code == Rs.QUERY_NOT_FOUND
+
+
+def test_binary_header_request_gets_a_binary_header_response(server: BrokerServer) -> None:
+    with WireClient(server.address) as c:
+        cmd = RemotingCommand(
+            code=Rq.GET_MAX_OFFSET,
+            opaque=77,
+            ext_fields={"topic": "T", "queueId": "0"},
+            serialize_type=SerializeType.ROCKETMQ,
+        )
+        c.send_raw(encode(cmd))
+        r = c.wait_response(77)
+        assert (r.code, r.serialize_type, r.ext_fields["offset"]) == (
+            Rs.SUCCESS,
+            SerializeType.ROCKETMQ,
+            "0",
+        )
+
+
+def test_pull_without_subscription_flag_uses_the_heartbeat_subscription(
+    client: WireClient, store: MessageStore
+) -> None:
+    doc = json.loads(heartbeat("A"))
+    doc["consumerDataSet"][0]["subscriptionDataSet"][0]["subString"] = "B"
+    client.call(Rq.HEART_BEAT, body=json.dumps(doc).encode())
+    send_v2(client, b"a", props="TAGS\x01A\x02")
+    send_v2(client, b"b", props="TAGS\x01B\x02")
+    store.wait_dispatched()
+    r = client.call(Rq.PULL_MESSAGE, pull_ext(0, sys_flag=0, sub="ignored"))
+    assert [rec.body for rec in records(r.body)] == [b"b"]
+
+
+def test_send_to_a_read_only_topic_has_no_permission(client: WireClient) -> None:
+    ext = {"topic": "RO", "readQueueNums": 1, "writeQueueNums": 1, "perm": 4}
+    client.call(Rq.UPDATE_AND_CREATE_TOPIC, ext)
+    assert send_v2(client, b"x", topic="RO").code == Rs.NO_PERMISSION

@@ -20,6 +20,7 @@ from store.client.transport import (
     PullStatus,
     SendStatus,
     Transport,
+    TransportError,
 )
 from store.message import Message
 from store.message_store import MessageStore
@@ -143,3 +144,10 @@ def test_max_min_and_search_offsets(transport: InProcessTransport) -> None:
     transport.core.store.wait_dispatched()
     assert (transport.min_offset(MQ), transport.max_offset(MQ)) == (0, 2)
     assert transport.search_offset(MQ, 0) == 0
+
+
+def test_closed_transport_refuses_calls(core: BrokerCore) -> None:
+    t = InProcessTransport(core)
+    t.close()
+    with pytest.raises(TransportError):
+        t.pull("g", MQ, 0, 1)
