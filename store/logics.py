@@ -73,7 +73,13 @@ class Logics:
         self.dispatcher = Dispatcher(self.queues, self.index, self.delay_levels)
         self._index_rebuild_from: int | None = None
         self._index_from: int | None = None
-        self.reput = ReputService(segments, self.dispatcher, reput_from=0, limit=lambda: 0)
+        self.reput = ReputService(
+            segments,
+            self.dispatcher,
+            reput_from=0,
+            limit=lambda: 0,
+            dispatch_fields=self.dispatcher.dispatch_one,
+        )
         self.flusher: ConsumeQueueFlusher | None = None
         self.schedule: ScheduleService | None = None
         self.cleanup: CleanupService | None = None

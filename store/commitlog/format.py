@@ -781,7 +781,7 @@ MessageFields = tuple[
 ]
 
 
-def unpack_trusted(rec: bytes, queue_offset: int) -> MessageFields | None:
+def unpack_trusted(rec: bytes, queue_offset: int | None = None) -> MessageFields | None:
     """The fields of a record the dispatcher already validated, in one header unpack.
 
     The decoded pull's fast path (~3x cheaper than :func:`scan` + building a
@@ -794,11 +794,11 @@ def unpack_trusted(rec: bytes, queue_offset: int) -> MessageFields | None:
     :func:`scan`, which has the final word on validity.
 
     ``rec`` is exactly one record's bytes (the unit's size). The tuple is in
-    :data:`MESSAGE_FIELDS` order, ``queue_offset`` as given, the body as stored
-    (compressed if SYSFLAG says so). Never raises for bad bytes.
+    :data:`MESSAGE_FIELDS` order, ``queue_offset`` as given (None: the record's), the
+    body as stored (compressed if SYSFLAG says so). Never raises for bad bytes.
     """
     try:
-        (total, magic, crc, qid, flag, _qoff, phys, sys_flag, born_ts, born_raw, store_ts,
+        (total, magic, crc, qid, flag, qoff, phys, sys_flag, born_ts, born_raw, store_ts,
          store_raw, reconsume, prepared, body_len) = _TRUSTED.unpack_from(rec)  # fmt: skip
         if magic != MAGIC_V1 or sys_flag & _TRUSTED_SLOW_FLAGS or total != len(rec):
             return None
@@ -813,7 +813,7 @@ def unpack_trusted(rec: bytes, queue_offset: int) -> MessageFields | None:
         return (
             rec[p + 1 : t_end].decode(),
             qid,
-            queue_offset,
+            qoff if queue_offset is None else queue_offset,
             phys,
             total,
             rec[_TRUSTED_BODY_POS:p],

@@ -63,6 +63,9 @@ class Arrival(NamedTuple):
 
 
 ArrivalListener = Callable[[Arrival], None]
+DispatchFields = Callable[[str, int, int, int, int, int, int, str], None]
+"""``Dispatcher.dispatch_one``: (topic, queue id, queue offset, physical offset, size,
+SYSFLAG, store timestamp, properties string)."""
 
 
 class Dispatcher:
@@ -102,6 +105,24 @@ class Dispatcher:
         # One tuple unpack instead of a dozen NamedTuple attribute lookups.
         (size, _v, _crc, qid, _flag, qoff, phys, sys_flag, _born, _bh, store_ts, _sh,
          _rt, _pt, _bp, _bl, topic, props_string) = info  # fmt: skip
+        self.dispatch_one(topic, qid, qoff, phys, size, sys_flag, store_ts, props_string)
+
+    def dispatch_one(
+        self,
+        topic: str,
+        qid: int,
+        qoff: int,
+        phys: int,
+        size: int,
+        sys_flag: int,
+        store_ts: int,
+        props_string: str,
+    ) -> None:
+        """Dispatch one record given the fields it uses (what :meth:`__call__` does).
+
+        Raises:
+            OSError: as :meth:`__call__`.
+        """
         tx = sys_flag & _TX_MASK
         code = 0
         in_queue = tx in _IN_QUEUE
@@ -255,10 +276,12 @@ class ReputService(ServiceThread):
         reput_from: int,
         limit: Callable[[], int],
         interval: float = 0.001,
+        dispatch_fields: DispatchFields | None = None,
     ) -> None:
         super().__init__(interval)
         self._segments = segments
         self._dispatch = dispatch
+        self._dispatch_fields = dispatch_fields
         self.limit = limit
         self.reput_from = reput_from
         self.skipped_bytes = 0
@@ -343,16 +366,33 @@ class ReputService(ServiceThread):
         end = min(wrote, limit - base)
         done = 0
         dispatch = self._dispatch
+        fast = self._dispatch_fields
+        trusted = fmt.unpack_trusted
         info_type = fmt.RecordInfo
         while pos < end:
+            if fast is not None and pos + 4 <= end:
+                # The common record takes the trusted decode (~2x cheaper than a scan;
+                # it declines whatever it does not vouch for, which the scan then judges).
+                size = _INT.unpack_from(view, pos)[0]
+                f = trusted(view[pos : pos + size].tobytes()) if 0 < size <= end - pos else None
+                if f is not None:
+                    try:
+                        fast(f[0], f[1], f[2], f[3], size, f[6], f[9], f[12])
+                    except OSError as e:
+                        self._failed(e, base + pos)
+                        return done, True
+                    pos += size
+                    self.reput_from = base + pos
+                    done += 1
+                    if done >= CHUNK:
+                        return done, False
+                    continue
             r = fmt.scan(view, pos, end, check_crc=False)
             if type(r) is info_type:
                 try:
                     dispatch(r, r.size)
                 except OSError as e:
-                    if self.last_error is None or str(e) != str(self.last_error):
-                        log.error("dispatch of the record at %d failed: %s", base + pos, e)
-                    self.last_error = e
+                    self._failed(e, base + pos)
                     return done, True
                 pos += r.size
                 self.reput_from = base + pos
@@ -376,6 +416,11 @@ class ReputService(ServiceThread):
                 pos += skip
                 self.reput_from = base + pos
         return done, pos >= wrote < file_size or base + pos >= limit
+
+    def _failed(self, e: OSError, offset: int) -> None:
+        if self.last_error is None or str(e) != str(self.last_error):
+            log.error("dispatch of the record at %d failed: %s", offset, e)
+        self.last_error = e
 
     def wait_until(self, offset: int, timeout: float, *, indexed: bool = True) -> bool:
         """Block until everything before ``offset`` is dispatched (and, with
