@@ -12,14 +12,16 @@ in its own module, and wires them to one :class:`~store.message_store.MessageSto
 ``consumers``          heartbeats, live clients, change notifications
 ``locks``              orderly-consumer queue leases (60 s)
 ``hold``               long polling: suspended pulls woken by store arrivals
+``sender``             sends and send-backs into the store (store.broker.sending)
 =====================  ============================================================
 
 Threads: :meth:`BrokerCore.start` starts the hold service and a housekeeping thread
 (persist offsets every ``consumer_offset_persist_interval_ms``, drop clients silent for
 ``channel_expired_ms``). Every public method is thread-safe and may block on the store
-(a put waits for its flush under SYNC_FLUSH), so the asyncio server calls them from a
-thread pool. :meth:`BrokerCore.pull` never blocks on long polling: it answers through
-a callback, exactly once, either before returning or later from a broker thread.
+(a put waits for its flush under SYNC_FLUSH), so the asyncio server runs those on a
+thread pool (store.broker.server, Rule 4). :meth:`BrokerCore.pull` never blocks on
+long polling: it answers through a callback, exactly once, either before returning or
+later from a broker thread.
 
 Failures a client must see come back as response codes (``ResponseCode``), as a
 RocketMQ broker answers; exceptions are for bugs and a closed store.
@@ -27,9 +29,7 @@ RocketMQ broker answers; exceptions are for bugs and a closed store.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import random
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,17 +42,12 @@ from store.broker.locks import RebalanceLockManager
 from store.broker.offsets import ConsumerOffsetManager
 from store.broker.pulls import PullCallback, PullOutcome, PullRequest, response_code
 from store.broker.sendback import (
-    DLQ_NUMS_PER_GROUP,
-    RETRY_GROUP_TOPIC_PREFIX,
-    dlq_topic,
-    plan,
-    retry_message,
     retry_topic,
 )
+from store.broker.sending import MessageSender, Reply, SendOutcome
 from store.broker.subscriptions import SubscriptionGroupManager
 from store.broker.topics import (
     AUTO_CREATE_TOPIC_KEY,
-    PERM_RW,
     SCHEDULE_TOPIC,
     TopicConfig,
     TopicConfigManager,
@@ -64,25 +59,11 @@ from store.config import BrokerRole
 from store.consumequeue.get import total_physical_memory
 from store.consumequeue.results import QueryResult, StoredMessage
 from store.consumequeue.search import BoundaryType
-from store.errors import IllegalMessageError, IllegalTopicError
 from store.message import Message
-from store.message_store import MessageStore, PutResult
+from store.message_store import MessageStore
 from store.service import ServiceThread
-from store.status import PutStatus
 
 log = logging.getLogger(__name__)
-
-PUT_STATUS_CODES: dict[PutStatus, ResponseCode] = {
-    PutStatus.PUT_OK: ResponseCode.SUCCESS,
-    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
-    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
-    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
-    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
-    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
-    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
-    PutStatus.OS_PAGE_CACHE_BUSY: ResponseCode.SYSTEM_BUSY,
-}
-"""``SendMessageProcessor.handlePutMessageResult``; anything else is SYSTEM_ERROR."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,25 +86,6 @@ class BrokerConfig:
     rebalance_lock_max_live_ms: int = 60_000
     consumer_offset_persist_interval_ms: int = 5000
     slave_read_enable: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SendOutcome:
-    """A send's answer: the response code and, when stored, one PutResult per message."""
-
-    code: ResponseCode
-    topic: str
-    queue_id: int
-    results: tuple[PutResult, ...] = ()
-    remark: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """A plain answer: response code plus an optional remark."""
-
-    code: ResponseCode
-    remark: str | None = None
 
 
 class _Housekeeping(ServiceThread):
@@ -161,6 +123,7 @@ class BrokerCore:
         self.groups = SubscriptionGroupManager(
             conf_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group
         )
+        self.sender = MessageSender(store, self.topics, self.groups, cfg.default_topic_queue_nums)
         self.consumers = ConsumerManager(cfg.channel_expired_ms, self._notify_enabled)
         self.locks = RebalanceLockManager(cfg.rebalance_lock_max_live_ms)
         self.hold = PullHoldService(
@@ -239,76 +202,15 @@ class BrokerCore:
         default_queue_nums: int | None = None,
         max_reconsume_times: int | None = None,
     ) -> SendOutcome:
-        """SEND_MESSAGE(_V2) for one message, SEND_BATCH_MESSAGE for several.
-
-        Every message is stored in ``topic``/``queue_id`` (a negative id picks a random
-        writable queue); the topic is auto-created as RocketMQ allows. A message a
-        client sends straight to ``%RETRY%<group>`` (its fallback when send-back
-        failed) goes to ``%DLQ%<group>`` once its reconsume times reach the maximum
-        (``handleRetryAndDLQ``).
-        """
-        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
-            topic, queue_id = self._retry_or_dlq(topic, queue_id, messages[0], max_reconsume_times)
-        nums = default_queue_nums or self.config.default_topic_queue_nums
-        config = self.topics.create_in_send(topic, default_topic, nums)
-        if config is None:
-            return SendOutcome(
-                ResponseCode.TOPIC_NOT_EXIST,
-                topic,
-                queue_id,
-                remark=f"topic[{topic}] not exist, apply first please!",
-            )
-        if not config.writeable:
-            return SendOutcome(
-                ResponseCode.NO_PERMISSION,
-                topic,
-                queue_id,
-                remark=f"the topic[{topic}] sending is forbidden",
-            )
-        if queue_id < 0:
-            queue_id = random.randrange(max(1, config.write_queue_nums))
-        elif queue_id >= max(config.write_queue_nums, config.read_queue_nums):
-            return SendOutcome(
-                ResponseCode.SYSTEM_ERROR,
-                topic,
-                queue_id,
-                remark=f"request queueId[{queue_id}] is illegal, topic {config}",
-            )
-        if not messages:
-            return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark="no message")
-        msgs = [
-            m
-            if m.topic == topic and m.queue_id == queue_id
-            else dataclasses.replace(m, topic=topic, queue_id=queue_id)
-            for m in messages
-        ]
-        try:
-            results = (
-                [self.store.put_message(msgs[0])]
-                if len(msgs) == 1
-                else self.store.put_messages(msgs)
-            )
-        except (IllegalTopicError, IllegalMessageError) as e:
-            return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark=str(e))
-        status = results[0].status
-        code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
-        remark = results[0].error if not status.stored else None
-        return SendOutcome(code, topic, queue_id, tuple(results), remark)
-
-    def _retry_or_dlq(
-        self, topic: str, queue_id: int, msg: Message, max_times: int | None
-    ) -> tuple[str, int]:
-        group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-        sub = self.groups.find(group)
-        if sub is None:
-            return topic, queue_id
-        self.topics.create_system(topic, sub.retry_queue_nums)
-        limit = sub.retry_max_times if max_times is None else max_times
-        if msg.reconsume_times < limit:
-            return topic, queue_id
-        dlq = dlq_topic(group)
-        self.topics.create_system(dlq, DLQ_NUMS_PER_GROUP)
-        return dlq, 0
+        """SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE (:meth:`MessageSender.send`)."""
+        return self.sender.send(
+            topic,
+            queue_id,
+            messages,
+            default_topic=default_topic,
+            default_queue_nums=default_queue_nums,
+            max_reconsume_times=max_reconsume_times,
+        )
 
     # --------------------------------------------------------------------- pull
 
@@ -483,29 +385,10 @@ class BrokerCore:
         origin_msg_id: str = "",
         max_reconsume_times: int | None = None,
     ) -> Reply:
-        """CONSUMER_SEND_MSG_BACK (store.broker.sendback): retry later or DLQ."""
-        sub = self.groups.find(group)
-        if sub is None:
-            return Reply(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
-            )
-        original = self.store.stored_message_at(physical_offset)
-        if original is None:
-            return Reply(
-                ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {physical_offset}"
-            )
-        limit = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
-        target = plan(group, original.reconsume_times, delay_level, limit)
-        nums = DLQ_NUMS_PER_GROUP if target.dlq else sub.retry_queue_nums
-        self.topics.create_system(target.topic, nums, PERM_RW)
-        msg = retry_message(original, target, random.randrange(nums), origin_msg_id)
-        try:
-            result = self.store.put_message(msg)
-        except (IllegalTopicError, IllegalMessageError) as e:
-            return Reply(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        if result.status.stored:
-            return Reply(ResponseCode.SUCCESS)
-        return Reply(PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR), result.error)
+        """CONSUMER_SEND_MSG_BACK (:meth:`MessageSender.send_back`): retry or DLQ."""
+        return self.sender.send_back(
+            group, physical_offset, delay_level, origin_msg_id, max_reconsume_times
+        )
 
     # ------------------------------------------------------------------- routes
 

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 from store.broker.codes import PullSysFlag, RemotingFlag, RequestCode, ResponseCode
 from store.broker.consumers import ClientChannel
-from store.broker.core import BrokerCore, SendOutcome
+from store.broker.core import BrokerCore
 from store.broker.fastjson import dumps
 from store.broker.namesrv import cluster_info_body, route_body
 from store.broker.pulls import PullOutcome, PullRequest
 from store.broker.remoting import RemotingCommand
+from store.broker.sending import SendOutcome
 from store.broker.topics import PERM_RW, TopicConfig
 from store.broker.wire import (
     BadRequestError,

@@ -1,0 +1,191 @@
+"""Storing what clients send: SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE and
+CONSUMER_SEND_MSG_BACK, with RocketMQ's topic and queue checks.
+
+:class:`MessageSender` turns a send into store puts and the store's ``PutStatus`` into
+the response code a RocketMQ client expects (``handlePutMessageResult``). Failures a
+client must see come back as codes in :class:`SendOutcome` / :class:`Reply`, never as
+exceptions. Thread-safe (the store and the managers are); a put may block on its
+flush under SYNC_FLUSH.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from store.broker.codes import ResponseCode
+from store.broker.sendback import (
+    DLQ_NUMS_PER_GROUP,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic,
+    plan,
+    retry_message,
+)
+from store.broker.subscriptions import SubscriptionGroupManager
+from store.broker.topics import AUTO_CREATE_TOPIC_KEY, PERM_RW, TopicConfigManager
+from store.errors import IllegalMessageError, IllegalTopicError
+from store.message import Message
+from store.message_store import MessageStore, PutResult
+from store.status import PutStatus
+
+PUT_STATUS_CODES: dict[PutStatus, ResponseCode] = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.OS_PAGE_CACHE_BUSY: ResponseCode.SYSTEM_BUSY,
+}
+"""``SendMessageProcessor.handlePutMessageResult``; anything else is SYSTEM_ERROR."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendOutcome:
+    """A send's answer: the response code and, when stored, one PutResult per message."""
+
+    code: ResponseCode
+    topic: str
+    queue_id: int
+    results: tuple[PutResult, ...] = ()
+    remark: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A plain answer: response code plus an optional remark."""
+
+    code: ResponseCode
+    remark: str | None = None
+
+
+class MessageSender:
+    """Puts sent and sent-back messages into the store."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        default_topic_queue_nums: int = 4,
+    ) -> None:
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.default_topic_queue_nums = default_topic_queue_nums
+
+    def send(
+        self,
+        topic: str,
+        queue_id: int,
+        messages: Sequence[Message],
+        *,
+        default_topic: str = AUTO_CREATE_TOPIC_KEY,
+        default_queue_nums: int | None = None,
+        max_reconsume_times: int | None = None,
+    ) -> SendOutcome:
+        """SEND_MESSAGE(_V2) for one message, SEND_BATCH_MESSAGE for several.
+
+        Every message is stored in ``topic``/``queue_id`` (a negative id picks a random
+        writable queue); the topic is auto-created as RocketMQ allows. A message a
+        client sends straight to ``%RETRY%<group>`` (its fallback when send-back
+        failed) goes to ``%DLQ%<group>`` once its reconsume times reach the maximum
+        (``handleRetryAndDLQ``).
+        """
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
+            topic, queue_id = self._retry_or_dlq(topic, queue_id, messages[0], max_reconsume_times)
+        nums = default_queue_nums or self.default_topic_queue_nums
+        config = self.topics.create_in_send(topic, default_topic, nums)
+        if config is None:
+            return SendOutcome(
+                ResponseCode.TOPIC_NOT_EXIST,
+                topic,
+                queue_id,
+                remark=f"topic[{topic}] not exist, apply first please!",
+            )
+        if not config.writeable:
+            return SendOutcome(
+                ResponseCode.NO_PERMISSION,
+                topic,
+                queue_id,
+                remark=f"the topic[{topic}] sending is forbidden",
+            )
+        if queue_id < 0:
+            queue_id = random.randrange(max(1, config.write_queue_nums))
+        elif queue_id >= max(config.write_queue_nums, config.read_queue_nums):
+            return SendOutcome(
+                ResponseCode.SYSTEM_ERROR,
+                topic,
+                queue_id,
+                remark=f"request queueId[{queue_id}] is illegal, topic {config}",
+            )
+        if not messages:
+            return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark="no message")
+        msgs = [
+            m
+            if m.topic == topic and m.queue_id == queue_id
+            else dataclasses.replace(m, topic=topic, queue_id=queue_id)
+            for m in messages
+        ]
+        try:
+            results = (
+                [self.store.put_message(msgs[0])]
+                if len(msgs) == 1
+                else self.store.put_messages(msgs)
+            )
+        except (IllegalTopicError, IllegalMessageError) as e:
+            return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark=str(e))
+        status = results[0].status
+        code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
+        remark = results[0].error if not status.stored else None
+        return SendOutcome(code, topic, queue_id, tuple(results), remark)
+
+    def _retry_or_dlq(
+        self, topic: str, queue_id: int, msg: Message, max_times: int | None
+    ) -> tuple[str, int]:
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        sub = self.groups.find(group)
+        if sub is None:
+            return topic, queue_id
+        self.topics.create_system(topic, sub.retry_queue_nums)
+        limit = sub.retry_max_times if max_times is None else max_times
+        if msg.reconsume_times < limit:
+            return topic, queue_id
+        dlq = dlq_topic(group)
+        self.topics.create_system(dlq, DLQ_NUMS_PER_GROUP)
+        return dlq, 0
+
+    def send_back(
+        self,
+        group: str,
+        physical_offset: int,
+        delay_level: int = 0,
+        origin_msg_id: str = "",
+        max_reconsume_times: int | None = None,
+    ) -> Reply:
+        """CONSUMER_SEND_MSG_BACK: retry later or DLQ (rules in ``store.broker.sendback``)."""
+        sub = self.groups.find(group)
+        if sub is None:
+            return Reply(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        original = self.store.stored_message_at(physical_offset)
+        if original is None:
+            return Reply(
+                ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {physical_offset}"
+            )
+        limit = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
+        target = plan(group, original.reconsume_times, delay_level, limit)
+        nums = DLQ_NUMS_PER_GROUP if target.dlq else sub.retry_queue_nums
+        self.topics.create_system(target.topic, nums, PERM_RW)
+        msg = retry_message(original, target, random.randrange(nums), origin_msg_id)
+        try:
+            result = self.store.put_message(msg)
+        except (IllegalTopicError, IllegalMessageError) as e:
+            return Reply(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        if result.status.stored:
+            return Reply(ResponseCode.SUCCESS)
+        return Reply(PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR), result.error)
