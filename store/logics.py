@@ -38,7 +38,8 @@ from store.commitlog import format as fmt
 from store.commitlog.recovery import OnRecord, abnormal_start_index, scan_headers
 from store.commitlog.segments import Segments
 from store.config import StoreConfig
-from store.consumequeue.dispatch import Dispatcher, IndexCatchUp, ReputService
+from store.consumequeue.catch_up import IndexCatchUp
+from store.consumequeue.dispatch import Dispatcher, ReputService
 from store.consumequeue.flush import ConsumeQueueFlusher
 from store.consumequeue.queue import ConsumeQueue
 from store.consumequeue.store import ConsumeQueueStore

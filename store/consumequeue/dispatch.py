@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from store.commitlog import format as fmt
 from store.commitlog.segments import Segments
+from store.consumequeue.catch_up import IndexCatchUp
 from store.consumequeue.store import ConsumeQueueStore
 from store.index.service import IndexService
 from store.message import (
@@ -177,90 +178,6 @@ class Dispatcher:
             property_of(props, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
             keys.split(" ") if keys else (),
         )
-
-
-class IndexCatchUp:
-    """Builds the index of a stretch of the log after the fact, then hands indexing
-    back to the :class:`Dispatcher`.
-
-    Why: after a crash every record from the recovery start is re-dispatched, and
-    the index is ~60% of a dispatch (two or more keys hashed and chained per
-    message). Doing it inside ``open`` made open() ~5x slower than the CRC scan it
-    needs. Instead ``open`` rebuilds the consume queues (pulls and queue offsets
-    need them) and this object indexes [``position``, dispatched end) from the
-    reput thread, a chunk per round. Meanwhile new records get their units at once
-    and are indexed by the catch-up too, so index entries are still added in log
-    order (the index's skip rule relies on it). When the catch-up reaches the
-    dispatched end, indexing returns to the dispatcher (``defer_index`` False).
-
-    Readers see a consistent view: ``query_by_key`` and ``wait_dispatched`` wait
-    for the catch-up. A crash during the catch-up loses nothing: the next open
-    starts its catch-up at the last indexed message (the index skips what it has).
-
-    Not thread-safe: only the reput thread (or the thread draining it) steps it.
-    """
-
-    def __init__(self, segments: Segments, dispatcher: Dispatcher, position: int) -> None:
-        self._segments = segments
-        self._dispatcher = dispatcher
-        self.position = position
-        self.done = False
-        dispatcher.defer_index = True
-
-    def step(self, upto: int, max_records: int) -> bool:
-        """Index up to ``max_records`` records below ``upto`` (the dispatched end);
-        True when caught up (indexing is then the dispatcher's again).
-
-        Raises:
-            OSError: an index file could not be created (retried next step).
-        """
-        segs = self._segments
-        index_record = self._dispatcher.index_record
-        index_fields = self._dispatcher.index_fields
-        trusted = fmt.unpack_trusted
-        info_type = fmt.RecordInfo
-        n = 0
-        while n < max_records and self.position < upto:
-            pos = self.position
-            if pos < segs.min_offset:  # expired meanwhile: nothing left to index there
-                self.position = segs.min_offset
-                continue
-            mf = segs.find(pos)
-            if mf is None:
-                break
-            base = mf.file_from_offset
-            try:
-                view = mf.view
-                rel = pos - base
-                end = min(mf.wrote_position, upto - base)
-                # Dispatched records were validated: the trusted decode, else a scan.
-                size = _INT.unpack_from(view, rel)[0] if rel + 4 <= end else 0
-                fields = (
-                    trusted(view[rel : rel + size].tobytes(), 0) if 0 < size <= end - rel else None
-                )
-                r = fmt.scan(view, rel, end, check_crc=False) if fields is None else None
-            except ValueError:  # the file was deleted while we read it: next step
-                break
-            if fields is not None:
-                index_fields(fields[0], fields[3], fields[9], fields[6], fields[12])
-                self.position = pos + size
-                n += 1
-            elif type(r) is info_type:
-                index_record(r)
-                self.position = pos + r.size
-                n += 1
-            elif isinstance(r, fmt.EndOfSegment):
-                self.position = base + mf.file_size
-            else:  # what reput skipped as undispatchable ([BUG], logged there): skip too
-                assert isinstance(r, fmt.Corrupt)
-                left = min(base + mf.wrote_position, upto) - pos
-                if left <= 0:
-                    break
-                self.position = pos + (r.size if 0 < r.size <= left else left)
-        if self.position >= upto:
-            self.done = True
-            self._dispatcher.defer_index = False
-        return self.done
 
 
 class ReputService(ServiceThread):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from store import Message, MessageStore
-from store.consumequeue import dispatch
+from store.consumequeue import catch_up, dispatch
 from tests.cq_consistency import check_cq_consistency
 from tests.helpers import store_config
 
@@ -41,9 +41,9 @@ class Gate:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.first_done = threading.Event()
         self.go = threading.Event()
-        original = dispatch.IndexCatchUp.step
+        original = catch_up.IndexCatchUp.step
 
-        def step(cu: dispatch.IndexCatchUp, upto: int, max_records: int) -> bool:
+        def step(cu: catch_up.IndexCatchUp, upto: int, max_records: int) -> bool:
             if self.first_done.is_set() and not self.go.is_set():
                 return False
             done = original(cu, upto, max_records)
@@ -51,7 +51,7 @@ class Gate:
             return done
 
         monkeypatch.setattr(dispatch, "CHUNK", 10)
-        monkeypatch.setattr(dispatch.IndexCatchUp, "step", step)
+        monkeypatch.setattr(catch_up.IndexCatchUp, "step", step)
 
 
 def test_keys_are_found_right_after_a_crash_reopen(tmp_path: Path) -> None:
