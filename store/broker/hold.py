@@ -154,32 +154,47 @@ class PullHoldService:
             )
 
     def check_all(self) -> None:
-        """One pass of the check loop: release what has data or has timed out."""
+        """The 5 s pass: release what has data past its offset or has timed out.
+
+        As RocketMQ's ``checkHoldRequest``, data is judged by the max offset alone (no
+        tag test): the re-executed pull then answers PULL_RETRY_IMMEDIATELY with a
+        ``nextBeginOffset`` past the non-matching messages.
+        """
         now = time.monotonic()
         with self._lock:
             keys = list(self._held)
         for key in keys:
             self._release(key, self._due(self._max_offset(*key), now))
 
+    def expire(self) -> None:
+        """Release only the pulls whose suspend time has run out."""
+        now = time.monotonic()
+        with self._lock:
+            keys = list(self._held)
+        for key in keys:
+            self._release(key, lambda h: now >= h.deadline)
+
     @staticmethod
     def _due(newest: int, now: float) -> Callable[[HeldPull], bool]:
         return lambda h: newest > h.request.offset or now >= h.deadline
 
-    def _next_wait(self) -> float:
+    def _next_wait(self, next_check: float) -> float:
         with self._lock:
             deadlines = [h.deadline for q in self._held.values() for h in q]
-        wait = self.check_interval
-        if deadlines:
-            wait = min(wait, max(0.0, min(deadlines) - time.monotonic()))
-        return wait
+        return max(0.0, min([next_check, *deadlines]) - time.monotonic())
 
     def _loop(self) -> None:
+        next_check = time.monotonic() + self.check_interval
         while not self._stopped.is_set():
-            self._wake.wait(self._next_wait())
+            self._wake.wait(self._next_wait(next_check))
             self._wake.clear()
             if self._stopped.is_set():
                 return
             try:
-                self.check_all()
+                if time.monotonic() >= next_check:
+                    self.check_all()
+                    next_check = time.monotonic() + self.check_interval
+                else:  # woken for a deadline, or to re-plan after a new hold
+                    self.expire()
             except Exception:
                 log.exception("pull hold check failed")
