@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--port", type=int, default=10911, help="remoting port (0: any free)")
     b.add_argument("--host", default="127.0.0.1", help="remoting listen address (127.0.0.1)")
     b.add_argument("--broker-name", default="broker-a")
+    b.add_argument("--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], default="ASYNC_FLUSH")
     b.add_argument(
         "--role", choices=["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"], default="ASYNC_MASTER"
     )
@@ -193,7 +194,7 @@ def _broker(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from store import BrokerRole, MessageStore, StoreConfig
+    from store import BrokerRole, FlushDiskType, MessageStore, StoreConfig
     from store.broker.core import BrokerConfig, BrokerCore
     from store.broker.server import BrokerServer
     from store.ha import service as ha_service
@@ -210,7 +211,7 @@ def _broker(args: argparse.Namespace) -> int:
     cfg = StoreConfig(
         root_dir=args.store, broker_role=role, commitlog_file_size=args.file_size,
         ha_listen_port=args.ha_port, ha_bind_host=args.ha_bind, ha_master_address=args.master_ha,
-        store_host=(args.host, args.port or 10911),
+        store_host=(args.host, args.port or 10911), flush_disk_type=FlushDiskType[args.flush],
     )  # fmt: skip
     try:
         store = MessageStore.open(cfg)

@@ -59,7 +59,7 @@ from store.config import BrokerRole
 from store.consumequeue.get import total_physical_memory
 from store.consumequeue.results import QueryResult, StoredMessage
 from store.consumequeue.search import BoundaryType
-from store.message import Message
+from store.message import TOPIC_PATTERN, Message
 from store.message_store import MessageStore
 from store.service import ServiceThread
 
@@ -349,8 +349,10 @@ class BrokerCore:
         """HEART_BEAT: register the client; create each clustering group's retry topic."""
         for data in hb.consumers:
             sub = self.groups.find(data.group)
-            if sub is not None and data.message_model is MessageModel.CLUSTERING:
-                self.topics.create_system(retry_topic(data.group), sub.retry_queue_nums)
+            retry = retry_topic(data.group)
+            clustering = data.message_model is MessageModel.CLUSTERING
+            if sub is not None and clustering and TOPIC_PATTERN.fullmatch(retry):
+                self.topics.create_system(retry, sub.retry_queue_nums)
         self.consumers.heartbeat(hb, channel)
 
     def unregister(self, client_id: str, group: str) -> None:

@@ -39,6 +39,8 @@ from store.broker.wire import (
     queue_json,
 )
 from store.consumequeue.search import BoundaryType
+from store.errors import IllegalTopicError
+from store.message import validate_topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,6 +391,10 @@ def process_create_topic(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
     """UPDATE_AND_CREATE_TOPIC (17)."""
     ext = cmd.ext_fields
     topic = ext_str(ext, "topic")
+    try:
+        validate_topic(topic)
+    except IllegalTopicError as e:
+        return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
     ctx.core.create_topic(
         TopicConfig(
             topic,

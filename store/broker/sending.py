@@ -26,7 +26,7 @@ from store.broker.sendback import (
 from store.broker.subscriptions import SubscriptionGroupManager
 from store.broker.topics import AUTO_CREATE_TOPIC_KEY, PERM_RW, TopicConfigManager
 from store.errors import IllegalMessageError, IllegalTopicError
-from store.message import Message
+from store.message import Message, validate_topic
 from store.message_store import MessageStore, PutResult
 from store.status import PutStatus
 
@@ -95,6 +95,10 @@ class MessageSender:
         failed) goes to ``%DLQ%<group>`` once its reconsume times reach the maximum
         (``handleRetryAndDLQ``).
         """
+        try:  # before anything is created under that name (msgCheck)
+            validate_topic(topic)
+        except IllegalTopicError as e:
+            return SendOutcome(ResponseCode.SYSTEM_ERROR, topic, queue_id, remark=str(e))
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
             topic, queue_id = self._retry_or_dlq(topic, queue_id, messages[0], max_reconsume_times)
         nums = default_queue_nums or self.default_topic_queue_nums

@@ -100,3 +100,9 @@ def test_client_send_to_the_retry_topic_below_max_stays_there(
 ) -> None:
     out = core.send("%RETRY%g", 0, [Message("%RETRY%g", b"again", reconsume_times=1)])
     assert out.topic == "%RETRY%g"
+
+
+def test_send_to_an_illegal_topic_name_creates_nothing(core: BrokerCore) -> None:
+    out = core.send("../evil", 0, [Message("../evil", b"x")])
+    assert out.code is ResponseCode.SYSTEM_ERROR
+    assert core.topic_config("../evil") is None
