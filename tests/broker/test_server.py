@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,9 +18,11 @@ from store.broker.remoting import RemotingCommand, encode
 from store.broker.server import BrokerServer
 from store.broker.wire import encode_batch
 from store.commitlog import format as fmt
+from store.config import FlushDiskType
 from store.message import Message
 from store.message_store import MessageStore
 from tests.broker.wire_client import WireClient
+from tests.helpers import make_store
 
 pytestmark = pytest.mark.integration
 
@@ -400,3 +403,19 @@ def test_send_to_a_read_only_topic_has_no_permission(client: WireClient) -> None
     ext = {"topic": "RO", "readQueueNums": 1, "writeQueueNums": 1, "perm": 4}
     client.call(Rq.UPDATE_AND_CREATE_TOPIC, ext)
     assert send_v2(client, b"x", topic="RO").code == Rs.NO_PERMISSION
+
+
+def test_sync_flush_broker_sends_through_the_pool_and_acks_after_the_flush(
+    tmp_path: Path,
+) -> None:
+    store = make_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    core = BrokerCore(store)
+    try:
+        with BrokerServer(core, port=0) as srv, WireClient(srv.address) as c:
+            assert Rq.SEND_MESSAGE_V2 not in srv.inline_codes
+            r = send_v2(c, b"durable")
+            assert r.code == Rs.SUCCESS
+            assert store.flushed_physical_offset >= int(r.ext_fields["msgId"][16:], 16)
+    finally:
+        core.shutdown()
+        store.close()
