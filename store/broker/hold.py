@@ -128,10 +128,12 @@ class PullHoldService:
             queue = self._held.get(key)
             if not queue:
                 return
-            woken = [h for h in queue if wake(h)]
+            woken: list[HeldPull] = []
+            rest: list[HeldPull] = []
+            for h in queue:
+                (woken if wake(h) else rest).append(h)
             if not woken:
                 return
-            rest = [h for h in queue if not wake(h)] if len(woken) < len(queue) else []
             if rest:
                 self._held[key] = rest
             else:
