@@ -166,3 +166,31 @@ def test_check_loop_releases_a_pull_whose_arrival_was_missed() -> None:
     hold.check_all()
     hold.stop()  # drains the wake-up pool
     assert answered == [request]
+
+
+def test_many_held_pulls_over_several_queues_are_each_answered_once(
+    core: BrokerCore, store: MessageStore
+) -> None:
+    answers: list[tuple[int, ResponseCode]] = []
+    lock = threading.Lock()
+    all_done = threading.Event()
+    total = 20
+
+    def on_done(qid: int, out: PullOutcome) -> None:
+        with lock:
+            answers.append((qid, out.code))
+            if len(answers) == total:
+                all_done.set()
+
+    for i in range(total):
+        qid = i % 4
+        core.pull(
+            PullRequest("g", "T", qid, 0, suspend_ms=30_000),
+            lambda o, q=qid: on_done(q, o),  # type: ignore[misc]
+        )
+    assert core.hold.held_count == total
+    for qid in range(4):
+        store.put_message(Message("T", b"x", queue_id=qid))
+    assert all_done.wait(5)
+    assert sorted(answers) == sorted((i % 4, ResponseCode.SUCCESS) for i in range(total))
+    assert core.hold.held_count == 0
