@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -103,10 +104,12 @@ def test_held_pull_is_answered_within_milliseconds_of_a_put(
 ) -> None:
     done = threading.Event()
     box: list[tuple[float, PullOutcome]] = []
-    core.pull(
-        PullRequest("g", "T", 0, 0, suspend_ms=10_000),
-        lambda o: (box.append((time.perf_counter(), o)), done.set()),
-    )
+
+    def on_done(o: PullOutcome) -> None:
+        box.append((time.perf_counter(), o))
+        done.set()
+
+    core.pull(PullRequest("g", "T", 0, 0, suspend_ms=10_000), on_done)
     assert core.hold.held_count == 1
     t0 = time.perf_counter()
     store.put_message(Message("T", b"late", queue_id=0))
@@ -138,7 +141,12 @@ def test_held_pull_ignores_a_message_with_another_tag(
 def test_held_pull_is_answered_exactly_once(core: BrokerCore, store: MessageStore) -> None:
     calls: list[PullOutcome] = []
     first = threading.Event()
-    core.pull(PullRequest("g", "T", 0, 0, suspend_ms=300), lambda o: (calls.append(o), first.set()))
+
+    def on_done(o: PullOutcome) -> None:
+        calls.append(o)
+        first.set()
+
+    core.pull(PullRequest("g", "T", 0, 0, suspend_ms=300), on_done)
     put(store, "T", 3)
     assert first.wait(3)
     time.sleep(0.5)  # past the suspend time: a second answer would have come by now
@@ -184,10 +192,7 @@ def test_many_held_pulls_over_several_queues_are_each_answered_once(
 
     for i in range(total):
         qid = i % 4
-        core.pull(
-            PullRequest("g", "T", qid, 0, suspend_ms=30_000),
-            lambda o, q=qid: on_done(q, o),  # type: ignore[misc]
-        )
+        core.pull(PullRequest("g", "T", qid, 0, suspend_ms=30_000), functools.partial(on_done, qid))
     assert core.hold.held_count == total
     for qid in range(4):
         store.put_message(Message("T", b"x", queue_id=qid))

@@ -7,6 +7,7 @@ from pathlib import Path
 from store.broker.codes import ResponseCode
 from store.broker.core import BrokerCore
 from store.broker.fastjson import loads
+from store.consumequeue.results import StoredMessage
 from store.message import Message
 from store.message_store import MessageStore
 from store.schedule import SCHEDULE_TOPIC
@@ -44,7 +45,7 @@ def test_topics_in_the_store_are_known_at_start(store: MessageStore) -> None:
     assert cfg is not None and cfg.read_queue_nums == 3
 
 
-def _first(store: MessageStore, topic: str, queue_id: int = 0):  # type: ignore[no-untyped-def]
+def _first(store: MessageStore, topic: str, queue_id: int = 0) -> StoredMessage:
     assert store.wait_dispatched()
     g = store.get_message("x", topic, queue_id, 0)
     assert g.messages, f"nothing in {topic}-{queue_id}"

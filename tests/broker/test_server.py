@@ -41,13 +41,17 @@ def client(server: BrokerServer) -> Iterator[WireClient]:
         yield c
 
 
-def send_v2(c: WireClient, body: bytes, topic: str = "T", queue_id: int = 0, props: str = ""):  # type: ignore[no-untyped-def]
+def send_v2(
+    c: WireClient, body: bytes, topic: str = "T", queue_id: int = 0, props: str = ""
+) -> RemotingCommand:
     ext = {"a": "pg", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0,
            "g": int(time.time() * 1000), "h": 0, "i": props, "j": 0, "k": "false"}  # fmt: skip
     return c.call(Rq.SEND_MESSAGE_V2, ext, body)
 
 
-def pull_ext(offset: int, topic: str = "T", sys_flag: int = 0, suspend: int = 0, sub: str = "*"):  # type: ignore[no-untyped-def]
+def pull_ext(
+    offset: int, topic: str = "T", sys_flag: int = 0, suspend: int = 0, sub: str = "*"
+) -> dict[str, object]:
     return {"consumerGroup": "g", "topic": topic, "queueId": 0, "queueOffset": offset,
             "maxMsgNums": 32, "sysFlag": sys_flag, "commitOffset": 0,
             "suspendTimeoutMillis": suspend, "subscription": sub, "subVersion": 0}  # fmt: skip
