@@ -107,3 +107,24 @@ def test_send_to_an_illegal_topic_name_creates_nothing(core: BrokerCore) -> None
     out = core.send("../evil", 0, [Message("../evil", b"x")])
     assert out.code is ResponseCode.SYSTEM_ERROR
     assert core.topic_config("../evil") is None
+
+
+def test_repeated_send_back_goes_retry_then_dlq_keeping_the_origin(
+    core: BrokerCore, store: MessageStore
+) -> None:
+    first = store.put_message(Message("T", b"flaky"))
+    assert (
+        core.send_back("g", first.physical_offset, max_reconsume_times=1).code
+        is ResponseCode.SUCCESS
+    )
+    retry = _first(store, SCHEDULE_TOPIC, 2)
+    assert retry.reconsume_times == 1
+    assert (
+        core.send_back("g", retry.physical_offset, max_reconsume_times=1).code
+        is ResponseCode.SUCCESS
+    )
+    dead = _first(store, "%DLQ%g")
+    assert dead.reconsume_times == 2
+    assert dead.properties["RETRY_TOPIC"] == "T"
+    assert dead.properties["ORIGIN_MESSAGE_ID"] == first.msg_id
+    assert dead.uniq_key == first.uniq_key
