@@ -220,8 +220,14 @@ class BrokerCore:
         With ``request.suspend_ms`` > 0 and nothing new (PULL_NOT_FOUND), the request
         is held (long polling) and ``on_done`` runs later on a broker thread, when a
         matching message arrives or the suspend time runs out. A piggy-backed
-        ``commit_offset`` is stored first (not on a slave).
+        ``commit_offset`` is stored first (not on a slave). A topic name that cannot
+        exist is TOPIC_NOT_EXIST (unknown but legal topics are pulled leniently: the
+        store answers for queues it has never seen).
         """
+        if not TOPIC_PATTERN.fullmatch(request.topic):
+            remark = f"topic[{request.topic}] not exist, apply first please!"
+            on_done(PullOutcome(ResponseCode.TOPIC_NOT_EXIST, request.offset, 0, 0, remark=remark))
+            return
         if request.commit_offset is not None and request.commit_offset >= 0 and not self.is_slave:
             self.offsets.commit(
                 request.group, request.topic, request.queue_id, request.commit_offset

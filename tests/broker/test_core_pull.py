@@ -199,3 +199,9 @@ def test_many_held_pulls_over_several_queues_are_each_answered_once(
     assert all_done.wait(5)
     assert sorted(answers) == sorted((i % 4, ResponseCode.SUCCESS) for i in range(total))
     assert core.hold.held_count == 0
+
+
+def test_pull_of_an_illegal_topic_name_is_topic_not_exist(core: BrokerCore) -> None:
+    out = pull(core, PullRequest("g", "../x", 0, 0, commit_offset=3))
+    assert out.code is ResponseCode.TOPIC_NOT_EXIST
+    assert core.offsets.query("g", "../x", 0) is None
