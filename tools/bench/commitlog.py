@@ -16,7 +16,9 @@ noisy episode of this 2-core VM hits both sides of a ratio):
    (``--quick``: 16 MiB): MB/s (10^6 bytes) and records/s from the store's
    RecoveryResult, with the page cache warm (after a process crash) and cold; and
    the CommitLog scan alone (``recovery.scan``), since ``open`` also re-dispatches
-   every scanned record to the consume queues and index.
+   every scanned record to the consume queues; and "until indexed": ``open`` plus
+   the wait for the index, which the reput thread rebuilds after ``open`` returns
+   (``store.consumequeue.catch_up``), i.e. until every key is findable again.
 
 Everything is written under one temp directory on a real disk (``--dir``, else
 ``$MQSTORE_BENCH_DIR``, else the system temp dir if it is not tmpfs), removed at the
@@ -157,10 +159,10 @@ def contenders(recovery_root: Path) -> list[Contender]:
                   "CRC-checked scan without re-dispatch, page cache warm",
                   lambda _w, _d: mq.scan_only(recovery_root), "recovery"),
         Contender("recovery_warm", "mqstore open(), page cache warm", "recovery",
-                  "after a process crash; scan + CQ/index re-dispatch",
+                  "after a process crash; scan + CQ re-dispatch (index after open)",
                   lambda _w, _d: mq.recovery(recovery_root, cold=False), "recovery"),
         Contender("recovery_cold", "mqstore open(), page cache dropped", "recovery",
-                  "after a reboot (fadvise DONTNEED); scan + CQ/index re-dispatch",
+                  "after a reboot (fadvise DONTNEED); scan + CQ re-dispatch (index after)",
                   lambda _w, _d: mq.recovery(recovery_root, cold=True), "recovery"),
     ]  # fmt: skip
 
