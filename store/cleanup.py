@@ -17,14 +17,24 @@ Readers are never broken: a file not yet dispatched is never deleted, and a read
 holding a view of a deleted file keeps the mapping alive (``MappedFile.close``);
 readers that look a file up after its deletion get "not held" (a pull then says
 MESSAGE_WAS_REMOVING or OFFSET_TOO_SMALL).
+
+The disk guard (:class:`DiskGuard`, RocketMQ's ``runningFlags`` DISK_FULL bit set
+by ``CleanCommitLogService.isSpaceToDelete``): each round, and whenever a CommitLog
+segment or an index file is created, the used ratio of the store's disk
+(``statvfs``) is compared with ``disk_space_warning_level_ratio`` (90 %). Above it
+the store is *disk full*: puts return SERVICE_NOT_AVAILABLE with a "disk full"
+error (``MessageStore.disk_full`` says why), reads go on. Once usage is back under
+the ratio (this round deleted files, or someone else freed space) puts resume by
+themselves. No check runs per message.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from store.commitlog.mapped_file import MappedFile
@@ -49,15 +59,81 @@ class CleanupResult:
     disk_used_ratio: float
 
 
-def disk_used_ratio(path: str | os.PathLike[str]) -> float:
+def disk_used_ratio(
+    path: str | os.PathLike[str],
+    statvfs: Callable[[str], os.statvfs_result] = os.statvfs,
+) -> float:
     """Used fraction of the partition holding ``path`` (``getDiskPartitionSpaceUsedPercent``)."""
     try:
-        st = os.statvfs(path)
+        st = statvfs(os.fspath(path))
     except OSError:
         return 0.0
     if st.f_blocks == 0:
         return 0.0
     return (st.f_blocks - st.f_bfree) / st.f_blocks
+
+
+class DiskGuard:
+    """Marks the store disk-full above ``warning_ratio`` used, and clears the mark below.
+
+    ``check()`` costs one ``statvfs`` per directory; callers run it per cleanup
+    round and per created file. ``statvfs`` is replaceable (a fault hook for tests
+    on systems where a small tmpfs cannot be mounted).
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        warning_ratio: float,
+        on_change: Callable[[str | None], None] | None = None,
+    ) -> None:
+        self.paths = list(dict.fromkeys(str(p) for p in paths))
+        self.warning_ratio = warning_ratio
+        self.on_change = on_change
+        self.statvfs: Callable[[str], os.statvfs_result] = os.statvfs
+        self.full: str | None = None
+        """Why the disk counts as full (None: it does not)."""
+        self.last_ratio = 0.0
+        self._lock = threading.Lock()
+
+    def ratio(self) -> tuple[float, str]:
+        """(highest used ratio among the directories, that directory)."""
+        worst, where = 0.0, self.paths[0] if self.paths else ""
+        for p in self.paths:
+            r = disk_used_ratio(p, self.statvfs)
+            if r > worst:
+                worst, where = r, p
+        return worst, where
+
+    def check(self) -> float:
+        """Measure now and update the mark; return the used ratio."""
+        ratio, where = self.ratio()
+        self.update(ratio, where)
+        return ratio
+
+    def update(self, ratio: float, where: str = "") -> None:
+        """Set or clear the disk-full mark from a measured ``ratio``."""
+        with self._lock:
+            self.last_ratio = ratio
+            was = self.full
+            if ratio > self.warning_ratio:
+                if was is not None:
+                    return
+                self.full = (
+                    f"disk full: {ratio:.1%} of the disk of {where or self.paths[0]} is used, "
+                    f"over disk_space_warning_level_ratio {self.warning_ratio:.0%}; "
+                    "writes resume when usage falls below it"
+                )
+                log.error("%s", self.full)
+            else:
+                if was is None:
+                    return
+                self.full = None
+                log.warning("disk usage back to %.1f%%: the store accepts writes again",
+                            ratio * 100)  # fmt: skip
+            now = self.full
+        if self.on_change is not None:
+            self.on_change(now)
 
 
 def is_delete_hour(delete_when: str, now_ms: int) -> bool:
@@ -81,6 +157,7 @@ class CleanupService(ServiceThread):
         dispatched_offset: Callable[[], int],
         clock: Callable[[], int] | None = None,
         disk_ratio: Callable[[], float] | None = None,
+        guard: DiskGuard | None = None,
     ) -> None:
         super().__init__(cfg.clean_resource_interval_ms / 1000.0)
         self.cfg = cfg
@@ -89,8 +166,21 @@ class CleanupService(ServiceThread):
         self._index = index
         self._dispatched = dispatched_offset
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
-        self._disk_ratio = disk_ratio or (lambda: disk_used_ratio(segments.directory))
+        self._guard = guard
+        self._measure = disk_ratio or (lambda: disk_used_ratio(segments.directory))
+        self._custom_ratio = disk_ratio is not None
         self._cleaned_below = -1
+
+    def _disk_ratio(self) -> float:
+        """The used ratio, also setting or clearing the guard's disk-full mark."""
+        guard = self._guard
+        if guard is None:
+            return self._measure()
+        if not self._custom_ratio:
+            return guard.check()
+        r = self._measure()
+        guard.update(r)
+        return r
 
     def _can_delete(self, mf: MappedFile) -> bool:
         return mf.file_from_offset + mf.file_size <= self._dispatched()
@@ -137,6 +227,8 @@ class CleanupService(ServiceThread):
             cq_files = self._queues.delete_expired(min_phy)
             index_files = self._index.delete_expired(min_phy) if self._index is not None else 0
             self._cleaned_below = min_phy
+        if (log_files or cq_files or index_files) and self._guard is not None:
+            self._disk_ratio()  # space was freed: writes may resume now, not next round
         return CleanupResult(log_files, cq_files, index_files, ratio)
 
     def run_once(self) -> None:

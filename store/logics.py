@@ -33,7 +33,7 @@ import logging
 from collections.abc import Callable
 
 from store.checkpoint import Checkpoint
-from store.cleanup import CleanupService
+from store.cleanup import CleanupService, DiskGuard
 from store.commitlog import format as fmt
 from store.commitlog.recovery import OnRecord, abnormal_start_index, scan_headers
 from store.commitlog.segments import Segments
@@ -192,6 +192,7 @@ class Logics:
         read: Callable[[int, int], fmt.MessageRecord | None],
         on_error: ErrorHandler,
         master: bool,
+        disk_guard: DiskGuard | None = None,
     ) -> None:
         """Step 4: start the background services."""
         cfg = self.cfg
@@ -223,6 +224,7 @@ class Logics:
             self.queues,
             self.index,
             dispatched_offset=lambda: self.reput.reput_from,
+            guard=disk_guard,
         )
         self.cleanup.start()
 

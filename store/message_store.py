@@ -31,7 +31,7 @@ from types import TracebackType
 
 from store import _platform
 from store.checkpoint import Checkpoint
-from store.cleanup import CleanupResult
+from store.cleanup import CleanupResult, DiskGuard
 from store.commitlog import format as fmt
 from store.commitlog.commitlog import CommitLog, queue_key
 from store.commitlog.flush import AsyncFlusher, GroupCommitter
@@ -70,6 +70,12 @@ class MessageStore(PullAPI, PutAPI):
         self._refuse_puts = True
         self._host_hex = host_bytes(cfg.store_host).hex().upper()
         self._poison: BaseException | None = None
+        self._disk_full: str | None = None
+        self.disk_guard = DiskGuard(
+            [cfg.commitlog_path, cfg.root], cfg.disk_space_warning_level_ratio, self._on_disk_full
+        )
+        """RocketMQ's disk-full flag (``store.cleanup``): checked per cleanup round and
+        per created segment or index file, never per put."""
         self.ha: ha_service.HAService | None = None  # replication (store.ha.service)
         self._replica_wait: ha_service.ReplicaWait | None = None
         self._state_lock = threading.Lock()
@@ -113,7 +119,11 @@ class MessageStore(PullAPI, PutAPI):
             self.segments = Segments(cfg.commitlog_path, cfg.commitlog_file_size)
             self.segments.load()
             self.checkpoint = Checkpoint(self.root / "checkpoint")
+            self.segments.on_create = self.disk_guard.check
             self.logics = Logics(cfg, self.segments, self.checkpoint)
+            if self.logics.index is not None:
+                self.logics.index.on_new_file = self.disk_guard.check
+            self.logics.dispatcher.on_no_space = self.disk_guard.check
             self.logics.load(last_exit_ok=self.last_exit_ok)
             self.commitlog = CommitLog(self.segments, host_bytes(cfg.store_host))
             self._frame = self.commitlog.encoder.frame
@@ -135,13 +145,15 @@ class MessageStore(PullAPI, PutAPI):
             self._write_abort(abort)
             self._start_flusher()
             self._closed = False
-            self._refuse_puts = cfg.broker_role is BrokerRole.SLAVE
+            self.disk_guard.check()
+            self._update_refuse_puts()
             self.logics.start(
                 limit=self._dispatch_limit,
                 put=lambda m: self.put_message(m).status,
                 read=lambda phys, _size: self.look_message_by_offset(phys),
                 on_error=self._poison_store,
                 master=cfg.broker_role is not BrokerRole.SLAVE,
+                disk_guard=self.disk_guard,
             )
         except BaseException:
             if self.ha is not None:
@@ -238,7 +250,44 @@ class MessageStore(PullAPI, PutAPI):
                 self._poison = err
             self._refuse_puts = True
 
+    def _on_disk_full(self, reason: str | None) -> None:
+        with self._state_lock:
+            self._disk_full = reason
+            self._update_refuse_puts()
+
+    def _update_refuse_puts(self) -> None:
+        """Puts take the checked path while anything refuses them (the fast path reads
+        only this flag: no per-put cost for the reasons behind it)."""
+        self._refuse_puts = (
+            self._closed
+            or self._poison is not None
+            or self._disk_full is not None
+            or self.cfg.broker_role is BrokerRole.SLAVE
+        )
+
     # ------------------------------------------------------------------ state
+
+    @property
+    def disk_full(self) -> str | None:
+        """Why puts are refused for lack of disk space (None: they are not).
+
+        Set above ``disk_space_warning_level_ratio`` used; cleared by the next check
+        (cleanup round, created file, or :meth:`check_disk`) below it.
+        """
+        return self._disk_full
+
+    def check_disk(self) -> float:
+        """Measure the disk now (as a cleanup round does) and return the used ratio."""
+        return self.disk_guard.check()
+
+    @property
+    def index_disabled(self) -> str | None:
+        """Why the index is not being built (no space for it), or None.
+
+        Consume queues keep being built meanwhile; the index catches up by itself
+        once space is available.
+        """
+        return self.logics.dispatcher.index_disabled
 
     @property
     def poisoned(self) -> BaseException | None:

@@ -84,6 +84,7 @@ class PutAPI:
     logics: Logics
     _closed: bool
     _poison: BaseException | None
+    _disk_full: str | None
     _refuse_puts: bool
     _fast_puts: bool
     _fast_body_limit: int
@@ -106,6 +107,9 @@ class PutAPI:
             )
         if self.cfg.broker_role is BrokerRole.SLAVE:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error="a SLAVE store refuses writes")
+        full = self._disk_full
+        if full is not None:  # RocketMQ: SERVICE_NOT_AVAILABLE while the DISK_FULL flag is up
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=full)
         return None
 
     def _properties(self, msg: Message) -> tuple[bytes, str]:

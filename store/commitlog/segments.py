@@ -32,6 +32,8 @@ class Segments:
         self._starts: list[int] = []
         self.flushed_where = 0
         self.flushed_store_timestamp = 0
+        self.on_create: Callable[[], object] | None = None
+        """Called after a segment is created (the store's disk check: per file, not per put)."""
 
     # ------------------------------------------------------------------ loading
 
@@ -121,6 +123,8 @@ class Segments:
         self.directory.mkdir(parents=True, exist_ok=True)
         mf = MappedFile(self.directory / offset_to_name(start_offset), self.file_size, create=True)
         self._add(mf)
+        if self.on_create is not None:
+            self.on_create()
         return mf
 
     def last_for_write(self, start_offset: int = 0) -> MappedFile:

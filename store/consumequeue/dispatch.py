@@ -14,10 +14,19 @@ up to the limit before returning, so a clean shutdown leaves nothing undispatche
 
 Dispatching is idempotent (already-present units and index entries are skipped), so
 recovery may replay any stretch of the log through the same :class:`Dispatcher`.
+
+Out of space: when the index cannot reserve room for a message (ENOSPC/EDQUOT, see
+``store.index.file``), indexing is disabled ("index disabled until space is
+available", logged once) but units keep flowing into the consume queues, so puts
+and pulls go on. The reput thread retries once a second by starting an
+:class:`IndexCatchUp` at the first unindexed message; when it catches up, the
+index is whole again. A store closed meanwhile keeps ``abort``, so the next open
+catches the index up instead.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import struct
 import threading
@@ -50,6 +59,10 @@ _TX_MASK = fmt.TRANSACTION_MASK
 _ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
 _INT = struct.Struct(">i")
 CHUNK = 1024
+NO_SPACE = frozenset((errno.ENOSPC, errno.EDQUOT))
+"""errno values that mean "the disk is full" rather than "the disk is broken"."""
+INDEX_RETRY_SECONDS = 1.0
+"""How often a disabled (out of space) or failing index catch-up is retried."""
 """Records dispatched between two looks at the stop flag (and progress notifications)."""
 
 
@@ -85,6 +98,13 @@ class Dispatcher:
         self.defer_index = False
         """True while an :class:`IndexCatchUp` owns indexing: records get their
         units (and arrivals) only; the catch-up indexes them later, in log order."""
+        self.index_disabled: str | None = None
+        """Why indexing stopped (no space for the index), until a catch-up finishes."""
+        self.index_pending_from: int | None = None
+        """First message left unindexed when the index ran out of space; the reput
+        thread starts an :class:`IndexCatchUp` there once space may be back."""
+        self.on_no_space: Callable[[], object] | None = None
+        """Called when the index runs out of space (the store's disk check)."""
 
     def tags_code_of(self, topic: str, props: dict[str, str], store_timestamp: int) -> int:
         """The unit's tags code: TAGS hash, or the deliver time of a delayed record."""
@@ -136,13 +156,18 @@ class Dispatcher:
         index = self.index
         if index is not None and tx != _ROLLBACK and not self.defer_index:
             keys = property_of(props_string, PROPERTY_KEYS)
-            index.build(
-                topic,
-                phys,
-                store_ts,
-                property_of(props_string, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                keys.split(" ") if keys else (),
-            )
+            try:
+                index.build(
+                    topic,
+                    phys,
+                    store_ts,
+                    property_of(props_string, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                    keys.split(" ") if keys else (),
+                )
+            except OSError as e:
+                if e.errno not in NO_SPACE:
+                    raise
+                self._index_out_of_space(phys, e)
         if in_queue and self.listeners:
             arrival = Arrival(topic, qid, qoff, code, store_ts)
             for listener in self.listeners:
@@ -150,6 +175,20 @@ class Dispatcher:
                     listener(arrival)
                 except Exception:  # a listener must not stop dispatching
                     log.exception("arrival listener %r failed", listener)
+
+    def _index_out_of_space(self, phys: int, e: OSError) -> None:
+        """The index could not reserve space for the message at ``phys`` (nothing of
+        it was written): keep dispatching units, index from ``phys`` later."""
+        self.defer_index = True
+        self.index_pending_from = phys
+        self.index_disabled = f"index disabled until space is available: {e}"
+        log.error(
+            "%s; consume queues keep being built, indexing resumes at %d",
+            self.index_disabled,
+            phys,
+        )
+        if self.on_no_space is not None:
+            self.on_no_space()
 
     def index_record(self, info: fmt.RecordInfo, _size: int = 0) -> None:
         """Index one record only (its unit is already there): the catch-up's callback.
@@ -205,6 +244,8 @@ class ReputService(ServiceThread):
         self.last_error: BaseException | None = None
         self.catch_up: IndexCatchUp | None = None
         self._progress = threading.Condition()
+        self._dispatcher = dispatch if isinstance(dispatch, Dispatcher) else None
+        self._catch_up_retry_at = 0.0
 
     @property
     def behind(self) -> int:
@@ -213,13 +254,28 @@ class ReputService(ServiceThread):
 
     @property
     def indexed(self) -> bool:
-        """False while an index catch-up after recovery is still running."""
-        return self.catch_up is None
+        """False while an index catch-up is running or pending (out of space)."""
+        d = self._dispatcher
+        return self.catch_up is None and (d is None or d.index_pending_from is None)
 
     def run_once(self) -> None:
         self.do_reput(interruptible=True)
-        if self.catch_up is not None and self._catch_up_step(CHUNK):
+        d = self._dispatcher
+        if self.catch_up is None and d is not None and d.index_pending_from is not None:
+            self._resume_index(d)
+        if (
+            self.catch_up is not None
+            and (not self._catch_up_retry_at or time.monotonic() >= self._catch_up_retry_at)
+            and self._catch_up_step(CHUNK)
+        ):
             self.wakeup()  # more to index: no pause between chunks
+
+    def _resume_index(self, d: Dispatcher) -> None:
+        """Index disabled for lack of space: try again from the first unindexed message
+        (the catch-up's first step reserves space or fails, and is retried)."""
+        assert d.index_pending_from is not None
+        self.catch_up = IndexCatchUp(self._segments, d, d.index_pending_from)
+        d.index_pending_from = None
 
     def _catch_up_step(self, max_records: int) -> bool:
         """One catch-up step; True when it indexed something and is not done."""
@@ -232,9 +288,15 @@ class ReputService(ServiceThread):
             if self.last_error is None or str(e) != str(self.last_error):
                 log.error("index catch-up at %d failed: %s", cu.position, e)
             self.last_error = e
+            self._catch_up_retry_at = time.monotonic() + INDEX_RETRY_SECONDS
             return False
+        self._catch_up_retry_at = 0.0
         if done:
             self.catch_up = None
+            d = self._dispatcher
+            if d is not None and d.index_disabled is not None:
+                log.warning("index enabled again: caught up to %d", cu.position)
+                d.index_disabled = None
             with self._progress:
                 self._progress.notify_all()
             return False
@@ -341,10 +403,14 @@ class ReputService(ServiceThread):
 
     def wait_until(self, offset: int, timeout: float, *, indexed: bool = True) -> bool:
         """Block until everything before ``offset`` is dispatched (and, with
-        ``indexed``, any index catch-up is over); False on timeout."""
+        ``indexed``, any index catch-up is over, unless the index is disabled for lack
+        of space: then only what is indexed is answered); False on timeout."""
         deadline = time.monotonic() + timeout
+        d = self._dispatcher
         with self._progress:
-            while self.reput_from < offset or (indexed and self.catch_up is not None):
+            while self.reput_from < offset or (
+                indexed and self.catch_up is not None and (d is None or d.index_disabled is None)
+            ):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -358,5 +424,8 @@ class ReputService(ServiceThread):
         super().stop(timeout)
         if drain:
             self.do_reput()
+            d = self._dispatcher
+            if self.catch_up is None and d is not None and d.index_pending_from is not None:
+                self._resume_index(d)  # one last try; failing, the next open catches up
             while self.catch_up is not None and self._catch_up_step(1 << 30):
                 pass  # stops when done, or failing (last_error): the next open redoes it

@@ -5,6 +5,17 @@ for its whole length, created sparse as RocketMQ's mapped-beyond-EOF files are: 
 default file is 420 MB and most stores fill a small part of it) and RocketMQ's
 ``putKey`` / ``selectPhyOffset`` rules.
 
+Space: writing through a mapping into a hole the disk cannot back is a SIGBUS, not
+an exception. So the file reserves (``posix_fallocate``) what it is about to touch
+before touching it: the header's chunk at creation, each 1 MiB chunk of the slot
+table on the first key hashed into it, and the entry area 4 MiB at a time ahead of
+the next entry. A reservation that fails raises ``OSError`` (ENOSPC) *before* any
+byte of the message is written, so the file is unchanged and the message can be
+indexed again later (``store.consumequeue.dispatch``: "index disabled until space
+is available"). Allocating a hole does not change what it reads (zeros), so the
+file's bytes are the same as without reservations; only ~1 MiB + 4 MiB per chunk
+crossed is allocated, never the whole file up front.
+
 Thread-safety: one writer (the dispatcher) calls :meth:`put_hashes`; readers call
 :meth:`select_phy_offsets` concurrently. An entry is written before the slot that
 points at it, so a reader that sees a slot sees a whole entry. After :meth:`close`
@@ -14,12 +25,13 @@ a reader gets no offsets rather than an error.
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from store import _platform
+from store import _platform, faults
 from store.errors import CorruptIndexError
 from store.index import format as ifmt
 
@@ -27,6 +39,25 @@ _SLOT_UNPACK = ifmt.SLOT.unpack_from
 _SLOT_PACK = ifmt.SLOT.pack_into
 _ENTRY_PACK = ifmt.ENTRY.pack_into
 _HEADER_PACK = ifmt.HEADER.pack_into
+
+SLOT_CHUNK_SHIFT = 20
+"""Slot-table reservations are 1 MiB chunks (2**20), reserved on first touch."""
+ENTRY_RESERVE = 4 << 20
+"""The entry area is reserved this far ahead of the next entry."""
+
+
+def reserve(fd: int, offset: int, length: int, *, what: str = "") -> None:
+    """Allocate ``[offset, offset + length)`` of a sparse file (contents stay zeros).
+
+    Raises:
+        OSError: ENOSPC (or EDQUOT) when the disk cannot back the range.
+    """
+    faults.point("before_index_allocate", offset=offset, size=length, what=what)
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate: as before
+            raise
 
 
 class IndexFile:
@@ -53,16 +84,23 @@ class IndexFile:
         self.index_num = index_num
         self.file_size = ifmt.file_size(hash_slot_num, index_num)
         self._entries_pos = ifmt.entry_position(hash_slot_num, 0)
+        slot_end = ifmt.HEADER_SIZE + hash_slot_num * ifmt.SLOT_SIZE
+        self._slot_chunks = bytearray(((slot_end - 1) >> SLOT_CHUNK_SHIFT) + 1)
+        """1 where a slot-table chunk is known to be allocated."""
+        self._slot_chunks_left = len(self._slot_chunks)
+        self._reserved_to = 0
+        """Byte position up to which the entry area is known to be allocated."""
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         fd = os.open(path, flags, 0o644)
         try:
             if create:
                 # Sparse, as RocketMQ's index files are: a default index file is
-                # 420 MB and mostly empty slots. Allocating it up front would turn
-                # ENOSPC into an error here instead of a SIGBUS on a full disk, but
-                # it made every default-config store (and the test suite) consume
-                # 420 MB per index file; revisit with a disk-ratio guard.
+                # 420 MB and mostly empty slots. Allocating it up front made every
+                # default-config store (and the test suite) consume 420 MB per index
+                # file; instead each region is reserved before its first write
+                # (module docstring), starting with the header's chunk.
                 os.ftruncate(fd, self.file_size)
+                self._reserve_slot_chunk(fd, 0)
             elif os.fstat(fd).st_size != self.file_size:
                 raise CorruptIndexError(
                     f"{path}: size {os.fstat(fd).st_size} != {self.file_size} "
@@ -92,6 +130,8 @@ class IndexFile:
             self.end_phy_offset = h.end_phy_offset
             self.hash_slot_count = h.hash_slot_count
             self.index_count = max(1, h.index_count)
+            # What was written is allocated; what comes next is reserved on first put.
+            self._reserved_to = self._entries_pos + self.index_count * ifmt.ENTRY_SIZE
 
     # ------------------------------------------------------------------ header
 
@@ -147,6 +187,15 @@ class IndexFile:
         mm = self._mm
         slots = self.hash_slot_num
         entries_pos = self._entries_pos
+        # Reserve before writing anything (a failure leaves the file as it was).
+        if entries_pos + (count + n) * ifmt.ENTRY_SIZE > self._reserved_to:
+            self._reserve_entries(entries_pos + (count + n) * ifmt.ENTRY_SIZE)
+        if self._slot_chunks_left:
+            chunks = self._slot_chunks
+            for i in range(n):
+                c = (ifmt.HEADER_SIZE + (hashes[i] % slots) * ifmt.SLOT_SIZE) >> SLOT_CHUNK_SHIFT
+                if not chunks[c]:
+                    self._reserve_slot_chunk(self._fd, c)
         begin = self.begin_timestamp
         diff = ifmt.time_diff_seconds(store_timestamp, begin) if begin > 0 else 0
         used = self.hash_slot_count
@@ -173,6 +222,19 @@ class IndexFile:
             used, count,
         )  # fmt: skip
         return n
+
+    def _reserve_slot_chunk(self, fd: int, chunk: int) -> None:
+        start = chunk << SLOT_CHUNK_SHIFT
+        end = min(start + (1 << SLOT_CHUNK_SHIFT), self._entries_pos, self.file_size)
+        reserve(fd, start, end - start, what=str(self.path))
+        self._slot_chunks[chunk] = 1
+        self._slot_chunks_left -= 1
+
+    def _reserve_entries(self, need_end: int) -> None:
+        start = self._reserved_to if self._reserved_to > self._entries_pos else self._entries_pos
+        end = min(self.file_size, max(need_end, start + ENTRY_RESERVE))
+        reserve(self._fd, start, end - start, what=str(self.path))
+        self._reserved_to = end
 
     # -------------------------------------------------------------------- read
 

@@ -65,6 +65,8 @@ class IndexService:
         self._lock = threading.RLock()
         self._flushers: list[threading.Thread] = []
         self.error: BaseException | None = None
+        self.on_new_file: Callable[[], object] | None = None
+        """Called after a new index file is created (the store's disk check)."""
 
     # ----------------------------------------------------------------- loading
 
@@ -176,6 +178,8 @@ class IndexService:
                 end_timestamp=end_ts,
             )
             self.files.append(f)
+        if self.on_new_file is not None:
+            self.on_new_file()
         if last is not None:
             self._flush_full_later(last)
         return f
