@@ -59,7 +59,7 @@ from store.config import BrokerRole
 from store.consumequeue.get import total_physical_memory
 from store.consumequeue.results import QueryResult, StoredMessage
 from store.consumequeue.search import BoundaryType
-from store.message import TOPIC_PATTERN, Message
+from store.message import TOPIC_PATTERN, Message, validate_topic
 from store.message_store import MessageStore
 from store.service import ServiceThread
 
@@ -147,6 +147,19 @@ class BrokerCore:
             if topic != SCHEDULE_TOPIC:
                 self.topics.learn(topic, n)
 
+    def _pull_topic_config(self, topic: str) -> TopicConfig | None:
+        """The topic's config; on a miss, a topic the store has queues for (put through
+        the store API) is registered first (Rule 3 of store.broker.topics). The scan
+        runs only on a miss, never on the hot path of a known topic."""
+        config = self.topics.get(topic)
+        if config is not None or not TOPIC_PATTERN.fullmatch(topic):
+            return config
+        ids = [cq.queue_id for cq in self.store.queues.all() if cq.topic == topic]
+        if not ids or topic == SCHEDULE_TOPIC:
+            return None
+        self.topics.learn(topic, max(ids) + 1)
+        return self.topics.get(topic)
+
     def start(self) -> None:
         """Start long polling and housekeeping; idempotent."""
         with self._lock:
@@ -220,13 +233,28 @@ class BrokerCore:
         With ``request.suspend_ms`` > 0 and nothing new (PULL_NOT_FOUND), the request
         is held (long polling) and ``on_done`` runs later on a broker thread, when a
         matching message arrives or the suspend time runs out. A piggy-backed
-        ``commit_offset`` is stored first (not on a slave). A topic name that cannot
-        exist is TOPIC_NOT_EXIST (unknown but legal topics are pulled leniently: the
-        store answers for queues it has never seen).
+        ``commit_offset`` is stored first (not on a slave).
+
+        Checked first, as RocketMQ's ``PullMessageProcessor`` does, before any offset
+        is committed: a topic with no topic config (an illegal name included) is
+        TOPIC_NOT_EXIST; a queue id outside ``[0, readQueueNums)`` is SYSTEM_ERROR
+        with RocketMQ's remark. Topics found in the store at start are registered
+        (store.broker.topics Rule 3), and so are topics put through the store API
+        after the start (looked up in the store on a miss), so an embedded writer's
+        topics stay pullable.
         """
-        if not TOPIC_PATTERN.fullmatch(request.topic):
+        config = self._pull_topic_config(request.topic)
+        if config is None:
             remark = f"topic[{request.topic}] not exist, apply first please!"
             on_done(PullOutcome(ResponseCode.TOPIC_NOT_EXIST, request.offset, 0, 0, remark=remark))
+            return
+        if not 0 <= request.queue_id < config.read_queue_nums:
+            remark = (
+                f"queueId[{request.queue_id}] is illegal, topic:[{request.topic}] "
+                f"topicConfig.readQueueNums:[{config.read_queue_nums}] "
+                f"consumer:[{request.client_host}]"
+            )
+            on_done(PullOutcome(ResponseCode.SYSTEM_ERROR, request.offset, 0, 0, remark=remark))
             return
         if request.commit_offset is not None and request.commit_offset >= 0 and not self.is_slave:
             self.offsets.commit(
@@ -305,7 +333,15 @@ class BrokerCore:
         return 0
 
     def update_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """UPDATE_CONSUMER_OFFSET."""
+        """UPDATE_CONSUMER_OFFSET.
+
+        The topic name is validated first: the offset table key is ``topic@group`` and
+        is persisted, so a name no topic can have is never stored.
+
+        Raises:
+            IllegalTopicError: ``topic`` is not a legal topic name (nothing stored).
+        """
+        validate_topic(topic)
         self.offsets.commit(group, topic, queue_id, offset)
 
     def max_offset(self, topic: str, queue_id: int) -> int:

@@ -207,14 +207,19 @@ def process_query_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
 
 
 def process_update_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    """UPDATE_CONSUMER_OFFSET (15)."""
+    """UPDATE_CONSUMER_OFFSET (15); an illegal topic name is TOPIC_NOT_EXIST (no such
+    topic can exist) and commits nothing."""
     ext = cmd.ext_fields
-    ctx.core.update_offset(
-        ext_str(ext, "consumerGroup"),
-        ext_str(ext, "topic"),
-        ext_int(ext, "queueId"),
-        ext_int(ext, "commitOffset"),
-    )
+    topic = ext_str(ext, "topic")
+    try:
+        ctx.core.update_offset(
+            ext_str(ext, "consumerGroup"),
+            topic,
+            ext_int(ext, "queueId"),
+            ext_int(ext, "commitOffset"),
+        )
+    except IllegalTopicError:
+        return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!")
     return _ok(cmd)
 
 

@@ -25,6 +25,11 @@ Rule 4. Blocking work runs on a thread pool; requests that cannot block (offset
 lookups, routes, pulls, and puts under ASYNC_FLUSH) run on the loop thread, because
 the pool hand-off would cost more than the work (:func:`inline_codes`).
 
+Rule 5. The store host written into records (and so into message ids) is the
+store's ``store_host`` config, fixed when the store opens. ``port=0`` binds a free
+port only after that, so such a server's message ids still name the configured
+address; give the store the real address when ids must be dialable.
+
 Lifecycle: :meth:`BrokerServer.start` also starts the core (long polling);
 :meth:`BrokerServer.stop` closes every connection and the loop but leaves the core
 running: call ``core.shutdown()`` (persists offsets) and then close the store.

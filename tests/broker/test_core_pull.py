@@ -12,6 +12,7 @@ from store.broker.codes import ResponseCode
 from store.broker.core import BrokerCore
 from store.broker.hold import PullHoldService
 from store.broker.pulls import PullOutcome, PullRequest, response_code
+from store.broker.topics import TopicConfig
 from store.message import Message
 from store.message_store import MessageStore
 from store.status import GetStatus
@@ -46,14 +47,56 @@ def test_offset_moved_becomes_retry_immediately_on_a_lenient_slave() -> None:
     assert code is ResponseCode.PULL_RETRY_IMMEDIATELY
 
 
-def test_pull_of_unknown_queue_at_zero_is_not_found(core: BrokerCore) -> None:
+@pytest.fixture
+def topic_t(core: BrokerCore) -> None:
+    """Topic ``T`` with 4 queues exists (created, nothing stored yet)."""
+    core.create_topic(TopicConfig("T"))
+
+
+@pytest.mark.usefixtures("topic_t")
+def test_pull_of_an_empty_queue_at_zero_is_not_found(core: BrokerCore) -> None:
     out = pull(core, PullRequest("g", "T", 0, 0))
     assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_NOT_FOUND, 0)
 
 
-def test_pull_of_unknown_queue_past_zero_is_offset_moved_to_zero(core: BrokerCore) -> None:
+@pytest.mark.usefixtures("topic_t")
+def test_pull_of_an_empty_queue_past_zero_is_offset_moved_to_zero(core: BrokerCore) -> None:
     out = pull(core, PullRequest("g", "T", 0, 7))
     assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_OFFSET_MOVED, 0)
+
+
+def test_pull_of_a_topic_without_config_is_topic_not_exist(core: BrokerCore) -> None:
+    out = pull(core, PullRequest("g", "Nowhere", 0, 0))
+    assert out.code is ResponseCode.TOPIC_NOT_EXIST
+    assert out.remark == "topic[Nowhere] not exist, apply first please!"
+
+
+def test_pull_of_a_topic_without_config_commits_no_offset(core: BrokerCore) -> None:
+    pull(core, PullRequest("g", "Nowhere", 0, 0, commit_offset=5))
+    assert core.offsets.query("g", "Nowhere", 0) is None
+
+
+def test_pull_of_a_topic_put_through_the_store_after_start_registers_it(
+    core: BrokerCore, store: MessageStore
+) -> None:
+    put(store, "Late", 1, queue_id=2)
+    out = pull(core, PullRequest("g", "Late", 2, 0))
+    assert out.code is ResponseCode.SUCCESS
+    assert core.topic_config("Late") == TopicConfig("Late", 3, 3)
+
+
+@pytest.mark.usefixtures("topic_t")
+def test_pull_of_a_queue_id_past_the_read_queues_is_system_error(core: BrokerCore) -> None:
+    out = pull(core, PullRequest("g", "T", 4, 0, client_host="10.0.0.9"))
+    assert out.code is ResponseCode.SYSTEM_ERROR
+    assert out.remark == (
+        "queueId[4] is illegal, topic:[T] topicConfig.readQueueNums:[4] consumer:[10.0.0.9]"
+    )
+
+
+@pytest.mark.usefixtures("topic_t")
+def test_pull_of_a_negative_queue_id_is_system_error(core: BrokerCore) -> None:
+    assert pull(core, PullRequest("g", "T", -1, 0)).code is ResponseCode.SYSTEM_ERROR
 
 
 def test_pull_found_returns_raw_records_and_next_offset(
@@ -99,6 +142,7 @@ def test_pull_piggy_backed_commit_offset_is_stored(core: BrokerCore, store: Mess
     assert core.offsets.query("g", "T", 0) == 1
 
 
+@pytest.mark.usefixtures("topic_t")
 def test_held_pull_is_answered_within_milliseconds_of_a_put(
     core: BrokerCore, store: MessageStore
 ) -> None:
@@ -120,6 +164,7 @@ def test_held_pull_is_answered_within_milliseconds_of_a_put(
     assert latency_ms < 500
 
 
+@pytest.mark.usefixtures("topic_t")
 def test_held_pull_times_out_with_not_found_after_its_suspend_time(core: BrokerCore) -> None:
     t0 = time.monotonic()
     out = pull(core, PullRequest("g", "T", 0, 0, suspend_ms=200))
@@ -128,6 +173,7 @@ def test_held_pull_times_out_with_not_found_after_its_suspend_time(core: BrokerC
     assert 0.15 <= elapsed < 2.0
 
 
+@pytest.mark.usefixtures("topic_t")
 def test_held_pull_ignores_a_message_with_another_tag(
     core: BrokerCore, store: MessageStore
 ) -> None:
@@ -138,6 +184,7 @@ def test_held_pull_ignores_a_message_with_another_tag(
     assert done.wait(3)
 
 
+@pytest.mark.usefixtures("topic_t")
 def test_held_pull_is_answered_exactly_once(core: BrokerCore, store: MessageStore) -> None:
     calls: list[PullOutcome] = []
     first = threading.Event()
@@ -176,6 +223,7 @@ def test_check_loop_releases_a_pull_whose_arrival_was_missed() -> None:
     assert answered == [request]
 
 
+@pytest.mark.usefixtures("topic_t")
 def test_many_held_pulls_over_several_queues_are_each_answered_once(
     core: BrokerCore, store: MessageStore
 ) -> None:

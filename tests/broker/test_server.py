@@ -114,6 +114,7 @@ def test_pull_found_body_is_the_raw_records(client: WireClient, store: MessageSt
 def test_pull_of_an_empty_queue(
     client: WireClient, offset: int, code: Rs, next_offset: str
 ) -> None:
+    client.call(Rq.UPDATE_AND_CREATE_TOPIC, {"topic": "Empty"})
     r = client.call(Rq.PULL_MESSAGE, pull_ext(offset, topic="Empty"))
     assert (r.code, r.ext_fields["nextBeginOffset"]) == (code, next_offset)
 
@@ -167,6 +168,37 @@ def test_consumer_offsets_update_then_query(client: WireClient) -> None:
     assert client.call(Rq.UPDATE_CONSUMER_OFFSET, {**ext, "commitOffset": 5}).code == Rs.SUCCESS
     r = client.call(Rq.QUERY_CONSUMER_OFFSET, ext)
     assert (r.code, r.ext_fields["offset"]) == (Rs.SUCCESS, "5")
+
+
+def test_pull_of_a_topic_without_config_over_tcp_is_topic_not_exist(client: WireClient) -> None:
+    r = client.call(Rq.PULL_MESSAGE, pull_ext(0, topic="Nowhere"))
+    assert (r.code, r.remark) == (
+        Rs.TOPIC_NOT_EXIST,
+        "topic[Nowhere] not exist, apply first please!",
+    )
+
+
+def test_pull_of_a_queue_id_past_the_read_queues_over_tcp_is_system_error(
+    client: WireClient,
+) -> None:
+    client.call(Rq.UPDATE_AND_CREATE_TOPIC, {"topic": "Two", "readQueueNums": 2})
+    r = client.call(Rq.PULL_MESSAGE, {**pull_ext(0, topic="Two"), "queueId": 2})
+    assert r.code == Rs.SYSTEM_ERROR
+    assert r.remark is not None
+    assert r.remark.startswith("queueId[2] is illegal, topic:[Two] topicConfig.readQueueNums:[2]")
+
+
+def test_update_offset_of_an_illegal_topic_name_is_topic_not_exist(client: WireClient) -> None:
+    ext = {"consumerGroup": "g", "topic": "a/../b", "queueId": 0, "commitOffset": 5}
+    assert client.call(Rq.UPDATE_CONSUMER_OFFSET, ext).code == Rs.TOPIC_NOT_EXIST
+
+
+def test_update_offset_of_an_illegal_topic_name_stores_nothing(
+    core: BrokerCore, client: WireClient
+) -> None:
+    ext = {"consumerGroup": "g", "topic": "x@y", "queueId": 0, "commitOffset": 5}
+    client.call(Rq.UPDATE_CONSUMER_OFFSET, ext)
+    assert core.offsets.table() == {}
 
 
 def test_query_offset_not_found_when_the_first_message_left_memory(

@@ -11,6 +11,7 @@ import pytest
 
 from store.broker.codes import ResponseCode
 from store.broker.core import BrokerCore
+from store.broker.topics import TopicConfig
 from store.client.allocate import MessageQueue
 from store.client.inprocess import InProcessTransport
 from store.client.transport import (
@@ -80,6 +81,7 @@ def test_send_refused_raises_broker_error(transport: InProcessTransport) -> None
 
 
 def test_pull_with_suspend_blocks_until_a_send(transport: InProcessTransport) -> None:
+    transport.core.create_topic(TopicConfig("T"))
     threading.Timer(0.2, lambda: transport.send("pg", MQ, [Message("T", b"x")])).start()
     t0 = time.monotonic()
     reply = transport.pull("g", MQ, 0, 32, suspend_ms=10_000)
@@ -88,6 +90,7 @@ def test_pull_with_suspend_blocks_until_a_send(transport: InProcessTransport) ->
 
 
 def test_pull_with_suspend_times_out_as_no_new_msg(transport: InProcessTransport) -> None:
+    transport.core.create_topic(TopicConfig("T"))
     assert transport.pull("g", MQ, 0, 32, suspend_ms=100).status is PullStatus.NO_NEW_MSG
 
 
@@ -104,6 +107,7 @@ def test_offsets_commit_and_query(transport: InProcessTransport) -> None:
 
 
 def test_commit_offset_piggy_backs_on_pull(transport: InProcessTransport) -> None:
+    transport.core.create_topic(TopicConfig("T"))
     transport.pull("g", MQ, 0, 32, commit_offset=2)
     assert transport.query_offset("g", MQ) == 2
 
