@@ -10,12 +10,12 @@ RocketMQ does. Thread-safe.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from store.broker.fastjson import Bean, dumps, read_config_file, write_config_file
+from store.broker.configtable import VersionedTable
+from store.broker.fastjson import Bean
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +72,9 @@ class SubscriptionGroupManager:
         self.auto_create = auto_create
         self._lock = threading.Lock()
         self._table: dict[str, SubscriptionGroupConfig] = {}
-        self._counter = 0
-        loaded = read_config_file(path)
-        if isinstance(loaded, dict):
-            for name, obj in (loaded.get("subscriptionGroupTable") or {}).items():
-                if isinstance(obj, dict):
-                    self._table[str(name)] = SubscriptionGroupConfig.from_json(str(name), obj)
-            version = loaded.get("dataVersion") or {}
-            self._counter = int(version.get("counter", 0)) if isinstance(version, dict) else 0
+        self._file = VersionedTable(path, "subscriptionGroupTable")
+        for name, obj in self._file.load().items():
+            self._table[name] = SubscriptionGroupConfig.from_json(name, obj)
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config; auto-created (and persisted) when allowed, else None."""
@@ -102,10 +97,4 @@ class SubscriptionGroupManager:
             self._persist_locked()
 
     def _persist_locked(self) -> None:
-        self._counter += 1
-        doc = Bean(
-            dataVersion=Bean(counter=self._counter, timestamp=int(time.time() * 1000)),
-            subscriptionGroupTable={n: c.to_bean() for n, c in self._table.items()},
-        )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_config_file(self.path, dumps(doc, pretty=True))
+        self._file.persist({n: c.to_bean() for n, c in self._table.items()})

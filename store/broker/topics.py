@@ -26,12 +26,12 @@ Thread-safe: every method takes the manager's lock.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from store.broker.fastjson import Bean, dumps, read_config_file, write_config_file
+from store.broker.configtable import VersionedTable
+from store.broker.fastjson import Bean
 
 PERM_INHERIT: Final = 1
 PERM_WRITE: Final = 2
@@ -114,15 +114,9 @@ class TopicConfigManager:
         self.path = path
         self._lock = threading.Lock()
         self._table: dict[str, TopicConfig] = {t.topic_name: t for t in defaults}
-        self._counter = 0
-        loaded = read_config_file(path)
-        if isinstance(loaded, dict):
-            table = loaded.get("topicConfigTable") or {}
-            for name, obj in table.items():
-                if isinstance(obj, dict):
-                    self._table[str(name)] = TopicConfig.from_json(str(name), obj)
-            version = loaded.get("dataVersion") or {}
-            self._counter = int(version.get("counter", 0)) if isinstance(version, dict) else 0
+        self._file = VersionedTable(path, "topicConfigTable")
+        for name, obj in self._file.load().items():
+            self._table[name] = TopicConfig.from_json(name, obj)
 
     def get(self, topic: str) -> TopicConfig | None:
         """The topic's config, None if unknown."""
@@ -187,10 +181,4 @@ class TopicConfigManager:
             self._persist_locked()
 
     def _persist_locked(self) -> None:
-        self._counter += 1
-        doc = Bean(
-            dataVersion=Bean(counter=self._counter, timestamp=int(time.time() * 1000)),
-            topicConfigTable={name: t.to_bean() for name, t in self._table.items()},
-        )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_config_file(self.path, dumps(doc, pretty=True))
+        self._file.persist({name: t.to_bean() for name, t in self._table.items()})

@@ -28,14 +28,6 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def server(core: BrokerCore) -> Iterator[BrokerServer]:
-    srv = BrokerServer(core, port=0)
-    srv.start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
 def client(server: BrokerServer) -> Iterator[WireClient]:
     with WireClient(server.address) as c:
         yield c

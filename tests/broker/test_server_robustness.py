@@ -9,7 +9,6 @@ import socket
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,21 +17,12 @@ from hypothesis import strategies as st
 
 from store.broker.codes import RequestCode as Rq
 from store.broker.codes import ResponseCode as Rs
-from store.broker.core import BrokerCore
 from store.broker.fastjson import loads
 from store.broker.server import BrokerServer
 from tests.broker.wire_client import WireClient
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def server(core: BrokerCore) -> Iterator[BrokerServer]:
-    srv = BrokerServer(core, port=0)
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 def blast(address: str, data: bytes) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from store.broker.core import BrokerCore
+from store.broker.server import BrokerServer
 from store.client.allocate import MessageQueue
 from store.client.producer import Producer, select_by_hash
 from store.client.transport import SendStatus, Transport
@@ -22,26 +22,16 @@ from store.consumequeue.results import StoredMessage
 from store.errors import IllegalMessageError, IllegalTopicError
 from store.message import Message, decode_offset_msg_id
 from store.message_store import MessageStore
-from tests.helpers import make_store
+from tests.broker import fixtures
 
 pytestmark = pytest.mark.integration  # half of the cases run over loopback TCP
 
 STORE_COMPRESS_OVER = 4096  # the store's own threshold (RocketMQ default)
 
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[MessageStore]:
-    s = make_store(tmp_path)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def core(store: MessageStore) -> Iterator[BrokerCore]:
-    c = BrokerCore(store)
-    c.start()
-    yield c
-    c.shutdown()
+# The shared broker fixtures, under their own names (pytest finds them here).
+core = fixtures.core
+server = fixtures.server
+store = fixtures.store
 
 
 @pytest.fixture(params=["inprocess", "remote"])
@@ -53,15 +43,12 @@ def transport(request: pytest.FixtureRequest, core: BrokerCore) -> Iterator[Tran
         yield t
         t.close()
         return
-    server_mod = pytest.importorskip("store.broker.server")
     from store.client.remote import RemoteTransport
 
-    server = server_mod.BrokerServer(core, host="127.0.0.1", port=0)
-    port = server.start()
-    remote = RemoteTransport(f"127.0.0.1:{port}")
+    server: BrokerServer = request.getfixturevalue("server")
+    remote = RemoteTransport(server.address)
     yield remote
     remote.close()
-    server.stop()
 
 
 @pytest.fixture

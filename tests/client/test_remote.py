@@ -25,28 +25,15 @@ from store.client.transport import (
 )
 from store.message import Message
 from store.message_store import MessageStore
-from tests.helpers import make_store
+from tests.broker import fixtures
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[MessageStore]:
-    s = make_store(tmp_path)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def address(store: MessageStore) -> Iterator[str]:
-    server_mod = pytest.importorskip("store.broker.server")
-    core = BrokerCore(store)
-    core.start()
-    server = server_mod.BrokerServer(core, host="127.0.0.1", port=0)
-    port = server.start()
-    yield f"127.0.0.1:{port}"
-    server.stop()
-    core.shutdown()
+# The shared broker fixtures, under their own names (pytest finds them here).
+address = fixtures.address
+core = fixtures.core
+server = fixtures.server
+store = fixtures.store
 
 
 @pytest.fixture
