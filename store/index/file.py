@@ -9,17 +9,13 @@ Space: writing through a mapping into a hole the disk cannot back is a SIGBUS, n
 an exception. So the file reserves (``posix_fallocate``) what it is about to touch
 before touching it: the header's chunk at creation, each 1 MiB chunk of the slot
 table on the first key hashed into it, and the entry area 4 MiB at a time ahead of
-the next entry. A reservation that fails raises ``OSError`` (ENOSPC) *before* any
-byte of the message is written, so the file is unchanged and the message can be
-indexed again later (``store.consumequeue.dispatch``: "index disabled until space
-is available"). Allocating a hole does not change what it reads (zeros), so the
-file's bytes are the same as without reservations; only ~1 MiB + 4 MiB per chunk
-crossed is allocated, never the whole file up front.
-
-Thread-safety: one writer (the dispatcher) calls :meth:`put_hashes`; readers call
-:meth:`select_phy_offsets` concurrently. An entry is written before the slot that
-points at it, so a reader that sees a slot sees a whole entry. After :meth:`close`
-a reader gets no offsets rather than an error.
+the next entry (a page at a time when less than that is free). A reservation that
+fails raises ``OSError`` (ENOSPC) *before* any byte of the message is written, so
+the file is unchanged and the message can be indexed again later
+(``store.consumequeue.dispatch``: "index disabled until space is available").
+Allocating a hole does not change what it reads (zeros), so the file's bytes are
+the same as without reservations; only the chunks touched are allocated, never the
+whole file up front.
 """
 
 from __future__ import annotations
@@ -233,7 +229,14 @@ class IndexFile:
     def _reserve_entries(self, need_end: int) -> None:
         start = self._reserved_to if self._reserved_to > self._entries_pos else self._entries_pos
         end = min(self.file_size, max(need_end, start + ENTRY_RESERVE))
-        reserve(self._fd, start, end - start, what=str(self.path))
+        try:
+            reserve(self._fd, start, end - start, what=str(self.path))
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # Not 4 MiB left: as much as this message needs, to the end of its page.
+            end = min(self.file_size, -(-need_end // mmap.PAGESIZE) * mmap.PAGESIZE)
+            reserve(self._fd, start, end - start, what=str(self.path))
         self._reserved_to = end
 
     # -------------------------------------------------------------------- read
