@@ -9,7 +9,8 @@ kill the process at a precise moment::
         store.put_message(msg)        # -> flush fails, store poisoned
 
 Points used by the engine: ``before_fdatasync``, ``after_fdatasync`` (context ``what``:
-a file path), ``before_allocate`` (``size``), ``before_write_checkpoint``.
+a file path), ``before_allocate`` (``size``), ``before_index_allocate`` (``offset``,
+``size``, ``what``: the index region about to be reserved), ``before_write_checkpoint``.
 """
 
 from __future__ import annotations
