@@ -102,7 +102,8 @@ import json
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Final, Literal, TypeAlias
+from json.encoder import encode_basestring
+from typing import Final, Literal, TypeAlias, cast
 
 from store.broker.codes import LanguageCode, RemotingFlag, SerializeType
 from store.errors import StoreError
@@ -122,6 +123,12 @@ BINARY_HEADER_MIN: Final = _BINARY_FIXED.size + _INT.size
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT16 = (-(2**15), 2**15 - 1)
+_I32_MIN, _I32_MAX = _INT32
+_STR_ONLY: Final = frozenset({str})
+_RESPONSE_BIT: Final = int(RemotingFlag.RESPONSE)
+_ONEWAY_BIT: Final = int(RemotingFlag.ONEWAY)
+_LANGUAGE_NAMES: Final = {int(m): m.name for m in LanguageCode}
+_LANGUAGES_BY_NAME: Final = dict(LanguageCode.__members__)
 
 
 class ProtocolError(StoreError):
@@ -172,12 +179,12 @@ class RemotingCommand:
     @property
     def is_response(self) -> bool:
         """True for responses, False for requests."""
-        return bool(self.flag & RemotingFlag.RESPONSE)
+        return bool(self.flag & _RESPONSE_BIT)  # int, not IntFlag: no enum arithmetic
 
     @property
     def is_oneway(self) -> bool:
         """True for requests that expect no response."""
-        return bool(self.flag & RemotingFlag.ONEWAY)
+        return bool(self.flag & _ONEWAY_BIT)
 
     def make_response(
         self,
@@ -232,7 +239,12 @@ def as_ext_value(value: object) -> str:
 
 
 def coerce_ext_fields(fields: Mapping[str, object]) -> dict[str, str]:
-    """``fields`` with every value a string and ``None`` values dropped (Rule 1)."""
+    """``fields`` with every value a string and ``None`` values dropped (Rule 1).
+
+    A table that is all strings already (every request a client builds, every header
+    a RocketMQ client sends) is copied as is: the type test runs in C."""
+    if not set(map(type, fields.values())) - _STR_ONLY and not set(map(type, fields)) - _STR_ONLY:
+        return cast(dict[str, str], dict(fields))
     return {
         k if type(k) is str else str(k): v if type(v) is str else as_ext_value(v)
         for k, v in fields.items()
@@ -273,20 +285,35 @@ def _check_ext_fields(cmd: RemotingCommand) -> None:
 
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
-    for name in ("code", "version", "opaque", "flag"):
-        _check_range(name, getattr(cmd, name), _INT32, LocalProtocolError)
-    _check_ext_fields(cmd)
-    header: dict[str, object] = {"code": cmd.code}
+    """fastjson's bytes, built by hand: the header is small and its shape fixed, and
+    joining C-escaped strings (``encode_basestring``, what ``json.dumps`` uses for
+    ``ensure_ascii=False``) costs a quarter of a ``json.dumps`` call per frame."""
+    code, version, opaque, flag = cmd.code, cmd.version, cmd.opaque, cmd.flag
+    if not (
+        _I32_MIN <= code <= _I32_MAX
+        and _I32_MIN <= version <= _I32_MAX
+        and _I32_MIN <= opaque <= _I32_MAX
+        and _I32_MIN <= flag <= _I32_MAX
+    ):
+        for name in ("code", "version", "opaque", "flag"):
+            _check_range(name, getattr(cmd, name), _INT32, LocalProtocolError)
+    language = _LANGUAGE_NAMES.get(cmd.language) or LanguageCode(cmd.language).name
+    parts = [f'{{"code":{code:d}']
     if cmd.ext_fields:
-        header["extFields"] = cmd.ext_fields
-    header["flag"] = cmd.flag
-    header["language"] = LanguageCode(cmd.language).name
-    header["opaque"] = cmd.opaque
+        eb = encode_basestring
+        try:
+            pairs = [eb(k) + ":" + eb(v) for k, v in cmd.ext_fields.items()]
+        except TypeError:  # a non-str key or value
+            _check_ext_fields(cmd)
+            raise
+        parts.append(',"extFields":{' + ",".join(pairs) + "}")
+    parts.append(f',"flag":{flag:d},"language":"{language}","opaque":{opaque:d}')
     if cmd.remark is not None:
-        header["remark"] = cmd.remark
-    header["serializeTypeCurrentRPC"] = SerializeType.JSON.name
-    header["version"] = cmd.version
-    return json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        remark = cmd.remark
+        text = encode_basestring(remark) if type(remark) is str else json.dumps(remark)
+        parts.append(',"remark":' + text)
+    parts.append(f',"serializeTypeCurrentRPC":"JSON","version":{version:d}}}')
+    return "".join(parts).encode("utf-8")
 
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:
@@ -393,8 +420,8 @@ def _json_int(obj: dict[str, object], name: str) -> int:
 def _json_language(value: object) -> LanguageCode:
     if value is None:
         return LanguageCode.JAVA
-    if isinstance(value, str) and value in LanguageCode.__members__:
-        return LanguageCode[value]
+    if isinstance(value, str) and value in _LANGUAGES_BY_NAME:
+        return _LANGUAGES_BY_NAME[value]
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 256:
         try:
             return LanguageCode(value)
@@ -417,6 +444,8 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     elif not isinstance(ext, dict):
         raise RemoteProtocolError(f"JSON header extFields is a {type(ext).__name__}")
     remark = obj.get("remark")
+    if ext and not set(map(type, ext.values())) <= _STR_ONLY:  # the set test runs in C
+        ext = coerce_ext_fields(ext)
     return RemotingCommand(
         code=_json_int(obj, "code"),
         language=_json_language(obj.get("language")),
@@ -424,7 +453,7 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
         opaque=_json_int(obj, "opaque"),
         flag=_json_int(obj, "flag"),
         remark=None if remark is None else as_ext_value(remark),
-        ext_fields=coerce_ext_fields(ext),
+        ext_fields=ext,
         body=body,
         serialize_type=SerializeType.JSON,
     )

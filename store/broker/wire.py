@@ -161,12 +161,50 @@ _V2_NAMES: Final = {
 """SendMessageRequestHeader field -> its SendMessageRequestHeaderV2 letter."""
 
 
+_V1_KEYS: Final = tuple(_V2_NAMES)
+_V2_KEYS: Final = tuple(_V2_NAMES.values())
+
+
+def _int_or(value: str | None, default: int) -> int:
+    return default if value is None or value == "" else int(value)
+
+
 def parse_send_header(ext: Mapping[str, str], v2: bool) -> SendHeader:
     """Read a send request's header (``v2``: one-letter names).
+
+    One pass of direct lookups for a well-formed header (every send pays for it); a
+    malformed one is read again by the checking parser for its error message.
 
     Raises:
         BadRequestError: no topic, or a malformed number.
     """
+    g = ext.get
+    topic, dtopic, dnums, qid, sysflag, born, flag, props, recons, maxr, batch = (
+        _V2_KEYS if v2 else _V1_KEYS
+    )
+    t = g(topic)
+    if t is not None:
+        try:
+            max_times = g(maxr)
+            return SendHeader(
+                t,
+                _int_or(g(qid), -1),
+                _int_or(g(sysflag), 0),
+                _int_or(g(born), 0) or None,
+                _int_or(g(flag), 0),
+                g(props, ""),
+                _int_or(g(recons), 0),
+                g(dtopic) or "TBW102",
+                _int_or(g(dnums), 0) or None,
+                int(max_times) if max_times else None,
+                g(batch) == "true",
+            )
+        except ValueError:
+            pass
+    return _parse_send_header_checked(ext, v2)
+
+
+def _parse_send_header_checked(ext: Mapping[str, str], v2: bool) -> SendHeader:
     if v2:
         ext = {name: ext[letter] for name, letter in _V2_NAMES.items() if letter in ext}
     max_times = ext.get("maxReconsumeTimes")

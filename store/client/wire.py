@@ -11,6 +11,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from store.broker.fastjson import FastjsonError, loads
 from store.broker.remoting import RemotingCommand, coerce_ext_fields
@@ -52,28 +53,32 @@ def properties_of(msg: Message) -> str:
     return properties_to_string(msg.all_properties())
 
 
+_DEFAULT_QUEUE_NUMS_TEXT: Final = str(DEFAULT_TOPIC_QUEUE_NUMS)
+
+
 def send_header(
     producer_group: str, queue: MessageQueue, msg: Message, *, batch: bool
-) -> dict[str, object]:
+) -> dict[str, str]:
     """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header (``SendMessageRequestHeaderV2``).
 
     For a batch the properties are those of the first message (the Java client sends
     the batch's own, which carry the same topic-level settings) and ``m`` is true.
     """
     born = msg.born_timestamp if msg.born_timestamp is not None else time.time_ns() // 1_000_000
+    # Strings already (what extFields carry): no coercion pass on the send path.
     return {
         "a": producer_group,
         "b": queue.topic,
         "c": DEFAULT_TOPIC,
-        "d": DEFAULT_TOPIC_QUEUE_NUMS,
-        "e": queue.queue_id,
-        "f": msg.sys_flag,
-        "g": born,
-        "h": msg.flag,
+        "d": _DEFAULT_QUEUE_NUMS_TEXT,
+        "e": str(queue.queue_id),
+        "f": str(msg.sys_flag),
+        "g": str(born),
+        "h": str(msg.flag),
         "i": properties_of(msg),
-        "j": msg.reconsume_times,
-        "k": False,
-        "m": batch,
+        "j": str(msg.reconsume_times),
+        "k": "false",
+        "m": "true" if batch else "false",
         "n": queue.broker_name,
     }
 
