@@ -100,7 +100,7 @@ from __future__ import annotations
 import enum
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from json.encoder import encode_basestring
 from typing import Final, Literal, TypeAlias, cast
@@ -397,6 +397,8 @@ def _reject_constant(name: str) -> object:
 
 
 _JSON_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_SCAN_ONCE: Final[Callable[[str, int], tuple[object, int]]] = _JSON_DECODER.scan_once  # type: ignore[attr-defined]
+"""The decoder's C scanner (``json.scanner.c_make_scanner``): one value at an index."""
 
 
 def _json_int(obj: dict[str, object], name: str) -> int:
@@ -433,7 +435,12 @@ def _json_language(value: object) -> LanguageCode:
 def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     text = _utf8(raw, "JSON header")
     try:
-        obj = _JSON_DECODER.decode(text)
+        try:  # the C scanner straight away: a header has no surrounding whitespace
+            obj, end = _SCAN_ONCE(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text):  # whitespace around it, or junk: the full, checking parse
+            obj = _JSON_DECODER.decode(text)
     except (ValueError, RecursionError) as e:
         raise RemoteProtocolError(f"JSON header does not parse: {e}") from None
     if not isinstance(obj, dict):
