@@ -17,6 +17,11 @@ ASYNC_FLUSH store, with the broker twice: a ``BrokerServer`` inside this process
    end, 32 messages per PULL_MESSAGE, records decoded and tag-checked client side.
    Then the same with one thread and connection per queue.
 
+Each TCP row also shows CPU per message: ``client`` is this process's CPU time
+(client threads; with the broker in-proc, the broker too) and ``broker`` the child
+broker's (``/proc/<pid>/stat``), both over the row's wall time divided by its
+messages. Rates are bounded by whichever side runs out of its one GIL first.
+
 With the broker in this process, clients and broker share one GIL; the child-process
 broker is the realistic deployment. The machine's load average and CPU count are
 printed: compare numbers only within one run.
@@ -68,6 +73,33 @@ def run_threads(threads: int, work: Callable[[int], int]) -> tuple[int, float]:
     return sum(results), time.perf_counter() - t0
 
 
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far, from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU per message of this process and (optionally) a broker child, per row."""
+
+    def __init__(self, child_pid: int | None) -> None:
+        self.child_pid = child_pid
+        self._t0 = (0.0, 0.0)
+
+    def start(self) -> None:
+        """Mark the start of a timed row."""
+        self._t0 = (time.process_time(), proc_cpu(self.child_pid) if self.child_pid else 0.0)
+
+    def per_message(self, n: int) -> str:
+        """`` cpu/msg client X us, broker Y us`` since :meth:`start`."""
+        me = (time.process_time() - self._t0[0]) / max(n, 1) * 1e6
+        text = f"  cpu/msg client {me:6.1f} us"
+        if self.child_pid:
+            child = (proc_cpu(self.child_pid) - self._t0[1]) / max(n, 1) * 1e6
+            text += f", broker {child:6.1f} us"
+        return text
+
+
 def line(label: str, n: int, secs: float, size: int) -> str:
     rate = n / secs
     return (
@@ -97,7 +129,7 @@ def in_process_put(root: Path, size: int, per: int, threads: int) -> None:
 
 
 @contextlib.contextmanager
-def broker_here(root: Path) -> Iterator[str]:
+def broker_here(root: Path) -> Iterator[tuple[str, int | None]]:
     """A BrokerServer in this process (shares the GIL with the clients)."""
     store = MessageStore.open(
         StoreConfig(root_dir=str(root), flush_disk_type=FlushDiskType.ASYNC_FLUSH)
@@ -107,7 +139,7 @@ def broker_here(root: Path) -> Iterator[str]:
     server = BrokerServer(core, host="127.0.0.1", port=0)
     port = server.start()
     try:
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", None
     finally:
         server.stop()
         core.shutdown()
@@ -115,7 +147,7 @@ def broker_here(root: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def broker_child(root: Path) -> Iterator[str]:
+def broker_child(root: Path) -> Iterator[tuple[str, int | None]]:
     """``mqstore broker`` in a child process (its own GIL), on a free port."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -133,14 +165,17 @@ def broker_child(root: Path) -> Iterator[str]:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError(f"broker did not start: {cmd}") from None
                 time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", proc.pid
     finally:
         proc.terminate()
         proc.wait(30)
 
 
-def over_tcp(addr: str, label: str, size: int, per: int, threads: int) -> None:
+def over_tcp(
+    addr: str, label: str, size: int, per: int, threads: int, broker_pid: int | None
+) -> None:
     body = b"x" * size
+    cpu = CpuMeter(broker_pid)
     setup = RemoteTransport(addr)
     for q in range(QUEUES):  # create the topic (4 queues) before timing
         mq = MessageQueue(TOPIC, setup.broker_name, q)
@@ -153,8 +188,9 @@ def over_tcp(addr: str, label: str, size: int, per: int, threads: int) -> None:
             producer.send(Message(TOPIC, body, tags="TagA", keys=[f"k{k}"]))
         return per
 
+    cpu.start()
     done, secs = run_threads(threads, send)
-    print(line(f"send, {threads} connections, {label}", done, secs, size))
+    print(line(f"send, {threads} connections, {label}", done, secs, size) + cpu.per_message(done))
 
     def send_batches(i: int) -> int:
         producer = Producer("bench", transports[i]).start()
@@ -163,8 +199,12 @@ def over_tcp(addr: str, label: str, size: int, per: int, threads: int) -> None:
             producer.send_batch([Message(TOPIC, body, tags="TagA") for _ in range(n)])
         return per
 
+    cpu.start()
     batched, secs = run_threads(threads, send_batches)
-    print(line(f"send_batch({BATCH}), {threads} connections, {label}", batched, secs, size))
+    print(
+        line(f"send_batch({BATCH}), {threads} connections, {label}", batched, secs, size)
+        + cpu.per_message(batched)
+    )
     done += batched
 
     queues = setup.topic_queues(TOPIC)
@@ -182,11 +222,14 @@ def over_tcp(addr: str, label: str, size: int, per: int, threads: int) -> None:
             got += len(reply.messages)
             offset = reply.next_begin_offset
 
+    cpu.start()
     t0 = time.perf_counter()
     got = sum(pull_queue(setup, q) for q in queues)
-    print(line(f"pull, 1 connection, {label}", got, time.perf_counter() - t0, size))
+    secs = time.perf_counter() - t0
+    print(line(f"pull, 1 connection, {label}", got, secs, size) + cpu.per_message(got))
+    cpu.start()
     got, secs = run_threads(len(queues), lambda i: pull_queue(transports[i], queues[i]))
-    print(line(f"pull, {len(queues)} connections, {label}", got, secs, size))
+    print(line(f"pull, {len(queues)} connections, {label}", got, secs, size) + cpu.per_message(got))
     for t in [setup, *transports]:
         t.close()
 
@@ -195,10 +238,10 @@ def bench_size(root: Path, size: int, n: int, threads: int) -> None:
     per = n // threads
     print(f"body {size} B, {per * threads} messages, {threads} client threads")
     in_process_put(root, size, per, threads)
-    with broker_here(root / f"here-{size}") as addr:
-        over_tcp(addr, "broker in-proc", size, per, threads)
-    with broker_child(root / f"child-{size}") as addr:
-        over_tcp(addr, "broker child", size, per, threads)
+    with broker_here(root / f"here-{size}") as (addr, pid):
+        over_tcp(addr, "broker in-proc", size, per, threads, pid)
+    with broker_child(root / f"child-{size}") as (addr, pid):
+        over_tcp(addr, "broker child", size, per, threads, pid)
 
 
 def main() -> None:
