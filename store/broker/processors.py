@@ -71,8 +71,9 @@ def _ok(
 def _send_response(cmd: RemotingCommand, out: SendOutcome) -> RemotingCommand:
     if not out.results or not out.results[0].status.stored:
         return cmd.make_response(out.code, out.remark or out.code.name)
+    results = out.results
     ext = {
-        "msgId": ",".join(r.msg_id for r in out.results),
+        "msgId": results[0].msg_id if len(results) == 1 else ",".join(r.msg_id for r in results),
         "queueId": str(out.queue_id),
         "queueOffset": str(out.results[0].queue_offset),
         "MSG_REGION": "DefaultRegion",

@@ -120,14 +120,16 @@ def build_message(
     props = string_to_properties(properties)
     delay = props.pop(PROPERTY_DELAY_TIME_LEVEL, "0")
     wait = props.pop(PROPERTY_WAIT_STORE_MSG_OK, "true")
-    props = {k: v for k, v in props.items() if k}
+    props.pop("", None)  # an empty name cannot be stored
+    digits = delay != "0" and delay.strip().lstrip("-").isdigit()  # "0": no parsing
+    delay_level = int(delay) if digits else 0
     return Message(
         topic=topic,
         body=body,
         properties=props,
         queue_id=queue_id,
         flag=flag,
-        delay_level=int(delay) if delay.strip().lstrip("-").isdigit() else 0,
+        delay_level=delay_level,
         wait_store_msg_ok=wait != "false",
         born_timestamp=born_timestamp,
         born_host=born_host,
