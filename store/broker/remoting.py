@@ -600,6 +600,8 @@ class FrameDecoder:
 
     @staticmethod
     def _serialize_type(code: int) -> SerializeType:
+        if code == 0:  # JSON, nearly every frame: no enum lookup
+            return SerializeType.JSON
         try:
             return SerializeType(code)
         except ValueError:
