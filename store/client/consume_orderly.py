@@ -215,7 +215,10 @@ class ConsumeMessageOrderlyService:
             # Committed even if the queue was dropped meanwhile: the broker lock is
             # still ours (it is released only after the drop persisted the offset,
             # under consume_lock), so the next owner starts after this batch instead
-            # of replaying it (RocketMQ skips this update and replays).
+            # of replaying it (RocketMQ skips this update and replays). Not a promise
+            # of exactly-once: a pull already in flight when the queue was dropped
+            # may still piggy-back an older commit offset to the broker, and the next
+            # owner then replays from there, in order (RocketMQ's orderly contract).
             commit = pq.commit()
             if commit is not None:
                 self._offsets.update_offset(mq, commit, increase_only=False)

@@ -89,12 +89,14 @@ class Seen:
         self.lock = threading.Lock()
         self.by_consumer: dict[str, list[str]] = defaultdict(list)
         self.by_queue: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        self.deliveries: dict[int, list[tuple[str, int]]] = defaultdict(list)  # (who, offset)
         self.changed = threading.Condition(self.lock)
 
     def add(self, who: str, body: str, queue_id: int, offset: int) -> None:
         with self.changed:
             self.by_consumer[who].append(body)
             self.by_queue[queue_id].append((body, offset))
+            self.deliveries[queue_id].append((who, offset))
             self.changed.notify_all()
 
     def counts(self) -> Counter[str]:
