@@ -48,7 +48,11 @@ TOPIC = "BenchConsume"
 QUEUES = 8
 
 
-def run(make_transport, n: int, consumers: int, label: str, rate: float = 0) -> None:
+def run(
+    make_transport, n: int, consumers: int, label: str, rate: float = 0, topic: str = TOPIC
+) -> None:
+    """One measured run on its own fresh ``topic`` (a new group on a topic that already
+    holds messages would start at offset 0, RocketMQ's rule, and re-read them)."""
     cfg = ConsumerConfig(
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, suspend_ms=1000
     )
@@ -77,19 +81,19 @@ def run(make_transport, n: int, consumers: int, label: str, rate: float = 0) -> 
     cs = []
     for _ in range(consumers):
         c = PushConsumer(group, make_transport(), cfg)
-        c.subscribe(TOPIC)
+        c.subscribe(topic)
         c.register_message_listener(on_msgs)
         c.start()
         cs.append(c)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        owned = sum(len([q for q in c.owned() if q.topic == TOPIC]) for c in cs)
+        owned = sum(len([q for q in c.owned() if q.topic == topic]) for c in cs)
         if owned == QUEUES:
             break
         time.sleep(0.05)
     time.sleep(0.5)  # let every pull loop reach its first long poll
     producer: Transport = make_transport()
-    queues = producer.topic_queues(TOPIC)
+    queues = producer.topic_queues(topic)
     pad = b"x" * 84
     t0 = time.perf_counter_ns()
     for i in range(n):
@@ -99,7 +103,7 @@ def run(make_transport, n: int, consumers: int, label: str, rate: float = 0) -> 
                 time.sleep(wait / 1e9)
         mq = queues[i % len(queues)]
         body = struct.pack(">qq", i, time.perf_counter_ns()) + pad
-        producer.send("bench-pg", mq, [Message(TOPIC, body, queue_id=mq.queue_id)])
+        producer.send("bench-pg", mq, [Message(topic, body, queue_id=mq.queue_id)])
     t_sent = time.perf_counter_ns()
     ok = done.wait(120)
     for c in cs:
@@ -127,7 +131,8 @@ def main() -> None:
                     help="paced second run (msg/s): latency below saturation")
     ap.add_argument("--tcp", help="also run over RemoteTransport: 'auto' serves this "
                     "process's broker on 127.0.0.1 (BrokerServer), else a name server "
-                    "HOST:PORT whose broker already has the topic")
+                    "HOST:PORT whose broker already has the topics BenchConsume0 and "
+                    "BenchConsume<rate>")
     args = ap.parse_args()
     print(f"loadavg {os.getloadavg()[0]:.2f}, cpus {os.cpu_count()}")
 
@@ -142,7 +147,9 @@ def main() -> None:
             store = MessageStore.open(StoreConfig(root_dir=d, commitlog_file_size=256 * 2**20))
             core = BrokerCore(store, BrokerConfig())
             core.start()
-            core.create_topic(TopicConfig(TOPIC, QUEUES, QUEUES))
+            rates = (0, args.rate)
+            for rate in rates:
+                core.create_topic(TopicConfig(f"{TOPIC}{int(rate)}", QUEUES, QUEUES))
             srv = None
             try:
                 if mode == "inprocess":
@@ -158,8 +165,8 @@ def main() -> None:
                         addr = f"127.0.0.1:{srv.start()}"
 
                     make = functools.partial(RemoteTransport, addr)
-                for rate in (0, args.rate):
-                    run(make, args.messages, args.consumers, mode, rate)
+                for rate in rates:
+                    run(make, args.messages, args.consumers, mode, rate, f"{TOPIC}{int(rate)}")
             finally:
                 if srv is not None:
                     srv.stop()
