@@ -10,8 +10,13 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from store import MessageStore, StoreConfig
 from tools.logcheck import (  # noqa: F401  moved there; re-exported for the tests
@@ -63,3 +68,23 @@ def reopen(store_or_cfg: MessageStore | StoreConfig, **changes: Any) -> MessageS
     else:
         cfg = store_or_cfg
     return MessageStore.open(cfg.with_(**changes) if changes else cfg)
+
+
+@contextmanager
+def mounted_tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
+    """A real tmpfs of ``size`` (e.g. ``"2m"``) mounted under ``tmp_path`` for a test
+    that must fill a disk; skips (with the reason) where mounting is refused."""
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

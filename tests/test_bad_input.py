@@ -28,7 +28,7 @@ from store import (
     faults,
 )
 from store.commitlog import format as fmt
-from tests.helpers import check_consistency, make_store, reopen, store_config
+from tests.helpers import check_consistency, make_store, mounted_tmpfs, reopen, store_config
 
 REPO = Path(__file__).resolve().parent.parent
 EARLIER = [Message(topic="orders", body=f"earlier {i}".encode(), keys=[f"e{i}"]) for i in range(3)]
@@ -378,20 +378,8 @@ DISK_FILLED_BY_OTHERS_CHILD = textwrap.dedent(
 @pytest.fixture
 def tmpfs(tmp_path: Path):
     """A 2 MiB tmpfs mounted for the test (root only; skipped where mount is refused)."""
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path, "2m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _run_child(code: str, mnt: Path) -> str:

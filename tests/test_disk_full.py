@@ -29,7 +29,7 @@ from store import Message, MessageStore, PutStatus, faults
 from store.index import file as ifile
 from store.status import GetStatus
 from tests.cq_consistency import check_cq_consistency
-from tests.helpers import make_store, reopen
+from tests.helpers import make_store, mounted_tmpfs, reopen
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -209,20 +209,8 @@ def test_reservation_leaves_index_bytes_unchanged_and_files_sparse(tmp_path: Pat
 @pytest.fixture
 def tmpfs(tmp_path: Path):
     """A 4 MiB tmpfs mounted for the test (root only; skipped where mount is refused)."""
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path, "4m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _run_child(code: str, *args: str) -> subprocess.CompletedProcess[str]:
