@@ -22,15 +22,26 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the store and client load lazily: `mqstore --help` stays fast
+    from store.client.consumer import (
+        ConsumeConcurrentlyContext,
+        ConsumeConcurrentlyStatus,
+        PushConsumer,
+    )
+    from store.client.remote import RemoteTransport
+    from store.consumequeue.results import StoredMessage
+    from store.message_store import MessageStore
 
 TOPIC = "orders"
 QUEUES = 4
 THREADS = 8
 
 
-def _produce(store: object, n: int) -> tuple[dict[str, bytes], float]:
+def _produce(store: MessageStore, n: int) -> tuple[dict[str, bytes], float]:
     from store import Message, PutStatus
 
     acked: dict[str, bytes] = {}
@@ -39,7 +50,7 @@ def _produce(store: object, n: int) -> tuple[dict[str, bytes], float]:
     def worker(w: int) -> None:
         for i in range(w, n, THREADS):
             body = f"order #{i} from producer {w}".encode()
-            r = store.put_message(  # type: ignore[attr-defined]
+            r = store.put_message(
                 Message(
                     topic=TOPIC,
                     body=body,
@@ -79,31 +90,33 @@ class _Group:
         self.seen: dict[str, bytes] = {}
         self.per_consumer: dict[str, int] = {}
         self.deliveries = 0
-        self.consumers: dict[str, object] = {}
-        self.transports: list[object] = []
+        self.consumers: dict[str, PushConsumer] = {}
+        self.transports: list[RemoteTransport] = []
 
     def start(self, name: str) -> None:
         from store.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 
-        def on_msgs(msgs: list[object], _ctx: object) -> object:
+        def on_msgs(
+            msgs: Sequence[StoredMessage], _ctx: ConsumeConcurrentlyContext
+        ) -> ConsumeConcurrentlyStatus:
             with self.lock:
                 for m in msgs:
                     self.deliveries += 1
                     self.per_consumer[name] = self.per_consumer.get(name, 0) + 1
-                    self.seen[m.properties.get("UNIQ_KEY", "")] = m.body  # type: ignore[attr-defined]
+                    self.seen[m.properties.get("UNIQ_KEY", "")] = m.body
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
         t = self.transport_cls(self.namesrv)
         c = PushConsumer("quickstart", t, dataclasses.replace(self.cfg, instance_name=name))
         c.subscribe(TOPIC, "TagA || TagB")
-        c.register_message_listener(on_msgs)  # type: ignore[arg-type]
+        c.register_message_listener(on_msgs)
         c.start()
         self.consumers[name] = c
         self.transports.append(t)
 
     def owned(self) -> dict[str, list[int]]:
         return {
-            name: sorted(mq.queue_id for mq in c.owned() if mq.topic == TOPIC)  # type: ignore[attr-defined]
+            name: sorted(mq.queue_id for mq in c.owned() if mq.topic == TOPIC)
             for name, c in self.consumers.items()
         }
 
@@ -116,13 +129,17 @@ class _Group:
         return pred()
 
     def stop(self, name: str) -> None:
-        self.consumers.pop(name).shutdown()  # type: ignore[attr-defined]
+        self.consumers.pop(name).shutdown()
 
     def close(self) -> None:
         for name in list(self.consumers):
             self.stop(name)
         for t in self.transports:
-            t.close()  # type: ignore[attr-defined]
+            t.close()
+
+
+def _ownership(owned: dict[str, list[int]]) -> str:
+    return ", ".join(f"{name}={queues}" for name, queues in owned.items())
 
 
 def _settled(owned: dict[str, list[int]]) -> bool:
@@ -130,7 +147,7 @@ def _settled(owned: dict[str, list[int]]) -> bool:
     return sorted(queues) == list(range(QUEUES)) and all(owned.values())
 
 
-def _consume(store: object, acked: dict[str, bytes]) -> tuple[bool, list[str]]:
+def _consume(store: MessageStore, acked: dict[str, bytes]) -> tuple[bool, list[str]]:
     """Consume through a broker on 127.0.0.1 with a rebalancing group of three; one
     member leaves half-way and the other two take its queues over."""
     from store.broker.core import BrokerCore
@@ -138,7 +155,7 @@ def _consume(store: object, acked: dict[str, bytes]) -> tuple[bool, list[str]]:
     from store.broker.topics import TopicConfig
 
     lines: list[str] = []
-    core = BrokerCore(store)  # type: ignore[arg-type]
+    core = BrokerCore(store)
     core.start()
     core.create_topic(TopicConfig(TOPIC, QUEUES, QUEUES))
     server = BrokerServer(core, port=0)
@@ -162,9 +179,8 @@ def _consume(store: object, acked: dict[str, bytes]) -> tuple[bool, list[str]]:
         group.wait(lambda: _settled(group.owned()), 30)
         after = group.owned()
         group.wait(lambda: all(k in group.seen for k in acked), 60)
-        fmt_own = lambda o: ", ".join(f"{n}={q}" for n, q in o.items())  # noqa: E731
-        lines.append(f"group of 3 over TCP ({server.address}), queues: {fmt_own(before)}")
-        lines.append(f"carol left half-way; rebalanced at once: {fmt_own(after)}")
+        lines.append(f"group of 3 over TCP ({server.address}), queues: {_ownership(before)}")
+        lines.append(f"carol left half-way; rebalanced at once: {_ownership(after)}")
         with group.lock:
             intact = sum(1 for k, body in acked.items() if group.seen.get(k) == body)
             dups = group.deliveries - len(group.seen)
