@@ -31,7 +31,7 @@ _TX_MASK = fmt.TRANSACTION_MASK
 _TX_PREPARED = fmt.TRANSACTION_PREPARED_TYPE
 _TX_ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
 _NO_QUEUE_OFFSET = frozenset((_TX_PREPARED, _TX_ROLLBACK))
-_MAGIC_V1 = fmt.MAGIC_V1
+_MIN_BLANK = fmt.END_FILE_MIN_BLANK_LENGTH
 
 
 class EncodedMessage(NamedTuple):
@@ -237,27 +237,21 @@ class CommitLog:
         None leaves everything untouched; the caller then uses :meth:`append`, which
         rolls. Returns (physical offset, queue offset, store timestamp).
         """
-        header_into = self.encoder.header4_into
-        body_pos = self.encoder.header4_size
+        encode_into = self.encoder.encode_v1_into
         table = self.topic_queue_table
         with self.put_lock:
             mf = self.segments.last
-            if mf is None or total + 8 > mf.file_size - mf.wrote_position:
+            if mf is None or total + _MIN_BLANK > mf.file_size - mf.wrote_position:
                 return None
             qoff = table.get(key, 0)
             ts = self._clock()
             pos = mf.wrote_position
             phys = mf.file_from_offset + pos
-            mm = mf.mapping
-            header_into(
-                mm, pos, total, _MAGIC_V1, crc, queue_id, flag, qoff, phys,
-                self.encoder.store_v6_flag, ts if born_timestamp is None else born_timestamp,
-                born_host, ts, self.store_host, reconsume_times, 0, len(body),
+            encode_into(
+                mf.mapping, pos, total, crc, queue_id, flag, qoff, phys,
+                ts if born_timestamp is None else born_timestamp, born_host, ts,
+                reconsume_times, body, tail,
             )  # fmt: skip
-            b = pos + body_pos
-            e = b + len(body)
-            mm[b:e] = body
-            mm[e : pos + total] = tail
             mf.wrote_position = pos + total
             mf.last_store_timestamp = ts
             table[key] = qoff + 1
@@ -274,17 +268,14 @@ class CommitLog:
         caller uses :meth:`append_batch`, which rolls). Returns (physical offsets,
         queue offsets, store timestamp).
         """
-        header_into = self.encoder.header4_into
-        body_pos = self.encoder.header4_size
-        store_flag = self.encoder.store_v6_flag
-        store_host = self.store_host
+        encode_into = self.encoder.encode_v1_into
         table = self.topic_queue_table
         need = sum(r[9] for r in records)
         physs: list[int] = []
         qoffs: list[int] = []
         with self.put_lock:
             mf = self.segments.last
-            if mf is None or need + 8 > mf.file_size - mf.wrote_position:
+            if mf is None or need + _MIN_BLANK > mf.file_size - mf.wrote_position:
                 return None
             ts = self._clock()
             pos = mf.wrote_position
@@ -296,15 +287,10 @@ class CommitLog:
                 if q is None:
                     q = table.get(key, 0)
                 pending[key] = q + 1
-                header_into(
-                    mm, pos, total, _MAGIC_V1, crc, qid, flag, q, base + pos, store_flag,
-                    ts if born_ts is None else born_ts, born, ts, store_host, reconsume, 0,
-                    len(body),
+                encode_into(
+                    mm, pos, total, crc, qid, flag, q, base + pos,
+                    ts if born_ts is None else born_ts, born, ts, reconsume, body, tail,
                 )  # fmt: skip
-                b = pos + body_pos
-                e = b + len(body)
-                mm[b:e] = body
-                mm[e : pos + total] = tail
                 physs.append(base + pos)
                 qoffs.append(q)
                 pos += total

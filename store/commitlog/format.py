@@ -49,7 +49,7 @@ import enum
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from store import compression
 from store.message import (
@@ -61,6 +61,9 @@ from store.message import (
     tags_of,
     uniq_key_of,
 )
+
+if TYPE_CHECKING:
+    import mmap
 
 MAGIC_V1: Final = -626843481
 MAGIC_V2: Final = -626843477
@@ -378,11 +381,11 @@ class RecordEncoder:
     """
 
     __slots__ = (
+        "_body4_pos",
         "_fixed",
+        "_into4",
         "_pack4",
         "_pack6",
-        "header4_into",
-        "header4_size",
         "store_host",
         "store_v6_flag",
     )  # fmt: skip
@@ -394,13 +397,8 @@ class RecordEncoder:
         self._pack4 = _HEADERS[(IPV4_HOST_LEN, slen)].pack
         self._pack6 = _HEADERS[(IPV6_HOST_LEN, slen)].pack
         self._fixed = BORN_HOST_POS + 8 + slen + _TAIL.size
-        self.header4_into = _HEADERS[(IPV4_HOST_LEN, slen)].pack_into
-        """``pack_into(buf, pos, *fields)`` of the header of a record with an IPv4 born
-        host: the fields of :meth:`encode` from TOTALSIZE to the body length, with
-        the magic and this store host (and its SYSFLAG bit) filled in by the caller.
-        The put fast path packs straight into the mapping with it."""
-        self.header4_size = _HEADERS[(IPV4_HOST_LEN, slen)].size
-        """Bytes of that header: where the body starts."""
+        self._into4 = _HEADERS[(IPV4_HOST_LEN, slen)].pack_into
+        self._body4_pos = _HEADERS[(IPV4_HOST_LEN, slen)].size
 
     @staticmethod
     def tail(topic: bytes, properties: bytes) -> tuple[bytes, int]:
@@ -485,6 +483,40 @@ class RecordEncoder:
             + body
             + tail
         )
+
+    def encode_v1_into(
+        self,
+        buf: mmap.mmap | bytearray,
+        pos: int,
+        total: int,
+        crc: int,
+        queue_id: int,
+        flag: int,
+        queue_offset: int,
+        physical_offset: int,
+        born_timestamp: int,
+        born_host: bytes,
+        store_timestamp: int,
+        reconsume_times: int,
+        body: bytes,
+        tail: bytes,
+    ) -> None:
+        """:meth:`encode` of the common record written in place at ``buf[pos:pos + total]``.
+
+        The common record: V1 magic, SYSFLAG 0 (plus this store host's IPv6 bit), an
+        IPv4 ``born_host``, no prepared transaction, ``tail`` from :meth:`frame`. The
+        put fast path writes straight into the mapping with it: no record bytes built.
+        The caller holds the put lock and checked that ``total`` bytes fit.
+        """
+        self._into4(
+            buf, pos, total, MAGIC_V1, crc, queue_id, flag, queue_offset, physical_offset,
+            self.store_v6_flag, born_timestamp, born_host, store_timestamp, self.store_host,
+            reconsume_times, 0, len(body),
+        )  # fmt: skip
+        b = pos + self._body4_pos
+        e = b + len(body)
+        buf[b:e] = body
+        buf[e : pos + total] = tail
 
 
 def host_to_bytes(host: tuple[str, int]) -> bytes:
