@@ -864,6 +864,22 @@ def unpack_trusted(rec: bytes, queue_offset: int | None = None) -> MessageFields
         return None
 
 
+def unpack_trusted_at(buf: bytes | memoryview, pos: int, end: int) -> MessageFields | None:
+    """:func:`unpack_trusted` of the record starting at ``buf[pos]``, sized by its
+    TOTALSIZE, which must fit before ``end``; its queue offset is the record's.
+
+    The reput thread's and the index catch-up's fast path over a segment's view.
+    None as :func:`unpack_trusted` (and for a size that does not fit); the record's
+    size is the tuple's ``size`` field. Raises ValueError only for a released view.
+    """
+    if pos + 4 > end:
+        return None
+    size = _INT.unpack_from(buf, pos)[0]
+    if not 0 < size <= end - pos:
+        return None
+    return unpack_trusted(bytes(buf[pos : pos + size]))
+
+
 def decode(
     buf: bytes | bytearray | memoryview,
     pos: int = 0,

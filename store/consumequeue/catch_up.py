@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING
 
 from store.commitlog import format as fmt
@@ -13,8 +12,6 @@ from store.commitlog.segments import Segments
 
 if TYPE_CHECKING:
     from store.consumequeue.dispatch import Dispatcher
-
-_INT = struct.Struct(">i")
 
 
 class IndexCatchUp:
@@ -55,7 +52,7 @@ class IndexCatchUp:
         segs = self._segments
         index_record = self._dispatcher.index_record
         index_fields = self._dispatcher.index_fields
-        trusted = fmt.unpack_trusted
+        trusted_at = fmt.unpack_trusted_at
         info_type = fmt.RecordInfo
         n = 0
         while n < max_records and self.position < upto:
@@ -72,16 +69,13 @@ class IndexCatchUp:
                 rel = pos - base
                 end = min(mf.wrote_position, upto - base)
                 # Dispatched records were validated: the trusted decode, else a scan.
-                size = _INT.unpack_from(view, rel)[0] if rel + 4 <= end else 0
-                fields = (
-                    trusted(view[rel : rel + size].tobytes(), 0) if 0 < size <= end - rel else None
-                )
+                fields = trusted_at(view, rel, end)
                 r = fmt.scan(view, rel, end, check_crc=False) if fields is None else None
             except ValueError:  # the file was deleted while we read it: next step
                 break
             if fields is not None:
                 index_fields(fields[0], fields[3], fields[9], fields[6], fields[12])
-                self.position = pos + size
+                self.position = pos + fields[4]
                 n += 1
             elif type(r) is info_type:
                 index_record(r)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -57,7 +56,6 @@ log = logging.getLogger(__name__)
 _IN_QUEUE = frozenset((fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE))
 _TX_MASK = fmt.TRANSACTION_MASK
 _ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
-_INT = struct.Struct(">i")
 CHUNK = 1024
 NO_SPACE = frozenset((errno.ENOSPC, errno.EDQUOT))
 """errno values that mean "the disk is full" rather than "the disk is broken"."""
@@ -346,15 +344,15 @@ class ReputService(ServiceThread):
         done = 0
         dispatch = self._dispatch
         fast = self._dispatch_fields
-        trusted = fmt.unpack_trusted
+        trusted_at = fmt.unpack_trusted_at
         info_type = fmt.RecordInfo
         while pos < end:
-            if fast is not None and pos + 4 <= end:
+            if fast is not None:
                 # The common record takes the trusted decode (~2x cheaper than a scan;
                 # it declines whatever it does not vouch for, which the scan then judges).
-                size = _INT.unpack_from(view, pos)[0]
-                f = trusted(view[pos : pos + size].tobytes()) if 0 < size <= end - pos else None
+                f = trusted_at(view, pos, end)
                 if f is not None:
+                    size = f[4]
                     try:
                         fast(f[0], f[1], f[2], f[3], size, f[6], f[9], f[12])
                     except OSError as e:
