@@ -57,11 +57,11 @@ _IN_QUEUE = frozenset((fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE))
 _TX_MASK = fmt.TRANSACTION_MASK
 _ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
 CHUNK = 1024
+"""Records dispatched between two looks at the stop flag (and progress notifications)."""
 NO_SPACE = frozenset((errno.ENOSPC, errno.EDQUOT))
 """errno values that mean "the disk is full" rather than "the disk is broken"."""
 INDEX_RETRY_SECONDS = 1.0
 """How often a disabled (out of space) or failing index catch-up is retried."""
-"""Records dispatched between two looks at the stop flag (and progress notifications)."""
 
 
 class Arrival(NamedTuple):
