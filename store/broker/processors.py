@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from store.broker.codes import PullSysFlag, RemotingFlag, RequestCode, ResponseCode
+from store.broker.codes import PullSysFlag, RequestCode, ResponseCode
 from store.broker.consumers import ClientChannel
 from store.broker.core import BrokerCore
 from store.broker.fastjson import dumps
@@ -79,15 +79,7 @@ def _send_response(cmd: RemotingCommand, out: SendOutcome) -> RemotingCommand:
         "MSG_REGION": "DefaultRegion",
         "TRACE_ON": "true",
     }
-    # Built directly: every value is a str already (make_response would re-coerce).
-    return RemotingCommand(
-        code=int(out.code),
-        opaque=cmd.opaque,
-        flag=RemotingFlag.RESPONSE.value,
-        remark=out.remark,
-        ext_fields=ext,
-        serialize_type=cmd.serialize_type,
-    )
+    return cmd.make_response(out.code, out.remark, ext)  # all-str ext: copied, not coerced
 
 
 def process_send(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
