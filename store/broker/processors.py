@@ -291,7 +291,7 @@ def process_send_back(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComm
         ext_int(ext, "offset"),
         ext_int(ext, "delayLevel", 0),
         ext.get("originMsgId", ""),
-        int(max_times) if max_times and max_times.lstrip("-").isdigit() else None,
+        ext_int(ext, "maxReconsumeTimes") if max_times else None,
     )
     return cmd.make_response(reply.code, reply.remark)
 

@@ -315,6 +315,18 @@ def test_send_back_past_max_lands_in_the_dlq(client: WireClient, store: MessageS
     assert store.get_message("g", "%DLQ%g", 0, 0).messages[0].body == b"poison"
 
 
+def test_send_back_with_a_malformed_max_reconsume_times_is_a_system_error(
+    client: WireClient,
+) -> None:
+    msg_id = send_v2(client, b"x").ext_fields["msgId"]
+    ext = {"offset": int(msg_id[16:], 16), "group": "g", "maxReconsumeTimes": "lots"}
+    r = client.call(Rq.CONSUMER_SEND_MSG_BACK, ext)
+    assert (r.code, r.remark) == (
+        Rs.SYSTEM_ERROR,
+        "the custom field <maxReconsumeTimes> is not a number: 'lots'",
+    )
+
+
 def test_route_of_a_topic_uses_unquoted_broker_id_keys(
     server: BrokerServer, client: WireClient
 ) -> None:
