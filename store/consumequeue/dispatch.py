@@ -151,17 +151,9 @@ class Dispatcher:
             else:  # TAGS alone: no properties dict per record
                 code = tags_code(tags_of(props_string))
             self.queues.put(topic, qid, phys, size, code, qoff, store_ts)
-        index = self.index
-        if index is not None and tx != _ROLLBACK and not self.defer_index:
-            keys = property_of(props_string, PROPERTY_KEYS)
+        if not self.defer_index:
             try:
-                index.build(
-                    topic,
-                    phys,
-                    store_ts,
-                    property_of(props_string, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                    keys.split(" ") if keys else (),
-                )
+                self.index_fields(topic, phys, store_ts, sys_flag, props_string)
             except OSError as e:
                 if e.errno not in NO_SPACE:
                     raise
