@@ -332,7 +332,7 @@ class PutAPI:
         return self._put_general_batch(msgs)
 
     def _put_common_batch(self, msgs: Sequence[Message]) -> list[PutResult] | None:
-        """put_messages of common messages (see :meth:`_put_common`) framed in one pass
+        """put_messages of common messages (see :meth:`_frame_common`) framed in one pass
         and packed in place under one lock (~half the cost per message); None: take
         the general path (any other message in the batch, or a roll is due)."""
         records: list[V1Record] = []
