@@ -180,7 +180,7 @@ class Dispatcher:
         if self.on_no_space is not None:
             self.on_no_space()
 
-    def index_record(self, info: fmt.RecordInfo, _size: int = 0) -> None:
+    def index_record(self, info: fmt.RecordInfo) -> None:
         """Index one record only (its unit is already there): the catch-up's callback.
 
         Raises:
