@@ -30,27 +30,11 @@ from store.client.transport import (
     PullReply,
     PullStatus,
     SendResult,
-    SendStatus,
     TransportError,
 )
+from store.client.wire import PULL_STATUS, SEND_STATUS
 from store.consumequeue.results import StoredMessage
 from store.message import Message
-
-SEND_STATUS: dict[ResponseCode, SendStatus] = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-}
-"""Send response codes that mean "stored" (the rest raise BrokerError)."""
-
-PULL_STATUS: dict[ResponseCode, PullStatus] = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
-"""The client's ``PullAPIWrapper`` mapping; other codes raise BrokerError."""
 
 HOLD_MARGIN_S = 30.0
 """How long past ``suspend_ms`` a pull waits before declaring the broker lost."""

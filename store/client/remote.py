@@ -48,26 +48,10 @@ from store.client.transport import (
     PullReply,
     PullStatus,
     SendResult,
-    SendStatus,
     TransportError,
 )
 from store.consumequeue.results import StoredMessage
 from store.message import Message
-
-SEND_STATUS: dict[int, SendStatus] = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-}
-"""Send response code -> status; any other code is a :class:`BrokerError`."""
-PULL_STATUS: dict[int, PullStatus] = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
-"""Pull response code -> status; any other code is a :class:`BrokerError`."""
 
 
 class RemoteTransport:
@@ -199,7 +183,7 @@ class RemoteTransport:
         body = wire.encode_batch(prepared) if batch else bytes(prepared[0].body)
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         resp = self._call(self._addr(queue.broker_name, queue.topic), code, header, body)
-        status = SEND_STATUS.get(resp.code)
+        status = wire.SEND_STATUS.get(resp.code)
         if status is None:
             raise BrokerError(resp.code, resp.remark or "")
         return SendResult(
@@ -246,7 +230,7 @@ class RemoteTransport:
             header,
             timeout_s=self.timeout_s + max(suspend_ms, 0) / 1000,
         )
-        status = PULL_STATUS.get(resp.code)
+        status = wire.PULL_STATUS.get(resp.code)
         if status is None:
             raise BrokerError(resp.code, resp.remark or "")
         messages: tuple[StoredMessage, ...] = ()

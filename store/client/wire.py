@@ -13,11 +13,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from store.broker.codes import ResponseCode
 from store.broker.fastjson import FastjsonError, loads
 from store.broker.remoting import RemotingCommand, coerce_ext_fields
 from store.broker.wire import encode_batch as _encode_entries
 from store.client.allocate import MessageQueue, sort_queues
-from store.client.transport import Heartbeat, TransportError
+from store.client.transport import Heartbeat, PullStatus, SendStatus, TransportError
 from store.commitlog import format as fmt
 from store.consumequeue.filter import parse_subscription
 from store.consumequeue.results import StoredMessage, stored_message
@@ -34,6 +35,23 @@ DEFAULT_TOPIC = "TBW102"
 """The topic whose route stands in for topics not created yet (``TopicValidator``)."""
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 """``DefaultMQProducer.defaultTopicQueueNums``: queues of an auto-created topic."""
+
+SEND_STATUS: Final[Mapping[int, SendStatus]] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+"""Send response code -> status (the codes that mean "stored"); both transports map
+through this, and any other code is a ``BrokerError``."""
+PULL_STATUS: Final[Mapping[int, PullStatus]] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+"""Pull response code -> status (the client's ``PullAPIWrapper`` mapping); any other
+code is a ``BrokerError``."""
 
 
 def ext(fields: Mapping[str, object]) -> dict[str, str]:
