@@ -17,7 +17,7 @@ from store.broker.codes import ResponseCode
 from store.broker.fastjson import FastjsonError, loads
 from store.broker.remoting import RemotingCommand, coerce_ext_fields
 from store.broker.wire import encode_batch as _encode_entries
-from store.client.allocate import MessageQueue, sort_queues
+from store.client.allocate import MessageQueue
 from store.client.transport import Heartbeat, PullStatus, SendStatus, TransportError
 from store.commitlog import format as fmt
 from store.consumequeue.filter import parse_subscription
@@ -179,16 +179,19 @@ def lock_body(
 
 
 def parse_queues(items: object) -> set[MessageQueue]:
-    """``[{"topic","brokerName","queueId"}, ...]`` (a lock response) to queues."""
+    """``[{"topic","brokerName","queueId"}, ...]`` (a lock response) to queues.
+
+    Raises:
+        TransportError: ``items`` is not a list of such objects.
+    """
     if not isinstance(items, list):
-        return set()
-    return set(
-        sort_queues(
-            MessageQueue(str(d["topic"]), str(d["brokerName"]), int(d["queueId"]))
-            for d in items
-            if isinstance(d, dict)
-        )
-    )
+        raise TransportError(f"lock response queue set is not a list: {items!r}")
+    try:
+        return {
+            MessageQueue(str(d["topic"]), str(d["brokerName"]), int(d["queueId"])) for d in items
+        }
+    except (TypeError, KeyError, ValueError) as e:
+        raise TransportError(f"lock response queue set {items!r} is malformed: {e!r}") from None
 
 
 def ext_int(resp: RemotingCommand, name: str, default: int = 0) -> int:

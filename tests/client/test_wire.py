@@ -11,7 +11,7 @@ from store.client import wire
 from store.client.allocate import MessageQueue
 from store.client.producer import java_hash, select_by_hash
 from store.client.route import RouteError, parse_route
-from store.client.transport import ConsumerData, Heartbeat, SubscriptionData
+from store.client.transport import ConsumerData, Heartbeat, SubscriptionData, TransportError
 from store.commitlog.format import COMPRESSED_FLAG, encode, make_record
 from store.errors import CorruptRecordError
 from store.message import Message, properties_to_string
@@ -121,6 +121,14 @@ def test_heartbeat_body_lists_subscription_tags_and_their_hash_codes() -> None:
 def test_lock_response_queues_are_parsed() -> None:
     items = [{"topic": "T", "brokerName": "b", "queueId": 1}]
     assert wire.parse_queues(items) == {MessageQueue("T", "b", 1)}
+
+
+@pytest.mark.parametrize(
+    "items", [{"topic": "T"}, [{"topic": "T", "brokerName": "b"}], [{"queueId": "x"}], ["T"]]
+)
+def test_malformed_lock_response_queues_raise_transport_error(items: object) -> None:
+    with pytest.raises(TransportError, match="lock response queue set"):
+        wire.parse_queues(items)
 
 
 def test_hash_selector_uses_java_hash_codes_and_java_remainder() -> None:
