@@ -169,7 +169,8 @@ class ProcessQueue:
 
     def rollback(self) -> None:
         """Give every taken message back to the held map (consumed again, in order)."""
-        self.make_message_to_consume_again(list(self._consuming.values()))
+        with self._lock:  # re-entrant: the snapshot and the move are one step
+            self.make_message_to_consume_again(list(self._consuming.values()))
 
     def make_message_to_consume_again(self, msgs: Sequence[StoredMessage]) -> None:
         """Move these taken messages back to the held map (SUSPEND_CURRENT_QUEUE)."""
