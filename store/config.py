@@ -86,6 +86,11 @@ class StoreConfig:
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
     max_msgs_num_batch: int = 64
+    # Build consume queues and the index in a child process (store.consumequeue.process):
+    # puts and dispatching then run on two cores instead of sharing one interpreter.
+    # Not a RocketMQ setting (its reput thread already runs in parallel); Linux x86-64
+    # only (elsewhere the in-process thread is used, with a warning).
+    dispatch_process: bool = False
     # pull (rocketmq-facts 8.2)
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32

@@ -38,9 +38,11 @@ from store.commitlog import format as fmt
 from store.commitlog.recovery import OnRecord, abnormal_start_index, scan_headers
 from store.commitlog.segments import Segments
 from store.config import StoreConfig
+from store.consumequeue import shared
 from store.consumequeue.catch_up import IndexCatchUp
-from store.consumequeue.dispatch import Dispatcher, ReputService
+from store.consumequeue.dispatch import Dispatcher, DispatchProgress, ReputService
 from store.consumequeue.flush import ConsumeQueueFlusher
+from store.consumequeue.process import DispatchProcess
 from store.consumequeue.queue import ConsumeQueue
 from store.consumequeue.store import ConsumeQueueStore
 from store.index.service import IndexService
@@ -84,6 +86,20 @@ class Logics:
         self.flusher: ConsumeQueueFlusher | None = None
         self.schedule: ScheduleService | None = None
         self.cleanup: CleanupService | None = None
+        self.process: DispatchProcess | None = None
+        """The dispatcher process (``cfg.dispatch_process``), once started."""
+
+    @property
+    def progress(self) -> DispatchProgress:
+        """Whatever dispatches: the dispatcher process, else the reput thread."""
+        return self.process if self.process is not None else self.reput
+
+    @property
+    def index_disabled(self) -> str | None:
+        """Why the index is not being built (no space for it), or None."""
+        if self.process is not None:
+            return self.process.index_disabled
+        return self.dispatcher.index_disabled
 
     def _index_file_full(self, end_timestamp: int) -> None:
         self.checkpoint.index_msg_timestamp = end_timestamp
@@ -193,20 +209,27 @@ class Logics:
         on_error: ErrorHandler,
         master: bool,
         disk_guard: DiskGuard | None = None,
+        lock_fd: int = -1,
     ) -> None:
-        """Step 4: start the background services."""
+        """Step 4: start the background services (``lock_fd``: the store's locked
+        ``lock`` file, shared with a dispatcher process)."""
         cfg = self.cfg
         self.reput.limit = limit
-        self.reput.start()
-        self.flusher = ConsumeQueueFlusher(
-            self.queues,
-            self.checkpoint,
-            interval_ms=cfg.flush_interval_consume_queue_ms,
-            least_pages=cfg.flush_consume_queue_least_pages,
-            thorough_interval_ms=cfg.flush_consume_queue_thorough_interval_ms,
-            on_error=on_error,
-        )
-        self.flusher.start()
+        if cfg.dispatch_process and not shared.supported():
+            log.warning("dispatch_process needs Linux on x86-64: dispatching in a thread")
+        if cfg.dispatch_process and shared.supported():
+            self._start_process(limit, on_error, lock_fd)
+        else:
+            self.reput.start()
+            self.flusher = ConsumeQueueFlusher(
+                self.queues,
+                self.checkpoint,
+                interval_ms=cfg.flush_interval_consume_queue_ms,
+                least_pages=cfg.flush_consume_queue_least_pages,
+                thorough_interval_ms=cfg.flush_consume_queue_thorough_interval_ms,
+                on_error=on_error,
+            )
+            self.flusher.start()
         if master:
             self.schedule = ScheduleService(
                 self.delay_levels,
@@ -223,10 +246,42 @@ class Logics:
             self.segments,
             self.queues,
             self.index,
-            dispatched_offset=lambda: self.reput.reput_from,
+            dispatched_offset=lambda: self.progress.reput_from,
             guard=disk_guard,
         )
         self.cleanup.start()
+
+    def _start_process(
+        self, limit: Callable[[], int], on_error: ErrorHandler, lock_fd: int
+    ) -> None:
+        """Hand queues and index to a dispatcher process; ours become readers.
+
+        Raises:
+            DispatchProcessError: the child did not start.
+        """
+        index_from: int | None = None
+        if self.reput.catch_up is not None:  # the child rebuilds the index instead
+            index_from = self.reput.catch_up.position
+            self.reput.catch_up = None
+        proc = DispatchProcess(
+            self.cfg,
+            self.segments,
+            self.checkpoint,
+            self.dispatcher,
+            limit=limit,
+            lock_fd=lock_fd,
+            on_error=on_error,
+        )
+        self.queues.follow(lambda: proc.state.get(shared.Slot.DISPATCHED),
+                           lambda: self.segments.min_offset)  # fmt: skip
+        if self.index is not None:
+            self.index.following = True
+        try:
+            proc.start(self.reput.reput_from, index_from)
+        except BaseException:
+            proc.close()
+            raise
+        self.process = proc
 
     def _schedule_bounds(self, level: int) -> tuple[int, int] | None:
         cq = self.queues.find(SCHEDULE_TOPIC, queue_id_of(level))
@@ -252,6 +307,18 @@ class Logics:
         for svc in (self.cleanup, self.flusher):
             if svc is not None:
                 svc.stop()
+        if self.process is not None:
+            # The child drains, flushes and hands over its checkpoint fields.
+            clean = self.process.stop()
+            self.close()  # the readers first: they read the shared page
+            self.process.close()
+            self.process = None
+            try:
+                self.checkpoint.flush()
+            except OSError as e:
+                log.error("flushing the checkpoint at shutdown failed: %s", e)
+                clean = False
+            return clean
         self.reput.stop()  # drains, index catch-up included
         clean = self.reput.behind == 0 and self.reput.indexed
         try:
@@ -276,6 +343,11 @@ class Logics:
             if svc is not None:
                 svc.stop()
         self.reput.stop(drain=False)
+        if self.process is not None:
+            self.process.kill()
+            self.close()
+            self.process.close()
+            self.process = None
         self.close()
 
     def close(self) -> None:

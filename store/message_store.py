@@ -154,6 +154,7 @@ class MessageStore(PullAPI, PutAPI):
                 on_error=self._poison_store,
                 master=cfg.broker_role is not BrokerRole.SLAVE,
                 disk_guard=self.disk_guard,
+                lock_fd=self._lock_fd,
             )
         except BaseException:
             if self.ha is not None:
@@ -287,7 +288,7 @@ class MessageStore(PullAPI, PutAPI):
         Consume queues keep being built meanwhile; the index catches up by itself
         once space is available.
         """
-        return self.logics.dispatcher.index_disabled
+        return self.logics.index_disabled
 
     @property
     def poisoned(self) -> BaseException | None:

@@ -17,7 +17,12 @@ from store.commitlog import format as fmt
 from store.commitlog.segments import Segments
 from store.compression import COMPRESSED_FLAG
 from store.config import BrokerRole, StoreConfig
-from store.consumequeue.dispatch import ArrivalListener, Dispatcher, ReputService
+from store.consumequeue.dispatch import (
+    ArrivalListener,
+    Dispatcher,
+    DispatchProgress,
+    ReputService,
+)
 from store.consumequeue.filter import Subscription, parse_subscription
 from store.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, Selection, select
 from store.consumequeue.queue import ConsumeQueue
@@ -114,8 +119,13 @@ class PullAPI:
 
     @property
     def reput(self) -> ReputService:
-        """The dispatcher thread."""
+        """The dispatcher thread (idle when ``dispatch_process`` is on)."""
         return self.logics.reput
+
+    @property
+    def dispatch_progress(self) -> DispatchProgress:
+        """Whatever dispatches: the reput thread or the dispatcher process."""
+        return self.logics.progress
 
     @property
     def dispatcher(self) -> Dispatcher:
@@ -300,8 +310,9 @@ class PullAPI:
         self._check_open()
         if self.index is None:
             return QueryResult(())
-        if not self.reput.indexed:  # rebuilding after a crash: wait for what is written
-            self.reput.wait_until(0, INDEX_CATCH_UP_WAIT)
+        progress = self.logics.progress
+        if not progress.indexed:  # rebuilding after a crash: wait for what is written
+            progress.wait_until(0, INDEX_CATCH_UP_WAIT)
         want = min(max_num, self.cfg.max_msgs_num_batch)
         batch = self.cfg.max_msgs_num_batch
         found: dict[int, StoredMessage] = {}
@@ -341,7 +352,7 @@ class PullAPI:
     @property
     def dispatch_behind_bytes(self) -> int:
         """CommitLog bytes not yet in the consume queues and index."""
-        return self.reput.behind
+        return self.logics.progress.behind
 
     def wait_dispatched(self, timeout: float = 5.0) -> bool:
         """Block until everything written so far is pullable; False on timeout.
@@ -349,4 +360,4 @@ class PullAPI:
         Under SYNC_FLUSH only flushed messages are dispatched: call this after puts
         that waited for their flush (the default), or it waits for the next flush.
         """
-        return self.reput.wait_until(self.segments.max_offset, timeout)
+        return self.logics.progress.wait_until(self.segments.max_offset, timeout)

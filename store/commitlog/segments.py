@@ -227,6 +227,54 @@ class Segments:
             deleted.append(mf.path)
         return deleted
 
+    # ------------------------------------------------- another process writes
+
+    def map_new_files(self, *, position: int | None = None) -> int:
+        """Map segment files another process created after the last one held.
+
+        For a reader whose writer is another process (``dispatch_process``): the
+        files after the last one mapped, in order and contiguous, each at the
+        configured size (a file still being created is left for the next call).
+        New files start at ``position`` (default: full). Nothing is ever deleted.
+        Returns the number of files mapped.
+        """
+        try:
+            names = sorted(n for n in os.listdir(self.directory) if len(n) == 20 and n.isdigit())
+        except FileNotFoundError:
+            return 0
+        added = 0
+        for name in names:
+            start = name_to_offset(name)
+            if self.files and start <= self.files[-1].file_from_offset:
+                continue
+            if self.files and start != self.files[-1].file_from_offset + self.file_size:
+                break
+            path = self.directory / name
+            try:
+                if os.stat(path).st_size != self.file_size:
+                    break
+                mf = MappedFile(path, self.file_size, create=False)
+            except (OSError, SegmentLoadError):
+                break
+            if position is not None:
+                mf.set_positions(position)
+            self._add(mf)
+            added += 1
+        return added
+
+    def forget_before(self, offset: int) -> int:
+        """Unmap (never delete) leading files that end at or before ``offset``, or
+        whose file another process deleted, keeping the last. Returns files dropped."""
+        dropped = 0
+        while len(self.files) > 1 and (
+            self.files[0].file_from_offset + self.file_size <= offset
+            or not self.files[0].path.exists()
+        ):
+            self._starts.pop(0)
+            self.files.pop(0).close()
+            dropped += 1
+        return dropped
+
     def close(self) -> None:
         """Unmap every segment."""
         for mf in self.files:

@@ -31,7 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from store.commitlog import format as fmt
 from store.commitlog.segments import Segments
@@ -78,6 +78,22 @@ ArrivalListener = Callable[[Arrival], None]
 DispatchFields = Callable[[str, int, int, int, int, int, int, str], None]
 """``Dispatcher.dispatch_one``: (topic, queue id, queue offset, physical offset, size,
 SYSFLAG, store timestamp, properties string)."""
+
+
+class DispatchProgress(Protocol):
+    """What readers ask of whatever dispatches (the reput thread, or the parent's side
+    of a dispatcher process, ``store.consumequeue.process``)."""
+
+    @property
+    def reput_from(self) -> int: ...
+
+    @property
+    def behind(self) -> int: ...
+
+    @property
+    def indexed(self) -> bool: ...
+
+    def wait_until(self, offset: int, timeout: float, *, indexed: bool = True) -> bool: ...
 
 
 class Dispatcher:
@@ -159,12 +175,28 @@ class Dispatcher:
                     raise
                 self._index_out_of_space(phys, e)
         if in_queue and self.listeners:
-            arrival = Arrival(topic, qid, qoff, code, store_ts)
-            for listener in self.listeners:
-                try:
-                    listener(arrival)
-                except Exception:  # a listener must not stop dispatching
-                    log.exception("arrival listener %r failed", listener)
+            self.notify(Arrival(topic, qid, qoff, code, store_ts))
+
+    def notify(self, arrival: Arrival) -> None:
+        """Call every arrival listener (a failing listener is logged and skipped)."""
+        for listener in self.listeners:
+            try:
+                listener(arrival)
+            except Exception:  # a listener must not stop dispatching
+                log.exception("arrival listener %r failed", listener)
+
+    def arrival_of(
+        self, topic: str, qid: int, qoff: int, sys_flag: int, store_ts: int, props_string: str
+    ) -> Arrival | None:
+        """The :class:`Arrival` dispatching this record announces (None: the record
+        gets no queue unit): for readers whose dispatcher runs in another process."""
+        if sys_flag & _TX_MASK not in _IN_QUEUE:
+            return None
+        if topic == SCHEDULE_TOPIC:
+            code = self.tags_code_of(topic, string_to_properties(props_string), store_ts)
+        else:
+            code = tags_code(tags_of(props_string))
+        return Arrival(topic, qid, qoff, code, store_ts)
 
     def _index_out_of_space(self, phys: int, e: OSError) -> None:
         """The index could not reserve space for the message at ``phys`` (nothing of
@@ -236,6 +268,14 @@ class ReputService(ServiceThread):
         self._progress = threading.Condition()
         self._dispatcher = dispatch if isinstance(dispatch, Dispatcher) else None
         self._catch_up_retry_at = 0.0
+        self.chunk = CHUNK
+        """Records dispatched between two progress notifications."""
+        self.round_budget: int | None = None
+        """At most this many records per round of the thread (None: up to the limit);
+        the dispatcher process bounds its rounds so it notices commands promptly."""
+        self.on_progress: Callable[[int], object] | None = None
+        """Called with ``reput_from`` after each chunk (the dispatcher process
+        publishes its progress from it)."""
 
     @property
     def behind(self) -> int:
@@ -302,7 +342,10 @@ class ReputService(ServiceThread):
         """
         done = 0
         segs = self._segments
+        budget = self.round_budget if interruptible else None
         while not (interruptible and self._stopped.is_set()):
+            if budget is not None and done >= budget:
+                break
             limit = self.limit()
             off = self.reput_from
             if off >= limit:
@@ -321,6 +364,8 @@ class ReputService(ServiceThread):
                 continue
             done += n
             if n:
+                if self.on_progress is not None:
+                    self.on_progress(self.reput_from)
                 with self._progress:
                     self._progress.notify_all()
             if stuck:
@@ -338,6 +383,7 @@ class ReputService(ServiceThread):
         fast = self._dispatch_fields
         trusted_at = fmt.unpack_trusted_at
         info_type = fmt.RecordInfo
+        chunk = self.chunk
         while pos < end:
             if fast is not None:
                 # The common record takes the trusted decode (~2x cheaper than a scan;
@@ -353,7 +399,7 @@ class ReputService(ServiceThread):
                     pos += size
                     self.reput_from = base + pos
                     done += 1
-                    if done >= CHUNK:
+                    if done >= chunk:
                         return done, False
                     continue
             r = fmt.scan(view, pos, end, check_crc=False)
@@ -366,7 +412,7 @@ class ReputService(ServiceThread):
                 pos += r.size
                 self.reput_from = base + pos
                 done += 1
-                if done >= CHUNK:
+                if done >= chunk:
                     return done, False
             elif isinstance(r, fmt.EndOfSegment):
                 self.reput_from = base + file_size

@@ -66,6 +66,8 @@ class ConsumeQueue:
         self.segments = Segments(directory, file_size)
         self.min_logic_offset = 0
         self.max_physic_offset = 0
+        self.followed = -1
+        """The dispatched offset :meth:`follow` last caught up with (-1: never)."""
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ offsets
@@ -212,6 +214,40 @@ class ConsumeQueue:
                 self._fill_blank(mf, stop - mf.file_from_offset)
             if stop == expected:
                 return mf
+
+    # ------------------------------------------- following another process's writes
+
+    def follow(self, dispatched: int) -> None:
+        """Advance the write position over units another process wrote (a reader
+        whose dispatcher runs in a child, ``store.consumequeue.process``).
+
+        A unit counts once its record ends at or before ``dispatched`` (the child
+        publishes that offset after writing the units before it, so such a unit
+        is whole); blank units count as they are found. New files of the queue
+        are mapped as the last one fills.
+        """
+        with self._lock:
+            segs = self.segments
+            while True:
+                last = segs.last
+                if last is None or last.wrote_position >= self.file_size:
+                    if not segs.map_new_files(position=0):
+                        break
+                    continue
+                view = last.view
+                pos = last.wrote_position
+                size = self.file_size
+                while pos < size:
+                    phys, sz, tags = unpack_unit(view, pos)
+                    if not (is_blank(phys, sz, tags) or (sz > 0 and phys + sz <= dispatched)):
+                        break
+                    if sz != BLANK_SIZE:
+                        self.max_physic_offset = phys + sz
+                    pos += UNIT_SIZE
+                last.set_positions(pos)
+                if pos < size:
+                    break
+            self.followed = dispatched
 
     # ------------------------------------------------------------------ reading
 

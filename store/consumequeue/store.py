@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from store.consumequeue.queue import ConsumeQueue, UnitCheck
@@ -32,6 +33,54 @@ class ConsumeQueueStore:
         self._lock = threading.Lock()
         self.logics_msg_timestamp = 0
         """Store time of the message of the last unit written (checkpoint field)."""
+        self._dispatched: Callable[[], int] | None = None
+        self._min_physical: Callable[[], int] = lambda: 0
+
+    # -------------------------------------------------------------- following
+
+    def follow(self, dispatched: Callable[[], int], min_physical: Callable[[], int]) -> None:
+        """Become a reader of queues another process writes (``dispatch_process``).
+
+        From now on :meth:`find` and :meth:`all` catch each queue up with
+        ``dispatched()`` (the child's published progress) before returning it, and
+        discover queues the child created; :meth:`delete_expired` only lets go of
+        files the child deleted. ``min_physical()`` is the CommitLog's first offset
+        (a discovered queue's minimum is corrected against it).
+        """
+        self._dispatched = dispatched
+        self._min_physical = min_physical
+
+    @property
+    def following(self) -> bool:
+        """True when another process writes these queues."""
+        return self._dispatched is not None
+
+    def _discover(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """Map a queue the child created since we last looked (None: not on disk)."""
+        if queue_id < 0 or not TOPIC_PATTERN.fullmatch(topic):
+            return None
+        directory = self.directory / topic / str(queue_id)
+        if not directory.is_dir():
+            return None
+        with self._lock:
+            cq = self.queues.get((topic, queue_id))
+            if cq is not None:
+                return cq
+            cq = ConsumeQueue(directory, topic, queue_id, self.file_size)
+            cq.segments.map_new_files(position=self.file_size)
+            last = cq.segments.last
+            if last is not None:
+                last.set_positions(0)  # follow() finds where the units end
+            cq.min_logic_offset = cq.segments.min_offset
+            self.queues[topic, queue_id] = cq
+        return cq
+
+    def _caught_up(self, cq: ConsumeQueue, dispatched: int, *, new: bool = False) -> ConsumeQueue:
+        if cq.followed != dispatched:
+            cq.follow(dispatched)
+            if new:  # skip pre-fill blanks and units below the CommitLog's start
+                cq.correct_min_offset(self._min_physical())
+        return cq
 
     # ----------------------------------------------------------------- loading
 
@@ -63,7 +112,15 @@ class ConsumeQueueStore:
 
     def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """The queue of (topic, queue_id), or None if it has never been written."""
-        return self.queues.get((topic, queue_id))
+        cq = self.queues.get((topic, queue_id))
+        if self._dispatched is None:
+            return cq
+        if cq is None:
+            cq = self._discover(topic, queue_id)
+            if cq is None:
+                return None
+            return self._caught_up(cq, self._dispatched(), new=True)
+        return self._caught_up(cq, self._dispatched())
 
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         """The queue of (topic, queue_id), created (without files) if needed."""
@@ -101,7 +158,28 @@ class ConsumeQueueStore:
 
     def all(self) -> list[ConsumeQueue]:
         """A snapshot of every queue."""
+        if self._dispatched is not None:
+            self._discover_all()
         return list(self.queues.values())
+
+    def _discover_all(self) -> None:
+        """Following: map queues created since, and catch every queue up."""
+        try:
+            topics = os.listdir(self.directory)
+        except FileNotFoundError:
+            topics = []
+        for topic in topics:
+            try:
+                qids = os.listdir(self.directory / topic)
+            except (NotADirectoryError, FileNotFoundError):
+                continue
+            for qid in qids:
+                if qid.isdigit() and (topic, int(qid)) not in self.queues:
+                    self.find(topic, int(qid))
+        assert self._dispatched is not None
+        dispatched = self._dispatched()
+        for cq in list(self.queues.values()):
+            self._caught_up(cq, dispatched)
 
     @property
     def max_physic_offset(self) -> int:
@@ -132,7 +210,18 @@ class ConsumeQueueStore:
             cq.correct_min_offset(min_physical_offset)
 
     def delete_expired(self, min_physical_offset: int) -> int:
-        """Delete queue files pointing only below ``min_physical_offset``; count deleted."""
+        """Delete queue files pointing only below ``min_physical_offset``; count deleted.
+
+        Following: delete nothing (the child does), unmap the files it deleted and
+        correct each minimum; returns the files let go of.
+        """
+        if self._dispatched is not None:
+            dropped = 0
+            for cq in self.all():
+                with cq._lock:
+                    dropped += cq.segments.forget_before(0)
+                cq.correct_min_offset(min_physical_offset)
+            return dropped
         return sum(cq.delete_expired(min_physical_offset) for cq in self.all())
 
     def destroy(self) -> None:
@@ -150,7 +239,8 @@ class ConsumeQueueStore:
             cq.flush(least_pages)
 
     def close(self) -> None:
-        """Unmap every queue."""
-        for cq in self.all():
+        """Unmap every queue (and stop following)."""
+        self._dispatched = None
+        for cq in list(self.queues.values()):
             cq.close()
         self.queues.clear()

@@ -143,6 +143,16 @@ class IndexFile:
             self.index_count,
         )
 
+    def reload_header(self) -> None:
+        """Re-read the header from the mapping (another process writes the file)."""
+        h = ifmt.Header(*ifmt.HEADER.unpack_from(self._mm, 0))
+        self.begin_timestamp = h.begin_timestamp
+        self.end_timestamp = h.end_timestamp
+        self.begin_phy_offset = h.begin_phy_offset
+        self.end_phy_offset = h.end_phy_offset
+        self.hash_slot_count = h.hash_slot_count
+        self.index_count = max(1, h.index_count)
+
     def header(self) -> ifmt.Header:
         """The header as cached (what the file holds after the last put)."""
         return ifmt.Header(

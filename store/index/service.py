@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from store.errors import CorruptIndexError
 from store.index import format as ifmt
 from store.index.file import IndexFile
 
@@ -67,6 +68,38 @@ class IndexService:
         self.error: BaseException | None = None
         self.on_new_file: Callable[[], object] | None = None
         """Called after a new index file is created (the store's disk check)."""
+        self.following = False
+        """True when another process writes the files (``dispatch_process``): queries
+        then first map new files, re-read headers and let go of deleted files."""
+
+    def refresh(self) -> None:
+        """Following: catch up with the files as the writing process left them."""
+        with self._lock:
+            kept = [f for f in self.files if f.path.exists()]
+            for f in self.files:
+                if f not in kept:
+                    f.close()
+            self.files = kept
+            last = self.files[-1].path.name if self.files else ""
+            try:
+                names = sorted(
+                    n
+                    for n in os.listdir(self.directory)
+                    if len(n) == ifmt.NAME_LENGTH and n.isdigit() and n > last
+                )
+            except FileNotFoundError:
+                names = []
+            for name in names:
+                try:
+                    self.files.append(
+                        IndexFile(
+                            self.directory / name, self.hash_slot_num, self.index_num, create=False
+                        )
+                    )
+                except (OSError, CorruptIndexError):
+                    break  # still being created: next time
+            for f in self.files[-2:]:
+                f.reload_header()
 
     # ----------------------------------------------------------------- loading
 
@@ -227,6 +260,8 @@ class IndexService:
         searched until ``max_num`` offsets are found or a file starts before
         ``begin``. Contains hash false positives.
         """
+        if self.following:
+            self.refresh()
         with self._lock:
             files = list(self.files)
         full_key = ifmt.build_key(topic, key)
@@ -247,6 +282,10 @@ class IndexService:
     def delete_expired(self, min_phy_offset: int) -> int:
         """Delete leading files whose last entry points below ``min_phy_offset``
         (always keeping the newest). Returns files deleted."""
+        if self.following:  # the writing process deletes; we let go of its deletions
+            before = len(self.files)
+            self.refresh()
+            return max(0, before - len(self.files))
         doomed: list[IndexFile] = []
         with self._lock:
             while len(self.files) > 1 and self.files[0].end_phy_offset < min_phy_offset:

@@ -1,0 +1,360 @@
+"""Parent side of the dispatcher process (``StoreConfig.dispatch_process``).
+
+:class:`DispatchProcess` starts ``store.consumequeue.worker`` once the store's
+recovery is done, and stands in for the in-process :class:`ReputService` towards
+readers (``reput_from``, ``behind``, ``indexed``, ``wait_until``). Its watcher
+thread, every millisecond:
+
+* publishes the dispatch limit (written end under ASYNC_FLUSH, flushed end under
+  SYNC_FLUSH) and the CommitLog's first offset in the shared page
+  (``store.consumequeue.shared``);
+* when the child's published progress moves and arrival listeners are registered
+  (a broker's long polling), reads the newly dispatched records' headers and
+  announces them, so held pulls wake as with the thread;
+* copies the child's ``logicsMsgTimestamp``/``indexMsgTimestamp`` into the
+  checkpoint and flushes it when they change;
+* restarts a child that died (it resumes from its last published progress: units
+  past it are cut and dispatched again; the index catches up from its last entry),
+  unless it died because a sync failed, which poisons the store.
+
+The parent's :class:`ConsumeQueueStore` and :class:`IndexService` become readers
+(``follow``): they never write while the child lives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from store.checkpoint import Checkpoint
+from store.commitlog import format as fmt
+from store.commitlog.segments import Segments
+from store.config import StoreConfig
+from store.consumequeue.dispatch import Dispatcher
+from store.consumequeue.shared import FILE_NAME, SharedState, Slot
+from store.consumequeue.worker import EXIT_FLUSH_FAILED, Start
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 60.0
+"""Seconds a child may take to map its files and answer ``ready``."""
+STOP_TIMEOUT = 120.0
+"""Seconds a child may take to drain and flush at close."""
+POLL = 0.001
+"""The watcher's period (RocketMQ's reput thread polls every millisecond too)."""
+RESTART_BACKOFF = 1.0
+
+
+class DispatchProcessError(RuntimeError):
+    """The dispatcher process could not be started."""
+
+
+class DispatchProcess:
+    """A running dispatcher child and the thread that keeps in touch with it."""
+
+    def __init__(
+        self,
+        cfg: StoreConfig,
+        segments: Segments,
+        checkpoint: Checkpoint,
+        dispatcher: Dispatcher,
+        *,
+        limit: Callable[[], int],
+        lock_fd: int,
+        on_error: Callable[[BaseException], None],
+    ) -> None:
+        self.cfg = cfg
+        self._segments = segments
+        self._checkpoint = checkpoint
+        self._dispatcher = dispatcher
+        self.limit = limit
+        self._lock_fd = lock_fd
+        self._on_error = on_error
+        self.state = SharedState(cfg.root / FILE_NAME, create=True)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._progress = threading.Condition()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._announced = 0
+        self.last_error: BaseException | None = None
+        self.restarts = 0
+
+    # ------------------------------------------------------------ the facade
+
+    @property
+    def reput_from(self) -> int:
+        """Every record before this offset has its queue unit (published by the child)."""
+        return self.state.get(Slot.DISPATCHED)
+
+    @property
+    def behind(self) -> int:
+        """Bytes written to the CommitLog but not dispatched."""
+        return max(0, self._segments.max_offset - self.reput_from)
+
+    @property
+    def indexed(self) -> bool:
+        """False while an index catch-up is running or pending in the child."""
+        return self.state.get(Slot.INDEXED) == 1
+
+    @property
+    def index_disabled(self) -> str | None:
+        """Why the child is not indexing (no disk space), or None."""
+        if self.state.get(Slot.INDEX_DISABLED):
+            return "index disabled until space is available (see the dispatcher process log)"
+        return None
+
+    def wait_until(self, offset: int, timeout: float, *, indexed: bool = True) -> bool:
+        """Block until everything before ``offset`` is dispatched (and, with
+        ``indexed``, the index is whole, unless indexing is disabled for lack of
+        space); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self.reput_from < offset or (
+            indexed and not self.indexed and self.index_disabled is None
+        ):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            with self._progress:
+                self._progress.wait(min(left, 0.005))
+        return True
+
+    # ------------------------------------------------------------- lifecycle
+
+    def start(self, reput_from: int, index_from: int | None) -> None:
+        """Publish the starting state, start the child and wait for ``ready``.
+
+        Raises:
+            DispatchProcessError: the child did not start.
+        """
+        st = self.state
+        st.set(Slot.DISPATCHED, reput_from)
+        st.set(Slot.INDEXED, 1 if index_from is None else 0)
+        st.set(Slot.LIMIT, self.limit())
+        st.set(Slot.MIN_PHYSICAL, self._segments.min_offset)
+        st.set(Slot.LOGICS_MSG_TIMESTAMP, self._checkpoint.logics_msg_timestamp)
+        st.set(Slot.INDEX_MSG_TIMESTAMP, self._checkpoint.index_msg_timestamp)
+        self._announced = reput_from
+        self._spawn(Start(self.cfg, reput_from, index_from, restart=False))
+        self._thread = threading.Thread(target=self._watch, name="dispatch-watch", daemon=True)
+        self._thread.start()
+
+    def _spawn(self, start: Start) -> None:
+        root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "store.consumequeue.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            pass_fds=(self._lock_fd,),  # the child shares the store's lock (worker docs)
+            env=env,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        data = pickle.dumps(start)
+        try:
+            proc.stdin.write(len(data).to_bytes(4, "big") + data)
+            proc.stdin.flush()
+            line = self._read_line(proc, START_TIMEOUT)
+        except OSError as e:
+            line = f"<{e}>".encode()
+        if line != b"ready":
+            proc.kill()
+            proc.wait()
+            raise DispatchProcessError(
+                f"the dispatcher process did not start (exit {proc.returncode}, said {line!r})"
+            )
+        self._proc = proc
+
+    @staticmethod
+    def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> bytes:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        buf = b""
+        deadline = time.monotonic() + timeout
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return b"<timeout>"
+            readable, _, _ = select.select([fd], [], [], left)
+            if readable:
+                chunk = os.read(fd, 256)
+                if not chunk:
+                    return b"<eof>"
+                buf += chunk
+        return buf.strip()
+
+    def stop(self) -> bool:
+        """Let the child drain up to the current limit, flush and exit; True when
+        everything was dispatched, indexed and flushed."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        proc = self._proc
+        self._proc = None
+        if proc is None:
+            return False
+        self.state.set(Slot.LIMIT, self.limit())
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(b"stop\n")
+            proc.stdin.flush()
+            answer = self._read_line(proc, STOP_TIMEOUT)
+        except OSError as e:
+            answer = f"<{e}>".encode()
+        try:
+            proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        self._close_pipes(proc)
+        self._sync_checkpoint()
+        self._announce()
+        if answer != b"stopped 1":
+            log.error("dispatcher process stopped uncleanly: %r", answer)
+            return False
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the child (a simulated crash): nothing is drained or flushed."""
+        self._stopping.set()
+        proc = self._proc
+        self._proc = None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+            self._close_pipes(proc)
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (None when not running)."""
+        return self._proc.pid if self._proc is not None else None
+
+    def close(self) -> None:
+        """Unmap and delete the shared page (after :meth:`stop` or :meth:`kill`)."""
+        self.state.close()
+        self.state.path.unlink(missing_ok=True)
+
+    @staticmethod
+    def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+    # --------------------------------------------------------------- watcher
+
+    def _watch(self) -> None:
+        st = self.state
+        restart_at = 0.0
+        while not self._stopping.is_set():
+            try:
+                st.set(Slot.LIMIT, self.limit())
+                st.set(Slot.MIN_PHYSICAL, self._segments.min_offset)
+                self._announce()
+                self._sync_checkpoint()
+                proc = self._proc
+                if proc is not None and proc.poll() is not None:
+                    restart_at = self._child_died(proc)
+                if self._proc is None and restart_at and time.monotonic() >= restart_at:
+                    self._restart()
+                    restart_at = 0.0
+            except Exception as e:
+                self.last_error = e
+                log.exception("dispatcher process watcher")
+                restart_at = time.monotonic() + RESTART_BACKOFF
+            self._stopping.wait(POLL)
+
+    def _child_died(self, proc: subprocess.Popen[bytes]) -> float:
+        """Handle an unexpected exit; return when to restart (0: never)."""
+        self._proc = None
+        self._close_pipes(proc)
+        code = proc.returncode
+        if code == EXIT_FLUSH_FAILED:
+            err = OSError(f"the dispatcher process could not sync consume queues (exit {code})")
+            self.last_error = err
+            self._on_error(err)
+            return 0.0
+        self.last_error = RuntimeError(f"the dispatcher process died (exit {code})")
+        log.error("%s; restarting it from %d", self.last_error, self.reput_from)
+        return time.monotonic() + RESTART_BACKOFF
+
+    def _restart(self) -> None:
+        self.restarts += 1
+        self._spawn(Start(self.cfg, self.reput_from, None, restart=True))
+
+    def _announce(self) -> None:
+        """Wake waiters and, for arrival listeners, announce newly dispatched records."""
+        done = self.state.get(Slot.DISPATCHED)
+        if done == self._announced:
+            return
+        start, self._announced = self._announced, done
+        if self._dispatcher.listeners and done > start:
+            self._announce_records(start, done)
+        with self._progress:
+            self._progress.notify_all()
+
+    def _announce_records(self, start: int, end: int) -> None:
+        """Announce every queued record in [start, end) (headers only)."""
+        segs = self._segments
+        arrival_of = self._dispatcher.arrival_of
+        notify = self._dispatcher.notify
+        pos = start
+        while pos < end:
+            mf = segs.find(pos)
+            if mf is None:
+                return
+            base = mf.file_from_offset
+            stop = min(end - base, mf.wrote_position)
+            rel = pos - base
+            try:
+                view = mf.view
+                while rel < stop:
+                    f = fmt.unpack_trusted_at(view, rel, stop)
+                    if f is not None:
+                        a = arrival_of(f[0], f[1], f[2], f[6], f[9], f[12])
+                        rel += f[4]
+                    else:
+                        r = fmt.scan(view, rel, stop, check_crc=False)
+                        if isinstance(r, fmt.EndOfSegment):
+                            rel = mf.file_size
+                            break
+                        if not isinstance(r, fmt.RecordInfo):
+                            return  # the child skipped it too (and logged it)
+                        a = arrival_of(
+                            r.topic, r.queue_id, r.queue_offset, r.sys_flag,
+                            r.store_timestamp, r.properties_string,
+                        )  # fmt: skip
+                        rel += r.size
+                    if a is not None:
+                        notify(a)
+            except ValueError:  # the file was deleted under us
+                return
+            if base + rel <= pos:
+                return
+            pos = base + rel
+
+    def _sync_checkpoint(self) -> None:
+        st, cp = self.state, self._checkpoint
+        logics = st.get(Slot.LOGICS_MSG_TIMESTAMP)
+        index = st.get(Slot.INDEX_MSG_TIMESTAMP)
+        if logics != cp.logics_msg_timestamp or index != cp.index_msg_timestamp:
+            cp.logics_msg_timestamp = logics
+            cp.index_msg_timestamp = index
+            try:
+                cp.flush()
+            except OSError as e:
+                self.last_error = e
+                log.error("checkpoint flush failed: %s", e)
