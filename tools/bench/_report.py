@@ -19,7 +19,11 @@ def _rate_row(c: dict[str, Any]) -> str:
             f"{_num(c['fdatasyncs_per_s']):>9}",
             f"{_num(c['messages_per_fdatasync'], '.1f'):>8}",
         ]
-    return f"  {c['label']:<{_W}}" + " ".join(cols)
+    row = f"  {c['label']:<{_W}}" + " ".join(cols)
+    if c.get("end_to_end_per_s") is not None:
+        drain = max(c.get("reps_drain_seconds") or [0.0])
+        row += f"  (until dispatched: {c['end_to_end_per_s']:,.0f}/s; lag <= {drain:.2f} s)"
+    return row
 
 
 def _recovery_row(c: dict[str, Any]) -> str:

@@ -86,6 +86,8 @@ SECTIONS = {
 RATIOS = (  # name, title, numerator, denominator, target (None: shown, no target)
     ("async_vs_sqlite_normal", "async put / SQLite NORMAL", "mqstore_async_1t",
      "sqlite_normal_1t", 3.0),
+    ("async_proc_vs_sqlite_normal", "async put, dispatcher process / SQLite",
+     "mqstore_async_1t_proc", "sqlite_normal_1t", 3.0),
     ("async_log_only_vs_sqlite_normal", "async put, log only / SQLite NORMAL",
      "mqstore_async_1t_log_only", "sqlite_normal_1t", None),
     ("async_vs_pq_sqlite", "async put / persist-queue SQLiteQueue", "mqstore_async_1t",
@@ -94,16 +96,22 @@ RATIOS = (  # name, title, numerator, denominator, target (None: shown, no targe
      "pq_file_queue", None),
     ("batch32_vs_sqlite_batch32", "put_messages(32) / SQLite 32 per commit", "mqstore_batch32",
      "sqlite_normal_batch32", 1.0),
+    ("batch32_proc_vs_sqlite_batch32", "put_messages(32), dispatcher process / SQLite 32",
+     "mqstore_batch32_proc", "sqlite_normal_batch32", 1.0),
     ("batch32_log_only_vs_sqlite_batch32", "put_messages(32), log only / SQLite 32",
      "mqstore_batch32_log_only", "sqlite_normal_batch32", None),
     ("sync16_vs_raw_ceiling16", "SYNC 16 threads / raw ceiling 16", "mqstore_sync_16t",
      "raw_group_commit_16t", 0.8),
+    ("sync16_proc_vs_raw_ceiling16", "SYNC 16, dispatcher process / raw ceiling 16",
+     "mqstore_sync_16t_proc", "raw_group_commit_16t", 0.8),
     ("sync16_log_only_vs_raw_ceiling16", "SYNC 16, log only / raw ceiling 16",
      "mqstore_sync_16t_log_only", "raw_group_commit_16t", None),
     ("sync16_vs_sqlite_full16", "SYNC 16 threads / SQLite FULL 16", "mqstore_sync_16t",
      "sqlite_full_16t", None),
     ("sync64_vs_sqlite_full64", "SYNC 64 threads / SQLite FULL 64", "mqstore_sync_64t",
      "sqlite_full_64t", 5.0),
+    ("sync64_proc_vs_sqlite_full64", "SYNC 64, dispatcher process / SQLite FULL 64",
+     "mqstore_sync_64t_proc", "sqlite_full_64t", 5.0),
     ("sync64_vs_raw_ceiling16", "SYNC 64 threads / raw ceiling 16", "mqstore_sync_64t",
      "raw_group_commit_16t", None),
     ("raw_ceiling16_vs_sqlite_full16", "raw ceiling 16 / SQLite FULL 16",
@@ -124,6 +132,9 @@ def contenders(recovery_root: Path) -> list[Contender]:
         Contender("mqstore_async_1t_log_only", "mqstore put_message, dispatcher stopped", "async",
                   no_fsync + "; CommitLog only (CQ/index dispatch off the clock)",
                   p(mq.async_single, pool=p100, dispatch=False)),
+        Contender("mqstore_async_1t_proc", "mqstore put_message, dispatcher process", "async",
+                  no_fsync + "; CQ/index built by a child process (dispatch_process)",
+                  p(mq.async_single, pool=p100, dispatch_process=True)),
         Contender("sqlite_normal_1t", "SQLite WAL NORMAL, commit per message", "async",
                   no_fsync + "; WAL synced at checkpoints",
                   p(ref.sqlite_single, items=p100, batch=1)),
@@ -138,6 +149,9 @@ def contenders(recovery_root: Path) -> list[Contender]:
         Contender("mqstore_batch32_log_only", "mqstore put_messages(32), dispatcher stopped",
                   "batch", no_fsync + "; CommitLog only",
                   p(mq.async_batch, pool=p100, batch=32, dispatch=False)),
+        Contender("mqstore_batch32_proc", "mqstore put_messages(32), dispatcher process",
+                  "batch", no_fsync + "; CQ/index built by a child process",
+                  p(mq.async_batch, pool=p100, batch=32, dispatch_process=True)),
         Contender("sqlite_normal_batch32", "SQLite WAL NORMAL, 32 rows per commit", "batch",
                   no_fsync, p(ref.sqlite_single, items=p100, batch=32)),
         Contender("raw_fdatasync_1t", "raw: 1 thread, pwrite + fdatasync", "sync", fsync,
@@ -149,10 +163,16 @@ def contenders(recovery_root: Path) -> list[Contender]:
         Contender("mqstore_sync_16t_log_only", "mqstore SYNC_FLUSH, 16 thr., no dispatcher",
                   "sync", fsync + "; CommitLog only",
                   p(mq.sync_threads, pool=p100, n_threads=16, dispatch=False), "sync"),
+        Contender("mqstore_sync_16t_proc", "mqstore SYNC_FLUSH, 16 thr., dispatcher process",
+                  "sync", fsync + "; CQ/index built by a child process",
+                  p(mq.sync_threads, pool=p100, n_threads=16, dispatch_process=True), "sync"),
         Contender("sqlite_full_16t", "SQLite WAL FULL, 16 threads", "sync", fsync,
                   p(ref.sqlite_full_threads, items=p100, n_threads=16), "sync"),
         Contender("mqstore_sync_64t", "mqstore SYNC_FLUSH, 64 threads", "sync", fsync,
                   p(mq.sync_threads, pool=p100, n_threads=64), "sync"),
+        Contender("mqstore_sync_64t_proc", "mqstore SYNC_FLUSH, 64 thr., dispatcher process",
+                  "sync", fsync + "; CQ/index built by a child process",
+                  p(mq.sync_threads, pool=p100, n_threads=64, dispatch_process=True), "sync"),
         Contender("sqlite_full_64t", "SQLite WAL FULL, 64 threads", "sync", fsync,
                   p(ref.sqlite_full_threads, items=p100, n_threads=64), "sync"),
         Contender("recovery_scan_only", "CommitLog scan alone (recovery.scan)", "recovery",
@@ -180,6 +200,11 @@ def summarize(c: Contender, runs: list[Run]) -> dict[str, Any]:
     }
     if "dispatch_behind_bytes" in runs[0].extra:
         out["dispatch_behind_bytes"] = [r.extra["dispatch_behind_bytes"] for r in runs]
+    if "end_to_end_per_s" in runs[0].extra:
+        # Puts, then the wait until consume queues and index caught up: the rate a
+        # producer can keep up indefinitely (dispatch may lag puts during a burst).
+        out["end_to_end_per_s"] = median([r.extra["end_to_end_per_s"] for r in runs])
+        out["reps_drain_seconds"] = [round(r.extra["drain_seconds"], 3) for r in runs]
     if c.kind == "sync":
         lats = [latency_ms(r.latencies_ns) for r in runs]
         for f in LATENCY_FIELDS:
