@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--master-ha", default=None, metavar="HOST:PORT")
     b.add_argument("--ha-bind", default="127.0.0.1", help="HA listen address (127.0.0.1)")
     b.add_argument("--file-size", type=int, default=1 << 30, help="CommitLog segment size")
+    b.add_argument(
+        "--dispatch-process",
+        action="store_true",
+        help="build consume queues and the index in a child process (uses a second core)",
+    )
 
     for name, helptext in (
         ("audit", "check every record of a store directory with Spark"),
@@ -212,6 +217,7 @@ def _broker(args: argparse.Namespace) -> int:
         root_dir=args.store, broker_role=role, commitlog_file_size=args.file_size,
         ha_listen_port=args.ha_port, ha_bind_host=args.ha_bind, ha_master_address=args.master_ha,
         store_host=(args.host, args.port or 10911), flush_disk_type=FlushDiskType[args.flush],
+        dispatch_process=args.dispatch_process,
     )  # fmt: skip
     try:
         store = MessageStore.open(cfg)

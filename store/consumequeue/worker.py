@@ -32,6 +32,7 @@ import logging
 import os
 import pickle
 import select
+import signal
 import sys
 from dataclasses import dataclass
 
@@ -189,6 +190,10 @@ def _read_exact(fd: int, n: int) -> bytes:
 def main() -> int:
     """The child's entry point (see the module docstring)."""
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    # Ctrl-C in a terminal signals the whole process group, and a service manager may
+    # SIGTERM it: the parent decides when this process stops (it drains us at close).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     cmd_fd = sys.stdin.fileno()
     out_fd = sys.stdout.fileno()
     try:

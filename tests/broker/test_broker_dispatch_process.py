@@ -1,0 +1,99 @@
+"""``mqstore broker --dispatch-process``: a broker whose consume queues and index are
+built by a child process, over real TCP, stopped by signals to its process group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from store.broker.codes import RequestCode as Rq
+from store.broker.codes import ResponseCode as Rs
+from store.consumequeue.shared import supported
+from tests.broker.test_server import pull_ext, records, send_v2
+from tests.broker.wire_client import WireClient
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not supported(), reason="dispatch_process needs Linux x86-64"),
+]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start_broker(store_dir: Path) -> tuple[subprocess.Popen[str], str]:
+    """A broker in its own process group (so a "Ctrl-C" reaches it and its child only)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tools.cli", "broker", "--store", str(store_dir), "--port", "0",
+         "--ha-port", "0", "--file-size", str(1 << 20), "--dispatch-process"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "remoting on " in line:
+            return proc, line.rsplit("remoting on ", 1)[1].strip()
+    proc.kill()
+    raise AssertionError("the broker never printed its address")
+
+
+def create_topic(c: WireClient, topic: str = "T") -> None:
+    ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": 4, "writeQueueNums": 4,
+           "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"}  # fmt: skip
+    assert c.call(Rq.UPDATE_AND_CREATE_TOPIC, ext).code == Rs.SUCCESS
+
+
+def test_long_poll_is_woken_by_a_send_when_a_child_dispatches(tmp_path: Path) -> None:
+    proc, address = start_broker(tmp_path / "store")
+    try:
+        with WireClient(address) as consumer, WireClient(address) as producer:
+            create_topic(producer)
+            opaque = consumer.request(Rq.PULL_MESSAGE, pull_ext(0, sys_flag=0x2, suspend=15_000))
+            time.sleep(0.3)  # the pull is held by now (nothing to read)
+            t0 = time.perf_counter()
+            assert send_v2(producer, b"wake", props="TAGS\x01A\x02").code == Rs.SUCCESS
+            r = consumer.wait_response(opaque)
+            latency_ms = (time.perf_counter() - t0) * 1000
+            assert r.code == Rs.SUCCESS, r
+            assert [m.body for m in records(r.body or b"")] == [b"wake"]
+            assert latency_ms < 1000, latency_ms
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(30) == 0
+
+
+def test_ctrl_c_to_the_process_group_stops_broker_and_child_cleanly(tmp_path: Path) -> None:
+    store_dir = tmp_path / "store"
+    proc, address = start_broker(store_dir)
+    try:
+        with WireClient(address) as c:
+            create_topic(c)
+            for i in range(200):
+                assert send_v2(c, f"m{i}".encode()).code == Rs.SUCCESS
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        assert proc.wait(30) == 0
+    # A clean stop: no abort file (the child drained and flushed), and nothing of
+    # the group is left running.
+    assert not (store_dir / "abort").exists()
+    assert not (store_dir / "dispatch.state").exists()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)
+
+    proc, address = start_broker(store_dir)
+    try:
+        with WireClient(address) as c:
+            r = c.call(Rq.PULL_MESSAGE, pull_ext(0))
+            assert r.code == Rs.SUCCESS
+            assert [m.body for m in records(r.body or b"")][:3] == [b"m0", b"m1", b"m2"]
+            assert c.call(Rq.GET_MAX_OFFSET, {"topic": "T", "queueId": 0}).ext_fields[
+                "offset"
+            ] == "200"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(30) == 0
