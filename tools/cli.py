@@ -201,7 +201,7 @@ def _broker(args: argparse.Namespace) -> int:
 
     from store import BrokerRole, FlushDiskType, MessageStore, StoreConfig
     from store.broker.core import BrokerConfig, BrokerCore
-    from store.broker.server import BrokerServer
+    from store.broker.server import BrokerServer, bind_listener
     from store.ha import service as ha_service
     from store.ha.master import HAMaster
 
@@ -213,15 +213,23 @@ def _broker(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    try:  # --port 0: take the free port before the store fixes store_host (server Rule 5)
+        sock = bind_listener(args.host, 0) if args.port == 0 else None
+    except OSError as e:
+        print(f"mqstore broker: cannot listen on {args.host}:0: {e}", file=sys.stderr)
+        return 2
+    port = args.port if sock is None else int(sock.getsockname()[1])
     cfg = StoreConfig(
         root_dir=args.store, broker_role=role, commitlog_file_size=args.file_size,
         ha_listen_port=args.ha_port, ha_bind_host=args.ha_bind, ha_master_address=args.master_ha,
-        store_host=(args.host, args.port or 10911), flush_disk_type=FlushDiskType[args.flush],
+        store_host=(args.host, port), flush_disk_type=FlushDiskType[args.flush],
         dispatch_process=args.dispatch_process,
     )  # fmt: skip
     try:
         store = MessageStore.open(cfg)
     except OSError as e:
+        if sock is not None:
+            sock.close()
         print(f"mqstore broker: cannot open {args.store}: {e}", file=sys.stderr)
         return 2
     with store:
@@ -232,11 +240,11 @@ def _broker(args: argparse.Namespace) -> int:
             what = f"HA port {master.address}"
         broker_id = 1 if role is BrokerRole.SLAVE else 0  # routes list a slave as id 1
         core = BrokerCore(store, BrokerConfig(broker_name=args.broker_name, broker_id=broker_id))
-        server = BrokerServer(core, args.host, args.port)
+        server = BrokerServer(core, args.host, port, sock=sock)
         try:
             server.start()
         except OSError as e:
-            print(f"mqstore broker: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
+            print(f"mqstore broker: cannot listen on {args.host}:{port}: {e}", file=sys.stderr)
             core.shutdown()
             return 2
         print(f"mqstore broker: {role.value} store {args.store}, {what}", flush=True)

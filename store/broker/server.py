@@ -25,10 +25,13 @@ Rule 4. Blocking work runs on a thread pool; requests that cannot block (offset
 lookups, routes, pulls, and puts under ASYNC_FLUSH) run on the loop thread, because
 the pool hand-off would cost more than the work (:func:`inline_codes`).
 
-Rule 5. The store host written into records (and so into message ids) is the
-store's ``store_host`` config, fixed when the store opens. ``port=0`` binds a free
-port only after that, so such a server's message ids still name the configured
-address; give the store the real address when ids must be dialable.
+Rule 5. The store host written into records (and so into message ids, which clients
+dial) is the store's ``store_host`` config, fixed when the store opens. To serve on a
+free port with dialable ids, bind first (:func:`bind_listener` with port 0), open the
+store with ``store_host=(host, sock.getsockname()[1])``, and serve on that socket
+(``BrokerServer(core, host, sock=sock)``): the port is held from the bind on, so no
+other process can take it in between. ``BrokerServer(core, host, 0)`` alone binds a
+free port only after the store opened, so its message ids name the configured address.
 
 Lifecycle: :meth:`BrokerServer.start` also starts the core (long polling);
 :meth:`BrokerServer.stop` closes every connection and the loop but leaves the core
@@ -39,8 +42,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
+import socket
 import struct
 import threading
 from collections.abc import Callable
@@ -68,6 +73,17 @@ log = logging.getLogger(__name__)
 _PREFIX = struct.Struct(">iI")
 T = TypeVar("T")
 DEFAULT_PORT = 10911
+
+
+def bind_listener(host: str, port: int = 0) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (0: any free port) and listening, for
+    ``BrokerServer(..., sock=)`` (Rule 5). The caller owns it until it is passed on.
+
+    Raises:
+        OSError: the address cannot be resolved or bound.
+    """
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    return socket.create_server((host, port), family=family, backlog=100)
 
 
 def frame_head(cmd: RemotingCommand, body_length: int) -> bytes:
@@ -244,7 +260,13 @@ class _Responder:
 
 
 class BrokerServer:
-    """RocketMQ remoting server (+ name server) for one :class:`BrokerCore`."""
+    """RocketMQ remoting server (+ name server) for one :class:`BrokerCore`.
+
+    It binds ``host:port`` when started, or serves on ``sock``, a socket already bound
+    (:func:`bind_listener`, Rule 5); ``host`` then only names the address, the port is
+    the socket's, and the server owns the socket from :meth:`start` on (closed at
+    :meth:`stop`, or when the start fails).
+    """
 
     def __init__(
         self,
@@ -252,12 +274,14 @@ class BrokerServer:
         host: str = "127.0.0.1",
         port: int = DEFAULT_PORT,
         *,
+        sock: socket.socket | None = None,
         workers: int = 16,
         serve_name_server: bool = True,
     ) -> None:
         self.core = core
         self.host = host
-        self.port = port
+        self.port = port if sock is None else int(sock.getsockname()[1])
+        self._sock = sock
         self.serve_name_server = serve_name_server
         self.loop = asyncio.new_event_loop()
         self.connections: set[_Connection] = set()
@@ -289,11 +313,16 @@ class BrokerServer:
             asyncio.set_event_loop(self.loop)
             self.loop_thread_id = threading.get_ident()
             try:
-                self._server = self.loop.run_until_complete(
-                    self.loop.create_server(lambda: _Connection(self), self.host, self.port)
-                )
+                factory = functools.partial(_Connection, self)
+                if self._sock is not None:
+                    serving = self.loop.create_server(factory, sock=self._sock)
+                else:
+                    serving = self.loop.create_server(factory, self.host, self.port)
+                self._server = self.loop.run_until_complete(serving)
                 self.port = self._server.sockets[0].getsockname()[1]
             except BaseException as e:
+                if self._sock is not None:
+                    self._sock.close()
                 failure.append(e)
                 ready.set()
                 return

@@ -1,4 +1,5 @@
-"""The live server under garbage input, and a broker process restarted with offsets."""
+"""The live server under garbage input, and the ``mqstore broker`` process: restarted
+with offsets, and on a free port (``--port 0``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from store.broker.codes import RequestCode as Rq
 from store.broker.codes import ResponseCode as Rs
 from store.broker.fastjson import loads
 from store.broker.server import BrokerServer
+from store.message import decode_offset_msg_id
+from tests.broker.test_server import send_v2
 from tests.broker.wire_client import WireClient
 
 pytestmark = pytest.mark.integration
@@ -122,3 +125,15 @@ def test_offsets_survive_a_broker_process_restart(tmp_path: Path) -> None:
             assert (r.code, r.ext_fields["offset"]) == (Rs.SUCCESS, "250")
     finally:
         stop_broker(proc)
+
+
+def test_broker_on_a_free_port_puts_that_port_in_message_ids(tmp_path: Path) -> None:
+    proc, address = start_broker(tmp_path / "store")
+    try:
+        with WireClient(address) as c:
+            r = send_v2(c, b"dial me")
+    finally:
+        stop_broker(proc)
+    assert r.code == Rs.SUCCESS
+    (host, port), _ = decode_offset_msg_id(r.ext_fields["msgId"])
+    assert f"{host}:{port}" == address
