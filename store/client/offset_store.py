@@ -144,6 +144,58 @@ class RemoteBrokerOffsetStore:
         self._mem.remove(mq)
 
 
+def _wrong(entry: dict[str, object], key: str, expected: str) -> ValueError:
+    if key not in entry:
+        return ValueError(f"no {key}")
+    return ValueError(f"{key} must be {expected}, got {entry[key]!r}")
+
+
+def _str_field(entry: dict[str, object], key: str) -> str:
+    value = entry.get(key)
+    if isinstance(value, str):
+        return value
+    raise _wrong(entry, key, "a string")
+
+
+def _int_field(entry: dict[str, object], key: str) -> int:
+    value = entry.get(key)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise _wrong(entry, key, "an int >= 0")
+
+
+def parse_offset_table(text: str) -> dict[MessageQueue, int]:
+    """The offsets of a :class:`LocalFileOffsetStore` file's text.
+
+    >>> parse_offset_table('{"offsetTable": [{"topic": "T", "brokerName": "b", '
+    ...                    '"queueId": 0, "offset": 7}]}')
+    {MessageQueue(topic='T', broker_name='b', queue_id=0): 7}
+    >>> parse_offset_table('{"offsetTable": [{"topic": "T"}]}')
+    Traceback (most recent call last):
+    ValueError: offsetTable[0]: no brokerName
+
+    Raises:
+        ValueError: ``text`` is not JSON, or not of the file's shape (the message
+            says which entry and field is wrong).
+    """
+    doc = json.loads(text)
+    entries = doc.get("offsetTable") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError('expected {"offsetTable": [...]}')
+    table: dict[MessageQueue, int] = {}
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise ValueError(f"offsetTable[{i}] is not an object: {e!r}")
+        try:
+            mq = MessageQueue(
+                _str_field(e, "topic"), _str_field(e, "brokerName"), _int_field(e, "queueId")
+            )
+            table[mq] = _int_field(e, "offset")
+        except ValueError as err:
+            raise ValueError(f"offsetTable[{i}]: {err}") from None
+    return table
+
+
 class LocalFileOffsetStore:
     """Per-client offsets in ``<base_dir>/<client_id>/<group>/offsets.json``.
 
@@ -157,15 +209,26 @@ class LocalFileOffsetStore:
         self._io_lock = threading.Lock()
 
     def load(self) -> None:
-        """Read the file (or its ``.bak`` if the main file is unreadable)."""
+        """Read the file, or its ``.bak`` when the main file is unusable.
+
+        Unusable means unreadable, not JSON (a torn write), or JSON of the wrong shape
+        (not the object above: a list, a missing key, a value of the wrong type, a
+        negative queue id or offset). All of these are treated alike: a warning names
+        the file, which is left in place (the next persist keeps it as the ``.bak``),
+        and the next file is tried. A file is applied whole or not at all. With no
+        usable file (or none yet) nothing is loaded: a queue without a memory offset
+        reads as ``None``, and a consumer starts it from its ``consume_from_where``.
+        """
         for p in (self.path, self.path.with_suffix(".json.bak")):
             try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                table = parse_offset_table(p.read_text(encoding="utf-8"))
+            except FileNotFoundError:
                 continue
-            for e in data.get("offsetTable", []):
-                mq = MessageQueue(e["topic"], e["brokerName"], int(e["queueId"]))
-                self._mem.update(mq, int(e["offset"]), increase_only=False)
+            except (OSError, ValueError) as e:
+                log.warning("offsets file %s is unusable, skipped: %s", p, e)
+                continue
+            for mq, offset in table.items():
+                self._mem.update(mq, offset, increase_only=False)
             return
 
     def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import doctest
 import json
 
+import pytest
+
+from store.client import offset_store
 from store.client.allocate import MessageQueue
 from store.client.brokers import Brokers
 from store.client.consumer_config import ConsumerConfig
@@ -62,6 +66,56 @@ def test_local_file_store_falls_back_to_bak_when_the_file_is_torn(tmp_path):
     again = LocalFileOffsetStore(tmp_path, "c@1", "g")
     again.load()
     assert again.read_offset(MQ, MEM) == 1
+
+
+def _entry(**fields):
+    return {"topic": "T", "brokerName": "broker-a", "queueId": 3, "offset": 2, **fields}
+
+
+WRONG_SHAPES = {
+    "a list": [],
+    "null": None,
+    "no offsetTable": {},
+    "offsetTable not a list": {"offsetTable": {"T": 2}},
+    "entry not an object": {"offsetTable": [5]},
+    "offset a string": {"offsetTable": [_entry(offset="2")]},
+    "offset a bool": {"offsetTable": [_entry(offset=False)]},
+    "queueId a float": {"offsetTable": [_entry(queueId=3.0)]},
+    "topic a number": {"offsetTable": [_entry(topic=7)]},
+    "missing offset": {"offsetTable": [{"topic": "T", "brokerName": "broker-a", "queueId": 3}]},
+    "negative offset": {"offsetTable": [_entry(offset=-5)]},
+    "negative queueId": {"offsetTable": [_entry(queueId=-1)]},
+}
+
+
+@pytest.mark.parametrize("doc", WRONG_SHAPES.values(), ids=WRONG_SHAPES.keys())
+def test_local_file_store_falls_back_to_bak_when_the_file_is_wrong_shaped_json(tmp_path, doc):
+    s = LocalFileOffsetStore(tmp_path, "c@1", "g")
+    s.update_offset(MQ, 1, increase_only=False)
+    s.persist_all([MQ])
+    s.update_offset(MQ, 2, increase_only=False)
+    s.persist_all([MQ])
+    s.path.write_text(json.dumps(doc))
+    again = LocalFileOffsetStore(tmp_path, "c@1", "g")
+    again.load()
+    assert again.read_offset(MQ, MEM) == 1
+
+
+def test_wrong_shaped_file_without_bak_loads_nothing_and_stays_in_place(tmp_path, caplog):
+    s = LocalFileOffsetStore(tmp_path, "c@1", "g")
+    s.path.parent.mkdir(parents=True)
+    text = json.dumps({"offsetTable": [_entry(queueId=0, offset=9), _entry(offset=-5)]})
+    s.path.write_text(text)
+    s.load()
+    assert s.read_offset(MessageQueue("T", "broker-a", 0), MEM) is None  # all or nothing
+    assert s.read_offset(MQ, MEM) is None
+    assert s.path.read_text() == text
+    assert str(s.path) in caplog.text
+
+
+def test_module_doctests():
+    result = doctest.testmod(offset_store)
+    assert result.attempted > 0 and result.failed == 0
 
 
 def test_remote_store_persists_to_the_broker(tmp_path):
