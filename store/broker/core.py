@@ -260,7 +260,7 @@ class BrokerCore:
             self.offsets.commit(
                 request.group, request.topic, request.queue_id, request.commit_offset
             )
-        outcome = self.pull_now(request)
+        outcome = self._pull_once(request, config)
         if outcome.code is ResponseCode.PULL_NOT_FOUND and request.suspend_ms > 0 and self._started:
             cfg = self.config
             hold_ms = request.suspend_ms if cfg.long_polling_enable else cfg.short_polling_time_ms
@@ -278,7 +278,10 @@ class BrokerCore:
 
     def pull_now(self, request: PullRequest) -> PullOutcome:
         """One pull attempt, never held (what a woken request runs)."""
-        config = self.topics.get(request.topic)
+        return self._pull_once(request, self.topics.get(request.topic))
+
+    def _pull_once(self, request: PullRequest, config: TopicConfig | None) -> PullOutcome:
+        """:meth:`pull_now` with the topic's config already read (a pull reads it once)."""
         if config is not None and not config.readable:
             return PullOutcome(
                 ResponseCode.NO_PERMISSION,
