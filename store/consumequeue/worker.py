@@ -163,6 +163,7 @@ class Worker:
     def stop(self) -> bool:
         """Drain up to the limit, flush queues and index; True when all is done."""
         self.flusher.stop()
+        self.segments.map_new_files()  # the log may have rolled since the last step
         self.reput.stop()  # never started as a thread: this drains (catch-up included)
         done = self.reput.reput_from >= self.state.get(Slot.LIMIT) and self.reput.indexed
         try:
