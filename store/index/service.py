@@ -98,8 +98,11 @@ class IndexService:
                     )
                 except (OSError, CorruptIndexError):
                     break  # still being created: next time
-            for f in self.files[-2:]:
-                f.reload_header()
+            # Every file not full when last read may have grown since (several
+            # files can fill between two queries); a full file is never written again.
+            for f in self.files:
+                if not f.is_full:
+                    f.reload_header()
 
     # ----------------------------------------------------------------- loading
 
