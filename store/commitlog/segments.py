@@ -229,14 +229,14 @@ class Segments:
 
     # ------------------------------------------------- another process writes
 
-    def map_new_files(self, *, position: int | None = None) -> int:
+    def map_new_files(self, *, position: int | None = None, max_files: int | None = None) -> int:
         """Map segment files another process created after the last one held.
 
         For a reader whose writer is another process (``dispatch_process``): the
         files after the last one mapped, in order and contiguous, each at the
-        configured size (a file still being created is left for the next call).
-        New files start at ``position`` (default: full). Nothing is ever deleted.
-        Returns the number of files mapped.
+        configured size (a file still being created is left for the next call), at
+        most ``max_files`` of them. New files start at ``position`` (default: full).
+        Nothing is ever deleted. Returns the number of files mapped.
         """
         try:
             names = sorted(n for n in os.listdir(self.directory) if len(n) == 20 and n.isdigit())
@@ -244,6 +244,8 @@ class Segments:
             return 0
         added = 0
         for name in names:
+            if max_files is not None and added >= max_files:
+                break
             start = name_to_offset(name)
             if self.files and start <= self.files[-1].file_from_offset:
                 continue

@@ -223,20 +223,31 @@ class ConsumeQueue:
 
         A unit counts once its record ends at or before ``dispatched`` (the child
         publishes that offset after writing the units before it, so such a unit
-        is whole); blank units count as they are found. New files of the queue
-        are mapped as the last one fills.
+        is whole); blank units count as they are found. The next file of the
+        queue is mapped once the last one is followed to its end, one at a time:
+        only the last file may hold units not followed yet (reads of the others
+        trust their positions), and a file past the followed units may still be
+        deleted by a restarted child cutting its predecessor's unpublished work.
+        A new file whose last unit is already dispatched is whole: it is taken
+        without scanning its units.
         """
+        size = self.file_size
         with self._lock:
             segs = self.segments
             while True:
                 last = segs.last
-                if last is None or last.wrote_position >= self.file_size:
-                    if not segs.map_new_files(position=0):
+                if last is None or last.wrote_position >= size:
+                    if not segs.map_new_files(position=0, max_files=1):
                         break
+                    last = segs.last
+                    assert last is not None
+                    phys, sz, _tags = unpack_unit(last.view, size - UNIT_SIZE)
+                    if sz > 0 and sz != BLANK_SIZE and phys + sz <= dispatched:
+                        self.max_physic_offset = phys + sz
+                        last.set_positions(size)
                     continue
                 view = last.view
                 pos = last.wrote_position
-                size = self.file_size
                 while pos < size:
                     phys, sz, tags = unpack_unit(view, pos)
                     if not (is_blank(phys, sz, tags) or (sz > 0 and phys + sz <= dispatched)):

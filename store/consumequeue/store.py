@@ -67,10 +67,9 @@ class ConsumeQueueStore:
             if cq is not None:
                 return cq
             cq = ConsumeQueue(directory, topic, queue_id, self.file_size)
-            cq.segments.map_new_files(position=self.file_size)
-            last = cq.segments.last
-            if last is not None:
-                last.set_positions(0)  # follow() finds where the units end
+            # The first file only: follow() finds where its units end and maps the
+            # next files one by one (whether their units are dispatched yet).
+            cq.segments.map_new_files(position=0, max_files=1)
             cq.min_logic_offset = cq.segments.min_offset
             self.queues[topic, queue_id] = cq
         return cq
