@@ -264,11 +264,12 @@ class Segments:
             added += 1
         return added
 
-    def forget_before(self, offset: int) -> int:
+    def forget_before(self, offset: int, *, keep: int = 1) -> int:
         """Unmap (never delete) leading files that end at or before ``offset``, or
-        whose file another process deleted, keeping the last. Returns files dropped."""
+        whose file another process deleted, keeping the last ``keep``. Returns files
+        dropped."""
         dropped = 0
-        while len(self.files) > 1 and (
+        while len(self.files) > keep and (
             self.files[0].file_from_offset + self.file_size <= offset
             or not self.files[0].path.exists()
         ):

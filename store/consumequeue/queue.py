@@ -229,7 +229,9 @@ class ConsumeQueue:
         trust their positions), and a file past the followed units may still be
         deleted by a restarted child cutting its predecessor's unpublished work.
         A new file whose last unit is already dispatched is whole: it is taken
-        without scanning its units.
+        without scanning its units. When the child has deleted every file held here
+        (expired: it deletes oldest first and keeps a queue's last file), following
+        resumes at its first file left.
         """
         size = self.file_size
         with self._lock:
@@ -237,8 +239,11 @@ class ConsumeQueue:
             while True:
                 last = segs.last
                 if last is None or last.wrote_position >= size:
+                    if last is not None and not last.path.exists():
+                        segs.forget_before(0, keep=0)  # all deleted: nothing to join
                     if not segs.map_new_files(position=0, max_files=1):
                         break
+                    self.min_logic_offset = max(self.min_logic_offset, segs.min_offset)
                     last = segs.last
                     assert last is not None
                     phys, sz, _tags = unpack_unit(last.view, size - UNIT_SIZE)

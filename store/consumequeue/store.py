@@ -76,8 +76,11 @@ class ConsumeQueueStore:
 
     def _caught_up(self, cq: ConsumeQueue, dispatched: int, *, new: bool = False) -> ConsumeQueue:
         if cq.followed != dispatched:
+            head = cq.segments.min_offset
             cq.follow(dispatched)
-            if new:  # skip pre-fill blanks and units below the CommitLog's start
+            # New, or resumed past files the child deleted: skip pre-fill blanks and
+            # units below the CommitLog's start.
+            if new or cq.segments.min_offset != head:
                 cq.correct_min_offset(self._min_physical())
         return cq
 
