@@ -239,10 +239,15 @@ class ConsumeQueue:
             while True:
                 last = segs.last
                 if last is None or last.wrote_position >= size:
-                    if last is not None and not last.path.exists():
-                        segs.forget_before(0, keep=0)  # all deleted: nothing to join
                     if not segs.map_new_files(position=0, max_files=1):
-                        break
+                        # Nothing follows the last file: not written yet, or every
+                        # file held here was deleted (checked after the attempt: the
+                        # child may delete them meanwhile); then resume at the first
+                        # file left.
+                        if last is None or last.path.exists():
+                            break
+                        segs.forget_before(0, keep=0)
+                        continue
                     self.min_logic_offset = max(self.min_logic_offset, segs.min_offset)
                     last = segs.last
                     assert last is not None
