@@ -361,6 +361,21 @@ def test_queues_and_index_loaded_at_open_are_followed_after_reopen(
         ]
 
 
+def test_unsupported_machine_falls_back_to_the_dispatcher_thread(
+    tmp_path: Path,
+    store_factory: Callable[[StoreConfig], MessageStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shared, "supported", lambda: False)
+    cfg = config(tmp_path)
+    s = store_factory(cfg)
+    assert s.logics.process is None and s.dispatch_progress is s.reput
+    assert not (cfg.root / shared.FILE_NAME).exists()
+    put_all(s, [message(i) for i in range(30)])
+    assert s.wait_dispatched(10)
+    assert [m.body for m in s.query_by_key(TOPICS[0], "k0").messages] == [message(0).body]
+
+
 def test_close_stops_the_child_and_removes_abort_and_the_shared_page(
     tmp_path: Path, store_factory: Callable[[StoreConfig], MessageStore]
 ) -> None:
