@@ -42,6 +42,7 @@ from store.message import (
     host_bytes,
     java_hashmap_order,
     new_uniq_key,
+    new_uniq_keys,
     properties_to_string,
     standard_properties_string,
     validate_topic,
@@ -331,18 +332,81 @@ class PutAPI:
                 return done
         return self._put_general_batch(msgs)
 
+    def _frame_common_batch(
+        self, msgs: Sequence[Message]
+    ) -> tuple[list[V1Record], list[str]] | None:
+        """:meth:`_frame_common` of every message of a batch (None if any is not common).
+
+        The same conditions and bytes, in one loop: the per-store lookups are
+        hoisted, each topic is framed by a ``RecordEncoder.v1_framer`` made once per
+        batch, and the UNIQ_KEYs come from one call. ``put_messages`` of 32: 3.1 ->
+        2.7 us per message (log only, interleaved runs on this machine).
+        """
+        topic_bytes_of = self._topic_bytes
+        born_of = self._born_cache
+        body_limit = self._fast_body_limit
+        max_record = self._max_record
+        next_uniq = self._next_uniq
+        v1_framer = self.commitlog.encoder.v1_framer
+        crc32 = zlib.crc32
+        max_props = fmt.MAX_PROPERTIES_LENGTH
+        ipv4 = fmt.IPV4_HOST_LEN
+        framers: dict[str, tuple[Callable[[int, bytes], tuple[bytes, int]], str]] = {}
+        records: list[V1Record] = []
+        # The default generator makes the batch's ids in one call; a replaced one
+        # (tests make ids deterministic) is asked once per message.
+        uniqs = new_uniq_keys(len(msgs)) if next_uniq is new_uniq_key else None
+        made: list[str] = []
+        for i, msg in enumerate(msgs):
+            topic = msg.topic
+            body = msg.body
+            n = len(body) if type(body) is bytes else 0
+            qid = msg.queue_id
+            born = born_of.get(msg.born_host)
+            if (
+                born is None
+                or len(born) != ipv4
+                or not 0 < n < body_limit
+                or qid < 0
+                or msg.sys_flag
+                or msg.properties
+                or msg.delay_level > 0
+                or not msg.wait_store_msg_ok
+            ):
+                return None
+            framer = framers.get(topic)
+            if framer is None:
+                topic_bytes = topic_bytes_of.get(topic)
+                frame = None if topic_bytes is None else v1_framer(topic_bytes)
+                if frame is None:
+                    return None
+                framer = framers[topic] = (frame, topic + "-")
+            keys = msg.keys
+            if keys is not None and type(keys) is not str:
+                keys = keys[0] if len(keys) == 1 and keys[0] else " ".join(k for k in keys if k)
+            uniq = next_uniq() if uniqs is None else uniqs[i]
+            props = standard_properties_string(uniq, msg.tags, keys).encode()
+            if len(props) > max_props:
+                return None
+            tail, total = framer[0](n, props)
+            if total > max_record:
+                return None
+            records.append(
+                (framer[1] + str(qid), qid, msg.flag, msg.born_timestamp, born,
+                 msg.reconsume_times, body, crc32(body) & 0x7FFFFFFF, tail, total)
+            )  # fmt: skip
+            if uniqs is None:
+                made.append(uniq)
+        return records, made if uniqs is None else uniqs
+
     def _put_common_batch(self, msgs: Sequence[Message]) -> list[PutResult] | None:
         """put_messages of common messages (see :meth:`_frame_common`) framed in one pass
         and packed in place under one lock (~half the cost per message); None: take
         the general path (any other message in the batch, or a roll is due)."""
-        records: list[V1Record] = []
-        uniqs: list[str] = []
-        for m in msgs:
-            r = self._frame_common(m)
-            if r is None:
-                return None
-            records.append(r[0])
-            uniqs.append(r[1])
+        framed = self._frame_common_batch(msgs)
+        if framed is None:
+            return None
+        records, uniqs = framed
         at = self.commitlog.append_v1_batch(records)
         if at is None:
             return None
