@@ -155,7 +155,8 @@ class DispatchProcess:
             [sys.executable, "-m", "store.consumequeue.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            pass_fds=(self._lock_fd,),  # the child shares the store's lock (worker docs)
+            # The child shares the store's lock (worker docs); -1: a caller without one.
+            pass_fds=(self._lock_fd,) if self._lock_fd >= 0 else (),
             env=env,
         )
         assert proc.stdin is not None and proc.stdout is not None

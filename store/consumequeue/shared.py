@@ -52,7 +52,7 @@ class Slot(IntEnum):
     """child: the checkpoint's ``indexMsgTimestamp`` (end time of the last full index
     file flushed)."""
     GENERATION = 7
-    """child: bumped on every start, so the parent can tell a restarted child."""
+    """child: bumped on every start (diagnostics: how many children served this open)."""
 
 
 def supported() -> bool:
