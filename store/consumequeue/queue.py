@@ -68,6 +68,8 @@ class ConsumeQueue:
         self.max_physic_offset = 0
         self.followed = -1
         """The dispatched offset :meth:`follow` last caught up with (-1: never)."""
+        self.corrected_for = -1
+        """Following: the CommitLog start the minimum was last corrected against."""
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ offsets

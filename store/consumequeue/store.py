@@ -75,13 +75,21 @@ class ConsumeQueueStore:
         return cq
 
     def _caught_up(self, cq: ConsumeQueue, dispatched: int, *, new: bool = False) -> ConsumeQueue:
+        low = self._min_physical()
         if cq.followed != dispatched:
             head = cq.segments.min_offset
             cq.follow(dispatched)
             # New, or resumed past files the child deleted: skip pre-fill blanks and
             # units below the CommitLog's start.
             if new or cq.segments.min_offset != head:
-                cq.correct_min_offset(self._min_physical())
+                cq.correct_min_offset(low)
+                cq.corrected_for = low
+        if cq.corrected_for != low:
+            # The CommitLog's start moved since this queue's minimum was last corrected
+            # (expiry): correct it before anyone reads it (a cheap binary search, and
+            # the minimum only ever moves forward).
+            cq.correct_min_offset(low)
+            cq.corrected_for = low
         return cq
 
     # ----------------------------------------------------------------- loading
@@ -223,6 +231,7 @@ class ConsumeQueueStore:
                 with cq._lock:
                     dropped += cq.segments.forget_before(0)
                 cq.correct_min_offset(min_physical_offset)
+                cq.corrected_for = min_physical_offset
             return dropped
         return sum(cq.delete_expired(min_physical_offset) for cq in self.all())
 
