@@ -84,8 +84,14 @@ class SharedState:
         return int(_SLOT.unpack_from(self._mm, slot * 8)[0])
 
     def set(self, slot: Slot, value: int) -> None:
-        """Publish ``value`` in ``slot``."""
-        _SLOT.pack_into(self._mm, slot * 8, value)
+        """Publish ``value`` in ``slot``.
+
+        One 8-byte copy of the packed value: ``pack_into`` would zero the slot before
+        filling it, and the other process could read that 0 (a dispatched offset or
+        limit of 0, a checkpoint time of 0).
+        """
+        pos = slot * 8
+        self._mm[pos : pos + 8] = _SLOT.pack(value)
 
     def close(self) -> None:
         """Unmap (the file stays)."""

@@ -76,7 +76,7 @@ class ConsumeQueueStore:
 
     def _caught_up(self, cq: ConsumeQueue, dispatched: int, *, new: bool = False) -> ConsumeQueue:
         low = self._min_physical()
-        if cq.followed != dispatched:
+        if dispatched > cq.followed:  # progress only moves forward
             head = cq.segments.min_offset
             cq.follow(dispatched)
             # New, or resumed past files the child deleted: skip pre-fill blanks and

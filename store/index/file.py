@@ -32,9 +32,11 @@ from store.errors import CorruptIndexError
 from store.index import format as ifmt
 
 _SLOT_UNPACK = ifmt.SLOT.unpack_from
-_SLOT_PACK = ifmt.SLOT.pack_into
+_SLOT_BYTES = ifmt.SLOT.pack
 _ENTRY_PACK = ifmt.ENTRY.pack_into
-_HEADER_PACK = ifmt.HEADER.pack_into
+_HEADER_BYTES = ifmt.HEADER.pack
+_COUNT_BYTES = ifmt.INDEX_COUNT.pack
+_COUNT_END = ifmt.INDEX_COUNT_POS + ifmt.INDEX_COUNT.size
 
 SLOT_CHUNK_SHIFT = 20
 """Slot-table reservations are 1 MiB chunks (2**20), reserved on first touch."""
@@ -132,9 +134,7 @@ class IndexFile:
     # ------------------------------------------------------------------ header
 
     def _write_header(self) -> None:
-        ifmt.HEADER.pack_into(
-            self._mm,
-            0,
+        self._mm[0 : ifmt.HEADER_SIZE] = _HEADER_BYTES(  # not pack_into: see put_hashes
             self.begin_timestamp,
             self.end_timestamp,
             self.begin_phy_offset,
@@ -213,7 +213,12 @@ class IndexFile:
                 slot_value = 0
                 used += 1
             _ENTRY_PACK(mm, entries_pos + count * ifmt.ENTRY_SIZE, h, phy_offset, diff, slot_value)
-            _SLOT_PACK(mm, slot_pos, count)
+            # Entry, then the count that covers it, then the slot: a concurrent reader
+            # (another thread, or the store following a dispatcher process) that sees
+            # the new slot sees a count that includes its entry (``_select``).
+            self.index_count = count + 1
+            mm[ifmt.INDEX_COUNT_POS : _COUNT_END] = _COUNT_BYTES(count + 1)
+            mm[slot_pos : slot_pos + 4] = _SLOT_BYTES(count)
             if count <= 1:
                 self.begin_phy_offset = phy_offset
                 self.begin_timestamp = begin = store_timestamp
@@ -223,10 +228,13 @@ class IndexFile:
         self.index_count = count
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
-        _HEADER_PACK(
-            mm, 0, self.begin_timestamp, store_timestamp, self.begin_phy_offset, phy_offset,
-            used, count,
-        )  # fmt: skip
+        # Slots, counts and the header are overwritten in place while the store may
+        # read them from another process (``dispatch_process``): packed first, then
+        # copied in, because ``pack_into`` zeroes its target before filling it and a
+        # reader could catch the zeros (a count of 0, an empty slot).
+        mm[0 : ifmt.HEADER_SIZE] = _HEADER_BYTES(
+            self.begin_timestamp, store_timestamp, self.begin_phy_offset, phy_offset, used, count
+        )
         return n
 
     def _reserve_slot_chunk(self, fd: int, chunk: int) -> None:
@@ -270,6 +278,8 @@ class IndexFile:
         count = self.index_count
         key_hash = ifmt.key_hash(key)
         (slot_value,) = ifmt.SLOT.unpack_from(mm, ifmt.slot_position(key_hash % self.hash_slot_num))
+        if slot_value > count:  # written since our count was read: the file's count covers it
+            count = max(count, ifmt.INDEX_COUNT.unpack_from(mm, ifmt.INDEX_COUNT_POS)[0])
         if slot_value <= 0 or slot_value > count or count <= 1:
             return out
         begin_ts = self.begin_timestamp
