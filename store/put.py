@@ -18,6 +18,7 @@ Puts are thread-safe (the CommitLog's put lock orders them).
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -73,6 +74,27 @@ class PutResult(NamedTuple):
 
 # tuple.__new__ straight away: skips the generated __new__ (~0.5 us per put).
 _tuple_new = tuple.__new__
+
+
+_INT32 = range(-(1 << 31), 1 << 31)
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
+def _check_int_fields(msg: Message) -> None:
+    """The record's fixed-width fields must hold the message's numbers.
+
+    Raises:
+        IllegalMessageError: a number outside its field (a Java int or long).
+    """
+    for name, value, width in (
+        ("queue_id", msg.queue_id, _INT32),
+        ("flag", msg.flag, _INT32),
+        ("reconsume_times", msg.reconsume_times, _INT32),
+        ("sys_flag", msg.sys_flag, _INT32),
+        ("born_timestamp", msg.born_timestamp or 0, _INT64),
+    ):
+        if value not in width:
+            raise IllegalMessageError(f"{name} {value} does not fit its record field")
 
 
 class PutAPI:
@@ -168,6 +190,7 @@ class PutAPI:
             raise IllegalMessageError("body must not be empty")
         if msg.queue_id < 0:
             raise IllegalMessageError(f"queue_id must be >= 0, got {msg.queue_id}")
+        _check_int_fields(msg)
         if n > cfg.max_message_size:
             return PutResult(
                 PutStatus.MESSAGE_ILLEGAL,
@@ -231,7 +254,10 @@ class PutAPI:
             framed = self._frame_common(msg)
             if framed is not None:
                 record, uniq = framed
-                at = self.commitlog.append_v1(*record)
+                try:
+                    at = self.commitlog.append_v1(*record)
+                except struct.error:  # a field out of its range: the general path says which
+                    at = None
                 if at is not None:  # else the segment is full: the general path rolls
                     phys, qoff, ts = at
                     total = record[9]
@@ -407,7 +433,10 @@ class PutAPI:
         if framed is None:
             return None
         records, uniqs = framed
-        at = self.commitlog.append_v1_batch(records)
+        try:
+            at = self.commitlog.append_v1_batch(records)
+        except struct.error:  # a field out of its range: the general path says which
+            return None
         if at is None:
             return None
         physs, qoffs, ts = at

@@ -208,6 +208,39 @@ def test_negative_queue_id_is_illegal(store: MessageStore):
     assert_earlier_intact(store)
 
 
+OUT_OF_RANGE = [
+    {"flag": 1 << 40},
+    {"flag": -(1 << 31) - 1},
+    {"reconsume_times": 1 << 33},
+    {"queue_id": 1 << 31},
+    {"sys_flag": 1 << 32},
+    {"born_timestamp": 1 << 64},
+]
+
+
+@pytest.mark.parametrize("fields", OUT_OF_RANGE, ids=lambda f: next(iter(f)))
+def test_number_too_wide_for_its_record_field_is_illegal(store: MessageStore, fields):
+    """Found by the broker fuzz test: a send with a 2**40 flag raised struct.error."""
+    end = store.max_physical_offset
+    with pytest.raises(IllegalMessageError, match="does not fit"):
+        store.put_message(Message(topic="orders", body=b"b", **fields))
+    assert store.max_physical_offset == end
+    assert_earlier_intact(store)
+
+
+@pytest.mark.parametrize("fields", OUT_OF_RANGE, ids=lambda f: next(iter(f)))
+def test_batch_with_a_number_too_wide_stores_nothing(store: MessageStore, fields):
+    end = store.max_physical_offset
+    before = store.next_queue_offset("orders", 0)
+    batch = [Message(topic="orders", body=b"ok"), Message(topic="orders", body=b"b", **fields)]
+    with pytest.raises(IllegalMessageError, match="does not fit"):
+        store.put_messages(batch)
+    assert store.max_physical_offset == end
+    assert store.next_queue_offset("orders", 0) == before
+    assert store.put_message(Message(topic="orders", body=b"after")).queue_offset == before
+    assert_earlier_intact(store)
+
+
 # -------------------------------------------------------------- full disk
 
 SEGMENT = 8192
