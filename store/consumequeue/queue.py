@@ -68,8 +68,9 @@ class ConsumeQueue:
         self.max_physic_offset = 0
         self.followed = -1
         """The dispatched offset :meth:`follow` last caught up with (-1: never)."""
-        self.corrected_for = -1
-        """Following: the CommitLog start the minimum was last corrected against."""
+        self._min_basis: tuple[int, int, int] = (-1, -1, -1)
+        """Following: (CommitLog start, first file held, max offset) the minimum was
+        computed from (:meth:`follow_min`)."""
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ offsets
@@ -271,6 +272,32 @@ class ConsumeQueue:
                 if pos < size:
                     break
             self.followed = dispatched
+
+    def follow_min(self, min_physical_offset: int) -> None:
+        """Following: the minimum as a function of what is held, recomputed when that
+        changed: the first unit (not blank) pointing at or past ``min_physical_offset``
+        among the units held, else the maximum (nothing readable).
+
+        Unlike :meth:`correct_min_offset` this never starts from the previous minimum:
+        a reader's view of files another process writes and deletes changes under it,
+        and a minimum computed from a partial view must not stick. It only searches
+        when the CommitLog start or the first file held moved, or when nothing was
+        readable and units were added since (new units point past older ones, so
+        otherwise the minimum stands).
+        """
+        with self._lock:
+            top = self.max_offset
+            head = self.segments.min_offset
+            low_phys, low_head, old_top = self._min_basis
+            if (
+                low_phys == min_physical_offset
+                and low_head == head
+                and (top == old_top or self.min_logic_offset < old_top * UNIT_SIZE)
+            ):
+                return
+            first = self._first_at_or_after(head // UNIT_SIZE, top, min_physical_offset)
+            self.min_logic_offset = first * UNIT_SIZE
+            self._min_basis = (min_physical_offset, head, top)
 
     # ------------------------------------------------------------------ reading
 

@@ -74,22 +74,12 @@ class ConsumeQueueStore:
             self.queues[topic, queue_id] = cq
         return cq
 
-    def _caught_up(self, cq: ConsumeQueue, dispatched: int, *, new: bool = False) -> ConsumeQueue:
-        low = self._min_physical()
+    def _caught_up(self, cq: ConsumeQueue, dispatched: int) -> ConsumeQueue:
         if dispatched > cq.followed:  # progress only moves forward
-            head = cq.segments.min_offset
             cq.follow(dispatched)
-            # New, or resumed past files the child deleted: skip pre-fill blanks and
-            # units below the CommitLog's start.
-            if new or cq.segments.min_offset != head:
-                cq.correct_min_offset(low)
-                cq.corrected_for = low
-        if cq.corrected_for != low:
-            # The CommitLog's start moved since this queue's minimum was last corrected
-            # (expiry): correct it before anyone reads it (a cheap binary search, and
-            # the minimum only ever moves forward).
-            cq.correct_min_offset(low)
-            cq.corrected_for = low
+        # Skips pre-fill blanks and units below the CommitLog's start; recomputed
+        # only when the start, the files held or (nothing readable) the units moved.
+        cq.follow_min(self._min_physical())
         return cq
 
     # ----------------------------------------------------------------- loading
@@ -129,7 +119,7 @@ class ConsumeQueueStore:
             cq = self._discover(topic, queue_id)
             if cq is None:
                 return None
-            return self._caught_up(cq, self._dispatched(), new=True)
+            return self._caught_up(cq, self._dispatched())
         return self._caught_up(cq, self._dispatched())
 
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -230,8 +220,7 @@ class ConsumeQueueStore:
             for cq in self.all():
                 with cq._lock:
                     dropped += cq.segments.forget_before(0)
-                cq.correct_min_offset(min_physical_offset)
-                cq.corrected_for = min_physical_offset
+                cq.follow_min(min_physical_offset)
             return dropped
         return sum(cq.delete_expired(min_physical_offset) for cq in self.all())
 
