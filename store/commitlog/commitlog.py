@@ -268,33 +268,26 @@ class CommitLog:
         caller uses :meth:`append_batch`, which rolls). Returns (physical offsets,
         queue offsets, store timestamp).
         """
-        encode_into = self.encoder.encode_v1_into
+        encode_many = self.encoder.encode_v1_many_into
         table = self.topic_queue_table
         need = sum(r[9] for r in records)
-        physs: list[int] = []
         qoffs: list[int] = []
         with self.put_lock:
             mf = self.segments.last
             if mf is None or need + _MIN_BLANK > mf.file_size - mf.wrote_position:
                 return None
             ts = self._clock()
-            pos = mf.wrote_position
-            base = mf.file_from_offset
-            mm = mf.mapping
             pending: dict[str, int] = {}
-            for key, qid, flag, born_ts, born, reconsume, body, crc, tail, total in records:
+            for r in records:
+                key = r[0]
                 q = pending.get(key)
                 if q is None:
                     q = table.get(key, 0)
                 pending[key] = q + 1
-                encode_into(
-                    mm, pos, total, crc, qid, flag, q, base + pos,
-                    ts if born_ts is None else born_ts, born, ts, reconsume, body, tail,
-                )  # fmt: skip
-                physs.append(base + pos)
                 qoffs.append(q)
-                pos += total
-            mf.wrote_position = pos
+            pos = mf.wrote_position
+            physs = encode_many(mf.mapping, pos, mf.file_from_offset, ts, records, qoffs)
+            mf.wrote_position = pos + need
             mf.last_store_timestamp = ts
             table.update(pending)
         self.last_store_timestamp = ts

@@ -48,9 +48,9 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from store import compression
 from store.message import (
@@ -536,6 +536,45 @@ class RecordEncoder:
         e = b + len(body)
         buf[b:e] = body
         buf[e : pos + total] = tail
+
+
+    def encode_v1_many_into(
+        self,
+        buf: mmap.mmap | bytearray,
+        pos: int,
+        base: int,
+        store_timestamp: int,
+        records: Sequence[tuple[Any, ...]],
+        queue_offsets: Sequence[int],
+    ) -> list[int]:
+        """:meth:`encode_v1_into` of consecutive records from ``buf[pos]`` (a batch).
+
+        ``records`` are ``CommitLog.append_v1`` argument tuples (queue key, queue id,
+        flag, born timestamp or None, born host, reconsume times, body, BODYCRC, tail,
+        TOTALSIZE); ``base`` is the buffer's log offset. One loop here instead of a
+        call per record. Returns the records' physical offsets.
+        """
+        into = self._into4
+        body_pos = self._body4_pos
+        v6 = self.store_v6_flag
+        host = self.store_host
+        physs: list[int] = []
+        for (_k, qid, flag, born_ts, born, reconsume, body, crc, tail, total), q in zip(
+            records, queue_offsets, strict=True
+        ):
+            phys = base + pos
+            into(
+                buf, pos, total, MAGIC_V1, crc, qid, flag, q, phys, v6,
+                store_timestamp if born_ts is None else born_ts, born, store_timestamp, host,
+                reconsume, 0, len(body),
+            )  # fmt: skip
+            b = pos + body_pos
+            e = b + len(body)
+            buf[b:e] = body
+            buf[e : pos + total] = tail
+            physs.append(phys)
+            pos += total
+        return physs
 
 
 def host_to_bytes(host: tuple[str, int]) -> bytes:
