@@ -35,8 +35,7 @@ _SLOT_UNPACK = ifmt.SLOT.unpack_from
 _SLOT_BYTES = ifmt.SLOT.pack
 _ENTRY_PACK = ifmt.ENTRY.pack_into
 _HEADER_BYTES = ifmt.HEADER.pack
-_COUNT_BYTES = ifmt.INDEX_COUNT.pack
-_COUNT_END = ifmt.INDEX_COUNT_POS + ifmt.INDEX_COUNT.size
+_EMPTY_ENTRY = bytes(ifmt.ENTRY_SIZE)
 
 SLOT_CHUNK_SHIFT = 20
 """Slot-table reservations are 1 MiB chunks (2**20), reserved on first touch."""
@@ -212,12 +211,9 @@ class IndexFile:
             if slot_value <= 0 or slot_value > count:
                 slot_value = 0
                 used += 1
+            # The entry before its slot: a reader that finds the slot finds the entry
+            # whole (``_select``), even before the count in the header covers it.
             _ENTRY_PACK(mm, entries_pos + count * ifmt.ENTRY_SIZE, h, phy_offset, diff, slot_value)
-            # Entry, then the count that covers it, then the slot: a concurrent reader
-            # (another thread, or the store following a dispatcher process) that sees
-            # the new slot sees a count that includes its entry (``_select``).
-            self.index_count = count + 1
-            mm[ifmt.INDEX_COUNT_POS : _COUNT_END] = _COUNT_BYTES(count + 1)
             mm[slot_pos : slot_pos + 4] = _SLOT_BYTES(count)
             if count <= 1:
                 self.begin_phy_offset = phy_offset
@@ -278,8 +274,13 @@ class IndexFile:
         count = self.index_count
         key_hash = ifmt.key_hash(key)
         (slot_value,) = ifmt.SLOT.unpack_from(mm, ifmt.slot_position(key_hash % self.hash_slot_num))
-        if slot_value > count:  # written since our count was read: the file's count covers it
-            count = max(count, ifmt.INDEX_COUNT.unpack_from(mm, ifmt.INDEX_COUNT_POS)[0])
+        if count < slot_value < self.index_num:
+            # Linked since our count was read (by another thread, or the process this
+            # store follows): entries are written before their slot, so a non-empty
+            # entry there is whole. An empty one is a slot torn by a crash.
+            pos = ifmt.entry_position(self.hash_slot_num, slot_value)
+            if mm[pos : pos + ifmt.ENTRY_SIZE] != _EMPTY_ENTRY:
+                count = slot_value + 1
         if slot_value <= 0 or slot_value > count or count <= 1:
             return out
         begin_ts = self.begin_timestamp

@@ -50,10 +50,6 @@ NAME_LENGTH: Final = 17
 INT_MAX: Final = 0x7FFFFFFF
 
 assert HEADER_SIZE == 40 and ENTRY_SIZE == 20
-INDEX_COUNT: Final = struct.Struct(">i")
-INDEX_COUNT_POS: Final = 36
-"""The header's ``indexCount`` (its last field), written on its own before a slot is
-updated, so a reader that finds a slot also finds a count that covers its entry."""
 
 
 class Header(NamedTuple):
