@@ -64,14 +64,7 @@ class Logics:
         self.segments = segments
         self.checkpoint = checkpoint
         self.queues = ConsumeQueueStore(cfg.consume_queue_path, cfg.consume_queue_file_size)
-        self.index: IndexService | None = None
-        if cfg.message_index_enable:
-            self.index = IndexService(
-                cfg.index_path,
-                cfg.max_hash_slot_num,
-                cfg.max_index_num,
-                on_file_full=self._index_file_full,
-            )
+        self.index = IndexService.for_store(cfg, self._index_file_full)
         self.delay_levels = DelayLevels.parse(cfg.message_delay_level)
         self.dispatcher = Dispatcher(self.queues, self.index, self.delay_levels)
         self._index_rebuild_from: int | None = None

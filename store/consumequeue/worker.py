@@ -94,14 +94,8 @@ class Worker:
         # Units past the published progress may be a dead predecessor's half-done
         # work: cut them, they are dispatched again.
         self.queues.truncate_dirty(start.reput_from)
-        self.index: IndexService | None = None
-        if cfg.message_index_enable:
-            self.index = IndexService(
-                cfg.index_path,
-                cfg.max_hash_slot_num,
-                cfg.max_index_num,
-                on_file_full=lambda ts: state.set(Slot.INDEX_MSG_TIMESTAMP, ts),
-            )
+        self.index = IndexService.for_store(cfg, lambda ts: state.set(Slot.INDEX_MSG_TIMESTAMP, ts))
+        if self.index is not None:
             self.index.load(last_exit_ok=True, index_msg_timestamp=0)
         self.dispatcher = Dispatcher(
             self.queues, self.index, DelayLevels.parse(cfg.message_delay_level)

@@ -120,13 +120,7 @@ class IndexFile:
             self.index_count = 1
             self._write_header()
         else:
-            h = ifmt.Header(*ifmt.HEADER.unpack_from(self._mm, 0))
-            self.begin_timestamp = h.begin_timestamp
-            self.end_timestamp = h.end_timestamp
-            self.begin_phy_offset = h.begin_phy_offset
-            self.end_phy_offset = h.end_phy_offset
-            self.hash_slot_count = h.hash_slot_count
-            self.index_count = max(1, h.index_count)
+            self.reload_header()
             # What was written is allocated; what comes next is reserved on first put.
             self._reserved_to = self._entries_pos + self.index_count * ifmt.ENTRY_SIZE
 
@@ -143,7 +137,8 @@ class IndexFile:
         )
 
     def reload_header(self) -> None:
-        """Re-read the header from the mapping (another process writes the file)."""
+        """Read the header from the mapping (at load, and when another process writes
+        the file)."""
         h = ifmt.Header(*ifmt.HEADER.unpack_from(self._mm, 0))
         self.begin_timestamp = h.begin_timestamp
         self.end_timestamp = h.end_timestamp

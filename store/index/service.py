@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from store.config import StoreConfig
 from store.errors import CorruptIndexError
 from store.index import format as ifmt
 from store.index.file import IndexFile
@@ -103,6 +104,17 @@ class IndexService:
             for f in self.files:
                 if not f.is_full:
                     f.reload_header()
+
+    @classmethod
+    def for_store(
+        cls, cfg: StoreConfig, on_file_full: Callable[[int], None]
+    ) -> IndexService | None:
+        """The index of ``cfg``'s store (None with ``message_index_enable=False``)."""
+        if not cfg.message_index_enable:
+            return None
+        return cls(
+            cfg.index_path, cfg.max_hash_slot_num, cfg.max_index_num, on_file_full=on_file_full
+        )
 
     # ----------------------------------------------------------------- loading
 

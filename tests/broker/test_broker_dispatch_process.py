@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from store.broker.codes import RequestCode as Rq
 from store.broker.codes import ResponseCode as Rs
 from store.consumequeue.shared import supported
 from tests.broker.test_server import pull_ext, records, send_v2
+from tests.broker.test_server_robustness import start_broker as start_robust_broker
 from tests.broker.wire_client import WireClient
 
 pytestmark = [
@@ -27,19 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def start_broker(store_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    """A broker in its own process group (so a "Ctrl-C" reaches it and its child only)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.cli", "broker", "--store", str(store_dir), "--port", "0",
-         "--ha-port", "0", "--file-size", str(1 << 20), "--dispatch-process"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if "remoting on " in line:
-            return proc, line.rsplit("remoting on ", 1)[1].strip()
-    proc.kill()
-    raise AssertionError("the broker never printed its address")
+    """A dispatch-process broker in its own process group (a "Ctrl-C" reaches it and
+    its child only)."""
+    return start_robust_broker(store_dir, "--dispatch-process", new_session=True)
 
 
 def create_topic(c: WireClient, topic: str = "T") -> None:
@@ -91,9 +81,10 @@ def test_ctrl_c_to_the_process_group_stops_broker_and_child_cleanly(tmp_path: Pa
             r = c.call(Rq.PULL_MESSAGE, pull_ext(0))
             assert r.code == Rs.SUCCESS
             assert [m.body for m in records(r.body or b"")][:3] == [b"m0", b"m1", b"m2"]
-            assert c.call(Rq.GET_MAX_OFFSET, {"topic": "T", "queueId": 0}).ext_fields[
-                "offset"
-            ] == "200"
+            assert (
+                c.call(Rq.GET_MAX_OFFSET, {"topic": "T", "queueId": 0}).ext_fields["offset"]
+                == "200"
+            )
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         assert proc.wait(30) == 0

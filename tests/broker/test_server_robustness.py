@@ -86,12 +86,16 @@ def test_garbage_on_a_busy_connection_closes_only_that_connection(
         assert good.call(Rq.GET_MAX_OFFSET, {"topic": "T", "queueId": 0}).code == Rs.SUCCESS
 
 
-def start_broker(store_dir: Path) -> tuple[subprocess.Popen[str], str]:
+def start_broker(
+    store_dir: Path, *extra: str, new_session: bool = False
+) -> tuple[subprocess.Popen[str], str]:
+    """``mqstore broker`` on a free port (``extra``: more options; ``new_session``: in
+    its own process group, so signals to the group reach it and its children only)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tools.cli", "broker", "--store", str(store_dir), "--port", "0",
-         "--ha-port", "0", "--file-size", str(1 << 20)],
+         "--ha-port", "0", "--file-size", str(1 << 20), *extra],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=new_session,
     )  # fmt: skip
     assert proc.stdout is not None
     for line in proc.stdout:
