@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from store import affinity
 from store.errors import ConfigError
 
 OS_PAGE_SIZE = 4096
@@ -91,6 +92,10 @@ class StoreConfig:
     # Not a RocketMQ setting (its reput thread already runs in parallel); Linux x86-64
     # only (elsewhere the in-process thread is used, with a warning).
     dispatch_process: bool = False
+    # CPUs the dispatcher process runs on (() = the CPUs of the thread that opened the
+    # store). With the producers pinned to another CPU (store.affinity.pin_process,
+    # taskset), thread hand-offs stay on one CPU: see store.affinity for why and figures.
+    dispatch_cpus: tuple[int, ...] = ()
     # pull (rocketmq-facts 8.2)
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
@@ -128,6 +133,10 @@ class StoreConfig:
             raise ConfigError(
                 "mapped_file_size_consume_queue must hold at least one 20-byte unit, "
                 f"got {self.mapped_file_size_consume_queue}"
+            )
+        if self.dispatch_cpus:
+            object.__setattr__(
+                self, "dispatch_cpus", affinity.check_cpus(self.dispatch_cpus, "dispatch_cpus")
             )
         if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
             raise ConfigError(

@@ -70,6 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="build consume queues and the index in a child process (uses a second core)",
     )
+    b.add_argument(
+        "--cpus",
+        default=None,
+        metavar="LIST",
+        help="run the broker's threads on these CPUs (taskset syntax, e.g. 0 or 0-1)",
+    )
+    b.add_argument(
+        "--dispatch-cpus",
+        default=None,
+        metavar="LIST",
+        help="run the dispatcher process on these CPUs (with --dispatch-process)",
+    )
 
     for name, helptext in (
         ("audit", "check every record of a store directory with Spark"),
@@ -199,7 +211,7 @@ def _broker(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from store import BrokerRole, FlushDiskType, MessageStore, StoreConfig
+    from store import BrokerRole, ConfigError, FlushDiskType, MessageStore, StoreConfig, affinity
     from store.broker.core import BrokerConfig, BrokerCore
     from store.broker.server import BrokerServer, bind_listener
     from store.ha import service as ha_service
@@ -219,12 +231,24 @@ def _broker(args: argparse.Namespace) -> int:
         print(f"mqstore broker: cannot listen on {args.host}:0: {e}", file=sys.stderr)
         return 2
     port = args.port if sock is None else int(sock.getsockname()[1])
-    cfg = StoreConfig(
-        root_dir=args.store, broker_role=role, commitlog_file_size=args.file_size,
-        ha_listen_port=args.ha_port, ha_bind_host=args.ha_bind, ha_master_address=args.master_ha,
-        store_host=(args.host, port), flush_disk_type=FlushDiskType[args.flush],
-        dispatch_process=args.dispatch_process,
-    )  # fmt: skip
+    try:  # before the store starts threads: they inherit this thread's mask
+        if args.cpus is not None:
+            affinity.pin_process(affinity.parse_cpu_list(args.cpus))
+        dispatch_cpus = (
+            affinity.parse_cpu_list(args.dispatch_cpus) if args.dispatch_cpus is not None else ()
+        )
+        cfg = StoreConfig(
+            root_dir=args.store, broker_role=role, commitlog_file_size=args.file_size,
+            ha_listen_port=args.ha_port, ha_bind_host=args.ha_bind,
+            ha_master_address=args.master_ha, store_host=(args.host, port),
+            flush_disk_type=FlushDiskType[args.flush], dispatch_process=args.dispatch_process,
+            dispatch_cpus=dispatch_cpus,
+        )  # fmt: skip
+    except ConfigError as e:
+        if sock is not None:
+            sock.close()
+        print(f"mqstore broker: {e}", file=sys.stderr)
+        return 2
     try:
         store = MessageStore.open(cfg)
     except OSError as e:

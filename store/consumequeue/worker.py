@@ -196,6 +196,13 @@ def main() -> int:
         start: Start = pickle.loads(_read_exact(cmd_fd, n))
     except EOFError:
         return 0
+    if start.cfg.dispatch_cpus:
+        # Before any thread starts: threads inherit the mask of the one starting them.
+        try:
+            os.sched_setaffinity(0, start.cfg.dispatch_cpus)
+        except OSError as e:  # a cpuset that excludes them: run where we were started
+            log.warning("cannot move to CPUs %s (%s); staying on %s",
+                        start.cfg.dispatch_cpus, e, sorted(os.sched_getaffinity(0)))  # fmt: skip
     state = SharedState(start.cfg.root / FILE_NAME, create=False)
     worker = Worker(start, state)
     worker.flusher.start()

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from store import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
+from store import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig, affinity
 from tools.bench._harness import Deadline, Run, Worker, chunked, drive, run_threads
 from tools.bench._workload import TOPIC, Item, items
 
@@ -28,9 +28,15 @@ def _open(
     *,
     dispatch: bool = True,
     dispatch_process: bool = False,
+    dispatch_cpus: tuple[int, ...] = (),
 ) -> MessageStore:
     store = MessageStore.open(
-        StoreConfig(root_dir=root, flush_disk_type=flush, dispatch_process=dispatch_process)
+        StoreConfig(
+            root_dir=root,
+            flush_disk_type=flush,
+            dispatch_process=dispatch_process,
+            dispatch_cpus=dispatch_cpus,
+        )
     )
     if not dispatch:
         # CommitLog only (what issue 2 specified): stop the consume-queue/index
@@ -141,11 +147,26 @@ def sync_threads(
     n_threads: int,
     dispatch: bool = True,
     dispatch_process: bool = False,
+    split_cpus: bool = False,
 ) -> Run:
-    """SYNC_FLUSH (group commit), ``n_threads`` producers, each put waits for its flush."""
-    return put_threads(
-        workdir, duration, pool, n_threads, FlushDiskType.SYNC_FLUSH, dispatch, dispatch_process
-    )
+    """SYNC_FLUSH (group commit), ``n_threads`` producers, each put waits for its flush.
+
+    ``split_cpus``: this process (producers, flusher) on CPU 0 and the dispatcher
+    process on the others, as ``store.affinity`` describes; the pin is undone after.
+    """
+    if not split_cpus:
+        return put_threads(
+            workdir, duration, pool, n_threads, FlushDiskType.SYNC_FLUSH, dispatch,
+            dispatch_process,
+        )  # fmt: skip
+    rest = tuple(range(1, os.cpu_count() or 1))
+    if not rest:
+        raise RuntimeError("split_cpus needs at least 2 CPUs")
+    with affinity.pinned((0,)):
+        return put_threads(
+            workdir, duration, pool, n_threads, FlushDiskType.SYNC_FLUSH, dispatch,
+            dispatch_process, dispatch_cpus=rest,
+        )  # fmt: skip
 
 
 def put_threads(
@@ -156,6 +177,7 @@ def put_threads(
     flush: FlushDiskType,
     dispatch: bool = True,
     dispatch_process: bool = False,
+    dispatch_cpus: tuple[int, ...] = (),
 ) -> Run:
     """``n_threads`` producers calling ``put_message`` under ``flush``, each put timed.
 
@@ -163,7 +185,12 @@ def put_threads(
     ASYNC_FLUSH, the periodic flusher's).
     """
     store = _open(
-        workdir / "store", flush, pool[0], dispatch=dispatch, dispatch_process=dispatch_process
+        workdir / "store",
+        flush,
+        pool[0],
+        dispatch=dispatch,
+        dispatch_process=dispatch_process,
+        dispatch_cpus=dispatch_cpus,
     )
     msgs = [it.message() for it in pool]
     put = store.put_message

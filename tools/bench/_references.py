@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from store import affinity
 from tools.bench._harness import Deadline, Run, Worker, chunked, drive, run_threads
 from tools.bench._workload import SQLITE_INSERT, SQLITE_SCHEMA, Item
 
@@ -80,10 +81,15 @@ def sqlite_single(workdir: Path, duration: float, items: Sequence[Item], batch: 
 
 
 def sqlite_full_threads(
-    workdir: Path, duration: float, items: Sequence[Item], n_threads: int
+    workdir: Path, duration: float, items: Sequence[Item], n_threads: int, one_cpu: bool = False
 ) -> Run:
-    """``n_threads`` threads, each its own connection, WAL + synchronous=FULL."""
-    return sqlite_threads(workdir, duration, items, n_threads, "FULL")
+    """``n_threads`` threads, each its own connection, WAL + synchronous=FULL
+    (``one_cpu``: this process pinned to CPU 0 meanwhile, as mqstore's split-CPU
+    contenders are, so the reference gets the same treatment)."""
+    if not one_cpu:
+        return sqlite_threads(workdir, duration, items, n_threads, "FULL")
+    with affinity.pinned((0,)):
+        return sqlite_threads(workdir, duration, items, n_threads, "FULL")
 
 
 def sqlite_threads(

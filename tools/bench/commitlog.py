@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from store import affinity
 from tools.bench import _mqstore as mq
 from tools.bench import _references as ref
 from tools.bench._harness import Run, latency_ms, median, pick_base_dir, settle
@@ -104,6 +105,8 @@ RATIOS = (  # name, title, numerator, denominator, target (None: shown, no targe
      "raw_group_commit_16t", 0.8),
     ("sync16_proc_vs_raw_ceiling16", "SYNC 16, dispatcher process / raw ceiling 16",
      "mqstore_sync_16t_proc", "raw_group_commit_16t", 0.8),
+    ("sync16_split_vs_raw_ceiling16", "SYNC 16, dispatcher process, split CPUs / raw ceiling",
+     "mqstore_sync_16t_split", "raw_group_commit_16t", 0.8),
     ("sync16_log_only_vs_raw_ceiling16", "SYNC 16, log only / raw ceiling 16",
      "mqstore_sync_16t_log_only", "raw_group_commit_16t", None),
     ("sync16_vs_sqlite_full16", "SYNC 16 threads / SQLite FULL 16", "mqstore_sync_16t",
@@ -112,12 +115,22 @@ RATIOS = (  # name, title, numerator, denominator, target (None: shown, no targe
      "sqlite_full_64t", 5.0),
     ("sync64_proc_vs_sqlite_full64", "SYNC 64, dispatcher process / SQLite FULL 64",
      "mqstore_sync_64t_proc", "sqlite_full_64t", 5.0),
+    ("sync64_split_vs_sqlite_full64", "SYNC 64, dispatcher process, split CPUs / SQLite FULL 64",
+     "mqstore_sync_64t_split", "sqlite_full_64t", 5.0),
+    ("sync64_split_vs_sqlite_full64_cpu0",
+     "SYNC 64, split CPUs / SQLite FULL 64 on CPU 0", "mqstore_sync_64t_split",
+     "sqlite_full_64t_cpu0", 5.0),
     ("sync64_vs_raw_ceiling16", "SYNC 64 threads / raw ceiling 16", "mqstore_sync_64t",
      "raw_group_commit_16t", None),
     ("raw_ceiling16_vs_sqlite_full16", "raw ceiling 16 / SQLite FULL 16",
      "raw_group_commit_16t", "sqlite_full_16t", None),
 )  # fmt: skip
 RECOVERY_TARGET_MB_S = 200.0
+
+
+def split(cs: list[Contender]) -> list[Contender]:
+    """The split-CPU contenders (``store.affinity``): only where there are 2+ CPUs."""
+    return cs if (os.cpu_count() or 1) >= 2 and affinity.supported() else []
 
 
 def contenders(recovery_root: Path) -> list[Contender]:
@@ -166,6 +179,12 @@ def contenders(recovery_root: Path) -> list[Contender]:
         Contender("mqstore_sync_16t_proc", "mqstore SYNC_FLUSH, 16 thr., dispatcher process",
                   "sync", fsync + "; CQ/index built by a child process",
                   p(mq.sync_threads, pool=p100, n_threads=16, dispatch_process=True), "sync"),
+        *split([
+            Contender("mqstore_sync_16t_split", "mqstore SYNC_FLUSH, 16 thr., split CPUs", "sync",
+                      fsync + "; producers on CPU 0, dispatcher process on the others",
+                      p(mq.sync_threads, pool=p100, n_threads=16, dispatch_process=True,
+                        split_cpus=True), "sync"),
+        ]),
         Contender("sqlite_full_16t", "SQLite WAL FULL, 16 threads", "sync", fsync,
                   p(ref.sqlite_full_threads, items=p100, n_threads=16), "sync"),
         Contender("mqstore_sync_64t", "mqstore SYNC_FLUSH, 64 threads", "sync", fsync,
@@ -173,8 +192,20 @@ def contenders(recovery_root: Path) -> list[Contender]:
         Contender("mqstore_sync_64t_proc", "mqstore SYNC_FLUSH, 64 thr., dispatcher process",
                   "sync", fsync + "; CQ/index built by a child process",
                   p(mq.sync_threads, pool=p100, n_threads=64, dispatch_process=True), "sync"),
+        *split([
+            Contender("mqstore_sync_64t_split", "mqstore SYNC_FLUSH, 64 thr., split CPUs", "sync",
+                      fsync + "; producers on CPU 0, dispatcher process on the others",
+                      p(mq.sync_threads, pool=p100, n_threads=64, dispatch_process=True,
+                        split_cpus=True), "sync"),
+        ]),
         Contender("sqlite_full_64t", "SQLite WAL FULL, 64 threads", "sync", fsync,
                   p(ref.sqlite_full_threads, items=p100, n_threads=64), "sync"),
+        *split([
+            Contender("sqlite_full_64t_cpu0", "SQLite WAL FULL, 64 threads on CPU 0", "sync",
+                      fsync + "; pinned like the split-CPU contenders",
+                      p(ref.sqlite_full_threads, items=p100, n_threads=64, one_cpu=True),
+                      "sync"),
+        ]),
         Contender("recovery_scan_only", "CommitLog scan alone (recovery.scan)", "recovery",
                   "CRC-checked scan without re-dispatch, page cache warm",
                   lambda _w, _d: mq.scan_only(recovery_root), "recovery"),
@@ -242,6 +273,8 @@ def ratios(per: dict[str, list[Run]], summary: dict[str, dict[str, Any]]) -> dic
     """
     out: dict[str, Any] = {}
     for name, title, num, den, target in RATIOS:
+        if num not in per or den not in per:  # split-CPU contenders need 2 CPUs
+            continue
         reps = [x.rate / y.rate if y.rate else 0.0 for x, y in zip(per[num], per[den], strict=True)]
         value = median(reps)
         b = summary[den]["messages_per_s"]
