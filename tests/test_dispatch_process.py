@@ -441,6 +441,10 @@ def test_expired_files_are_deleted_by_the_child_and_reads_start_at_the_new_minim
         "the child to delete expired queue and index files",
     )
     first = s.min_offset_in_queue("E", 0)
+    cq = s.queues.find("E", 0)
+    assert cq is not None
+    view = [(mf.path.name, mf.wrote_position, mf.path.exists()) for mf in cq.segments.files]
+    assert first < len(results), f"minimum {first} (log start {low}); files held {view}"
     assert results[first - 1].physical_offset < low <= results[first].physical_offset
     got = pull_all(s, "E", 0)
     assert [m.queue_offset for m in got] == list(range(first, len(msgs)))

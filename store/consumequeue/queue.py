@@ -295,9 +295,46 @@ class ConsumeQueue:
                 and (top == old_top or self.min_logic_offset < old_top * UNIT_SIZE)
             ):
                 return
-            first = self._first_at_or_after(head // UNIT_SIZE, top, min_physical_offset)
+            low = head // UNIT_SIZE
+            first = self._first_at_or_after(low, top, min_physical_offset)
+            if not self._is_boundary(first, low, top, min_physical_offset):
+                # A unit the search probed was not readable (a file changing under
+                # it), so its answer may be anywhere, up to the maximum: scan unit by
+                # unit instead, and search again next time rather than keep this.
+                log.warning(
+                    "consume queue %s-%d: minimum search for offset %d met unreadable "
+                    "units (files %s, queue offsets %d-%d); scanning",
+                    self.topic, self.queue_id, min_physical_offset,
+                    [(m.path.name, m.wrote_position) for m in self.segments.files], low, top,
+                )  # fmt: skip
+                first = self._first_by_scan(low, top, min_physical_offset)
+                self.min_logic_offset = first * UNIT_SIZE
+                self._min_basis = (-1, -1, -1)
+                return
             self.min_logic_offset = first * UNIT_SIZE
             self._min_basis = (min_physical_offset, head, top)
+
+    def _is_boundary(self, q: int, low: int, high: int, physical_offset: int) -> bool:
+        """Whether ``q`` is provably the answer of :meth:`_first_at_or_after`: unit
+        ``q`` (unless ``high``) is readable and points at or past ``physical_offset``,
+        and unit ``q - 1`` (unless ``low``) is readable and a blank or below it."""
+        if q < high:
+            u = self.unit_at(q)
+            if u is None or is_blank(*u) or u[0] < physical_offset:
+                return False
+        if q > low:
+            u = self.unit_at(q - 1)
+            if u is None or not (is_blank(*u) or u[0] < physical_offset):
+                return False
+        return True
+
+    def _first_by_scan(self, low: int, high: int, physical_offset: int) -> int:
+        """:meth:`_first_at_or_after` unit by unit (no assumption about unreadable units)."""
+        for q in range(low, high):
+            u = self.unit_at(q)
+            if u is not None and not is_blank(*u) and u[0] >= physical_offset:
+                return q
+        return high
 
     # ------------------------------------------------------------------ reading
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from store import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig, faults
-from store.commitlog.flush import AsyncFlusher
+from store.commitlog.flush import AsyncFlusher, FlushRequest, GroupCommitter
 from store.commitlog.segments import Segments
 
 SIZE = 1 << 20
@@ -118,3 +119,84 @@ def test_close_flushes_everything_in_async_mode(tmp_path: Path):
     r = s.put_message(Message(topic="t", body=b"x"))
     s.close()
     assert s.flushed_physical_offset == r.physical_offset + r.size
+
+
+def test_relay_skips_a_producer_that_timed_out_and_wakes_the_next(tmp_path: Path):
+    # A timed out while the disk was stuck; B, in the same batch, must still be woken
+    # by the relay when the sync completes (not left to time out in turn).
+    release = threading.Event()
+    stuck = threading.Event()
+
+    def block(**_: Any) -> None:
+        if not release.is_set():
+            stuck.set()
+            release.wait(5)
+
+    results: dict[str, PutStatus] = {}
+    with MessageStore.open(sync_cfg(tmp_path, sync_flush_timeout_ms=600)) as s:
+        with faults.inject("before_fdatasync", block):
+
+            def put(name: str) -> None:
+                results[name] = s.put_message(Message(topic="t", body=name.encode())).status
+
+            z = threading.Thread(target=put, args=("z",))  # its sync gets stuck
+            z.start()
+            assert stuck.wait(5)
+            a = threading.Thread(target=put, args=("a",))
+            a.start()
+            time.sleep(0.4)
+            b = threading.Thread(target=put, args=("b",))
+            b.start()
+            a.join(5)  # a times out at ~0.6 s, b would at ~1.0 s
+            assert results["a"] is PutStatus.FLUSH_DISK_TIMEOUT
+            t0 = time.monotonic()
+            release.set()
+            b.join(5)
+            z.join(5)
+        assert results["b"] is PutStatus.PUT_OK
+        assert time.monotonic() - t0 < 0.3
+
+
+def test_relay_wakes_every_producer_of_a_large_batch(tmp_path: Path):
+    # 64 producers held behind one stuck sync form one batch; all are acked once it
+    # completes, each woken by its predecessor.
+    release = threading.Event()
+
+    def block(**_: Any) -> None:
+        release.wait(5)
+
+    n = 64
+    with MessageStore.open(sync_cfg(tmp_path, sync_flush_timeout_ms=5000)) as s:
+        statuses: list[PutStatus] = []
+        lock = threading.Lock()
+
+        def put() -> None:
+            st = s.put_message(Message(topic="t", body=b"x")).status
+            with lock:
+                statuses.append(st)
+
+        with faults.inject("before_fdatasync", block):
+            ts = [threading.Thread(target=put) for _ in range(n)]
+            for t in ts:
+                t.start()
+            time.sleep(0.3)
+            syncs = s.flusher.syncs
+            release.set()
+            for t in ts:
+                t.join(10)
+        assert statuses == [PutStatus.PUT_OK] * n
+        assert s.flusher.syncs - syncs <= 3
+
+
+def test_a_timed_out_producer_in_the_relay_is_passed_over(tmp_path: Path):
+    cfg = sync_cfg(tmp_path)
+    segs = Segments(cfg.commitlog_path, SIZE)
+    gc = GroupCommitter(segs, timeout_ms=1000, on_error=lambda e: None)
+    a, b, c = FlushRequest(1), FlushRequest(2), FlushRequest(3)
+    a.successor, b.successor = b, c
+    b.gone = True
+    gc._wake_next(a)
+    assert a.done.acquire(blocking=False)
+    gc._wake_next(a.successor)
+    assert not b.done.acquire(blocking=False)
+    assert c.done.acquire(blocking=False)
