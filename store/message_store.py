@@ -15,7 +15,9 @@ Lifecycle (RocketMQ ``DefaultMessageStore`` load/recover/start/shutdown):
    store poisoned by a failed fsync keeps ``abort`` so the next open re-validates.
 
 The read API (``get_message``, offsets, ``query_by_key``, ...) is in ``store.pull``,
-the write API (``put_message``, ``put_messages``) in ``store.put``.
+the write API (``put_message``, ``put_messages``) in ``store.put``, the steps of the
+lifecycle (lock, load and recover, flusher, ``flush``/``close``/``abandon``) in
+``store._lifecycle``.
 
 Puts are thread-safe. See ``store.commitlog.flush`` for what PUT_OK promises under
 each flush mode.
@@ -23,26 +25,19 @@ each flush mode.
 
 from __future__ import annotations
 
-import os
 import threading
-from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 
-from store import _platform
-from store.checkpoint import Checkpoint
+from store._lifecycle import CrashImage, StoreLifecycle
 from store.cleanup import CleanupResult, DiskGuard
 from store.commitlog import format as fmt
-from store.commitlog.commitlog import CommitLog, queue_key
-from store.commitlog.flush import AsyncFlusher, GroupCommitter
-from store.commitlog.recovery import RecoveryResult, recover, scan_headers
-from store.commitlog.segments import Segments
+from store.commitlog.commitlog import queue_key
+from store.commitlog.recovery import RecoveryResult, scan_headers
 from store.compression import parse_type
-from store.config import BrokerRole, FlushDiskType, StoreConfig
+from store.config import BrokerRole, StoreConfig
 from store.consumequeue.get import PullLimits
-from store.errors import StoreClosedError, StoreLockedError
+from store.errors import StoreClosedError
 from store.ha import service as ha_service
-from store.logics import Logics
 from store.message import (
     host_bytes,
     new_uniq_key,
@@ -51,15 +46,7 @@ from store.pull import PullAPI
 from store.put import MAX_RECORD_SLACK, PutAPI, PutResult
 
 
-@dataclass(frozen=True, slots=True)
-class CrashImage:
-    """What ``abandon()`` leaves: per segment path, (flushed, written) positions."""
-
-    segments: dict[str, tuple[int, int]]
-    checkpoint_path: str
-
-
-class MessageStore(PullAPI, PutAPI):
+class MessageStore(PullAPI, PutAPI, StoreLifecycle):
     """A RocketMQ-layout message store on one directory. Use :meth:`open`."""
 
     def __init__(self, cfg: StoreConfig) -> None:
@@ -110,36 +97,14 @@ class MessageStore(PullAPI, PutAPI):
         return store
 
     def _open(self) -> None:
-        cfg = self.cfg
+        """Steps 1-4 of the lifecycle above; a failure undoes them (``_undo_open``)."""
         self.root.mkdir(parents=True, exist_ok=True)
         self._take_lock()
         try:
             abort = self.root / "abort"
             self.last_exit_ok = not abort.exists()
-            self.segments = Segments(cfg.commitlog_path, cfg.commitlog_file_size)
-            self.segments.load()
-            self.checkpoint = Checkpoint(self.root / "checkpoint")
-            self.segments.on_create = self.disk_guard.check
-            self.logics = Logics(cfg, self.segments, self.checkpoint)
-            if self.logics.index is not None:
-                self.logics.index.on_new_file = self.disk_guard.check
-            self.logics.dispatcher.on_no_space = self.disk_guard.check
-            self.logics.load(last_exit_ok=self.last_exit_ok)
-            self.commitlog = CommitLog(self.segments, host_bytes(cfg.store_host))
-            self._frame = self.commitlog.encoder.frame
-            self.recovery = recover(
-                self.segments,
-                self.checkpoint,
-                last_exit_ok=self.last_exit_ok,
-                check_crc=cfg.check_crc_on_recover,
-                on_record=self.logics.recover(last_exit_ok=self.last_exit_ok),
-            )
-            self.commitlog.topic_queue_table.update(
-                self.logics.after_log_recovery(
-                    end=self.recovery.end_offset, last_exit_ok=self.last_exit_ok
-                )
-            )
-            self.ha = ha_service.start_for(cfg, self.commitlog)
+            self._load_and_recover()
+            self.ha = ha_service.start_for(self.cfg, self.commitlog)
             self._replica_wait = self.ha.replica_wait if self.ha is not None else None
             self._fast_puts = self._replica_wait is None
             self._write_abort(abort)
@@ -147,34 +112,22 @@ class MessageStore(PullAPI, PutAPI):
             self._closed = False
             self.disk_guard.check()
             self._update_refuse_puts()
-            self.logics.start(
-                limit=self._dispatch_limit,
-                put=lambda m: self.put_message(m).status,
-                read=lambda phys, _size: self.look_message_by_offset(phys),
-                on_error=self._poison_store,
-                master=cfg.broker_role is not BrokerRole.SLAVE,
-                disk_guard=self.disk_guard,
-                lock_fd=self._lock_fd,
-            )
+            self._start_logics()
         except BaseException:
-            if self.ha is not None:
-                self.ha.stop()
-                self.ha = None
-            if hasattr(self, "logics"):
-                self.logics.abandon()
-            # Unmap what was loaded before the failure (a bad segment file, ENOSPC on
-            # the checkpoint): each failed open used to leak its file descriptors.
-            if hasattr(self, "segments"):
-                self.segments.close()
-            if hasattr(self, "checkpoint"):
-                self.checkpoint.close()
-            self._release_lock()
+            self._undo_open()
             raise
 
-    def _dispatch_limit(self) -> int:
-        """How far the dispatcher may read: flushed data only under SYNC_FLUSH."""
-        sync = self.cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        return self.segments.flushed_where if sync else self.segments.max_offset
+    def _start_logics(self) -> None:
+        """Open step 4's services around the queues: reput, queue flush, schedule, cleanup."""
+        self.logics.start(
+            limit=self._dispatch_limit,
+            put=lambda m: self.put_message(m).status,
+            read=lambda phys, _size: self.look_message_by_offset(phys),
+            on_error=self._poison_store,
+            master=self.cfg.broker_role is not BrokerRole.SLAVE,
+            disk_guard=self.disk_guard,
+            lock_fd=self._lock_fd,
+        )
 
     def clean_expired_files(
         self, *, force: bool = True, immediately: bool = False
@@ -188,83 +141,6 @@ class MessageStore(PullAPI, PutAPI):
         if self.logics.cleanup is None:
             raise StoreClosedError(f"store {self.root} is closed")
         return self.logics.cleanup.clean(force=force, immediately=immediately)
-
-    @staticmethod
-    def _write_abort(abort: Path) -> None:
-        """Create ``abort`` durably: were it lost in a power failure, the next open
-        would run normal recovery, which trusts all but the last three segments."""
-        fd = os.open(abort, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, str(os.getpid()).encode())
-            _platform.fdatasync(fd, what=str(abort))
-        finally:
-            os.close(fd)
-        _platform.fsync_dir(abort.parent)
-
-    def _take_lock(self) -> None:
-        path = self.root / "lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if not _platform.try_lock(fd):
-            os.close(fd)
-            raise StoreLockedError(
-                f"{self.root} is in use by another process or open store (lock file {path})"
-            )
-        os.ftruncate(fd, 0)
-        os.write(fd, b"lock")
-        self._lock_fd = fd
-
-    def _release_lock(self) -> None:
-        if self._lock_fd >= 0:
-            _platform.unlock(self._lock_fd)
-            os.close(self._lock_fd)
-            self._lock_fd = -1
-
-    def _start_flusher(self) -> None:
-        cfg = self.cfg
-        self.flusher: GroupCommitter | AsyncFlusher
-        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self.flusher = GroupCommitter(
-                self.segments,
-                timeout_ms=cfg.sync_flush_timeout_ms,
-                on_error=self._poison_store,
-                on_flushed=self._note_flushed,
-            )
-        else:
-            self.flusher = AsyncFlusher(
-                self.segments,
-                interval_ms=cfg.flush_interval_commitlog_ms,
-                least_pages=cfg.flush_commitlog_least_pages,
-                thorough_interval_ms=cfg.flush_commitlog_thorough_interval_ms,
-                on_error=self._poison_store,
-                on_flushed=self._note_flushed,
-            )
-        self.flusher.start()
-
-    def _note_flushed(self) -> None:
-        ts = self.segments.flushed_store_timestamp
-        if ts:
-            self.checkpoint.physic_msg_timestamp = ts
-
-    def _poison_store(self, err: BaseException) -> None:
-        with self._state_lock:
-            if self._poison is None:
-                self._poison = err
-            self._refuse_puts = True
-
-    def _on_disk_full(self, reason: str | None) -> None:
-        with self._state_lock:
-            self._disk_full = reason
-            self._update_refuse_puts()
-
-    def _update_refuse_puts(self) -> None:
-        """Puts take the checked path while anything refuses them (the fast path reads
-        only this flag: no per-put cost for the reasons behind it)."""
-        self._refuse_puts = (
-            self._closed
-            or self._poison is not None
-            or self._disk_full is not None
-            or self.cfg.broker_role is BrokerRole.SLAVE
-        )
 
     # ------------------------------------------------------------------ state
 
@@ -333,74 +209,6 @@ class MessageStore(PullAPI, PutAPI):
         )
         found = (self.look_message_by_offset(o) for o in offsets)
         return [r for r in found if r is not None]
-
-    # --------------------------------------------------------------- shutdown
-
-    def flush(self) -> None:
-        """Flush everything written so far and the checkpoint (a manual durability point).
-
-        Raises:
-            OSError: the sync failed (the store is then poisoned).
-        """
-        try:
-            self.segments.flush_all()
-            self._note_flushed()
-            self.checkpoint.flush()
-        except OSError as e:
-            self._poison_store(e)
-            raise
-
-    def close(self) -> None:
-        """Stop services, flush, persist the checkpoint, remove ``abort``, unlock."""
-        if self._closed:
-            return
-        self.logics.stop_schedule()  # it puts: stop it while puts are still accepted
-        self._closed = True
-        self._refuse_puts = True
-        if self.ha is not None:
-            self.ha.stop()
-        self.flusher.stop()
-        clean = self._poison is None
-        if clean:
-            try:
-                self.flush()
-            except OSError:
-                clean = False
-        dispatched = self.logics.stop()  # drains the dispatcher, flushes queues + index
-        self.segments.close()
-        self.checkpoint.close()
-        if clean and dispatched and self._poison is None:
-            (self.root / "abort").unlink(missing_ok=True)
-        self._release_lock()
-
-    def abandon(self) -> CrashImage:
-        """Stop as if the process died: no flush, ``abort`` left behind, lock released.
-
-        For fault-injection tests and the flush lab: the returned image says which
-        bytes of each segment were durable (flushed) when the "crash" happened.
-        """
-        if self._closed:
-            raise StoreClosedError("store already closed")
-        self._closed = True
-        self._refuse_puts = True
-        if self.ha is not None:
-            self.ha.stop()
-        self.flusher._stopped.set()
-        self.flusher._wake.set()
-        with self.commitlog.put_lock:
-            image = CrashImage(
-                {
-                    str(mf.path): (mf.flushed_position, mf.wrote_position)
-                    for mf in self.segments.files
-                },
-                str(self.checkpoint.path),
-            )
-        self.flusher.stop()
-        self.logics.abandon()
-        self.segments.close()
-        self.checkpoint.close()
-        self._release_lock()
-        return image
 
     def __enter__(self) -> MessageStore:
         return self
