@@ -8,7 +8,8 @@ CommitLog, the flusher, the caches below). Two paths:
   the compression threshold, no user properties, no delay, SYSFLAG 0, waits for
   the store): framed once (:meth:`PutAPI._frame_common`) and packed in place into
   the mapping by ``CommitLog.append_v1`` / ``append_v1_batch``; ~60% of the general
-  path's cost per put, ~half per message of a batch;
+  path's cost per put, ~half per message of a batch (the batch path,
+  ``put_messages``, is in ``store.put_batch``);
 * the general path for everything else (validation, Java HashMap property order,
   delay redirect, compression), and whenever the fast path declines (a roll is
   due, a size limit is hit). Both write the same bytes (``tests/test_put_fast_path.py``).
@@ -20,9 +21,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 from store.commitlog import format as fmt
 from store.commitlog.commitlog import CommitLog, EncodedMessage, RollFailed, V1Record
@@ -43,38 +43,16 @@ from store.message import (
     host_bytes,
     java_hashmap_order,
     new_uniq_key,
-    new_uniq_keys,
     properties_to_string,
     standard_properties_string,
     validate_topic,
 )
+from store.put_batch import BatchPutMixin, PutResult, _tuple_new
 from store.schedule import redirect
 from store.status import PutStatus
 
 MAX_RECORD_SLACK = 64 * 1024
 _PUT_OK = PutStatus.PUT_OK
-
-
-class PutResult(NamedTuple):
-    """Outcome of one put. ``status.stored`` tells whether the bytes are in the log.
-
-    Immutable; a NamedTuple rather than a frozen dataclass because it is built on
-    every put and costs ~0.8 us instead of ~2.9 us (measured on this machine).
-    """
-
-    status: PutStatus
-    physical_offset: int = -1
-    queue_offset: int = -1
-    msg_id: str = ""
-    size: int = 0
-    store_timestamp: int = 0
-    uniq_key: str = ""
-    error: str | None = None
-
-
-# tuple.__new__ straight away: skips the generated __new__ (~0.5 us per put).
-_tuple_new = tuple.__new__
-
 
 _INT32 = range(-(1 << 31), 1 << 31)
 _INT64 = range(-(1 << 63), 1 << 63)
@@ -97,8 +75,20 @@ def _check_int_fields(msg: Message) -> None:
             raise IllegalMessageError(f"{name} {value} does not fit its record field")
 
 
-class PutAPI:
-    """put_message and put_messages (mixed into MessageStore)."""
+def _body_bytes(body: object) -> bytes:
+    """The bytes of a body given as a bytearray or memoryview.
+
+    Raises:
+        IllegalMessageError: a body of any other type.
+    """
+    if not isinstance(body, bytearray | memoryview):
+        raise IllegalMessageError(f"body must be bytes, got {type(body).__name__}")
+    return bytes(body)
+
+
+class PutAPI(BatchPutMixin):
+    """put_message and put_messages (mixed into MessageStore; the batch path is
+    :class:`~store.put_batch.BatchPutMixin`)."""
 
     cfg: StoreConfig
     root: Path
@@ -174,6 +164,7 @@ class PutAPI:
         return text.encode("utf-8"), uniq
 
     def _prepare(self, msg: Message) -> tuple[EncodedMessage, str] | PutResult:
+        """The general path's (record, UNIQ_KEY) of ``msg``, or the refusal's PutResult."""
         cfg = self.cfg
         topic = msg.topic
         topic_bytes = self._topic_bytes.get(topic)
@@ -182,9 +173,7 @@ class PutAPI:
             topic_bytes = self._topic_bytes[topic] = topic.encode("utf-8")
         body = msg.body
         if type(body) is not bytes:
-            if not isinstance(body, bytearray | memoryview):
-                raise IllegalMessageError(f"body must be bytes, got {type(body).__name__}")
-            body = bytes(body)
+            body = _body_bytes(body)
         n = len(body)
         if n == 0:
             raise IllegalMessageError("body must not be empty")
@@ -218,24 +207,10 @@ class PutAPI:
                 error=f"record of {total} bytes exceeds the limit {self._max_record}",
             )
         born_ts = msg.born_timestamp  # None: the CommitLog stamps the store time
-        enc = _tuple_new(
-            EncodedMessage,
-            (
-                f"{topic}-{msg.queue_id}",
-                msg.queue_id,
-                msg.flag,
-                sys_flag,
-                born_ts,
-                born,
-                msg.reconsume_times,
-                0,
-                body,
-                zlib.crc32(body) & 0x7FFFFFFF,
-                tail,
-                version,
-                total,
-            ),
-        )
+        enc = _tuple_new(EncodedMessage, (
+            f"{topic}-{msg.queue_id}", msg.queue_id, msg.flag, sys_flag, born_ts, born,
+            msg.reconsume_times, 0, body, zlib.crc32(body) & 0x7FFFFFFF, tail, version, total,
+        ))  # fmt: skip
         return enc, uniq
 
     def put_message(self, msg: Message) -> PutResult:
@@ -340,149 +315,6 @@ class PutAPI:
                 None,
             ),
         )
-
-    def put_messages(self, msgs: Sequence[Message]) -> list[PutResult]:
-        """Store a batch contiguously (never split across segments): one lock, one flush wait.
-
-        Every message is validated first; if any is refused, nothing is stored and
-        every result carries that status.
-
-        Raises:
-            IllegalTopicError, IllegalMessageError, StoreClosedError: as put_message.
-        """
-        if not msgs:
-            return []
-        if not self._refuse_puts and self._fast_puts:
-            done = self._put_common_batch(msgs)
-            if done is not None:
-                return done
-        return self._put_general_batch(msgs)
-
-    def _frame_common_batch(
-        self, msgs: Sequence[Message]
-    ) -> tuple[list[V1Record], list[str]] | None:
-        """:meth:`_frame_common` of every message of a batch (None if any is not common).
-
-        The same conditions and bytes, in one loop: the per-store lookups are
-        hoisted, each topic is framed by a ``RecordEncoder.v1_framer`` made once per
-        batch, and the UNIQ_KEYs come from one call. ``put_messages`` of 32: 3.1 ->
-        2.7 us per message (log only, interleaved runs on this machine).
-        """
-        topic_bytes_of = self._topic_bytes
-        born_of = self._born_cache
-        body_limit = self._fast_body_limit
-        max_record = self._max_record
-        next_uniq = self._next_uniq
-        v1_framer = self.commitlog.encoder.v1_framer
-        crc32 = zlib.crc32
-        max_props = fmt.MAX_PROPERTIES_LENGTH
-        ipv4 = fmt.IPV4_HOST_LEN
-        framers: dict[str, tuple[Callable[[int, bytes], tuple[bytes, int]], str]] = {}
-        records: list[V1Record] = []
-        # The default generator makes the batch's ids in one call; a replaced one
-        # (tests make ids deterministic) is asked once per message.
-        uniqs = new_uniq_keys(len(msgs)) if next_uniq is new_uniq_key else None
-        made: list[str] = []
-        for i, msg in enumerate(msgs):
-            topic = msg.topic
-            body = msg.body
-            n = len(body) if type(body) is bytes else 0
-            qid = msg.queue_id
-            born = born_of.get(msg.born_host)
-            if (
-                born is None
-                or len(born) != ipv4
-                or not 0 < n < body_limit
-                or qid < 0
-                or msg.sys_flag
-                or msg.properties
-                or msg.delay_level > 0
-                or not msg.wait_store_msg_ok
-            ):
-                return None
-            framer = framers.get(topic)
-            if framer is None:
-                topic_bytes = topic_bytes_of.get(topic)
-                frame = None if topic_bytes is None else v1_framer(topic_bytes)
-                if frame is None:
-                    return None
-                framer = framers[topic] = (frame, topic + "-")
-            keys = msg.keys
-            if keys is not None and type(keys) is not str:
-                keys = keys[0] if len(keys) == 1 and keys[0] else " ".join(k for k in keys if k)
-            uniq = next_uniq() if uniqs is None else uniqs[i]
-            props = standard_properties_string(uniq, msg.tags, keys).encode()
-            if len(props) > max_props:
-                return None
-            tail, total = framer[0](n, props)
-            if total > max_record:
-                return None
-            records.append(
-                (framer[1] + str(qid), qid, msg.flag, msg.born_timestamp, born,
-                 msg.reconsume_times, body, crc32(body) & 0x7FFFFFFF, tail, total)
-            )  # fmt: skip
-            if uniqs is None:
-                made.append(uniq)
-        return records, made if uniqs is None else uniqs
-
-    def _put_common_batch(self, msgs: Sequence[Message]) -> list[PutResult] | None:
-        """put_messages of common messages (see :meth:`_frame_common`) framed in one pass
-        and packed in place under one lock (~half the cost per message); None: take
-        the general path (any other message in the batch, or a roll is due)."""
-        framed = self._frame_common_batch(msgs)
-        if framed is None:
-            return None
-        records, uniqs = framed
-        try:
-            at = self.commitlog.append_v1_batch(records)
-        except struct.error:  # a field out of its range: the general path says which
-            return None
-        if at is None:
-            return None
-        physs, qoffs, ts = at
-        status = self.flusher.wait_for(physs[-1] + records[-1][9])
-        host = self._host_hex
-        return [
-            _tuple_new(PutResult, (status, p, q, f"{host}{p:016X}", r[9], ts, u, None))
-            for p, q, u, r in zip(physs, qoffs, uniqs, records, strict=True)
-        ]
-
-    def _put_general_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
-        """put_messages of any batch (validation, properties, delay, compression)."""
-        bad = self._unavailable()
-        if bad is not None:
-            return [bad] * len(msgs)
-        encs: list[EncodedMessage] = []
-        uniqs: list[str] = []
-        levels = self.logics.delay_levels
-        for m in msgs:
-            prepared = self._prepare(redirect(m, levels) if m.delay_level > 0 else m)
-            if isinstance(prepared, PutResult):
-                return [prepared] * len(msgs)
-            encs.append(prepared[0])
-            uniqs.append(prepared[1])
-        total = sum(e.total for e in encs)
-        if total + fmt.END_FILE_MIN_BLANK_LENGTH > self.cfg.commitlog_file_size:
-            return [
-                PutResult(
-                    PutStatus.MESSAGE_ILLEGAL,
-                    error=f"batch of {total} bytes cannot fit one segment",
-                )
-            ] * len(msgs)
-        try:
-            ar = self.commitlog.append_batch(encs)
-        except RollFailed as e:
-            return [PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=str(e))] * len(msgs)
-        wait = any(m.wait_store_msg_ok for m in msgs)
-        status = self.flusher.wait_for(ar.next_offset) if wait else PutStatus.PUT_OK
-        if self._replica_wait is not None and status is PutStatus.PUT_OK and wait:
-            status = self._replica_wait(ar.next_offset)
-        host = self.commitlog.store_host_hex
-        ts = ar.store_timestamp
-        return [
-            _tuple_new(PutResult, (status, p, q, f"{host}{p:016X}", e.total, ts, u, None))
-            for p, q, u, e in zip(ar.physical_offsets, ar.queue_offsets, uniqs, encs, strict=True)
-        ]
 
 
 __all__ = ["MAX_RECORD_SLACK", "PutAPI", "PutResult"]
