@@ -101,13 +101,13 @@ def scan(
     scanned = 0
     why = "end of last segment"
     i = start_index
+    scan_one = fmt.scan
+    info_type = fmt.RecordInfo
     while i < len(files):
         mf = files[i]
         view = mf.view
         size = mf.file_size
         pos = 0
-        scan_one = fmt.scan
-        info_type = fmt.RecordInfo
         while True:
             r = scan_one(view, pos, size, check_crc=check_crc)
             if type(r) is info_type:
@@ -127,14 +127,16 @@ def scan(
                     end = files[i + 1].file_from_offset
                     break
                 end = mf.file_from_offset + pos
-                why = "blank record in last segment"
-                return end, records, scanned, why
-            assert isinstance(r, fmt.Corrupt)
-            scanned += pos
-            why = f"{r.kind.value} at {mf.file_from_offset + pos}: {r.detail}"
-            return end, records, scanned, why
+                return end, records, scanned, "blank record in last segment"
+            return end, records, scanned + pos, _corrupt_why(r, mf.file_from_offset + pos)
         i += 1
     return end, records, scanned, why
+
+
+def _corrupt_why(r: fmt.ScanResult, offset: int) -> str:
+    """The stop reason for the invalid record ``r`` at log ``offset`` (a Corrupt)."""
+    assert isinstance(r, fmt.Corrupt)
+    return f"{r.kind.value} at {offset}: {r.detail}"
 
 
 def recover(
