@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from store.commitlog import format as fmt
+from store.commitlog._reads import ReadMixin
 from store.commitlog.mapped_file import MappedFile
 from store.commitlog.segments import Segments
 from store.status import AppendStatus
@@ -97,8 +98,8 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class CommitLog:
-    """Appends and reads records over a :class:`Segments`."""
+class CommitLog(ReadMixin):
+    """Appends and reads records over a :class:`Segments` (reads: :class:`ReadMixin`)."""
 
     def __init__(
         self,
@@ -378,26 +379,3 @@ class CommitLog:
                     f"{mf.file_from_offset + mf.wrote_position}"
                 )
             mf.append(data)
-
-    # -------------------------------------------------------------------- read
-
-    def read(self, offset: int, size: int) -> bytes | None:
-        """Copy ``size`` bytes at ``offset``; None if not (or no longer) held.
-
-        The copy makes the result safe after the segment is deleted.
-        """
-        mf = self.segments.find(offset)
-        if mf is None:
-            return None
-        rel = offset - mf.file_from_offset
-        if rel + size > mf.wrote_position:
-            return None
-        return bytes(mf.view[rel : rel + size])
-
-    def decode_at(self, offset: int, *, check_crc: bool = False) -> fmt.DecodeResult | None:
-        """Decode the record starting at ``offset``; None if the offset is not held."""
-        mf = self.segments.find(offset)
-        if mf is None:
-            return None
-        rel = offset - mf.file_from_offset
-        return fmt.decode(mf.view, rel, mf.wrote_position, check_crc=check_crc)
