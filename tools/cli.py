@@ -10,8 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tools import quickstart as _quickstart
+
+if TYPE_CHECKING:
+    import socket
+    import threading
+
+    from store import BrokerRole, MessageStore, StoreConfig
 
 
 def _add_store_args(p: argparse.ArgumentParser) -> None:
@@ -25,33 +32,8 @@ def _add_store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flush", choices=["SYNC_FLUSH", "ASYNC_FLUSH"], default="ASYNC_FLUSH")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="mqstore",
-        description="A RocketMQ-compatible message store: run it, audit it, benchmark it.",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    q = sub.add_parser("quickstart", help="the guided tour: produce, consume, verify, summarise")
-    q.add_argument("dir", nargs="?", default=None, help="store directory (default: a temp dir)")
-    q.add_argument("--messages", type=int, default=2000)
-    q.add_argument("--no-spark", action="store_true", help="skip the Spark audit step")
-
-    p = sub.add_parser("produce", help="put messages into a store")
-    _add_store_args(p)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--count", type=int, default=10)
-    p.add_argument("--tags", default=None)
-    p.add_argument("--body", default="hello from mqstore")
-    p.add_argument("--queue-id", type=int, default=0)
-
-    c = sub.add_parser("consume", help="print the messages of a topic")
-    _add_store_args(c)
-    c.add_argument("--topic", required=True)
-    c.add_argument("--limit", type=int, default=20)
-    c.add_argument("--tags", default="*", help='subscription, e.g. "TagA || TagB"')
-
+def _add_broker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``broker`` subcommand and its flags to ``sub``."""
     b = sub.add_parser("broker", help="run the broker (RocketMQ remoting protocol)")
     b.add_argument("--store", required=True)
     b.add_argument("--port", type=int, default=10911, help="remoting port (0: any free)")
@@ -83,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the dispatcher process on these CPUs (with --dispatch-process)",
     )
 
+
+def _add_spark_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the Spark subcommands (``audit``, ``reindex``, ``export``) to ``sub``."""
     for name, helptext in (
         ("audit", "check every record of a store directory with Spark"),
         ("reindex", "rebuild consumequeue/ and index/ from the CommitLog with Spark"),
@@ -97,6 +82,37 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("--out", default=None)
         if name == "export":
             s.add_argument("--parquet", required=True, metavar="OUT")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="mqstore",
+        description="A RocketMQ-compatible message store: run it, audit it, benchmark it.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    q = sub.add_parser("quickstart", help="the guided tour: produce, consume, verify, summarise")
+    q.add_argument("dir", nargs="?", default=None, help="store directory (default: a temp dir)")
+    q.add_argument("--messages", type=int, default=2000)
+    q.add_argument("--no-spark", action="store_true", help="skip the Spark audit step")
+
+    p = sub.add_parser("produce", help="put messages into a store")
+    _add_store_args(p)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--count", type=int, default=10)
+    p.add_argument("--tags", default=None)
+    p.add_argument("--body", default="hello from mqstore")
+    p.add_argument("--queue-id", type=int, default=0)
+
+    c = sub.add_parser("consume", help="print the messages of a topic")
+    _add_store_args(c)
+    c.add_argument("--topic", required=True)
+    c.add_argument("--limit", type=int, default=20)
+    c.add_argument("--tags", default="*", help='subscription, e.g. "TagA || TagB"')
+
+    _add_broker_parser(sub)
+    _add_spark_parsers(sub)
 
     be = sub.add_parser("bench", help="benchmarks")
     be.add_argument("what", choices=["flush", "commitlog"], help="which benchmark")
@@ -211,11 +227,8 @@ def _broker(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from store import BrokerRole, ConfigError, FlushDiskType, MessageStore, StoreConfig, affinity
-    from store.broker.core import BrokerConfig, BrokerCore
-    from store.broker.server import BrokerServer, bind_listener
-    from store.ha import service as ha_service
-    from store.ha.master import HAMaster
+    from store import BrokerRole, ConfigError, MessageStore
+    from store.broker.server import bind_listener
 
     role = BrokerRole[args.role]
     if role is BrokerRole.SLAVE and not args.master_ha:
@@ -232,18 +245,7 @@ def _broker(args: argparse.Namespace) -> int:
         return 2
     port = args.port if sock is None else int(sock.getsockname()[1])
     try:  # before the store starts threads: they inherit this thread's mask
-        if args.cpus is not None:
-            affinity.pin_process(affinity.parse_cpu_list(args.cpus))
-        dispatch_cpus = (
-            affinity.parse_cpu_list(args.dispatch_cpus) if args.dispatch_cpus is not None else ()
-        )
-        cfg = StoreConfig(
-            root_dir=args.store, broker_role=role, commitlog_file_size=args.file_size,
-            ha_listen_port=args.ha_port, ha_bind_host=args.ha_bind,
-            ha_master_address=args.master_ha, store_host=(args.host, port),
-            flush_disk_type=FlushDiskType[args.flush], dispatch_process=args.dispatch_process,
-            dispatch_cpus=dispatch_cpus,
-        )  # fmt: skip
+        cfg = _broker_config(args, role, port)
     except ConfigError as e:
         if sock is not None:
             sock.close()
@@ -257,29 +259,65 @@ def _broker(args: argparse.Namespace) -> int:
         print(f"mqstore broker: cannot open {args.store}: {e}", file=sys.stderr)
         return 2
     with store:
-        if role is BrokerRole.SLAVE:
-            what = f"replicating from {args.master_ha}"
-        else:
-            master = store.ha if isinstance(store.ha, HAMaster) else ha_service.serve(store)
-            what = f"HA port {master.address}"
-        broker_id = 1 if role is BrokerRole.SLAVE else 0  # routes list a slave as id 1
-        core = BrokerCore(store, BrokerConfig(broker_name=args.broker_name, broker_id=broker_id))
-        server = BrokerServer(core, args.host, port, sock=sock)
-        try:
-            server.start()
-        except OSError as e:
-            print(f"mqstore broker: cannot listen on {args.host}:{port}: {e}", file=sys.stderr)
-            core.shutdown()
-            return 2
-        print(f"mqstore broker: {role.value} store {args.store}, {what}", flush=True)
-        print(f"mqstore broker: remoting on {server.address}", flush=True)
-        try:
-            while not stop.wait(1.0):
-                pass
-        finally:
-            server.stop()
-            core.shutdown()
-        print("mqstore broker: stopped, offsets persisted", flush=True)
+        return _serve_broker(args, store, role, port, sock, stop)
+
+
+def _broker_config(args: argparse.Namespace, role: BrokerRole, port: int) -> StoreConfig:
+    """Pin this process to ``--cpus`` and build the broker's StoreConfig (ConfigError)."""
+    from store import FlushDiskType, StoreConfig, affinity
+
+    if args.cpus is not None:
+        affinity.pin_process(affinity.parse_cpu_list(args.cpus))
+    dispatch_cpus = (
+        affinity.parse_cpu_list(args.dispatch_cpus) if args.dispatch_cpus is not None else ()
+    )
+    return StoreConfig(
+        root_dir=args.store, broker_role=role, commitlog_file_size=args.file_size,
+        ha_listen_port=args.ha_port, ha_bind_host=args.ha_bind,
+        ha_master_address=args.master_ha, store_host=(args.host, port),
+        flush_disk_type=FlushDiskType[args.flush], dispatch_process=args.dispatch_process,
+        dispatch_cpus=dispatch_cpus,
+    )  # fmt: skip
+
+
+def _serve_broker(
+    args: argparse.Namespace,
+    store: MessageStore,
+    role: BrokerRole,
+    port: int,
+    sock: socket.socket | None,
+    stop: threading.Event,
+) -> int:
+    """Serve the open ``store`` until ``stop`` is set; return the exit code (0, or 2)."""
+    from store import BrokerRole
+    from store.broker.core import BrokerConfig, BrokerCore
+    from store.broker.server import BrokerServer
+    from store.ha import service as ha_service
+    from store.ha.master import HAMaster
+
+    if role is BrokerRole.SLAVE:
+        what = f"replicating from {args.master_ha}"
+    else:
+        master = store.ha if isinstance(store.ha, HAMaster) else ha_service.serve(store)
+        what = f"HA port {master.address}"
+    broker_id = 1 if role is BrokerRole.SLAVE else 0  # routes list a slave as id 1
+    core = BrokerCore(store, BrokerConfig(broker_name=args.broker_name, broker_id=broker_id))
+    server = BrokerServer(core, args.host, port, sock=sock)
+    try:
+        server.start()
+    except OSError as e:
+        print(f"mqstore broker: cannot listen on {args.host}:{port}: {e}", file=sys.stderr)
+        core.shutdown()
+        return 2
+    print(f"mqstore broker: {role.value} store {args.store}, {what}", flush=True)
+    print(f"mqstore broker: remoting on {server.address}", flush=True)
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        server.stop()
+        core.shutdown()
+    print("mqstore broker: stopped, offsets persisted", flush=True)
     return 0
 
 
