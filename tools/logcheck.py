@@ -101,50 +101,55 @@ def scan_log(root: Path | str, file_size: int, commitlog_dir: Path | str | None 
         return log
     log.start = log.end = int(files[0].name)
     for i, path in enumerate(files):
-        base = int(path.name)
-        data = path.read_bytes()
-        last = i == len(files) - 1
-        pos = 0
-        while True:
-            r = fmt.scan(data, pos, file_size, check_crc=True)
-            if isinstance(r, fmt.RecordInfo):
-                if r.physical_offset != base + pos:
-                    log.problems.append(
-                        f"record at {base + pos} says PHYSICALOFFSET {r.physical_offset}"
-                    )
-                if r.properties_string.endswith("\0"):  # BODYCRC does not cover them
-                    log.problems.append(f"record at {base + pos}: properties end in zeros (torn)")
-                log.records.append((base + pos, r))
-                log.bodies[base + pos] = data[r.body_pos : r.body_pos + r.body_len]
-                pos += r.size
-                log.end = base + pos
-                continue
-            if isinstance(r, fmt.EndOfSegment):
-                if r.size != file_size - pos:
-                    log.problems.append(
-                        f"blank record at {base + pos} claims {r.size} bytes, "
-                        f"{file_size - pos} are left in {path.name}"
-                    )
-                junk = _first_nonzero(data, pos + fmt.END_FILE_MIN_BLANK_LENGTH)
-                if junk >= 0:
-                    log.problems.append(f"non-zero byte at {base + junk} after the blank record")
-                log.end = base + file_size
-                break
-            # Corrupt: the end of data. Only the last segment may end without a blank.
-            if not last:
-                log.problems.append(
-                    f"segment {path.name} ends without a blank record: "
-                    f"{r.kind.value} at {base + pos} ({r.detail})"
-                )
-                return log
-            junk = _first_nonzero(data, pos)
-            if junk >= 0:
-                log.problems.append(
-                    f"non-zero byte at {base + junk} after the end of data at {base + pos} "
-                    f"({r.kind.value}: {r.detail})"
-                )
-            break
+        if not _scan_segment(log, path, file_size, last=i == len(files) - 1):
+            return log
     return log
+
+
+def _scan_segment(log: LogScan, path: Path, file_size: int, *, last: bool) -> bool:
+    """Scan one segment file into ``log``; False when the scan must stop (no blank)."""
+    base = int(path.name)
+    data = path.read_bytes()
+    pos = 0
+    while True:
+        r = fmt.scan(data, pos, file_size, check_crc=True)
+        if isinstance(r, fmt.RecordInfo):
+            if r.physical_offset != base + pos:
+                log.problems.append(
+                    f"record at {base + pos} says PHYSICALOFFSET {r.physical_offset}"
+                )
+            if r.properties_string.endswith("\0"):  # BODYCRC does not cover them
+                log.problems.append(f"record at {base + pos}: properties end in zeros (torn)")
+            log.records.append((base + pos, r))
+            log.bodies[base + pos] = data[r.body_pos : r.body_pos + r.body_len]
+            pos += r.size
+            log.end = base + pos
+            continue
+        if isinstance(r, fmt.EndOfSegment):
+            if r.size != file_size - pos:
+                log.problems.append(
+                    f"blank record at {base + pos} claims {r.size} bytes, "
+                    f"{file_size - pos} are left in {path.name}"
+                )
+            junk = _first_nonzero(data, pos + fmt.END_FILE_MIN_BLANK_LENGTH)
+            if junk >= 0:
+                log.problems.append(f"non-zero byte at {base + junk} after the blank record")
+            log.end = base + file_size
+            return True
+        # Corrupt: the end of data. Only the last segment may end without a blank.
+        if not last:
+            log.problems.append(
+                f"segment {path.name} ends without a blank record: "
+                f"{r.kind.value} at {base + pos} ({r.detail})"
+            )
+            return False
+        junk = _first_nonzero(data, pos)
+        if junk >= 0:
+            log.problems.append(
+                f"non-zero byte at {base + junk} after the end of data at {base + pos} "
+                f"({r.kind.value}: {r.detail})"
+            )
+        return True
 
 
 # ------------------------------------------------------------------- checks
