@@ -63,17 +63,23 @@ import os
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from store import faults
 from store.message_store import CrashImage
+from tools._pageloss import (
+    PAGE,
+    SECTOR,
+    Decide,
+    PowerLossReport,
+    _first_diff,
+    _fit,
+    _lose_pages,
+)
 
-PAGE = 4096
-SECTOR = 512
 CRASH_POINTS = ("before_fdatasync", "after_fdatasync", "before_allocate", "before_write_checkpoint")
 
 
@@ -251,83 +257,6 @@ class DiskModel:
 # ----------------------------------------------------------------- the loss
 
 
-@dataclass
-class PowerLossReport:
-    """What :func:`power_loss` did.
-
-    ``durable_end`` is the log offset below which every byte after the loss is what
-    the process wrote (engine-independent: from the model, not the store's claims).
-    ``claimed_flushed`` is the store's own flushed offset from the CrashImage.
-    ``violations`` lists bytes the store reported flushed that no completed
-    ``fdatasync`` covered (always empty without a model).
-    """
-
-    reason: str = ""
-    kept: int = 0
-    dropped: int = 0
-    torn: int = 0
-    abort_lost: bool = False
-    durable_end: int = 0
-    claimed_flushed: int = 0
-    violations: list[str] = field(default_factory=list)
-
-
-def _first_diff(a: bytes, b: bytes) -> int:
-    """First index where ``a`` and ``b`` differ (-1 if equal); page-wise then byte-wise."""
-    n = min(len(a), len(b))
-    for start in range(0, n, PAGE):
-        end = min(n, start + PAGE)
-        if a[start:end] != b[start:end]:
-            for i in range(start, end):
-                if a[i] != b[i]:
-                    return i
-    return -1 if len(a) == len(b) else n
-
-
-def _fit(durable: bytes | None, size: int) -> bytes:
-    if durable is None:
-        return bytes(size)
-    return durable[:size] + bytes(max(0, size - len(durable)))
-
-
-Decide = Callable[[str, int], str]
-"""``decide(path, page_index)`` -> "kept", "dropped" or "torn": a fixed outcome for tests."""
-
-
-def _lose_pages(
-    path: str,
-    memory: bytes,
-    durable: bytes,
-    rng: random.Random,
-    p_keep: float,
-    p_drop: float,
-    decide: Decide | None,
-    report: PowerLossReport,
-) -> bytes:
-    out = bytearray(memory)
-    for start in range(0, len(memory), PAGE):
-        end = min(start + PAGE, len(memory))
-        if memory[start:end] == durable[start:end]:
-            continue
-        if decide is not None:
-            fate = decide(path, start // PAGE)
-        else:
-            x = rng.random()
-            fate = "kept" if x < p_keep else "dropped" if x < p_keep + p_drop else "torn"
-        if fate == "kept":
-            report.kept += 1
-            continue
-        if fate == "dropped":
-            report.dropped += 1
-            cut = start
-        else:
-            report.torn += 1
-            sectors = -(-(end - start) // SECTOR)
-            cut = start + SECTOR * (rng.randrange(1, sectors) if sectors > 1 else 0)
-        out[cut:end] = durable[cut:end]
-    return bytes(out)
-
-
 def _segment_order(paths: list[str]) -> list[str]:
     return sorted((p for p in paths if Path(p).name.isdigit()), key=lambda p: int(Path(p).name))
 
@@ -372,34 +301,11 @@ def power_loss(
     root = Path(image.checkpoint_path).parent
     checkpoint = _key(image.checkpoint_path)
     if model is not None:
-        model.cut("abandon")
-        report.reason = model.crash_reason
-        memory = dict(model.memory)
-        durable = {k: _fit(model.frozen.get(k), len(v)) for k, v in memory.items()}
-        abort_volatile = model.abort_at_cut and not model.abort_synced
-        commitlog_dir = model.commitlog_dir
+        report.reason, memory, durable, abort_volatile, commitlog_dir = _model_state(model)
+        _check_flushed_claims(image, memory, durable, report)
     else:
         report.reason = "image"
-        memory = {_key(p): _read(p) for p in image.segments}
-        durable = {
-            _key(p): _fit(memory[_key(p)][:flushed], os.path.getsize(p))
-            for p, (flushed, _w) in image.segments.items()
-        }
-        if os.path.exists(checkpoint):
-            memory[checkpoint] = durable[checkpoint] = _read(checkpoint)
-        abort_volatile = (root / "abort").exists()
-        commitlog_dir = Path(next(iter(image.segments))).parent if image.segments else None
-
-    if model is not None:
-        for path, (flushed, _wrote) in image.segments.items():
-            k = _key(path)
-            if k in memory and flushed:
-                i = _first_diff(memory[k][:flushed], durable[k][:flushed])
-                if i >= 0:
-                    report.violations.append(
-                        f"{path}: the store reports {flushed} bytes flushed, but byte {i} "
-                        "was never covered by a completed fdatasync"
-                    )
+        memory, durable, abort_volatile, commitlog_dir = _image_state(image, root, checkpoint)
 
     report.durable_end = _durable_end(memory, durable)
     if commitlog_dir is not None and commitlog_dir.is_dir():
@@ -414,6 +320,51 @@ def power_loss(
         (root / "abort").unlink(missing_ok=True)
         report.abort_lost = True
     return report
+
+
+_State = tuple[dict[str, bytes], dict[str, bytes], bool, Path | None]
+"""(memory, durable, abort file volatile, commitlog directory) of a crash."""
+
+
+def _model_state(model: DiskModel) -> tuple[str, dict[str, bytes], dict[str, bytes], bool, Path]:
+    """Cut ``model`` now (if not yet); return (reason, memory, durable, abort volatile, dir)."""
+    model.cut("abandon")
+    memory = dict(model.memory)
+    durable = {k: _fit(model.frozen.get(k), len(v)) for k, v in memory.items()}
+    abort_volatile = model.abort_at_cut and not model.abort_synced
+    return model.crash_reason, memory, durable, abort_volatile, model.commitlog_dir
+
+
+def _image_state(image: CrashImage, root: Path, checkpoint: str) -> _State:
+    """The crash state from ``image`` alone: durable is what the store reports flushed."""
+    memory = {_key(p): _read(p) for p in image.segments}
+    durable = {
+        _key(p): _fit(memory[_key(p)][:flushed], os.path.getsize(p))
+        for p, (flushed, _w) in image.segments.items()
+    }
+    if os.path.exists(checkpoint):
+        memory[checkpoint] = durable[checkpoint] = _read(checkpoint)
+    abort_volatile = (root / "abort").exists()
+    commitlog_dir = Path(next(iter(image.segments))).parent if image.segments else None
+    return memory, durable, abort_volatile, commitlog_dir
+
+
+def _check_flushed_claims(
+    image: CrashImage,
+    memory: dict[str, bytes],
+    durable: dict[str, bytes],
+    report: PowerLossReport,
+) -> None:
+    """Add a violation to ``report`` for each flushed byte no fdatasync covered."""
+    for path, (flushed, _wrote) in image.segments.items():
+        k = _key(path)
+        if k in memory and flushed:
+            i = _first_diff(memory[k][:flushed], durable[k][:flushed])
+            if i >= 0:
+                report.violations.append(
+                    f"{path}: the store reports {flushed} bytes flushed, but byte {i} "
+                    "was never covered by a completed fdatasync"
+                )
 
 
 def _durable_end(memory: dict[str, bytes], durable: dict[str, bytes]) -> int:
