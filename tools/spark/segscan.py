@@ -185,23 +185,16 @@ def scan_range(buf: Buffer, rng: ByteRange, now_ms: int, records: RecordColumns)
 def _scan_range(
     buf: Buffer, view: memoryview, rng: ByteRange, now_ms: int, records: RecordColumns
 ) -> Iterator[Row]:
-    name, base = rng.name, rng.base_offset
-    file_end = len(buf)
-    pos = rng.start
+    name, base, count = rng.name, rng.base_offset, 0
+    file_end, pos, ts_max = len(buf), rng.start, now_ms + DAY_MS
     prev_ts: int | None = None
     first_ts: int | None = None
-    count = 0
-    scan = fmt.scan
-    info_type = fmt.RecordInfo
+    scan, info_type = fmt.scan, fmt.RecordInfo
     add_offset, add_size = records.offset.append, records.size.append
     add_topic, add_queue_id = records.topic.append, records.queue_id.append
     add_queue_offset, add_sys_flag = records.queue_offset.append, records.sys_flag.append
-    add_ts, add_tags, add_crc = (
-        records.store_ts.append,
-        records.tags_code.append,
-        records.crc_ok.append,
-    )
-    ts_max = now_ms + DAY_MS
+    add_ts, add_tags = records.store_ts.append, records.tags_code.append
+    add_crc = records.crc_ok.append
     while pos < rng.end:
         r = scan(view, pos, file_end)
         crc_ok = True
@@ -212,22 +205,12 @@ def _scan_range(
         if type(r) is info_type:
             phys = base + pos
             if r.physical_offset != phys:
-                yield _finding(
-                    name,
-                    pos,
-                    "bad_physical_offset",
-                    f"PHYSICALOFFSET field {r.physical_offset} != position {phys}",
-                )
+                yield _bad_physical_offset(name, pos, r.physical_offset, phys)
             ts = r.store_timestamp
             if ts <= 0 or ts > ts_max:
                 yield _finding(name, pos, "bad_timestamp", f"store timestamp {ts}")
             elif prev_ts is not None and ts < prev_ts:
-                yield _finding(
-                    name,
-                    pos,
-                    "timestamp_regression",
-                    f"store timestamp {ts} < previous record's {prev_ts}",
-                )
+                yield _timestamp_regression(name, pos, ts, prev_ts)
             if first_ts is None:
                 first_ts = ts
             prev_ts = ts
@@ -243,25 +226,59 @@ def _scan_range(
             add_crc(crc_ok)
             pos += r.size
             continue
-        if isinstance(r, fmt.EndOfSegment):
-            yield from _check_blank(buf, name, pos, r.size, file_end)
-            pos = file_end
-            break
-        assert isinstance(r, fmt.Corrupt)
-        nxt = yield from _damage(buf, rng, pos, r, file_end)
+        nxt = yield from _not_a_record(buf, rng, pos, r, file_end)
         if nxt < 0:
             pos = file_end
             break
         pos = nxt
-    yield Row(
-        RowType.RANGE.value,
+    yield _range_row(rng, pos, first_ts, prev_ts, count)
+
+
+def _bad_physical_offset(name: str, pos: int, field: int, phys: int) -> Row:
+    """The finding for a record whose PHYSICALOFFSET ``field`` is not its position."""
+    return _finding(
         name,
+        pos,
+        "bad_physical_offset",
+        f"PHYSICALOFFSET field {field} != position {phys}",
+    )
+
+
+def _timestamp_regression(name: str, pos: int, ts: int, prev_ts: int) -> Row:
+    """The finding for a store timestamp older than the previous record's."""
+    return _finding(
+        name,
+        pos,
+        "timestamp_regression",
+        f"store timestamp {ts} < previous record's {prev_ts}",
+    )
+
+
+def _range_row(
+    rng: ByteRange, pos: int, first_ts: int | None, last_ts: int | None, count: int
+) -> Row:
+    """The RANGE summary row of a range scanned from ``rng.start`` to ``pos``."""
+    return Row(
+        RowType.RANGE.value,
+        rng.name,
         rng.start,
         pos - rng.start,
         first_ts=first_ts,
-        last_ts=prev_ts,
+        last_ts=last_ts,
         count=count,
     )
+
+
+def _not_a_record(
+    buf: Buffer, rng: ByteRange, pos: int, r: fmt.ScanResult, file_end: int
+) -> Iterator[Row]:
+    """Findings for a blank or undecodable record at ``pos``; returns the next position
+    to scan, or -1 when the range's scan ends (a blank always ends it)."""
+    if isinstance(r, fmt.EndOfSegment):
+        yield from _check_blank(buf, rng.name, pos, r.size, file_end)
+        return -1
+    assert isinstance(r, fmt.Corrupt)
+    return (yield from _damage(buf, rng, pos, r, file_end))
 
 
 def _check_blank(buf: Buffer, name: str, pos: int, size: int, file_end: int) -> Iterator[Row]:
