@@ -33,7 +33,7 @@ offset 0 and report MESSAGE_WAS_REMOVING).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -48,6 +48,17 @@ MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 """Upper bound of a request's byte limit (RocketMQ ``MAX_PULL_MSG_SIZE``)."""
 
 T = TypeVar("T")
+Unit = tuple[int, int, int]
+"""(physical offset, size, tags code): one consume-queue unit."""
+Caps = tuple[int, int, int, int, int]
+"""One pull's batch limits (:meth:`PullLimits.caps`)."""
+Match = Callable[[int], bool]
+"""A subscription's tags-code test."""
+Take = Callable[[memoryview, int], T | None] | None
+"""Turns a record's bytes and queue offset into the returned item (None: filter it out)."""
+CachedFile = tuple[memoryview | None, int, int, int]
+"""The scan's CommitLog file: (view, start, end, write position)."""
+_NO_FILE: CachedFile = (None, 0, 0, 0)
 
 
 def total_physical_memory() -> int:
@@ -79,6 +90,18 @@ class PullLimits:
             cfg.max_transfer_bytes_on_message_in_disk,
             cfg.max_transfer_count_on_message_in_disk,
             total_physical_memory() * cfg.access_message_in_memory_max_ratio // 100,
+        )
+
+    def caps(self, log_max: int, max_count: int, max_bytes: int) -> tuple[int, int, int, int, int]:
+        """One pull's batch limits, the request's folded into the transfer limits: (first
+        "in memory" physical offset, bytes and count in memory, bytes and count on disk)."""
+        max_pull = min(max(max_bytes, 100), MAX_PULL_MSG_SIZE)
+        return (
+            log_max - self.memory_bytes,
+            min(max_pull, self.bytes_in_memory),
+            min(max_count, self.count_in_memory),
+            min(max_pull, self.bytes_in_disk),
+            min(max_count, self.count_in_disk),
         )
 
 
@@ -141,65 +164,51 @@ def select(
     low, high = cq.min_offset, cq.max_offset
     buf = cq.units_from(offset)
     if buf is None:
-        return Selection(
-            GetStatus.OFFSET_FOUND_NULL,
-            correct(offset, cq.roll_next_file(offset)),
-            low,
-            high,
-            [],
-            [],
-        )
+        nxt = correct(offset, cq.roll_next_file(offset))
+        return Selection(GetStatus.OFFSET_FOUND_NULL, nxt, low, high, [], [])
     log_max = log.max_offset
-    memory = limits.memory_bytes
-    b_mem, c_mem = limits.bytes_in_memory, limits.count_in_memory
-    b_disk, c_disk = limits.bytes_in_disk, limits.count_in_disk
-    max_pull = min(max(max_bytes, 100), MAX_PULL_MSG_SIZE)
     # (q - offset) * 20 > max(maxFilterMessageSize, count * 20) ends the scan, as does the max
     stop = min(
         high, offset + max(limits.max_filter_message_size, max_count * UNIT_SIZE) // UNIT_SIZE + 1
     )
-    status = GetStatus.NO_MATCHED_MESSAGE
+    units = iter_units(buf[: (stop - offset) * UNIT_SIZE])  # the units of [offset, stop)
+    match_code = None if sub.matches_all else sub.matches_code
+    caps = limits.caps(log_max, max_count, max_bytes)
+    miss, q, items, qoffs, total, max_phy_pulling = _scan(
+        units, log, offset, caps, match_code, take
+    )
+    status = GetStatus.FOUND if qoffs else miss
+    suggest_slave = log_max - max_phy_pulling > limits.memory_bytes
+    return Selection(status, q, low, high, items, qoffs, total, suggest_slave)
+
+
+def _scan(
+    units: Iterator[Unit], log: Segments, q: int, caps: Caps, match: Match | None, take: Take[T]
+) -> tuple[GetStatus, int, list[T], list[int], int, int]:
+    """The scan: (last miss, next offset, items, their offsets, bytes, last unit's physical)."""
+    mem_from, mem_bytes, mem_count, disk_bytes, disk_count = caps
+    miss = GetStatus.NO_MATCHED_MESSAGE  # the status while nothing is found
     items: list[T] = []
     qoffs: list[int] = []
-    total = count = max_phy_pulling = 0
-    q = offset
-    skip_below = -1
-    # The CommitLog file of the last record read: its view, range and write position
-    # (a unit is only ever dispatched below the write position, which never shrinks
-    # while the file is mapped, so caching it for this call is safe).
-    mf_view: memoryview | None = None
-    mf_start = mf_end = mf_wrote = 0
-    filtering = not sub.matches_all
-    match_code = sub.matches_code
-    # The hot loop of every pull, kept in one piece: each call costs per unit.
-    for phys, size, tags in iter_units(buf):
-        if q >= stop:
-            break
-        if count:
-            if count >= max_count or total + size > max_pull:
-                break
-            if log_max - phys <= memory:  # "in memory"
-                if total + size > b_mem or count >= c_mem:
+    total, count, max_phy_pulling, skip_below = 0, 0, 0, -1
+    mf_view, mf_start, mf_end, mf_wrote = _NO_FILE  # see _commitlog_file
+    for phys, size, tags in units:  # the hot loop of every pull: no call per unit
+        if count:  # the batch is full: limits.caps folds the request's limits in
+            if phys >= mem_from:  # "in memory"
+                if total + size > mem_bytes or count >= mem_count:
                     break
-            elif total + size > b_disk or count >= c_disk:
+            elif total + size > disk_bytes or count >= disk_count:
                 break
         max_phy_pulling = phys
         this_q = q
         q += 1
         if phys < skip_below or (size == BLANK_SIZE and not phys):
             continue
-        if filtering and not match_code(tags):
-            if not count:
-                status = GetStatus.NO_MATCHED_MESSAGE
+        if match is not None and not match(tags):
+            miss = GetStatus.NO_MATCHED_MESSAGE
             continue
-        if not mf_start <= phys < mf_end:
-            mf = log.find(phys)
-            if mf is None:
-                mf_view, mf_start, mf_end = None, 0, 0
-            else:
-                mf_view, mf_wrote = mf.view, mf.wrote_position
-                mf_start = mf.file_from_offset
-                mf_end = mf_start + mf.file_size
+        if not mf_start <= phys < mf_end:  # once per CommitLog file
+            mf_view, mf_start, mf_end, mf_wrote = _commitlog_file(log, phys)
         view = None
         rel = phys - mf_start
         if mf_view is not None and rel + size <= mf_wrote:
@@ -208,32 +217,38 @@ def select(
             except ValueError:  # the segment was deleted under us
                 view = None
         if view is None:
-            if not count:
-                status = GetStatus.MESSAGE_WAS_REMOVING
-            skip_below = log.roll_next_offset(phys)
-            mf_start = mf_end = 0
+            miss, skip_below, mf_start, mf_end = _removed(log, phys)
             continue
         if take is None:  # raw: the view itself (saves a call per message)
             items.append(view)  # type: ignore[arg-type]
         else:
             item = take(view, this_q)
             if item is None:
-                if not count:
-                    status = GetStatus.NO_MATCHED_MESSAGE
+                miss = GetStatus.NO_MATCHED_MESSAGE
                 continue
             items.append(item)
         qoffs.append(this_q)
         total += size
         count += 1
-        status = GetStatus.FOUND
         skip_below = -1
-    return Selection(
-        status,
-        q,
-        low,
-        high,
-        items,
-        qoffs,
-        total,
-        log_max - max_phy_pulling > memory,
-    )
+    return miss, q, items, qoffs, total, max_phy_pulling
+
+
+def _commitlog_file(log: Segments, phys: int) -> CachedFile:
+    """The CommitLog file holding ``phys``: (view, start, end, write position), or _NO_FILE.
+
+    The scan caches the file of the last record read: a unit is only ever dispatched
+    below the write position, which never shrinks while the file is mapped, so caching
+    it for one call is safe.
+    """
+    mf = log.find(phys)
+    if mf is None:
+        return _NO_FILE
+    start = mf.file_from_offset
+    return mf.view, start, start + mf.file_size, mf.wrote_position
+
+
+def _removed(log: Segments, phys: int) -> tuple[GetStatus, int, int, int]:
+    """The record at ``phys`` is gone: (MESSAGE_WAS_REMOVING, skip units below the next
+    CommitLog file, and forget the cached file)."""
+    return GetStatus.MESSAGE_WAS_REMOVING, log.roll_next_offset(phys), 0, 0
