@@ -3,7 +3,7 @@
 The layout is ``store.index.format``'s. This module adds the file (mapped read-write
 for its whole length, created sparse as RocketMQ's mapped-beyond-EOF files are: a
 default file is 420 MB and most stores fill a small part of it) and RocketMQ's
-``putKey`` / ``selectPhyOffset`` rules.
+``putKey`` / ``selectPhyOffset`` rules (the lookups in ``store.index._lookup``).
 
 Space: writing through a mapping into a hole the disk cannot back is a SIGBUS, not
 an exception. So the file reserves (``posix_fallocate``) what it is about to touch
@@ -30,12 +30,12 @@ from pathlib import Path
 from store import _platform, faults
 from store.errors import CorruptIndexError
 from store.index import format as ifmt
+from store.index._lookup import LookupMixin
 
 _SLOT_UNPACK = ifmt.SLOT.unpack_from
 _SLOT_BYTES = ifmt.SLOT.pack
 _ENTRY_PACK = ifmt.ENTRY.pack_into
 _HEADER_BYTES = ifmt.HEADER.pack
-_EMPTY_ENTRY = bytes(ifmt.ENTRY_SIZE)
 
 SLOT_CHUNK_SHIFT = 20
 """Slot-table reservations are 1 MiB chunks (2**20), reserved on first touch."""
@@ -57,8 +57,12 @@ def reserve(fd: int, offset: int, length: int, *, what: str = "") -> None:
             raise
 
 
-class IndexFile:
-    """A mapped index file with its header cached in attributes."""
+class IndexFile(LookupMixin):
+    """A mapped index file with its header cached in attributes.
+
+    Lookups (``select_phy_offsets``, ``entries``) come from
+    :class:`~store.index._lookup.LookupMixin`.
+    """
 
     def __init__(
         self,
@@ -87,6 +91,21 @@ class IndexFile:
         self._slot_chunks_left = len(self._slot_chunks)
         self._reserved_to = 0
         """Byte position up to which the entry area is known to be allocated."""
+        self._fd = self._open_mapped(create)
+        self._closed = False
+        if create:
+            self._init_header(end_phy_offset, end_timestamp)
+        else:
+            self.reload_header()
+            # What was written is allocated; what comes next is reserved on first put.
+            self._reserved_to = self._entries_pos + self.index_count * ifmt.ENTRY_SIZE
+
+    def _open_mapped(self, create: bool) -> int:
+        """Open (or create, sparse) ``self.path``, map it into ``self._mm``; return the fd.
+
+        On any failure the fd is closed and a file being created is removed.
+        """
+        path = self.path
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         fd = os.open(path, flags, 0o644)
         try:
@@ -101,7 +120,7 @@ class IndexFile:
             elif os.fstat(fd).st_size != self.file_size:
                 raise CorruptIndexError(
                     f"{path}: size {os.fstat(fd).st_size} != {self.file_size} "
-                    f"({hash_slot_num} slots, {index_num} entries)"
+                    f"({self.hash_slot_num} slots, {self.index_num} entries)"
                 )
             self._mm = mmap.mmap(fd, self.file_size)
         except BaseException:
@@ -109,22 +128,19 @@ class IndexFile:
             if create:
                 path.unlink(missing_ok=True)
             raise
-        self._fd = fd
-        self._closed = False
-        if create:
-            self.begin_timestamp = end_timestamp
-            self.end_timestamp = end_timestamp
-            self.begin_phy_offset = end_phy_offset
-            self.end_phy_offset = end_phy_offset
-            self.hash_slot_count = 0
-            self.index_count = 1
-            self._write_header()
-        else:
-            self.reload_header()
-            # What was written is allocated; what comes next is reserved on first put.
-            self._reserved_to = self._entries_pos + self.index_count * ifmt.ENTRY_SIZE
+        return fd
 
     # ------------------------------------------------------------------ header
+
+    def _init_header(self, end_phy_offset: int, end_timestamp: int) -> None:
+        """A new file's header: begin = end = the previous file's end, no entries yet."""
+        self.begin_timestamp = end_timestamp
+        self.end_timestamp = end_timestamp
+        self.begin_phy_offset = end_phy_offset
+        self.end_phy_offset = end_phy_offset
+        self.hash_slot_count = 0
+        self.index_count = 1
+        self._write_header()
 
     def _write_header(self) -> None:
         self._mm[0 : ifmt.HEADER_SIZE] = _HEADER_BYTES(  # not pack_into: see put_hashes
@@ -188,14 +204,9 @@ class IndexFile:
         slots = self.hash_slot_num
         entries_pos = self._entries_pos
         # Reserve before writing anything (a failure leaves the file as it was).
-        if entries_pos + (count + n) * ifmt.ENTRY_SIZE > self._reserved_to:
-            self._reserve_entries(entries_pos + (count + n) * ifmt.ENTRY_SIZE)
-        if self._slot_chunks_left:
-            chunks = self._slot_chunks
-            for i in range(n):
-                c = (ifmt.HEADER_SIZE + (hashes[i] % slots) * ifmt.SLOT_SIZE) >> SLOT_CHUNK_SHIFT
-                if not chunks[c]:
-                    self._reserve_slot_chunk(self._fd, c)
+        need_end = entries_pos + (count + n) * ifmt.ENTRY_SIZE
+        if need_end > self._reserved_to or self._slot_chunks_left:
+            self._reserve_for(hashes, n, need_end)
         begin = self.begin_timestamp
         diff = ifmt.time_diff_seconds(store_timestamp, begin) if begin > 0 else 0
         used = self.hash_slot_count
@@ -228,6 +239,24 @@ class IndexFile:
         )
         return n
 
+    def _reserve_for(self, hashes: Sequence[int], n: int, entries_end: int) -> None:
+        """Reserve the entry area to ``entries_end`` and the slot chunks of ``hashes[:n]``.
+
+        Called once per put, only when something may be unreserved.
+
+        Raises:
+            OSError: ENOSPC/EDQUOT (nothing of the message written yet).
+        """
+        if entries_end > self._reserved_to:
+            self._reserve_entries(entries_end)
+        if self._slot_chunks_left:
+            slots = self.hash_slot_num
+            chunks = self._slot_chunks
+            for i in range(n):
+                c = (ifmt.HEADER_SIZE + (hashes[i] % slots) * ifmt.SLOT_SIZE) >> SLOT_CHUNK_SHIFT
+                if not chunks[c]:
+                    self._reserve_slot_chunk(self._fd, c)
+
     def _reserve_slot_chunk(self, fd: int, chunk: int) -> None:
         start = chunk << SLOT_CHUNK_SHIFT
         end = min(start + (1 << SLOT_CHUNK_SHIFT), self._entries_pos, self.file_size)
@@ -247,62 +276,6 @@ class IndexFile:
             end = min(self.file_size, -(-need_end // mmap.PAGESIZE) * mmap.PAGESIZE)
             reserve(self._fd, start, end - start, what=str(self.path))
         self._reserved_to = end
-
-    # -------------------------------------------------------------------- read
-
-    def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
-        """CommitLog offsets of entries whose hash equals ``key``'s, stored in [begin, end].
-
-        Newest first, at most ``max_num``. Hash collisions are included: the caller
-        filters by the real key.
-        """
-        out: list[int] = []
-        if self._closed:
-            return out
-        try:
-            return self._select(key, max_num, begin, end, out)
-        except ValueError:  # closed (expired) while we read
-            return out
-
-    def _select(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> list[int]:
-        mm = self._mm
-        count = self.index_count
-        key_hash = ifmt.key_hash(key)
-        (slot_value,) = ifmt.SLOT.unpack_from(mm, ifmt.slot_position(key_hash % self.hash_slot_num))
-        if count < slot_value < self.index_num:
-            # Linked since our count was read (by another thread, or the process this
-            # store follows): entries are written before their slot, so a non-empty
-            # entry there is whole. An empty one is a slot torn by a crash.
-            pos = ifmt.entry_position(self.hash_slot_num, slot_value)
-            if mm[pos : pos + ifmt.ENTRY_SIZE] != _EMPTY_ENTRY:
-                count = slot_value + 1
-        if slot_value <= 0 or slot_value > count or count <= 1:
-            return out
-        begin_ts = self.begin_timestamp
-        current = slot_value
-        while len(out) < max_num:
-            e = ifmt.Entry(
-                *ifmt.ENTRY.unpack_from(mm, ifmt.entry_position(self.hash_slot_num, current))
-            )
-            if e.time_diff < 0:
-                break
-            time_read = begin_ts + e.time_diff * 1000
-            if e.key_hash == key_hash and begin <= time_read <= end:
-                out.append(e.phy_offset)
-            prev = e.prev_index
-            if prev <= 0 or prev > count or prev == current or time_read < begin:
-                break
-            current = prev
-        return out
-
-    def entries(self) -> list[ifmt.Entry]:
-        """Every entry in order of insertion (numbers 1 .. indexCount-1): for checkers."""
-        return [
-            ifmt.Entry(
-                *ifmt.ENTRY.unpack_from(self._mm, ifmt.entry_position(self.hash_slot_num, i))
-            )
-            for i in range(1, self.index_count)
-        ]
 
     # --------------------------------------------------------------- lifecycle
 
