@@ -379,11 +379,8 @@ class ReputService(ServiceThread):
         pos = self.reput_from - base
         end = min(wrote, limit - base)
         done = 0
-        dispatch = self._dispatch
-        fast = self._dispatch_fields
-        trusted_at = fmt.unpack_trusted_at
-        info_type = fmt.RecordInfo
-        chunk = self.chunk
+        dispatch, fast, chunk = self._dispatch, self._dispatch_fields, self.chunk
+        trusted_at, info_type = fmt.unpack_trusted_at, fmt.RecordInfo
         while pos < end:
             if fast is not None:
                 # The common record takes the trusted decode (~2x cheaper than a scan;
@@ -418,19 +415,23 @@ class ReputService(ServiceThread):
                 self.reput_from = base + file_size
                 return done, False
             else:
-                assert isinstance(r, fmt.Corrupt)
-                skip = r.size if 0 < r.size <= end - pos else end - pos
-                log.error(
-                    "[BUG] undispatchable record at %d (%s: %s); skipping %d bytes",
-                    base + pos,
-                    r.kind.value,
-                    r.detail,
-                    skip,
-                )
-                self.skipped_bytes += skip
-                pos += skip
+                pos += self._skip_corrupt(r, base + pos, end - pos)
                 self.reput_from = base + pos
         return done, pos >= wrote < file_size or base + pos >= limit
+
+    def _skip_corrupt(self, r: fmt.ScanResult, offset: int, left: int) -> int:
+        """Log and count the undispatchable (corrupt) record at ``offset``; bytes to skip."""
+        assert isinstance(r, fmt.Corrupt)
+        skip = r.size if 0 < r.size <= left else left
+        log.error(
+            "[BUG] undispatchable record at %d (%s: %s); skipping %d bytes",
+            offset,
+            r.kind.value,
+            r.detail,
+            skip,
+        )
+        self.skipped_bytes += skip
+        return skip
 
     def _failed(self, e: OSError, offset: int) -> None:
         if self.last_error is None or str(e) != str(self.last_error):
