@@ -101,6 +101,18 @@ class MessageSender:
             return SendOutcome(ResponseCode.SYSTEM_ERROR, topic, queue_id, remark=str(e))
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
             topic, queue_id = self._retry_or_dlq(topic, queue_id, messages[0], max_reconsume_times)
+        target = self._target_queue(topic, queue_id, default_topic, default_queue_nums)
+        if isinstance(target, SendOutcome):
+            return target
+        queue_id = target
+        if not messages:
+            return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark="no message")
+        return self._put(topic, queue_id, messages)
+
+    def _target_queue(
+        self, topic: str, queue_id: int, default_topic: str, default_queue_nums: int | None
+    ) -> int | SendOutcome:
+        """The queue id to store in (auto-creating the topic), or the refusal to send."""
         nums = default_queue_nums or self.default_topic_queue_nums
         config = self.topics.create_in_send(topic, default_topic, nums)
         if config is None:
@@ -126,8 +138,10 @@ class MessageSender:
                 queue_id,
                 remark=f"request queueId[{queue_id}] is illegal, topic {config}",
             )
-        if not messages:
-            return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark="no message")
+        return queue_id
+
+    def _put(self, topic: str, queue_id: int, messages: Sequence[Message]) -> SendOutcome:
+        """Store ``messages`` (non-empty) in ``topic``/``queue_id``; map the put status."""
         msgs = [
             m
             if m.topic == topic and m.queue_id == queue_id
