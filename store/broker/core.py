@@ -41,6 +41,7 @@ from store.broker.hold import PullHoldService
 from store.broker.locks import RebalanceLockManager
 from store.broker.offsets import ConsumerOffsetManager
 from store.broker.pulls import PullCallback, PullOutcome, PullRequest, response_code
+from store.broker.queries import QueryMixin
 from store.broker.sendback import (
     retry_topic,
 )
@@ -57,9 +58,7 @@ from store.client.allocate import MessageQueue
 from store.client.transport import Heartbeat, MessageModel
 from store.config import BrokerRole
 from store.consumequeue.get import total_physical_memory
-from store.consumequeue.results import QueryResult, StoredMessage
-from store.consumequeue.search import BoundaryType
-from store.message import TOPIC_PATTERN, Message, validate_topic
+from store.message import TOPIC_PATTERN, Message
 from store.message_store import MessageStore
 from store.service import ServiceThread
 
@@ -105,8 +104,11 @@ class _Housekeeping(ServiceThread):
             log.info("dropped expired consumer channels: %s", expired)
 
 
-class BrokerCore:
+class BrokerCore(QueryMixin):
     """Broker state and request logic over one MessageStore (see the module docstring).
+
+    The offset and message queries (QUERY_CONSUMER_OFFSET .. QUERY_MESSAGE) come from
+    :class:`~store.broker.queries.QueryMixin`.
 
     The store's lifecycle is the caller's: :meth:`shutdown` does not close it.
     """
@@ -316,77 +318,6 @@ class BrokerCore:
         if from_slave and self.config.slave_read_enable:
             return 1  # whichBrokerWhenConsumeSlowly
         return 0  # MixAll.MASTER_ID
-
-    # ------------------------------------------------------------------ offsets
-
-    def query_offset(self, group: str, topic: str, queue_id: int) -> int | None:
-        """QUERY_CONSUMER_OFFSET: the committed offset; with none, 0 when the queue
-        starts at 0 and its first message is still "in memory" (a new group on a small
-        queue starts at the beginning), else None (QUERY_NOT_FOUND)."""
-        offset = self.offsets.query(group, topic, queue_id)
-        if offset is not None:
-            return offset
-        store = self.store
-        if store.min_offset_in_queue(topic, queue_id) > 0:
-            return None
-        cq = store.consume_queue(topic, queue_id)
-        unit = cq.unit_at(0) if cq is not None else None
-        if unit is not None and store.max_physical_offset - unit[0] > self._memory_limit:
-            return None
-        return 0
-
-    def update_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """UPDATE_CONSUMER_OFFSET.
-
-        The topic name is validated first: the offset table key is ``topic@group`` and
-        is persisted, so a name no topic can have is never stored.
-
-        Raises:
-            IllegalTopicError: ``topic`` is not a legal topic name (nothing stored).
-        """
-        validate_topic(topic)
-        self.offsets.commit(group, topic, queue_id, offset)
-
-    def max_offset(self, topic: str, queue_id: int) -> int:
-        """GET_MAX_OFFSET."""
-        return self.store.max_offset_in_queue(topic, queue_id)
-
-    def min_offset(self, topic: str, queue_id: int) -> int:
-        """GET_MIN_OFFSET."""
-        return self.store.min_offset_in_queue(topic, queue_id)
-
-    def search_offset(
-        self, topic: str, queue_id: int, timestamp: int, boundary: BoundaryType = BoundaryType.LOWER
-    ) -> int:
-        """SEARCH_OFFSET_BY_TIMESTAMP."""
-        return self.store.offset_by_time(topic, queue_id, timestamp, boundary)
-
-    def earliest_message_time(self, topic: str, queue_id: int) -> int:
-        """GET_EARLIEST_MSG_STORETIME (-1 when the queue is empty)."""
-        return self.store.earliest_message_time(topic, queue_id)
-
-    def view_message(self, physical_offset: int) -> StoredMessage | None:
-        """VIEW_MESSAGE_BY_ID (the id's physical offset)."""
-        return self.store.stored_message_at(physical_offset)
-
-    def raw_message_at(self, physical_offset: int) -> bytes | None:
-        """The stored record bytes at ``physical_offset`` (VIEW_MESSAGE_BY_ID and
-        QUERY_MESSAGE bodies), None if no valid record starts there."""
-        msg = self.store.stored_message_at(physical_offset)
-        mf = self.store.segments.find(physical_offset) if msg is not None else None
-        if msg is None or mf is None:
-            return None
-        rel = physical_offset - mf.file_from_offset
-        try:
-            return bytes(mf.view[rel : rel + msg.size])
-        except ValueError:  # the segment was unmapped meanwhile
-            return None
-
-    def query_message(
-        self, topic: str, key: str, max_num: int, begin: int, end: int
-    ) -> QueryResult:
-        """QUERY_MESSAGE by key or UNIQ_KEY."""
-        return self.store.query_by_key(topic, key, max_num, begin, end)
 
     # ---------------------------------------------------------------- consumers
 
