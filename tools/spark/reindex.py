@@ -60,6 +60,15 @@ if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR 
 
 from store.commitlog import format as fmt
 from store.consumequeue import format as cqfmt
+from tools.spark._reindex_index import (
+    FAIL_ENV,
+    INDEX_MANIFEST,
+    INDEX_ROWS,
+    _index_batch,
+    _install_index,
+    index_rows,
+    write_index,
+)
 from tools.spark.indexcheck import index_files, resolve_geometry
 from tools.spark.layout import LayoutError, discover
 from tools.spark.reader import DEFAULT_SPLIT_BYTES, map_ranges, plan_ranges, ranges_dataframe
@@ -68,14 +77,10 @@ from tools.spark.segscan import Buffer, ByteRange, resync
 if TYPE_CHECKING:
     import pyarrow as pa
     from numpy.typing import NDArray
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 UNIT_ROWS: Final = "topic string, queue_id int, queue_offset long, offset long, size int, tags long"
 MANIFEST: Final = "topic string, queue_id int, name string, path string, units long"
-INDEX_ROWS: Final = "offset long, store_ts long, topic string, uniq string, keys string"
-INDEX_MANIFEST: Final = "name string, path string, entries long"
-FAIL_ENV: Final = "MQSTORE_REINDEX_FAIL_FIRST_ATTEMPT"
-"""Test hook: when set, attempt 0 of every task fails after writing half a file."""
 _IN_QUEUE: Final = (fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE)
 
 
@@ -228,103 +233,6 @@ def _swap(staging: Path, target_root: Path, name: str = "consumequeue") -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def index_rows(buf: Buffer, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
-    """(offset, store timestamp, topic, UNIQ_KEY, KEYS) of each record the dispatcher
-    indexes (every type but ROLLBACK), read like the reput service."""
-    from store.message import (
-        PROPERTY_KEYS,
-        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-        string_to_properties,
-    )
-
-    with memoryview(buf) as view:
-        pos, end = rng.start, len(buf)
-        while pos < rng.end:
-            r = fmt.scan(view, pos, end, check_crc=False)
-            if isinstance(r, fmt.RecordInfo):
-                if r.sys_flag & fmt.TRANSACTION_MASK != fmt.TRANSACTION_ROLLBACK_TYPE:
-                    props = string_to_properties(r.properties_string)
-                    yield (
-                        r.physical_offset, r.store_timestamp, r.topic,
-                        props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                        props.get(PROPERTY_KEYS),
-                    )  # fmt: skip
-                pos += r.size
-            elif isinstance(r, fmt.EndOfSegment):
-                return
-            else:
-                pos = resync(buf, rng.base_offset, pos + 1, end)
-                if pos < 0:
-                    return
-
-
-def _index_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
-    import pyarrow as pa
-
-    types = [pa.int64(), pa.int64(), pa.string(), pa.string(), pa.string()]
-    names = [c.split()[0] for c in INDEX_ROWS.split(",")]
-    cols = list(zip(*rows, strict=True))
-    return pa.RecordBatch.from_arrays(
-        [pa.array(c, ty) for c, ty in zip(cols, types, strict=True)], names=names
-    )
-
-
-def write_index(
-    batches: Iterator[pa.RecordBatch], attempts: str, names: list[str], slots: int, num: int
-) -> Iterator[pa.RecordBatch]:
-    """The single index-writing task: records in CommitLog order through IndexService."""
-    import pyarrow as pa
-    from pyspark import TaskContext
-
-    from store.index import IndexService
-    from store.index import format as ifmt
-
-    ctx = TaskContext.get()
-    attempt = ctx.taskAttemptId() if ctx is not None else 0
-    fail = bool(os.environ.get(FAIL_ENV)) and ctx is not None and ctx.attemptNumber() == 0
-    folder = Path(attempts) / str(attempt) / "index"
-    planned = iter([ifmt.name_to_millis(n) for n in names])
-
-    def clock() -> int:
-        return next(planned, time.time_ns() // 1_000_000)
-
-    service = IndexService(folder, slots, num, clock=clock)
-    service.load(last_exit_ok=True, index_msg_timestamp=0)
-    try:
-        for batch in batches:
-            for off, ts, topic, uniq, keys in zip(
-                *(batch.column(i).to_pylist() for i in range(5)), strict=True
-            ):
-                service.build(topic, off, ts, uniq, keys.split(" ") if keys else ())
-            if fail and service.files:
-                raise RuntimeError(f"injected failure ({FAIL_ENV}) while writing {folder}")
-        service.flush()
-        rows = [(f.path.name, str(f.path), f.index_count - 1) for f in service.files]
-    finally:
-        service.close()
-    if fail:
-        raise RuntimeError(f"injected failure ({FAIL_ENV}) after writing {folder}")
-    cols = list(zip(*rows, strict=True)) if rows else [(), (), ()]
-    types = [pa.string(), pa.string(), pa.int64()]
-    yield pa.RecordBatch.from_arrays(
-        [pa.array(c, t) for c, t in zip(cols, types, strict=True)],
-        names=["name", "path", "entries"],
-    )
-
-
-def _install_index(manifest: list[Any], staging: Path) -> int:
-    """Move the index manifest's files into ``staging/index``; return the file count."""
-    final = staging / "index"
-    final.mkdir(parents=True, exist_ok=True)
-    names = [r.name for r in manifest]
-    if len(set(names)) != len(names):
-        raise RuntimeError(f"duplicate index files in the manifest: {names}")
-    for r in manifest:
-        os.replace(r.path, final / r.name)
-    shutil.rmtree(staging / "attempts", ignore_errors=True)
-    return len(names)
-
-
 def reindex_with(
     spark: SparkSession,
     store_dir: str | Path,
@@ -347,31 +255,16 @@ def reindex_with(
     staging = target / f".reindex-{uuid.uuid4().hex[:12]}"
     attempts = str(staging / "attempts")
     t0 = time.perf_counter()
-
-    def scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return map_ranges(batches, dispatch_rows, _unit_batch)
-
-    def write(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        return write_group(key, table, attempts)
-
     ranges = plan_ranges(layout, split_bytes)
-    units = ranges_dataframe(spark, ranges).mapInArrow(scan, UNIT_ROWS)
+    units = _units_frame(spark, ranges)
     old_index = index_files(layout.index_dir)
     geo = resolve_geometry(old_index, index_slots, index_num)
     names = [p.name for p in old_index]
-
-    def scan_index(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return map_ranges(batches, index_rows, _index_batch)
-
-    def write_idx(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return write_index(batches, attempts, names, geo.slots, geo.num)
-
-    keyed = ranges_dataframe(spark, ranges).mapInArrow(scan_index, INDEX_ROWS)
-    one_task = keyed.repartition(1).sortWithinPartitions("offset")
+    one_task = _index_frame(spark, ranges)
     try:
-        manifest = units.groupBy("topic", "queue_id").applyInArrow(write, MANIFEST).collect()
+        manifest = _write_queues(units, attempts)
         files = _install(manifest, staging)
-        imanifest = one_task.mapInArrow(write_idx, INDEX_MANIFEST).collect()
+        imanifest = _write_index(one_task, attempts, names, geo.slots, geo.num)
         ifiles = _install_index(imanifest, staging)
         _swap(staging, target, "consumequeue")
         _swap(staging, target, "index")
@@ -389,6 +282,45 @@ def reindex_with(
         "index_geometry": (geo.slots, geo.num),
         "elapsed_s": time.perf_counter() - t0,
     }
+
+
+def _units_frame(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
+    """The consume-queue units (UNIT_ROWS) of the records in ``ranges`` (lazy)."""
+
+    def scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return map_ranges(batches, dispatch_rows, _unit_batch)
+
+    return ranges_dataframe(spark, ranges).mapInArrow(scan, UNIT_ROWS)
+
+
+def _index_frame(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
+    """The index rows (INDEX_ROWS) of ``ranges`` in one partition, in log order (lazy)."""
+
+    def scan_index(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return map_ranges(batches, index_rows, _index_batch)
+
+    keyed = ranges_dataframe(spark, ranges).mapInArrow(scan_index, INDEX_ROWS)
+    return keyed.repartition(1).sortWithinPartitions("offset")
+
+
+def _write_queues(units: DataFrame, attempts: str) -> list[Any]:
+    """Write each topic-queue's files under ``attempts`` (one Spark action); the manifest."""
+
+    def write(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
+        return write_group(key, table, attempts)
+
+    return units.groupBy("topic", "queue_id").applyInArrow(write, MANIFEST).collect()
+
+
+def _write_index(
+    one_task: DataFrame, attempts: str, names: list[str], slots: int, num: int
+) -> list[Any]:
+    """Write the index files under ``attempts`` in one task (one Spark action); the manifest."""
+
+    def write_idx(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return write_index(batches, attempts, names, slots, num)
+
+    return one_task.mapInArrow(write_idx, INDEX_MANIFEST).collect()
 
 
 def _unit_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
