@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from store.commitlog import format as fmt
 from store.index import format as ifmt
+from tools.spark._indexchain import _chain_findings
 from tools.spark.report import Finding
 from tools.spark.segscan import Buffer, ByteRange, resync
 
@@ -138,8 +139,6 @@ def resolve_geometry(files: list[Path], slots: int | None, num: int | None) -> G
 
 
 _NP_CODES: Final = {"i": "i4", "q": "i8"}
-MAX_PER_KIND: Final = 10_000
-"""Chain findings kept per file; beyond it one summary finding says how many more."""
 
 
 def _entry_dtype() -> Any:
@@ -184,36 +183,7 @@ def check_file(buf: Buffer, rel: str, g: Geometry) -> tuple[list[Finding], Any, 
         if h.end_phy_offset != ents["phy_offset"][-1]:
             detail = f"endPhyOffset {h.end_phy_offset}, last entry at {ents['phy_offset'][-1]}"
             out.append(Finding(rel, 24, "index_header", detail))
-    home = ents["key_hash"].astype(np.int64) % g.slots  # the slot of each entry
-    chain: list[Finding] = []
-    v = slots[used]
-    out_of_range = (v <= 0) | (v >= count)
-    for slot, val in zip(used[out_of_range].tolist(), v[out_of_range].tolist(), strict=True):
-        detail = f"slot {slot} -> entry {val} of {count}"
-        chain.append(Finding(rel, ifmt.slot_position(slot), "index_bad_chain", detail))
-    ok = ~out_of_range
-    wrong = ok.copy()
-    wrong[ok] = home[v[ok] - 1] != used[ok]
-    for slot, val in zip(used[wrong].tolist(), v[wrong].tolist(), strict=True):
-        detail = f"slot {slot} -> entry {val} of slot {home[val - 1]}"
-        chain.append(Finding(rel, ifmt.slot_position(slot), "index_bad_chain", detail))
-    n = np.arange(1, count, dtype=np.int64)
-    p = ents["prev_index"].astype(np.int64)
-    linked = p != 0
-    bad = linked & ~((p > 0) & (p < n))
-    for i, pi in zip(n[bad].tolist(), p[bad].tolist(), strict=True):
-        detail = f"entry {i} -> previous entry {pi} (must be 1..{i - 1})"
-        chain.append(Finding(rel, ifmt.entry_position(g.slots, i), "index_bad_chain", detail))
-    good = linked & ~bad
-    other = good.copy()
-    other[good] = home[p[good] - 1] != home[good]
-    for i, pi in zip(n[other].tolist(), p[other].tolist(), strict=True):
-        detail = f"entry {i} (slot {home[i - 1]}) -> entry {pi} of another slot"
-        chain.append(Finding(rel, ifmt.entry_position(g.slots, i), "index_bad_chain", detail))
-    chain.sort()
-    if len(chain) > MAX_PER_KIND:
-        more = len(chain) - MAX_PER_KIND
-        chain = [*chain[:MAX_PER_KIND], Finding(rel, 0, "index_bad_chain", f"{more} more")]
+    chain = _chain_findings(rel, g, count, slots, used, ents)
     return out + chain, ents, h.begin_timestamp
 
 
@@ -339,23 +309,9 @@ def index_findings(
     files: list[Path],
 ) -> list[Finding]:
     """Every index finding of the module doc (one task per index file, one join)."""
-    from tools.spark.queues import rel_name
     from tools.spark.reader import map_ranges, ranges_dataframe
 
-    prev_end = -1  # unknown for the first file listed: older files may have expired
-    file_rows = []
-    found: list[Finding] = []
-    prev_end_phy = None
-    for p in files:
-        rel = rel_name(layout, str(p))
-        file_rows.append((str(p), rel, prev_end, geometry.slots, geometry.num))
-        if p.stat().st_size >= ifmt.HEADER_SIZE:
-            with open(p, "rb") as f:
-                h = ifmt.read_header(f.read(ifmt.HEADER_SIZE))
-            if prev_end_phy is not None and h.index_count > 1 and h.begin_phy_offset < prev_end_phy:
-                detail = f"beginPhyOffset {h.begin_phy_offset} < previous file's end {prev_end_phy}"
-                found.append(Finding(rel, 16, "index_header", detail))
-            prev_end, prev_end_phy = h.end_timestamp, h.end_phy_offset
+    file_rows, found = _file_rows(layout, geometry, files)
     if not file_rows:
         return found
     sc = spark.sparkContext
@@ -382,3 +338,27 @@ def index_findings(
     finally:
         rows.unpersist()
     return found
+
+
+def _file_rows(
+    layout: StoreLayout, geometry: Geometry, files: list[Path]
+) -> tuple[list[tuple[str, str, int, int, int]], list[Finding]]:
+    """One FILE_SCHEMA row per index file (with the previous file's end timestamp) and
+    the findings of the header order checks across files."""
+    from tools.spark.queues import rel_name
+
+    prev_end = -1  # unknown for the first file listed: older files may have expired
+    file_rows = []
+    found: list[Finding] = []
+    prev_end_phy = None
+    for p in files:
+        rel = rel_name(layout, str(p))
+        file_rows.append((str(p), rel, prev_end, geometry.slots, geometry.num))
+        if p.stat().st_size >= ifmt.HEADER_SIZE:
+            with open(p, "rb") as f:
+                h = ifmt.read_header(f.read(ifmt.HEADER_SIZE))
+            if prev_end_phy is not None and h.index_count > 1 and h.begin_phy_offset < prev_end_phy:
+                detail = f"beginPhyOffset {h.begin_phy_offset} < previous file's end {prev_end_phy}"
+                found.append(Finding(rel, 16, "index_header", detail))
+            prev_end, prev_end_phy = h.end_timestamp, h.end_phy_offset
+    return file_rows, found

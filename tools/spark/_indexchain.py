@@ -1,0 +1,57 @@
+"""The slot and chain checks of one index file, for :mod:`tools.spark.indexcheck`.
+
+Vectorised with numpy over the file's slot table and entries (see indexcheck's doc).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from store.index import format as ifmt
+from tools.spark.report import Finding
+
+if TYPE_CHECKING:
+    from tools.spark.indexcheck import Geometry
+
+MAX_PER_KIND: Final = 10_000
+"""Chain findings kept per file; beyond it one summary finding says how many more."""
+
+
+def _chain_findings(
+    rel: str, g: Geometry, count: int, slots: Any, used: Any, ents: Any
+) -> list[Finding]:
+    """Chain checks of one file (slots -> entries -> previous entries), sorted and capped
+    at MAX_PER_KIND; ``used`` are the indices of the non-zero ``slots``."""
+    import numpy as np
+
+    home = ents["key_hash"].astype(np.int64) % g.slots  # the slot of each entry
+    chain: list[Finding] = []
+    v = slots[used]
+    out_of_range = (v <= 0) | (v >= count)
+    for slot, val in zip(used[out_of_range].tolist(), v[out_of_range].tolist(), strict=True):
+        detail = f"slot {slot} -> entry {val} of {count}"
+        chain.append(Finding(rel, ifmt.slot_position(slot), "index_bad_chain", detail))
+    ok = ~out_of_range
+    wrong = ok.copy()
+    wrong[ok] = home[v[ok] - 1] != used[ok]
+    for slot, val in zip(used[wrong].tolist(), v[wrong].tolist(), strict=True):
+        detail = f"slot {slot} -> entry {val} of slot {home[val - 1]}"
+        chain.append(Finding(rel, ifmt.slot_position(slot), "index_bad_chain", detail))
+    n = np.arange(1, count, dtype=np.int64)
+    p = ents["prev_index"].astype(np.int64)
+    linked = p != 0
+    bad = linked & ~((p > 0) & (p < n))
+    for i, pi in zip(n[bad].tolist(), p[bad].tolist(), strict=True):
+        detail = f"entry {i} -> previous entry {pi} (must be 1..{i - 1})"
+        chain.append(Finding(rel, ifmt.entry_position(g.slots, i), "index_bad_chain", detail))
+    good = linked & ~bad
+    other = good.copy()
+    other[good] = home[p[good] - 1] != home[good]
+    for i, pi in zip(n[other].tolist(), p[other].tolist(), strict=True):
+        detail = f"entry {i} (slot {home[i - 1]}) -> entry {pi} of another slot"
+        chain.append(Finding(rel, ifmt.entry_position(g.slots, i), "index_bad_chain", detail))
+    chain.sort()
+    if len(chain) > MAX_PER_KIND:
+        more = len(chain) - MAX_PER_KIND
+        chain = [*chain[:MAX_PER_KIND], Finding(rel, 0, "index_bad_chain", f"{more} more")]
+    return chain
