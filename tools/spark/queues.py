@@ -225,22 +225,21 @@ def _read_queue_units(files: tuple[CqFile, ...], out: _Capped, q: str) -> dict[s
     return {k: v[~bad] for k, v in u.items()}
 
 
-def _units(
-    topic: str, queue_id: int, r: dict[str, NDArray[Any]], ctx: QueueContext, out: _Capped
+def _compare_matched(
+    topic: str,
+    q: str,
+    files: tuple[CqFile, ...],
+    u: dict[str, NDArray[Any]],
+    r: dict[str, NDArray[Any]],
+    matched: NDArray[Any],
+    clipped: NDArray[Any],
+    out: _Capped,
 ) -> None:
+    """Findings for units whose record exists (unit ``i`` matches record ``clipped[i]``)
+    but whose offset, size or tag code disagrees with it."""
     import numpy as np
 
-    q = f"{topic}/{queue_id}"
-    files = ctx.cq_files[(topic, queue_id)]
-    u = _read_queue_units(files, out, q)
     rq = r["queue_offset"]
-    idx = np.searchsorted(rq, u["queue_offset"])
-    clipped = np.minimum(idx, max(rq.size - 1, 0))
-    matched = (
-        (idx < rq.size) & (rq[clipped] == u["queue_offset"])
-        if rq.size
-        else np.zeros(idx.size, bool)
-    )
     for i in np.flatnonzero(matched).tolist():
         j = clipped[i]
         where = (files[u["file"][i]].rel_path, int(u["index"][i]) * cqfmt.UNIT_SIZE)
@@ -263,6 +262,25 @@ def _units(
                 "cq_wrong_tags",
                 f"{at}: unit tag code {u['u_tags'][i]}, record {r['tags_code'][j]}",
             )
+
+
+def _units(
+    topic: str, queue_id: int, r: dict[str, NDArray[Any]], ctx: QueueContext, out: _Capped
+) -> None:
+    import numpy as np
+
+    q = f"{topic}/{queue_id}"
+    files = ctx.cq_files[(topic, queue_id)]
+    u = _read_queue_units(files, out, q)
+    rq = r["queue_offset"]
+    idx = np.searchsorted(rq, u["queue_offset"])
+    clipped = np.minimum(idx, max(rq.size - 1, 0))
+    matched = (
+        (idx < rq.size) & (rq[clipped] == u["queue_offset"])
+        if rq.size
+        else np.zeros(idx.size, bool)
+    )
+    _compare_matched(topic, q, files, u, r, matched, clipped, out)
     orphan = ~matched & (u["u_phys"] >= ctx.min_offset)
     for i in np.flatnonzero(orphan).tolist():
         out.add(
