@@ -89,6 +89,10 @@ class IndexCatchUp:
                 if left <= 0:
                     break
                 self.position = pos + (r.size if 0 < r.size <= left else left)
+        return self._settle(upto)
+
+    def _settle(self, upto: int) -> bool:
+        """Done once ``position`` reaches ``upto``: indexing goes back to the dispatcher."""
         if self.position >= upto:
             self.done = True
             self._dispatcher.defer_index = False
