@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from store.broker.codes import PullSysFlag, RequestCode, ResponseCode
-from store.broker.remoting import RemotingCommand
 from store.client import wire
 from store.client.allocate import MessageQueue
+from store.client.remote_routing import RoutingMixin
 from store.client.remoting_client import RemotingClient
-from store.client.route import RouteError, TopicRoute, parse_route
 from store.client.transport import (
     BrokerError,
     ConsumerIdsChanged,
@@ -48,14 +47,16 @@ from store.client.transport import (
     PullReply,
     PullStatus,
     SendResult,
-    TransportError,
 )
 from store.consumequeue.results import StoredMessage
 from store.message import Message
 
 
-class RemoteTransport:
+class RemoteTransport(RoutingMixin):
     """A :class:`~store.client.transport.Transport` to brokers found via a name server.
+
+    The request plumbing and broker lookup (``route``, ``_call``, ``_addr``, ...) come
+    from :class:`~store.client.remote_routing.RoutingMixin`.
 
     Args:
         namesrv_addr: ``host:port`` of the name server (``mqstore broker`` serves it on
@@ -77,87 +78,6 @@ class RemoteTransport:
         self._brokers: dict[str, str] = {}  # broker name -> master address
         self._lock = threading.Lock()
         self._ids_changed: ConsumerIdsChanged | None = None
-
-    # ------------------------------------------------------------------ plumbing
-
-    def _call(
-        self,
-        addr: str,
-        code: RequestCode,
-        ext: Mapping[str, object] | None = None,
-        body: bytes = b"",
-        timeout_s: float | None = None,
-    ) -> RemotingCommand:
-        request = RemotingCommand(code=int(code), ext_fields=wire.ext(ext or {}), body=body)
-        wait_s = self.timeout_s if timeout_s is None else timeout_s
-        try:
-            return self._client.invoke(addr, request, wait_s)
-        except TransportError:
-            # A broker that stopped answering may come back elsewhere: forget its
-            # address so the next call asks the name server again.
-            with self._lock:
-                for name in [n for n, a in self._brokers.items() if a == addr]:
-                    del self._brokers[name]
-            raise
-
-    @staticmethod
-    def _expect(resp: RemotingCommand, *ok: ResponseCode) -> RemotingCommand:
-        if resp.code not in ok:
-            raise BrokerError(resp.code, resp.remark or "")
-        return resp
-
-    def route(self, topic: str) -> TopicRoute | None:
-        """The topic's route from the name server; ``None`` for TOPIC_NOT_EXIST.
-
-        Raises:
-            BrokerError: any other error code. TransportError: no answer or bad body.
-        """
-        resp = self._call(self.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
-            return None
-        self._expect(resp, ResponseCode.SUCCESS)
-        try:
-            route = parse_route(topic, resp.body)
-        except RouteError as e:
-            raise TransportError(str(e)) from e
-        with self._lock:
-            for name in route.broker_addrs:
-                addr = route.master_addr(name)
-                if addr is not None:
-                    self._brokers[name] = addr
-        return route
-
-    def _known_brokers(self) -> dict[str, str]:
-        with self._lock:
-            if self._brokers:
-                return dict(self._brokers)
-        self.route(wire.DEFAULT_TOPIC)
-        with self._lock:
-            if not self._brokers:
-                raise TransportError(f"name server {self.namesrv_addr} knows no broker")
-            return dict(self._brokers)
-
-    def _addr(self, broker_name: str, topic: str) -> str:
-        with self._lock:
-            addr = self._brokers.get(broker_name)
-        if addr is None:
-            self.route(topic)
-            addr = self._known_brokers().get(broker_name)
-        if addr is None:
-            raise TransportError(f"no master address for broker {broker_name!r}")
-        return addr
-
-    def _any_broker(self) -> str:
-        brokers = self._known_brokers()
-        return brokers[min(brokers)]
-
-    def _on_broker_request(self, addr: str, request: RemotingCommand) -> RemotingCommand | None:
-        if request.code != RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            return None  # REQUEST_CODE_NOT_SUPPORTED, as the Java client answers
-        handler = self._ids_changed
-        if handler is not None:
-            handler(request.ext_fields.get("consumerGroup", ""))
-        return None if request.is_oneway else request.make_response(ResponseCode.SUCCESS)
 
     # ------------------------------------------------------------------ Transport
 
