@@ -153,6 +153,23 @@ def run_threads(n_threads: int, duration: float, make_worker: MakeWorker) -> Run
         finally:
             cleanup()
 
+    elapsed = _clocked(n_threads, body, ready, go, deadline, duration)
+    if errors:
+        raise errors[0]
+    merged = [x for part in lat for x in part]
+    return Run(len(merged), elapsed, merged)
+
+
+def _clocked(
+    n_threads: int,
+    body: Callable[[int], None],
+    ready: threading.Barrier,
+    go: threading.Event,
+    deadline: Deadline,
+    duration: float,
+) -> float:
+    """Run ``body(i)`` in ``n_threads`` threads, start the clock once all reach ``ready``,
+    set ``deadline`` and ``go``, join; return the seconds from the start to the last join."""
     threads = [
         threading.Thread(target=body, args=(i,), name=f"bench-{i}") for i in range(n_threads)
     ]
@@ -165,11 +182,7 @@ def run_threads(n_threads: int, duration: float, make_worker: MakeWorker) -> Run
     go.set()
     for t in threads:
         t.join()
-    elapsed = (time.perf_counter_ns() - t0) / 1e9
-    if errors:
-        raise errors[0]
-    merged = [x for part in lat for x in part]
-    return Run(len(merged), elapsed, merged)
+    return (time.perf_counter_ns() - t0) / 1e9
 
 
 def chunked(seq: Sequence[Any], size: int) -> list[list[Any]]:
