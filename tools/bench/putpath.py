@@ -23,28 +23,25 @@ on a clean store.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import itertools
 import os
 import shutil
-import statistics
 import struct
 import tempfile
 import time
 import timeit
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from store import FlushDiskType, MessageStore, PutStatus, StoreConfig
-from store import put as put_module
 from store.commitlog.commitlog import EncodedMessage
 from store.commitlog.mapped_file import MappedFile
 from store.message import new_uniq_key, standard_properties_string
 from store.message_store import PutResult
 from tools.bench._fused import make_fused_batch, make_fused_put, same_bytes_as_put_message
+from tools.bench._putpath_ablate import ablations
 from tools.bench._workload import items
 
 _tuple_new = tuple.__new__
@@ -165,83 +162,21 @@ def _direct_write(store: MessageStore) -> tuple[Callable[[], None], Callable[[],
         mm[b + blen : pos + total] = tail
         mf.wrote_position = pos + total
 
+    _check_same_bytes(mf, current, alternative, total)
+    return current, alternative
+
+
+def _check_same_bytes(
+    mf: MappedFile, current: Callable[[], None], alternative: Callable[[], None], total: int
+) -> None:
+    """Run both writers back to back in ``mf``: their ``total``-byte records must match."""
+    mm = mf._mm
     # same bytes at the same place
     start = mf.wrote_position
     current()
     a = bytes(mm[start : start + total])
     alternative()
     assert bytes(mm[start + total : start + 2 * total]) == a, "alternative writes other bytes"
-    return current, alternative
-
-
-@contextlib.contextmanager
-def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
-    old = getattr(obj, name)
-    setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        setattr(obj, name, old)
-
-
-def ablations(store: MessageStore, number: int, rounds: int) -> dict[str, float]:
-    """ns the whole put saves when one step is replaced by a constant (in situ cost).
-
-    Measured inside the real put, so it includes what isolated micro-benchmarks miss
-    (cold caches, argument passing). Each figure is the median over rounds of
-    (plain put - ablated put), the two timed back to back.
-    """
-    msgs = [it.message() for it in items(100, n=64)]
-    cl = store.commitlog
-    enc, uniq = store._prepare(msgs[0])  # type: ignore[misc]
-    props, _ = store._properties(msgs[0])
-    frame = store._frame(0, 100, msgs[0].topic.encode(), props)
-    rec = cl._pack(enc.total, 1, enc.crc, 0, 0, 0, 0, 0, 0, enc.born_host, 0, 0, 0,
-                   msgs[0].body, enc.tail)  # fmt: skip
-    ts = cl._clock()
-
-    class _NoCrc:
-        @staticmethod
-        def crc32(_b: bytes) -> int:
-            return 0
-
-    def no_copy(mf: MappedFile, data: bytes) -> int:
-        pos = mf.wrote_position
-        mf.wrote_position = pos + len(data)
-        return pos
-
-    cases: dict[str, Callable[[], Any]] = {
-        "UNIQ_KEY generation": lambda: _patched(store, "_next_uniq", lambda: uniq),
-        "whole _properties (keys, UNIQ_KEY, string, encode)": lambda: _patched(
-            store, "_properties", lambda _m: (props, uniq)
-        ),
-        "frame (tail bytes)": lambda: _patched(store, "_frame", lambda *_a: frame),
-        "crc32 of the body": lambda: _patched(put_module, "zlib", _NoCrc),
-        "put_lock (uncontended)": lambda: _patched(cl, "put_lock", contextlib.nullcontext()),
-        "clock read": lambda: _patched(cl, "_clock", lambda: ts),
-        "encode (pack + concat)": lambda: _patched(cl, "_pack", lambda *_a: rec),
-        "copy into the mapping": lambda: _patched(MappedFile, "append", no_copy),
-        "flusher.wait_for": lambda: _patched(store.flusher, "wait_for", lambda _n: _OK),
-        "garbage collector (gc.disable)": _gc_off,
-    }  # fmt: skip
-    put = store.put_message
-    it = iter(range(1 << 62))
-    timer = timeit.Timer(lambda: put(msgs[next(it) & 63]), timer=time.thread_time)
-    diffs: dict[str, list[float]] = {name: [] for name in cases}
-    bases: list[float] = []
-    for r in range(rounds):
-        for name, ctx in cases.items():
-            # base and ablated back to back, order alternating: the pair shares the noise
-            base = timer.timeit(number) if r % 2 == 0 else None
-            with ctx():
-                abl = timer.timeit(number)
-            if base is None:
-                base = timer.timeit(number)
-            bases.append(base)
-            diffs[name].append((base - abl) / number * 1e9)
-    out = {"(plain put_message)": min(bases) / number * 1e9}
-    out.update({k: statistics.median(v) for k, v in diffs.items()})
-    return out
 
 
 def _uniq_table() -> Callable[[], str]:
@@ -265,15 +200,6 @@ def _uniq_table() -> Callable[[], str]:
     a, b = new_uniq_key(), next_id()
     assert len(a) == len(b) == 32 and a[:20] == b[:20], (a, b)  # same host, pid, loader
     return next_id
-
-
-@contextlib.contextmanager
-def _gc_off() -> Iterator[None]:
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def alternatives(store: MessageStore, number: int, rounds: int) -> dict[str, tuple[float, float]]:
@@ -359,6 +285,38 @@ def _open(root: Path, **cfg: Any) -> MessageStore:
     return store
 
 
+def _print_report(
+    args: argparse.Namespace,
+    st: dict[str, float],
+    abl: dict[str, float],
+    alt: dict[str, tuple[float, float]],
+    split: dict[str, float],
+) -> None:
+    """Print the step, in-situ, alternatives and CPU tables."""
+    whole = st["put_message (whole)"]
+    print(f"put path, ns per call (min of {args.rounds} rounds x {args.number:,} calls)")
+    for name, ns in st.items():
+        print(f"  {name:<36}{ns:>8.0f}  {ns / whole:>6.1%}")
+    parts = ("_prepare", "CommitLog.append", "flusher.wait_for (async)", "PutResult + msg id")
+    print(f"  {'rest of put_message':<36}{whole - sum(st[p] for p in parts):>8.0f}")
+    sub = [k for k in st if k.startswith("  ") and not k.startswith("    ")]
+    prep = [k for k in sub if list(st).index(k) < list(st).index("CommitLog.append")]
+    app = [k for k in sub if k not in prep]
+    print(f"  {'rest of _prepare':<36}{st['_prepare'] - sum(st[k] for k in prep):>8.0f}")
+    print(f"  {'rest of append':<36}{st['CommitLog.append'] - sum(st[k] for k in app):>8.0f}")
+    print("in situ: ns the whole put saves when one step is replaced by a constant (median of")
+    print("paired differences; the plain row is the fastest plain put seen)")
+    for name, ns in abl.items():
+        print(f"  {name:<56}{ns:>7.0f}")
+    print("alternatives (same output checked), ns per call: current -> alternative")
+    for name, (a, b) in alt.items():
+        print(f"  {name:<56}{a:>7.0f} -> {b:>6.0f}  ({a - b:+.0f})")
+    print("CPU per message, us (3 s of puts, then until the dispatcher caught up)")
+    for name, us in split.items():
+        if not name.startswith("messages"):
+            print(f"  {name:<56}{us:>7.1f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the step table and the alternatives table."""
     ap = argparse.ArgumentParser(prog="python -m tools.bench.putpath", description=__doc__)
@@ -393,28 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             store.abandon()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    whole = st["put_message (whole)"]
-    print(f"put path, ns per call (min of {args.rounds} rounds x {args.number:,} calls)")
-    for name, ns in st.items():
-        print(f"  {name:<36}{ns:>8.0f}  {ns / whole:>6.1%}")
-    parts = ("_prepare", "CommitLog.append", "flusher.wait_for (async)", "PutResult + msg id")
-    print(f"  {'rest of put_message':<36}{whole - sum(st[p] for p in parts):>8.0f}")
-    sub = [k for k in st if k.startswith("  ") and not k.startswith("    ")]
-    prep = [k for k in sub if list(st).index(k) < list(st).index("CommitLog.append")]
-    app = [k for k in sub if k not in prep]
-    print(f"  {'rest of _prepare':<36}{st['_prepare'] - sum(st[k] for k in prep):>8.0f}")
-    print(f"  {'rest of append':<36}{st['CommitLog.append'] - sum(st[k] for k in app):>8.0f}")
-    print("in situ: ns the whole put saves when one step is replaced by a constant (median of")
-    print("paired differences; the plain row is the fastest plain put seen)")
-    for name, ns in abl.items():
-        print(f"  {name:<56}{ns:>7.0f}")
-    print("alternatives (same output checked), ns per call: current -> alternative")
-    for name, (a, b) in alt.items():
-        print(f"  {name:<56}{a:>7.0f} -> {b:>6.0f}  ({a - b:+.0f})")
-    print("CPU per message, us (3 s of puts, then until the dispatcher caught up)")
-    for name, us in split.items():
-        if not name.startswith("messages"):
-            print(f"  {name:<56}{us:>7.1f}")
+    _print_report(args, st, abl, alt, split)
     return 0
 
 
