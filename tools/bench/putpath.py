@@ -40,7 +40,6 @@ from store.commitlog.commitlog import EncodedMessage
 from store.commitlog.mapped_file import MappedFile
 from store.message import new_uniq_key, standard_properties_string
 from store.message_store import PutResult
-from tools.bench._fused import make_fused_batch, make_fused_put, same_bytes_as_put_message
 from tools.bench._putpath_ablate import ablations
 from tools.bench._workload import items
 
@@ -114,7 +113,14 @@ def steps(store: MessageStore, number: int, rounds: int) -> dict[str, float]:
             PutResult, (None, 1, 2, f"{host_hex}{12345:016X}", 3, 4, uniq, None)
         ),
     }
-    return measure_all(t, number, rounds)
+    out = measure_all(t, number, rounds)
+    batches = [msgs[i : i + 32] for i in range(0, 64, 32)]
+    put_messages = store.put_messages
+    b = measure_all(
+        {"batch": lambda: put_messages(batches[next(it) & 1])}, max(1, number // 32), rounds
+    )
+    out["put_messages(32), per message"] = b["batch"] / 32
+    return out
 
 
 def _direct_write(store: MessageStore) -> tuple[Callable[[], None], Callable[[], None]]:
@@ -210,15 +216,7 @@ def alternatives(store: MessageStore, number: int, rounds: int) -> dict[str, tup
     assert isinstance(keys, list)
     assert " ".join(k for k in keys if k) == (keys[0] if len(keys) == 1 else "")
     cur_w, alt_w = _direct_write(store)
-    same_bytes_as_put_message(store, m)
     hx = store._host_hex
-    fused = make_fused_put(store)
-    fused_batch = make_fused_batch(store)
-    put = store.put_message
-    batches = [msgs[i : i + 32] for i in range(0, 64, 32)]
-    put_messages = store.put_messages
-    i1 = iter(range(1 << 62))
-    i2 = iter(range(1 << 62))
     pairs: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
         "keys: genexpr join -> 1-key fast path": (
             lambda: " ".join(k for k in keys if k),
@@ -230,23 +228,10 @@ def alternatives(store: MessageStore, number: int, rounds: int) -> dict[str, tup
             lambda: _tuple_new(PutResult, (_OK, 1, 2, f"{hx}{123456:016X}", 3, 4, "u", None)),
             lambda: _tuple_new(PutResult, (_OK, 1, 2, hx, 3, 4, "u", None)),
         ),
-        "whole put: put_message -> fused fast path (_fused.py)": (
-            lambda: put(msgs[next(i1) & 63]),
-            lambda: fused(msgs[next(i2) & 63]),
-        ),
-    }
-    batch_pair = {
-        "batch|0": lambda: put_messages(batches[next(i1) & 1]),
-        "batch|1": lambda: fused_batch(batches[next(i2) & 1]),
     }
     fns = {f"{name}|{i}": f for name, ab in pairs.items() for i, f in enumerate(ab)}
     got = measure_all(fns, number, rounds)
     out = {name: (got[f"{name}|0"], got[f"{name}|1"]) for name in pairs}
-    got = measure_all(batch_pair, max(1, number // 32), rounds)  # per message: / 32
-    out["batch of 32, per message: put_messages -> fused batch"] = (
-        got["batch|0"] / 32,
-        got["batch|1"] / 32,
-    )
     return out
 
 
