@@ -143,15 +143,27 @@ class GroupCommitter(_Service):
         with self._lock:
             self._requests.append(req)
         self._wake.set()
-        if not req.done.acquire(timeout=self._timeout):
-            with self._relay:
-                if not req.done.acquire(blocking=False):  # still not woken: leave
-                    req.gone = True
-                    return PutStatus.FLUSH_DISK_TIMEOUT
-            # woken as it timed out: the ack is ours after all
-        if req.successor is not None:
-            self._wake_next(req.successor)
-        return req.status
+        woke = False
+        try:
+            woke = req.done.acquire(timeout=self._timeout) or self._leave(req)
+            return req.status if woke else PutStatus.FLUSH_DISK_TIMEOUT
+        finally:
+            if not woke:  # timed out (already gone), or a signal's exception in the wait
+                woke = self._leave(req)
+            if woke and req.successor is not None:
+                self._wake_next(req.successor)
+
+    def _leave(self, req: FlushRequest) -> bool:
+        """The producer of ``req`` stops waiting. True if it was woken after all (the
+        ack is its own, and it passes the relay on); else it is marked gone and the
+        relay passes it over. Idempotent."""
+        with self._relay:
+            if req.gone:
+                return False
+            if req.done.acquire(blocking=False):
+                return True
+            req.gone = True
+            return False
 
     def _wake_next(self, req: FlushRequest | None) -> None:
         """Wake ``req``'s producer or, if it left, the first of its successors still

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from store import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig, faults
 from store.commitlog.flush import AsyncFlusher, FlushRequest, GroupCommitter
@@ -200,3 +203,50 @@ def test_a_timed_out_producer_in_the_relay_is_passed_over(tmp_path: Path):
     gc._wake_next(a.successor)
     assert not b.done.acquire(blocking=False)
     assert c.done.acquire(blocking=False)
+
+
+def test_relay_passes_over_a_producer_interrupted_by_a_signal(tmp_path: Path):
+    # The main thread waits for its group commit and a signal handler raises in it
+    # (Ctrl-C does this); the producer behind it in the same batch is still acked as
+    # soon as the sync completes.
+    release = threading.Event()
+    stuck = threading.Event()
+
+    def block(**_: Any) -> None:
+        if not release.is_set():
+            stuck.set()
+            release.wait(5)
+
+    class Interrupted(Exception):
+        pass
+
+    def raise_interrupted(*_: Any) -> None:
+        raise Interrupted
+
+    results: dict[str, PutStatus] = {}
+    old = signal.signal(signal.SIGALRM, raise_interrupted)
+    try:
+        with MessageStore.open(sync_cfg(tmp_path, sync_flush_timeout_ms=3000)) as s:
+            with faults.inject("before_fdatasync", block):
+
+                def put(name: str, delay: float) -> None:
+                    time.sleep(delay)
+                    results[name] = s.put_message(Message(topic="t", body=name.encode())).status
+
+                z = threading.Thread(target=put, args=("z", 0.0))  # its sync gets stuck
+                z.start()
+                assert stuck.wait(5)
+                b = threading.Thread(target=put, args=("b", 0.1))  # behind main's request
+                b.start()
+                signal.setitimer(signal.ITIMER_REAL, 0.4)
+                with pytest.raises(Interrupted):
+                    s.put_message(Message(topic="t", body=b"main"))
+                t0 = time.monotonic()
+                release.set()
+                b.join(5)
+                z.join(5)
+            assert results["b"] is PutStatus.PUT_OK
+            assert time.monotonic() - t0 < 1.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
