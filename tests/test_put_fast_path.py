@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from store import Message, MessageStore, PutStatus
 from store.commitlog import format as fmt
+from store.message import decode_offset_msg_id
 from tests.helpers import make_store
 
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x01\x02"))
@@ -147,6 +148,25 @@ def test_a_batch_that_does_not_fit_rolls_through_the_general_path(tmp_path: Path
         assert [r.queue_offset for r in results] == list(range(1, 49))
         assert len(s.segments.files) > 1
         for r in results:
+            rec = s.look_message_by_offset(r.physical_offset)
+            assert rec is not None and rec.queue_offset == r.queue_offset
+    finally:
+        s.close()
+
+
+def test_batch_results_carry_offset_msg_ids_and_record_sizes(tmp_path: Path) -> None:
+    s = make_store(tmp_path)
+    try:
+        msgs = [Message("T", b"m%d" % i, tags="a", keys=[f"k{i}"]) for i in range(5)]
+        results = s.put_messages(msgs)
+        assert isinstance(results, list) and len(results) == 5
+        for r, nxt in itertools.pairwise(results):
+            assert nxt.physical_offset == r.physical_offset + r.size
+        for r in results:
+            assert r.status is PutStatus.PUT_OK
+            host, offset = decode_offset_msg_id(r.msg_id)
+            assert offset == r.physical_offset
+            assert host == s.cfg.store_host
             rec = s.look_message_by_offset(r.physical_offset)
             assert rec is not None and rec.queue_offset == r.queue_offset
     finally:
