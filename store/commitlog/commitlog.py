@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import NamedTuple
 
 from store.commitlog import format as fmt
@@ -33,6 +34,8 @@ _TX_PREPARED = fmt.TRANSACTION_PREPARED_TYPE
 _TX_ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
 _NO_QUEUE_OFFSET = frozenset((_TX_PREPARED, _TX_ROLLBACK))
 _MIN_BLANK = fmt.END_FILE_MIN_BLANK_LENGTH
+_V1_KEY = itemgetter(0)  # a V1Record's queue key
+_V1_TOTAL = itemgetter(9)  # and its TOTALSIZE
 
 
 class EncodedMessage(NamedTuple):
@@ -271,21 +274,21 @@ class CommitLog(ReadMixin):
         """
         encode_many = self.encoder.encode_v1_many_into
         table = self.topic_queue_table
-        need = sum(r[9] for r in records)
-        qoffs: list[int] = []
+        need = sum(map(_V1_TOTAL, records))
+        keys = list(map(_V1_KEY, records))
+        n = len(keys)
+        one_queue = keys.count(keys[0]) == n  # the usual batch (a broker's always is)
         with self.put_lock:
             mf = self.segments.last
             if mf is None or need + _MIN_BLANK > mf.file_size - mf.wrote_position:
                 return None
             ts = self._clock()
-            pending: dict[str, int] = {}
-            for r in records:
-                key = r[0]
-                q = pending.get(key)
-                if q is None:
-                    q = table.get(key, 0)
-                pending[key] = q + 1
-                qoffs.append(q)
+            if one_queue:
+                q0 = table.get(keys[0], 0)
+                qoffs = list(range(q0, q0 + n))
+                pending = {keys[0]: q0 + n}
+            else:
+                qoffs, pending = self._queue_offsets(keys)
             pos = mf.wrote_position
             physs = encode_many(mf.mapping, pos, mf.file_from_offset, ts, records, qoffs)
             mf.wrote_position = pos + need
@@ -293,6 +296,20 @@ class CommitLog(ReadMixin):
             table.update(pending)
         self.last_store_timestamp = ts
         return physs, qoffs, ts
+
+    def _queue_offsets(self, keys: list[str]) -> tuple[list[int], dict[str, int]]:
+        """Queue offsets of a batch spanning several queues, and each queue's next
+        offset after it (the caller holds the put lock)."""
+        table = self.topic_queue_table
+        qoffs: list[int] = []
+        pending: dict[str, int] = {}
+        for key in keys:
+            q = pending.get(key)
+            if q is None:
+                q = table.get(key, 0)
+            pending[key] = q + 1
+            qoffs.append(q)
+        return qoffs, pending
 
     def append_batch(self, msgs: Sequence[EncodedMessage]) -> AppendResult:
         """Append records contiguously in one segment, under one lock acquisition.
