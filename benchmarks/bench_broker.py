@@ -42,12 +42,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from store import FlushDiskType, Message, MessageStore, StoreConfig
-from store.broker.core import BrokerCore
-from store.broker.server import BrokerServer
-from store.client.allocate import MessageQueue
-from store.client.producer import Producer
-from store.client.remote import RemoteTransport
+from mqstore import FlushDiskType, Message, MessageStore, StoreConfig
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.server import BrokerServer
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.producer import Producer
+from mqstore.client.remote import RemoteTransport
 
 TOPIC = "bench"
 BATCH = 32
@@ -152,8 +152,8 @@ def broker_child(root: Path) -> Iterator[tuple[str, int | None]]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "tools.cli", "broker", "--store", str(root), "--port", str(port),
-           "--ha-port", "0"]  # fmt: skip
+    cmd = [sys.executable, "-m", "mqstore.tools.cli", "broker", "--store", str(root),
+           "--port", str(port), "--ha-port", "0"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30

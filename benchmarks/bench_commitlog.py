@@ -1,4 +1,4 @@
-"""Issue-2 CommitLog benchmark: a thin wrapper over ``tools.bench.commitlog``.
+"""Issue-2 CommitLog benchmark: a thin wrapper over ``mqstore.tools.bench.commitlog``.
 
 Same as ``mqstore bench commitlog``::
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from tools.bench.commitlog import main
+from mqstore.tools.bench.commitlog import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

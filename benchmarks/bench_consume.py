@@ -35,14 +35,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from store.client.consumer import (
+from mqstore.client.consumer import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     ConsumerConfig,
     PushConsumer,
 )
-from store.client.transport import Transport
-from store.message import Message
+from mqstore.client.transport import Transport
+from mqstore.message import Message
 
 TOPIC = "BenchConsume"
 QUEUES = 8
@@ -136,11 +136,11 @@ def main() -> None:
     args = ap.parse_args()
     print(f"loadavg {os.getloadavg()[0]:.2f}, cpus {os.cpu_count()}")
 
-    from store.broker.core import BrokerConfig, BrokerCore
-    from store.broker.topics import TopicConfig
-    from store.client.inprocess import InProcessTransport
-    from store.config import StoreConfig
-    from store.message_store import MessageStore
+    from mqstore.broker.core import BrokerConfig, BrokerCore
+    from mqstore.broker.topics import TopicConfig
+    from mqstore.client.inprocess import InProcessTransport
+    from mqstore.config import StoreConfig
+    from mqstore.message_store import MessageStore
 
     for mode in ("inprocess", "tcp") if args.tcp else ("inprocess",):
         with tempfile.TemporaryDirectory() as d:
@@ -155,11 +155,11 @@ def main() -> None:
                 if mode == "inprocess":
                     make = functools.partial(InProcessTransport, core)
                 else:
-                    from store.client.remote import RemoteTransport
+                    from mqstore.client.remote import RemoteTransport
 
                     addr = args.tcp
                     if addr == "auto":  # a BrokerServer in this process on 127.0.0.1
-                        from store.broker.server import BrokerServer
+                        from mqstore.broker.server import BrokerServer
 
                         srv = BrokerServer(core, "127.0.0.1", 0)
                         addr = f"127.0.0.1:{srv.start()}"

@@ -36,9 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from store import BrokerRole, Message, MessageStore, PutStatus, StoreConfig
-from store.ha import service as ha_service
-from store.ha.master import HAMaster
+from mqstore import BrokerRole, Message, MessageStore, PutStatus, StoreConfig
+from mqstore.ha import service as ha_service
+from mqstore.ha.master import HAMaster
 
 BODY = 1024
 FILE_SIZE = 1 << 30
@@ -47,8 +47,8 @@ FILE_SIZE = 1 << 30
 def start_slave(root: Path, port: int) -> subprocess.Popen[bytes]:
     """A slave broker process replicating from 127.0.0.1:port."""
     return subprocess.Popen(
-        [sys.executable, "-m", "tools.cli", "broker", "--store", str(root), "--role", "SLAVE",
-         "--master-ha", f"127.0.0.1:{port}", "--file-size", str(FILE_SIZE)],
+        [sys.executable, "-m", "mqstore.tools.cli", "broker", "--store", str(root),
+         "--role", "SLAVE", "--master-ha", f"127.0.0.1:{port}", "--file-size", str(FILE_SIZE)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from store import Arrival, Message, MessageStore, StoreConfig
+from mqstore import Arrival, Message, MessageStore, StoreConfig
 
 TARGET_DECODED = 300_000
 TARGET_RAW = 1_000_000

@@ -29,9 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from store.commitlog import format as fmt  # noqa: E402
-from store.consumequeue import format as cqfmt  # noqa: E402
-from store.message import host_bytes, tags_code  # noqa: E402
+from mqstore.commitlog import format as fmt  # noqa: E402
+from mqstore.consumequeue import format as cqfmt  # noqa: E402
+from mqstore.message import host_bytes, tags_code  # noqa: E402
 
 TOPICS = ("bench-a", "bench-b")
 QUEUES = 4
@@ -93,8 +93,8 @@ def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) ->
 
 def bench_recovery_scan(root: Path, segment_size: int) -> tuple[int, float]:
     """The engine's recovery scan over every segment, with CRC checks."""
-    from store.commitlog.recovery import scan
-    from store.commitlog.segments import Segments
+    from mqstore.commitlog.recovery import scan
+    from mqstore.commitlog.segments import Segments
 
     segs = Segments(root / "commitlog", segment_size)
     segs.load()
@@ -109,9 +109,9 @@ def bench_segscan(root: Path) -> tuple[int, float]:
     """The audit's per-range checks, one process, no Spark."""
     import mmap
 
-    from tools.spark.layout import discover
-    from tools.spark.reader import plan_ranges
-    from tools.spark.segscan import RecordColumns, scan_range
+    from mqstore.tools.spark.layout import discover
+    from mqstore.tools.spark.reader import plan_ranges
+    from mqstore.tools.spark.segscan import RecordColumns, scan_range
 
     t0 = time.perf_counter()
     records = 0
@@ -126,10 +126,10 @@ def bench_segscan(root: Path) -> tuple[int, float]:
 
 def bench_spark(root: Path, master: str) -> dict[str, float]:
     """Audit twice (a cold first run starts the Python workers) and reindex once."""
-    from tools.spark.audit import audit_with
-    from tools.spark.layout import discover
-    from tools.spark.reindex import reindex_with
-    from tools.spark.session import build_session
+    from mqstore.tools.spark.audit import audit_with
+    from mqstore.tools.spark.layout import discover
+    from mqstore.tools.spark.reindex import reindex_with
+    from mqstore.tools.spark.session import build_session
 
     t0 = time.perf_counter()
     spark = build_session(master, "bench-spark-audit", progress=True)

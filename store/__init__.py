@@ -2,7 +2,7 @@
 
 Public API (architecture.md)::
 
-    from store import (MessageStore, StoreConfig, Message, FlushDiskType, BrokerRole,
+    from mqstore import (MessageStore, StoreConfig, Message, FlushDiskType, BrokerRole,
                        PutStatus, GetStatus)
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from store.config import BrokerRole, FlushDiskType, StoreConfig
-from store.consumequeue.filter import Subscription, parse_subscription
-from store.consumequeue.results import GetRawResult, GetResult, QueryResult, StoredMessage
-from store.errors import (
+from mqstore.config import BrokerRole, FlushDiskType, StoreConfig
+from mqstore.consumequeue.filter import Subscription, parse_subscription
+from mqstore.consumequeue.results import GetRawResult, GetResult, QueryResult, StoredMessage
+from mqstore.errors import (
     ConfigError,
     CorruptIndexError,
     CorruptRecordError,
@@ -26,14 +26,14 @@ from store.errors import (
     StoreLockedError,
     StorePoisonedError,
 )
-from store.message import Message
-from store.status import GetStatus, PutStatus
+from mqstore.message import Message
+from mqstore.status import GetStatus, PutStatus
 
 if TYPE_CHECKING:
-    from store.cleanup import CleanupResult
-    from store.consumequeue.dispatch import Arrival
-    from store.consumequeue.search import BoundaryType
-    from store.message_store import MessageStore
+    from mqstore.cleanup import CleanupResult
+    from mqstore.consumequeue.dispatch import Arrival
+    from mqstore.consumequeue.search import BoundaryType
+    from mqstore.message_store import MessageStore
 
 __all__ = [
     "Arrival",
@@ -66,10 +66,10 @@ __all__ = [
 ]
 
 _LAZY = {
-    "MessageStore": ("store.message_store", "MessageStore"),
-    "Arrival": ("store.consumequeue.dispatch", "Arrival"),
-    "BoundaryType": ("store.consumequeue.search", "BoundaryType"),
-    "CleanupResult": ("store.cleanup", "CleanupResult"),
+    "MessageStore": ("mqstore.message_store", "MessageStore"),
+    "Arrival": ("mqstore.consumequeue.dispatch", "Arrival"),
+    "BoundaryType": ("mqstore.consumequeue.search", "BoundaryType"),
+    "CleanupResult": ("mqstore.cleanup", "CleanupResult"),
 }
 
 

@@ -1,13 +1,13 @@
-"""The lifecycle half of :class:`~store.message_store.MessageStore`: what an open store holds.
+"""The lifecycle half of :class:`~mqstore.message_store.MessageStore`: what an open store holds.
 
 A mixin: :class:`StoreLifecycle` takes and gives back the store's resources, the
 ``lock`` file, the ``abort`` marker, the loaded and recovered segments, checkpoint and
 logic files, and the flusher. It owns the poisoned / disk-full / refuse-puts state
 and the three ways out: :meth:`~StoreLifecycle.flush`, :meth:`~StoreLifecycle.close`
 and :meth:`~StoreLifecycle.abandon`. ``MessageStore._open`` is the open sequence
-(its steps are listed in ``store.message_store``), made of the steps here; the
-algorithms stay in the components (``store.commitlog.recovery``, ``store.logics``,
-``store.commitlog.flush``).
+(its steps are listed in ``mqstore.message_store``), made of the steps here; the
+algorithms stay in the components (``mqstore.commitlog.recovery``, ``mqstore.logics``,
+``mqstore.commitlog.flush``).
 
 Contract: ``MessageStore.__init__`` sets the state attributes declared below (lock
 fd, flags, ``disk_guard``, ``ha``, ``_state_lock``); ``_load_and_recover`` and
@@ -24,18 +24,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from store import _platform
-from store.checkpoint import Checkpoint
-from store.cleanup import DiskGuard
-from store.commitlog.commitlog import CommitLog
-from store.commitlog.flush import AsyncFlusher, GroupCommitter
-from store.commitlog.recovery import RecoveryResult, recover
-from store.commitlog.segments import Segments
-from store.config import BrokerRole, FlushDiskType, StoreConfig
-from store.errors import StoreClosedError, StoreLockedError
-from store.ha import service as ha_service
-from store.logics import Logics
-from store.message import host_bytes
+from mqstore import _platform
+from mqstore.checkpoint import Checkpoint
+from mqstore.cleanup import DiskGuard
+from mqstore.commitlog.commitlog import CommitLog
+from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
+from mqstore.commitlog.recovery import RecoveryResult, recover
+from mqstore.commitlog.segments import Segments
+from mqstore.config import BrokerRole, FlushDiskType, StoreConfig
+from mqstore.errors import StoreClosedError, StoreLockedError
+from mqstore.ha import service as ha_service
+from mqstore.logics import Logics
+from mqstore.message import host_bytes
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import errno
 import fcntl
 import os
 
-from store import faults
+from mqstore import faults
 
 
 def fdatasync(fd: int, *, what: str = "") -> None:

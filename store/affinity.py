@@ -23,7 +23,7 @@ What is offered, all opt-in (a library does not move its user's threads unasked)
 * ``mqstore broker --cpus LIST --dispatch-cpus LIST`` does both for the broker.
 
 Linux only (``os.sched_setaffinity``); elsewhere :func:`supported` is False and
-asking for a mask raises :class:`~store.errors.ConfigError`.
+asking for a mask raises :class:`~mqstore.errors.ConfigError`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from store.errors import ConfigError
+from mqstore.errors import ConfigError
 
 _TASKS = Path("/proc/self/task")
 

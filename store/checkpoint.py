@@ -21,7 +21,7 @@ import os
 import struct
 from pathlib import Path
 
-from store import _platform, faults
+from mqstore import _platform, faults
 
 PAGE = 4096
 _FIELDS = struct.Struct(">qqqqq")

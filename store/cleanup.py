@@ -37,12 +37,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from store.commitlog.mapped_file import MappedFile
-from store.commitlog.segments import Segments
-from store.config import StoreConfig
-from store.consumequeue.store import ConsumeQueueStore
-from store.index.service import IndexService
-from store.service import ServiceThread
+from mqstore.commitlog.mapped_file import MappedFile
+from mqstore.commitlog.segments import Segments
+from mqstore.config import StoreConfig
+from mqstore.consumequeue.store import ConsumeQueueStore
+from mqstore.index.service import IndexService
+from mqstore.service import ServiceThread
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from store import affinity
-from store.errors import ConfigError
+from mqstore import affinity
+from mqstore.errors import ConfigError
 
 OS_PAGE_SIZE = 4096
 """RocketMQ's hard-coded page size; flush thresholds count pages of this size."""

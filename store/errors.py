@@ -1,6 +1,6 @@
 """The store's exception hierarchy: one small tree, each error carrying its context.
 
-Statuses (``store.status``) report expected outcomes; these exceptions report broken
+Statuses (``mqstore.status``) report expected outcomes; these exceptions report broken
 invariants, bad input that cannot be expressed as a status, and I/O failures.
 """
 

@@ -32,24 +32,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from store.checkpoint import Checkpoint
-from store.cleanup import CleanupService, DiskGuard
-from store.commitlog import format as fmt
-from store.commitlog.recovery import OnRecord, abnormal_start_index, scan_headers
-from store.commitlog.segments import Segments
-from store.config import StoreConfig
-from store.consumequeue import shared
-from store.consumequeue.catch_up import IndexCatchUp
-from store.consumequeue.dispatch import Dispatcher, DispatchProgress, ReputService
-from store.consumequeue.flush import ConsumeQueueFlusher
-from store.consumequeue.process import DispatchProcess
-from store.consumequeue.queue import ConsumeQueue
-from store.consumequeue.store import ConsumeQueueStore
-from store.index.service import IndexService
-from store.message import Message
-from store.schedule import SCHEDULE_TOPIC, DelayLevels, ScheduleService, queue_id_of
-from store.service import ServiceThread
-from store.status import PutStatus
+from mqstore.checkpoint import Checkpoint
+from mqstore.cleanup import CleanupService, DiskGuard
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.recovery import OnRecord, abnormal_start_index, scan_headers
+from mqstore.commitlog.segments import Segments
+from mqstore.config import StoreConfig
+from mqstore.consumequeue import shared
+from mqstore.consumequeue.catch_up import IndexCatchUp
+from mqstore.consumequeue.dispatch import Dispatcher, DispatchProgress, ReputService
+from mqstore.consumequeue.flush import ConsumeQueueFlusher
+from mqstore.consumequeue.process import DispatchProcess
+from mqstore.consumequeue.queue import ConsumeQueue
+from mqstore.consumequeue.store import ConsumeQueueStore
+from mqstore.index.service import IndexService
+from mqstore.message import Message
+from mqstore.schedule import SCHEDULE_TOPIC, DelayLevels, ScheduleService, queue_id_of
+from mqstore.service import ServiceThread
+from mqstore.status import PutStatus
 
 log = logging.getLogger(__name__)
 

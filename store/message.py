@@ -10,7 +10,7 @@ What lives here:
 * message ids: the offset id (store host + physical offset) and ``UNIQ_KEY``;
 * the topic-name rule (topics become directory names).
 
-The binary record layout is NOT here: it lives only in ``store.commitlog.format``.
+The binary record layout is NOT here: it lives only in ``mqstore.commitlog.format``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from store.errors import IllegalMessageError, IllegalTopicError
+from mqstore.errors import IllegalMessageError, IllegalTopicError
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"

@@ -7,19 +7,19 @@ Lifecycle (RocketMQ ``DefaultMessageStore`` load/recover/start/shutdown):
 3. load segments, consume queues, checkpoint and index; recover the queues, then the
    CommitLog (abnormal recovery re-dispatches what it scans), cutting the torn tail
    and the units past it; dispatch what the queues lack; the topic-queue table is
-   the queues' max offsets (details in ``store.logics``);
+   the queues' max offsets (details in ``mqstore.logics``);
 4. write ``abort`` (our PID, as 5.x), start flush, dispatch, queue-flush, schedule
    and cleanup services;
 5. ``close()``: stop services, flush, drain the dispatcher, flush queues, index and
    checkpoint, delete ``abort`` (only when dispatch completed), release the lock. A
    store poisoned by a failed fsync keeps ``abort`` so the next open re-validates.
 
-The read API (``get_message``, offsets, ``query_by_key``, ...) is in ``store.pull``,
-the write API (``put_message``, ``put_messages``) in ``store.put``, the steps of the
+The read API (``get_message``, offsets, ``query_by_key``, ...) is in ``mqstore.pull``,
+the write API (``put_message``, ``put_messages``) in ``mqstore.put``, the steps of the
 lifecycle (lock, load and recover, flusher, ``flush``/``close``/``abandon``) in
-``store._lifecycle``.
+``mqstore._lifecycle``.
 
-Puts are thread-safe. See ``store.commitlog.flush`` for what PUT_OK promises under
+Puts are thread-safe. See ``mqstore.commitlog.flush`` for what PUT_OK promises under
 each flush mode.
 """
 
@@ -28,22 +28,22 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from store._lifecycle import CrashImage, StoreLifecycle
-from store.cleanup import CleanupResult, DiskGuard
-from store.commitlog import format as fmt
-from store.commitlog.commitlog import queue_key
-from store.commitlog.recovery import RecoveryResult, scan_headers
-from store.compression import parse_type
-from store.config import BrokerRole, StoreConfig
-from store.consumequeue.get import PullLimits
-from store.errors import StoreClosedError
-from store.ha import service as ha_service
-from store.message import (
+from mqstore._lifecycle import CrashImage, StoreLifecycle
+from mqstore.cleanup import CleanupResult, DiskGuard
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.commitlog import queue_key
+from mqstore.commitlog.recovery import RecoveryResult, scan_headers
+from mqstore.compression import parse_type
+from mqstore.config import BrokerRole, StoreConfig
+from mqstore.consumequeue.get import PullLimits
+from mqstore.errors import StoreClosedError
+from mqstore.ha import service as ha_service
+from mqstore.message import (
     host_bytes,
     new_uniq_key,
 )
-from store.pull import PullAPI
-from store.put import MAX_RECORD_SLACK, PutAPI, PutResult
+from mqstore.pull import PullAPI
+from mqstore.put import MAX_RECORD_SLACK, PutAPI, PutResult
 
 
 class MessageStore(PullAPI, PutAPI, StoreLifecycle):
@@ -61,7 +61,7 @@ class MessageStore(PullAPI, PutAPI, StoreLifecycle):
         self.disk_guard = DiskGuard(
             [cfg.commitlog_path, cfg.root], cfg.disk_space_warning_level_ratio, self._on_disk_full
         )
-        """RocketMQ's disk-full flag (``store.cleanup``): checked per cleanup round and
+        """RocketMQ's disk-full flag (``mqstore.cleanup``): checked per cleanup round and
         per created segment or index file, never per put."""
         self.ha: ha_service.HAService | None = None  # replication (store.ha.service)
         self._replica_wait: ha_service.ReplicaWait | None = None
@@ -132,7 +132,7 @@ class MessageStore(PullAPI, PutAPI, StoreLifecycle):
     def clean_expired_files(
         self, *, force: bool = True, immediately: bool = False
     ) -> CleanupResult:
-        """One cleanup round now (``store.cleanup``): ``force`` = as at the delete hour;
+        """One cleanup round now (``mqstore.cleanup``): ``force`` = as at the delete hour;
         ``immediately`` = whatever the files' age.
 
         Raises:

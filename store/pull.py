@@ -1,9 +1,9 @@
-"""The read half of :class:`~store.message_store.MessageStore`'s public API.
+"""The read half of :class:`~mqstore.message_store.MessageStore`'s public API.
 
 A mixin: :class:`MessageStore` inherits these methods and provides the components
 they read (``segments``, ``queues``, ``index``, ``reput``, ``cfg``). Each method is
 thin glue over the component that owns the algorithm: the pull
-(``store.consumequeue.get``), tag filtering (``store.consumequeue.filter``), time
+(``mqstore.consumequeue.get``), tag filtering (``mqstore.consumequeue.filter``), time
 search (``ConsumeQueue.offset_by_time``) and key lookup (``IndexService``).
 
 Reads take no lock and are safe from any thread while the store is open.
@@ -13,32 +13,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from store.commitlog import format as fmt
-from store.commitlog.segments import Segments
-from store.compression import COMPRESSED_FLAG
-from store.config import BrokerRole, StoreConfig
-from store.consumequeue.dispatch import (
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.segments import Segments
+from mqstore.compression import COMPRESSED_FLAG
+from mqstore.config import BrokerRole, StoreConfig
+from mqstore.consumequeue.dispatch import (
     ArrivalListener,
     Dispatcher,
     DispatchProgress,
     ReputService,
 )
-from store.consumequeue.filter import Subscription, parse_subscription
-from store.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, Selection, select
-from store.consumequeue.queue import ConsumeQueue
-from store.consumequeue.results import (
+from mqstore.consumequeue.filter import Subscription, parse_subscription
+from mqstore.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, Selection, select
+from mqstore.consumequeue.queue import ConsumeQueue
+from mqstore.consumequeue.results import (
     GetRawResult,
     GetResult,
     QueryResult,
     StoredMessage,
     stored_message,
 )
-from store.consumequeue.search import BoundaryType, offset_by_time
-from store.consumequeue.store import ConsumeQueueStore
-from store.errors import StoreClosedError
-from store.index.service import IndexService
-from store.logics import Logics
-from store.message import tags_of
+from mqstore.consumequeue.search import BoundaryType, offset_by_time
+from mqstore.consumequeue.store import ConsumeQueueStore
+from mqstore.errors import StoreClosedError
+from mqstore.index.service import IndexService
+from mqstore.logics import Logics
+from mqstore.message import tags_of
 
 LONG_MAX = (1 << 63) - 1
 INDEX_CATCH_UP_WAIT = 300.0
@@ -169,7 +169,7 @@ class PullAPI:
         """Pull up to ``max_count`` messages of (topic, queue_id) from queue ``offset``.
 
         Statuses and ``next_begin_offset`` follow RocketMQ exactly (the table in
-        ``store.consumequeue.get``). ``subscription`` is ``"*"`` or ``"A || B"``;
+        ``mqstore.consumequeue.get``). ``subscription`` is ``"*"`` or ``"A || B"``;
         messages pass the tag-code filter and then an exact TAGS check, so a tag
         whose hash collides with a subscribed one is not returned. Bodies are
         decompressed. ``group`` is accepted for API compatibility (RocketMQ uses it

@@ -1,6 +1,6 @@
-"""The write half of :class:`~store.message_store.MessageStore`'s public API.
+"""The write half of :class:`~mqstore.message_store.MessageStore`'s public API.
 
-A mixin, as ``store.pull`` is for reads: :class:`MessageStore` inherits
+A mixin, as ``mqstore.pull`` is for reads: :class:`MessageStore` inherits
 ``put_message`` / ``put_messages`` and provides the components they use (the
 CommitLog, the flusher, the caches below). Two paths:
 
@@ -9,7 +9,7 @@ CommitLog, the flusher, the caches below). Two paths:
   the store): framed once (:meth:`PutAPI._frame_common`) and packed in place into
   the mapping by ``CommitLog.append_v1`` / ``append_v1_batch``; ~60% of the general
   path's cost per put, ~half per message of a batch (the batch path,
-  ``put_messages``, is in ``store.put_batch``);
+  ``put_messages``, is in ``mqstore.put_batch``);
 * the general path for everything else (validation, Java HashMap property order,
   delay redirect, compression), and whenever the fast path declines (a roll is
   due, a size limit is hit). Both write the same bytes (``tests/test_put_fast_path.py``).
@@ -24,15 +24,15 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from store.commitlog import format as fmt
-from store.commitlog.commitlog import CommitLog, EncodedMessage, RollFailed, V1Record
-from store.commitlog.flush import AsyncFlusher, GroupCommitter
-from store.compression import COMPRESSED_FLAG, CompressionType, compress
-from store.config import BrokerRole, StoreConfig
-from store.errors import IllegalMessageError, StoreClosedError
-from store.ha import service as ha_service
-from store.logics import Logics
-from store.message import (
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.commitlog import CommitLog, EncodedMessage, RollFailed, V1Record
+from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
+from mqstore.compression import COMPRESSED_FLAG, CompressionType, compress
+from mqstore.config import BrokerRole, StoreConfig
+from mqstore.errors import IllegalMessageError, StoreClosedError
+from mqstore.ha import service as ha_service
+from mqstore.logics import Logics
+from mqstore.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
@@ -47,9 +47,9 @@ from store.message import (
     standard_properties_string,
     validate_topic,
 )
-from store.put_batch import BatchPutMixin, PutResult, _tuple_new
-from store.schedule import redirect
-from store.status import PutStatus
+from mqstore.put_batch import BatchPutMixin, PutResult, _tuple_new
+from mqstore.schedule import redirect
+from mqstore.status import PutStatus
 
 MAX_RECORD_SLACK = 64 * 1024
 _PUT_OK = PutStatus.PUT_OK
@@ -88,7 +88,7 @@ def _body_bytes(body: object) -> bytes:
 
 class PutAPI(BatchPutMixin):
     """put_message and put_messages (mixed into MessageStore; the batch path is
-    :class:`~store.put_batch.BatchPutMixin`)."""
+    :class:`~mqstore.put_batch.BatchPutMixin`)."""
 
     cfg: StoreConfig
     root: Path

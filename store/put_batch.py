@@ -1,6 +1,6 @@
 """The batch half of the write API: ``put_messages``, and :class:`PutResult`.
 
-A mixin, as ``store.put`` is for single puts: :class:`~store.put.PutAPI` inherits
+A mixin, as ``mqstore.put`` is for single puts: :class:`~mqstore.put.PutAPI` inherits
 :class:`BatchPutMixin` and provides what it uses (the CommitLog, the flusher, the
 caches, and the single-put steps ``_prepare`` / ``_unavailable``). Contract: a batch
 is stored contiguously, in one segment, under one lock, with one flush wait; it is
@@ -14,9 +14,9 @@ carries the refusal. Two paths, writing the same bytes (``tests/test_put_fast_pa
   due, a field is out of range): each message through ``PutAPI._prepare``, then
   ``CommitLog.append_batch``.
 
-:class:`PutResult` is defined here rather than in ``store.put`` because both modules
-build it and ``store.put`` imports this one (the reverse would be circular);
-``store.put`` re-exports it.
+:class:`PutResult` is defined here rather than in ``mqstore.put`` because both modules
+build it and ``mqstore.put`` imports this one (the reverse would be circular);
+``mqstore.put`` re-exports it.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from itertools import repeat
 from operator import itemgetter
 from typing import NamedTuple
 
-from store.commitlog import format as fmt
-from store.commitlog.commitlog import CommitLog, EncodedMessage, RollFailed, V1Record
-from store.commitlog.flush import AsyncFlusher, GroupCommitter
-from store.config import StoreConfig
-from store.ha import service as ha_service
-from store.logics import Logics
-from store.message import Message, new_uniq_key, new_uniq_keys, standard_properties_string
-from store.schedule import redirect
-from store.status import PutStatus
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.commitlog import CommitLog, EncodedMessage, RollFailed, V1Record
+from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
+from mqstore.config import StoreConfig
+from mqstore.ha import service as ha_service
+from mqstore.logics import Logics
+from mqstore.message import Message, new_uniq_key, new_uniq_keys, standard_properties_string
+from mqstore.schedule import redirect
+from mqstore.status import PutStatus
 
 
 class PutResult(NamedTuple):

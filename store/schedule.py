@@ -31,16 +31,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.broker import fastjson
-from store.commitlog import format as fmt
-from store.message import (
+from mqstore.broker import fastjson
+from mqstore.commitlog import format as fmt
+from mqstore.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     Message,
 )
-from store.service import ServiceThread
-from store.status import PutStatus
+from mqstore.service import ServiceThread
+from mqstore.status import PutStatus
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Status vocabularies, kept exactly as RocketMQ names them.
 
 Statuses are values a caller branches on (a put that timed out on flush is still
-stored); failures that break an invariant are exceptions (see ``store.errors``).
+stored); failures that break an invariant are exceptions (see ``mqstore.errors``).
 """
 
 from __future__ import annotations

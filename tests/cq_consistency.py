@@ -26,12 +26,12 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from store.commitlog import format as fmt
-from store.config import StoreConfig
-from store.consumequeue.format import BLANK_SIZE, UNIT_SIZE, iter_units
-from store.index import format as ifmt
-from store.message import tags_code
-from store.schedule import SCHEDULE_TOPIC, DelayLevels
+from mqstore.commitlog import format as fmt
+from mqstore.config import StoreConfig
+from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, iter_units
+from mqstore.index import format as ifmt
+from mqstore.message import tags_code
+from mqstore.schedule import SCHEDULE_TOPIC, DelayLevels
 
 MAX_PROBLEMS = 50
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from store import MessageStore, StoreConfig
-from tools.logcheck import (  # noqa: F401  moved there; re-exported for the tests
+from mqstore import MessageStore, StoreConfig
+from mqstore.tools.logcheck import (  # noqa: F401  moved there; re-exported for the tests
     CHECKS,
     MAX_PROBLEMS_PER_CHECK,
     Check,

@@ -4,7 +4,7 @@ Modelled on the helpers in LevelDB's ``log_test.cc`` (``IncrementByte``/``SetByt
 ``ShrinkSize``, ``FixChecksum``). Every helper takes bytes and returns new ``bytes``;
 nothing is mutated in place, so one encoded record can be sabotaged many ways.
 
-The record layout is not restated here: positions come from ``store.commitlog.format``
+The record layout is not restated here: positions come from ``mqstore.commitlog.format``
 and :func:`fix_crc` finds the body by decoding, so these helpers follow the codec.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 
-from store.commitlog.format import BODY_CRC_POS, Record, body_crc, decode
+from mqstore.commitlog.format import BODY_CRC_POS, Record, body_crc, decode
 
 
 def flip_byte(buf: bytes, offset: int, mask: int = 0xFF) -> bytes:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from store import ConfigError, Message, MessageStore, StoreConfig, affinity
-from store.consumequeue.shared import supported as dispatch_process_supported
+from mqstore import ConfigError, Message, MessageStore, StoreConfig, affinity
+from mqstore.consumequeue.shared import supported as dispatch_process_supported
 from tests.broker.test_server_robustness import start_broker, stop_broker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,7 +136,7 @@ def test_broker_cpus_pin_the_broker_and_dispatch_cpus_its_child(tmp_path: Path) 
 
 def test_broker_with_a_malformed_cpu_list_exits_2_naming_it(tmp_path: Path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "tools.cli", "broker", "--store", str(tmp_path / "s"),
+        [sys.executable, "-m", "mqstore.tools.cli", "broker", "--store", str(tmp_path / "s"),
          "--port", "0", "--ha-port", "0", "--cpus", "0-x"],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=60,
     )  # fmt: skip

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from store import (
+from mqstore import (
     FlushDiskType,
     IllegalMessageError,
     IllegalTopicError,
@@ -27,7 +27,7 @@ from store import (
     StoreLockedError,
     faults,
 )
-from store.commitlog import format as fmt
+from mqstore.commitlog import format as fmt
 from tests.helpers import check_consistency, make_store, mounted_tmpfs, reopen, store_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -343,7 +343,7 @@ TMPFS_CHILD = textwrap.dedent(
     """
     import subprocess, sys
     from pathlib import Path
-    from store import Message, PutStatus
+    from mqstore import Message, PutStatus
     from tests.helpers import make_store, reopen, check_consistency
 
     mnt = Path(sys.argv[1])
@@ -382,7 +382,7 @@ DISK_FILLED_BY_OTHERS_CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from store import Message, PutStatus
+    from mqstore import Message, PutStatus
     from tests.helpers import make_store, reopen
 
     mnt = Path(sys.argv[1])
@@ -456,7 +456,7 @@ def test_second_open_from_another_process_is_store_locked(store: MessageStore):
     code = textwrap.dedent(
         """
         import sys
-        from store import MessageStore, StoreConfig, StoreLockedError
+        from mqstore import MessageStore, StoreConfig, StoreLockedError
         try:
             MessageStore.open(StoreConfig(root_dir=sys.argv[1], commitlog_file_size=int(sys.argv[2])))
         except StoreLockedError as e:

@@ -87,7 +87,7 @@ META = (
 
 
 def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
-    from tools.bench.commitlog import main
+    from mqstore.tools.bench.commitlog import main
 
     out = tmp_path / "bench.json"
     assert main(["--quick", "--json", str(out)]) == 0

@@ -1,6 +1,6 @@
 """A full disk: RocketMQ's disk guard, and an index that runs out of space.
 
-* The guard (``store.cleanup.DiskGuard``): above ``disk_space_warning_level_ratio``
+* The guard (``mqstore.cleanup.DiskGuard``): above ``disk_space_warning_level_ratio``
   used, puts return SERVICE_NOT_AVAILABLE with a "disk full" error and reads go on;
   below it puts resume by themselves (cleanup round, created file, ``check_disk``).
 * The index reserves space before writing into its sparse file: on ENOSPC it is
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from store import Message, MessageStore, PutStatus, faults
-from store.index import file as ifile
-from store.status import GetStatus
+from mqstore import Message, MessageStore, PutStatus, faults
+from mqstore.index import file as ifile
+from mqstore.status import GetStatus
 from tests.cq_consistency import check_cq_consistency
 from tests.helpers import make_store, mounted_tmpfs, reopen
 
@@ -228,8 +228,8 @@ PRELUDE = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from store import Message, PutStatus
-    from store.status import GetStatus
+    from mqstore import Message, PutStatus
+    from mqstore.status import GetStatus
     from tests.helpers import make_store, reopen
     from tests.cq_consistency import check_cq_consistency
 
@@ -307,7 +307,7 @@ FILL_CHILD = PRELUDE + textwrap.dedent(
 
 INDEX_CHILD = PRELUDE + textwrap.dedent(
     """
-    import store.index.file as ifile
+    import mqstore.index.file as ifile
     mnt = Path(sys.argv[1])
     if sys.argv[2] == "noreserve":  # the old index: writes into holes of a sparse file
         ifile.reserve = lambda *a, **k: None

@@ -1,7 +1,7 @@
 """``StoreConfig(dispatch_process=True)``: consume queues and index built by a child process.
 
-The child (``store.consumequeue.worker``) writes ``consumequeue/`` and ``index/``; the
-store's own queues and index follow its files (``store.consumequeue.process``). Each
+The child (``mqstore.consumequeue.worker``) writes ``consumequeue/`` and ``index/``; the
+store's own queues and index follow its files (``mqstore.consumequeue.process``). Each
 test below is one scenario: the files it builds are the thread's, byte for byte;
 readers (pulls, key queries, arrival listeners) see what it dispatched; and the
 process boundary adds failure modes the thread never had (the child or the parent
@@ -30,15 +30,15 @@ from typing import Any
 
 import pytest
 
-from store import FlushDiskType, GetStatus, Message, MessageStore, PutStatus, StoreConfig
-from store.commitlog import commitlog as commitlog_module
-from store.commitlog import format as fmt
-from store.consumequeue import shared
-from store.consumequeue.dispatch import Arrival
-from store.consumequeue.process import DispatchProcess
-from store.consumequeue.results import StoredMessage
-from store.errors import StoreLockedError
-from store.message import tags_code
+from mqstore import FlushDiskType, GetStatus, Message, MessageStore, PutStatus, StoreConfig
+from mqstore.commitlog import commitlog as commitlog_module
+from mqstore.commitlog import format as fmt
+from mqstore.consumequeue import shared
+from mqstore.consumequeue.dispatch import Arrival
+from mqstore.consumequeue.process import DispatchProcess
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.errors import StoreLockedError
+from mqstore.message import tags_code
 from tests.cq_consistency import check_cq_consistency
 from tests.helpers import check_consistency
 
@@ -607,7 +607,7 @@ def test_child_sigkilled_mid_stream_is_restarted_and_nothing_is_lost_or_doubled(
 
 PARENT = r"""
 import json, os, sys, threading
-from store import Message, MessageStore, StoreConfig
+from mqstore import Message, MessageStore, StoreConfig
 root, sizes, mode = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 store = MessageStore.open(StoreConfig(root_dir=root, dispatch_process=True, **sizes))
 out = sys.stdout.fileno()
@@ -786,14 +786,14 @@ def test_keys_put_before_an_abandon_are_found_while_the_child_catches_the_index_
 
 EIO_WORKER = r"""
 import errno, runpy, sys
-from store import faults
+from mqstore import faults
 
 def eio(**context):
     raise OSError(errno.EIO, "injected EIO", context.get("what"))
 
 faults.register("before_fdatasync", eio)
-sys.argv = ["store.consumequeue.worker"]
-runpy.run_module("store.consumequeue.worker", run_name="__main__")
+sys.argv = ["mqstore.consumequeue.worker"]
+runpy.run_module("mqstore.consumequeue.worker", run_name="__main__")
 """
 
 
@@ -808,7 +808,7 @@ def test_child_whose_queue_sync_fails_poisons_the_store_and_is_not_restarted(
     instead of the child being restarted, and a reopen recovers."""
     script = tmp_path / "eio_worker.py"
     script.write_text(EIO_WORKER)
-    wrapper = tmp_path / "python-eio"  # run as "<wrapper> -m store.consumequeue.worker"
+    wrapper = tmp_path / "python-eio"  # run as "<wrapper> -m mqstore.consumequeue.worker"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}"\n')
     wrapper.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(wrapper))

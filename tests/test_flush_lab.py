@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.bench import flush
+from mqstore.tools.bench import flush
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from store import (
+from mqstore import (
     BrokerRole,
     Message,
     MessageStore,
@@ -15,9 +15,9 @@ from store import (
     StoreClosedError,
     StoreConfig,
 )
-from store.commitlog import format as fmt
-from store.compression import COMPRESSED_FLAG, CompressionType, compression_type_of
-from store.message import decode_offset_msg_id
+from mqstore.commitlog import format as fmt
+from mqstore.compression import COMPRESSED_FLAG, CompressionType, compression_type_of
+from mqstore.message import decode_offset_msg_id
 
 
 def open_store(root: Path, **kw) -> MessageStore:

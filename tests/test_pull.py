@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from store import BrokerRole, GetStatus, Message, MessageStore, StoreConfig
-from store.commitlog import format as fmt
-from store.compression import COMPRESSED_FLAG
-from store.message import java_string_hash
+from mqstore import BrokerRole, GetStatus, Message, MessageStore, StoreConfig
+from mqstore.commitlog import format as fmt
+from mqstore.compression import COMPRESSED_FLAG
+from mqstore.message import java_string_hash
 
 CQ_UNITS = 10
 
@@ -300,7 +300,7 @@ def test_decoded_message_fields(tmp_path: Path):
 
 
 def test_pulls_on_a_closed_store_raise(tmp_path: Path):
-    from store import StoreClosedError
+    from mqstore import StoreClosedError
 
     s = open_store(tmp_path)
     s.close()

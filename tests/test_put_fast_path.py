@@ -10,9 +10,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import Message, MessageStore, PutStatus
-from store.commitlog import format as fmt
-from store.message import decode_offset_msg_id
+from mqstore import Message, MessageStore, PutStatus
+from mqstore.commitlog import format as fmt
+from mqstore.message import decode_offset_msg_id
 from tests.helpers import make_store
 
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x01\x02"))

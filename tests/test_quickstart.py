@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.cli import main
+from mqstore.tools.cli import main
 
 
 def test_quickstart_reads_back_every_acknowledged_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]):

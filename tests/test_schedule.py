@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from store import Arrival, GetStatus, Message, MessageStore, StoreConfig
-from store.commitlog import format as fmt
-from store.message import java_string_hash
-from store.schedule import (
+from mqstore import Arrival, GetStatus, Message, MessageStore, StoreConfig
+from mqstore.commitlog import format as fmt
+from mqstore.message import java_string_hash
+from mqstore.schedule import (
     SCHEDULE_TOPIC,
     DelayLevels,
     ScheduleService,
@@ -19,7 +19,7 @@ from store.schedule import (
     save_offsets,
     time_up,
 )
-from store.status import PutStatus
+from mqstore.status import PutStatus
 from tests.cq_consistency import check_cq_consistency
 
 

@@ -19,8 +19,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from store import GetStatus, Message, MessageStore, StoreConfig
-from store.consumequeue.filter import parse_subscription
+from mqstore import GetStatus, Message, MessageStore, StoreConfig
+from mqstore.consumequeue.filter import parse_subscription
 from tests.cq_consistency import check_cq_consistency
 
 TOPICS = ("A", "B")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.message import property_of, string_to_properties, tags_of
+from mqstore.message import property_of, string_to_properties, tags_of
 
 # Pieces that make the awkward cases likely: separators, the mark, short segments.
 pieces = st.sampled_from(["TAGS", "\x01", "\x02", "TAGS\x01", "a", "KEYS", "xy", "", "A\x02B"])

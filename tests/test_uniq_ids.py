@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from store.message import UniqIdGenerator
+from mqstore.message import UniqIdGenerator
 
 
 def test_batch_ids_are_distinct_and_shaped_like_single_ids():

@@ -1,4 +1,4 @@
-"""Page-by-page loss for :mod:`tools.powerloss`: the report and the per-page fate.
+"""Page-by-page loss for :mod:`mqstore.tools.powerloss`: the report and the per-page fate.
 
 Pure over bytes: :func:`_lose_pages` takes a file's content in memory and on disk
 and returns what the disk holds after the loss (see the model in tools/powerloss.py).

@@ -12,13 +12,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tools import quickstart as _quickstart
+from mqstore.tools import quickstart as _quickstart
 
 if TYPE_CHECKING:
     import socket
     import threading
 
-    from store import BrokerRole, MessageStore, StoreConfig
+    from mqstore import BrokerRole, MessageStore, StoreConfig
 
 
 def _add_store_args(p: argparse.ArgumentParser) -> None:
@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from store import FlushDiskType, Message, MessageStore, StoreConfig
+    from mqstore import FlushDiskType, Message, MessageStore, StoreConfig
 
     cfg = StoreConfig(
         root_dir=args.store,
@@ -149,7 +149,7 @@ def _produce(args: argparse.Namespace) -> int:
 
 def _consume(args: argparse.Namespace) -> int:
     """Pull a topic's queues from offset 0 through the pull API and print the messages."""
-    from store import GetStatus, MessageStore, StoreConfig
+    from mqstore import GetStatus, MessageStore, StoreConfig
 
     cfg = StoreConfig(root_dir=args.store, commitlog_file_size=args.file_size)
     with MessageStore.open(cfg) as store:
@@ -176,7 +176,7 @@ def _spark(args: argparse.Namespace) -> int:
     import importlib
 
     try:
-        mod = importlib.import_module(f"tools.spark.{args.command}")
+        mod = importlib.import_module(f"mqstore.tools.spark.{args.command}")
     except ImportError as e:
         print(
             f"mqstore {args.command}: Spark jobs need the spark extra: "
@@ -201,7 +201,7 @@ def _bench(args: argparse.Namespace) -> int:
     import importlib
 
     try:
-        mod = importlib.import_module(f"tools.bench.{args.what}")
+        mod = importlib.import_module(f"mqstore.tools.bench.{args.what}")
     except ImportError as e:
         print(f"mqstore bench {args.what}: not available ({e})", file=sys.stderr)
         return 2
@@ -227,8 +227,8 @@ def _broker(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from store import BrokerRole, ConfigError, MessageStore
-    from store.broker.server import bind_listener
+    from mqstore import BrokerRole, ConfigError, MessageStore
+    from mqstore.broker.server import bind_listener
 
     role = BrokerRole[args.role]
     if role is BrokerRole.SLAVE and not args.master_ha:
@@ -264,7 +264,7 @@ def _broker(args: argparse.Namespace) -> int:
 
 def _broker_config(args: argparse.Namespace, role: BrokerRole, port: int) -> StoreConfig:
     """Pin this process to ``--cpus`` and build the broker's StoreConfig (ConfigError)."""
-    from store import FlushDiskType, StoreConfig, affinity
+    from mqstore import FlushDiskType, StoreConfig, affinity
 
     if args.cpus is not None:
         affinity.pin_process(affinity.parse_cpu_list(args.cpus))
@@ -289,11 +289,11 @@ def _serve_broker(
     stop: threading.Event,
 ) -> int:
     """Serve the open ``store`` until ``stop`` is set; return the exit code (0, or 2)."""
-    from store import BrokerRole
-    from store.broker.core import BrokerConfig, BrokerCore
-    from store.broker.server import BrokerServer
-    from store.ha import service as ha_service
-    from store.ha.master import HAMaster
+    from mqstore import BrokerRole
+    from mqstore.broker.core import BrokerConfig, BrokerCore
+    from mqstore.broker.server import BrokerServer
+    from mqstore.ha import service as ha_service
+    from mqstore.ha.master import HAMaster
 
     if role is BrokerRole.SLAVE:
         what = f"replicating from {args.master_ha}"

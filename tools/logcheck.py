@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from store.commitlog import format as fmt
+from mqstore.commitlog import format as fmt
 
 MAX_PROBLEMS_PER_CHECK = 20
 

@@ -68,9 +68,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from store import faults
-from store.message_store import CrashImage
-from tools._pageloss import (
+from mqstore import faults
+from mqstore.message_store import CrashImage
+from mqstore.tools._pageloss import (
     PAGE,
     SECTOR,
     Decide,

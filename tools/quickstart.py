@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the store and client load lazily: `mqstore --help` stays fast
-    from store.client.consumer import (
+    from mqstore.client.consumer import (
         ConsumeConcurrentlyContext,
         ConsumeConcurrentlyStatus,
         PushConsumer,
     )
-    from store.client.remote import RemoteTransport
-    from store.consumequeue.results import StoredMessage
-    from store.message_store import MessageStore
+    from mqstore.client.remote import RemoteTransport
+    from mqstore.consumequeue.results import StoredMessage
+    from mqstore.message_store import MessageStore
 
 TOPIC = "orders"
 QUEUES = 4
@@ -42,7 +42,7 @@ THREADS = 8
 
 
 def _produce(store: MessageStore, n: int) -> tuple[dict[str, bytes], float]:
-    from store import Message, PutStatus
+    from mqstore import Message, PutStatus
 
     acked: dict[str, bytes] = {}
     lock = threading.Lock()
@@ -76,8 +76,8 @@ class _Group:
     """Three PushConsumers of group ``quickstart`` over TCP, recording what each saw."""
 
     def __init__(self, namesrv: str) -> None:
-        from store.client.consumer import ConsumeFromWhere, ConsumerConfig
-        from store.client.remote import RemoteTransport
+        from mqstore.client.consumer import ConsumeFromWhere, ConsumerConfig
+        from mqstore.client.remote import RemoteTransport
 
         self.cfg = ConsumerConfig(
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
@@ -94,7 +94,7 @@ class _Group:
         self.transports: list[RemoteTransport] = []
 
     def start(self, name: str) -> None:
-        from store.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+        from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 
         def on_msgs(
             msgs: Sequence[StoredMessage], _ctx: ConsumeConcurrentlyContext
@@ -150,9 +150,9 @@ def _settled(owned: dict[str, list[int]]) -> bool:
 def _consume(store: MessageStore, acked: dict[str, bytes]) -> tuple[bool, list[str]]:
     """Consume through a broker on 127.0.0.1 with a rebalancing group of three; one
     member leaves half-way and the other two take its queues over."""
-    from store.broker.core import BrokerCore
-    from store.broker.server import BrokerServer
-    from store.broker.topics import TopicConfig
+    from mqstore.broker.core import BrokerCore
+    from mqstore.broker.server import BrokerServer
+    from mqstore.broker.topics import TopicConfig
 
     lines: list[str] = []
     core = BrokerCore(store)
@@ -198,7 +198,7 @@ def _consume(store: MessageStore, acked: dict[str, bytes]) -> tuple[bool, list[s
 
 def main(args: argparse.Namespace) -> int:
     """Run the tour; return 0 when every acknowledged message was read back intact."""
-    from store import FlushDiskType, MessageStore, StoreConfig
+    from mqstore import FlushDiskType, MessageStore, StoreConfig
 
     own_dir = args.dir is None
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="mqstore-quickstart-"))
@@ -247,7 +247,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _audit(root: Path) -> bool:
     try:
-        from tools.spark.audit import run_audit
+        from mqstore.tools.spark.audit import run_audit
     except ImportError as e:
         print(f"  5. Spark audit skipped (install the spark extra: {e})")
         return True

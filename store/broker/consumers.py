@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from store.client.transport import ConsumerData, Heartbeat
+from mqstore.client.transport import ConsumerData, Heartbeat
 
 
 class ClientChannel(Protocol):

@@ -1,9 +1,9 @@
 """The broker's brain, free of any transport: ``BrokerCore`` answers what clients ask.
 
-Both front ends share it: the asyncio remoting server (``store.broker.server``) and the
-in-process transport (``store.client.inprocess``) call the same methods, so a consumer
+Both front ends share it: the asyncio remoting server (``mqstore.broker.server``) and the
+in-process transport (``mqstore.client.inprocess``) call the same methods, so a consumer
 behaves the same embedded or over TCP. The core owns the broker state managers, each
-in its own module, and wires them to one :class:`~store.message_store.MessageStore`:
+in its own module, and wires them to one :class:`~mqstore.message_store.MessageStore`:
 
 =====================  ============================================================
 ``topics``             topic configs, ``config/topics.json`` (store.broker.topics)
@@ -35,32 +35,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.broker.codes import ResponseCode
-from store.broker.consumers import ClientChannel, ConsumerManager
-from store.broker.hold import PullHoldService
-from store.broker.locks import RebalanceLockManager
-from store.broker.offsets import ConsumerOffsetManager
-from store.broker.pulls import PullCallback, PullOutcome, PullRequest, response_code
-from store.broker.queries import QueryMixin
-from store.broker.sendback import (
+from mqstore.broker.codes import ResponseCode
+from mqstore.broker.consumers import ClientChannel, ConsumerManager
+from mqstore.broker.hold import PullHoldService
+from mqstore.broker.locks import RebalanceLockManager
+from mqstore.broker.offsets import ConsumerOffsetManager
+from mqstore.broker.pulls import PullCallback, PullOutcome, PullRequest, response_code
+from mqstore.broker.queries import QueryMixin
+from mqstore.broker.sendback import (
     retry_topic,
 )
-from store.broker.sending import MessageSender, Reply, SendOutcome
-from store.broker.subscriptions import SubscriptionGroupManager
-from store.broker.topics import (
+from mqstore.broker.sending import MessageSender, Reply, SendOutcome
+from mqstore.broker.subscriptions import SubscriptionGroupManager
+from mqstore.broker.topics import (
     AUTO_CREATE_TOPIC_KEY,
     SCHEDULE_TOPIC,
     TopicConfig,
     TopicConfigManager,
     system_topics,
 )
-from store.client.allocate import MessageQueue
-from store.client.transport import Heartbeat, MessageModel
-from store.config import BrokerRole
-from store.consumequeue.get import total_physical_memory
-from store.message import TOPIC_PATTERN, Message
-from store.message_store import MessageStore
-from store.service import ServiceThread
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.transport import Heartbeat, MessageModel
+from mqstore.config import BrokerRole
+from mqstore.consumequeue.get import total_physical_memory
+from mqstore.message import TOPIC_PATTERN, Message
+from mqstore.message_store import MessageStore
+from mqstore.service import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class BrokerCore(QueryMixin):
     """Broker state and request logic over one MessageStore (see the module docstring).
 
     The offset and message queries (QUERY_CONSUMER_OFFSET .. QUERY_MESSAGE) come from
-    :class:`~store.broker.queries.QueryMixin`.
+    :class:`~mqstore.broker.queries.QueryMixin`.
 
     The store's lifecycle is the caller's: :meth:`shutdown` does not close it.
     """

@@ -58,8 +58,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from store import _platform
-from store.errors import StoreError
+from mqstore import _platform
+from mqstore.errors import StoreError
 
 MAX_DEPTH: Final = 200
 """Deepest nesting :func:`loads` accepts (config files nest three or four levels)."""

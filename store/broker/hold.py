@@ -31,9 +31,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from store.broker.pulls import PullCallback, PullRequest
-from store.consumequeue.dispatch import Arrival
-from store.consumequeue.filter import Subscription, parse_subscription
+from mqstore.broker.pulls import PullCallback, PullRequest
+from mqstore.consumequeue.dispatch import Arrival
+from mqstore.consumequeue.filter import Subscription, parse_subscription
 
 log = logging.getLogger(__name__)
 

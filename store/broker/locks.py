@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from store.client.allocate import MessageQueue
+from mqstore.client.allocate import MessageQueue
 
 
 def _now_ms() -> int:

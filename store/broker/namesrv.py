@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 
-from store.broker.fastjson import Bean, dumps
-from store.broker.topics import TopicConfig
+from mqstore.broker.fastjson import Bean, dumps
+from mqstore.broker.topics import TopicConfig
 
 
 def _broker_data(cluster: str, broker_name: str, broker_id: int, addr: str) -> Bean:

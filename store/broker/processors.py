@@ -1,5 +1,5 @@
 """Request processors: one function per request code, from a request command to a
-response command, over :class:`~store.broker.core.BrokerCore`.
+response command, over :class:`~mqstore.broker.core.BrokerCore`.
 
 Every processor is synchronous and may block on the store, so the server runs them on
 its thread pool. They never raise for a client's mistake: a malformed header or body
@@ -18,16 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from store.broker.codes import PullSysFlag, RequestCode, ResponseCode
-from store.broker.consumers import ClientChannel
-from store.broker.core import BrokerCore
-from store.broker.fastjson import dumps
-from store.broker.namesrv import cluster_info_body, route_body
-from store.broker.pulls import PullOutcome, PullRequest
-from store.broker.remoting import RemotingCommand
-from store.broker.sending import SendOutcome
-from store.broker.topics import PERM_RW, TopicConfig
-from store.broker.wire import (
+from mqstore.broker.codes import PullSysFlag, RequestCode, ResponseCode
+from mqstore.broker.consumers import ClientChannel
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.fastjson import dumps
+from mqstore.broker.namesrv import cluster_info_body, route_body
+from mqstore.broker.pulls import PullOutcome, PullRequest
+from mqstore.broker.remoting import RemotingCommand
+from mqstore.broker.sending import SendOutcome
+from mqstore.broker.topics import PERM_RW, TopicConfig
+from mqstore.broker.wire import (
     BadRequestError,
     build_message,
     decode_batch,
@@ -38,9 +38,9 @@ from store.broker.wire import (
     parse_send_header,
     queue_json,
 )
-from store.consumequeue.search import BoundaryType
-from store.errors import IllegalTopicError
-from store.message import validate_topic
+from mqstore.consumequeue.search import BoundaryType
+from mqstore.errors import IllegalTopicError
+from mqstore.message import validate_topic
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from store.broker.codes import ResponseCode
-from store.consumequeue.results import StoredMessage
-from store.status import GetStatus
+from mqstore.broker.codes import ResponseCode
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.status import GetStatus
 
 _FIXED: dict[GetStatus, ResponseCode] = {
     GetStatus.FOUND: ResponseCode.SUCCESS,

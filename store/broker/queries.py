@@ -1,6 +1,6 @@
 """The broker's offset and message queries, answered from the store and the offset table.
 
-A mixin: :class:`~store.broker.core.BrokerCore` inherits :class:`QueryMixin` and
+A mixin: :class:`~mqstore.broker.core.BrokerCore` inherits :class:`QueryMixin` and
 provides ``store``, ``offsets`` and ``_memory_limit``. Each method answers one request
 code (QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET,
 SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID,
@@ -9,11 +9,11 @@ QUERY_MESSAGE); all are thread-safe, as the store and the offset manager are.
 
 from __future__ import annotations
 
-from store.broker.offsets import ConsumerOffsetManager
-from store.consumequeue.results import QueryResult, StoredMessage
-from store.consumequeue.search import BoundaryType
-from store.message import validate_topic
-from store.message_store import MessageStore
+from mqstore.broker.offsets import ConsumerOffsetManager
+from mqstore.consumequeue.results import QueryResult, StoredMessage
+from mqstore.consumequeue.search import BoundaryType
+from mqstore.message import validate_topic
+from mqstore.message_store import MessageStore
 
 
 class QueryMixin:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from store.consumequeue.results import StoredMessage
-from store.message import (
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RECONSUME_TIME,

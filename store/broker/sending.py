@@ -15,20 +15,20 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from store.broker.codes import ResponseCode
-from store.broker.sendback import (
+from mqstore.broker.codes import ResponseCode
+from mqstore.broker.sendback import (
     DLQ_NUMS_PER_GROUP,
     RETRY_GROUP_TOPIC_PREFIX,
     dlq_topic,
     plan,
     retry_message,
 )
-from store.broker.subscriptions import SubscriptionGroupManager
-from store.broker.topics import AUTO_CREATE_TOPIC_KEY, PERM_RW, TopicConfigManager
-from store.errors import IllegalMessageError, IllegalTopicError
-from store.message import Message, validate_topic
-from store.message_store import MessageStore, PutResult
-from store.status import PutStatus
+from mqstore.broker.subscriptions import SubscriptionGroupManager
+from mqstore.broker.topics import AUTO_CREATE_TOPIC_KEY, PERM_RW, TopicConfigManager
+from mqstore.errors import IllegalMessageError, IllegalTopicError
+from mqstore.message import Message, validate_topic
+from mqstore.message_store import MessageStore, PutResult
+from mqstore.status import PutStatus
 
 PUT_STATUS_CODES: dict[PutStatus, ResponseCode] = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -184,7 +184,7 @@ class MessageSender:
         origin_msg_id: str = "",
         max_reconsume_times: int | None = None,
     ) -> Reply:
-        """CONSUMER_SEND_MSG_BACK: retry later or DLQ (rules in ``store.broker.sendback``)."""
+        """CONSUMER_SEND_MSG_BACK: retry later or DLQ (rules in ``mqstore.broker.sendback``)."""
         sub = self.groups.find(group)
         if sub is None:
             return Reply(

@@ -2,8 +2,8 @@
 
 :class:`BrokerServer` runs an asyncio event loop in a background thread. The loop
 only moves bytes: each connection feeds a sans-IO :class:`FrameDecoder`, and every
-request is handed to a thread pool where a processor (``store.broker.processors``)
-calls the blocking :class:`~store.broker.core.BrokerCore`. Responses are written back
+request is handed to a thread pool where a processor (``mqstore.broker.processors``)
+calls the blocking :class:`~mqstore.broker.core.BrokerCore`. Responses are written back
 on the loop thread. The built-in name server (GET_ROUTEINFO_BY_TOPIC,
 GET_BROKER_CLUSTER_INFO) answers on the same port, so a client's name-server address
 is the broker address.
@@ -17,7 +17,7 @@ request gets no response at all.
 Rule 2. PULL_MESSAGE responses carry the raw CommitLog records without copying them
 into a frame: the head (length, header) is written, then each record view.
 
-Rule 3. A connection is a :class:`~store.broker.consumers.ClientChannel`: the broker
+Rule 3. A connection is a :class:`~mqstore.broker.consumers.ClientChannel`: the broker
 pushes NOTIFY_CONSUMER_IDS_CHANGED (oneway, code 40) on it, and its closing removes
 the client's registrations (the group rebalances at once).
 
@@ -54,10 +54,10 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TypeVar
 
-from store.broker.codes import RemotingFlag, RequestCode, ResponseCode
-from store.broker.core import BrokerCore
-from store.broker.processors import Records, RequestContext, process, process_pull
-from store.broker.remoting import (
+from mqstore.broker.codes import RemotingFlag, RequestCode, ResponseCode
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.processors import Records, RequestContext, process, process_pull
+from mqstore.broker.remoting import (
     CLOSED,
     NEED_DATA,
     FrameDecoder,
@@ -66,7 +66,7 @@ from store.broker.remoting import (
     encode,
     encode_header,
 )
-from store.config import BrokerRole, FlushDiskType
+from mqstore.config import BrokerRole, FlushDiskType
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from store.broker.configtable import VersionedTable
-from store.broker.fastjson import Bean
+from mqstore.broker.configtable import VersionedTable
+from mqstore.broker.fastjson import Bean
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Request bodies and headers of the remoting protocol, as Python values.
 
 Pure functions, no I/O: the processors call them to turn a request into arguments for
-:class:`~store.broker.core.BrokerCore`, and back.
+:class:`~mqstore.broker.core.BrokerCore`, and back.
 
 Batch body (SEND_BATCH_MESSAGE, RocketMQ ``MessageDecoder.encodeMessages``): the
 messages one after another, each big-endian::
@@ -33,9 +33,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from store.broker.fastjson import loads
-from store.client.allocate import MessageQueue
-from store.client.transport import (
+from mqstore.broker.fastjson import loads
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.transport import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
@@ -43,8 +43,8 @@ from store.client.transport import (
     MessageModel,
     SubscriptionData,
 )
-from store.errors import StoreError
-from store.message import (
+from mqstore.errors import StoreError
+from mqstore.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,

@@ -34,33 +34,33 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from store.client.consumer_config import ConsumerConfig
-    from store.client.inprocess import InProcessTransport
-    from store.client.listener import (
+    from mqstore.client.consumer_config import ConsumerConfig
+    from mqstore.client.inprocess import InProcessTransport
+    from mqstore.client.listener import (
         ConsumeConcurrentlyContext,
         ConsumeConcurrentlyStatus,
         ConsumeOrderlyContext,
         ConsumeOrderlyStatus,
     )
-    from store.client.lite_pull_consumer import LitePullConsumer
-    from store.client.producer import Producer
-    from store.client.push_consumer import PushConsumer
-    from store.client.remote import RemoteTransport
-    from store.client.transport import ConsumeFromWhere, MessageModel
+    from mqstore.client.lite_pull_consumer import LitePullConsumer
+    from mqstore.client.producer import Producer
+    from mqstore.client.push_consumer import PushConsumer
+    from mqstore.client.remote import RemoteTransport
+    from mqstore.client.transport import ConsumeFromWhere, MessageModel
 
 _EXPORTS: dict[str, str] = {
-    "ConsumeConcurrentlyContext": "store.client.listener",
-    "ConsumeConcurrentlyStatus": "store.client.listener",
-    "ConsumeFromWhere": "store.client.transport",
-    "ConsumeOrderlyContext": "store.client.listener",
-    "ConsumeOrderlyStatus": "store.client.listener",
-    "ConsumerConfig": "store.client.consumer_config",
-    "InProcessTransport": "store.client.inprocess",
-    "LitePullConsumer": "store.client.lite_pull_consumer",
-    "MessageModel": "store.client.transport",
-    "Producer": "store.client.producer",
-    "PushConsumer": "store.client.push_consumer",
-    "RemoteTransport": "store.client.remote",
+    "ConsumeConcurrentlyContext": "mqstore.client.listener",
+    "ConsumeConcurrentlyStatus": "mqstore.client.listener",
+    "ConsumeFromWhere": "mqstore.client.transport",
+    "ConsumeOrderlyContext": "mqstore.client.listener",
+    "ConsumeOrderlyStatus": "mqstore.client.listener",
+    "ConsumerConfig": "mqstore.client.consumer_config",
+    "InProcessTransport": "mqstore.client.inprocess",
+    "LitePullConsumer": "mqstore.client.lite_pull_consumer",
+    "MessageModel": "mqstore.client.transport",
+    "Producer": "mqstore.client.producer",
+    "PushConsumer": "mqstore.client.push_consumer",
+    "RemoteTransport": "mqstore.client.remote",
 }
 """Public name -> the module that defines it."""
 

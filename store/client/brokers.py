@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 
-from store.client.allocate import MessageQueue, sort_queues
-from store.client.transport import BrokerError, Transport, TransportError
+from mqstore.client.allocate import MessageQueue, sort_queues
+from mqstore.client.transport import BrokerError, Transport, TransportError
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from store.client.transport import Transport
+from mqstore.client.transport import Transport
 
 _counter = itertools.count()
 _lock = threading.Lock()

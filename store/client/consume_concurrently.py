@@ -25,20 +25,20 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from store.client.allocate import MessageQueue
-from store.client.brokers import Brokers
-from store.client.consumer_config import ConsumerConfig
-from store.client.listener import (
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.brokers import Brokers
+from mqstore.client.consumer_config import ConsumerConfig
+from mqstore.client.listener import (
     ConcurrentListener,
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
     user_view,
 )
-from store.client.offset_store import OffsetStore
-from store.client.process_queue import ProcessQueue
-from store.client.scheduler import Scheduler
-from store.client.transport import BrokerError, MessageModel, TransportError
-from store.consumequeue.results import StoredMessage
+from mqstore.client.offset_store import OffsetStore
+from mqstore.client.process_queue import ProcessQueue
+from mqstore.client.scheduler import Scheduler
+from mqstore.client.transport import BrokerError, MessageModel, TransportError
+from mqstore.consumequeue.results import StoredMessage
 
 log = logging.getLogger(__name__)
 

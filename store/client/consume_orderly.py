@@ -28,23 +28,23 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from store.client.allocate import MessageQueue
-from store.client.brokers import Brokers
-from store.client.consumer_config import (
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.brokers import Brokers
+from mqstore.client.consumer_config import (
     MAX_TIME_CONSUME_CONTINUOUSLY_MS,
     ConsumerConfig,
 )
-from store.client.listener import (
+from mqstore.client.listener import (
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
     OrderlyListener,
     user_view,
 )
-from store.client.offset_store import OffsetStore
-from store.client.process_queue import ProcessQueue, now_ms
-from store.client.scheduler import Scheduler
-from store.client.transport import BrokerError, MessageModel, TransportError
-from store.consumequeue.results import StoredMessage
+from mqstore.client.offset_store import OffsetStore
+from mqstore.client.process_queue import ProcessQueue, now_ms
+from mqstore.client.scheduler import Scheduler
+from mqstore.client.transport import BrokerError, MessageModel, TransportError
+from mqstore.consumequeue.results import StoredMessage
 
 log = logging.getLogger(__name__)
 

@@ -5,16 +5,16 @@
   ``messages()``.
 """
 
-from store.client.consumer_config import ConsumerConfig
-from store.client.listener import (
+from mqstore.client.consumer_config import ConsumerConfig
+from mqstore.client.listener import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
 )
-from store.client.lite_pull_consumer import LitePullConsumer
-from store.client.push_consumer import PushConsumer
-from store.client.transport import ConsumeFromWhere, MessageModel
+from mqstore.client.lite_pull_consumer import LitePullConsumer
+from mqstore.client.push_consumer import PushConsumer
+from mqstore.client.transport import ConsumeFromWhere, MessageModel
 
 __all__ = [
     "ConsumeConcurrentlyContext",

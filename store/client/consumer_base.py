@@ -21,14 +21,14 @@ import logging
 import threading
 from pathlib import Path
 
-from store.client.allocate import MessageQueue, Strategy, strategy_by_name
-from store.client.brokers import Brokers
-from store.client.client_instance import make_client_id, unwatch, watch
-from store.client.consumer_config import ConsumerConfig, retry_topic
-from store.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
-from store.client.rebalance import RebalanceImpl
-from store.client.scheduler import Scheduler, ServiceThread
-from store.client.transport import (
+from mqstore.client.allocate import MessageQueue, Strategy, strategy_by_name
+from mqstore.client.brokers import Brokers
+from mqstore.client.client_instance import make_client_id, unwatch, watch
+from mqstore.client.consumer_config import ConsumerConfig, retry_topic
+from mqstore.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from mqstore.client.rebalance import RebalanceImpl
+from mqstore.client.scheduler import Scheduler, ServiceThread
+from mqstore.client.transport import (
     BrokerError,
     ConsumerData,
     ConsumeType,

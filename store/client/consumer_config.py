@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from store.client.transport import ConsumeFromWhere, MessageModel
+from mqstore.client.transport import ConsumeFromWhere, MessageModel
 
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import enum
 
-from store.client.consumer_config import MIB, ConsumerConfig
-from store.client.process_queue import ProcessQueue
+from mqstore.client.consumer_config import MIB, ConsumerConfig
+from mqstore.client.process_queue import ProcessQueue
 
 
 class FlowControl(enum.Enum):

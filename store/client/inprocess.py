@@ -1,5 +1,5 @@
-"""The embedded transport: a :class:`~store.client.transport.Transport` that calls a
-:class:`~store.broker.core.BrokerCore` in the same process, without sockets.
+"""The embedded transport: a :class:`~mqstore.client.transport.Transport` that calls a
+:class:`~mqstore.broker.core.BrokerCore` in the same process, without sockets.
 
 It behaves like the TCP transport, answer for answer: the same broker logic runs, the
 same response codes become the same :class:`SendResult`/:class:`PullReply` or
@@ -19,11 +19,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from store.broker.codes import ResponseCode
-from store.broker.core import BrokerCore
-from store.broker.pulls import PullOutcome, PullRequest
-from store.client.allocate import MessageQueue
-from store.client.transport import (
+from mqstore.broker.codes import ResponseCode
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.pulls import PullOutcome, PullRequest
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.transport import (
     BrokerError,
     ConsumerIdsChanged,
     Heartbeat,
@@ -32,9 +32,9 @@ from store.client.transport import (
     SendResult,
     TransportError,
 )
-from store.client.wire import PULL_STATUS, SEND_STATUS
-from store.consumequeue.results import StoredMessage
-from store.message import Message
+from mqstore.client.wire import PULL_STATUS, SEND_STATUS
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.message import Message
 
 HOLD_MARGIN_S = 30.0
 """How long past ``suspend_ms`` a pull waits before declaring the broker lost."""

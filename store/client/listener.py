@@ -17,10 +17,10 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from store.client.allocate import MessageQueue
-from store.client.consumer_config import is_retry_topic
-from store.consumequeue.results import StoredMessage
-from store.message import PROPERTY_RETRY_TOPIC
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.consumer_config import is_retry_topic
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.message import PROPERTY_RETRY_TOPIC
 
 
 class ConsumeConcurrentlyStatus(enum.Enum):

@@ -25,16 +25,16 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from store.client.allocate import MessageQueue, Strategy
-from store.client.consumer_base import ConsumerBase, ServiceState
-from store.client.consumer_config import ConsumerConfig
-from store.client.listener import user_view
-from store.client.offset_store import ReadOffsetType
-from store.client.process_queue import ProcessQueue
-from store.client.pull_service import PullContext, PullLoop
-from store.client.rebalance import PullRequest, RebalanceImpl, compute_pull_from_where
-from store.client.transport import ConsumeType, Transport
-from store.consumequeue.results import StoredMessage
+from mqstore.client.allocate import MessageQueue, Strategy
+from mqstore.client.consumer_base import ConsumerBase, ServiceState
+from mqstore.client.consumer_config import ConsumerConfig
+from mqstore.client.listener import user_view
+from mqstore.client.offset_store import ReadOffsetType
+from mqstore.client.process_queue import ProcessQueue
+from mqstore.client.pull_service import PullContext, PullLoop
+from mqstore.client.rebalance import PullRequest, RebalanceImpl, compute_pull_from_where
+from mqstore.client.transport import ConsumeType, Transport
+from mqstore.consumequeue.results import StoredMessage
 
 _Batch = tuple[MessageQueue, ProcessQueue, list[StoredMessage]]
 

@@ -23,9 +23,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from store.client.allocate import MessageQueue
-from store.client.brokers import Brokers
-from store.client.transport import BrokerError, TransportError
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.brokers import Brokers
+from mqstore.client.transport import BrokerError, TransportError
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
-from store.consumequeue.results import StoredMessage
+from mqstore.consumequeue.results import StoredMessage
 
 
 def now_ms() -> int:

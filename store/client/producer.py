@@ -1,8 +1,8 @@
 """Producer: RocketMQ's ``DefaultMQProducer`` send path over any :class:`Transport`.
 
 The same object works against ``mqstore broker`` over TCP
-(:class:`~store.client.remote.RemoteTransport`) and against an embedded broker in the
-same process (``store.client.inprocess.InProcessTransport``)::
+(:class:`~mqstore.client.remote.RemoteTransport`) and against an embedded broker in the
+same process (``mqstore.client.inprocess.InProcessTransport``)::
 
     with Producer("pg", RemoteTransport("127.0.0.1:10911")) as producer:
         producer.send(Message("orders", b"...", tags="TagA", keys=["o-1"]))
@@ -38,12 +38,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from store.client.allocate import MessageQueue
-from store.client.transport import SendResult, Transport, TransportError
-from store.client.wire import DEFAULT_TOPIC_QUEUE_NUMS, with_uniq_key
-from store.compression import COMPRESSED_FLAG, CompressionType, compress
-from store.errors import IllegalMessageError
-from store.message import Message, java_string_hash
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.transport import SendResult, Transport, TransportError
+from mqstore.client.wire import DEFAULT_TOPIC_QUEUE_NUMS, with_uniq_key
+from mqstore.compression import COMPRESSED_FLAG, CompressionType, compress
+from mqstore.errors import IllegalMessageError
+from mqstore.message import Message, java_string_hash
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 """``(queues, message, arg) -> queue``: RocketMQ ``MessageQueueSelector.select``."""

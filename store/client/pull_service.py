@@ -1,7 +1,7 @@
 """Push consumers' pull loops: one thread per owned queue (RocketMQ ``pullMessage``).
 
 RocketMQ multiplexes async pulls over one ``PullMessageService`` thread; our
-:class:`~store.client.transport.Transport` is blocking with long polling, so each owned
+:class:`~mqstore.client.transport.Transport` is blocking with long polling, so each owned
 queue gets its own loop thread, which ends when the queue is dropped or the consumer
 stops. Per iteration (rocketmq-facts 10.2):
 
@@ -25,15 +25,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from store.client import flow_control
-from store.client.allocate import MessageQueue
-from store.client.brokers import Brokers
-from store.client.consumer_config import ConsumerConfig
-from store.client.offset_store import OffsetStore, ReadOffsetType
-from store.client.process_queue import ProcessQueue, now_ms
-from store.client.rebalance import PullRequest
-from store.client.transport import BrokerError, MessageModel, PullStatus, TransportError
-from store.consumequeue.results import StoredMessage
+from mqstore.client import flow_control
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.brokers import Brokers
+from mqstore.client.consumer_config import ConsumerConfig
+from mqstore.client.offset_store import OffsetStore, ReadOffsetType
+from mqstore.client.process_queue import ProcessQueue, now_ms
+from mqstore.client.rebalance import PullRequest
+from mqstore.client.transport import BrokerError, MessageModel, PullStatus, TransportError
+from mqstore.consumequeue.results import StoredMessage
 
 log = logging.getLogger(__name__)
 

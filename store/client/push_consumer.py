@@ -10,7 +10,7 @@ RocketMQ ``DefaultMQPushConsumer``::
     ...
     consumer.shutdown()   # offsets persisted, group rebalances at once
 
-Each owned queue has a pull thread (:mod:`store.client.pull_service`); messages go to
+Each owned queue has a pull thread (:mod:`mqstore.client.pull_service`); messages go to
 the concurrent or orderly consume service. CLUSTERING consumers also subscribe to
 ``%RETRY%<group>``, where RECONSUME_LATER messages come back.
 """
@@ -21,16 +21,16 @@ import logging
 import threading
 from pathlib import Path
 
-from store.client.allocate import MessageQueue, Strategy
-from store.client.consume_concurrently import ConsumeMessageConcurrentlyService
-from store.client.consume_orderly import ConsumeMessageOrderlyService
-from store.client.consumer_base import ConsumerBase, ServiceState
-from store.client.consumer_config import ConsumerConfig
-from store.client.listener import ConcurrentListener, OrderlyListener
-from store.client.process_queue import ProcessQueue
-from store.client.pull_service import PullContext, PullLoop
-from store.client.rebalance import PullRequest, RebalanceImpl, compute_pull_from_where
-from store.client.transport import Transport
+from mqstore.client.allocate import MessageQueue, Strategy
+from mqstore.client.consume_concurrently import ConsumeMessageConcurrentlyService
+from mqstore.client.consume_orderly import ConsumeMessageOrderlyService
+from mqstore.client.consumer_base import ConsumerBase, ServiceState
+from mqstore.client.consumer_config import ConsumerConfig
+from mqstore.client.listener import ConcurrentListener, OrderlyListener
+from mqstore.client.process_queue import ProcessQueue
+from mqstore.client.pull_service import PullContext, PullLoop
+from mqstore.client.rebalance import PullRequest, RebalanceImpl, compute_pull_from_where
+from mqstore.client.transport import Transport
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ RocketMQ ``RebalanceImpl`` + ``RebalancePushImpl`` (rocketmq-facts 10.1, 10.4). 
 
 1. CLUSTERING: ``mq_all`` = the topic's queues sorted, ``cid_all`` = the group's live
    client ids sorted, mine = ``strategy(group, me, mq_all, cid_all)`` (a pure function
-   from :mod:`store.client.allocate`, so every member computes the same disjoint split).
+   from :mod:`mqstore.client.allocate`, so every member computes the same disjoint split).
    BROADCASTING: mine = every queue.
 2. Queues held but no longer mine are **dropped**: ``pq.dropped`` stops their pull and
    consume threads, then the hooks persist the offset (and unlock, orderly) before the
@@ -28,12 +28,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from store.client.allocate import MessageQueue, Strategy, sort_cids
-from store.client.brokers import Brokers
-from store.client.consumer_config import PULL_MAX_IDLE_TIME_MS, ConsumerConfig, is_retry_topic
-from store.client.offset_store import OffsetStore, ReadOffsetType
-from store.client.process_queue import ProcessQueue
-from store.client.transport import BrokerError, ConsumeFromWhere, MessageModel, TransportError
+from mqstore.client.allocate import MessageQueue, Strategy, sort_cids
+from mqstore.client.brokers import Brokers
+from mqstore.client.consumer_config import PULL_MAX_IDLE_TIME_MS, ConsumerConfig, is_retry_topic
+from mqstore.client.offset_store import OffsetStore, ReadOffsetType
+from mqstore.client.process_queue import ProcessQueue
+from mqstore.client.transport import BrokerError, ConsumeFromWhere, MessageModel, TransportError
 
 log = logging.getLogger(__name__)
 

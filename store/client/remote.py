@@ -1,14 +1,14 @@
-"""RemoteTransport: the :class:`~store.client.transport.Transport` contract over TCP.
+"""RemoteTransport: the :class:`~mqstore.client.transport.Transport` contract over TCP.
 
-Each call becomes one RocketMQ remoting request (codes in ``store.broker.codes``),
-sent with a :class:`~store.client.remoting_client.RemotingClient`, so the peer may be
+Each call becomes one RocketMQ remoting request (codes in ``mqstore.broker.codes``),
+sent with a :class:`~mqstore.client.remoting_client.RemotingClient`, so the peer may be
 ``mqstore broker`` or any RocketMQ 4.x broker for the codes it supports.
 
 Where requests go
 -----------------
 Brokers are found through the name server (``namesrv_addr``), as the Java client does:
 GET_ROUTEINFO_BY_TOPIC gives a topic's queues and each broker's master address
-(:mod:`store.client.route`). The transport remembers broker name -> master address
+(:mod:`mqstore.client.route`). The transport remembers broker name -> master address
 from every route it sees; a call about a ``MessageQueue`` goes to its broker's master,
 looking the topic's route up first when the broker is not known yet. Calls that name
 no queue (heartbeat, unregister, consumer list) go to every known broker, or to the
@@ -35,12 +35,12 @@ import json
 import threading
 from collections.abc import Sequence
 
-from store.broker.codes import PullSysFlag, RequestCode, ResponseCode
-from store.client import wire
-from store.client.allocate import MessageQueue
-from store.client.remote_routing import RoutingMixin
-from store.client.remoting_client import RemotingClient
-from store.client.transport import (
+from mqstore.broker.codes import PullSysFlag, RequestCode, ResponseCode
+from mqstore.client import wire
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.remote_routing import RoutingMixin
+from mqstore.client.remoting_client import RemotingClient
+from mqstore.client.transport import (
     BrokerError,
     ConsumerIdsChanged,
     Heartbeat,
@@ -48,15 +48,15 @@ from store.client.transport import (
     PullStatus,
     SendResult,
 )
-from store.consumequeue.results import StoredMessage
-from store.message import Message
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.message import Message
 
 
 class RemoteTransport(RoutingMixin):
-    """A :class:`~store.client.transport.Transport` to brokers found via a name server.
+    """A :class:`~mqstore.client.transport.Transport` to brokers found via a name server.
 
     The request plumbing and broker lookup (``route``, ``_call``, ``_addr``, ...) come
-    from :class:`~store.client.remote_routing.RoutingMixin`.
+    from :class:`~mqstore.client.remote_routing.RoutingMixin`.
 
     Args:
         namesrv_addr: ``host:port`` of the name server (``mqstore broker`` serves it on

@@ -1,9 +1,9 @@
 """RemoteTransport's plumbing: one request to one address, and where requests go.
 
-A mixin: :class:`~store.client.remote.RemoteTransport` inherits :class:`RoutingMixin`
+A mixin: :class:`~mqstore.client.remote.RemoteTransport` inherits :class:`RoutingMixin`
 and provides the name server address, the timeout, the remoting client, the broker
 table (broker name -> master address) with its lock, and the consumer-ids-changed
-handler. The routing rules are those of ``store.client.remote`` ("Where requests
+handler. The routing rules are those of ``mqstore.client.remote`` ("Where requests
 go"): brokers are learnt from every route the name server returns, forgotten when a
 call to them fails, and found through ``TBW102`` when no topic names them.
 """
@@ -13,12 +13,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from store.broker.codes import RequestCode, ResponseCode
-from store.broker.remoting import RemotingCommand
-from store.client import wire
-from store.client.remoting_client import RemotingClient
-from store.client.route import RouteError, TopicRoute, parse_route
-from store.client.transport import BrokerError, ConsumerIdsChanged, TransportError
+from mqstore.broker.codes import RequestCode, ResponseCode
+from mqstore.broker.remoting import RemotingCommand
+from mqstore.client import wire
+from mqstore.client.remoting_client import RemotingClient
+from mqstore.client.route import RouteError, TopicRoute, parse_route
+from mqstore.client.transport import BrokerError, ConsumerIdsChanged, TransportError
 
 
 class RoutingMixin:

@@ -3,9 +3,9 @@
 Producers and consumers talk to a broker only through :class:`Transport`. Two
 implementations exist and behave the same way:
 
-- ``store.client.inprocess.InProcessTransport`` calls a ``store.broker.core.BrokerCore``
+- ``mqstore.client.inprocess.InProcessTransport`` calls a ``mqstore.broker.core.BrokerCore``
   directly (embedded mode: no sockets, several consumers in one process);
-- ``store.client.remote.RemoteTransport`` speaks RocketMQ's remoting protocol over TCP
+- ``mqstore.client.remote.RemoteTransport`` speaks RocketMQ's remoting protocol over TCP
   to ``mqstore broker`` (or to any RocketMQ 4.x broker for the codes it supports).
 
 Both map broker answers to the same result types defined here, so consumer code is
@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from store.client.allocate import MessageQueue
-from store.consumequeue.results import StoredMessage
-from store.errors import StoreError
-from store.message import Message
+from mqstore.client.allocate import MessageQueue
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.errors import StoreError
+from mqstore.message import Message
 
 
 class TransportError(StoreError):
@@ -38,7 +38,7 @@ class TransportError(StoreError):
 class BrokerError(StoreError):
     """The broker answered with an error response code.
 
-    ``code`` is RocketMQ's numeric response code (``store.broker.codes``),
+    ``code`` is RocketMQ's numeric response code (``mqstore.broker.codes``),
     ``remark`` the broker's text.
     """
 

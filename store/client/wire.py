@@ -1,6 +1,6 @@
 """Request headers and JSON bodies the client sends; pull bodies and response fields it reads.
 
-Pure functions, no sockets: :mod:`store.client.remote` sends what these build. Field
+Pure functions, no sockets: :mod:`mqstore.client.remote` sends what these build. Field
 names are RocketMQ's (rocketmq-facts 11.6); every header value travels as a string in
 ``extFields``.
 """
@@ -13,17 +13,17 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from store.broker.codes import ResponseCode
-from store.broker.fastjson import FastjsonError, loads
-from store.broker.remoting import RemotingCommand, coerce_ext_fields
-from store.broker.wire import encode_batch as _encode_entries
-from store.client.allocate import MessageQueue
-from store.client.transport import Heartbeat, PullStatus, SendStatus, TransportError
-from store.commitlog import format as fmt
-from store.consumequeue.filter import parse_subscription
-from store.consumequeue.results import StoredMessage, stored_message
-from store.errors import CorruptRecordError
-from store.message import (
+from mqstore.broker.codes import ResponseCode
+from mqstore.broker.fastjson import FastjsonError, loads
+from mqstore.broker.remoting import RemotingCommand, coerce_ext_fields
+from mqstore.broker.wire import encode_batch as _encode_entries
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.transport import Heartbeat, PullStatus, SendStatus, TransportError
+from mqstore.commitlog import format as fmt
+from mqstore.consumequeue.filter import parse_subscription
+from mqstore.consumequeue.results import StoredMessage, stored_message
+from mqstore.errors import CorruptRecordError
+from mqstore.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     Message,
     new_uniq_key,
@@ -102,7 +102,7 @@ def send_header(
 
 
 def encode_batch(msgs: Sequence[Message]) -> bytes:
-    """SEND_BATCH_MESSAGE body for ``msgs`` (layout: :mod:`store.broker.wire`)."""
+    """SEND_BATCH_MESSAGE body for ``msgs`` (layout: :mod:`mqstore.broker.wire`)."""
     return _encode_entries([(m.flag, bytes(m.body), properties_of(m)) for m in msgs])
 
 

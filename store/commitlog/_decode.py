@@ -4,8 +4,8 @@
 Contract: :func:`scan` is the single validation path (magic, every length against
 TOTALSIZE, BODYCRC, UTF-8); :func:`decode` builds on it. No I/O, never an exception
 for bad bytes, nothing kept referencing the buffer (an mmap is fine). The byte layout
-is :mod:`store.commitlog._layout`'s. Import these names from
-:mod:`store.commitlog.format`.
+is :mod:`mqstore.commitlog._layout`'s. Import these names from
+:mod:`mqstore.commitlog.format`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import zlib
 from typing import Any, Final
 
-from store.commitlog import _layout
-from store.commitlog._layout import (
+from mqstore.commitlog import _layout
+from mqstore.commitlog._layout import (
     _HEADERS,
     BLANK_MAGIC,
     BORNHOST_V6_FLAG,
@@ -28,8 +28,8 @@ from store.commitlog._layout import (
     SYSFLAG_POS,
     record_length,
 )
-from store.commitlog._record import MessageRecord
-from store.commitlog._results import (
+from mqstore.commitlog._record import MessageRecord
+from mqstore.commitlog._results import (
     Corrupt,
     CorruptKind,
     DecodeResult,
@@ -39,7 +39,7 @@ from store.commitlog._results import (
     ScanResult,
     _bad,
 )
-from store.message import bytes_host
+from mqstore.message import bytes_host
 
 # Assigned, not imported: CPython 3.11 compiles ``name.method(...)`` on a name bound by an
 # import to LOAD_ATTR (a bound method built per call, ~30 ns) instead of LOAD_METHOD. These
@@ -248,7 +248,7 @@ def decode_all(
     Raises:
         CorruptRecordError: at the first record that is not valid.
     """
-    from store.errors import CorruptRecordError
+    from mqstore.errors import CorruptRecordError
 
     out: list[MessageRecord] = []
     pos = 0

@@ -3,17 +3,17 @@
 Contract: pure functions, no I/O; ``encode(decode(b)) == b`` byte for byte for every
 valid record, and a length that does not fit its field raises :class:`EncodeError`
 (never a truncated record). The put path's faster encoder is
-:class:`store.commitlog._record_encoder.RecordEncoder`, which gives the same bytes. The
-byte layout is :mod:`store.commitlog._layout`'s. Import these names from
-:mod:`store.commitlog.format`.
+:class:`mqstore.commitlog._record_encoder.RecordEncoder`, which gives the same bytes. The
+byte layout is :mod:`mqstore.commitlog._layout`'s. Import these names from
+:mod:`mqstore.commitlog.format`.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from store.commitlog import _layout
-from store.commitlog._layout import (
+from mqstore.commitlog import _layout
+from mqstore.commitlog._layout import (
     _HEADERS,
     BLANK_MAGIC,
     MAGIC_V1,
@@ -21,7 +21,7 @@ from store.commitlog._layout import (
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
 )
-from store.commitlog._record import MessageRecord
+from mqstore.commitlog._record import MessageRecord
 
 # Assigned, not imported: CPython 3.11 compiles ``name.method(...)`` on a name bound by an
 # import to LOAD_ATTR (a bound method built per call, ~30 ns) instead of LOAD_METHOD. These
@@ -97,7 +97,7 @@ def _topic_field(topic: bytes, p_len: int, version: int) -> tuple[bytes, int]:
 
 def host_to_bytes(host: tuple[str, int]) -> bytes:
     """Host tuple to the 8/20 bytes a record stores."""
-    from store.message import host_bytes
+    from mqstore.message import host_bytes
 
     return host_bytes(host)
 

@@ -41,7 +41,7 @@ same. The 5.2 ``__CRC32#`` property is an ordinary property to this decoder.
 Contract: this module is the specification and its constants (derived byte positions,
 ``struct`` formats, SYSFLAG bits, the length formula); it does no I/O and builds no
 record. The codec modules beside it read the layout only from here, and every name is
-re-exported by :mod:`store.commitlog.format`, the package's public facade.
+re-exported by :mod:`mqstore.commitlog.format`, the package's public facade.
 """
 
 from __future__ import annotations

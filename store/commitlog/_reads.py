@@ -1,12 +1,12 @@
-"""Reads by log offset for :class:`~store.commitlog.commitlog.CommitLog` (a mixin).
+"""Reads by log offset for :class:`~mqstore.commitlog.commitlog.CommitLog` (a mixin).
 
 Readers do not take the put lock: they see bytes up to a segment's wrote position.
 """
 
 from __future__ import annotations
 
-from store.commitlog import format as fmt
-from store.commitlog.segments import Segments
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.segments import Segments
 
 
 class ReadMixin:

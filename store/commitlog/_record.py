@@ -3,15 +3,15 @@
 Contract: a frozen value with derived views (properties, tags, keys, message id) and
 :func:`make_record`, which derives BODYCRC, the IPv6 bits and the version so that a
 built record always encodes. No bytes are read or written here; the byte layout is
-:mod:`store.commitlog._layout`'s. Import these names from :mod:`store.commitlog.format`.
+:mod:`mqstore.commitlog._layout`'s. Import these names from :mod:`mqstore.commitlog.format`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from store import compression
-from store.commitlog._layout import (
+from mqstore import compression
+from mqstore.commitlog._layout import (
     BORNHOST_V6_FLAG,
     MAX_TOPIC_LENGTH_V1,
     STOREHOST_V6_FLAG,
@@ -20,7 +20,7 @@ from store.commitlog._layout import (
     body_crc,
     record_length,
 )
-from store.message import (
+from mqstore.message import (
     keys_of,
     offset_msg_id,
     string_to_properties,

@@ -1,11 +1,11 @@
 """The put path's encoder, :class:`RecordEncoder`, bound to one store host.
 
-Contract: the same bytes as :func:`store.commitlog._encode.encode_raw`, built in two
+Contract: the same bytes as :func:`mqstore.commitlog._encode.encode_raw`, built in two
 halves so the put lock covers only the fixed header that needs the log position (the
 tail is framed outside it), or packed straight into the mapping. Not thread-safe for
 the in-place writes: the caller holds the put lock. The byte layout is
-:mod:`store.commitlog._layout`'s. Import :class:`RecordEncoder` from
-:mod:`store.commitlog.format`.
+:mod:`mqstore.commitlog._layout`'s. Import :class:`RecordEncoder` from
+:mod:`mqstore.commitlog.format`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from store.commitlog import _layout
-from store.commitlog._encode import EncodeError
-from store.commitlog._layout import (
+from mqstore.commitlog import _layout
+from mqstore.commitlog._encode import EncodeError
+from mqstore.commitlog._layout import (
     _BYTE_VALUES,
     _HEADERS,
     _TAIL,

@@ -3,8 +3,8 @@
 Contract: frozen values, never a sentinel size. :class:`RecordInfo` is the scan's
 cheap result (header fields, topic and properties, the body left in the buffer);
 :class:`Corrupt` carries a :class:`CorruptKind` and a detail for the log. Nothing here
-reads bytes; :mod:`store.commitlog._decode` does. Import these names from
-:mod:`store.commitlog.format`.
+reads bytes; :mod:`mqstore.commitlog._decode` does. Import these names from
+:mod:`mqstore.commitlog.format`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import enum
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from store.commitlog._layout import TRANSACTION_MASK, TransactionType
-from store.commitlog._record import MessageRecord
-from store.message import (
+from mqstore.commitlog._layout import TRANSACTION_MASK, TransactionType
+from mqstore.commitlog._record import MessageRecord
+from mqstore.message import (
     keys_of,
     string_to_properties,
     tags_code,

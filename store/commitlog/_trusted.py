@@ -2,9 +2,9 @@
 
 Contract: :func:`unpack_trusted` re-checks only what is free (V1 magic, TOTALSIZE,
 lengths adding up) and returns None, never a wrong message and never an exception,
-for anything else; the caller then falls back to :func:`store.commitlog._decode.scan`.
-The byte layout is :mod:`store.commitlog._layout`'s. Import these names from
-:mod:`store.commitlog.format`.
+for anything else; the caller then falls back to :func:`mqstore.commitlog._decode.scan`.
+The byte layout is :mod:`mqstore.commitlog._layout`'s. Import these names from
+:mod:`mqstore.commitlog.format`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from store.commitlog import _layout
-from store.commitlog._layout import (
+from mqstore.commitlog import _layout
+from mqstore.commitlog._layout import (
     _HEADERS,
     BORNHOST_V6_FLAG,
     IPV4_HOST_LEN,

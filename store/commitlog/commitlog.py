@@ -23,11 +23,11 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import NamedTuple
 
-from store.commitlog import format as fmt
-from store.commitlog._reads import ReadMixin
-from store.commitlog.mapped_file import MappedFile
-from store.commitlog.segments import Segments
-from store.status import AppendStatus
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog._reads import ReadMixin
+from mqstore.commitlog.mapped_file import MappedFile
+from mqstore.commitlog.segments import Segments
+from mqstore.status import AppendStatus
 
 _TX_MASK = fmt.TRANSACTION_MASK
 _TX_PREPARED = fmt.TRANSACTION_PREPARED_TYPE

@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from store.commitlog.segments import Segments
-from store.status import PutStatus
+from mqstore.commitlog.segments import Segments
+from mqstore.status import PutStatus
 
 ErrorHandler = Callable[[BaseException], None]
 

@@ -1,8 +1,8 @@
-"""The CommitLog record codec: the public facade of :mod:`store.commitlog`'s format.
+"""The CommitLog record codec: the public facade of :mod:`mqstore.commitlog`'s format.
 
 Import every record name from here. The byte layout (the field table, the derived
 positions, the ``struct`` formats, the blank record, the worked example and the
-compatibility notes) is specified once, in :mod:`store.commitlog._layout`; no other
+compatibility notes) is specified once, in :mod:`mqstore.commitlog._layout`; no other
 module restates it. The code lives in private modules with one job each, and every
 public name is re-exported here:
 
@@ -23,21 +23,21 @@ memoryview) and returns a :class:`Record`, an :class:`EndOfSegment` or a
 
 from __future__ import annotations
 
-from store.commitlog._decode import (
+from mqstore.commitlog._decode import (
     decode,
     decode_all,
     info_to_record,
     peek_size,
     scan,
 )
-from store.commitlog._encode import (
+from mqstore.commitlog._encode import (
     EncodeError,
     encode,
     encode_blank,
     encode_raw,
     host_to_bytes,
 )
-from store.commitlog._layout import (
+from mqstore.commitlog._layout import (
     BLANK_MAGIC,
     BODY_CRC_POS,
     BORN_HOST_POS,
@@ -73,9 +73,9 @@ from store.commitlog._layout import (
     record_length,
     store_timestamp_pos,
 )
-from store.commitlog._record import MessageRecord, make_record
-from store.commitlog._record_encoder import RecordEncoder
-from store.commitlog._results import (
+from mqstore.commitlog._record import MessageRecord, make_record
+from mqstore.commitlog._record_encoder import RecordEncoder
+from mqstore.commitlog._results import (
     Corrupt,
     CorruptKind,
     DecodeResult,
@@ -84,7 +84,7 @@ from store.commitlog._results import (
     RecordInfo,
     ScanResult,
 )
-from store.commitlog._trusted import (
+from mqstore.commitlog._trusted import (
     MESSAGE_FIELDS,
     MessageFields,
     unpack_trusted,

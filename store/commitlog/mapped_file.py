@@ -19,9 +19,9 @@ import mmap
 import os
 from pathlib import Path
 
-from store import _platform
-from store.config import OS_PAGE_SIZE
-from store.errors import SegmentLoadError
+from mqstore import _platform
+from mqstore.config import OS_PAGE_SIZE
+from mqstore.errors import SegmentLoadError
 
 NAME_DIGITS = 20
 _ZERO_CHUNK_LEN = 64 * 1024

@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from store import _platform
-from store.checkpoint import Checkpoint
-from store.commitlog import format as fmt
-from store.commitlog.segments import Segments
+from mqstore import _platform
+from mqstore.checkpoint import Checkpoint
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.segments import Segments
 
 TORN_PROPERTIES = "properties end in a zero byte"
 """Why a record that passes the codec's checks still ends recovery.

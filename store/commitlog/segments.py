@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from store.commitlog.mapped_file import MappedFile, name_to_offset, offset_to_name
-from store.errors import SegmentLoadError
+from mqstore.commitlog.mapped_file import MappedFile, name_to_offset, offset_to_name
+from mqstore.errors import SegmentLoadError
 
 
 class Segments:

@@ -1,17 +1,17 @@
 """Index catch-up after a crash: the index of a stretch of the log, built after ``open``.
 
-:class:`IndexCatchUp` is stepped by the reput thread (``store.consumequeue.dispatch``).
+:class:`IndexCatchUp` is stepped by the reput thread (``mqstore.consumequeue.dispatch``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from store.commitlog import format as fmt
-from store.commitlog.segments import Segments
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.segments import Segments
 
 if TYPE_CHECKING:
-    from store.consumequeue.dispatch import Dispatcher
+    from mqstore.consumequeue.dispatch import Dispatcher
 
 
 class IndexCatchUp:

@@ -16,7 +16,7 @@ Dispatching is idempotent (already-present units and index entries are skipped),
 recovery may replay any stretch of the log through the same :class:`Dispatcher`.
 
 Out of space: when the index cannot reserve room for a message (ENOSPC/EDQUOT, see
-``store.index.file``), indexing is disabled ("index disabled until space is
+``mqstore.index.file``), indexing is disabled ("index disabled until space is
 available", logged once) but units keep flowing into the consume queues, so puts
 and pulls go on. The reput thread retries once a second by starting an
 :class:`IndexCatchUp` at the first unindexed message; when it catches up, the
@@ -33,12 +33,12 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
-from store.commitlog import format as fmt
-from store.commitlog.segments import Segments
-from store.consumequeue.catch_up import IndexCatchUp
-from store.consumequeue.store import ConsumeQueueStore
-from store.index.service import IndexService
-from store.message import (
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.segments import Segments
+from mqstore.consumequeue.catch_up import IndexCatchUp
+from mqstore.consumequeue.store import ConsumeQueueStore
+from mqstore.index.service import IndexService
+from mqstore.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
@@ -48,8 +48,8 @@ from store.message import (
     tags_code,
     tags_of,
 )
-from store.schedule import SCHEDULE_TOPIC, DelayLevels
-from store.service import ServiceThread
+from mqstore.schedule import SCHEDULE_TOPIC, DelayLevels
+from mqstore.service import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ SYSFLAG, store timestamp, properties string)."""
 
 class DispatchProgress(Protocol):
     """What readers ask of whatever dispatches (the reput thread, or the parent's side
-    of a dispatcher process, ``store.consumequeue.process``)."""
+    of a dispatcher process, ``mqstore.consumequeue.process``)."""
 
     @property
     def reput_from(self) -> int: ...

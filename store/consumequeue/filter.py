@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from store.message import java_string_hash
+from mqstore.message import java_string_hash
 
 SUB_ALL = "*"
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from store.checkpoint import Checkpoint
-from store.consumequeue.store import ConsumeQueueStore
-from store.service import ServiceThread
+from mqstore.checkpoint import Checkpoint
+from mqstore.consumequeue.store import ConsumeQueueStore
+from mqstore.service import ServiceThread
 
 
 class ConsumeQueueFlusher(ServiceThread):

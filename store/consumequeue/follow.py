@@ -1,9 +1,9 @@
 """Following: a consume queue read by this process while another process writes it.
 
-A mixin: :class:`~store.consumequeue.queue.ConsumeQueue` inherits
+A mixin: :class:`~mqstore.consumequeue.queue.ConsumeQueue` inherits
 :class:`FollowingMixin` and provides the queue state it uses (segments, lock,
 offsets, ``unit_at``, ``_first_at_or_after``). When the dispatcher runs in a child
-(``store.consumequeue.process``) this process never writes a queue; it follows:
+(``mqstore.consumequeue.process``) this process never writes a queue; it follows:
 
 * :meth:`FollowingMixin.follow` advances the write position over the units the
   child wrote, up to the CommitLog offset it published as dispatched, mapping the
@@ -22,11 +22,11 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from store.commitlog.mapped_file import MappedFile
-from store.commitlog.segments import Segments
-from store.consumequeue.format import BLANK_SIZE, UNIT_SIZE, unpack_unit
+from mqstore.commitlog.mapped_file import MappedFile
+from mqstore.commitlog.segments import Segments
+from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, unpack_unit
 
-log = logging.getLogger("store.consumequeue.queue")  # the queue's messages, as before
+log = logging.getLogger("mqstore.consumequeue.queue")  # the queue's messages, as before
 
 
 def is_blank(phys: int, size: int, tags: int) -> bool:
@@ -57,7 +57,7 @@ class FollowingMixin:
 
     def follow(self, dispatched: int) -> None:
         """Advance the write position over units another process wrote (a reader
-        whose dispatcher runs in a child, ``store.consumequeue.process``).
+        whose dispatcher runs in a child, ``mqstore.consumequeue.process``).
 
         A unit counts once its record ends at or before ``dispatched`` (the child
         publishes that offset after writing the units before it, so such a unit

@@ -37,12 +37,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from store.commitlog.segments import Segments
-from store.config import StoreConfig
-from store.consumequeue.filter import Subscription
-from store.consumequeue.format import BLANK_SIZE, UNIT_SIZE, iter_units
-from store.consumequeue.queue import ConsumeQueue
-from store.status import GetStatus
+from mqstore.commitlog.segments import Segments
+from mqstore.config import StoreConfig
+from mqstore.consumequeue.filter import Subscription
+from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, iter_units
+from mqstore.consumequeue.queue import ConsumeQueue
+from mqstore.status import GetStatus
 
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 """Upper bound of a request's byte limit (RocketMQ ``MAX_PULL_MSG_SIZE``)."""

@@ -1,13 +1,13 @@
 """Parent side of the dispatcher process (``StoreConfig.dispatch_process``).
 
-:class:`DispatchProcess` starts ``store.consumequeue.worker`` once the store's
+:class:`DispatchProcess` starts ``mqstore.consumequeue.worker`` once the store's
 recovery is done, and stands in for the in-process :class:`ReputService` towards
 readers (``reput_from``, ``behind``, ``indexed``, ``wait_until``). Its watcher
-thread (``store.consumequeue.watch``), every millisecond:
+thread (``mqstore.consumequeue.watch``), every millisecond:
 
 * publishes the dispatch limit (written end under ASYNC_FLUSH, flushed end under
   SYNC_FLUSH) and the CommitLog's first offset in the shared page
-  (``store.consumequeue.shared``);
+  (``mqstore.consumequeue.shared``);
 * when the child's published progress moves and arrival listeners are registered
   (a broker's long polling), reads the newly dispatched records' headers and
   announces them, so held pulls wake as with the thread;
@@ -35,13 +35,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from store.checkpoint import Checkpoint
-from store.commitlog.segments import Segments
-from store.config import StoreConfig
-from store.consumequeue.dispatch import Dispatcher
-from store.consumequeue.shared import FILE_NAME, SharedState, Slot
-from store.consumequeue.watch import WatcherMixin
-from store.consumequeue.worker import Start
+from mqstore.checkpoint import Checkpoint
+from mqstore.commitlog.segments import Segments
+from mqstore.config import StoreConfig
+from mqstore.consumequeue.dispatch import Dispatcher
+from mqstore.consumequeue.shared import FILE_NAME, SharedState, Slot
+from mqstore.consumequeue.watch import WatcherMixin
+from mqstore.consumequeue.worker import Start
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class DispatchProcess(WatcherMixin):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "store.consumequeue.worker"],
+            [sys.executable, "-m", "mqstore.consumequeue.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             # The child shares the store's lock (worker docs); -1: a caller without one.

@@ -1,7 +1,7 @@
 """One consume queue: the 20-byte units of one (topic, queueId), over a :class:`Segments`.
 
 Unit N (queue offset N) sits at logical byte N x 20, in the file named by its first
-logical byte (``store.consumequeue.format``); files are ``file_size`` bytes and
+logical byte (``mqstore.consumequeue.format``); files are ``file_size`` bytes and
 contiguous, so the queue is an array indexed by queue offset whose head may be
 deleted (expired) and whose first file may start with blank pre-fill units.
 
@@ -36,18 +36,18 @@ import logging
 import threading
 from pathlib import Path
 
-from store.commitlog.mapped_file import MappedFile
-from store.commitlog.segments import Segments
-from store.consumequeue.follow import FollowingMixin, is_blank
-from store.consumequeue.format import BLANK_UNIT, UNIT_SIZE, encode_unit, unpack_unit
-from store.consumequeue.upkeep import UnitCheck, UpkeepMixin
+from mqstore.commitlog.mapped_file import MappedFile
+from mqstore.commitlog.segments import Segments
+from mqstore.consumequeue.follow import FollowingMixin, is_blank
+from mqstore.consumequeue.format import BLANK_UNIT, UNIT_SIZE, encode_unit, unpack_unit
+from mqstore.consumequeue.upkeep import UnitCheck, UpkeepMixin
 
 log = logging.getLogger(__name__)
 
 
 class ConsumeQueue(FollowingMixin, UpkeepMixin):
     """The consume queue of one topic/queue in ``directory`` (read by another process
-    while its dispatcher child writes it: :class:`~store.consumequeue.follow.FollowingMixin`)."""
+    while its dispatcher child writes it: :class:`~mqstore.consumequeue.follow.FollowingMixin`)."""
 
     def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int) -> None:
         if file_size <= 0 or file_size % UNIT_SIZE:

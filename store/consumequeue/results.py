@@ -12,16 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from store.commitlog import format as fmt
-from store.compression import COMPRESSED_FLAG, decompress
-from store.message import (
+from mqstore.commitlog import format as fmt
+from mqstore.compression import COMPRESSED_FLAG, decompress
+from mqstore.message import (
     bytes_host,
     keys_of,
     string_to_properties,
     tags_of,
     uniq_key_of,
 )
-from store.status import GetStatus
+from mqstore.status import GetStatus
 
 _new = tuple.__new__
 

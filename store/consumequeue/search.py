@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-from store.consumequeue.queue import ConsumeQueue, is_blank
+from mqstore.consumequeue.queue import ConsumeQueue, is_blank
 
 StoreTimeOf = Callable[[int, int], "int | None"]
 """(physical offset, size) -> store timestamp of that record, None when not held."""

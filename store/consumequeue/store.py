@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from store.consumequeue.queue import ConsumeQueue, UnitCheck
-from store.message import TOPIC_PATTERN
+from mqstore.consumequeue.queue import ConsumeQueue, UnitCheck
+from mqstore.message import TOPIC_PATTERN
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
 """Upkeep of a consume queue its process writes: cutting a dirty tail, expiring files.
 
-A mixin: :class:`~store.consumequeue.queue.ConsumeQueue` inherits
+A mixin: :class:`~mqstore.consumequeue.queue.ConsumeQueue` inherits
 :class:`UpkeepMixin` and provides the queue state it uses (segments, lock, offsets,
 ``unit_at``, ``_first_at_or_after``, ``_last_real_end``). These are the writer's
 structural repairs, run by recovery (:meth:`UpkeepMixin.truncate_dirty`) and by
 cleanup or the dispatcher child (:meth:`UpkeepMixin.delete_expired`,
 :meth:`UpkeepMixin.correct_min_offset`); each takes the queue's lock. A process that
-only follows the queue (``store.consumequeue.follow``) never calls them.
+only follows the queue (``mqstore.consumequeue.follow``) never calls them.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
-from store.commitlog.mapped_file import MappedFile
-from store.commitlog.segments import Segments
-from store.consumequeue.follow import is_blank
-from store.consumequeue.format import UNIT_SIZE, unpack_unit
+from mqstore.commitlog.mapped_file import MappedFile
+from mqstore.commitlog.segments import Segments
+from mqstore.consumequeue.follow import is_blank
+from mqstore.consumequeue.format import UNIT_SIZE, unpack_unit
 
 if TYPE_CHECKING:
-    from store.consumequeue.queue import ConsumeQueue
+    from mqstore.consumequeue.queue import ConsumeQueue
 
-log = logging.getLogger("store.consumequeue.queue")  # the queue's messages, as before
+log = logging.getLogger("mqstore.consumequeue.queue")  # the queue's messages, as before
 
 UnitCheck = Callable[["ConsumeQueue", int, tuple[int, int, int]], bool]
 """(queue, queue offset, unit) -> whether the unit matches its CommitLog record."""

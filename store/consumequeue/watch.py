@@ -1,6 +1,6 @@
-"""The watcher thread of the dispatcher process's parent side (``store.consumequeue.process``).
+"""The watcher thread of the dispatcher process's parent side (``mqstore.consumequeue.process``).
 
-A mixin: :class:`~store.consumequeue.process.DispatchProcess` inherits
+A mixin: :class:`~mqstore.consumequeue.process.DispatchProcess` inherits
 :class:`WatcherMixin` and provides the state it uses (the shared page, the child,
 the checkpoint, the dispatcher's listeners, ``_spawn`` and ``_close_pipes``). Every
 :data:`POLL` seconds the thread publishes the dispatch limit and the CommitLog's
@@ -18,15 +18,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from store.checkpoint import Checkpoint
-from store.commitlog import format as fmt
-from store.commitlog.segments import Segments
-from store.config import StoreConfig
-from store.consumequeue.dispatch import Dispatcher
-from store.consumequeue.shared import SharedState, Slot
-from store.consumequeue.worker import EXIT_FLUSH_FAILED, Start
+from mqstore.checkpoint import Checkpoint
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.segments import Segments
+from mqstore.config import StoreConfig
+from mqstore.consumequeue.dispatch import Dispatcher
+from mqstore.consumequeue.shared import SharedState, Slot
+from mqstore.consumequeue.worker import EXIT_FLUSH_FAILED, Start
 
-log = logging.getLogger("store.consumequeue.process")  # the process's messages, as before
+log = logging.getLogger("mqstore.consumequeue.process")  # the process's messages, as before
 
 POLL = 0.001
 """The watcher's period (RocketMQ's reput thread polls every millisecond too)."""

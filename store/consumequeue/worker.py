@@ -1,7 +1,7 @@
 """The dispatcher process: consume queues and index built outside the store's interpreter.
 
-Run by :class:`store.consumequeue.process.DispatchProcess` as
-``python -m store.consumequeue.worker``. Why a process: a put costs the producer
+Run by :class:`mqstore.consumequeue.process.DispatchProcess` as
+``python -m mqstore.consumequeue.worker``. Why a process: a put costs the producer
 ~4 us of CPU and dispatching it (unit, index keys) ~10 us more; with both in one
 interpreter they take turns under the GIL, and the put rate is bounded by the sum.
 In a child they run on two cores.
@@ -36,17 +36,17 @@ import signal
 import sys
 from dataclasses import dataclass
 
-from store.commitlog.segments import Segments
-from store.config import StoreConfig
-from store.consumequeue.catch_up import IndexCatchUp
-from store.consumequeue.dispatch import Dispatcher, ReputService
-from store.consumequeue.flush import ConsumeQueueFlusher
-from store.consumequeue.shared import FILE_NAME, SharedState, Slot
-from store.consumequeue.store import ConsumeQueueStore
-from store.index.service import IndexService
-from store.schedule import DelayLevels
+from mqstore.commitlog.segments import Segments
+from mqstore.config import StoreConfig
+from mqstore.consumequeue.catch_up import IndexCatchUp
+from mqstore.consumequeue.dispatch import Dispatcher, ReputService
+from mqstore.consumequeue.flush import ConsumeQueueFlusher
+from mqstore.consumequeue.shared import FILE_NAME, SharedState, Slot
+from mqstore.consumequeue.store import ConsumeQueueStore
+from mqstore.index.service import IndexService
+from mqstore.schedule import DelayLevels
 
-log = logging.getLogger("store.dispatch-process")
+log = logging.getLogger("mqstore.dispatch-process")
 
 EXIT_FLUSH_FAILED = 3
 ROUND_RECORDS = 8192

@@ -1,6 +1,6 @@
 """HA endpoints: :class:`MasterConnection` and :class:`SlaveConnection`, sans-IO.
 
-They enforce the Rules of :mod:`store.ha.protocol` (which documents them and
+They enforce the Rules of :mod:`mqstore.ha.protocol` (which documents them and
 re-exports these classes): no sockets, threads, clocks or files here.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 
-from store.ha._events import (
+from mqstore.ha._events import (
     HEADER_STRUCT,
     MAX_OFFSET,
     MAX_TRANSFER,
@@ -26,7 +26,7 @@ from store.ha._events import (
     ReportOffset,
     Transfer,
 )
-from store.ha._state import TRANSITIONS, Action, Role, State
+from mqstore.ha._state import TRANSITIONS, Action, Role, State
 
 
 class _ReceiveBuffer:

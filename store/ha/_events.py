@@ -1,7 +1,7 @@
-"""HA wire constants, errors and events: the vocabulary of :mod:`store.ha.protocol`.
+"""HA wire constants, errors and events: the vocabulary of :mod:`mqstore.ha.protocol`.
 
 The byte layouts and the rules that use them are documented once, in the
-:mod:`store.ha.protocol` docstring; import these names from there.
+:mod:`mqstore.ha.protocol` docstring; import these names from there.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias
 
-from store.errors import StoreError
+from mqstore.errors import StoreError
 
 REPORT_STRUCT: Final = struct.Struct(">q")
 HEADER_STRUCT: Final = struct.Struct(">qi")

@@ -1,6 +1,6 @@
 """HA connection states and the transition table: which move is legal when.
 
-Documented with the rules in :mod:`store.ha.protocol`; import these names from there.
+Documented with the rules in :mod:`mqstore.ha.protocol`; import these names from there.
 """
 
 from __future__ import annotations

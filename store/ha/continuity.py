@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import struct
 
-from store.commitlog import format as fmt
-from store.errors import StoreError
+from mqstore.commitlog import format as fmt
+from mqstore.errors import StoreError
 
 _SIZE_MAGIC = struct.Struct(">ii")
 _PHYS = struct.Struct(">q")

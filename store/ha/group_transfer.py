@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from store.status import PutStatus
+from mqstore.status import PutStatus
 
 
 class GroupTransfer:

@@ -2,21 +2,21 @@
 
 One :class:`HAMaster` listens on the HA port (``ha_bind_host:ha_listen_port``; 10912,
 127.0.0.1 by default). Each accepted slave gets a :class:`SlaveLink` (RocketMQ
-``HAConnection``) with two threads around one :class:`~store.ha.protocol.MasterConnection`:
+``HAConnection``) with two threads around one :class:`~mqstore.ha.protocol.MasterConnection`:
 
 * the *reader* feeds the slave's reports to the protocol. The first report fixes the
   stream's start (``start_offset``: a slave at 0 starts at the master's last file);
-  every report is an ack handed to :class:`~store.ha.group_transfer.GroupTransfer`.
+  every report is an ack handed to :class:`~mqstore.ha.group_transfer.GroupTransfer`.
   No bytes for ``housekeeping_interval_ms`` (20 s) closes the connection.
-* the *writer* sends :class:`~store.ha.protocol.Transfer` frames from the CommitLog
-  (:func:`~store.ha.protocol.chunk` sizes: at most 32 KiB, never across a file) for as
+* the *writer* sends :class:`~mqstore.ha.protocol.Transfer` frames from the CommitLog
+  (:func:`~mqstore.ha.protocol.chunk` sizes: at most 32 KiB, never across a file) for as
   long as the log is ahead of the slave, then waits to be woken (a SYNC_MASTER put
   wakes it) or polls every ``poll_interval_ms``; after ``heartbeat_interval_ms`` (5 s)
   without writing it sends a Heartbeat.
 
 Any protocol error or socket error closes that one link (logged, kept in
 ``last_error``); the slave reconnects on its own. Nothing here parses bytes or
-touches sockets directly: that is :mod:`store.ha.protocol` and :mod:`store.ha.transport`.
+touches sockets directly: that is :mod:`mqstore.ha.protocol` and :mod:`mqstore.ha.transport`.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from store.ha import transport
-from store.ha.group_transfer import GroupTransfer
-from store.ha.protocol import (
+from mqstore.ha import transport
+from mqstore.ha.group_transfer import GroupTransfer
+from mqstore.ha.protocol import (
     MAX_TRANSFER,
     NEED_DATA,
     ConnectionClosed,
@@ -41,7 +41,7 @@ from store.ha.protocol import (
     ReportOffset,
     Transfer,
 )
-from store.status import PutStatus
+from mqstore.status import PutStatus
 
 log = logging.getLogger("mqstore.ha.master")
 
@@ -376,7 +376,7 @@ class HAMaster:
         return self.group.push_to_slave_max_offset
 
     def wait_for_replica(self, next_offset: int) -> PutStatus:
-        """SYNC_MASTER wait: see :mod:`store.ha.group_transfer` for the statuses."""
+        """SYNC_MASTER wait: see :mod:`mqstore.ha.group_transfer` for the statuses."""
         return self.group.wait_for_replica(next_offset)
 
     @property

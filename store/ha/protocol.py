@@ -92,8 +92,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from store.ha._connection import MasterConnection, SlaveConnection
-from store.ha._events import (
+from mqstore.ha._connection import MasterConnection, SlaveConnection
+from mqstore.ha._events import (
     HEARTBEAT_INTERVAL_MS,
     HOUSEKEEPING_INTERVAL_MS,
     MAX_OFFSET,
@@ -111,7 +111,7 @@ from store.ha._events import (
     ReportOffset,
     Transfer,
 )
-from store.ha._state import TRANSITIONS, Action, Role, State
+from mqstore.ha._state import TRANSITIONS, Action, Role, State
 
 __all__ = [
     "HEARTBEAT_INTERVAL_MS",

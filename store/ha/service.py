@@ -1,12 +1,12 @@
-"""Which HA service a store runs, built from its :class:`~store.config.StoreConfig`.
+"""Which HA service a store runs, built from its :class:`~mqstore.config.StoreConfig`.
 
 The rule ``MessageStore.open`` applies (:func:`start_for`):
 
-* **SYNC_MASTER**: an :class:`~store.ha.master.HAMaster` on ``ha_bind_host:ha_listen_port``
+* **SYNC_MASTER**: an :class:`~mqstore.ha.master.HAMaster` on ``ha_bind_host:ha_listen_port``
   (127.0.0.1:10912 by default; port 0 picks a free one), and puts with WAIT wait for a
-  slave's ack (:mod:`store.ha.group_transfer`). A SYNC_MASTER cannot work without its
+  slave's ack (:mod:`mqstore.ha.group_transfer`). A SYNC_MASTER cannot work without its
   HA port, so a bind failure fails the open.
-* **SLAVE** with ``ha_master_address``: an :class:`~store.ha.slave.HASlave` replicating
+* **SLAVE** with ``ha_master_address``: an :class:`~mqstore.ha.slave.HASlave` replicating
   from it. A SLAVE without an address is a read-only store (nothing starts).
 * **ASYNC_MASTER**: nothing, unless asked with :func:`serve`. This is the default role,
   which every tool and test opens; binding a port as a side effect of opening a
@@ -22,15 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from store.commitlog.commitlog import CommitLog
-from store.config import BrokerRole, StoreConfig
-from store.errors import ConfigError
-from store.ha.master import HAMaster
-from store.ha.slave import HASlave
-from store.status import PutStatus
+from mqstore.commitlog.commitlog import CommitLog
+from mqstore.config import BrokerRole, StoreConfig
+from mqstore.errors import ConfigError
+from mqstore.ha.master import HAMaster
+from mqstore.ha.slave import HASlave
+from mqstore.status import PutStatus
 
 if TYPE_CHECKING:
-    from store.message_store import MessageStore
+    from mqstore.message_store import MessageStore
 
 ReplicaWait = Callable[[int], PutStatus]
 """The put-path hook: block until a slave acked an end offset, return the status."""

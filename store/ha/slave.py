@@ -1,10 +1,10 @@
 """The HA slave: replicates a master's CommitLog into this store (RocketMQ ``HAClient``).
 
 One thread runs *sessions*. A session connects to ``master_address``, builds a
-:class:`~store.ha.protocol.SlaveConnection` at the log's max offset, reports that offset
+:class:`~mqstore.ha.protocol.SlaveConnection` at the log's max offset, reports that offset
 at once, then loops: read (at most 4 MiB, 100 ms timeout), append the bytes of every
-:class:`~store.ha.protocol.Transfer` at exactly their offset (``append_raw_at``), whole
-records at a time (:mod:`store.ha.continuity`: a record cut by a frame's end waits for
+:class:`~mqstore.ha.protocol.Transfer` at exactly their offset (``append_raw_at``), whole
+records at a time (:mod:`mqstore.ha.continuity`: a record cut by a frame's end waits for
 the next frame), report the log's new max offset after each batch of appends and at
 least every ``heartbeat_interval_ms`` (5 s). It ends when the master closes, the socket breaks, or
 nothing arrived for ``housekeeping_interval_ms`` (20 s); the next session starts
@@ -12,7 +12,7 @@ nothing arrived for ``housekeeping_interval_ms`` (20 s); the next session starts
 
 Divergence stops replication for good. A frame the protocol refuses (an offset that
 is not our end, a bad header) or bytes that do not continue our log's records
-(:mod:`store.ha.continuity`) mean the two logs differ: the error is logged, kept in
+(:mod:`mqstore.ha.continuity`) mean the two logs differ: the error is logged, kept in
 :attr:`HASlave.last_error`, :attr:`HASlave.diverged` becomes True and the thread
 stops, before the bytes are appended. An operator decides what to keep.
 
@@ -27,10 +27,10 @@ import threading
 import time
 from typing import Protocol
 
-from store.commitlog.commitlog import RollFailed
-from store.ha import transport
-from store.ha.continuity import DivergenceError, LogContinuity
-from store.ha.protocol import (
+from mqstore.commitlog.commitlog import RollFailed
+from mqstore.ha import transport
+from mqstore.ha.continuity import DivergenceError, LogContinuity
+from mqstore.ha.protocol import (
     MAX_TRANSFER,
     NEED_DATA,
     ConnectionClosed,

@@ -1,7 +1,7 @@
 """HA transport: TCP sockets for the replication protocol, and nothing else.
 
 This module opens, reads, writes and closes sockets; it never looks inside the bytes
-(:mod:`store.ha.protocol` parses them) and never touches the CommitLog (the master and
+(:mod:`mqstore.ha.protocol` parses them) and never touches the CommitLog (the master and
 slave services do). Sockets are blocking with a timeout, one reader and one writer
 thread per :class:`Channel` at most, ``TCP_NODELAY`` on both ends (rocketmq-facts
 9.1), and every read is bounded by the caller's ``max_bytes``.

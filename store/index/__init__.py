@@ -1,6 +1,6 @@
 """IndexFile: message keys (``topic#KEYS`` tokens, ``topic#UNIQ_KEY``) to CommitLog offsets."""
 
-from store.index.file import IndexFile
-from store.index.service import IndexService, QueryOffsetResult
+from mqstore.index.file import IndexFile
+from mqstore.index.service import IndexService, QueryOffsetResult
 
 __all__ = ["IndexFile", "IndexService", "QueryOffsetResult"]

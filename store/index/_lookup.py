@@ -1,6 +1,6 @@
 """Reading an index file: RocketMQ's ``selectPhyOffset`` over the mapped hash table.
 
-A mixin: :class:`~store.index.file.IndexFile` inherits :class:`LookupMixin` and
+A mixin: :class:`~mqstore.index.file.IndexFile` inherits :class:`LookupMixin` and
 provides the mapping and the cached header it reads. Reads take no lock: entries are
 written before their slot (``IndexFile.put_hashes``), so a reader that follows a slot
 finds the entry whole, even one linked after the header's count was read.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import mmap
 
-from store.index import format as ifmt
+from mqstore.index import format as ifmt
 
 _EMPTY_ENTRY = bytes(ifmt.ENTRY_SIZE)
 

@@ -1,9 +1,9 @@
 """One index file: a mapped hash table of key hashes to CommitLog offsets.
 
-The layout is ``store.index.format``'s. This module adds the file (mapped read-write
+The layout is ``mqstore.index.format``'s. This module adds the file (mapped read-write
 for its whole length, created sparse as RocketMQ's mapped-beyond-EOF files are: a
 default file is 420 MB and most stores fill a small part of it) and RocketMQ's
-``putKey`` / ``selectPhyOffset`` rules (the lookups in ``store.index._lookup``).
+``putKey`` / ``selectPhyOffset`` rules (the lookups in ``mqstore.index._lookup``).
 
 Space: writing through a mapping into a hole the disk cannot back is a SIGBUS, not
 an exception. So the file reserves (``posix_fallocate``) what it is about to touch
@@ -12,7 +12,7 @@ table on the first key hashed into it, and the entry area 4 MiB at a time ahead 
 the next entry (a page at a time when less than that is free). A reservation that
 fails raises ``OSError`` (ENOSPC) *before* any byte of the message is written, so
 the file is unchanged and the message can be indexed again later
-(``store.consumequeue.dispatch``: "index disabled until space is available").
+(``mqstore.consumequeue.dispatch``: "index disabled until space is available").
 Allocating a hole does not change what it reads (zeros), so the file's bytes are
 the same as without reservations; only the chunks touched are allocated, never the
 whole file up front.
@@ -27,10 +27,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from store import _platform, faults
-from store.errors import CorruptIndexError
-from store.index import format as ifmt
-from store.index._lookup import LookupMixin
+from mqstore import _platform, faults
+from mqstore.errors import CorruptIndexError
+from mqstore.index import format as ifmt
+from mqstore.index._lookup import LookupMixin
 
 _SLOT_UNPACK = ifmt.SLOT.unpack_from
 _SLOT_BYTES = ifmt.SLOT.pack
@@ -61,7 +61,7 @@ class IndexFile(LookupMixin):
     """A mapped index file with its header cached in attributes.
 
     Lookups (``select_phy_offsets``, ``entries``) come from
-    :class:`~store.index._lookup.LookupMixin`.
+    :class:`~mqstore.index._lookup.LookupMixin`.
     """
 
     def __init__(

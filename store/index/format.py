@@ -38,7 +38,7 @@ import struct
 import time
 from typing import Final, NamedTuple
 
-from store.message import java_string_hash
+from mqstore.message import java_string_hash
 
 HEADER: Final = struct.Struct(">qqqqii")
 HEADER_SIZE: Final = HEADER.size

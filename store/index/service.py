@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.config import StoreConfig
-from store.errors import CorruptIndexError
-from store.index import format as ifmt
-from store.index.file import IndexFile
+from mqstore.config import StoreConfig
+from mqstore.errors import CorruptIndexError
+from mqstore.index import format as ifmt
+from mqstore.index.file import IndexFile
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from store.broker.core import BrokerCore
-from store.broker.pulls import PullOutcome, PullRequest
-from store.message import Message
-from store.message_store import MessageStore
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.pulls import PullOutcome, PullRequest
+from mqstore.message import Message
+from mqstore.message_store import MessageStore
 
 
 def put(

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from store.broker.core import BrokerConfig, BrokerCore
-from store.broker.server import BrokerServer
-from store.message_store import MessageStore
+from mqstore.broker.core import BrokerConfig, BrokerCore
+from mqstore.broker.server import BrokerServer
+from mqstore.message_store import MessageStore
 from tests.helpers import make_store
 
 

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["store.broker.wire", "store.broker.pulls", "store.broker.sendback"]
+MODULES = ["mqstore.broker.wire", "mqstore.broker.pulls", "mqstore.broker.sendback"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store.broker.codes import (
+from mqstore.broker.codes import (
     LanguageCode,
     PullSysFlag,
     RemotingFlag,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from store.broker.consumers import ConsumerManager
-from store.broker.core import BrokerCore
-from store.broker.locks import RebalanceLockManager
-from store.client.allocate import MessageQueue
-from store.client.transport import ConsumerData, Heartbeat
+from mqstore.broker.consumers import ConsumerManager
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.locks import RebalanceLockManager
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.transport import ConsumerData, Heartbeat
 
 
 class Channel:

@@ -6,10 +6,10 @@ import shutil
 import time
 from pathlib import Path
 
-from store.broker.core import BrokerConfig, BrokerCore
-from store.broker.fastjson import loads
-from store.broker.offsets import ConsumerOffsetManager
-from store.message_store import MessageStore
+from mqstore.broker.core import BrokerConfig, BrokerCore
+from mqstore.broker.fastjson import loads
+from mqstore.broker.offsets import ConsumerOffsetManager
+from mqstore.message_store import MessageStore
 from tests.broker.core_helpers import put
 from tests.helpers import reopen
 

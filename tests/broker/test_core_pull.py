@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from store.broker.codes import ResponseCode
-from store.broker.core import BrokerCore
-from store.broker.hold import PullHoldService
-from store.broker.pulls import PullOutcome, PullRequest, response_code
-from store.broker.topics import TopicConfig
-from store.message import Message
-from store.message_store import MessageStore
-from store.status import GetStatus
+from mqstore.broker.codes import ResponseCode
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.hold import PullHoldService
+from mqstore.broker.pulls import PullOutcome, PullRequest, response_code
+from mqstore.broker.topics import TopicConfig
+from mqstore.message import Message
+from mqstore.message_store import MessageStore
+from mqstore.status import GetStatus
 from tests.broker.core_helpers import pull, put
 
 

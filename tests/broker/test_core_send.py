@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store.broker.codes import ResponseCode
-from store.broker.core import BrokerCore
-from store.broker.fastjson import loads
-from store.consumequeue.results import StoredMessage
-from store.message import Message
-from store.message_store import MessageStore
-from store.schedule import SCHEDULE_TOPIC
+from mqstore.broker.codes import ResponseCode
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.fastjson import loads
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.message import Message
+from mqstore.message_store import MessageStore
+from mqstore.schedule import SCHEDULE_TOPIC
 
 
 def test_send_auto_creates_the_topic_with_four_queues(

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store import _platform
-from store.broker import fastjson
-from store.broker.fastjson import (
+from mqstore import _platform
+from mqstore.broker import fastjson
+from mqstore.broker.fastjson import (
     MAX_DEPTH,
     Bean,
     FastjsonError,
@@ -25,7 +25,7 @@ from store.broker.fastjson import (
     read_config_file,
     write_config_file,
 )
-from store.errors import StoreError
+from mqstore.errors import StoreError
 
 
 def test_docstring_examples() -> None:

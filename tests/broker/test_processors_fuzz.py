@@ -5,16 +5,16 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.broker.codes import RequestCode
-from store.broker.core import BrokerCore
-from store.broker.processors import (
+from mqstore.broker.codes import RequestCode
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.processors import (
     NAME_SERVER_PROCESSORS,
     PROCESSORS,
     RequestContext,
     process,
     process_pull,
 )
-from store.broker.remoting import RemotingCommand
+from mqstore.broker.remoting import RemotingCommand
 
 FIELDS = [
     "topic", "queueId", "consumerGroup", "commitOffset", "offset", "timestamp", "key",

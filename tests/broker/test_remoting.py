@@ -10,9 +10,15 @@ from typing import Any
 
 import pytest
 
-from store.broker import remoting
-from store.broker.codes import LanguageCode, RemotingFlag, RequestCode, ResponseCode, SerializeType
-from store.broker.remoting import (
+from mqstore.broker import remoting
+from mqstore.broker.codes import (
+    LanguageCode,
+    RemotingFlag,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+)
+from mqstore.broker.remoting import (
     CLOSED,
     FRAME_MAX_LENGTH,
     NEED_DATA,
@@ -28,7 +34,7 @@ from store.broker.remoting import (
     encode_header,
     header_meta,
 )
-from store.errors import StoreError
+from mqstore.errors import StoreError
 
 JSON, BINARY = SerializeType.JSON, SerializeType.ROCKETMQ
 

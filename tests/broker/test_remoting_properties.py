@@ -11,8 +11,8 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.broker.codes import LanguageCode, SerializeType
-from store.broker.remoting import (
+from mqstore.broker.codes import LanguageCode, SerializeType
+from mqstore.broker.remoting import (
     CLOSED,
     NEED_DATA,
     FrameDecoder,

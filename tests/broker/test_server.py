@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from store.broker.codes import RequestCode as Rq
-from store.broker.codes import ResponseCode as Rs
-from store.broker.codes import SerializeType
-from store.broker.core import BrokerCore
-from store.broker.fastjson import loads
-from store.broker.remoting import RemotingCommand, encode
-from store.broker.server import BrokerServer
-from store.broker.wire import encode_batch
-from store.commitlog import format as fmt
-from store.config import FlushDiskType
-from store.message import Message
-from store.message_store import MessageStore
+from mqstore.broker.codes import RequestCode as Rq
+from mqstore.broker.codes import ResponseCode as Rs
+from mqstore.broker.codes import SerializeType
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.fastjson import loads
+from mqstore.broker.remoting import RemotingCommand, encode
+from mqstore.broker.server import BrokerServer
+from mqstore.broker.wire import encode_batch
+from mqstore.commitlog import format as fmt
+from mqstore.config import FlushDiskType
+from mqstore.message import Message
+from mqstore.message_store import MessageStore
 from tests.broker.wire_client import WireClient
 from tests.helpers import make_store
 

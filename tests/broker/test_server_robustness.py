@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.broker.codes import RequestCode as Rq
-from store.broker.codes import ResponseCode as Rs
-from store.broker.fastjson import loads
-from store.broker.server import BrokerServer
-from store.message import decode_offset_msg_id
+from mqstore.broker.codes import RequestCode as Rq
+from mqstore.broker.codes import ResponseCode as Rs
+from mqstore.broker.fastjson import loads
+from mqstore.broker.server import BrokerServer
+from mqstore.message import decode_offset_msg_id
 from tests.broker.test_server import send_v2
 from tests.broker.wire_client import WireClient
 
@@ -92,7 +92,7 @@ def start_broker(
     """``mqstore broker`` on a free port (``extra``: more options; ``new_session``: in
     its own process group, so signals to the group reach it and its children only)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.cli", "broker", "--store", str(store_dir), "--port", "0",
+        [sys.executable, "-m", "mqstore.tools.cli", "broker", "--store", str(store_dir), "--port", "0",
          "--ha-port", "0", "--file-size", str(1 << 20), *extra],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=new_session,

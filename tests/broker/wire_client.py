@@ -12,8 +12,8 @@ import socket
 import time
 from collections.abc import Mapping
 
-from store.broker.codes import RemotingFlag
-from store.broker.remoting import CLOSED, NEED_DATA, FrameDecoder, RemotingCommand, encode
+from mqstore.broker.codes import RemotingFlag
+from mqstore.broker.remoting import CLOSED, NEED_DATA, FrameDecoder, RemotingCommand, encode
 
 
 class WireClient:

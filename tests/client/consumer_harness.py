@@ -10,14 +10,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from store.broker.core import BrokerConfig, BrokerCore
-from store.broker.topics import TopicConfig
-from store.client.allocate import MessageQueue
-from store.client.consumer_config import ConsumerConfig
-from store.client.inprocess import InProcessTransport
-from store.config import StoreConfig
-from store.message import Message
-from store.message_store import MessageStore
+from mqstore.broker.core import BrokerConfig, BrokerCore
+from mqstore.broker.topics import TopicConfig
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.consumer_config import ConsumerConfig
+from mqstore.client.inprocess import InProcessTransport
+from mqstore.config import StoreConfig
+from mqstore.message import Message
+from mqstore.message_store import MessageStore
 
 FAST = ConsumerConfig(
     suspend_ms=200,

@@ -18,13 +18,13 @@ import sys
 import threading
 from pathlib import Path
 
-from store.client.consumer import (
+from mqstore.client.consumer import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     ConsumerConfig,
     PushConsumer,
 )
-from store.client.remote import RemoteTransport
+from mqstore.client.remote import RemoteTransport
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import socket
 import threading
 from collections.abc import Callable
 
-from store.broker.remoting import CLOSED, NEED_DATA, FrameDecoder, RemotingCommand, encode
+from mqstore.broker.remoting import CLOSED, NEED_DATA, FrameDecoder, RemotingCommand, encode
 
 Respond = Callable[[RemotingCommand], list[RemotingCommand]]
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.client import allocate
-from store.client.allocate import (
+from mqstore.client import allocate
+from mqstore.client.allocate import (
     MessageQueue,
     NameRoomResolver,
     Strategy,

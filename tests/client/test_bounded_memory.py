@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from store.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from store.client.inprocess import InProcessTransport
-from store.message import Message
+from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mqstore.client.inprocess import InProcessTransport
+from mqstore.message import Message
 from tests.client.consumer_harness import FAST, broker, create_topic, wait_dispatched
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
-from store.client.allocate import MessageQueue
-from store.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from store.client.inprocess import InProcessTransport
-from store.client.transport import PullStatus
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mqstore.client.inprocess import InProcessTransport
+from mqstore.client.transport import PullStatus
 from tests.client.consumer_harness import FAST, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration

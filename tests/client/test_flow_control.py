@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from store.client.consumer_config import MIB, ConsumerConfig
-from store.client.flow_control import FlowControl, check
-from store.client.process_queue import ProcessQueue
+from mqstore.client.consumer_config import MIB, ConsumerConfig
+from mqstore.client.flow_control import FlowControl, check
+from mqstore.client.process_queue import ProcessQueue
 from tests.client.test_process_queue import msg
 
 

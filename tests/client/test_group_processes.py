@@ -20,7 +20,7 @@ import pytest
 
 from tests.client.consumer_harness import broker, create_topic, produce, wait_until
 
-server = pytest.importorskip("store.broker.server")
+server = pytest.importorskip("mqstore.broker.server")
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.crash]
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from store.broker.codes import ResponseCode
-from store.broker.core import BrokerCore
-from store.broker.topics import TopicConfig
-from store.client.allocate import MessageQueue
-from store.client.inprocess import InProcessTransport
-from store.client.transport import (
+from mqstore.broker.codes import ResponseCode
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.topics import TopicConfig
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.inprocess import InProcessTransport
+from mqstore.client.transport import (
     BrokerError,
     ConsumerData,
     Heartbeat,
@@ -23,8 +23,8 @@ from store.client.transport import (
     Transport,
     TransportError,
 )
-from store.message import Message
-from store.message_store import MessageStore
+from mqstore.message import Message
+from mqstore.message_store import MessageStore
 from tests.helpers import make_store
 
 

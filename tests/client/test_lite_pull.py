@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from store.client.consumer import ConsumeFromWhere, LitePullConsumer
-from store.client.inprocess import InProcessTransport
+from mqstore.client.consumer import ConsumeFromWhere, LitePullConsumer
+from mqstore.client.inprocess import InProcessTransport
 from tests.client.consumer_harness import FAST, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration

@@ -8,14 +8,18 @@ import json
 
 import pytest
 
-from store.client import offset_store
-from store.client.allocate import MessageQueue
-from store.client.brokers import Brokers
-from store.client.consumer_config import ConsumerConfig
-from store.client.inprocess import InProcessTransport
-from store.client.offset_store import LocalFileOffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
-from store.client.rebalance import compute_pull_from_where
-from store.client.transport import ConsumeFromWhere
+from mqstore.client import offset_store
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.brokers import Brokers
+from mqstore.client.consumer_config import ConsumerConfig
+from mqstore.client.inprocess import InProcessTransport
+from mqstore.client.offset_store import (
+    LocalFileOffsetStore,
+    ReadOffsetType,
+    RemoteBrokerOffsetStore,
+)
+from mqstore.client.rebalance import compute_pull_from_where
+from mqstore.client.transport import ConsumeFromWhere
 from tests.client.consumer_harness import broker, create_topic, produce
 
 MQ = MessageQueue("T", "broker-a", 3)

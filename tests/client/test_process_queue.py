@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.client.process_queue import ProcessQueue
-from store.consumequeue.results import StoredMessage
+from mqstore.client.process_queue import ProcessQueue
+from mqstore.consumequeue.results import StoredMessage
 
 
 def msg(offset: int, body: bytes = b"x") -> StoredMessage:

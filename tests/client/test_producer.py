@@ -12,16 +12,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from store.broker.core import BrokerCore
-from store.broker.server import BrokerServer
-from store.client.allocate import MessageQueue
-from store.client.producer import Producer, select_by_hash
-from store.client.transport import SendStatus, Transport
-from store.compression import COMPRESSED_FLAG
-from store.consumequeue.results import StoredMessage
-from store.errors import IllegalMessageError, IllegalTopicError
-from store.message import Message, decode_offset_msg_id
-from store.message_store import MessageStore
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.server import BrokerServer
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.producer import Producer, select_by_hash
+from mqstore.client.transport import SendStatus, Transport
+from mqstore.compression import COMPRESSED_FLAG
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.errors import IllegalMessageError, IllegalTopicError
+from mqstore.message import Message, decode_offset_msg_id
+from mqstore.message_store import MessageStore
 from tests.broker import fixtures
 
 pytestmark = pytest.mark.integration  # half of the cases run over loopback TCP
@@ -37,13 +37,13 @@ store = fixtures.store
 @pytest.fixture(params=["inprocess", "remote"])
 def transport(request: pytest.FixtureRequest, core: BrokerCore) -> Iterator[Transport]:
     if request.param == "inprocess":
-        from store.client.inprocess import InProcessTransport
+        from mqstore.client.inprocess import InProcessTransport
 
         t: Transport = InProcessTransport(core)
         yield t
         t.close()
         return
-    from store.client.remote import RemoteTransport
+    from mqstore.client.remote import RemoteTransport
 
     server: BrokerServer = request.getfixturevalue("server")
     remote = RemoteTransport(server.address)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from store.broker.core import BrokerCore
-from store.client.allocate import MessageQueue
-from store.client.producer import Producer
-from store.client.remote import RemoteTransport
-from store.client.transport import (
+from mqstore.broker.core import BrokerCore
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.producer import Producer
+from mqstore.client.remote import RemoteTransport
+from mqstore.client.transport import (
     BrokerError,
     ConsumerData,
     Heartbeat,
@@ -23,8 +23,8 @@ from store.client.transport import (
     SubscriptionData,
     TransportError,
 )
-from store.message import Message
-from store.message_store import MessageStore
+from mqstore.message import Message
+from mqstore.message_store import MessageStore
 from tests.broker import fixtures
 
 pytestmark = pytest.mark.integration
@@ -178,7 +178,7 @@ def test_unreachable_name_server_is_a_transport_error(tmp_path: Path) -> None:
 
 
 def test_transport_reconnects_after_the_broker_server_restarts(store: MessageStore) -> None:
-    server_mod = pytest.importorskip("store.broker.server")
+    server_mod = pytest.importorskip("mqstore.broker.server")
     core = BrokerCore(store)
     core.start()
     server = server_mod.BrokerServer(core, host="127.0.0.1", port=0)
@@ -229,7 +229,7 @@ def test_one_transport_shared_by_eight_threads_stores_every_send_once(
 def test_broker_back_on_another_port_is_found_again_through_the_name_server(
     store: MessageStore,
 ) -> None:
-    server_mod = pytest.importorskip("store.broker.server")
+    server_mod = pytest.importorskip("mqstore.broker.server")
     from tests.client.scripted_peer import ScriptedPeer
 
     broker_addr = {"now": ""}

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from store.broker.codes import RequestCode, ResponseCode
-from store.broker.remoting import RemotingCommand
-from store.client.allocate import MessageQueue
-from store.client.remote import RemoteTransport
-from store.client.transport import BrokerError, PullStatus, SendStatus
-from store.message import Message
+from mqstore.broker.codes import RequestCode, ResponseCode
+from mqstore.broker.remoting import RemotingCommand
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.remote import RemoteTransport
+from mqstore.client.transport import BrokerError, PullStatus, SendStatus
+from mqstore.message import Message
 from tests.client.scripted_peer import ScriptedPeer
 
 pytestmark = pytest.mark.integration

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from store.broker.codes import RemotingFlag, RequestCode, ResponseCode
-from store.broker.remoting import RemotingCommand
-from store.client.remoting_client import RemotingClient
-from store.client.transport import TransportError
+from mqstore.broker.codes import RemotingFlag, RequestCode, ResponseCode
+from mqstore.broker.remoting import RemotingCommand
+from mqstore.client.remoting_client import RemotingClient
+from mqstore.client.transport import TransportError
 from tests.client.scripted_peer import ScriptedPeer, echo
 
 pytestmark = pytest.mark.integration

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from store.broker.topics import TopicConfig
-from store.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from store.client.inprocess import InProcessTransport
-from store.client.remote import RemoteTransport
+from mqstore.broker.topics import TopicConfig
+from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mqstore.client.inprocess import InProcessTransport
+from mqstore.client.remote import RemoteTransport
 from tests.client.consumer_harness import FAST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -54,7 +54,7 @@ def test_a_topic_grown_from_four_to_eight_queues_is_rebalanced_by_the_route_poll
 
 
 def test_the_route_poll_sees_a_grown_topic_over_tcp(tmp_path):
-    server_mod = pytest.importorskip("store.broker.server")
+    server_mod = pytest.importorskip("mqstore.broker.server")
     with broker(tmp_path) as core:
         create_topic(core, "T", 4)
         server = server_mod.BrokerServer(core, host="127.0.0.1", port=0)

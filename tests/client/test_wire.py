@@ -7,14 +7,14 @@ import zlib
 
 import pytest
 
-from store.client import wire
-from store.client.allocate import MessageQueue
-from store.client.producer import java_hash, select_by_hash
-from store.client.route import RouteError, parse_route
-from store.client.transport import ConsumerData, Heartbeat, SubscriptionData, TransportError
-from store.commitlog.format import COMPRESSED_FLAG, encode, make_record
-from store.errors import CorruptRecordError
-from store.message import Message, properties_to_string
+from mqstore.client import wire
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.producer import java_hash, select_by_hash
+from mqstore.client.route import RouteError, parse_route
+from mqstore.client.transport import ConsumerData, Heartbeat, SubscriptionData, TransportError
+from mqstore.commitlog.format import COMPRESSED_FLAG, encode, make_record
+from mqstore.errors import CorruptRecordError
+from mqstore.message import Message, properties_to_string
 
 FASTJSON_ROUTE = (
     b'{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"},'

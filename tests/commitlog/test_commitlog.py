@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog import format as fmt
-from store.commitlog.commitlog import CommitLog, EncodedMessage, queue_key
-from store.commitlog.segments import Segments
-from store.message import host_bytes
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.commitlog import CommitLog, EncodedMessage, queue_key
+from mqstore.commitlog.segments import Segments
+from mqstore.message import host_bytes
 
 SIZE = 4096
 STORE_HOST = host_bytes(("127.0.0.1", 10911))

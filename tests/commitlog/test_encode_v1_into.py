@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store.commitlog.format import RecordEncoder
+from mqstore.commitlog.format import RecordEncoder
 
 
 @pytest.mark.parametrize("store_host", [bytes(8), bytes(range(20))], ids=["ipv4", "ipv6"])

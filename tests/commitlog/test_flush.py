@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from store import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig, faults
-from store.commitlog.flush import AsyncFlusher, FlushRequest, GroupCommitter
-from store.commitlog.segments import Segments
+from mqstore import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig, faults
+from mqstore.commitlog.flush import AsyncFlusher, FlushRequest, GroupCommitter
+from mqstore.commitlog.segments import Segments
 
 SIZE = 1 << 20
 

@@ -11,8 +11,8 @@ import zlib
 
 import pytest
 
-from store import compression
-from store.commitlog.format import (
+from mqstore import compression
+from mqstore.commitlog.format import (
     BLANK_MAGIC,
     BODY_CRC_POS,
     BORNHOST_V6_FLAG,
@@ -37,8 +37,8 @@ from store.commitlog.format import (
     record_length,
     store_timestamp_pos,
 )
-from store.compression import CompressionType, UnknownCompressionError
-from store.message import (
+from mqstore.compression import CompressionType, UnknownCompressionError
+from mqstore.message import (
     hashmap_bucket,
     java_hashmap_order,
     java_string_hash,

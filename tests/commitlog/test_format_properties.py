@@ -12,7 +12,7 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.commitlog.format import (
+from mqstore.commitlog.format import (
     BORNHOST_V6_FLAG,
     MAX_TOPIC_LENGTH_V1,
     STOREHOST_V6_FLAG,
@@ -27,7 +27,7 @@ from store.commitlog.format import (
     host_to_bytes,
     make_record,
 )
-from store.message import properties_to_string, string_to_properties
+from mqstore.message import properties_to_string, string_to_properties
 from tests.sabotage import flip_byte, shrink
 
 INT32 = st.integers(-(2**31), 2**31 - 1)

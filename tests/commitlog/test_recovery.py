@@ -5,11 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from store import Message, MessageStore, StoreConfig
-from store.checkpoint import Checkpoint
-from store.commitlog import format as fmt
-from store.commitlog.recovery import RecoveryMode, abnormal_start_index
-from store.commitlog.segments import Segments
+from mqstore import Message, MessageStore, StoreConfig
+from mqstore.checkpoint import Checkpoint
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.recovery import RecoveryMode, abnormal_start_index
+from mqstore.commitlog.segments import Segments
 
 SIZE = 16 * 1024
 

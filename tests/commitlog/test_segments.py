@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog.mapped_file import MappedFile, name_to_offset, offset_to_name
-from store.commitlog.segments import Segments
-from store.errors import SegmentLoadError
+from mqstore.commitlog.mapped_file import MappedFile, name_to_offset, offset_to_name
+from mqstore.commitlog.segments import Segments
+from mqstore.errors import SegmentLoadError
 
 SIZE = 64 * 1024
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.commitlog.format import (
+from mqstore.commitlog.format import (
     MESSAGE_FIELDS,
     RecordInfo,
     encode,
@@ -19,7 +19,7 @@ from store.commitlog.format import (
     unpack_trusted,
     unpack_trusted_at,
 )
-from store.consumequeue.results import StoredMessage
+from mqstore.consumequeue.results import StoredMessage
 from tests.commitlog.test_format_properties import records
 from tests.sabotage import flip_byte
 

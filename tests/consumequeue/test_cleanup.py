@@ -6,8 +6,8 @@ import os
 import time
 from pathlib import Path
 
-from store import GetStatus, Message, MessageStore, StoreConfig
-from store.cleanup import HOUR_MS, CleanupService, is_delete_hour
+from mqstore import GetStatus, Message, MessageStore, StoreConfig
+from mqstore.cleanup import HOUR_MS, CleanupService, is_delete_hour
 from tests.cq_consistency import check_cq_consistency
 
 NOW = 1_800_000_000_000

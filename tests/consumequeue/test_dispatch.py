@@ -6,9 +6,9 @@ import shutil
 import threading
 from pathlib import Path
 
-from store import Arrival, FlushDiskType, GetStatus, Message, MessageStore, StoreConfig, faults
-from store.commitlog import format as fmt
-from store.message import java_string_hash
+from mqstore import Arrival, FlushDiskType, GetStatus, Message, MessageStore, StoreConfig, faults
+from mqstore.commitlog import format as fmt
+from mqstore.message import java_string_hash
 from tests.cq_consistency import check_cq_consistency
 
 

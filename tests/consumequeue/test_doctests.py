@@ -8,10 +8,10 @@ import importlib
 import pytest
 
 MODULES = [
-    "store.consumequeue.format",
-    "store.consumequeue.filter",
-    "store.index.format",
-    "store.schedule",
+    "mqstore.consumequeue.format",
+    "mqstore.consumequeue.filter",
+    "mqstore.index.format",
+    "mqstore.schedule",
 ]
 
 

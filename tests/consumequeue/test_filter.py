@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from store.consumequeue.filter import parse_subscription
-from store.message import java_string_hash
+from mqstore.consumequeue.filter import parse_subscription
+from mqstore.message import java_string_hash
 
 
 def test_star_and_empty_match_everything():

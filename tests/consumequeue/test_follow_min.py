@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store.consumequeue.queue import ConsumeQueue
+from mqstore.consumequeue.queue import ConsumeQueue
 
 UNITS_PER_FILE = 10
 

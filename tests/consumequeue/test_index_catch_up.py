@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from store import Message, MessageStore
-from store.consumequeue import catch_up, dispatch
+from mqstore import Message, MessageStore
+from mqstore.consumequeue import catch_up, dispatch
 from tests.cq_consistency import check_cq_consistency
 from tests.helpers import store_config
 

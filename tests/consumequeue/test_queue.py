@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from store.consumequeue.format import BLANK_UNIT, UNIT_SIZE, encode_unit
-from store.consumequeue.queue import ConsumeQueue
-from store.consumequeue.search import BoundaryType, offset_by_time
+from mqstore.consumequeue.format import BLANK_UNIT, UNIT_SIZE, encode_unit
+from mqstore.consumequeue.queue import ConsumeQueue
+from mqstore.consumequeue.search import BoundaryType, offset_by_time
 
 UNITS = 10
 FILE = UNITS * UNIT_SIZE

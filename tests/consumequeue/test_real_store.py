@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store import GetStatus, MessageStore, StoreConfig
-from store.consumequeue.format import encode_unit
+from mqstore import GetStatus, MessageStore, StoreConfig
+from mqstore.consumequeue.format import encode_unit
 from tests.cq_consistency import check_cq_consistency
 
 

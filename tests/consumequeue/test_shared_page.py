@@ -1,4 +1,4 @@
-"""The page a store shares with its dispatcher process (``store.consumequeue.shared``)."""
+"""The page a store shares with its dispatcher process (``mqstore.consumequeue.shared``)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import sys
 import time
 from pathlib import Path
 
-from store.consumequeue.shared import SharedState, Slot
+from mqstore.consumequeue.shared import SharedState, Slot
 
 REPO = Path(__file__).resolve().parents[2]
 WRITER = """
 import sys, time
 from pathlib import Path
-from store.consumequeue.shared import SharedState, Slot
+from mqstore.consumequeue.shared import SharedState, Slot
 st = SharedState(Path(sys.argv[1]), create=False)
 end = time.monotonic() + float(sys.argv[2])
 v = 1

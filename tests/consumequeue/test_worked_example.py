@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store import MessageStore, StoreConfig
-from store.consumequeue.format import BLANK_UNIT, FILE_SIZE
-from store.index import format as ifmt
-from store.index.file import IndexFile
-from store.message import java_string_hash
+from mqstore import MessageStore, StoreConfig
+from mqstore.consumequeue.format import BLANK_UNIT, FILE_SIZE
+from mqstore.index import format as ifmt
+from mqstore.index.file import IndexFile
+from mqstore.message import java_string_hash
 
 # rocketmq-facts 12.1 hexdump
 EXAMPLE = bytes.fromhex(

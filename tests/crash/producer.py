@@ -22,7 +22,7 @@ import random
 import threading
 import time
 
-from store import FlushDiskType, MessageStore, PutStatus
+from mqstore import FlushDiskType, MessageStore, PutStatus
 from tests.crash.workload import message_for
 from tests.helpers import store_config
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from store import FlushDiskType, GetStatus, Message, MessageStore, StoreConfig
+from mqstore import FlushDiskType, GetStatus, Message, MessageStore, StoreConfig
 from tests.cq_consistency import check_cq_consistency
 
 pytestmark = pytest.mark.crash
@@ -43,7 +43,7 @@ TOPICS, QUEUES = 3, 4
 PRODUCER = (
     r"""
 import json, os, sys, threading
-from store import FlushDiskType, Message, MessageStore, StoreConfig
+from mqstore import FlushDiskType, Message, MessageStore, StoreConfig
 root, mode, sizes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 store = MessageStore.open(StoreConfig(root_dir=root, flush_disk_type=FlushDiskType[mode], **sizes))
 out = sys.stdout.fileno()

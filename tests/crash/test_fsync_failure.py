@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from store import FlushDiskType, Message, MessageStore, PutStatus, faults
-from store.commitlog.recovery import RecoveryMode
+from mqstore import FlushDiskType, Message, MessageStore, PutStatus, faults
+from mqstore.commitlog.recovery import RecoveryMode
 from tests.helpers import check_consistency, make_store, reopen
 from tests.powerloss import DiskModel, power_loss
 

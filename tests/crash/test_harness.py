@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from store import FlushDiskType, Message, PutStatus, _platform
-from store.commitlog import format as fmt
-from store.message_store import CrashImage
+from mqstore import FlushDiskType, Message, PutStatus, _platform
+from mqstore.commitlog import format as fmt
+from mqstore.message_store import CrashImage
 from tests.helpers import check_consistency, make_store, reopen, scan_log
 from tests.powerloss import PAGE, SECTOR, DiskModel, power_loss
 from tests.sabotage import set_bytes

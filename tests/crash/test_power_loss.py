@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from store import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
-from store.commitlog.recovery import RecoveryMode
+from mqstore import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
+from mqstore.commitlog.recovery import RecoveryMode
 from tests.crash.workload import STATS, Put, message_for, put_from, verify
 from tests.helpers import check_consistency, queue_next_offsets, scan_log, store_config
 from tests.powerloss import DiskModel, PowerLossReport, power_loss

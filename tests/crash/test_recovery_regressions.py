@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from store import FlushDiskType, Message, MessageStore, PutStatus
-from store.commitlog.recovery import TORN_PROPERTIES
+from mqstore import FlushDiskType, Message, MessageStore, PutStatus
+from mqstore.commitlog.recovery import TORN_PROPERTIES
 from tests.helpers import check_consistency, make_store, reopen, scan_log, store_config
 from tests.powerloss import PAGE, DiskModel, power_loss
 

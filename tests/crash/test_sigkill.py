@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from store import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
-from store.compression import decompress
+from mqstore import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
+from mqstore.compression import decompress
 from tests.crash.workload import STATS, message_for
 from tests.helpers import check_consistency, queue_next_offsets, scan_log, store_config
 

@@ -20,10 +20,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from store import Message, MessageStore, PutStatus
-from store.commitlog.format import RecordInfo
-from store.compression import decompress
-from store.message_store import PutResult
+from mqstore import Message, MessageStore, PutStatus
+from mqstore.commitlog.format import RecordInfo
+from mqstore.compression import decompress
+from mqstore.message_store import PutResult
 from tests.helpers import LogScan
 
 TOPICS = ("TopicA", "TopicB", "TopicC")  # same length: fixed-size bodies give fixed records

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from store.commitlog.format import (
+from mqstore.commitlog.format import (
     BLANK_MAGIC,
     EndOfSegment,
     Record,
@@ -22,7 +22,7 @@ from store.commitlog.format import (
     decode,
     encode,
 )
-from store.message import java_hashmap_order, properties_to_string, tags_code
+from mqstore.message import java_hashmap_order, properties_to_string, tags_code
 
 COMMITLOGS = {
     "apache": Path("apache-4e25b979/commitlog/00000000000000000000"),

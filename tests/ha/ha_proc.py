@@ -7,7 +7,7 @@ Run with ``sys.executable``::
     ha_proc.py slave  --store DIR --status FILE --master HOST:PORT [--reconnect-ms MS]
 
 The process opens the store the way a broker does (``MessageStore.open`` with the HA
-fields; an ASYNC_MASTER calls ``store.ha.service.serve``), then rewrites ``--status``
+fields; an ASYNC_MASTER calls ``mqstore.ha.service.serve``), then rewrites ``--status``
 (JSON, atomically) every 20 ms until SIGTERM, when it closes the store cleanly, writes
 a last status with ``"closed": true`` and exits 0. SIGKILL is the crash the tests want.
 
@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from store import BrokerRole, Message, MessageStore, PutStatus, StoreConfig
-from store.ha import service as ha_service
-from store.ha.master import HAMaster
-from store.ha.slave import HASlave
+from mqstore import BrokerRole, Message, MessageStore, PutStatus, StoreConfig
+from mqstore.ha import service as ha_service
+from mqstore.ha.master import HAMaster
+from mqstore.ha.slave import HASlave
 
 
 def _config(args: argparse.Namespace) -> StoreConfig:

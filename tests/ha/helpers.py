@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 
-from store.ha.protocol import (
+from mqstore.ha.protocol import (
     NEED_DATA,
     ConnectionClosed,
     Event,

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from store import MessageStore, StoreConfig
-from store.ha.protocol import (
+from mqstore import MessageStore, StoreConfig
+from mqstore.ha.protocol import (
     NEED_DATA,
     Event,
     MasterConnection,

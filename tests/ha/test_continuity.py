@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store import Message, MessageStore, StoreConfig
-from store.ha.continuity import DivergenceError, LogContinuity
-from store.ha.protocol import chunk
+from mqstore import Message, MessageStore, StoreConfig
+from mqstore.ha.continuity import DivergenceError, LogContinuity
+from mqstore.ha.protocol import chunk
 from tests.ha.procs import log_bytes
 
 FILE = 8192

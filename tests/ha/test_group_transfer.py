@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from store.ha.group_transfer import GroupTransfer
-from store.status import PutStatus
+from mqstore.ha.group_transfer import GroupTransfer
+from mqstore.status import PutStatus
 
 
 def group(connections: int = 1, timeout_ms: int = 3000, fallbehind: int = 1 << 28):

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from store import BrokerRole, Message, MessageStore, StoreConfig
-from store.ha import service as ha_service
-from store.ha.master import HAMaster
-from store.ha.slave import HASlave
+from mqstore import BrokerRole, Message, MessageStore, StoreConfig
+from mqstore.ha import service as ha_service
+from mqstore.ha.master import HAMaster
+from mqstore.ha.slave import HASlave
 from tests.ha.procs import HAProcess, assert_same_log, log_bytes, open_plain, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]

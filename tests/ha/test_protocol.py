@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.errors import StoreError
-from store.ha import protocol
-from store.ha.protocol import (
+from mqstore.errors import StoreError
+from mqstore.ha import protocol
+from mqstore.ha.protocol import (
     MAX_OFFSET,
     MAX_TRANSFER,
     NEED_DATA,

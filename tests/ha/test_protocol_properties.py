@@ -12,7 +12,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from store.ha.protocol import (
+from mqstore.ha.protocol import (
     MAX_TRANSFER,
     ConnectionClosed,
     Heartbeat,

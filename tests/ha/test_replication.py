@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from store import (
+from mqstore import (
     BrokerRole,
     ConfigError,
     FlushDiskType,
@@ -26,10 +26,10 @@ from store import (
     PutStatus,
     StoreConfig,
 )
-from store.ha import service as ha_service
-from store.ha.master import HAMaster
-from store.ha.protocol import Heartbeat, ReportOffset, Transfer
-from store.ha.slave import HASlave
+from mqstore.ha import service as ha_service
+from mqstore.ha.master import HAMaster
+from mqstore.ha.protocol import Heartbeat, ReportOffset, Transfer
+from mqstore.ha.slave import HASlave
 from tests.ha.procs import (
     REPO,
     FakeMaster,
@@ -163,7 +163,7 @@ def test_cli_broker_runs_a_master_until_sigterm(tmp_path: Path):
     with MessageStore.open(cfg) as pre:
         pre.put_message(msg(0))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.cli", "broker", "--store", str(tmp_path / "b"),
+        [sys.executable, "-m", "mqstore.tools.cli", "broker", "--store", str(tmp_path / "b"),
          "--role", "ASYNC_MASTER", "--ha-port", "0", "--file-size", str(FILE_SIZE)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, PYTHONPATH=str(REPO)),

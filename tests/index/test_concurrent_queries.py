@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from store import Message, MessageStore, PutStatus, StoreConfig
-from store.consumequeue.shared import supported
+from mqstore import Message, MessageStore, PutStatus, StoreConfig
+from mqstore.consumequeue.shared import supported
 
 SECONDS = 2.5
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store import Message, MessageStore, StoreConfig
-from store.index import format as ifmt
-from store.index.file import IndexFile
-from store.index.service import IndexService
-from store.message import java_string_hash
+from mqstore import Message, MessageStore, StoreConfig
+from mqstore.index import format as ifmt
+from mqstore.index.file import IndexFile
+from mqstore.index.service import IndexService
+from mqstore.message import java_string_hash
 
 LONG_MAX = (1 << 63) - 1
 
@@ -227,7 +227,7 @@ def test_index_disabled(tmp_path: Path):
 
 
 def test_empty_newest_index_file_left_by_a_crash_is_dropped_and_reindexed(tmp_path):
-    from store import Message, MessageStore, StoreConfig
+    from mqstore import Message, MessageStore, StoreConfig
 
     cfg = StoreConfig(
         root_dir=tmp_path, commitlog_file_size=1 << 20, max_hash_slot_num=64, max_index_num=200

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from store import MessageStore, StoreConfig
-from store.broker.core import BrokerCore
+from mqstore import MessageStore, StoreConfig
+from mqstore.broker.core import BrokerCore
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,7 +38,7 @@ class LiveBroker:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> LiveBroker:
-        from store.broker.server import BrokerServer
+        from mqstore.broker.server import BrokerServer
 
         self.store = MessageStore.open(StoreConfig(root_dir=str(self.root)))
         self.core = BrokerCore(self.store)
@@ -92,7 +92,7 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> BrokerProcess:
-        cmd = [sys.executable, "-m", "tools.cli", "broker", "--store", str(self.root),
+        cmd = [sys.executable, "-m", "mqstore.tools.cli", "broker", "--store", str(self.root),
                "--port", str(self.port), "--ha-port", "0"]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30

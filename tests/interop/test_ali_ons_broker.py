@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from store.client.producer import Producer
-from store.client.remote import RemoteTransport
-from store.consumequeue.results import StoredMessage
-from store.message import Message
+from mqstore.client.producer import Producer
+from mqstore.client.remote import RemoteTransport
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.message import Message
 from tests.interop.broker_harness import BrokerProcess, LiveBroker, run_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration]
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.integration]
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[LiveBroker]:
-    pytest.importorskip("store.broker.server")
+    pytest.importorskip("mqstore.broker.server")
     b = LiveBroker(tmp_path / "store").start()
     yield b
     b.stop()

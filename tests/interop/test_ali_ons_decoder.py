@@ -18,9 +18,9 @@ import zlib
 
 import pytest
 
-from store.commitlog.format import COMPRESSED_FLAG, MessageRecord, encode, make_record
-from store.compression import CompressionType
-from store.message import java_hashmap_order, properties_to_string
+from mqstore.commitlog.format import COMPRESSED_FLAG, MessageRecord, encode, make_record
+from mqstore.compression import CompressionType
+from mqstore.message import java_hashmap_order, properties_to_string
 
 pytestmark = pytest.mark.interop
 

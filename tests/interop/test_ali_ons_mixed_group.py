@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from store.client.consumer_config import ConsumerConfig
-from store.client.listener import ConsumeConcurrentlyStatus
-from store.client.producer import Producer
-from store.client.push_consumer import PushConsumer
-from store.client.remote import RemoteTransport
-from store.client.transport import ConsumeFromWhere
-from store.message import Message
+from mqstore.client.consumer_config import ConsumerConfig
+from mqstore.client.listener import ConsumeConcurrentlyStatus
+from mqstore.client.producer import Producer
+from mqstore.client.push_consumer import PushConsumer
+from mqstore.client.remote import RemoteTransport
+from mqstore.client.transport import ConsumeFromWhere
+from mqstore.message import Message
 from tests.interop.broker_harness import HERE, LiveBroker
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration]
@@ -34,7 +34,7 @@ PER_QUEUE = 10
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[LiveBroker]:
-    pytest.importorskip("store.broker.server")
+    pytest.importorskip("mqstore.broker.server")
     b = LiveBroker(tmp_path / "store").start()
     yield b
     b.stop()

@@ -13,7 +13,7 @@ def spark() -> Iterator[Any]:
     """The shared session; stopped at the end of the test run."""
     pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")
-    from tools.spark.session import build_session
+    from mqstore.tools.spark.session import build_session
 
     session = build_session("local[2]", "mqstore-tests")
     yield session

@@ -1,7 +1,7 @@
 """Writing small stores for the Spark tests, and sabotaging them.
 
-Records are built with :func:`store.commitlog.format.make_record` / ``encode`` and units
-with :func:`store.consumequeue.format.encode_unit`, into pre-sized files exactly as a
+Records are built with :func:`mqstore.commitlog.format.make_record` / ``encode`` and units
+with :func:`mqstore.consumequeue.format.encode_unit`, into pre-sized files exactly as a
 broker lays them out: segments of ``segment_size`` bytes named by start offset, a record
 goes to the next segment when ``size + 8`` does not fit, and the 8-byte blank record
 (``encode_blank(bytes left)``) then marks the rest of the file as unused (rocketmq-facts
@@ -14,11 +14,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from store import compression
-from store.checkpoint import Checkpoint
-from store.commitlog import format as fmt
-from store.consumequeue import format as cqfmt
-from store.message import standard_properties_string
+from mqstore import compression
+from mqstore.checkpoint import Checkpoint
+from mqstore.commitlog import format as fmt
+from mqstore.consumequeue import format as cqfmt
+from mqstore.message import standard_properties_string
 
 BASE_TS = 1_700_000_000_000
 SEGMENT_SIZE = 64 * 1024

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _audit(spark, root: Path, **kw):
-    from tools.spark.audit import run_audit
+    from mqstore.tools.spark.audit import run_audit
 
     return run_audit(root, **kw)
 
@@ -132,7 +132,7 @@ def test_split_ranges_give_the_same_report(spark, tmp_path):
 
 
 def test_cli_exit_codes(spark, tmp_path, capsys):
-    from tools.spark.audit import main
+    from mqstore.tools.spark.audit import main
 
     gen = build_store(tmp_path / "ok", 50)
     assert main([str(gen.root)]) == 0

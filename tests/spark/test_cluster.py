@@ -94,14 +94,14 @@ def _comparable(report: dict) -> dict:
 
 
 def test_cluster_audit_equals_local(spark, standalone, tmp_path):
-    from tools.spark.audit import run_audit
+    from mqstore.tools.spark.audit import run_audit
 
     gen = _faulty_store(tmp_path)
     local = run_audit(gen.root, report=tmp_path / "local.json")
     assert local.findings
     out = tmp_path / "cluster.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.spark.audit", str(gen.root), "--master", standalone,
+        [sys.executable, "-m", "mqstore.tools.spark.audit", str(gen.root), "--master", standalone,
          "--report", str(out)],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def test_export_generated_store(spark, tmp_path):
-    from tools.spark.export import export_with
+    from mqstore.tools.spark.export import export_with
 
     gen = build_store(tmp_path / "s", 300)
     result = export_with(spark, gen.root, tmp_path / "out.parquet")
@@ -44,7 +44,7 @@ def test_export_generated_store(spark, tmp_path):
 
 
 def test_export_real_rocketmq_records(spark, real_fixtures, tmp_path):
-    from tools.spark.export import main
+    from mqstore.tools.spark.export import main
 
     shutil.copytree(real_fixtures / "apache-4e25b979" / "commitlog", tmp_path / "s" / "commitlog")
     out = tmp_path / "real.parquet"

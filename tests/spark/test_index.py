@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from store.index import format as ifmt
+from mqstore.index import format as ifmt
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -16,7 +16,7 @@ SLOTS, NUM = 53, 300  # 400 messages x 2 keys -> 3 files
 
 
 def _engine_store(root: Path, count: int = 400) -> Path:
-    from store import Message, MessageStore, StoreConfig
+    from mqstore import Message, MessageStore, StoreConfig
 
     cfg = StoreConfig(
         root_dir=str(root), commitlog_file_size=64 * 1024, max_hash_slot_num=SLOTS,
@@ -42,7 +42,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def index_store(tmp_path_factory) -> Path:
-    pytest.importorskip("store.consumequeue.dispatch")
+    pytest.importorskip("mqstore.consumequeue.dispatch")
     return _engine_store(tmp_path_factory.mktemp("idx") / "store")
 
 
@@ -60,7 +60,7 @@ def _put(path: Path, pos: int, e: ifmt.Entry) -> None:
 
 
 def test_store_with_index_audits_clean(spark, index_store):
-    from tools.spark.audit import run_audit
+    from mqstore.tools.spark.audit import run_audit
 
     files = sorted((index_store / "index").iterdir())
     assert len(files) >= 2
@@ -72,7 +72,7 @@ def test_store_with_index_audits_clean(spark, index_store):
 def test_injected_index_faults_are_reported_exactly(spark, index_store, tmp_path):
     import shutil
 
-    from tools.spark.audit import run_audit
+    from mqstore.tools.spark.audit import run_audit
 
     root = tmp_path / "s"
     shutil.copytree(index_store, root)
@@ -112,7 +112,7 @@ def test_injected_index_faults_are_reported_exactly(spark, index_store, tmp_path
 def test_reindex_rebuilds_index_byte_for_byte(spark, index_store, tmp_path):
     import shutil
 
-    from tools.spark.reindex import reindex_with
+    from mqstore.tools.spark.reindex import reindex_with
 
     expected = _tree(index_store / "index")
     summary = reindex_with(spark, index_store, tmp_path / "out")

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _engine_store(root: Path, count: int = 400) -> Path:
     """A store written by MessageStore itself: its consumequeue/ is the dispatcher's."""
-    from store import Message, MessageStore, StoreConfig
+    from mqstore import Message, MessageStore, StoreConfig
 
     cfg = StoreConfig(
         root_dir=str(root),
@@ -46,12 +46,12 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def engine_store(tmp_path) -> Path:
-    pytest.importorskip("store.consumequeue.dispatch")
+    pytest.importorskip("mqstore.consumequeue.dispatch")
     return _engine_store(tmp_path / "engine")
 
 
 def test_reindex_matches_the_dispatcher_byte_for_byte(spark, engine_store, tmp_path):
-    from tools.spark.reindex import reindex_with
+    from mqstore.tools.spark.reindex import reindex_with
 
     summary = reindex_with(spark, engine_store, tmp_path / "out")
     expected = _tree(engine_store / "consumequeue")
@@ -65,8 +65,8 @@ def test_reindex_matches_the_dispatcher_byte_for_byte(spark, engine_store, tmp_p
 
 
 def test_reindex_in_place_swaps_atomically(spark, engine_store):
-    from tools.spark.audit import run_audit
-    from tools.spark.reindex import reindex_with
+    from mqstore.tools.spark.audit import run_audit
+    from mqstore.tools.spark.reindex import reindex_with
 
     expected = _tree(engine_store / "consumequeue")
     shutil.rmtree(engine_store / "consumequeue" / "orders")
@@ -78,10 +78,10 @@ def test_reindex_in_place_swaps_atomically(spark, engine_store):
 
 
 def test_reindex_refuses_an_open_store(spark, tmp_path):
-    from store import Message, MessageStore, StoreConfig
-    from tools.spark.reindex import StoreInUseError, reindex_with
+    from mqstore import Message, MessageStore, StoreConfig
+    from mqstore.tools.spark.reindex import StoreInUseError, reindex_with
 
-    pytest.importorskip("store.consumequeue.dispatch")
+    pytest.importorskip("mqstore.consumequeue.dispatch")
     cfg = StoreConfig(root_dir=str(tmp_path / "open"), commitlog_file_size=64 * 1024)
     with MessageStore.open(cfg) as store:
         store.put_message(Message(topic="t", body=b"x"))
@@ -92,11 +92,11 @@ def test_reindex_refuses_an_open_store(spark, tmp_path):
 @pytest.mark.integration
 def test_reindex_survives_task_retries(spark, engine_store, tmp_path):
     """local[2,4] retries each task; attempt 0 of every task dies after half a file."""
-    from tools.spark.reindex import FAIL_ENV
+    from mqstore.tools.spark.reindex import FAIL_ENV
 
     out = tmp_path / "retried"
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.spark.reindex", str(engine_store), "--out", str(out),
+        [sys.executable, "-m", "mqstore.tools.spark.reindex", str(engine_store), "--out", str(out),
          "--master", "local[2,4]"],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=300,
         env=os.environ | {FAIL_ENV: "1"},

@@ -14,9 +14,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _scan(root: Path, split: int = 1 << 30) -> tuple[list, int]:
-    from tools.spark.layout import discover
-    from tools.spark.reader import plan_ranges
-    from tools.spark.segscan import RecordColumns, scan_range
+    from mqstore.tools.spark.layout import discover
+    from mqstore.tools.spark.reader import plan_ranges
+    from mqstore.tools.spark.segscan import RecordColumns, scan_range
 
     findings = []
     records = 0

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from store import affinity
-from tools.bench import _mqstore as mq
-from tools.bench import _references as ref
-from tools.bench._harness import Run
-from tools.bench._workload import Item, items
+from mqstore import affinity
+from mqstore.tools.bench import _mqstore as mq
+from mqstore.tools.bench import _references as ref
+from mqstore.tools.bench._harness import Run
+from mqstore.tools.bench._workload import Item, items
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,7 @@ _FSYNC = "fdatasync before ack"
 
 
 def split(cs: list[Contender]) -> list[Contender]:
-    """The split-CPU contenders (``store.affinity``): only where there are 2+ CPUs."""
+    """The split-CPU contenders (``mqstore.affinity``): only where there are 2+ CPUs."""
     return cs if (os.cpu_count() or 1) >= 2 and affinity.supported() else []
 
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from store import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
-from tools.bench._flush_plan import (
+from mqstore import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
+from mqstore.tools.bench._flush_plan import (
     CRASH_KINDS,
     DURABILITY,
     MODES,
@@ -21,9 +21,9 @@ from tools.bench._flush_plan import (
     TRIAL_PER_THREAD,
     TRIAL_THREADS,
 )
-from tools.bench.commitlog import _progress
-from tools.logcheck import LogScan, check_consistency, scan_log
-from tools.powerloss import DiskModel, power_loss
+from mqstore.tools.bench.commitlog import _progress
+from mqstore.tools.logcheck import LogScan, check_consistency, scan_log
+from mqstore.tools.powerloss import DiskModel, power_loss
 
 
 def _trial_config(root: Path, mode: FlushDiskType) -> StoreConfig:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import functools
 
-from store import FlushDiskType
-from tools.bench import _mqstore as mq
-from tools.bench import _references as ref
-from tools.bench._workload import Item, items
-from tools.bench.commitlog import Contender
+from mqstore import FlushDiskType
+from mqstore.tools.bench import _mqstore as mq
+from mqstore.tools.bench import _references as ref
+from mqstore.tools.bench._workload import Item, items
+from mqstore.tools.bench.commitlog import Contender
 
 MODES = (FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH)
 THREADS = (1, 4, 16, 64)

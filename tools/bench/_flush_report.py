@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.bench._flush_plan import (
+from mqstore.tools.bench._flush_plan import (
     CDF_THREADS,
     MODES,
     THREADS,

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from store import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig, affinity
-from tools.bench._harness import Deadline, Run, Worker, chunked, drive, run_threads
-from tools.bench._workload import TOPIC, Item, items
+from mqstore import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig, affinity
+from mqstore.tools.bench._harness import Deadline, Run, Worker, chunked, drive, run_threads
+from mqstore.tools.bench._workload import TOPIC, Item, items
 
 _PUT_OK = PutStatus.PUT_OK
 
@@ -152,7 +152,7 @@ def sync_threads(
     """SYNC_FLUSH (group commit), ``n_threads`` producers, each put waits for its flush.
 
     ``split_cpus``: this process (producers, flusher) on CPU 0 and the dispatcher
-    process on the others, as ``store.affinity`` describes; the pin is undone after.
+    process on the others, as ``mqstore.affinity`` describes; the pin is undone after.
     """
     if not split_cpus:
         return put_threads(
@@ -290,8 +290,8 @@ def scan_only(root: Path) -> Run:
     no callback (``open`` also re-dispatches every record to the consume queues and
     the index during the scan). Read-only: positions and files are not changed.
     """
-    from store.commitlog.recovery import scan
-    from store.commitlog.segments import Segments
+    from mqstore.commitlog.recovery import scan
+    from mqstore.commitlog.segments import Segments
 
     segments = Segments(root / "commitlog", StoreConfig().commitlog_file_size)
     segments.load()

@@ -1,4 +1,4 @@
-"""In-situ costs for ``python -m tools.bench.putpath``: each put step replaced by a
+"""In-situ costs for ``python -m mqstore.tools.bench.putpath``: each put step replaced by a
 constant inside the real ``put_message``, timed against the plain put."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import timeit
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from store import Message, MessageStore, PutStatus
-from store import put as put_module
-from store.commitlog.mapped_file import MappedFile
-from tools.bench._workload import items
+from mqstore import Message, MessageStore, PutStatus
+from mqstore import put as put_module
+from mqstore.commitlog.mapped_file import MappedFile
+from mqstore.tools.bench._workload import items
 
 _OK = PutStatus.PUT_OK
 

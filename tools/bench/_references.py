@@ -29,9 +29,9 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from store import affinity
-from tools.bench._harness import Deadline, Run, Worker, chunked, drive, run_threads
-from tools.bench._workload import SQLITE_INSERT, SQLITE_SCHEMA, Item
+from mqstore import affinity
+from mqstore.tools.bench._harness import Deadline, Run, Worker, chunked, drive, run_threads
+from mqstore.tools.bench._workload import SQLITE_INSERT, SQLITE_SCHEMA, Item
 
 RAW_RECORD = b"r" * 100
 RAW_FILE_SIZE = 256 << 20

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from store import Message
+from mqstore import Message
 
 TOPIC = "BenchTopic"
 POOL_SIZE = 4096

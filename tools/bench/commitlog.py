@@ -18,7 +18,7 @@ noisy episode of this 2-core VM hits both sides of a ratio):
    the CommitLog scan alone (``recovery.scan``), since ``open`` also re-dispatches
    every scanned record to the consume queues; and "until indexed": ``open`` plus
    the wait for the index, which the reput thread rebuilds after ``open`` returns
-   (``store.consumequeue.catch_up``), i.e. until every key is findable again.
+   (``mqstore.consumequeue.catch_up``), i.e. until every key is findable again.
 
 Everything is written under one temp directory on a real disk (``--dir``, else
 ``$MQSTORE_BENCH_DIR``, else the system temp dir if it is not tmpfs), removed at the
@@ -40,10 +40,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.bench import _mqstore as mq
-from tools.bench._commitlog_plan import Contender, contenders
-from tools.bench._harness import Run, latency_ms, median, pick_base_dir, settle
-from tools.bench._report import format_table, write_plot
+from mqstore.tools.bench import _mqstore as mq
+from mqstore.tools.bench._commitlog_plan import Contender, contenders
+from mqstore.tools.bench._harness import Run, latency_ms, median, pick_base_dir, settle
+from mqstore.tools.bench._report import format_table, write_plot
 
 REPETITIONS = 3
 FULL = {"duration": 2.5, "recovery_bytes": 256 << 20}
@@ -243,7 +243,7 @@ def measure(work: Path, opts: dict[str, Any], reps: int) -> tuple[dict[str, list
 def _meta(args: argparse.Namespace, base: Path, opts: dict[str, Any], reps: int) -> dict[str, Any]:
     import persistqueue
 
-    from tools.bench._harness import fs_type
+    from mqstore.tools.bench._harness import fs_type
 
     return {
         "command": "mqstore bench commitlog" + (" --quick" if args.quick else ""),

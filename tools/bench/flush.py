@@ -13,7 +13,7 @@ thread), the raw write + fdatasync rate of the disk and the raw group-commit cei
 
 Part 2, durability. Many simulated power losses at random moments per mode (seeded):
 four producer threads put messages into a store with small segments while the
-power-loss model of :mod:`tools.powerloss` watches every fdatasync; the power fails
+power-loss model of :mod:`mqstore.tools.powerloss` watches every fdatasync; the power fails
 after a random number of acknowledgements, inside the n-th fdatasync (before or after
 it completes), inside a segment allocation, or at the end. Unsynced pages are kept,
 dropped or torn at random, the store is reopened (abnormal recovery) and judged:
@@ -21,7 +21,7 @@ dropped or torn at random, the store is reopened (abnormal recovery) and judged:
 * **acked lost**: a put acknowledged PUT_OK before the power failed whose record is
   missing or different after recovery (SYNC_FLUSH must have none);
 * **records lost**: every put written to the log (acknowledged or not) not recovered;
-* **recovery problems**: the recovered log fails :func:`tools.logcheck.check_consistency`
+* **recovery problems**: the recovered log fails :func:`mqstore.tools.logcheck.check_consistency`
   (a corrupt or torn record served, queue offsets broken), or serves a record that is
   not the one put at its offset, or the reopened store refuses a put.
 
@@ -45,9 +45,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from store import FlushDiskType
-from tools.bench._flush_durability import durability, trial
-from tools.bench._flush_plan import (
+from mqstore import FlushDiskType
+from mqstore.tools.bench._flush_durability import durability, trial
+from mqstore.tools.bench._flush_plan import (
     CDF_POINTS,
     CDF_THREADS,
     FULL,
@@ -57,9 +57,9 @@ from tools.bench._flush_plan import (
     THREADS,
     contenders,
 )
-from tools.bench._flush_report import format_report, write_plot
-from tools.bench._harness import Run, fs_type, percentile, pick_base_dir, settle
-from tools.bench.commitlog import Contender, _progress, summarize
+from mqstore.tools.bench._flush_report import format_report, write_plot
+from mqstore.tools.bench._harness import Run, fs_type, percentile, pick_base_dir, settle
+from mqstore.tools.bench.commitlog import Contender, _progress, summarize
 
 # ------------------------------------------------------------------- matrix
 

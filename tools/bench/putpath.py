@@ -1,6 +1,6 @@
 """Where the microseconds of one ``put_message`` go (ASYNC_FLUSH, 100-byte body).
 
-``python -m tools.bench.putpath [--rounds N]`` times, in one process and on the same
+``python -m mqstore.tools.bench.putpath [--rounds N]`` times, in one process and on the same
 open store, the whole put and each step of ``put_message -> _prepare -> CommitLog.append``
 executed on its own with the values the real path uses; then a few alternatives,
 each checked to produce the same record bytes. Step costs are the minimum over
@@ -8,7 +8,7 @@ rounds (the least disturbed measurement on a noisy machine) in nanoseconds per
 call; "rest" rows are the whole minus its timed parts: attribute checks,
 argument passing and calls.
 
-Since the put fast path landed (``store.put``), ``put_message`` of this workload takes
+Since the put fast path landed (``mqstore.put``), ``put_message`` of this workload takes
 it: the whole-put rows measure the fast path, while the step rows (``_prepare``,
 ``_properties``, ``CommitLog.append``) dissect the general path it replaced, and
 ablations of steps the fast path skips (encode, ``MappedFile.append``) save ~0.
@@ -35,13 +35,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from store import FlushDiskType, MessageStore, PutStatus, StoreConfig
-from store.commitlog.commitlog import EncodedMessage
-from store.commitlog.mapped_file import MappedFile
-from store.message import new_uniq_key, standard_properties_string
-from store.message_store import PutResult
-from tools.bench._putpath_ablate import ablations
-from tools.bench._workload import items
+from mqstore import FlushDiskType, MessageStore, PutStatus, StoreConfig
+from mqstore.commitlog.commitlog import EncodedMessage
+from mqstore.commitlog.mapped_file import MappedFile
+from mqstore.message import new_uniq_key, standard_properties_string
+from mqstore.message_store import PutResult
+from mqstore.tools.bench._putpath_ablate import ablations
+from mqstore.tools.bench._workload import items
 
 _tuple_new = tuple.__new__
 _OK = PutStatus.PUT_OK
@@ -187,7 +187,7 @@ def _check_same_bytes(
 
 def _uniq_table() -> Callable[[], str]:
     """``new_uniq_key`` with the 4-hex-digit counter suffix looked up, not formatted."""
-    from store import message as message_mod
+    from mqstore import message as message_mod
 
     g = message_mod._default_uniq
     hex4 = [f"{i:04X}" for i in range(65536)]
@@ -304,7 +304,7 @@ def _print_report(
 
 def main(argv: list[str] | None = None) -> int:
     """Print the step table and the alternatives table."""
-    ap = argparse.ArgumentParser(prog="python -m tools.bench.putpath", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m mqstore.tools.bench.putpath", description=__doc__)
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--number", type=int, default=2_000)
     args = ap.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The slot and chain checks of one index file, for :mod:`tools.spark.indexcheck`.
+"""The slot and chain checks of one index file, for :mod:`mqstore.tools.spark.indexcheck`.
 
 Vectorised with numpy over the file's slot table and entries (see indexcheck's doc).
 """
@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from store.index import format as ifmt
-from tools.spark.report import Finding
+from mqstore.index import format as ifmt
+from mqstore.tools.spark.report import Finding
 
 if TYPE_CHECKING:
-    from tools.spark.indexcheck import Geometry
+    from mqstore.tools.spark.indexcheck import Geometry
 
 MAX_PER_KIND: Final = 10_000
 """Chain findings kept per file; beyond it one summary finding says how many more."""

@@ -1,4 +1,4 @@
-"""The index half of :mod:`tools.spark.reindex`: read the keys, write index/ in one task.
+"""The index half of :mod:`mqstore.tools.spark.reindex`: read the keys, write index/ in one task.
 
 An index file's content depends on arrival order, so the rows are sorted by log offset
 into one partition and written by the store's own ``IndexService`` (see reindex.py).
@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from store.commitlog import format as fmt
-from tools.spark.segscan import Buffer, ByteRange, resync
+from mqstore.commitlog import format as fmt
+from mqstore.tools.spark.segscan import Buffer, ByteRange, resync
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -28,7 +28,7 @@ FAIL_ENV: Final = "MQSTORE_REINDEX_FAIL_FIRST_ATTEMPT"
 def index_rows(buf: Buffer, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
     """(offset, store timestamp, topic, UNIQ_KEY, KEYS) of each record the dispatcher
     indexes (every type but ROLLBACK), read like the reput service."""
-    from store.message import (
+    from mqstore.message import (
         PROPERTY_KEYS,
         PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
         string_to_properties,
@@ -73,8 +73,8 @@ def write_index(
     import pyarrow as pa
     from pyspark import TaskContext
 
-    from store.index import IndexService
-    from store.index import format as ifmt
+    from mqstore.index import IndexService
+    from mqstore.index import format as ifmt
 
     ctx = TaskContext.get()
     attempt = ctx.taskAttemptId() if ctx is not None else 0

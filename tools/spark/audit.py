@@ -3,13 +3,13 @@
 Usage::
 
     mqstore audit DIR [--master URL] [--report FILE.json]
-    python -m tools.spark.audit DIR [...]      spark-submit tools/spark/audit.py DIR [...]
+    python -m mqstore.tools.spark.audit DIR [...]      spark-submit tools/spark/audit.py DIR [...]
 
 Exit status: 0 clean (warnings allowed), 1 problems found, 2 usage or I/O error.
 
-What is checked (finding kinds are listed in :mod:`tools.spark.report`):
+What is checked (finding kinds are listed in :mod:`mqstore.tools.spark.report`):
 
-1. every record of every segment, in parallel tasks (:mod:`tools.spark.segscan`): magic,
+1. every record of every segment, in parallel tasks (:mod:`mqstore.tools.spark.segscan`): magic,
    TOTALSIZE against the recomputed length, body CRC, PHYSICALOFFSET against the
    position, blank end-of-file records followed by zeros, store timestamps plausible and
    non-decreasing per file; a torn tail of the last segment is reported once;
@@ -20,15 +20,15 @@ What is checked (finding kinds are listed in :mod:`tools.spark.report`):
 5. the checkpoint: no timestamp after the newest record (+3 s, RocketMQ's slack);
 6. index files (``index/``): header, slot and chain consistency per file, and every
    used entry against the record at its physical offset (key hash, time diff), see
-   :mod:`tools.spark.indexcheck`; skipped (noted in ``checks``) without ``index/``.
+   :mod:`mqstore.tools.spark.indexcheck`; skipped (noted in ``checks``) without ``index/``.
 
 Design: one Spark job. Segment byte ranges are parsed in ``mapInArrow`` tasks (each mmaps
 its file), the rows are grouped by (topic, queue) with ``applyInArrow`` and each group is
-checked with numpy against its own ConsumeQueue files (:mod:`tools.spark.queues`); only
+checked with numpy against its own ConsumeQueue files (:mod:`mqstore.tools.spark.queues`); only
 findings and per-queue statistics come back to the driver. When ``index/`` has files, a
 second job reads them (one task per file) and joins their entries with a per-record
 DataFrame of offsets and key hashes from a second parse of the segments
-(:mod:`tools.spark.indexcheck`); only findings come back.
+(:mod:`mqstore.tools.spark.indexcheck`); only findings come back.
 """
 
 from __future__ import annotations
@@ -45,16 +45,16 @@ from typing import TYPE_CHECKING, Any
 if not __package__:  # run as a script: spark-submit tools/spark/audit.py DIR
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tools.spark import cqscan, indexcheck, queues
-from tools.spark.layout import LayoutError, StoreLayout, discover
-from tools.spark.reader import (
+from mqstore.tools.spark import cqscan, indexcheck, queues
+from mqstore.tools.spark.layout import LayoutError, StoreLayout, discover
+from mqstore.tools.spark.reader import (
     DEFAULT_SPLIT_BYTES,
     SCAN_FIELDS,
     SCAN_SCHEMA,
     plan_ranges,
     scan_dataframe,
 )
-from tools.spark.report import AuditReport, Finding, QueueStats
+from mqstore.tools.spark.report import AuditReport, Finding, QueueStats
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -84,7 +84,7 @@ def _checkpoint(
     """Read the checkpoint through store.checkpoint on a private copy (it maps read-write)."""
     if layout.checkpoint is None:
         return None, []
-    from store.checkpoint import MIN_TIMESTAMP_SLACK_MS, Checkpoint
+    from mqstore.checkpoint import MIN_TIMESTAMP_SLACK_MS, Checkpoint
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "checkpoint"
@@ -235,7 +235,7 @@ def run_audit(
         LayoutError: ``store_dir`` is not a store.
         OSError: a file cannot be read or the report cannot be written.
     """
-    from tools.spark.session import build_session
+    from mqstore.tools.spark.session import build_session
 
     layout = discover(store_dir)
     spark = build_session(master, "mqstore-audit", progress=progress)

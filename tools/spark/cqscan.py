@@ -1,6 +1,6 @@
 """ConsumeQueue files as a DataFrame of units, read in Spark tasks.
 
-A few CQ files per task. Units are decoded with :mod:`store.consumequeue.format`
+A few CQ files per task. Units are decoded with :mod:`mqstore.consumequeue.format`
 (``iter_units``); numpy only finds the span of written units (so a 6,000,000-byte file
 holding a few units is cheap) and filters the tuples. Blank pre-fill units are dropped:
 they point at no message. Units with a negative offset or size are left in; the driver
@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from dataclasses import astuple
 from typing import TYPE_CHECKING, Any, Final
 
-from store.consumequeue import format as cqfmt
-from tools.spark.layout import CqFile
-from tools.spark.report import Finding
+from mqstore.consumequeue import format as cqfmt
+from mqstore.tools.spark.layout import CqFile
+from mqstore.tools.spark.report import Finding
 
 if TYPE_CHECKING:
     import pyarrow as pa

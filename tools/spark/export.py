@@ -3,7 +3,8 @@
 Usage::
 
     mqstore export DIR --parquet OUT [--master URL]
-    python -m tools.spark.export DIR --parquet OUT     spark-submit tools/spark/export.py ...
+    python -m mqstore.tools.spark.export DIR --parquet OUT
+    spark-submit tools/spark/export.py ...
 
 One row per valid record (see :data:`EXPORT_SCHEMA`), bodies decompressed; a body whose
 compressed bytes cannot be inflated is exported as null with ``body_error`` set. Damaged
@@ -26,10 +27,15 @@ from typing import TYPE_CHECKING, Any, Final
 if not __package__:  # run as a script: spark-submit tools/spark/export.py DIR ...
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from store.commitlog import format as fmt
-from tools.spark.layout import LayoutError, discover
-from tools.spark.reader import DEFAULT_SPLIT_BYTES, map_ranges, plan_ranges, ranges_dataframe
-from tools.spark.segscan import Buffer, ByteRange, resync
+from mqstore.commitlog import format as fmt
+from mqstore.tools.spark.layout import LayoutError, discover
+from mqstore.tools.spark.reader import (
+    DEFAULT_SPLIT_BYTES,
+    map_ranges,
+    plan_ranges,
+    ranges_dataframe,
+)
+from mqstore.tools.spark.segscan import Buffer, ByteRange, resync
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -139,7 +145,7 @@ def run_export(
     store_dir: str | Path, out: str | Path, master: str | None = None, *, progress: bool = False
 ) -> ExportResult:
     """Export ``store_dir`` to Parquet at ``out`` (reusing an active session if any)."""
-    from tools.spark.session import build_session
+    from mqstore.tools.spark.session import build_session
 
     discover(store_dir)  # fail on a bad directory before starting Spark
     spark = build_session(master, "mqstore-export", progress=progress)

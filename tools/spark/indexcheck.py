@@ -1,6 +1,6 @@
 """Index files against the CommitLog: the audit's ``index`` check.
 
-Every ``index/*`` file is read with the project's codec (``store.index.format``: header,
+Every ``index/*`` file is read with the project's codec (``mqstore.index.format``: header,
 slots, entries) in one Spark task per file, which checks the file on its own:
 
 * ``index_header``: the file size does not match the index geometry, ``indexCount``
@@ -18,7 +18,7 @@ in the segment tasks like the rest of the audit; no driver loop over records or 
 * ``index_dangling``: the offset is not the start of a record (entries below the
   CommitLog's first offset point at expired data and are not checked);
 * ``index_wrong_key``: the key hash is none of that record's index keys;
-* ``index_time``: the time diff is not ``store.index.format.time_diff_seconds`` of the
+* ``index_time``: the time diff is not ``mqstore.index.format.time_diff_seconds`` of the
   record's store timestamp against the header's begin (for entry 1, against the begin
   the file was created with: the previous file's end time; not checked for entry 1 of
   the oldest file, whose predecessor may have expired).
@@ -37,17 +37,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from store.commitlog import format as fmt
-from store.index import format as ifmt
-from tools.spark._indexchain import _chain_findings
-from tools.spark.report import Finding
-from tools.spark.segscan import Buffer, ByteRange, resync
+from mqstore.commitlog import format as fmt
+from mqstore.index import format as ifmt
+from mqstore.tools.spark._indexchain import _chain_findings
+from mqstore.tools.spark.report import Finding
+from mqstore.tools.spark.segscan import Buffer, ByteRange, resync
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-    from tools.spark.layout import StoreLayout
+    from mqstore.tools.spark.layout import StoreLayout
 
 FILE_SCHEMA: Final = "path string, rel string, prev_end_ts long, slots int, num int"
 ENTRY_SCHEMA: Final = (
@@ -120,7 +120,7 @@ def infer_geometry(path: Path) -> Geometry | None:
 
 def resolve_geometry(files: list[Path], slots: int | None, num: int | None) -> Geometry:
     """Given geometry, else the defaults if they fit, else inferred (see module doc)."""
-    from store.config import StoreConfig
+    from mqstore.config import StoreConfig
 
     d = StoreConfig()
     if slots is not None and num is not None:
@@ -230,7 +230,7 @@ def _entry_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 def key_rows(buf: Buffer, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
     """(offset, store timestamp, key hashes) of every record, read like the reput
     service; rolled-back records get no keys (the dispatcher does not index them)."""
-    from store.message import (
+    from mqstore.message import (
         PROPERTY_KEYS,
         PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
         string_to_properties,
@@ -309,7 +309,7 @@ def index_findings(
     files: list[Path],
 ) -> list[Finding]:
     """Every index finding of the module doc (one task per index file, one join)."""
-    from tools.spark.reader import map_ranges, ranges_dataframe
+    from mqstore.tools.spark.reader import map_ranges, ranges_dataframe
 
     file_rows, found = _file_rows(layout, geometry, files)
     if not file_rows:
@@ -345,7 +345,7 @@ def _file_rows(
 ) -> tuple[list[tuple[str, str, int, int, int]], list[Finding]]:
     """One FILE_SCHEMA row per index file (with the previous file's end timestamp) and
     the findings of the header order checks across files."""
-    from tools.spark.queues import rel_name
+    from mqstore.tools.spark.queues import rel_name
 
     prev_end = -1  # unknown for the first file listed: older files may have expired
     file_rows = []

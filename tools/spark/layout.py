@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.consumequeue import format as cqfmt
+from mqstore.consumequeue import format as cqfmt
 
 NAME_DIGITS = 20
 

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from store.commitlog import format as fmt
-from store.consumequeue import format as cqfmt
-from tools.spark.cqscan import read_units
-from tools.spark.layout import CqFile, StoreLayout
-from tools.spark.report import Finding, QueueStats
+from mqstore.commitlog import format as fmt
+from mqstore.consumequeue import format as cqfmt
+from mqstore.tools.spark.cqscan import read_units
+from mqstore.tools.spark.layout import CqFile, StoreLayout
+from mqstore.tools.spark.report import Finding, QueueStats
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -4,11 +4,11 @@ Plan on the driver, parse in tasks:
 
 1. :func:`plan_ranges` turns the segments into ``(file, start, end)`` byte ranges. A file
    up to ``split_bytes`` is one range; a bigger one is cut at record boundaries found by a
-   cheap pre-scan (:func:`store.commitlog.format.peek_size`, 8 bytes per record). The
+   cheap pre-scan (:func:`mqstore.commitlog.format.peek_size`, 8 bytes per record). The
    pre-scan stops cutting at the first header that does not look like a record, so damage
    always falls in the last range of its file and a range never needs its neighbours.
 2. :func:`scan_dataframe` makes one partition per range and runs ``mapInArrow``: each task
-   mmaps its file read-only, checks its range with :func:`tools.spark.segscan.scan_range`
+   mmaps its file read-only, checks its range with :func:`mqstore.tools.spark.segscan.scan_range`
    and emits Arrow batches: per range one row per (topic, queue) whose record fields are
    arrays (``l_offset``, ``l_queue_offset``, ...), plus the findings and a range summary.
    Grouping by queue then shuffles a few large rows instead of one row per record
@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import astuple
 from typing import TYPE_CHECKING, Any, Final
 
-from store.commitlog import format as fmt
-from tools.spark.layout import StoreLayout
-from tools.spark.segscan import (
+from mqstore.commitlog import format as fmt
+from mqstore.tools.spark.layout import StoreLayout
+from mqstore.tools.spark.segscan import (
     ROW_FIELDS,
     ByteRange,
     RecordColumns,
@@ -237,7 +237,7 @@ def audit_task(batches: Iterable[pa.RecordBatch], now_ms: int) -> Iterator[pa.Re
 
 
 def scan_dataframe(spark: SparkSession, ranges: list[ByteRange], now_ms: int) -> DataFrame:
-    """Audit rows (see :class:`tools.spark.segscan.Row`) for every range, parsed in tasks."""
+    """Audit rows (:class:`mqstore.tools.spark.segscan.Row`) for every range, parsed in tasks."""
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return audit_task(batches, now_ms)

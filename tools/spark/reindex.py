@@ -3,10 +3,11 @@
 Usage::
 
     mqstore reindex DIR [--master URL] [--out DIR]
-    python -m tools.spark.reindex DIR [...]     spark-submit tools/spark/reindex.py DIR [...]
+    python -m mqstore.tools.spark.reindex DIR [...]
+    spark-submit tools/spark/reindex.py DIR [...]
 
 The files are byte-identical to what the store's dispatcher writes
-(``store.consumequeue.dispatch`` + ``queue.ConsumeQueue.put``): units in CommitLog
+(``mqstore.consumequeue.dispatch`` + ``queue.ConsumeQueue.put``): units in CommitLog
 order, one per dispatchable record (transaction type NOT or COMMIT), tags code from the
 dispatcher's own ``tags_code_of`` (TAGS hash; deliver time for delayed records); a unit
 whose queue offset is below the queue's next one is skipped (a re-dispatch); the queue's
@@ -35,7 +36,7 @@ byte-identical to the dispatcher's. Their *names* are creation times: the existi
 names), and files beyond them are named like the service names them (the clock, always
 after the previous name). The geometry (slots, entries per file) is ``--index-slots``/
 ``--index-num``, else inferred from the existing files, else the StoreConfig defaults
-(:func:`tools.spark.indexcheck.resolve_geometry`). consumequeue/ and index/ are each
+(:func:`mqstore.tools.spark.indexcheck.resolve_geometry`). consumequeue/ and index/ are each
 swapped in atomically, one after the other.
 
 The store must not be open (its ``lock`` file is checked).
@@ -58,9 +59,9 @@ from typing import TYPE_CHECKING, Any, Final
 if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR ...
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from store.commitlog import format as fmt
-from store.consumequeue import format as cqfmt
-from tools.spark._reindex_index import (
+from mqstore.commitlog import format as fmt
+from mqstore.consumequeue import format as cqfmt
+from mqstore.tools.spark._reindex_index import (
     FAIL_ENV,
     INDEX_MANIFEST,
     INDEX_ROWS,
@@ -69,10 +70,15 @@ from tools.spark._reindex_index import (
     index_rows,
     write_index,
 )
-from tools.spark.indexcheck import index_files, resolve_geometry
-from tools.spark.layout import LayoutError, discover
-from tools.spark.reader import DEFAULT_SPLIT_BYTES, map_ranges, plan_ranges, ranges_dataframe
-from tools.spark.segscan import Buffer, ByteRange, resync
+from mqstore.tools.spark.indexcheck import index_files, resolve_geometry
+from mqstore.tools.spark.layout import LayoutError, discover
+from mqstore.tools.spark.reader import (
+    DEFAULT_SPLIT_BYTES,
+    map_ranges,
+    plan_ranges,
+    ranges_dataframe,
+)
+from mqstore.tools.spark.segscan import Buffer, ByteRange, resync
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -90,9 +96,9 @@ class StoreInUseError(OSError):
 
 def _tags_coder() -> Any:
     """The dispatcher's own tags-code rule, bound to the default delay levels."""
-    from store.config import StoreConfig
-    from store.consumequeue.dispatch import Dispatcher
-    from store.schedule import DelayLevels
+    from mqstore.config import StoreConfig
+    from mqstore.consumequeue.dispatch import Dispatcher
+    from mqstore.schedule import DelayLevels
 
     levels = DelayLevels.parse(StoreConfig().message_delay_level)
     return Dispatcher(None, None, levels).tags_code_of  # type: ignore[arg-type]
@@ -101,7 +107,7 @@ def _tags_coder() -> Any:
 def dispatch_rows(buf: Buffer, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
     """(topic, queue, queue offset, physical offset, size, tags code) of each record the
     dispatcher would give a unit, read like the reput service (no CRC check)."""
-    from store.message import string_to_properties
+    from mqstore.message import string_to_properties
 
     code_of = _tags_coder()
     with memoryview(buf) as view:
@@ -192,7 +198,7 @@ def write_group(key: tuple[Any, ...], table: pa.Table, attempts: str) -> pa.Tabl
 
 
 def _check_not_open(root: Path) -> None:
-    from store import _platform
+    from mqstore import _platform
 
     lock = root / "lock"
     if not lock.exists():
@@ -344,7 +350,7 @@ def run_reindex(
     index_num: int | None = None,
 ) -> dict[str, Any]:
     """Reindex with a session for ``master`` (or the active one)."""
-    from tools.spark.session import build_session
+    from mqstore.tools.spark.session import build_session
 
     discover(store_dir)
     spark = build_session(master, "mqstore-reindex", progress=progress)

@@ -1,10 +1,10 @@
 """Checking one byte range of one CommitLog segment: the per-task work of the audit.
 
 Pure Python over a buffer (an mmap in a Spark task, bytes in a unit test); every record
-is validated by :func:`store.commitlog.format.scan`, so nothing here knows the layout
+is validated by :func:`mqstore.commitlog.format.scan`, so nothing here knows the layout
 beyond the named positions that module exports.
 
-A range starts at a record boundary (see :mod:`tools.spark.reader`) and yields rows:
+A range starts at a record boundary (see :mod:`mqstore.tools.spark.reader`) and yields rows:
 
 * ``Row.record`` for every record whose fields can be read (a bad body CRC still yields
   the record, flagged ``crc_ok=False``, so queue continuity and ConsumeQueue checks see
@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from store.commitlog import format as fmt
+from mqstore.commitlog import format as fmt
 
 Buffer = bytes | mmap.mmap
 """What the scan reads: bytes in tests, a read-only mmap of the whole file in tasks."""
