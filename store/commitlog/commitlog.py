@@ -24,7 +24,6 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from mqstore.commitlog import format as fmt
-from mqstore.commitlog._reads import ReadMixin
 from mqstore.commitlog.mapped_file import MappedFile
 from mqstore.commitlog.segments import Segments
 from mqstore.status import AppendStatus
@@ -101,8 +100,11 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class CommitLog(ReadMixin):
-    """Appends and reads records over a :class:`Segments` (reads: :class:`ReadMixin`)."""
+class CommitLog:
+    """Appends and reads records over a :class:`Segments`.
+
+    Readers do not take the put lock: they see bytes up to a segment's wrote position.
+    """
 
     def __init__(
         self,
@@ -137,6 +139,29 @@ class CommitLog(ReadMixin):
     def file_size(self) -> int:
         """Segment size in bytes."""
         return self.segments.file_size
+
+    # ------------------------------------------------------------------- reads
+
+    def read(self, offset: int, size: int) -> bytes | None:
+        """Copy ``size`` bytes at ``offset``; None if not (or no longer) held.
+
+        The copy makes the result safe after the segment is deleted.
+        """
+        mf = self.segments.find(offset)
+        if mf is None:
+            return None
+        rel = offset - mf.file_from_offset
+        if rel + size > mf.wrote_position:
+            return None
+        return bytes(mf.view[rel : rel + size])
+
+    def decode_at(self, offset: int, *, check_crc: bool = False) -> fmt.DecodeResult | None:
+        """Decode the record starting at ``offset``; None if the offset is not held."""
+        mf = self.segments.find(offset)
+        if mf is None:
+            return None
+        rel = offset - mf.file_from_offset
+        return fmt.decode(mf.view, rel, mf.wrote_position, check_crc=check_crc)
 
     # ------------------------------------------------------------------ append
 

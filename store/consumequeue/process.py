@@ -3,7 +3,8 @@
 :class:`DispatchProcess` starts ``mqstore.consumequeue.worker`` once the store's
 recovery is done, and stands in for the in-process :class:`ReputService` towards
 readers (``reput_from``, ``behind``, ``indexed``, ``wait_until``). Its watcher
-thread (``mqstore.consumequeue.watch``), every millisecond:
+thread, every millisecond (the first three through its
+:class:`~mqstore.consumequeue.watch.Watcher`):
 
 * publishes the dispatch limit (written end under ASYNC_FLUSH, flushed end under
   SYNC_FLUSH) and the CommitLog's first offset in the shared page
@@ -40,8 +41,8 @@ from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
 from mqstore.consumequeue.dispatch import Dispatcher
 from mqstore.consumequeue.shared import FILE_NAME, SharedState, Slot
-from mqstore.consumequeue.watch import WatcherMixin
-from mqstore.consumequeue.worker import Start
+from mqstore.consumequeue.watch import POLL, Watcher
+from mqstore.consumequeue.worker import EXIT_FLUSH_FAILED, Start
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +50,15 @@ START_TIMEOUT = 60.0
 """Seconds a child may take to map its files and answer ``ready``."""
 STOP_TIMEOUT = 120.0
 """Seconds a child may take to drain and flush at close."""
+RESTART_BACKOFF = 1.0
+"""Seconds between a child's death (or a failed watcher round) and its restart."""
 
 
 class DispatchProcessError(RuntimeError):
     """The dispatcher process could not be started."""
 
 
-class DispatchProcess(WatcherMixin):
+class DispatchProcess:
     """A running dispatcher child and the thread that keeps in touch with it."""
 
     def __init__(
@@ -72,16 +75,16 @@ class DispatchProcess(WatcherMixin):
         self.cfg = cfg
         self._segments = segments
         self._checkpoint = checkpoint
-        self._dispatcher = dispatcher
         self.limit = limit
         self._lock_fd = lock_fd
         self._on_error = on_error
         self.state = SharedState(cfg.root / FILE_NAME, create=True)
+        self._watcher = Watcher(
+            self.state, segments, checkpoint, dispatcher, limit=limit, note_error=self._note_error
+        )
         self._proc: subprocess.Popen[bytes] | None = None
-        self._progress = threading.Condition()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._announced = 0
         self.last_error: BaseException | None = None
         self.restarts = 0
 
@@ -120,8 +123,8 @@ class DispatchProcess(WatcherMixin):
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            with self._progress:
-                self._progress.wait(min(left, 0.005))
+            with self._watcher.progress:
+                self._watcher.progress.wait(min(left, 0.005))
         return True
 
     # ------------------------------------------------------------- lifecycle
@@ -139,10 +142,49 @@ class DispatchProcess(WatcherMixin):
         st.set(Slot.MIN_PHYSICAL, self._segments.min_offset)
         st.set(Slot.LOGICS_MSG_TIMESTAMP, self._checkpoint.logics_msg_timestamp)
         st.set(Slot.INDEX_MSG_TIMESTAMP, self._checkpoint.index_msg_timestamp)
-        self._announced = reput_from
+        self._watcher.start_at(reput_from)
         self._spawn(Start(self.cfg, reput_from, index_from, restart=False))
         self._thread = threading.Thread(target=self._watch, name="dispatch-watch", daemon=True)
         self._thread.start()
+
+    def _note_error(self, err: BaseException) -> None:
+        self.last_error = err
+
+    def _watch(self) -> None:
+        """The watcher thread: a :class:`Watcher` round, then the child's health."""
+        restart_at = 0.0
+        while not self._stopping.is_set():
+            try:
+                self._watcher.tick()
+                proc = self._proc
+                if proc is not None and proc.poll() is not None:
+                    restart_at = self._child_died(proc)
+                if self._proc is None and restart_at and time.monotonic() >= restart_at:
+                    self._restart()
+                    restart_at = 0.0
+            except Exception as e:
+                self.last_error = e
+                log.exception("dispatcher process watcher")
+                restart_at = time.monotonic() + RESTART_BACKOFF
+            self._stopping.wait(POLL)
+
+    def _child_died(self, proc: subprocess.Popen[bytes]) -> float:
+        """Handle an unexpected exit; return when to restart (0: never)."""
+        self._proc = None
+        self._close_pipes(proc)
+        code = proc.returncode
+        if code == EXIT_FLUSH_FAILED:
+            err = OSError(f"the dispatcher process could not sync consume queues (exit {code})")
+            self.last_error = err
+            self._on_error(err)
+            return 0.0
+        self.last_error = RuntimeError(f"the dispatcher process died (exit {code})")
+        log.error("%s; restarting it from %d", self.last_error, self.reput_from)
+        return time.monotonic() + RESTART_BACKOFF
+
+    def _restart(self) -> None:
+        self.restarts += 1
+        self._spawn(Start(self.cfg, self.reput_from, None, restart=True))
 
     def _spawn(self, start: Start) -> None:
         root = str(Path(__file__).resolve().parents[2])
@@ -215,8 +257,8 @@ class DispatchProcess(WatcherMixin):
             proc.kill()
             proc.wait()
         self._close_pipes(proc)
-        self._sync_checkpoint()
-        self._announce()
+        self._watcher.sync_checkpoint()
+        self._watcher.announce()
         if answer != b"stopped 1":
             log.error("dispatcher process stopped uncleanly: %r", answer)
             return False
