@@ -114,7 +114,7 @@ class DiskModel:
         self._durable: dict[str, tuple[int, bytes]] = {_key(p): _read_ino(p) for p in self._files()}
         if self._abort.exists():
             self._durable[_key(self._abort)] = _read_ino(self._abort)
-        self._pending: dict[tuple[int, str], bytes] = {}
+        self._pending: dict[tuple[int, str], tuple[int, bytes]] = {}
         self._calls: Counter[str] = Counter()
         self._crash_point: tuple[str, int] | None = None
         self.io_error: int | None = None
@@ -196,9 +196,9 @@ class DiskModel:
                 with self._lock:
                     if self.crashed.is_set():  # the power failed while the sync ran
                         raise self._dead()
-                    snapshot = self._pending.pop(slot, None)
-                    if snapshot is not None:  # None: installed while this sync ran
-                        self._durable[slot[1]] = snapshot
+                    covered = self._pending.pop(slot, None)
+                    if covered is not None:  # None: installed while this sync ran
+                        self._durable[slot[1]] = covered
                         self.syncs += 1
         if crash_now:
             self.cut(f"{point} #{self._calls[point]}")
@@ -326,7 +326,7 @@ _State = tuple[dict[str, bytes], dict[str, bytes], bool, Path | None]
 """(memory, durable, abort file volatile, commitlog directory) of a crash."""
 
 
-def _model_state(model: DiskModel) -> tuple[str, dict[str, bytes], dict[str, bytes], bool, Path]:
+def _model_state(model: DiskModel) -> tuple[str, *_State]:
     """Cut ``model`` now (if not yet); return (reason, memory, durable, abort volatile, dir)."""
     model.cut("abandon")
     memory = dict(model.memory)

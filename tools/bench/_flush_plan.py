@@ -10,8 +10,8 @@ import functools
 from mqstore import FlushDiskType
 from mqstore.tools.bench import _mqstore as mq
 from mqstore.tools.bench import _references as ref
+from mqstore.tools.bench._commitlog_plan import Contender
 from mqstore.tools.bench._workload import Item, items
-from mqstore.tools.bench.commitlog import Contender
 
 MODES = (FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH)
 THREADS = (1, 4, 16, 64)

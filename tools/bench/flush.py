@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from mqstore import FlushDiskType
+from mqstore.tools.bench._commitlog_plan import Contender
 from mqstore.tools.bench._flush_durability import durability, trial
 from mqstore.tools.bench._flush_plan import (
     CDF_POINTS,
@@ -59,7 +60,7 @@ from mqstore.tools.bench._flush_plan import (
 )
 from mqstore.tools.bench._flush_report import format_report, write_plot
 from mqstore.tools.bench._harness import Run, fs_type, percentile, pick_base_dir, settle
-from mqstore.tools.bench.commitlog import Contender, _progress, summarize
+from mqstore.tools.bench.commitlog import _progress, summarize
 
 # ------------------------------------------------------------------- matrix
 

@@ -55,6 +55,7 @@ from mqstore.tools.spark.reader import (
     scan_dataframe,
 )
 from mqstore.tools.spark.report import AuditReport, Finding, QueueStats
+from mqstore.tools.spark.session import master_url
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -212,7 +213,7 @@ def audit_with(
         queues=stats,
         checks=state,
         checkpoint=cp_fields,
-        master=spark.sparkContext.master,
+        master=master_url(spark),
         elapsed_s=time.perf_counter() - t0,
     )
 

@@ -75,10 +75,15 @@ def _row(rec: fmt.MessageRecord, size: int, name: str) -> tuple[Any, ...]:
 
 def export_rows(buf: Buffer, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
     """Rows for the valid records of one range, skipping damage."""
+    with memoryview(buf) as view:  # fmt.decode takes a view; resync's find() needs buf
+        yield from _export_rows(buf, view, rng)
+
+
+def _export_rows(buf: Buffer, view: memoryview, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
     pos = rng.start
     end = len(buf)
     while pos < rng.end:
-        r = fmt.decode(buf, pos, end)
+        r = fmt.decode(view, pos, end)
         if isinstance(r, fmt.Record):
             yield _row(r.record, r.size, rng.name)
             pos += r.size

@@ -102,10 +102,10 @@ def infer_geometry(path: Path) -> Geometry | None:
         room = rest - slots * ifmt.SLOT_SIZE
         ok = (room % ifmt.ENTRY_SIZE == 0) & (room // ifmt.ENTRY_SIZE > last)
         slots = slots[ok]
-        pos = ifmt.entry_position(slots, last)  # type: ignore[arg-type]
+        pos = ifmt.entry_position(slots, last)
         words = np.frombuffer(mm, dtype=">i4")
         key_hash = words[pos // 4].astype(np.int64)  # keyHash is an entry's first int
-        slot_value = words[ifmt.slot_position(key_hash % slots) // 4]  # type: ignore[arg-type]
+        slot_value = words[ifmt.slot_position(key_hash % slots) // 4]
         cands = slots[slot_value == last].tolist()
         found = None
         for s in cands:

@@ -67,8 +67,8 @@ class QueueContext:
         files: dict[tuple[str, int], list[CqFile]] = {}
         for f in layout.cq_files:
             files.setdefault((f.topic, f.queue_id), []).append(f)
-        for q in layout.cq_queues:
-            files.setdefault(q, [])
+        for key in layout.cq_queues:
+            files.setdefault(key, [])
         holes: dict[tuple[str, int], list[tuple[int, int]]] = {}
         for t, q, lo, hi in lost:
             holes.setdefault((t, q), []).append((lo, hi))

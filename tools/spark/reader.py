@@ -89,14 +89,15 @@ def record_cuts(buf: bytes | mmap.mmap, length: int, split_bytes: int) -> list[i
     next_cut = split_bytes
     magics = (fmt.MAGIC_V1, fmt.MAGIC_V2)
     peek = fmt.peek_size
-    while pos + 8 <= length:
-        size, magic = peek(buf, pos)
-        if magic not in magics or size < fmt.MIN_RECORD_SIZE or pos + size > length:
-            break
-        pos += size
-        if pos >= next_cut and pos < length:
-            cuts.append(pos)
-            next_cut = pos + split_bytes
+    with memoryview(buf) as view:
+        while pos + 8 <= length:
+            size, magic = peek(view, pos)
+            if magic not in magics or size < fmt.MIN_RECORD_SIZE or pos + size > length:
+                break
+            pos += size
+            if pos >= next_cut and pos < length:
+                cuts.append(pos)
+                next_cut = pos + split_bytes
     return cuts
 
 

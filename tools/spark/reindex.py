@@ -193,8 +193,8 @@ def write_group(key: tuple[Any, ...], table: pa.Table, attempts: str) -> pa.Tabl
         rows.append((topic, queue_id, name, str(folder / name), units))
     names = [c.split()[0] for c in MANIFEST.split(",")]
     types = [pa.string(), pa.int32(), pa.string(), pa.string(), pa.int64()]
-    cols = list(zip(*rows, strict=True)) if rows else [() for _ in types]
-    return pa.table([pa.array(c, ty) for c, ty in zip(cols, types, strict=True)], names=names)
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in types]
+    return pa.table([pa.array(c, ty) for c, ty in zip(columns, types, strict=True)], names=names)
 
 
 def _check_not_open(root: Path) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import enum
 import mmap
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -71,7 +71,8 @@ class Row(NamedTuple):
     detail: str | None = None
     first_ts: int | None = None
     last_ts: int | None = None
-    count: int | None = None
+    # The Spark column is named "count"; nothing calls tuple.count on a Row.
+    count: int | None = None  # type: ignore[assignment]
 
 
 ROW_FIELDS: Final = Row._fields
@@ -86,6 +87,15 @@ class RecordColumns:
     field instead of a tuple per record, and straight into Arrow arrays."""
 
     __slots__ = RECORD_COLUMNS
+    offset: list[int]
+    size: list[int]
+    topic: list[str]
+    queue_id: list[int]
+    queue_offset: list[int]
+    sys_flag: list[int]
+    store_ts: list[int]
+    tags_code: list[int]
+    crc_ok: list[bool]
 
     def __init__(self) -> None:
         self.clear()
@@ -157,7 +167,8 @@ def resync(buf: Buffer, base_offset: int, start: int, end: int) -> int:
             return -1
         h = min(live)
         q = h - fmt.MAGIC_POS
-        r = fmt.scan(buf, q, end, check_crc=False)
+        with memoryview(buf) as view:
+            r = fmt.scan(view, q, end, check_crc=False)
         if isinstance(r, fmt.RecordInfo) and r.physical_offset == base_offset + q:
             return q
         hits = [find(m, h + 1, end) if x == h else x for m, x in zip(_MAGICS, hits, strict=True)]
@@ -271,7 +282,7 @@ def _range_row(
 
 def _not_a_record(
     buf: Buffer, rng: ByteRange, pos: int, r: fmt.ScanResult, file_end: int
-) -> Iterator[Row]:
+) -> Generator[Row, None, int]:
     """Findings for a blank or undecodable record at ``pos``; returns the next position
     to scan, or -1 when the range's scan ends (a blank always ends it)."""
     if isinstance(r, fmt.EndOfSegment):
@@ -298,7 +309,7 @@ def _check_blank(buf: Buffer, name: str, pos: int, size: int, file_end: int) -> 
 
 def _damage(
     buf: Buffer, rng: ByteRange, pos: int, bad: fmt.Corrupt, file_end: int
-) -> Iterator[Row]:
+) -> Generator[Row, None, int]:
     """Findings for undecodable bytes at ``pos``; returns where to continue, or -1."""
     name = rng.name
     if bad.kind is fmt.CorruptKind.ZEROED:

@@ -45,6 +45,14 @@ SMALL_MACHINE_CONF: dict[str, str] = {
 }
 
 
+def master_url(spark: SparkSession) -> str:
+    """The master URL of a running session (a SparkContext always has one)."""
+    master = spark.sparkContext.master
+    if master is None:
+        raise RuntimeError("the SparkContext has no master URL")
+    return master
+
+
 def is_local_master(master: str) -> bool:
     """True for ``local``/``local[N]``/``local[N,R]`` masters."""
     return master == "local" or master.startswith("local[")
@@ -115,7 +123,7 @@ def build_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    if not is_local_master(spark.sparkContext.master):
+    if not is_local_master(master_url(spark)):
         shipped = _package_zip()
         spark.sparkContext.addPyFile(str(shipped))
         atexit.register(shipped.unlink, missing_ok=True)
