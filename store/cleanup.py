@@ -63,14 +63,26 @@ def disk_used_ratio(
     path: str | os.PathLike[str],
     statvfs: Callable[[str], os.statvfs_result] = os.statvfs,
 ) -> float:
-    """Used fraction of the partition holding ``path`` (``getDiskPartitionSpaceUsedPercent``)."""
+    """Used fraction of the partition holding ``path``, as RocketMQ 4.9.8 computes it.
+
+    ``UtilAll.getDiskPartitionSpaceUsedPercent``: used = total - free, over used +
+    *usable*, where usable (``File.getUsableSpace``, statvfs ``f_bavail``) leaves out
+    the blocks reserved for root; the percentage is rounded up to a whole percent and
+    returned as a fraction (0.93). So a disk whose reserved blocks are all that is
+    left counts as full, as RocketMQ refuses puts there. 0.0 when the path cannot be
+    measured (RocketMQ's -1, "unknown", which never trips a threshold either).
+    """
     try:
         st = statvfs(os.fspath(path))
     except OSError:
         return 0.0
     if st.f_blocks == 0:
         return 0.0
-    return (st.f_blocks - st.f_bfree) / st.f_blocks
+    used = st.f_blocks - st.f_bfree
+    entire = used + st.f_bavail
+    if entire <= 0:
+        return 0.0
+    return -(-used * 100 // entire) / 100.0
 
 
 class DiskGuard:
