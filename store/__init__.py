@@ -1,6 +1,6 @@
 """mqstore: a RocketMQ-compatible message store.
 
-Public API (architecture.md)::
+Public API (README.md, "Embedded store")::
 
     from mqstore import (MessageStore, StoreConfig, Message, FlushDiskType, BrokerRole,
                        PutStatus, GetStatus)

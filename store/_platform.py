@@ -6,9 +6,9 @@ idea): tests monkeypatch :func:`fdatasync` to raise ``OSError(EIO)`` or
 
 Why ``os.fdatasync`` and not ``mmap.flush()``: on Linux both write back the page
 cache of a shared mapping, but ``mmap.flush()`` holds the GIL for the whole msync
-(other threads get ~4% of their progress) while ``os.fdatasync`` releases it (~80%),
-which is what lets producers keep appending while the flusher waits, so group
-commit batches form naturally (perf-notes.md).
+(other threads nearly stop) while ``os.fdatasync`` releases it, which is what lets
+producers keep appending while the flusher waits, so group commit batches form
+naturally (docs/design.md §1).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class StoreConfig:
     os_page_cache_busy_timeout_ms: int = 1000
     file_reserved_time_hours: int = 72
     extra: dict[str, str] = field(default_factory=dict, compare=False)
-    # HA replication (store.ha; rocketmq-facts section 9). A SYNC_MASTER serves slaves on
+    # HA replication (store.ha; docs/protocol.md §2). A SYNC_MASTER serves slaves on
     # ha_bind_host:ha_listen_port (0 picks a free port); a SLAVE with ha_master_address
     # ("HOST:PORT") replicates from it. See store.ha.service for who starts what.
     ha_listen_port: int = 10912
@@ -77,12 +77,12 @@ class StoreConfig:
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
     slave_timeout_ms: int = 3000
     ha_bind_host: str = "127.0.0.1"
-    # ConsumeQueue (rocketmq-facts 4, 7.4): 300,000 units of 20 bytes per file
+    # ConsumeQueue (docs/format.md §3, docs/store.md §2.3): 300,000 units of 20 bytes per file
     mapped_file_size_consume_queue: int = 300_000 * 20
     flush_interval_consume_queue_ms: int = 1000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval_ms: int = 60_000
-    # IndexFile (rocketmq-facts 5)
+    # IndexFile (docs/format.md §4)
     message_index_enable: bool = True
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
@@ -96,7 +96,7 @@ class StoreConfig:
     # store). With the producers pinned to another CPU (store.affinity.pin_process,
     # taskset), thread hand-offs stay on one CPU: see store.affinity for why and figures.
     dispatch_cpus: tuple[int, ...] = ()
-    # pull (rocketmq-facts 8.2)
+    # pull (docs/store.md §3.1)
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
     max_transfer_bytes_on_message_in_disk: int = 64 * 1024
@@ -104,7 +104,7 @@ class StoreConfig:
     access_message_in_memory_max_ratio: int = 40
     max_filter_message_size: int = 16_000
     offset_check_in_slave: bool = False
-    # delay levels (rocketmq-facts 10.5)
+    # delay levels (docs/store.md §5.1)
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     flush_delay_offset_interval_ms: int = 10_000
     # cleanup of expired files (file_reserved_time_hours above)

@@ -3,7 +3,7 @@
 :class:`Logics` is the part of the composition root that owns the "logic" files
 (RocketMQ's name for consume queues) and the threads around them, so that
 ``message_store.py`` stays a short list of steps. The open sequence follows
-RocketMQ's (rocketmq-facts 6.3, 6.6-6.8):
+RocketMQ's (docs/store.md §1):
 
 1. :meth:`Logics.load`: map the consume queues and the index files; after a crash,
    index files newer than the checkpoint's ``indexMsgTimestamp`` are destroyed.

@@ -1,6 +1,6 @@
 """Delay levels: delayed messages wait in ``SCHEDULE_TOPIC_XXXX`` until they are due.
 
-RocketMQ ``ScheduleMessageService`` (rocketmq-facts 4.3, 10.5):
+RocketMQ ``ScheduleMessageService`` (docs/format.md §3.3, docs/store.md §5.1):
 
 * **Levels.** ``messageDelayLevel`` = ``"1s 5s 10s 30s 1m ... 2h"``: level *i* (from 1)
   waits the *i*-th duration; units s, m, h, d.

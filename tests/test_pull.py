@@ -1,6 +1,6 @@
 """get_message: every GetStatus and nextBeginOffset case, transfer limits, filtering, bodies.
 
-The table (rocketmq-facts 8.2) in the order RocketMQ checks it; each test builds the
+The table (docs/store.md §3.1) in the order RocketMQ checks it; each test builds the
 situation through the public API (or, for the two race windows, by deleting a file
 the way cleanup would) and asserts status and ``next_begin_offset`` together.
 """

@@ -10,7 +10,7 @@ see :func:`process_pull`.
 
 Header field names are RocketMQ's ``*RequestHeader`` / ``*ResponseHeader`` fields;
 SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE use the one-letter names of
-``SendMessageRequestHeaderV2`` (rocketmq-facts 11.6).
+``SendMessageRequestHeaderV2`` (docs/protocol.md §1.6).
 """
 
 from __future__ import annotations

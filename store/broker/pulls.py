@@ -1,7 +1,7 @@
 """Pull requests and outcomes as the broker sees them, and the status-to-code mapping.
 
 A pull is answered with a RocketMQ response code, never a :class:`GetStatus`: the
-client only knows the four pull codes. The mapping (rocketmq-facts 8.3,
+client only knows the four pull codes. The mapping (docs/store.md §3.2,
 ``PullMessageProcessor``):
 
 ==========================================  =========================================

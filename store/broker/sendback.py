@@ -1,7 +1,7 @@
 """CONSUMER_SEND_MSG_BACK: a message a consumer failed to process goes back for retry.
 
 The broker re-reads the original from the CommitLog by physical offset and stores a
-copy (rocketmq-facts 10.5, ``SendMessageProcessor.consumerSendMsgBack``):
+copy (docs/store.md §5.2, ``SendMessageProcessor.consumerSendMsgBack``):
 
 - to ``%RETRY%<group>`` through the schedule topic, at delay level
   ``3 + reconsumeTimes`` when the consumer asked for level 0 (10 s, then 30 s, 1 min,

@@ -22,7 +22,7 @@ messages one after another, each big-endian::
 >>> decode_batch(body)
 [(0, b'hi', 'TAGS\\x01A\\x02')]
 
-Heartbeat and lock bodies are fastjson objects (see rocketmq-facts 11.6); unknown
+Heartbeat and lock bodies are fastjson objects (see docs/protocol.md §1.6); unknown
 enum names fall back to RocketMQ's defaults rather than failing the heartbeat.
 """
 

@@ -1,6 +1,6 @@
 """ConsumeMessageConcurrentlyService: a thread pool consuming batches in any order.
 
-RocketMQ ``ConsumeMessageConcurrentlyService`` (rocketmq-facts 10.2). Held messages are
+RocketMQ ``ConsumeMessageConcurrentlyService`` (docs/client.md §2.3). Held messages are
 cut into batches of ``consume_message_batch_max_size`` and run on a pool of
 ``consume_thread_max`` threads. After a batch:
 

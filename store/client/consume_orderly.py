@@ -1,6 +1,6 @@
 """ConsumeMessageOrderlyService: one thread per queue at a time, in offset order.
 
-RocketMQ ``ConsumeMessageOrderlyService`` (rocketmq-facts 10.2). Ordering holds across
+RocketMQ ``ConsumeMessageOrderlyService`` (docs/client.md §2.4). Ordering holds across
 the group because a queue is consumed only by the member holding its **broker lock**:
 
 - the rebalance locks a queue before taking it (:meth:`lock`); every

@@ -1,4 +1,4 @@
-"""Consumer settings and RocketMQ's client constants (rocketmq-facts 10.2, 10.3).
+"""Consumer settings and RocketMQ's client constants (docs/client.md §2, §3).
 
 One frozen dataclass per consumer: the defaults are ``DefaultMQPushConsumer``'s, so a
 group mixing our consumers and Java ones pulls, throttles and retries alike. Times are

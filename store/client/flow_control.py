@@ -1,4 +1,4 @@
-"""Pull flow control: when a queue's pulls pause (rocketmq-facts 10.2).
+"""Pull flow control: when a queue's pulls pause (docs/client.md §2.2).
 
 A pull loop asks :func:`check` before each pull. Anything but ``None`` means "wait
 ``delay_ms`` and ask again" -- the pause is what bounds a slow consumer's memory to

@@ -1,4 +1,4 @@
-"""Consumer offset stores: where a group's progress lives (rocketmq-facts 10.3).
+"""Consumer offset stores: where a group's progress lives (docs/client.md §3).
 
 - :class:`RemoteBrokerOffsetStore` (CLUSTERING): a memory table updated as messages
   finish, sent to the broker by :meth:`persist_all` (every 5 s, on queue drop and at

@@ -1,6 +1,6 @@
 """ProcessQueue: the messages of one queue fetched but not yet consumed.
 
-RocketMQ ``ProcessQueue`` (rocketmq-facts 10.2). Pull threads add, consume threads
+RocketMQ ``ProcessQueue`` (docs/client.md §2.1). Pull threads add, consume threads
 remove; everything is guarded by one lock, so every method is thread-safe.
 
 Invariants:

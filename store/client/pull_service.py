@@ -3,7 +3,7 @@
 RocketMQ multiplexes async pulls over one ``PullMessageService`` thread; our
 :class:`~mqstore.client.transport.Transport` is blocking with long polling, so each owned
 queue gets its own loop thread, which ends when the queue is dropped or the consumer
-stops. Per iteration (rocketmq-facts 10.2):
+stops. Per iteration (docs/client.md §2.2):
 
 1. stop if the process queue is dropped;
 2. flow control (count, size, span) -> wait 50 ms and re-check;

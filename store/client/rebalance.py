@@ -1,6 +1,6 @@
 """RebalanceImpl: which queues this consumer owns, and the process queues for them.
 
-RocketMQ ``RebalanceImpl`` + ``RebalancePushImpl`` (rocketmq-facts 10.1, 10.4). One run,
+RocketMQ ``RebalanceImpl`` + ``RebalancePushImpl`` (docs/client.md §1, §4). One run,
 :meth:`RebalanceImpl.do_rebalance`, for every subscribed topic:
 
 1. CLUSTERING: ``mq_all`` = the topic's queues sorted, ``cid_all`` = the group's live
@@ -71,7 +71,7 @@ def compute_pull_from_where(
     brokers: Brokers,
     consume_timestamp_ms: int,
 ) -> int:
-    """Where a newly owned queue starts (rocketmq-facts 10.4's table).
+    """Where a newly owned queue starts (the table of docs/client.md §4).
 
     A stored offset wins. Without one: LAST_OFFSET -> the broker's max offset (0 for a
     retry topic: retries are never old), FIRST_OFFSET -> 0, TIMESTAMP -> the offset

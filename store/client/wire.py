@@ -1,7 +1,7 @@
 """Request headers and JSON bodies the client sends; pull bodies and response fields it reads.
 
 Pure functions, no sockets: :mod:`mqstore.client.remote` sends what these build. Field
-names are RocketMQ's (rocketmq-facts 11.6); every header value travels as a string in
+names are RocketMQ's (docs/protocol.md §1.6); every header value travels as a string in
 ``extFields``.
 """
 

@@ -30,7 +30,7 @@ at the write position and the rest of the file stays zero; the reader treats it 
 "continue at the next segment". An exact fit (record + 8 == left) is allowed, so 8
 bytes always remain for the blank.
 
-Worked example (rocketmq-facts 12.1): topic ``TopicTest``, body ``Hello RocketMQ``,
+Worked example (docs/format.md §6): topic ``TopicTest``, body ``Hello RocketMQ``,
 properties of 95 bytes, IPv4 hosts give TOTALSIZE 91 + 14 + 9 + 95 = 209 = 0xD1 and
 BODYCRC 0x69C865ED; ``tests/commitlog/test_format.py`` checks those exact bytes.
 

@@ -4,7 +4,7 @@
 transaction types only: PREPARED and ROLLBACK records have no queue offset), its
 keys in the index (everything but ROLLBACK), then an :class:`Arrival` for long
 polling. The unit's tags code is the TAGS hash, except for ``SCHEDULE_TOPIC_XXXX``
-records with DELAY, whose code is the deliver time (rocketmq-facts 4.3).
+records with DELAY, whose code is the deliver time (docs/format.md §3.3).
 
 :class:`ReputService` is the thread that feeds it: from ``reput_from`` it reads
 records up to a limit (the flushed offset under SYNC_FLUSH, so consumers only ever

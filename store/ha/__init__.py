@@ -1,4 +1,4 @@
-"""Master/slave HA replication (rocketmq-facts section 9).
+"""Master/slave HA replication (docs/protocol.md §2).
 
 One job per module: :mod:`~mqstore.ha.protocol` is the sans-IO wire protocol (its public
 names are re-exported here); :mod:`~mqstore.ha.transport` the sockets;

@@ -4,7 +4,7 @@ Contract: under SYNC_MASTER a put whose message has WAIT = true returns PUT_OK o
 after a slave has *reported* an offset at or past the put's end offset. A report
 means the bytes are in the slave's page cache (appended, not necessarily flushed):
 the message survives the master machine dying, and it survives the slave process
-dying, but not both machines losing power at once (rocketmq-facts 9.2, 9.6).
+dying, but not both machines losing power at once (docs/protocol.md §2.2, §2.6).
 
 The 4.9 rules, in order:
 

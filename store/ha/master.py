@@ -233,7 +233,7 @@ class HAMaster:
         host, port: where to listen (port 0: the OS picks; see :attr:`port`).
         sync: True for SYNC_MASTER: :attr:`replica_wait` is then the put-path hook.
         heartbeat_interval_ms, housekeeping_interval_ms, slave_timeout_ms,
-        fallbehind_max: rocketmq-facts 9.3-9.6 (``haSendHeartbeatInterval``,
+        fallbehind_max: docs/protocol.md §2.2-2.6 (``haSendHeartbeatInterval``,
             ``haHousekeepingInterval``, ``slaveTimeout``, ``haSlaveFallbehindMax``).
         poll_interval_ms: how often an idle writer looks for new data unprompted.
 

@@ -68,7 +68,7 @@ class HASlave:
     Args:
         log: the CommitLog, freshly recovered (its max offset is a record boundary).
         master_address: ``"HOST:PORT"`` of the master's HA port.
-        heartbeat_interval_ms, housekeeping_interval_ms: rocketmq-facts 9.2 and 9.5.
+        heartbeat_interval_ms, housekeeping_interval_ms: docs/protocol.md §2.2 and §2.5.
         reconnect_interval_ms: wait after a failed or closed session (RocketMQ: 5 s).
 
     ``start()``/``stop()``; the status properties are safe to read from any thread.

@@ -3,8 +3,8 @@
 This module opens, reads, writes and closes sockets; it never looks inside the bytes
 (:mod:`mqstore.ha.protocol` parses them) and never touches the CommitLog (the master and
 slave services do). Sockets are blocking with a timeout, one reader and one writer
-thread per :class:`Channel` at most, ``TCP_NODELAY`` on both ends (rocketmq-facts
-9.1), and every read is bounded by the caller's ``max_bytes``.
+thread per :class:`Channel` at most, ``TCP_NODELAY`` on both ends (docs/protocol.md
+§2.1), and every read is bounded by the caller's ``max_bytes``.
 """
 
 from __future__ import annotations

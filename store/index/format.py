@@ -25,7 +25,7 @@ The key is ``topic + "#" + key``; slot = keyHash % hashSlotNum. A file holds at 
 Only hashes are stored, so a lookup returns false positives that the caller must
 filter by the real key.
 
-Worked example (rocketmq-facts 12.1): ``TopicTest#KEY1`` hashes to -1656969516, keyHash
+Worked example (docs/format.md §6): ``TopicTest#KEY1`` hashes to -1656969516, keyHash
 1656969516, slot 1969516 of 5,000,000 at byte 40 + 1969516 x 4 = 7,878,104; with
 20,000,000 entries the first entry (number 1) sits at 40 + 20,000,000 + 20 =
 20,000,060.

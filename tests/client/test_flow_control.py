@@ -1,4 +1,4 @@
-"""Flow-control thresholds (rocketmq-facts 10.2)."""
+"""Flow-control thresholds (docs/client.md §2.2)."""
 
 from __future__ import annotations
 

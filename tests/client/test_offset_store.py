@@ -1,4 +1,4 @@
-"""Offset stores and computePullFromWhere (rocketmq-facts 10.3, 10.4)."""
+"""Offset stores and computePullFromWhere (docs/client.md §3, §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ProcessQueue accounting and the commit-offset rule (rocketmq-facts 10.2)."""
+"""ProcessQueue accounting and the commit-offset rule (docs/client.md §2.1)."""
 
 from __future__ import annotations
 

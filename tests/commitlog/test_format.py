@@ -1,7 +1,7 @@
 """The CommitLog record codec against RocketMQ's format, byte for byte.
 
-Sources: rocketmq-facts.md sections 1 (record), 2 (sysflag, compression) and 12.1 (the
-worked example). Damage is done with the LevelDB-style helpers in ``tests/sabotage.py``.
+Sources: docs/format.md §1 (record; §1.5 sysflag and compression) and §6 (the worked
+example). Damage is done with the LevelDB-style helpers in ``tests/sabotage.py``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ EXAMPLE_INSERTIONS = [
     ("CLUSTER", "DefaultCluster"),
 ]
 
-# The hexdump of rocketmq-facts.md 12.1, copied verbatim (offsets and comments dropped).
+# The hexdump of docs/format.md §6, copied verbatim (offsets and comments dropped).
 EXAMPLE_HEXDUMP = """
 00 00 00 d1 da a3 20 a7 69 c8 65 ed 00 00 00 00
 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00

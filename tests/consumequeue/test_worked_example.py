@@ -1,4 +1,4 @@
-"""rocketmq-facts 12.1, byte for byte: the CQ unit and the index slot/entry positions.
+"""docs/format.md §6, byte for byte: the CQ unit and the index slot/entry positions.
 
 The 209-byte record of the worked example is appended raw at offset 0 of a store with
 RocketMQ's default sizes (6,000,000-byte queue files, 5,000,000 slots and 20,000,000
@@ -8,7 +8,7 @@ files and the test reads them back with plain file reads.
 Verdict: 12.1 HOLDS. The CQ unit is ``00..00 | 00 00 00 d1 | 00 00 00 00 00 27 a8 07``;
 ``TopicTest#KEY1`` goes to slot 1969516 at byte 7,878,104, and a key put first into an
 empty file is entry 1 at byte 20,000,060. One precision the example leaves implicit:
-a dispatched message indexes ``topic#UNIQ_KEY`` *before* its KEYS (rocketmq-facts 5.5),
+a dispatched message indexes ``topic#UNIQ_KEY`` *before* its KEYS (docs/format.md §4.5),
 so in a store KEY1 is entry 2 (byte 20,000,080) and its slot holds 2.
 """
 
@@ -22,7 +22,7 @@ from mqstore.index import format as ifmt
 from mqstore.index.file import IndexFile
 from mqstore.message import java_string_hash
 
-# rocketmq-facts 12.1 hexdump
+# docs/format.md §6 hexdump
 EXAMPLE = bytes.fromhex(
     """
 00 00 00 d1 da a3 20 a7 69 c8 65 ed 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00

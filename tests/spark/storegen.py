@@ -4,8 +4,8 @@ Records are built with :func:`mqstore.commitlog.format.make_record` / ``encode``
 with :func:`mqstore.consumequeue.format.encode_unit`, into pre-sized files exactly as a
 broker lays them out: segments of ``segment_size`` bytes named by start offset, a record
 goes to the next segment when ``size + 8`` does not fit, and the 8-byte blank record
-(``encode_blank(bytes left)``) then marks the rest of the file as unused (rocketmq-facts
-1.3). ConsumeQueue files are 6,000,000 bytes, the unit for queue offset N at N * 20.
+(``encode_blank(bytes left)``) then marks the rest of the file as unused (docs/format.md
+§2.1). ConsumeQueue files are 6,000,000 bytes, the unit for queue offset N at N * 20.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the queue's own ConsumeQueue files (by path, like the segment tasks). No join: a
 records and units meet in the task that owns the queue. Rows without a topic (findings
 and range summaries of the segment scan) form their own group and pass through.
 
-Rules (rocketmq-facts 1.2, 4.2, 6.8):
+Rules (docs/format.md §1.5, §3.2; docs/store.md §1.5):
 
 * only dispatchable records (transaction type NOT or COMMIT) own a queue offset and a
   unit; prepared and rolled-back halves are counted as ``not_dispatched``;
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
-"""Its units carry a delivery time instead of a tag hash (rocketmq-facts 4.3)."""
+"""Its units carry a delivery time instead of a tag hash (docs/format.md §3.3)."""
 MAX_PER_KIND: Final = 10_000
 """Findings kept per kind and queue; beyond it one summary finding says how many more."""
 

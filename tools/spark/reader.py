@@ -11,10 +11,9 @@ Plan on the driver, parse in tasks:
    mmaps its file read-only, checks its range with :func:`mqstore.tools.spark.segscan.scan_range`
    and emits Arrow batches: per range one row per (topic, queue) whose record fields are
    arrays (``l_offset``, ``l_queue_offset``, ...), plus the findings and a range summary.
-   Grouping by queue then shuffles a few large rows instead of one row per record
-   (measured: warm audit of 256 MiB 11 s -> 3-4 s on 2 cores). Bytes never travel
-   through the JVM (``binaryFiles`` costs 5-10x more time and ~5x the file size in heap,
-   spark-notes.md).
+   Grouping by queue then shuffles a few large rows instead of one row per record.
+   Bytes never travel through the JVM (``binaryFiles`` copies whole files into its
+   heap; docs/design.md §3.2).
 
 Files are opened by path in the tasks: on a cluster the store must be on a filesystem that
 every worker mounts at the same path.
@@ -45,7 +44,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DEFAULT_SPLIT_BYTES: Final = 128 << 20
-"""Ranges of at least 128 MiB: 32 MiB ranges measured ~2x slower (spark-notes.md)."""
+"""Ranges of at least 128 MiB: smaller ones cost more per task than they gain
+(docs/design.md §3.2)."""
 BATCH_ROWS: Final = 16_384
 
 RANGE_SCHEMA: Final = (

@@ -1,6 +1,6 @@
 """Building the SparkSession the jobs share: laptop-sized settings, ``--master`` for a cluster.
 
-Two environment variables are set before the JVM starts (spark-notes.md, measured):
+Two environment variables are set before the JVM starts (docs/design.md §3.1):
 
 * ``PYSPARK_PYTHON`` defaults to this interpreter, so Python workers have pyarrow and
   can import ``store`` even from a venv that is not activated;
