@@ -5,13 +5,11 @@ spreading a process's threads over several CPUs buys nothing for Python code, bu
 every hand-off between threads on different CPUs costs a cross-CPU wake-up: an
 inter-processor interrupt, which on a virtual machine is also a VM exit. Under
 SYNC_FLUSH each acknowledged put is one such hand-off (the producer sleeps until the
-group commit covering it is done, then is woken), plus the GIL changing hands. On
-the 2-core VM this project is measured on, a lock ping-pong between two Python
-threads costs ~49 us per round trip; with 64 producers under SYNC_FLUSH the store
-did 20,000-25,000 puts/s spread over both CPUs and 30,000-35,000/s with the
-producers on one CPU and the dispatcher process (``StoreConfig.dispatch_process``)
-on the other (``mqstore bench commitlog``). Single-producer puts are unaffected:
-they hand nothing off.
+group commit covering it is done, then is woken), plus the GIL changing hands. So
+many SYNC_FLUSH producers are bound by hand-offs, and they go markedly faster with
+the producers on one CPU and the dispatcher process (``StoreConfig.dispatch_process``)
+on the other (``mqstore bench commitlog`` measures both; figures in the README).
+Single-producer puts are unaffected: they hand nothing off.
 
 What is offered, all opt-in (a library does not move its user's threads unasked):
 

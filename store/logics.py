@@ -14,7 +14,7 @@ RocketMQ's (docs/store.md §1):
    made idempotent by their skip rules). After a crash the index is not built
    here: an :class:`IndexCatchUp` rebuilds it from the reput thread once the store
    is open (the destroyed index files' stretch and the replay), because indexing
-   inside ``open`` cost ~60% of it.
+   was most of the cost of ``open``.
 3. :meth:`Logics.after_log_recovery`: with the recovered end known, drop queue
    units past it, correct minimum offsets against the first CommitLog offset, then
    dispatch synchronously whatever the queues still lack (a store written before

@@ -53,7 +53,7 @@ def _decoder(sub: Subscription) -> Callable[[memoryview, int], StoredMessage | N
 
     Records come through consume-queue units, so the dispatcher validated them:
     the common shape (V1, IPv4 hosts, uncompressed) takes ``fmt.unpack_trusted``
-    (one header unpack, ~1 us); anything else, or anything that does not add up,
+    (one header unpack); anything else, or anything that does not add up,
     takes the full ``fmt.scan``, whose verdict stands.
     """
     scan = fmt.scan

@@ -43,7 +43,7 @@ class PutResult(NamedTuple):
     """Outcome of one put. ``status.stored`` tells whether the bytes are in the log.
 
     Immutable; a NamedTuple rather than a frozen dataclass because it is built on
-    every put and costs ~0.8 us instead of ~2.9 us (measured on this machine).
+    every put and a NamedTuple is several times cheaper to construct.
     """
 
     status: PutStatus
@@ -56,7 +56,7 @@ class PutResult(NamedTuple):
     error: str | None = None
 
 
-# tuple.__new__ straight away: skips the generated __new__ (~0.5 us per put).
+# tuple.__new__ straight away: skips the generated __new__ (a Python frame per put).
 _tuple_new = tuple.__new__
 _TOTAL = itemgetter(9)  # a V1Record's TOTALSIZE
 
@@ -108,8 +108,8 @@ class BatchPutMixin:
 
         The same conditions and bytes, in one loop: the per-store lookups are
         hoisted, each topic is framed by a ``RecordEncoder.v1_framer`` made once per
-        batch, and the UNIQ_KEYs come from one call. ``put_messages`` of 32: 3.1 ->
-        2.7 us per message (log only, interleaved runs on this machine).
+        batch, and the UNIQ_KEYs come from one call (``python -m
+        mqstore.tools.bench.putpath`` measures it).
         """
         next_uniq = self._next_uniq
         # The default generator makes the batch's ids in one call; a replaced one
@@ -195,7 +195,7 @@ class BatchPutMixin:
         status = self.flusher.wait_for(physs[-1] + records[-1][9])
         # The results built by C loops (map/zip), no Python frame per message: the
         # msg ids by the host prefix's "%016X" format, the field tuples by zip
-        # (~90 ns less per message than a comprehension; same values).
+        # (cheaper per message than a comprehension; same values).
         ids = map((self._host_hex + "%016X").__mod__, physs)
         fields = zip(repeat(status), physs, qoffs, ids, map(_TOTAL, records), repeat(ts), uniqs,
                      repeat(None))  # fmt: skip

@@ -24,7 +24,7 @@ from mqstore.commitlog._layout import (
 from mqstore.commitlog._record import MessageRecord
 
 # Assigned, not imported: CPython 3.11 compiles ``name.method(...)`` on a name bound by an
-# import to LOAD_ATTR (a bound method built per call, ~30 ns) instead of LOAD_METHOD. These
+# import to LOAD_ATTR (a bound method built per call) instead of LOAD_METHOD. These
 # structs are called per record, so they keep the bytecode they had beside the layout.
 _SHORT: Final = _layout._SHORT
 _SIZE_MAGIC: Final = _layout._SIZE_MAGIC

@@ -131,8 +131,7 @@ def record_length(
 def body_crc(body: bytes | bytearray | memoryview) -> int:
     """BODYCRC: CRC-32 (IEEE, zlib's polynomial) masked with 0x7FFFFFFF.
 
-    zlib.crc32 is used rather than crcmod: same values, 2-9x faster here (174 ns vs
-    394 ns at 100 B; 4.4 vs 0.41 GB/s at 1 MiB).
+    zlib.crc32 is used rather than crcmod: same values, and faster at every size.
     """
     return zlib.crc32(body) & 0x7FFFFFFF
 

@@ -19,9 +19,9 @@ class IndexCatchUp:
     back to the :class:`Dispatcher`.
 
     Why: after a crash every record from the recovery start is re-dispatched, and
-    the index is ~60% of a dispatch (two or more keys hashed and chained per
-    message). Doing it inside ``open`` made open() ~5x slower than the CRC scan it
-    needs. Instead ``open`` rebuilds the consume queues (pulls and queue offsets
+    the index is most of a dispatch (two or more keys hashed and chained per
+    message). Doing it inside ``open`` made open() several times slower than the CRC
+    scan it needs. Instead ``open`` rebuilds the consume queues (pulls and queue offsets
     need them) and this object indexes [``position``, dispatched end) from the
     reput thread, a chunk per round. Meanwhile new records get their units at once
     and are indexed by the catch-up too, so index entries are still added in log

@@ -383,7 +383,7 @@ class ReputService(ServiceThread):
         trusted_at, info_type = fmt.unpack_trusted_at, fmt.RecordInfo
         while pos < end:
             if fast is not None:
-                # The common record takes the trusted decode (~2x cheaper than a scan;
+                # The common record takes the trusted decode (cheaper than a scan;
                 # it declines whatever it does not vouch for, which the scan then judges).
                 f = trusted_at(view, pos, end)
                 if f is not None:

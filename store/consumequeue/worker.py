@@ -1,9 +1,9 @@
 """The dispatcher process: consume queues and index built outside the store's interpreter.
 
 Run by :class:`mqstore.consumequeue.process.DispatchProcess` as
-``python -m mqstore.consumequeue.worker``. Why a process: a put costs the producer
-~4 us of CPU and dispatching it (unit, index keys) ~10 us more; with both in one
-interpreter they take turns under the GIL, and the put rate is bounded by the sum.
+``python -m mqstore.consumequeue.worker``. Why a process: dispatching a put (unit,
+index keys) costs more CPU than the put itself; with both in one interpreter they
+take turns under the GIL, and the put rate is bounded by the sum.
 In a child they run on two cores.
 
 The child runs the same code the in-process thread runs (:class:`Dispatcher`,

@@ -102,8 +102,8 @@ def key_hash(key: str) -> int:
     Every message indexes two or more keys, so this is the dispatcher's hottest
     function. ASCII keys are hashed as sum(c_i * 31**(n-1-i)) = 31 * H + L, where H
     and L are the base-31 numerals of the codes' high and low base-31 digits (two
-    ``bytes.translate`` and two ``int(x, 31)``, all in C): 0.6 us for a 38-char
-    ``topic#UNIQ_KEY`` against 2.2 us for a dot product with a table of powers.
+    ``bytes.translate`` and two ``int(x, 31)``, all in C), several times cheaper for a
+    ``topic#UNIQ_KEY`` than a dot product with a table of powers.
 
     >>> key_hash("TopicTest#KEY1")
     1656969516
