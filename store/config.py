@@ -33,6 +33,23 @@ class BrokerRole(enum.Enum):
     SLAVE = "SLAVE"
 
 
+class Unset(int):
+    """A size left at its default: the store's own files may set it (``mqstore.geometry``).
+
+    An int in every other respect, so code that reads the config sees the default.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+
+def size_given(value: int) -> bool:
+    """False for a geometry size left at its default (:class:`Unset`)."""
+    return type(value) is not Unset
+
+
 @dataclass(frozen=True, slots=True)
 class StoreConfig:
     """Everything a store needs to open a directory.
@@ -45,7 +62,7 @@ class StoreConfig:
     root_dir: str | os.PathLike[str] = "store"
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
-    commitlog_file_size: int = 1 << 30
+    commitlog_file_size: int = Unset(1 << 30)  # sizes left Unset: the files' (mqstore.geometry)
     commitlog_dir: str | None = None
     max_message_size: int = 4 * 1024 * 1024
     # group commit (SYNC_FLUSH)
@@ -78,14 +95,14 @@ class StoreConfig:
     slave_timeout_ms: int = 3000
     ha_bind_host: str = "127.0.0.1"
     # ConsumeQueue (docs/format.md §3, docs/store.md §2.3): 300,000 units of 20 bytes per file
-    mapped_file_size_consume_queue: int = 300_000 * 20
+    mapped_file_size_consume_queue: int = Unset(300_000 * 20)
     flush_interval_consume_queue_ms: int = 1000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval_ms: int = 60_000
     # IndexFile (docs/format.md §4)
     message_index_enable: bool = True
-    max_hash_slot_num: int = 5_000_000
-    max_index_num: int = 20_000_000
+    max_hash_slot_num: int = Unset(5_000_000)
+    max_index_num: int = Unset(20_000_000)
     max_msgs_num_batch: int = 64
     # Build consume queues and the index in a child process (store.consumequeue.process):
     # puts and dispatching then run on two cores instead of sharing one interpreter.

@@ -15,6 +15,11 @@ class ConfigError(StoreError, ValueError):
     """A configuration value is out of range or inconsistent."""
 
 
+class GeometryError(ConfigError):
+    """A store's file sizes cannot be told for sure (``mqstore.geometry``): sources that
+    disagree, files that contradict each other, or files that do not show them."""
+
+
 class IllegalTopicError(StoreError, ValueError):
     """A topic name is not allowed (it would become a directory name)."""
 
@@ -39,6 +44,10 @@ class OffsetOutOfRangeError(StoreError, IndexError):
     """A physical or queue offset lies outside what the store holds."""
 
 
+class NotAStoreError(StoreError, FileNotFoundError):
+    """A path given as a store directory holds no store (no ``commitlog/`` directory)."""
+
+
 class StoreLockedError(StoreError):
     """Another process (or another open store in this process) holds the store's lock."""
 
@@ -49,3 +58,7 @@ class StorePoisonedError(StoreError):
 
 class StoreClosedError(StoreError):
     """The store has been closed."""
+
+
+class InvalidReceiptHandleError(StoreError, ValueError):
+    """A POP receipt handle does not parse (RocketMQ ``ExtraInfoUtil`` format)."""

@@ -23,13 +23,44 @@ if TYPE_CHECKING:
 
 def _add_store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default="data", help="store directory (default: ./data)")
-    p.add_argument(
-        "--file-size",
-        type=int,
-        default=1 << 30,
-        help="CommitLog segment size in bytes (default 1 GiB, RocketMQ's)",
-    )
+    _add_geometry_args(p)
     p.add_argument("--flush", choices=["SYNC_FLUSH", "ASYNC_FLUSH"], default="ASYNC_FLUSH")
+
+
+def _add_geometry_args(p: argparse.ArgumentParser) -> None:
+    """The store's file sizes: taken from its files, else --broker-config, else these
+    flags, else RocketMQ's defaults (``mqstore.geometry``); a contradiction is an error."""
+    p.add_argument("--file-size", type=int, default=None, help="CommitLog segment size in bytes")
+    p.add_argument(
+        "--cq-file-size", type=int, default=None, help="consume-queue file size in bytes"
+    )
+    p.add_argument("--index-slots", type=int, default=None, help="hash slots per index file")
+    p.add_argument("--index-num", type=int, default=None, help="entries per index file")
+    p.add_argument(
+        "--broker-config",
+        default=None,
+        metavar="broker.conf",
+        help="take the sizes a RocketMQ broker.conf sets (mappedFileSizeCommitLog, ...)",
+    )
+
+
+def _store_config(args: argparse.Namespace, **fields: object) -> StoreConfig:
+    """StoreConfig for ``args.store`` with the store's geometry; says which on stderr.
+
+    Raises:
+        GeometryError: the sizes cannot be told for sure (see ``mqstore.geometry``).
+    """
+    from mqstore import StoreConfig, geometry
+
+    flags = {
+        "commitlog_file_size": args.file_size,
+        "mapped_file_size_consume_queue": args.cq_file_size,
+        "max_hash_slot_num": args.index_slots,
+        "max_index_num": args.index_num,
+    }
+    g = geometry.resolve(args.store, flags=flags, broker_config=args.broker_config)
+    print(f"mqstore {args.command}: geometry: {g.describe()}", file=sys.stderr)
+    return g.apply(StoreConfig(root_dir=args.store, **fields))  # type: ignore[arg-type]
 
 
 def _add_broker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,7 +77,7 @@ def _add_broker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     b.add_argument("--ha-port", type=int, default=10912)
     b.add_argument("--master-ha", default=None, metavar="HOST:PORT")
     b.add_argument("--ha-bind", default="127.0.0.1", help="HA listen address (127.0.0.1)")
-    b.add_argument("--file-size", type=int, default=1 << 30, help="CommitLog segment size")
+    _add_geometry_args(b)
     b.add_argument(
         "--dispatch-process",
         action="store_true",
@@ -122,14 +153,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _produce(args: argparse.Namespace) -> int:
-    from mqstore import FlushDiskType, Message, MessageStore, StoreConfig
+def _geometry_refused(args: argparse.Namespace, e: Exception) -> int:
+    print(f"mqstore {args.command}: {e}", file=sys.stderr)
+    return 2
 
-    cfg = StoreConfig(
-        root_dir=args.store,
-        commitlog_file_size=args.file_size,
-        flush_disk_type=FlushDiskType[args.flush],
-    )
+
+def _produce(args: argparse.Namespace) -> int:
+    from mqstore import ConfigError, FlushDiskType, Message, MessageStore
+
+    try:
+        cfg = _store_config(args, flush_disk_type=FlushDiskType[args.flush])
+    except ConfigError as e:
+        return _geometry_refused(args, e)
     with MessageStore.open(cfg) as store:
         for i in range(args.count):
             r = store.put_message(
@@ -149,9 +184,12 @@ def _produce(args: argparse.Namespace) -> int:
 
 def _consume(args: argparse.Namespace) -> int:
     """Pull a topic's queues from offset 0 through the pull API and print the messages."""
-    from mqstore import GetStatus, MessageStore, StoreConfig
+    from mqstore import ConfigError, GetStatus, MessageStore
 
-    cfg = StoreConfig(root_dir=args.store, commitlog_file_size=args.file_size)
+    try:
+        cfg = _store_config(args)
+    except ConfigError as e:
+        return _geometry_refused(args, e)
     with MessageStore.open(cfg) as store:
         store.wait_dispatched(timeout=30)
         shown = 0
@@ -263,16 +301,17 @@ def _broker(args: argparse.Namespace) -> int:
 
 
 def _broker_config(args: argparse.Namespace, role: BrokerRole, port: int) -> StoreConfig:
-    """Pin this process to ``--cpus`` and build the broker's StoreConfig (ConfigError)."""
-    from mqstore import FlushDiskType, StoreConfig, affinity
+    """Pin this process to ``--cpus`` and build the broker's StoreConfig (ConfigError,
+    GeometryError among them: the store's sizes, see ``_store_config``)."""
+    from mqstore import FlushDiskType, affinity
 
     if args.cpus is not None:
         affinity.pin_process(affinity.parse_cpu_list(args.cpus))
     dispatch_cpus = (
         affinity.parse_cpu_list(args.dispatch_cpus) if args.dispatch_cpus is not None else ()
     )
-    return StoreConfig(
-        root_dir=args.store, broker_role=role, commitlog_file_size=args.file_size,
+    return _store_config(
+        args, broker_role=role,
         ha_listen_port=args.ha_port, ha_bind_host=args.ha_bind,
         ha_master_address=args.master_ha, store_host=(args.host, port),
         flush_disk_type=FlushDiskType[args.flush], dispatch_process=args.dispatch_process,

@@ -1,0 +1,160 @@
+"""Store geometry from the store itself (``mqstore.geometry``), else broker.conf, else flags.
+
+On a copy of the store RocketMQ 4.9.8 wrote (1 MiB segments, 6,000-byte consume-queue
+files, 500 x 2,000 index files) and on stores the project writes at small sizes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mqstore import Message, MessageStore, StoreConfig
+from mqstore import geometry as geo
+from mqstore.config import size_given
+from mqstore.errors import GeometryError
+from mqstore.index import format as ifmt
+from tests.conftest import SHARED
+
+FIXTURE = SHARED / "fixtures" / "rocketmq-4.9.8-store"
+
+
+@pytest.fixture
+def rmq_store(tmp_path: Path) -> Path:
+    """A writable copy of the 4.9.8 store."""
+    if not (FIXTURE / "store").is_dir():
+        pytest.skip("the rocketmq-4.9.8-store fixture is not here")
+    dst = tmp_path / "rmq"
+    shutil.copytree(FIXTURE / "store", dst)
+    for p in dst.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    dst.chmod(0o755)
+    return dst
+
+
+def _manifest() -> list[list[str]]:
+    lines = (FIXTURE / "manifest.tsv").read_text().splitlines()
+    return [line.split("\t") for line in lines]
+
+
+def _small_store(root: Path, count: int, **sizes: int) -> StoreConfig:
+    cfg = StoreConfig(root_dir=root, **sizes)
+    with MessageStore.open(cfg) as s:
+        for i in range(count):
+            r = s.put_message(
+                Message(f"T{i % 2}", b"x" * 200, tags="A", keys=f"k{i}", queue_id=i % 2)
+            )
+            assert r.status.stored
+        assert s.wait_dispatched(10)
+    return cfg
+
+
+SMALL = {
+    "commitlog_file_size": 64 * 1024,
+    "mapped_file_size_consume_queue": 20 * 50,
+    "max_hash_slot_num": 37,
+    "max_index_num": 120,
+}
+
+
+def test_the_fixture_shows_all_four_sizes(rmq_store: Path):
+    g = geo.resolve(rmq_store)
+    assert {n: s.value for n, s in g.settings().items()} == {
+        "commitlog_file_size": 1_048_576,
+        "mapped_file_size_consume_queue": 6_000,
+        "max_hash_slot_num": 500,
+        "max_index_num": 2_000,
+    }
+    assert {s.source for s in g.settings().values()} == {geo.Source.FILES}
+    assert "6000 bytes (files)" in g.describe()
+
+
+def test_a_store_written_with_small_sizes_shows_them(tmp_path: Path):
+    _small_store(tmp_path / "s", 400, **SMALL)
+    found = geo.detect(tmp_path / "s")
+    assert {n: v for n, (v, _) in found.items()} == SMALL
+
+
+def test_open_with_no_size_given_reads_every_message_of_the_fixture(rmq_store: Path):
+    cfg = StoreConfig(root_dir=rmq_store)
+    assert not size_given(cfg.commitlog_file_size)
+    opened, g = geo.for_open(cfg)
+    assert opened.mapped_file_size_consume_queue == 6000 and g.max_index_num.value == 2000
+    rows = _manifest()
+    with MessageStore.open(opened) as s:
+        for topic, qid, qoff, phys, tag, key, uniq, _delay, body in rows:
+            got = s.get_message("g", topic, int(qid), int(qoff), 1)
+            (m,) = got.messages
+            assert (m.physical_offset, m.tags, m.keys, m.uniq_key, m.body) == (
+                int(phys), tag, [key], uniq, body.encode()
+            )  # fmt: skip
+
+
+def test_given_sizes_are_kept_and_the_rest_come_from_the_files(rmq_store: Path):
+    opened, g = geo.for_open(StoreConfig(root_dir=rmq_store, max_index_num=2000))
+    assert g.max_index_num.source is geo.Source.FLAGS
+    assert g.max_hash_slot_num.source is geo.Source.FILES
+    assert opened.commitlog_file_size == 1_048_576
+
+
+def test_broker_config_that_agrees_is_accepted_and_one_that_disagrees_is_refused(
+    rmq_store: Path, tmp_path: Path
+):
+    good = tmp_path / "good.conf"
+    good.write_text("brokerName=b\nmappedFileSizeCommitLog = 1048576\nmaxIndexNum: 2000\n")
+    assert geo.resolve(rmq_store, broker_config=good).commitlog_file_size.value == 1_048_576
+    bad = tmp_path / "bad.conf"
+    bad.write_text(
+        "# a broker with RocketMQ's default queues\nmappedFileSizeConsumeQueue=6000000\n"
+    )
+    with pytest.raises(GeometryError, match="mapped_file_size_consume_queue"):
+        geo.resolve(rmq_store, broker_config=bad)
+
+
+def test_broker_config_gives_sizes_the_files_do_not_show(tmp_path: Path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=2097152\nmaxHashSlotNum=10\nmaxIndexNum=40\n")
+    g = geo.resolve(tmp_path / "empty", broker_config=conf, flags={"max_index_num": 40})
+    assert g.commitlog_file_size == geo.Setting(2_097_152, geo.Source.BROKER_CONFIG, str(conf))
+    assert g.max_index_num.source is geo.Source.BROKER_CONFIG
+    assert g.mapped_file_size_consume_queue.source is geo.Source.DEFAULT
+
+
+def test_flags_that_contradict_the_files_are_refused(rmq_store: Path):
+    with pytest.raises(GeometryError, match="files say 1048576"):
+        geo.resolve(rmq_store, flags={"commitlog_file_size": 1 << 30})
+
+
+def test_a_lone_truncated_segment_is_not_taken_for_the_segment_size(tmp_path: Path):
+    _small_store(tmp_path / "s", 50, **SMALL)
+    seg = tmp_path / "s" / "commitlog" / f"{0:020d}"
+    seg.write_bytes(seg.read_bytes()[:1000])
+    with pytest.raises(GeometryError, match="cannot be taken as the segment size"):
+        geo.detect(tmp_path / "s")
+
+
+def test_queue_files_of_different_sizes_are_refused(tmp_path: Path):
+    _small_store(tmp_path / "s", 50, **SMALL)
+    f = tmp_path / "s" / "consumequeue" / "T0" / "0" / f"{0:020d}"
+    f.write_bytes(f.read_bytes() + bytes(20))
+    with pytest.raises(GeometryError, match="different file sizes"):
+        geo.detect(tmp_path / "s")
+
+
+def test_empty_index_files_of_an_unknown_size_are_refused_not_guessed(tmp_path: Path):
+    root = tmp_path / "s"
+    (root / "index").mkdir(parents=True)
+    header = ifmt.HEADER.pack(0, 0, 0, 0, 0, 1)
+    (root / "index" / "20261124162149462").write_bytes(header + bytes(ifmt.file_size(7, 9) - 40))
+    with pytest.raises(GeometryError, match="give max_hash_slot_num and max_index_num"):
+        geo.for_open(StoreConfig(root_dir=root))
+    opened, _ = geo.for_open(StoreConfig(root_dir=root, max_hash_slot_num=7, max_index_num=9))
+    assert opened.max_index_num == 9
+
+
+def test_a_new_store_takes_the_defaults(tmp_path: Path):
+    opened, g = geo.for_open(StoreConfig(root_dir=tmp_path / "new"))
+    assert opened.commitlog_file_size == 1 << 30
+    assert g.commitlog_file_size.source is geo.Source.DEFAULT
