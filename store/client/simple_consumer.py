@@ -1,0 +1,191 @@
+"""SimpleConsumer: RocketMQ 5.x message-level consumption, embedded or over TCP.
+
+The consumer receives messages, which stay hidden from the group's other consumers
+for an invisible duration, and acknowledges each one; whatever is not acknowledged in
+time is received again (by any consumer of the group) with its delivery attempt one
+higher, and after the group's maximum goes to ``%DLQ%<group>``. Consumers of one group
+share every queue: no rebalancing. Delivery is at least once.
+
+Embedded, a few lines::
+
+    with MessageStore.open(cfg) as store, PopService(store) as pop:
+        store.put_message(Message(topic="orders", body=b"hello"))
+        consumer = SimpleConsumer("group", {"orders": "*"}, EmbeddedPop(pop))
+        for m in consumer.receive(16, invisible_duration=30):
+            consumer.ack(m)
+
+Over TCP, give a ``mqstore.client.pop_remote.RemotePop`` instead of ``EmbeddedPop``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.errors import InvalidReceiptHandleError
+from mqstore.pop.service import AckStatus, PopService
+
+
+@dataclass(slots=True)
+class ReceivedMessage:
+    """A received message. ``receipt_handle`` is replaced by
+    :meth:`SimpleConsumer.change_invisible_duration`; the rest does not change."""
+
+    message: StoredMessage
+    topic: str
+    """The topic subscribed (also for a redelivered message)."""
+    receipt_handle: str
+    delivery_attempt: int
+    invisible_deadline_ms: int
+
+    @property
+    def body(self) -> bytes:
+        """The message body."""
+        return self.message.body
+
+    @property
+    def msg_id(self) -> str:
+        """The client message id (UNIQ_KEY), the same on every delivery."""
+        return self.message.uniq_key or self.message.msg_id
+
+    @property
+    def tags(self) -> str | None:
+        """The TAGS property."""
+        return self.message.tags
+
+    @property
+    def keys(self) -> list[str]:
+        """The KEYS property split on spaces."""
+        return self.message.keys
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """Every property of the stored message."""
+        return self.message.properties
+
+
+class PopTransport(Protocol):
+    """What a SimpleConsumer needs from a broker: POP, ACK, CHANGE_INVISIBLE_TIME."""
+
+    def pop(
+        self, group: str, topic: str, max_count: int, invisible_ms: int, *,
+        subscription: str, fifo: bool, wait_ms: int,
+    ) -> list[ReceivedMessage]: ...  # fmt: skip
+
+    def ack(self, group: str, topic: str, handle: str) -> bool: ...
+
+    def change_invisible(
+        self, group: str, topic: str, handle: str, invisible_ms: int
+    ) -> str | None: ...
+
+
+class EmbeddedPop:
+    """A :class:`PopTransport` over a :class:`~mqstore.pop.PopService` in this process."""
+
+    def __init__(self, service: PopService) -> None:
+        self.service = service
+
+    def pop(
+        self, group: str, topic: str, max_count: int, invisible_ms: int, *,
+        subscription: str, fifo: bool, wait_ms: int,
+    ) -> list[ReceivedMessage]:  # fmt: skip
+        r = self.service.pop(
+            group, topic, max_count, invisible_ms, subscription=subscription, fifo=fifo,
+            wait_ms=wait_ms,
+        )  # fmt: skip
+        return [
+            ReceivedMessage(
+                m.message, m.topic, m.receipt_handle, m.delivery_attempt, m.invisible_deadline_ms
+            )
+            for m in r.messages
+        ]
+
+    def ack(self, group: str, topic: str, handle: str) -> bool:
+        return self.service.ack(group, topic, handle) is AckStatus.OK
+
+    def change_invisible(
+        self, group: str, topic: str, handle: str, invisible_ms: int
+    ) -> str | None:
+        r = self.service.change_invisible_time(group, topic, handle, invisible_ms)
+        return r.receipt_handle if r.status is AckStatus.OK else None
+
+
+class SimpleConsumer:
+    """Receive / ack / change invisible duration for one consumer group.
+
+    ``subscriptions`` maps topic to a tag expression (``"*"``, ``"A || B"``). ``fifo``
+    receives in order per queue (a queue's next messages wait until the earlier ones
+    are acknowledged or their invisible time is over). ``await_duration`` (seconds)
+    is how long :meth:`receive` waits for a message when none is there (long polling).
+    Thread-safe as far as its transport is.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        subscriptions: Mapping[str, str],
+        transport: PopTransport,
+        *,
+        fifo: bool = False,
+        await_duration: float = 0.0,
+    ) -> None:
+        if not subscriptions:
+            raise ValueError("a SimpleConsumer needs at least one subscription")
+        self.group = group
+        self.subscriptions = dict(subscriptions)
+        self.transport = transport
+        self.fifo = fifo
+        self.await_duration = await_duration
+        self._turn = itertools.cycle(sorted(self.subscriptions))
+
+    def receive(
+        self, max_messages: int = 16, invisible_duration: float = 30.0
+    ) -> list[ReceivedMessage]:
+        """Up to ``max_messages`` messages (at most 32), hidden from the group's other
+        consumers for ``invisible_duration`` seconds; [] if none came within
+        ``await_duration``. Topics are tried in turn, the wait spent on the last."""
+        invisible_ms = max(1, int(invisible_duration * 1000))
+        n = len(self.subscriptions)
+        for i in range(n):
+            topic = next(self._turn)
+            wait = int(self.await_duration * 1000) if i == n - 1 else 0
+            got = self.transport.pop(
+                self.group, topic, max_messages, invisible_ms,
+                subscription=self.subscriptions[topic], fifo=self.fifo, wait_ms=wait,
+            )  # fmt: skip
+            if got:
+                return got
+        return []
+
+    def ack(self, message: ReceivedMessage) -> None:
+        """Acknowledge ``message``: it is not delivered again.
+
+        Raises:
+            InvalidReceiptHandleError: the message is no longer held by this receipt (its
+                invisible time ran out and it was made visible again, or it was
+                acknowledged already).
+        """
+        if not self.transport.ack(self.group, message.topic, message.receipt_handle):
+            raise InvalidReceiptHandleError(
+                f"message {message.msg_id}: receipt handle expired or already acknowledged"
+            )
+
+    def change_invisible_duration(self, message: ReceivedMessage, duration: float) -> None:
+        """Hide ``message`` for ``duration`` seconds from now; its receipt handle is
+        replaced by the new one.
+
+        Raises:
+            InvalidReceiptHandleError: as for :meth:`ack`.
+        """
+        new = self.transport.change_invisible(
+            self.group, message.topic, message.receipt_handle, max(1, int(duration * 1000))
+        )
+        if new is None:
+            raise InvalidReceiptHandleError(
+                f"message {message.msg_id}: receipt handle expired or already acknowledged"
+            )
+        message.receipt_handle = new
+        message.invisible_deadline_ms = int(new.split(" ")[1]) + int(new.split(" ")[2])

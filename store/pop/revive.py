@@ -1,0 +1,198 @@
+"""Revive: un-acknowledged messages become visible again after their invisible time.
+
+RocketMQ's ``PopReviveService`` consumes the revive topic: it pairs each checkpoint
+with the acks written for it and, once a checkpoint's revive time (pop time +
+invisible time) has passed, copies every message still unacknowledged to the POP
+retry topic ``%RETRY%<group>_<topic>`` with its reconsume times one higher, where the
+group pops it again. Here:
+
+- :func:`replay` rebuilds the in-flight table after a restart: it reads the revive
+  queues from the saved revive offsets, registers every checkpoint and applies every
+  ack that follows it (an ack whose checkpoint is older than the revive offset was
+  already settled and is ignored);
+- :class:`Reviver` does the copies for the checkpoints :class:`InFlight` reports due. A
+  message whose delivery attempt (reconsume times + 1) has reached the group's
+  maximum goes to ``%DLQ%<group>`` instead and is not delivered again. A copy the
+  store refuses keeps the checkpoint in flight and is retried a second later;
+- :class:`ReviveThread` runs the reviver and saves the POP state on one thread, so a
+  checkpoint being revived is never behind a saved revive offset before its copies
+  are flushed.
+
+A crash after a copy is written but before the revive offset that passes its
+checkpoint is saved revives that checkpoint again: a duplicate, never a loss (at least
+once).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from mqstore.errors import CorruptRecordError
+from mqstore.pop.inflight import InFlight, Pending
+from mqstore.pop.records import (
+    ACK_TAG,
+    BATCH_ACK_TAG,
+    CK_TAG,
+    REVIVE_GROUP,
+    AckMsg,
+    PopCheckPoint,
+    dlq_topic,
+    normal_topic,
+    pop_retry_topic,
+)
+from mqstore.pop.state import QueueKey
+from mqstore.pop.writer import RecordWriter
+from mqstore.service import ServiceThread
+from mqstore.status import GetStatus
+
+if TYPE_CHECKING:
+    from mqstore.consumequeue.results import StoredMessage
+    from mqstore.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+RETRY_LATER_MS = 1000
+
+
+def replay(
+    store: MessageStore,
+    topic: str,
+    revive_qid: int,
+    from_offset: int,
+    inflight: InFlight,
+    pop_offsets: dict[QueueKey, int],
+) -> int:
+    """Re-register the checkpoints of one revive queue from ``from_offset`` on and
+    apply their acks; raise ``pop_offsets`` past every checkpointed message (those are
+    the revive service's now, not the queue's). Returns how many records were read."""
+    offset, seen = from_offset, 0
+    while True:
+        r = store.get_message(REVIVE_GROUP, topic, revive_qid, offset, 32)
+        if r.status is GetStatus.OFFSET_TOO_SMALL:
+            offset = r.next_begin_offset
+            continue
+        if not r.messages:
+            return seen
+        for m in r.messages:
+            seen += 1
+            _replay_one(m, revive_qid, inflight, pop_offsets)
+        offset = r.next_begin_offset
+
+
+def _replay_one(
+    m: StoredMessage, revive_qid: int, inflight: InFlight, pop_offsets: dict[QueueKey, int]
+) -> None:
+    tag = m.tags
+    try:
+        if tag == CK_TAG:
+            ck = PopCheckPoint.from_json(m.body)
+            inflight.add(Pending(ck, revive_qid, m.queue_offset))
+            key = (ck.topic, ck.group, ck.queue_id)
+            pop_offsets[key] = max(pop_offsets.get(key, 0), ck.offsets[-1] + 1)
+        elif tag in (ACK_TAG, BATCH_ACK_TAG):
+            ack = AckMsg.from_json(m.body)
+            inflight.ack(ack.key, list(ack.ack_offsets))
+    except CorruptRecordError:
+        log.warning("revive queue %d offset %d: unreadable %s record", revive_qid,
+                    m.queue_offset, tag)  # fmt: skip
+
+
+class Reviver:
+    """Copies the unacknowledged messages of due checkpoints (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        inflight: InFlight,
+        writer: RecordWriter,
+        max_attempts: Callable[[str], int],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._inflight = inflight
+        self._writer = writer
+        self._max_attempts = max_attempts
+        self._clock = clock
+        self.revived = 0
+        """Messages copied to a retry topic so far."""
+        self.dead = 0
+        """Messages sent to a dead-letter queue so far."""
+
+    def revive_due(self) -> int:
+        """Revive every checkpoint due now; return how many messages were copied."""
+        now = int(self._clock() * 1000)
+        n = 0
+        for p in self._inflight.take_due(now):
+            n += self._revive(p)
+        return n
+
+    def _revive(self, p: Pending) -> int:
+        ck = p.ck
+        n = 0
+        for i, offset in enumerate(p.unacked):
+            m = self._read(ck.topic, ck.queue_id, offset)
+            if m is None:
+                continue  # removed by retention: nothing left to deliver
+            normal = normal_topic(ck.topic, ck.group)
+            dead = m.reconsume_times + 1 >= self._max_attempts(ck.group)
+            target = dlq_topic(ck.group) if dead else pop_retry_topic(normal, ck.group)
+            r = self._writer.put_copy(m, target, normal, ck.pop_time)
+            if not r.status.stored:
+                rest = p.unacked[i:]
+                log.warning("revive of %s offset %d refused (%s): retrying", ck.topic, offset,
+                            r.status.name)  # fmt: skip
+                self._retry_later(p, rest)
+                return n
+            n += 1
+            if dead:
+                self.dead += 1
+            else:
+                self.revived += 1
+        return n
+
+    def _retry_later(self, p: Pending, rest: list[int]) -> None:
+        ck = dataclasses.replace(p.ck, invisible_time=p.ck.invisible_time + RETRY_LATER_MS)
+        acked = {o for o in ck.offsets if o not in rest}
+        self._inflight.add(Pending(ck, p.revive_qid, p.ck_offset, acked))
+
+    def _read(self, topic: str, queue_id: int, offset: int) -> StoredMessage | None:
+        r = self._store.get_message(REVIVE_GROUP, topic, queue_id, offset, 1)
+        if r.messages and r.messages[0].queue_offset == offset:
+            return r.messages[0]
+        return None
+
+
+class ReviveThread(ServiceThread):
+    """Runs ``revive`` when a checkpoint is due and ``persist`` every ``persist_ms``."""
+
+    name = "pop-revive"
+
+    def __init__(
+        self,
+        revive: Callable[[], int],
+        next_due: Callable[[], int | None],
+        persist: Callable[[], None],
+        persist_ms: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(0.01)
+        self._revive = revive
+        self._next_due = next_due
+        self._persist = persist
+        self._persist_ms = persist_ms
+        self._clock = clock
+        self._last_persist = clock()
+
+    def run_once(self) -> None:
+        self._revive()
+        now = self._clock()
+        if (now - self._last_persist) * 1000 >= self._persist_ms:
+            self._persist()
+            self._last_persist = now
+        due = self._next_due()
+        wait = 0.05 if due is None else due / 1000 - self._clock()
+        self.interval = min(max(wait, 0.002), 0.05)
