@@ -1,0 +1,231 @@
+"""Text fields of records in bulk: topic ids, tag codes and index key hashes with numpy.
+
+The helper of :mod:`mqstore.commitlog.bulk` for the variable-length tail of a record:
+the topic and the properties string. It works on spans ``(start, length)`` of a byte
+array and applies the exact rules of the per-record code it stands in for:
+
+* properties are parsed with ``string_to_properties``'s rules (split on ``\\x02``;
+  a segment shorter than 3 is ignored; the first ``\\x01`` must leave a non-empty name
+  and value; a later duplicate wins), then TAGS, KEYS (split on spaces, empty tokens
+  dropped) and UNIQ_KEY are taken from it;
+* ``String.hashCode`` of ASCII text is ``sum(c_i * 31**(n-1-i)) mod 2**32``: one
+  multiply by a table of powers and one segmented sum (``np.add.reduceat``) per span,
+  in uint32 arithmetic, which wraps exactly like Java's int;
+* the index key of a record is ``topic#key``, so its hash is
+  ``hash(topic#) * 31**len(key) + hash(key)`` (mod 2**32): the topic's prefix is
+  hashed once per distinct topic, never per record.
+
+Only ASCII text is handled here (UTF-16 code units and UTF-8 bytes then agree, and
+ASCII is valid UTF-8): the caller sends records with any other byte through the exact
+codec. Contract: pure functions over arrays, no I/O, nothing kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from mqstore.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    java_string_hash,
+)
+
+I64 = NDArray[np.int64]
+U32 = NDArray[np.uint32]
+U8 = NDArray[np.uint8]
+
+_POW_LEN: Final = 1 << 16
+_POW31: Final = np.cumprod(
+    np.r_[np.uint32(1), np.full(_POW_LEN - 1, 31, np.uint32)], dtype=np.uint32
+)
+"""31**k mod 2**32 for k < 65536 (a properties string holds at most 32767 bytes)."""
+_SEP: Final = ord(PROPERTY_SEPARATOR)
+_NV: Final = ord(NAME_VALUE_SEPARATOR)
+_SPACE: Final = ord(" ")
+_MIN_SEGMENT: Final = 3
+_KEY_BYTES: Final = 8
+"""Names up to 8 bytes (TAGS, KEYS, UNIQ_KEY) are compared as one big-endian uint64."""
+
+
+def flat_index(starts: I64, lens: I64) -> tuple[I64, I64]:
+    """Positions of every byte of the spans, concatenated, and where each span begins
+    in that concatenation (one cumulative sum of steps: 1 inside a span, a jump
+    between spans)."""
+    offs = np.cumsum(lens) - lens
+    nz = lens > 0
+    s, n, o = starts[nz], lens[nz], offs[nz]
+    total = int(n.sum())
+    step = np.ones(total, np.int64)
+    if total:
+        step[o[1:]] = s[1:] - (s[:-1] + n[:-1]) + 1
+        step[0] = s[0]
+    pos: I64 = np.cumsum(step)
+    return pos, offs
+
+
+def merge_sorted(a: I64, b: I64) -> I64:
+    """Two sorted arrays as one sorted array (``b``'s values first among equals)."""
+    at = np.searchsorted(a, b, side="left") + np.arange(b.size)
+    out = np.empty(a.size + b.size, np.int64)
+    rest = np.ones(out.size, np.bool_)
+    rest[at] = False
+    out[at] = b
+    out[rest] = a
+    return out
+
+
+def span_count(mask: NDArray[np.bool_], offs: I64, lens: I64) -> I64:
+    """How many true values of the flat ``mask`` fall in each span."""
+    c = np.r_[0, np.cumsum(mask, dtype=np.int64)]
+    out: I64 = c[offs + lens] - c[offs]
+    return out
+
+
+def java_hash(src: U8, starts: I64, lens: I64) -> U32:
+    """``String.hashCode`` (as uint32) of each ASCII span ``src[start:start+len]``."""
+    out = np.zeros(starts.size, np.uint32)
+    nz = lens > 0
+    if not nz.any():
+        return out
+    s, n = starts[nz], lens[nz]
+    pos, offs = flat_index(s, n)
+    weight = _POW31[np.repeat(s + n - 1, n) - pos]
+    out[nz] = np.add.reduceat(src[pos].astype(np.uint32) * weight, offs, dtype=np.uint32)
+    return out
+
+
+def signed32(h: U32) -> I64:
+    """uint32 hashes as Java ints (sign-extended into int64)."""
+    return h.astype(np.int32).astype(np.int64)
+
+
+def index_hash(h: U32) -> NDArray[np.int32]:
+    """``IndexFile.indexKeyHashMethod``: abs of the int, MIN_VALUE mapped to 0."""
+    s = h.astype(np.int64)
+    neg = s >= 1 << 31
+    s[neg] = (1 << 32) - s[neg]
+    s[s == 1 << 31] = 0
+    return s.astype(np.int32)
+
+
+def _match_name(flat: U8, start: I64, length: I64, name: str) -> NDArray[np.bool_]:
+    """Which spans of ``flat`` hold exactly ``name`` (ASCII)."""
+    want = np.frombuffer(name.encode(), np.uint8)
+    hit: NDArray[np.bool_] = length == want.size
+    if not hit.any():
+        return hit
+    idx = np.flatnonzero(hit)
+    grid = flat[start[idx][:, None] + np.arange(want.size)]
+    hit[idx] = (grid == want).all(axis=1)
+    return hit
+
+
+class Properties:
+    """The named properties of many records' ASCII properties strings, parsed at once.
+
+    ``flat`` is the strings concatenated, ``offs``/``lens`` each record's span in it.
+    :meth:`value` gives, per record, the span of a property's value (length -1 when
+    the record has none), with ``string_to_properties``'s rules.
+    """
+
+    def __init__(self, flat: U8, offs: I64, lens: I64) -> None:
+        self.flat = flat
+        seps = np.flatnonzero(flat == _SEP)
+        starts = merge_sorted(seps + 1, offs)
+        ends = merge_sorted(seps, offs + lens)
+        seg_len = ends - starts
+        ones = np.flatnonzero(flat == _NV)
+        j = np.searchsorted(ones, starts)
+        first = ones[np.minimum(j, max(ones.size - 1, 0))] if ones.size else starts
+        ok = (j < ones.size) & (seg_len >= _MIN_SEGMENT) & (first > starts) & (first < ends - 1)
+        self.start = starts[ok]
+        self.name_len = first[ok] - self.start
+        self.value_start = first[ok] + 1
+        self.value_len = ends[ok] - self.value_start
+        self.record = np.searchsorted(offs + lens, self.start, side="right")
+        self.n = offs.size
+        short = self.name_len <= _KEY_BYTES
+        grid = flat[np.minimum(self.start[:, None] + np.arange(_KEY_BYTES), max(flat.size - 1, 0))]
+        grid[np.arange(_KEY_BYTES) >= self.name_len[:, None]] = 0
+        self.name_key = np.where(short, grid.view(">u8").ravel() if grid.size else 0, 0)
+
+    def value(self, name: str) -> tuple[I64, I64]:
+        """Per record, (start in ``flat``, length) of the last valid ``name`` segment;
+        length -1 when there is none."""
+        raw = name.encode()
+        if len(raw) <= _KEY_BYTES:
+            key = int.from_bytes(raw.ljust(_KEY_BYTES, b"\0"), "big")
+            hit = np.flatnonzero((self.name_len == len(raw)) & (self.name_key == key))
+        else:
+            hit = np.flatnonzero(_match_name(self.flat, self.start, self.name_len, name))
+        start = np.zeros(self.n, np.int64)
+        length = np.full(self.n, -1, np.int64)
+        rec = self.record[hit]
+        last = np.r_[rec[1:] != rec[:-1], True] if rec.size else rec.astype(bool)
+        hit, rec = hit[last], rec[last]  # segments are in order: a later duplicate wins
+        start[rec] = self.value_start[hit]
+        length[rec] = self.value_len[hit]
+        return start, length
+
+
+def _split_tokens(flat: U8, starts: I64, lens: I64) -> tuple[I64, I64, I64]:
+    """Non-empty space-separated tokens of the spans: (span index, start, length)."""
+    has = lens > 0
+    idx = np.flatnonzero(has)
+    s, n = starts[idx], lens[idx]
+    pos, _ = flat_index(s, n)
+    spaces = pos[flat[pos] == _SPACE]
+    owner = np.searchsorted(s, spaces, side="right") - 1
+    t_start = np.r_[s, spaces + 1]
+    t_owner = np.r_[np.arange(idx.size), owner]
+    order = np.argsort(t_start, kind="stable")
+    t_start, t_owner = t_start[order], t_owner[order]
+    t_end = merge_sorted(spaces, s + n)
+    keep = t_end > t_start
+    return idx[t_owner[keep]], t_start[keep], (t_end - t_start)[keep]
+
+
+def index_keys(
+    flat: U8, props: Properties, topic_id: I64, topics: list[str], want: NDArray[np.bool_]
+) -> tuple[I64, NDArray[np.int32]]:
+    """Index key hashes (UNIQ_KEY, then each KEYS token, as the dispatcher builds them)
+    of the records where ``want``: (record, hash) pairs in record order."""
+    prefix = np.array([java_string_hash(t + "#") & 0xFFFFFFFF for t in topics], np.uint32)
+    u_start, u_len = props.value(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    k_start, k_len = props.value(PROPERTY_KEYS)
+    has_u = np.flatnonzero((u_len > 0) & want)
+    k_sel = np.flatnonzero((k_len > 0) & want)
+    k_rec, t_start, t_len = _split_tokens(flat, k_start[k_sel], k_len[k_sel])
+    rec = np.r_[has_u, k_sel[k_rec]]
+    start = np.r_[u_start[has_u], t_start]
+    length = np.r_[u_len[has_u], t_len]
+    order = np.argsort(rec, kind="stable")  # UNIQ_KEY first, then the tokens in order
+    rec, start, length = rec[order], start[order], length[order]
+    h = prefix[topic_id[rec]] * _POW31[length] + java_hash(flat, start, length)
+    return rec, index_hash(h)
+
+
+def tags_codes(flat: U8, props: Properties) -> I64:
+    """The TAGS hash of each record (``tags_code``: 0 without TAGS)."""
+    start, length = props.value(PROPERTY_TAGS)
+    has = length > 0
+    out = np.zeros(length.size, np.int64)
+    out[has] = signed32(java_hash(flat, start[has], length[has]))
+    return out
+
+
+def value_strings(flat: U8, start: I64, length: I64, rows: Any) -> list[str | None]:
+    """The values at ``rows`` as str (None where length is -1); for the few callers
+    that need the text itself."""
+    data = flat.tobytes()
+    out: list[str | None] = []
+    for i in np.asarray(rows, np.int64).tolist():
+        n = int(length[i])
+        out.append(None if n < 0 else data[int(start[i]) : int(start[i]) + n].decode("ascii"))
+    return out

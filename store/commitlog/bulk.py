@@ -1,0 +1,370 @@
+"""Records in bulk: a byte range of a CommitLog segment as numpy columns.
+
+What recovery, the Spark jobs and the log checker need from many records at once (position,
+size, queue id and offset, physical offset, store time, topic id, tag code, index key
+hashes, body CRC verdict) is computed with numpy over the mapped bytes instead of one
+:func:`mqstore.commitlog.format.scan` call per record:
+
+1. **walk**: the TOTALSIZE chain is followed from ``start`` (8 bytes per record, the only
+   sequential step) while the header looks like a record (V1/V2 magic, a size that fits);
+2. **validate**: every length check of ``scan`` (hosts, body, topic, properties against
+   TOTALSIZE) is done on arrays; the scan ends at the first record that fails one;
+3. **CRC**: ``zlib.crc32`` per body (C, the GIL is the only per-record cost left);
+4. **text**: topics become small integer ids, TAGS and index keys are hashed in bulk
+   (:mod:`mqstore.commitlog._bulk_text`). A record whose topic or properties hold a
+   non-ASCII byte goes through the exact codec (UTF-8 validation, UTF-16 hashing).
+
+Contract: the result is exactly what calling ``scan(buf, pos, limit, check_crc=False)``
+record after record from ``start`` gives, up to the first result that is not a
+:class:`RecordInfo` (returned as :attr:`BulkScan.stop`, from the exact codec, so every
+``Corrupt`` kind and detail is the codec's), plus, when ``check_crc``, each record's
+BODYCRC verdict. The per-record codec stays the reference; ``tests/commitlog/test_bulk.py``
+holds the two to the same answers on generated, damaged and real segments. Every byte
+position comes from :mod:`mqstore.commitlog._layout` (its constants and header
+``struct`` formats); nothing here restates the layout. No I/O; nothing kept referencing
+the buffer after a call returns.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from mqstore.commitlog import _bulk_text as text
+from mqstore.commitlog import _layout as L
+from mqstore.commitlog._decode import scan as exact_scan
+from mqstore.commitlog._results import Corrupt, EndOfSegment, RecordInfo
+from mqstore.index.format import key_hash
+from mqstore.message import keys_of, tags_code, uniq_key_of
+
+I64 = NDArray[np.int64]
+Buffer = bytes | bytearray | memoryview
+CHUNK_RECORDS: Final = 65_536
+"""Records per call by default: bounds the temporary arrays (about 100 bytes each)."""
+_HOST_COMBOS: Final = (
+    (L.IPV4_HOST_LEN, L.IPV4_HOST_LEN), (L.IPV4_HOST_LEN, L.IPV6_HOST_LEN),
+    (L.IPV6_HOST_LEN, L.IPV4_HOST_LEN), (L.IPV6_HOST_LEN, L.IPV6_HOST_LEN),
+)  # fmt: skip
+"""Index = 2 * (born host is IPv6) + (store host is IPv6)."""
+
+
+def _field_offsets(s: struct.Struct) -> list[int]:
+    """Byte offset of each field of a big-endian ``struct`` format."""
+    out, at = [], 0
+    for count, code in re.findall(r"(\d*)([a-zA-Z])", s.format[1:]):
+        out.append(at)
+        at += struct.calcsize(">" + (count or "") + code)
+    return out
+
+
+_OFFSETS: Final = np.array([_field_offsets(L._HEADERS[c]) for c in _HOST_COMBOS], np.int64)
+_HEADER_SIZE: Final = np.array([L._HEADERS[c].size for c in _HOST_COMBOS], np.int64)
+_STORE_TS: Final = 10
+_BODY_LEN: Final = 14
+"""Field numbers in the header formats (as ``_decode`` reads them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordArrays:
+    """The valid records of a range, one array element per record, in log order.
+
+    ``position``, ``body_pos`` and ``props_pos`` are positions in the scanned buffer.
+    ``topic_id`` indexes :attr:`topics`. ``tags_code`` is ``tags_code(TAGS)`` (0 without
+    tags). ``torn`` marks properties ending in a zero byte (recovery's torn-tail rule).
+    Index keys (only when asked for): ``key_hash[i]`` belongs to record
+    ``key_record[i]``, UNIQ_KEY first then each KEYS token, as the dispatcher indexes
+    them; ``crc_ok`` is all true when the CRC was not checked.
+    """
+
+    position: I64
+    size: I64
+    version: I64
+    crc_ok: NDArray[np.bool_]
+    queue_id: I64
+    flag: I64
+    queue_offset: I64
+    physical_offset: I64
+    sys_flag: I64
+    born_timestamp: I64
+    store_timestamp: I64
+    body_pos: I64
+    body_len: I64
+    props_pos: I64
+    props_len: I64
+    topic_id: I64
+    tags_code: I64
+    torn: NDArray[np.bool_]
+    key_record: I64
+    key_hash: NDArray[np.int32]
+    topics: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.position.size)
+
+    def topic_names(self) -> list[str]:
+        """The topic of every record, as str."""
+        return [self.topics[i] for i in self.topic_id.tolist()]
+
+
+@dataclass(frozen=True, slots=True)
+class BulkScan:
+    """One call's result: the records of ``[start, end)`` and why the scan ended.
+
+    ``stop`` is None when the walk reached the range's end or the record limit (go on
+    at ``end``); otherwise it is the exact codec's (CRC not checked) verdict on the
+    bytes at ``end``: an :class:`EndOfSegment` or a :class:`Corrupt`.
+    """
+
+    records: RecordArrays
+    end: int
+    stop: EndOfSegment | Corrupt | None
+
+
+def walk(buf: Buffer, pos: int, end: int, limit: int, max_records: int) -> list[int]:
+    """Positions of the records chained by TOTALSIZE from ``pos`` while their start is
+    before ``end``, their header looks like a record's and they fit before ``limit``."""
+    unpack = L._SIZE_MAGIC.unpack_from
+    v1, v2, smallest, last = L.MAGIC_V1, L.MAGIC_V2, L.MIN_RECORD_SIZE, limit - 8
+    out: list[int] = []
+    add = out.append
+    while pos < end and pos <= last and len(out) < max_records:
+        size, magic = unpack(buf, pos)
+        if magic not in (v1, v2) or size < smallest or size > limit - pos:
+            break
+        add(pos)
+        pos += size
+    return out
+
+
+def _be(u8: NDArray[np.uint8], pos: I64, width: int) -> I64:
+    """Big-endian signed ints of ``width`` bytes at ``pos`` (clipped into the buffer:
+    a record whose lengths are bad may point anywhere; its values are then unused)."""
+    p = np.clip(pos, 0, u8.size - width)
+    grid = u8[p[:, None] + np.arange(width)]
+    out: I64 = grid.view(f">i{width}").ravel().astype(np.int64)
+    return out
+
+
+def scan(
+    buf: Buffer,
+    start: int,
+    end: int,
+    limit: int | None = None,
+    *,
+    check_crc: bool = True,
+    keys: bool = False,
+    max_records: int = CHUNK_RECORDS,
+) -> BulkScan:
+    """Records starting in ``[start, end)`` of ``buf[:limit]``, at most ``max_records``.
+
+    See the module doc for the contract. ``keys`` also hashes each record's index keys.
+    Pass bytes, a memoryview or a read-only mmap; nothing is kept referencing it.
+    """
+    lim = len(buf) if limit is None else limit
+    positions = walk(buf, start, end, lim, max_records)
+    stop_pos = positions[-1] if positions else start
+    u8 = np.frombuffer(buf, np.uint8, lim)
+    if positions:
+        p = np.array(positions, np.int64)
+        size = _be(u8, p + L.TOTAL_SIZE_POS, 4)
+        stop_pos = int(p[-1] + size[-1])
+    else:
+        p = size = np.zeros(0, np.int64)
+    cols, first_bad = _validate(u8, p, size)
+    if first_bad < p.size:
+        stop_pos = int(p[first_bad])
+        cols = {k: v[:first_bad] for k, v in cols.items()}
+    cols, extra, text_bad = _text(buf, u8, cols, keys, lim)
+    if text_bad >= 0:
+        stop_pos = text_bad
+    n = cols["position"].size
+    crc_ok = _crc_ok(buf, cols) if check_crc else np.ones(n, np.bool_)
+    walked_out = stop_pos >= end or (len(positions) == max_records and first_bad >= p.size)
+    stop = None
+    if not walked_out or text_bad >= 0:
+        r = exact_scan(buf, stop_pos, lim, check_crc=False)
+        if isinstance(r, RecordInfo):
+            raise AssertionError(f"bulk scan stopped at a valid record at {stop_pos}")
+        stop = r
+    c = cols
+    arrays = RecordArrays(
+        c["position"], c["size"], c["version"], crc_ok, c["queue_id"], c["flag"],
+        c["queue_offset"], c["physical_offset"], c["sys_flag"], c["born_timestamp"],
+        c["store_timestamp"], c["body_pos"], c["body_len"], c["props_pos"], c["props_len"],
+        extra.topic_id, extra.tags_code, extra.torn, extra.key_record, extra.key_hash,
+        extra.topics,
+    )  # fmt: skip
+    return BulkScan(arrays, stop_pos, stop)
+
+
+def _validate(u8: NDArray[np.uint8], p: I64, size: I64) -> tuple[dict[str, I64], int]:
+    """The header columns of walked records and the index of the first one that fails
+    a length check of the codec (``p.size`` when none does)."""
+    magic = _be(u8, p + L.MAGIC_POS, 4)
+    version = np.where(magic == L.MAGIC_V2, 2, 1)
+    sys_flag = _be(u8, p + L.SYSFLAG_POS, 4)
+    combo = 2 * ((sys_flag & L.BORNHOST_V6_FLAG) != 0) + ((sys_flag & L.STOREHOST_V6_FLAG) != 0)
+    hdr = _HEADER_SIZE[combo]
+    rec_end = p + size
+    body_pos = p + hdr
+    body_len = _be(u8, p + _OFFSETS[combo, _BODY_LEN], 4)
+    tl_pos = body_pos + body_len
+    bad = (size < hdr + version + 2) | (body_len < 0) | (tl_pos + version + 2 > rec_end)
+    t_len = np.where(version == 1, _be(u8, tl_pos, 1), _be(u8, tl_pos, 2))
+    t_len = np.where(version == 1, t_len & 0xFF, t_len)
+    bad |= (version == 1) & (t_len > L.MAX_TOPIC_LENGTH_V1)
+    bad |= t_len < 0
+    t_pos = tl_pos + version
+    bad |= t_pos + t_len + 2 > rec_end
+    props_len = _be(u8, t_pos + t_len, 2)
+    props_pos = t_pos + t_len + 2
+    bad |= (props_len < 0) | (props_pos + props_len != rec_end)
+    first_bad = int(np.argmax(bad)) if bad.any() else p.size
+    cols = {
+        "position": p, "size": size, "version": version,
+        "queue_id": _be(u8, p + L.QUEUE_ID_POS, 4), "flag": _be(u8, p + L.FLAG_POS, 4),
+        "queue_offset": _be(u8, p + L.QUEUE_OFFSET_POS, 8),
+        "physical_offset": _be(u8, p + L.PHYSICAL_OFFSET_POS, 8), "sys_flag": sys_flag,
+        "born_timestamp": _be(u8, p + L.BORN_TIMESTAMP_POS, 8),
+        "store_timestamp": _be(u8, p + _OFFSETS[combo, _STORE_TS], 8),
+        "body_pos": body_pos, "body_len": body_len, "topic_pos": t_pos, "topic_len": t_len,
+        "props_pos": props_pos, "props_len": props_len,
+    }  # fmt: skip
+    return cols, first_bad
+
+
+def _crc_ok(buf: Buffer, cols: dict[str, I64]) -> NDArray[np.bool_]:
+    """BODYCRC verdict per record: zlib.crc32 of each body (C) against the field."""
+    stored = _be(np.frombuffer(buf, np.uint8), cols["position"] + L.BODY_CRC_POS, 4)
+    crc32 = zlib.crc32
+    starts = cols["body_pos"].tolist()
+    ends = (cols["body_pos"] + cols["body_len"]).tolist()
+    with memoryview(buf) as mv:
+        actual = np.fromiter(
+            (crc32(mv[a:b]) for a, b in zip(starts, ends, strict=True)), np.int64, len(starts)
+        )
+    ok: NDArray[np.bool_] = (actual & 0x7FFFFFFF) == stored
+    return ok
+
+
+@dataclass(frozen=True, slots=True)
+class _TextColumns:
+    """The columns :func:`_text` derives from the topic and properties."""
+
+    topic_id: I64
+    tags_code: I64
+    torn: NDArray[np.bool_]
+    key_record: I64
+    key_hash: NDArray[np.int32]
+    topics: tuple[str, ...]
+
+
+def _text(
+    buf: Buffer, u8: NDArray[np.uint8], cols: dict[str, I64], keys: bool, lim: int
+) -> tuple[dict[str, I64], _TextColumns, int]:
+    """The records' columns (cut at the first record whose text the codec rejects),
+    their topic ids, tag codes, torn flags and (``keys``) index key hashes, and the
+    position of that first rejected record, or -1."""
+    t_pos, t_len = cols.pop("topic_pos"), cols.pop("topic_len")
+    p_pos, p_len = cols["props_pos"], cols["props_len"]
+    t_idx, t_offs = text.flat_index(t_pos, t_len)
+    p_idx, p_offs = text.flat_index(p_pos, p_len)
+    t_flat, p_flat = u8[t_idx], u8[p_idx]
+    wide = np.zeros(t_len.size, np.int64)
+    if t_flat.size and t_flat.max() >= 0x80:
+        wide += text.span_count(t_flat >= 0x80, t_offs, t_len)
+    if p_flat.size and p_flat.max() >= 0x80:
+        wide += text.span_count(p_flat >= 0x80, p_offs, p_len)
+    exact = _exact_records(buf, cols, np.flatnonzero(wide), lim)
+    text_bad = -1
+    if exact.bad_at < cols["position"].size:
+        text_bad = int(cols["position"][exact.bad_at])
+        cut = exact.bad_at
+        cols = {k: v[:cut] for k, v in cols.items()}
+        t_len, t_offs, p_len, p_offs = t_len[:cut], t_offs[:cut], p_len[:cut], p_offs[:cut]
+        t_flat = t_flat[: int(t_offs[-1] + t_len[-1])] if cut else t_flat[:0]
+        p_flat = p_flat[: int(p_offs[-1] + p_len[-1])] if cut else p_flat[:0]
+        wide = wide[:cut]
+    ascii_rec = wide == 0
+    topic_id, topics = _topic_ids(t_flat, t_offs, t_len, ascii_rec, exact.topics)
+    props = text.Properties(p_flat, p_offs, p_len)
+    tags = text.tags_codes(p_flat, props)
+    for i, code in exact.tags.items():
+        tags[i] = code
+    end = cols["position"] + cols["size"]
+    torn = (p_len > 0) & (u8[np.clip(end - 1, 0, max(lim - 1, 0))] == 0)
+    rec = np.zeros(0, np.int64)
+    hashes = np.zeros(0, np.int32)
+    if keys:
+        rec, hashes = text.index_keys(p_flat, props, topic_id, topics, ascii_rec)
+        if exact.keys:
+            x_rec = np.array([r for r, _ in exact.keys], np.int64)
+            x_hash = np.array([h for _, h in exact.keys], np.int32)
+            rec, hashes = np.r_[rec, x_rec], np.r_[hashes, x_hash]
+            order = np.argsort(rec, kind="stable")
+            rec, hashes = rec[order], hashes[order]
+    extra = _TextColumns(topic_id, tags, torn, rec, hashes.astype(np.int32), tuple(topics))
+    return cols, extra, text_bad
+
+
+@dataclass(slots=True)
+class _Exact:
+    """What the exact codec said about the records it was asked to read."""
+
+    bad_at: int
+    topics: dict[int, str]
+    tags: dict[int, int]
+    keys: list[tuple[int, int]]
+
+
+def _exact_records(buf: Buffer, cols: dict[str, I64], rows: I64, lim: int) -> _Exact:
+    """Read ``rows`` (records with non-ASCII text) with the exact codec: the first one
+    it rejects (by index; the count when none), and the others' topics, tags, keys."""
+    out = _Exact(cols["position"].size, {}, {}, [])
+    for i in rows.tolist():
+        r = exact_scan(buf, int(cols["position"][i]), lim, check_crc=False)
+        if not isinstance(r, RecordInfo):
+            out.bad_at = i
+            break
+        out.topics[i] = r.topic
+        out.tags[i] = tags_code(r.tags)
+        prefix = r.topic + "#"
+        for k in (uniq_key_of(r.properties_string), *keys_of(r.properties_string)):
+            if k:
+                out.keys.append((i, key_hash(prefix + k)))
+    return out
+
+
+def _topic_ids(
+    flat: NDArray[np.uint8], offs: I64, lens: I64, ascii_rec: NDArray[np.bool_],
+    exact: dict[int, str],
+) -> tuple[I64, list[str]]:  # fmt: skip
+    """Small integer ids for the topics (ASCII ones grouped by length and hash, each
+    group checked byte for byte against its first member) and the id -> name list."""
+    n = lens.size
+    ids = np.zeros(n, np.int64)
+    names: dict[str, int] = {}
+    key = (lens << 32) | text.java_hash(flat, offs, lens).astype(np.int64)
+    key = np.where(ascii_rec, key, -1)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    ex = first[inv]
+    idx, _ = text.flat_index(offs, lens)
+    mate = idx + np.repeat(offs[ex] - offs, lens)
+    differ = text.span_count(flat[idx] != flat[mate], offs, lens) > 0
+    data = flat.tobytes()
+
+    def name_of(i: int) -> str:
+        return exact[i] if i in exact else data[offs[i] : offs[i] + lens[i]].decode("ascii")
+
+    group_id = [names.setdefault(name_of(int(f)), len(names)) for f in first.tolist()]
+    ids[:] = np.asarray(group_id, np.int64)[inv] if n else ids
+    for i in np.flatnonzero(differ | ~ascii_rec).tolist():
+        ids[i] = names.setdefault(name_of(i), len(names))
+    return ids, list(names)
