@@ -137,8 +137,8 @@ def main() -> None:
     print(f"loadavg {os.getloadavg()[0]:.2f}, cpus {os.cpu_count()}")
 
     from mqstore.broker.core import BrokerConfig, BrokerCore
+    from mqstore.broker.inprocess import InProcessTransport
     from mqstore.broker.topics import TopicConfig
-    from mqstore.client.inprocess import InProcessTransport
     from mqstore.config import StoreConfig
     from mqstore.message_store import MessageStore
 

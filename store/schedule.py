@@ -31,7 +31,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqstore.broker import fastjson
 from mqstore.commitlog import format as fmt
 from mqstore.message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -39,6 +38,7 @@ from mqstore.message import (
     PROPERTY_REAL_TOPIC,
     Message,
 )
+from mqstore.remoting import fastjson
 from mqstore.service import ServiceThread
 from mqstore.status import PutStatus
 

@@ -13,19 +13,19 @@ Front end (owns the sockets and the event loop)
 
 Pure codec (I/O-free)
 
-- :mod:`~mqstore.broker.remoting`: the frame codec, sans-IO: ``RemotingCommand``,
+- :mod:`~mqstore.remoting.codec`: the frame codec, sans-IO: ``RemotingCommand``,
   ``encode`` and the ``FrameDecoder`` for JSON and ROCKETMQ headers.
 - :mod:`~mqstore.broker.wire`: request headers and bodies as Python values (send
   headers, batches, heartbeats, lock bodies), ``BadRequestError`` for malformed ones.
-- :mod:`~mqstore.broker.codes`: request/response codes, language and serialize-type
+- :mod:`~mqstore.remoting.codes`: request/response codes, language and serialize-type
   bytes, flag and pull sysflag bits, with RocketMQ's numeric values.
-- :mod:`~mqstore.broker.fastjson`: fastjson-compatible JSON (unquoted integer map keys)
+- :mod:`~mqstore.remoting.fastjson`: fastjson-compatible JSON (unquoted integer map keys)
   and RocketMQ's temp-file + ``.bak`` config file writes.
 
 Broker state and logic (transport-free, thread-safe)
 
 - :mod:`~mqstore.broker.core`: :class:`~mqstore.broker.core.BrokerCore`, what both front
-  ends (TCP and ``mqstore.client.inprocess``) call; owns the managers below.
+  ends (TCP and ``mqstore.broker.inprocess``) call; owns the managers below.
 - :mod:`~mqstore.broker.sending`: sends into the store with topic/queue checks and
   auto-creation; :mod:`~mqstore.broker.sendback`: retry / DLQ topics of send-backs.
 - :mod:`~mqstore.broker.pulls`: pull requests, outcomes and the status-to-code table.

@@ -4,7 +4,7 @@
 (a counter bumped on every write, and the write time) and one table of fastjson beans
 keyed by name. :class:`VersionedTable` is that shape's load and persist, written once
 for both managers (store.broker.topics, store.broker.subscriptions). Writes go through
-:func:`~mqstore.broker.fastjson.write_config_file` (temp file + ``.bak``).
+:func:`~mqstore.remoting.fastjson.write_config_file` (temp file + ``.bak``).
 
 Not thread-safe: each manager calls it under its own lock.
 """
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mqstore.broker.fastjson import Bean, dumps, read_config_file, write_config_file
+from mqstore.remoting.fastjson import Bean, dumps, read_config_file, write_config_file
 
 
 class VersionedTable:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from mqstore.client.transport import ConsumerData, Heartbeat
+from mqstore.remoting.values import ConsumerData, Heartbeat
 
 
 class ClientChannel(Protocol):

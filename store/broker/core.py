@@ -1,7 +1,7 @@
 """The broker's brain, free of any transport: ``BrokerCore`` answers what clients ask.
 
 Both front ends share it: the asyncio remoting server (``mqstore.broker.server``) and the
-in-process transport (``mqstore.client.inprocess``) call the same methods, so a consumer
+in-process transport (``mqstore.broker.inprocess``) call the same methods, so a consumer
 behaves the same embedded or over TCP. The core owns the broker state managers, each
 in its own module, and wires them to one :class:`~mqstore.message_store.MessageStore`:
 
@@ -13,6 +13,7 @@ in its own module, and wires them to one :class:`~mqstore.message_store.MessageS
 ``locks``              orderly-consumer queue leases (60 s)
 ``hold``               long polling: suspended pulls woken by store arrivals
 ``sender``             sends and send-backs into the store (store.broker.sending)
+``queries``            offset and message queries (store.broker.queries)
 =====================  ============================================================
 
 Threads: :meth:`BrokerCore.start` starts the hold service and a housekeeping thread
@@ -35,13 +36,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqstore.broker.codes import ResponseCode
 from mqstore.broker.consumers import ClientChannel, ConsumerManager
 from mqstore.broker.hold import PullHoldService
 from mqstore.broker.locks import RebalanceLockManager
 from mqstore.broker.offsets import ConsumerOffsetManager
 from mqstore.broker.pulls import PullCallback, PullOutcome, PullRequest, response_code
-from mqstore.broker.queries import QueryMixin
+from mqstore.broker.queries import BrokerQueries
 from mqstore.broker.sendback import (
     retry_topic,
 )
@@ -54,12 +54,12 @@ from mqstore.broker.topics import (
     TopicConfigManager,
     system_topics,
 )
-from mqstore.client.allocate import MessageQueue
-from mqstore.client.transport import Heartbeat, MessageModel
 from mqstore.config import BrokerRole
 from mqstore.consumequeue.get import total_physical_memory
 from mqstore.message import TOPIC_PATTERN, Message
 from mqstore.message_store import MessageStore
+from mqstore.remoting.codes import ResponseCode
+from mqstore.remoting.values import Heartbeat, MessageModel, MessageQueue
 from mqstore.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -104,11 +104,11 @@ class _Housekeeping(ServiceThread):
             log.info("dropped expired consumer channels: %s", expired)
 
 
-class BrokerCore(QueryMixin):
+class BrokerCore:
     """Broker state and request logic over one MessageStore (see the module docstring).
 
-    The offset and message queries (QUERY_CONSUMER_OFFSET .. QUERY_MESSAGE) come from
-    :class:`~mqstore.broker.queries.QueryMixin`.
+    The offset and message queries (QUERY_CONSUMER_OFFSET .. QUERY_MESSAGE) are
+    ``core.queries``, a :class:`~mqstore.broker.queries.BrokerQueries`.
 
     The store's lifecycle is the caller's: :meth:`shutdown` does not close it.
     """
@@ -132,9 +132,8 @@ class BrokerCore(QueryMixin):
             self._reexecute, store.max_offset_in_queue, cfg.hold_check_interval_ms
         )
         self._housekeeping = _Housekeeping(self, cfg.consumer_offset_persist_interval_ms / 1000)
-        self._memory_limit = (
-            total_physical_memory() * store.cfg.access_message_in_memory_max_ratio // 100
-        )
+        memory_limit = total_physical_memory() * store.cfg.access_message_in_memory_max_ratio // 100
+        self.queries = BrokerQueries(store, self.offsets, memory_limit)
         self._started = False
         self._lock = threading.Lock()
         self._learn_store_topics()

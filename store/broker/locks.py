@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from mqstore.client.allocate import MessageQueue
+from mqstore.remoting.values import MessageQueue
 
 
 def _now_ms() -> int:

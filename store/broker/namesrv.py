@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 
-from mqstore.broker.fastjson import Bean, dumps
 from mqstore.broker.topics import TopicConfig
+from mqstore.remoting.fastjson import Bean, dumps
 
 
 def _broker_data(cluster: str, broker_name: str, broker_id: int, addr: str) -> Bean:

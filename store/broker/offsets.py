@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Final
 
-from mqstore.broker.fastjson import dumps, read_config_file, write_config_file
+from mqstore.remoting.fastjson import dumps, read_config_file, write_config_file
 
 TOPIC_GROUP_SEPARATOR: Final = "@"
 

@@ -18,13 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from mqstore.broker.codes import PullSysFlag, RequestCode, ResponseCode
 from mqstore.broker.consumers import ClientChannel
 from mqstore.broker.core import BrokerCore
-from mqstore.broker.fastjson import dumps
 from mqstore.broker.namesrv import cluster_info_body, route_body
 from mqstore.broker.pulls import PullOutcome, PullRequest
-from mqstore.broker.remoting import RemotingCommand
 from mqstore.broker.sending import SendOutcome
 from mqstore.broker.topics import PERM_RW, TopicConfig
 from mqstore.broker.wire import (
@@ -41,6 +38,9 @@ from mqstore.broker.wire import (
 from mqstore.consumequeue.search import BoundaryType
 from mqstore.errors import IllegalTopicError
 from mqstore.message import validate_topic
+from mqstore.remoting.codec import RemotingCommand
+from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
+from mqstore.remoting.fastjson import dumps
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +189,7 @@ def process_pull(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) ->
 def process_query_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """QUERY_CONSUMER_OFFSET (14)."""
     ext = cmd.ext_fields
-    offset = ctx.core.query_offset(
+    offset = ctx.core.queries.query_offset(
         ext_str(ext, "consumerGroup"), ext_str(ext, "topic"), ext_int(ext, "queueId")
     )
     if offset is None:
@@ -205,7 +205,7 @@ def process_update_offset(ctx: RequestContext, cmd: RemotingCommand) -> Remoting
     ext = cmd.ext_fields
     topic = ext_str(ext, "topic")
     try:
-        ctx.core.update_offset(
+        ctx.core.queries.update_offset(
             ext_str(ext, "consumerGroup"),
             topic,
             ext_int(ext, "queueId"),
@@ -219,20 +219,24 @@ def process_update_offset(ctx: RequestContext, cmd: RemotingCommand) -> Remoting
 def process_max_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """GET_MAX_OFFSET (30)."""
     ext = cmd.ext_fields
-    return _ok(cmd, {"offset": ctx.core.max_offset(ext_str(ext, "topic"), ext_int(ext, "queueId"))})
+    return _ok(
+        cmd, {"offset": ctx.core.queries.max_offset(ext_str(ext, "topic"), ext_int(ext, "queueId"))}
+    )
 
 
 def process_min_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """GET_MIN_OFFSET (31)."""
     ext = cmd.ext_fields
-    return _ok(cmd, {"offset": ctx.core.min_offset(ext_str(ext, "topic"), ext_int(ext, "queueId"))})
+    return _ok(
+        cmd, {"offset": ctx.core.queries.min_offset(ext_str(ext, "topic"), ext_int(ext, "queueId"))}
+    )
 
 
 def process_search_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """SEARCH_OFFSET_BY_TIMESTAMP (29); 5.x ``boundaryType`` LOWER/UPPER honoured."""
     ext = cmd.ext_fields
     boundary = BoundaryType.UPPER if ext.get("boundaryType") == "UPPER" else BoundaryType.LOWER
-    offset = ctx.core.search_offset(
+    offset = ctx.core.queries.search_offset(
         ext_str(ext, "topic"), ext_int(ext, "queueId"), ext_int(ext, "timestamp"), boundary
     )
     return _ok(cmd, {"offset": offset})
@@ -241,7 +245,7 @@ def process_search_offset(ctx: RequestContext, cmd: RemotingCommand) -> Remoting
 def process_earliest_time(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """GET_EARLIEST_MSG_STORETIME (32)."""
     ext = cmd.ext_fields
-    t = ctx.core.earliest_message_time(ext_str(ext, "topic"), ext_int(ext, "queueId"))
+    t = ctx.core.queries.earliest_message_time(ext_str(ext, "topic"), ext_int(ext, "queueId"))
     return _ok(cmd, {"timestamp": t})
 
 
@@ -250,7 +254,7 @@ def process_earliest_time(ctx: RequestContext, cmd: RemotingCommand) -> Remoting
 
 def process_view_message(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """VIEW_MESSAGE_BY_ID (33): header ``offset`` (physical) -> the raw record."""
-    raw = ctx.core.raw_message_at(ext_int(cmd.ext_fields, "offset"))
+    raw = ctx.core.queries.raw_message_at(ext_int(cmd.ext_fields, "offset"))
     if raw is None:
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, "can not find message by the offset")
     return _ok(cmd, body=raw)
@@ -260,14 +264,14 @@ def process_query_message(ctx: RequestContext, cmd: RemotingCommand) -> Remoting
     """QUERY_MESSAGE (12): by key/UNIQ_KEY; body = the matching raw records."""
     ext = cmd.ext_fields
     core = ctx.core
-    result = core.query_message(
+    result = core.queries.query_message(
         ext_str(ext, "topic"),
         ext_str(ext, "key"),
         ext_int(ext, "maxNum", 32),
         ext_int(ext, "beginTimestamp", 0),
         ext_int(ext, "endTimestamp", (1 << 63) - 1),
     )
-    raws = [core.raw_message_at(m.physical_offset) for m in result.messages]
+    raws = [core.queries.raw_message_at(m.physical_offset) for m in result.messages]
     body = b"".join(r for r in raws if r)
     ext_out = {
         "indexLastUpdateTimestamp": result.index_last_update_timestamp,

@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mqstore.broker.codes import ResponseCode
 from mqstore.consumequeue.results import StoredMessage
+from mqstore.remoting.codes import ResponseCode
 from mqstore.status import GetStatus
 
 _FIXED: dict[GetStatus, ResponseCode] = {

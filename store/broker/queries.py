@@ -1,10 +1,11 @@
 """The broker's offset and message queries, answered from the store and the offset table.
 
-A mixin: :class:`~mqstore.broker.core.BrokerCore` inherits :class:`QueryMixin` and
-provides ``store``, ``offsets`` and ``_memory_limit``. Each method answers one request
-code (QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET,
-SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID,
-QUERY_MESSAGE); all are thread-safe, as the store and the offset manager are.
+:class:`~mqstore.broker.core.BrokerCore` owns one :class:`BrokerQueries` as
+``core.queries``; it reads the store and the offset table it is given and keeps no state
+of its own. Each method answers one request code (QUERY_CONSUMER_OFFSET,
+UPDATE_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
+GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE); all are thread-safe, as the
+store and the offset manager are.
 """
 
 from __future__ import annotations
@@ -16,12 +17,20 @@ from mqstore.message import validate_topic
 from mqstore.message_store import MessageStore
 
 
-class QueryMixin:
-    """Offset and message queries (mixed into BrokerCore)."""
+class BrokerQueries:
+    """Offset and message queries over one store and one offset table.
 
-    store: MessageStore
-    offsets: ConsumerOffsetManager
-    _memory_limit: int
+    ``memory_limit`` is the byte distance behind the CommitLog's end within which a
+    message counts as "in memory" (RocketMQ's ``accessMessageInMemoryMaxRatio`` of
+    physical memory), used by :meth:`query_offset`.
+    """
+
+    def __init__(
+        self, store: MessageStore, offsets: ConsumerOffsetManager, memory_limit: int
+    ) -> None:
+        self.store = store
+        self.offsets = offsets
+        self._memory_limit = memory_limit
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         """QUERY_CONSUMER_OFFSET: the committed offset; with none, 0 when the queue

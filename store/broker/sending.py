@@ -15,7 +15,6 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mqstore.broker.codes import ResponseCode
 from mqstore.broker.sendback import (
     DLQ_NUMS_PER_GROUP,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -28,6 +27,7 @@ from mqstore.broker.topics import AUTO_CREATE_TOPIC_KEY, PERM_RW, TopicConfigMan
 from mqstore.errors import IllegalMessageError, IllegalTopicError
 from mqstore.message import Message, validate_topic
 from mqstore.message_store import MessageStore, PutResult
+from mqstore.remoting.codes import ResponseCode
 from mqstore.status import PutStatus
 
 PUT_STATUS_CODES: dict[PutStatus, ResponseCode] = {

@@ -54,10 +54,10 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TypeVar
 
-from mqstore.broker.codes import RemotingFlag, RequestCode, ResponseCode
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.processors import Records, RequestContext, process, process_pull
-from mqstore.broker.remoting import (
+from mqstore.config import BrokerRole, FlushDiskType
+from mqstore.remoting.codec import (
     CLOSED,
     NEED_DATA,
     FrameDecoder,
@@ -66,7 +66,7 @@ from mqstore.broker.remoting import (
     encode,
     encode_header,
 )
-from mqstore.config import BrokerRole, FlushDiskType
+from mqstore.remoting.codes import RemotingFlag, RequestCode, ResponseCode
 
 log = logging.getLogger(__name__)
 

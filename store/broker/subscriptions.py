@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mqstore.broker.configtable import VersionedTable
-from mqstore.broker.fastjson import Bean
+from mqstore.remoting.fastjson import Bean
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ written by the embedded API) are registered with ``max(queue id) + 1`` queues, s
 routes exist.
 
 The file is fastjson ``PrettyFormat`` with bean fields in alphabetical order, written
-through :func:`mqstore.broker.fastjson.write_config_file` (temp file + ``.bak``).
+through :func:`mqstore.remoting.fastjson.write_config_file` (temp file + ``.bak``).
 Thread-safe: every method takes the manager's lock.
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mqstore.broker.configtable import VersionedTable
-from mqstore.broker.fastjson import Bean
+from mqstore.remoting.fastjson import Bean
 
 PERM_INHERIT: Final = 1
 PERM_WRITE: Final = 2

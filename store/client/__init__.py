@@ -1,7 +1,7 @@
 """Client side of mqstore: producers, consumers and the transports they use.
 
 Public names are re-exported here lazily (PEP 562 ``__getattr__``): ``import
-store.client`` loads nothing, and ``from store.client import PushConsumer`` imports
+mqstore.client`` loads nothing, and ``from mqstore.client import PushConsumer`` imports
 only the modules that name needs, so tools that import one submodule stay cheap.
 
 Module map (one job each):
@@ -9,10 +9,11 @@ Module map (one job each):
 - ``allocate``: ``MessageQueue`` (ordered and printed exactly as RocketMQ's) and the
   queue-allocation strategies, one pure function per RocketMQ strategy, so Python,
   Java and JS consumers in one group agree on who owns which queue.
-- ``transport``: the client/broker contract (``Transport`` protocol, result types,
-  ``BrokerError``/``TransportError``); ``inprocess`` (``InProcessTransport``, calls a
-  ``BrokerCore`` directly) and ``remote`` (``RemoteTransport``, RocketMQ remoting
-  over TCP, with ``remoting_client``, ``wire`` and ``route``) implement it.
+- ``transport``: the client/broker contract (``Transport`` protocol; the result types
+  and ``BrokerError``/``TransportError`` come from ``mqstore.remoting``); ``remote``
+  (``RemoteTransport``, RocketMQ remoting over TCP, with ``remoting_client``, ``wire``
+  and ``route``) implements it, and so does the broker side's
+  ``mqstore.broker.inprocess.InProcessTransport`` (calls a ``BrokerCore`` directly).
 - ``producer``: ``Producer`` (send, batch, queue selectors).
 - ``consumer``: the consumer facade; ``push_consumer`` (``PushConsumer``) and
   ``lite_pull_consumer`` (``LitePullConsumer``) over ``consumer_base`` (identity,
@@ -35,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mqstore.client.consumer_config import ConsumerConfig
-    from mqstore.client.inprocess import InProcessTransport
     from mqstore.client.listener import (
         ConsumeConcurrentlyContext,
         ConsumeConcurrentlyStatus,
@@ -55,7 +55,6 @@ _EXPORTS: dict[str, str] = {
     "ConsumeOrderlyContext": "mqstore.client.listener",
     "ConsumeOrderlyStatus": "mqstore.client.listener",
     "ConsumerConfig": "mqstore.client.consumer_config",
-    "InProcessTransport": "mqstore.client.inprocess",
     "LitePullConsumer": "mqstore.client.lite_pull_consumer",
     "MessageModel": "mqstore.client.transport",
     "Producer": "mqstore.client.producer",
@@ -71,7 +70,6 @@ __all__ = [
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
     "ConsumerConfig",
-    "InProcessTransport",
     "LitePullConsumer",
     "MessageModel",
     "Producer",

@@ -55,8 +55,9 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import total_ordering
 from typing import Final, Protocol
+
+from mqstore.remoting.values import MessageQueue, java_string_key, sort_queues
 
 __all__ = [
     "DEFAULT_VIRTUAL_NODES",
@@ -81,72 +82,9 @@ __all__ = [
     "strategy_by_name",
 ]
 
-_INT_MIN: Final = -(2**31)
-_INT_MAX: Final = 2**31 - 1
 DEFAULT_VIRTUAL_NODES: Final = 10
 NEARBY_PREFIX: Final = "MACHINE_ROOM_NEARBY-"
 STRATEGY_NAMES: Final = ("AVG", "AVG_BY_CIRCLE", "CONFIG", "MACHINE_ROOM", "CONSISTENT_HASH")
-
-
-def java_string_key(s: str) -> bytes:
-    """Sort key giving Java ``String.compareTo`` order (UTF-16 code units, then length).
-
-    Python orders by code point, Java by UTF-16 unit: a non-BMP character (surrogates
-    D800-DFFF) sorts *before* U+E000..U+FFFF in Java, after them in Python. Big-endian
-    UTF-16 bytes compare exactly like the unit sequence; ``surrogatepass`` keeps lone
-    surrogates (legal in Java strings) comparable.
-
-    >>> sorted(["\\uffff", "\\U0001F600"]) == ["\\uffff", "\\U0001F600"]
-    True
-    >>> sorted(["\\uffff", "\\U0001F600"], key=java_string_key) == ["\\U0001F600", "\\uffff"]
-    True
-    """
-    return s.encode("utf-16-be", "surrogatepass")
-
-
-@total_ordering
-@dataclass(frozen=True, slots=True)
-class MessageQueue:
-    """One queue of a topic on one broker; ordered like RocketMQ ``MessageQueue``.
-
-    Order: topic, then broker name (both by Java ``String.compareTo``), then queue id.
-    Java compares ids as ``this.queueId - o.queueId``, which overflows for ids of
-    opposite signs 2**31 apart; we compare as integers, which is identical whenever
-    Java's comparator is a total order (in particular for the non-negative ids brokers
-    hand out).
-
-    Raises:
-        ValueError: ``queue_id`` outside Java's ``int`` range.
-    """
-
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def __post_init__(self) -> None:
-        if not _INT_MIN <= self.queue_id <= _INT_MAX:
-            raise ValueError(f"queue_id {self.queue_id} outside the Java int range")
-
-    def __str__(self) -> str:
-        """``MessageQueue.toString()``: also the consistent-hash key of the queue."""
-        return (
-            f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, "
-            f"queueId={self.queue_id}]"
-        )
-
-    def sort_key(self) -> tuple[bytes, bytes, int]:
-        """The key ``sort_queues`` sorts by; equal keys mean equal queues."""
-        return (java_string_key(self.topic), java_string_key(self.broker_name), self.queue_id)
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, MessageQueue):
-            return NotImplemented
-        return self.sort_key() < other.sort_key()
-
-
-def sort_queues(queues: Iterable[MessageQueue]) -> list[MessageQueue]:
-    """``Collections.sort(mqAll)``: a new list in RocketMQ ``MessageQueue`` order."""
-    return sorted(queues, key=MessageQueue.sort_key)
 
 
 def sort_cids(cids: Iterable[str]) -> list[str]:

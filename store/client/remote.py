@@ -1,6 +1,6 @@
 """RemoteTransport: the :class:`~mqstore.client.transport.Transport` contract over TCP.
 
-Each call becomes one RocketMQ remoting request (codes in ``mqstore.broker.codes``),
+Each call becomes one RocketMQ remoting request (codes in ``mqstore.remoting.codes``),
 sent with a :class:`~mqstore.client.remoting_client.RemotingClient`, so the peer may be
 ``mqstore broker`` or any RocketMQ 4.x broker for the codes it supports.
 
@@ -35,7 +35,6 @@ import json
 import threading
 from collections.abc import Sequence
 
-from mqstore.broker.codes import PullSysFlag, RequestCode, ResponseCode
 from mqstore.client import wire
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.remote_routing import RoutingMixin
@@ -50,6 +49,7 @@ from mqstore.client.transport import (
 )
 from mqstore.consumequeue.results import StoredMessage
 from mqstore.message import Message
+from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 
 
 class RemoteTransport(RoutingMixin):

@@ -13,12 +13,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from mqstore.broker.codes import RequestCode, ResponseCode
-from mqstore.broker.remoting import RemotingCommand
 from mqstore.client import wire
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.route import RouteError, TopicRoute, parse_route
 from mqstore.client.transport import BrokerError, ConsumerIdsChanged, TransportError
+from mqstore.remoting.codec import RemotingCommand
+from mqstore.remoting.codes import RequestCode, ResponseCode
 
 
 class RoutingMixin:

@@ -1,6 +1,6 @@
 """A synchronous, thread-safe RocketMQ remoting client: the socket side of the codec.
 
-:mod:`mqstore.broker.remoting` knows the bytes; this module owns the sockets and
+:mod:`mqstore.remoting.codec` knows the bytes; this module owns the sockets and
 threads around it, as RocketMQ's ``NettyRemotingClient`` does:
 
 - **One TCP connection per address**, shared by every caller thread. Requests are
@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Final
 
-from mqstore.broker.codes import LanguageCode, RemotingFlag, ResponseCode
-from mqstore.broker.remoting import (
+from mqstore.client.transport import TransportError
+from mqstore.remoting.codec import (
     CLOSED,
     NEED_DATA,
     FrameDecoder,
@@ -44,7 +44,7 @@ from mqstore.broker.remoting import (
     RemotingCommand,
     encode_head,
 )
-from mqstore.client.transport import TransportError
+from mqstore.remoting.codes import LanguageCode, RemotingFlag, ResponseCode
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Topic routes as a name server returns them (RocketMQ ``TopicRouteData``).
 
 A GET_ROUTEINFO_BY_TOPIC response body is fastjson text with unquoted integer keys in
-``brokerAddrs`` (so it is read with :func:`mqstore.broker.fastjson.loads`, not ``json``)::
+``brokerAddrs`` (so it is read with :func:`mqstore.remoting.fastjson.loads`, not ``json``)::
 
     {"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911"},"brokerName":"broker-a",
       "cluster":"DefaultCluster"}],"filterServerTable":{},
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mqstore.broker.fastjson import FastjsonError, loads
 from mqstore.client.allocate import MessageQueue, sort_queues
+from mqstore.remoting.fastjson import FastjsonError, loads
 
 MASTER_ID = 0
 PERM_READ = 0x4

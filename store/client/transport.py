@@ -3,12 +3,13 @@
 Producers and consumers talk to a broker only through :class:`Transport`. Two
 implementations exist and behave the same way:
 
-- ``mqstore.client.inprocess.InProcessTransport`` calls a ``mqstore.broker.core.BrokerCore``
+- ``mqstore.broker.inprocess.InProcessTransport`` calls a ``mqstore.broker.core.BrokerCore``
   directly (embedded mode: no sockets, several consumers in one process);
 - ``mqstore.client.remote.RemoteTransport`` speaks RocketMQ's remoting protocol over TCP
   to ``mqstore broker`` (or to any RocketMQ 4.x broker for the codes it supports).
 
-Both map broker answers to the same result types defined here, so consumer code is
+Both map broker answers to the same result types (``mqstore.remoting.values``,
+re-exported here), so consumer code is
 transport-agnostic. Every call may raise :class:`BrokerError` (a broker answered with an
 error code) or :class:`TransportError` (connection lost, timeout); nothing returns a
 sentinel.
@@ -20,133 +21,44 @@ arrives (RocketMQ ``PullRequestHoldService``).
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Protocol
 
-from mqstore.client.allocate import MessageQueue
 from mqstore.consumequeue.results import StoredMessage
-from mqstore.errors import StoreError
 from mqstore.message import Message
+from mqstore.remoting.errors import BrokerError, TransportError
+from mqstore.remoting.values import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumerIdsChanged,
+    ConsumeType,
+    Heartbeat,
+    MessageModel,
+    MessageQueue,
+    PullReply,
+    PullStatus,
+    SendResult,
+    SendStatus,
+    SubscriptionData,
+)
 
-
-class TransportError(StoreError):
-    """The broker could not be reached or did not answer in time."""
-
-
-class BrokerError(StoreError):
-    """The broker answered with an error response code.
-
-    ``code`` is RocketMQ's numeric response code (``mqstore.broker.codes``),
-    ``remark`` the broker's text.
-    """
-
-    def __init__(self, code: int, remark: str = "") -> None:
-        super().__init__(f"broker error {code}: {remark}")
-        self.code = code
-        self.remark = remark
-
-
-class SendStatus(enum.Enum):
-    """RocketMQ ``SendStatus``, mapped from the send response code."""
-
-    SEND_OK = "SEND_OK"  # SUCCESS (0)
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # 10
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # 12
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # 11
-
-
-@dataclass(frozen=True, slots=True)
-class SendResult:
-    """One send (single or batch). For a batch, ``msg_id``/``offset_msg_id`` hold the
-    ids of every message, comma-joined as RocketMQ does, and ``queue_offset`` is the
-    first message's queue offset."""
-
-    status: SendStatus
-    msg_id: str  # UNIQ_KEY (client-side id)
-    offset_msg_id: str  # store host + physical offset
-    queue: MessageQueue
-    queue_offset: int
-
-
-class PullStatus(enum.Enum):
-    """RocketMQ client ``PullStatus`` (SUCCESS->FOUND, 19->NO_NEW_MSG,
-    20->NO_MATCHED_MSG, 21->OFFSET_ILLEGAL)."""
-
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
-
-
-@dataclass(frozen=True, slots=True)
-class PullReply:
-    """A pull's answer. ``messages`` are decoded, bodies decompressed, and already
-    re-filtered by exact tag on the client side (tag hash codes collide)."""
-
-    status: PullStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    messages: tuple[StoredMessage, ...] = ()
-    suggest_which_broker_id: int = 0
-
-
-class MessageModel(enum.Enum):
-    """How a group shares a topic: CLUSTERING splits queues, BROADCASTING gives each
-    consumer every queue."""
-
-    CLUSTERING = "CLUSTERING"
-    BROADCASTING = "BROADCASTING"
-
-
-class ConsumeType(enum.Enum):
-    """RocketMQ ``ConsumeType`` as sent in heartbeats."""
-
-    CONSUME_ACTIVELY = "CONSUME_ACTIVELY"  # pull / lite pull
-    CONSUME_PASSIVELY = "CONSUME_PASSIVELY"  # push
-
-
-class ConsumeFromWhere(enum.Enum):
-    """Where a group with no stored offset starts (RocketMQ names)."""
-
-    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
-    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
-    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionData:
-    """One topic subscription as carried in a heartbeat (``"*"`` or ``"A || B"``)."""
-
-    topic: str
-    expression: str = "*"
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerData:
-    """One consumer group's part of a heartbeat (RocketMQ ``ConsumerData``)."""
-
-    group: str
-    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
-    message_model: MessageModel = MessageModel.CLUSTERING
-    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
-    subscriptions: tuple[SubscriptionData, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """RocketMQ ``HeartbeatData``: who this client is and which groups it serves."""
-
-    client_id: str
-    consumers: tuple[ConsumerData, ...] = ()
-    producer_groups: tuple[str, ...] = field(default=())
-
-
-ConsumerIdsChanged = Callable[[str], None]
-"""Broker-to-client push (NOTIFY_CONSUMER_IDS_CHANGED): called with the group name,
-from a transport thread; the handler must only wake the rebalance service."""
+__all__ = [
+    "BrokerError",
+    "ConsumeFromWhere",
+    "ConsumeType",
+    "ConsumerData",
+    "ConsumerIdsChanged",
+    "Heartbeat",
+    "MessageModel",
+    "MessageQueue",
+    "PullReply",
+    "PullStatus",
+    "SendResult",
+    "SendStatus",
+    "SubscriptionData",
+    "Transport",
+    "TransportError",
+]
 
 
 class Transport(Protocol):

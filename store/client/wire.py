@@ -13,12 +13,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from mqstore.broker.codes import ResponseCode
-from mqstore.broker.fastjson import FastjsonError, loads
-from mqstore.broker.remoting import RemotingCommand, coerce_ext_fields
-from mqstore.broker.wire import encode_batch as _encode_entries
 from mqstore.client.allocate import MessageQueue
-from mqstore.client.transport import Heartbeat, PullStatus, SendStatus, TransportError
+from mqstore.client.transport import Heartbeat, TransportError
 from mqstore.commitlog import format as fmt
 from mqstore.consumequeue.filter import parse_subscription
 from mqstore.consumequeue.results import StoredMessage, stored_message
@@ -29,6 +25,10 @@ from mqstore.message import (
     new_uniq_key,
     properties_to_string,
 )
+from mqstore.remoting import values as _values
+from mqstore.remoting.batch import encode_batch as _encode_entries
+from mqstore.remoting.codec import RemotingCommand, coerce_ext_fields
+from mqstore.remoting.fastjson import FastjsonError, loads
 
 UNIQ_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 DEFAULT_TOPIC = "TBW102"
@@ -36,22 +36,11 @@ DEFAULT_TOPIC = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 """``DefaultMQProducer.defaultTopicQueueNums``: queues of an auto-created topic."""
 
-SEND_STATUS: Final[Mapping[int, SendStatus]] = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-}
-"""Send response code -> status (the codes that mean "stored"); both transports map
-through this, and any other code is a ``BrokerError``."""
-PULL_STATUS: Final[Mapping[int, PullStatus]] = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
-"""Pull response code -> status (the client's ``PullAPIWrapper`` mapping); any other
-code is a ``BrokerError``."""
+SEND_STATUS: Final = _values.SEND_STATUS
+"""Send response code -> status (``mqstore.remoting.values``, shared with the broker's
+in-process transport)."""
+PULL_STATUS: Final = _values.PULL_STATUS
+"""Pull response code -> status (``mqstore.remoting.values``)."""
 
 
 def ext(fields: Mapping[str, object]) -> dict[str, str]:
@@ -102,7 +91,7 @@ def send_header(
 
 
 def encode_batch(msgs: Sequence[Message]) -> bytes:
-    """SEND_BATCH_MESSAGE body for ``msgs`` (layout: :mod:`mqstore.broker.wire`)."""
+    """SEND_BATCH_MESSAGE body for ``msgs`` (layout: :mod:`mqstore.remoting.batch`)."""
     return _encode_entries([(m.flag, bytes(m.body), properties_of(m)) for m in msgs])
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from mqstore.broker.codes import RequestCode as Rq
-from mqstore.broker.codes import ResponseCode as Rs
 from mqstore.consumequeue.shared import supported
+from mqstore.remoting.codes import RequestCode as Rq
+from mqstore.remoting.codes import ResponseCode as Rs
 from tests.broker.test_server import pull_ext, records, send_v2
 from tests.broker.test_server_robustness import start_broker as start_robust_broker
 from tests.broker.wire_client import WireClient

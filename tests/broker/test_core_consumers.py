@@ -5,8 +5,7 @@ from __future__ import annotations
 from mqstore.broker.consumers import ConsumerManager
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.locks import RebalanceLockManager
-from mqstore.client.allocate import MessageQueue
-from mqstore.client.transport import ConsumerData, Heartbeat
+from mqstore.remoting.values import ConsumerData, Heartbeat, MessageQueue
 
 
 class Channel:

@@ -7,42 +7,42 @@ import time
 from pathlib import Path
 
 from mqstore.broker.core import BrokerConfig, BrokerCore
-from mqstore.broker.fastjson import loads
 from mqstore.broker.offsets import ConsumerOffsetManager
 from mqstore.message_store import MessageStore
+from mqstore.remoting.fastjson import loads
 from tests.broker.core_helpers import put
 from tests.helpers import reopen
 
 
 def test_committed_offset_is_returned(core: BrokerCore) -> None:
-    core.update_offset("g", "T", 1, 42)
-    assert core.query_offset("g", "T", 1) == 42
+    core.queries.update_offset("g", "T", 1, 42)
+    assert core.queries.query_offset("g", "T", 1) == 42
 
 
 def test_new_group_on_a_queue_starting_at_zero_in_memory_starts_at_zero(
     core: BrokerCore, store: MessageStore
 ) -> None:
     put(store, "T", 2)
-    assert core.query_offset("g", "T", 0) == 0
+    assert core.queries.query_offset("g", "T", 0) == 0
 
 
 def test_new_group_whose_first_message_is_no_longer_in_memory_is_not_found(
     core: BrokerCore, store: MessageStore
 ) -> None:
     put(store, "T", 3)
-    core._memory_limit = 0  # as if the CommitLog had grown past 40 % of RAM since
-    assert core.query_offset("g", "T", 0) is None
+    core.queries._memory_limit = 0  # as if the CommitLog had grown past 40 % of RAM since
+    assert core.queries.query_offset("g", "T", 0) is None
 
 
 def test_new_group_on_an_empty_queue_starts_at_zero(core: BrokerCore) -> None:
-    assert core.query_offset("g", "Nothing", 0) == 0
+    assert core.queries.query_offset("g", "Nothing", 0) == 0
 
 
 def test_offsets_survive_a_restart_in_rocketmq_format(store: MessageStore, tmp_path: Path) -> None:
     core = BrokerCore(store)
     core.start()
-    core.update_offset("g", "TopicTest", 0, 250)
-    core.update_offset("g", "TopicTest", 1, 7)
+    core.queries.update_offset("g", "TopicTest", 0, 250)
+    core.queries.update_offset("g", "TopicTest", 1, 7)
     core.shutdown()
     path = Path(store.root) / "config" / "consumerOffset.json"
     text = path.read_text()
@@ -50,7 +50,7 @@ def test_offsets_survive_a_restart_in_rocketmq_format(store: MessageStore, tmp_p
     assert loads(text) == {"offsetTable": {"TopicTest@g": {0: 250, 1: 7}}}
     store2 = reopen(store)
     try:
-        assert BrokerCore(store2).query_offset("g", "TopicTest", 1) == 7
+        assert BrokerCore(store2).queries.query_offset("g", "TopicTest", 1) == 7
     finally:
         store2.close()
 
@@ -74,7 +74,7 @@ def test_offsets_are_persisted_periodically_while_running(store: MessageStore) -
     core = BrokerCore(store, BrokerConfig(consumer_offset_persist_interval_ms=50))
     core.start()
     try:
-        core.update_offset("g", "T", 0, 9)
+        core.queries.update_offset("g", "T", 0, 9)
         path = Path(store.root) / "config" / "consumerOffset.json"
         deadline = time.monotonic() + 5
         while not path.exists():

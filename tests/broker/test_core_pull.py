@@ -8,13 +8,13 @@ import time
 
 import pytest
 
-from mqstore.broker.codes import ResponseCode
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.hold import PullHoldService
 from mqstore.broker.pulls import PullOutcome, PullRequest, response_code
 from mqstore.broker.topics import TopicConfig
 from mqstore.message import Message
 from mqstore.message_store import MessageStore
+from mqstore.remoting.codes import ResponseCode
 from mqstore.status import GetStatus
 from tests.broker.core_helpers import pull, put
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mqstore.broker.codes import ResponseCode
 from mqstore.broker.core import BrokerCore
-from mqstore.broker.fastjson import loads
 from mqstore.consumequeue.results import StoredMessage
 from mqstore.message import Message
 from mqstore.message_store import MessageStore
+from mqstore.remoting.codes import ResponseCode
+from mqstore.remoting.fastjson import loads
 from mqstore.schedule import SCHEDULE_TOPIC
 
 

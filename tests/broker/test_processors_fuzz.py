@@ -5,7 +5,6 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mqstore.broker.codes import RequestCode
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.processors import (
     NAME_SERVER_PROCESSORS,
@@ -14,7 +13,8 @@ from mqstore.broker.processors import (
     process,
     process_pull,
 )
-from mqstore.broker.remoting import RemotingCommand
+from mqstore.remoting.codec import RemotingCommand
+from mqstore.remoting.codes import RequestCode
 
 FIELDS = [
     "topic", "queueId", "consumerGroup", "commitOffset", "offset", "timestamp", "key",

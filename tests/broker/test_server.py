@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from mqstore.broker.codes import RequestCode as Rq
-from mqstore.broker.codes import ResponseCode as Rs
-from mqstore.broker.codes import SerializeType
 from mqstore.broker.core import BrokerCore
-from mqstore.broker.fastjson import loads
-from mqstore.broker.remoting import RemotingCommand, encode
 from mqstore.broker.server import BrokerServer
 from mqstore.broker.wire import encode_batch
 from mqstore.commitlog import format as fmt
 from mqstore.config import FlushDiskType
 from mqstore.message import Message
 from mqstore.message_store import MessageStore
+from mqstore.remoting.codec import RemotingCommand, encode
+from mqstore.remoting.codes import RequestCode as Rq
+from mqstore.remoting.codes import ResponseCode as Rs
+from mqstore.remoting.codes import SerializeType
+from mqstore.remoting.fastjson import loads
 from tests.broker.wire_client import WireClient
 from tests.helpers import make_store
 
@@ -199,7 +199,7 @@ def test_query_offset_not_found_when_the_first_message_left_memory(
     send_v2(client, b"a")
     send_v2(client, b"b")
     store.wait_dispatched()
-    core._memory_limit = 0
+    core.queries._memory_limit = 0
     r = client.call(Rq.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T", "queueId": 0})
     assert r.code == Rs.QUERY_NOT_FOUND
 

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mqstore.broker.codes import RequestCode as Rq
-from mqstore.broker.codes import ResponseCode as Rs
-from mqstore.broker.fastjson import loads
 from mqstore.broker.server import BrokerServer
 from mqstore.message import decode_offset_msg_id
+from mqstore.remoting.codes import RequestCode as Rq
+from mqstore.remoting.codes import ResponseCode as Rs
+from mqstore.remoting.fastjson import loads
 from tests.broker.test_server import send_v2
 from tests.broker.wire_client import WireClient
 

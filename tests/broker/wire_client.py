@@ -12,8 +12,8 @@ import socket
 import time
 from collections.abc import Mapping
 
-from mqstore.broker.codes import RemotingFlag
-from mqstore.broker.remoting import CLOSED, NEED_DATA, FrameDecoder, RemotingCommand, encode
+from mqstore.remoting.codec import CLOSED, NEED_DATA, FrameDecoder, RemotingCommand, encode
+from mqstore.remoting.codes import RemotingFlag
 
 
 class WireClient:

@@ -11,10 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mqstore.broker.core import BrokerConfig, BrokerCore
+from mqstore.broker.inprocess import InProcessTransport
 from mqstore.broker.topics import TopicConfig
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.consumer_config import ConsumerConfig
-from mqstore.client.inprocess import InProcessTransport
 from mqstore.config import StoreConfig
 from mqstore.message import Message
 from mqstore.message_store import MessageStore
@@ -76,7 +76,7 @@ def produce(
 def wait_dispatched(core: BrokerCore, expect: dict[MessageQueue, int], timeout: float = 10) -> None:
     """Wait until the reput thread has built the consume queues up to ``expect``."""
     ok = wait_until(
-        lambda: all(core.max_offset(mq.topic, mq.queue_id) >= n for mq, n in expect.items()),
+        lambda: all(core.queries.max_offset(mq.topic, mq.queue_id) >= n for mq, n in expect.items()),
         timeout,
     )
     assert ok, "consume queues not dispatched in time"

@@ -15,7 +15,7 @@ import socket
 import threading
 from collections.abc import Callable
 
-from mqstore.broker.remoting import CLOSED, NEED_DATA, FrameDecoder, RemotingCommand, encode
+from mqstore.remoting.codec import CLOSED, NEED_DATA, FrameDecoder, RemotingCommand, encode
 
 Respond = Callable[[RemotingCommand], list[RemotingCommand]]
 

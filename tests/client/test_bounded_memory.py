@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from mqstore.client.inprocess import InProcessTransport
 from mqstore.message import Message
 from tests.client.consumer_harness import FAST, broker, create_topic, wait_dispatched
 

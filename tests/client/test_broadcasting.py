@@ -8,13 +8,13 @@ import json
 
 import pytest
 
+from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     MessageModel,
     PushConsumer,
 )
-from mqstore.client.inprocess import InProcessTransport
 from tests.client.consumer_harness import FAST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration

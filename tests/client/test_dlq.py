@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
+from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from mqstore.client.inprocess import InProcessTransport
 from mqstore.client.transport import PullStatus
 from tests.client.consumer_harness import FAST, broker, create_topic, produce, wait_until
 

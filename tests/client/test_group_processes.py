@@ -79,7 +79,7 @@ def test_group_survives_a_sigkill_and_a_join(tmp_path):
             procs["c0"].send_signal(signal.SIGKILL)
             procs["c0"].wait()
             # Offsets at the crash: everything below a committed offset was consumed.
-            committed = {q: core.query_offset("g", "T", q) or 0 for q in range(8)}
+            committed = {q: core.queries.query_offset("g", "T", q) or 0 for q in range(8)}
             seen_at_kill = {(q, o) for _, _, q, o in lines(out)}
             for q, off in committed.items():
                 missing = [o for o in range(off) if (q, o) not in seen_at_kill]

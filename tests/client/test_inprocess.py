@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mqstore.broker.codes import ResponseCode
 from mqstore.broker.core import BrokerCore
+from mqstore.broker.inprocess import InProcessTransport
 from mqstore.broker.topics import TopicConfig
 from mqstore.client.allocate import MessageQueue
-from mqstore.client.inprocess import InProcessTransport
 from mqstore.client.transport import (
     BrokerError,
     ConsumerData,
@@ -25,6 +24,7 @@ from mqstore.client.transport import (
 )
 from mqstore.message import Message
 from mqstore.message_store import MessageStore
+from mqstore.remoting.codes import ResponseCode
 from tests.helpers import make_store
 
 

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
+from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import ConsumeFromWhere, LitePullConsumer
-from mqstore.client.inprocess import InProcessTransport
 from tests.client.consumer_harness import FAST, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -52,7 +52,7 @@ def test_commit_sync_stores_the_offset_after_the_polled_messages(core):
     try:
         assert len(drain(c, 20)) == 20
         c.commit_sync()
-        assert core.query_offset("g", "T", 0) == 20
+        assert core.queries.query_offset("g", "T", 0) == 20
     finally:
         c.shutdown()
 

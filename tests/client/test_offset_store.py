@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client import offset_store
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.brokers import Brokers
 from mqstore.client.consumer_config import ConsumerConfig
-from mqstore.client.inprocess import InProcessTransport
 from mqstore.client.offset_store import (
     LocalFileOffsetStore,
     ReadOffsetType,
@@ -128,7 +128,7 @@ def test_remote_store_persists_to_the_broker(tmp_path):
         s = RemoteBrokerOffsetStore("g", Brokers(InProcessTransport(core)))
         s.update_offset(mq, 5, increase_only=True)
         s.persist_all([mq])
-        assert core.query_offset("g", "T", 3) == 5
+        assert core.queries.query_offset("g", "T", 3) == 5
 
 
 def test_remote_store_forgets_queues_no_longer_owned_at_persist(tmp_path):

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from mqstore.broker.core import BrokerConfig
+from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import ConsumeFromWhere, ConsumeOrderlyStatus, PushConsumer
-from mqstore.client.inprocess import InProcessTransport
 from tests.client.consumer_harness import FAST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration

@@ -37,7 +37,7 @@ store = fixtures.store
 @pytest.fixture(params=["inprocess", "remote"])
 def transport(request: pytest.FixtureRequest, core: BrokerCore) -> Iterator[Transport]:
     if request.param == "inprocess":
-        from mqstore.client.inprocess import InProcessTransport
+        from mqstore.broker.inprocess import InProcessTransport
 
         t: Transport = InProcessTransport(core)
         yield t

@@ -8,13 +8,13 @@ import time
 
 import pytest
 
+from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     ConsumeOrderlyStatus,
     PushConsumer,
 )
-from mqstore.client.inprocess import InProcessTransport
 from tests.client.consumer_harness import FAST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -116,7 +116,7 @@ def test_shutdown_persists_the_offsets_of_consumed_queues(core):
     bodies = produce(core, qs, 400)
     assert seen.wait_for(lambda got: set(bodies) <= set(got), 10)
     c.shutdown()
-    assert [core.query_offset("g", "T", q) for q in range(8)] == [50] * 8
+    assert [core.queries.query_offset("g", "T", q) for q in range(8)] == [50] * 8
 
 
 def test_the_next_owner_continues_from_the_persisted_offset(core):

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from mqstore.broker.codes import RequestCode, ResponseCode
-from mqstore.broker.remoting import RemotingCommand
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.remote import RemoteTransport
 from mqstore.client.transport import BrokerError, PullStatus, SendStatus
 from mqstore.message import Message
+from mqstore.remoting.codec import RemotingCommand
+from mqstore.remoting.codes import RequestCode, ResponseCode
 from tests.client.scripted_peer import ScriptedPeer
 
 pytestmark = pytest.mark.integration

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from mqstore.broker.codes import RemotingFlag, RequestCode, ResponseCode
-from mqstore.broker.remoting import RemotingCommand
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.transport import TransportError
+from mqstore.remoting.codec import RemotingCommand
+from mqstore.remoting.codes import RemotingFlag, RequestCode, ResponseCode
 from tests.client.scripted_peer import ScriptedPeer, echo
 
 pytestmark = pytest.mark.integration

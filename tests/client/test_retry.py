@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
+from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from mqstore.client.inprocess import InProcessTransport
 from tests.client.consumer_harness import FAST, broker, create_topic, produce
 
 pytestmark = pytest.mark.integration

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
+from mqstore.broker.inprocess import InProcessTransport
 from mqstore.broker.topics import TopicConfig
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from mqstore.client.inprocess import InProcessTransport
 from mqstore.client.remote import RemoteTransport
 from tests.client.consumer_harness import FAST, Seen, broker, create_topic, produce, wait_until
 

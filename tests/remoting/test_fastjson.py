@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mqstore import _platform
-from mqstore.broker import fastjson
-from mqstore.broker.fastjson import (
+from mqstore.errors import StoreError
+from mqstore.remoting import fastjson
+from mqstore.remoting.fastjson import (
     MAX_DEPTH,
     Bean,
     FastjsonError,
@@ -25,7 +26,6 @@ from mqstore.broker.fastjson import (
     read_config_file,
     write_config_file,
 )
-from mqstore.errors import StoreError
 
 
 def test_docstring_examples() -> None:

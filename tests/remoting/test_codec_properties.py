@@ -11,8 +11,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mqstore.broker.codes import LanguageCode, SerializeType
-from mqstore.broker.remoting import (
+from mqstore.remoting.codec import (
     CLOSED,
     NEED_DATA,
     FrameDecoder,
@@ -21,6 +20,7 @@ from mqstore.broker.remoting import (
     RemotingCommand,
     encode,
 )
+from mqstore.remoting.codes import LanguageCode, SerializeType
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT16 = st.integers(-(2**15), 2**15 - 1)

@@ -4,8 +4,8 @@ One job: whole frames. :func:`encode` / :func:`encode_head` write one command's 
 a :class:`FrameDecoder` (one per connection, h11-style ``receive_data`` /
 ``next_command``) splits a byte stream into commands, refusing frames over
 :data:`FRAME_MAX_LENGTH` before buffering their body, and reports a clean EOF as
-``CLOSED`` (Rule 4). The header inside a frame is ``mqstore.broker._remoting_header``'s.
-The frame layout and the Rules are documented once, in :mod:`mqstore.broker.remoting`,
+``CLOSED`` (Rule 4). The header inside a frame is ``mqstore.remoting._header``'s.
+The frame layout and the Rules are documented once, in :mod:`mqstore.remoting.codec`,
 the public facade: import from there.
 
 Pure: no sockets, no clocks.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from mqstore.broker._remoting_command import (
+from mqstore.remoting._command import (
     CLOSED,
     NEED_DATA,
     Closed,
@@ -25,8 +25,8 @@ from mqstore.broker._remoting_command import (
     RemoteProtocolError,
     RemotingCommand,
 )
-from mqstore.broker._remoting_header import _INT, decode_header, encode_header
-from mqstore.broker.codes import SerializeType
+from mqstore.remoting._header import _INT, decode_header, encode_header
+from mqstore.remoting.codes import SerializeType
 
 FRAME_MAX_LENGTH: Final = 16 * 1024 * 1024
 """Largest whole frame, length prefix included (``com.rocketmq.remoting.frameMaxLength``)."""

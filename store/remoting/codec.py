@@ -7,9 +7,9 @@ commands (``next_command``), like h11.
 
 This module is the facade and the spec: the format and the Rules below are documented
 here once, and every public name is re-exported from the modules that implement them,
-each with one job: ``mqstore.broker._remoting_command`` (:class:`RemotingCommand`, the
-errors, the sentinels, Rule 1's coercion), ``mqstore.broker._remoting_header`` (the JSON
-and ROCKETMQ binary headers, both ways) and ``mqstore.broker._remoting_frame`` (length
+each with one job: ``mqstore.remoting._command`` (:class:`RemotingCommand`, the
+errors, the sentinels, Rule 1's coercion), ``mqstore.remoting._header`` (the JSON
+and ROCKETMQ binary headers, both ways) and ``mqstore.remoting._frame`` (length
 prefix and header meta: :func:`encode`, :class:`FrameDecoder`).
 
 Frame
@@ -106,7 +106,7 @@ from __future__ import annotations
 
 from dataclasses import replace  # noqa: F401  (the docstring examples use it)
 
-from mqstore.broker._remoting_command import (
+from mqstore.remoting._command import (
     CLOSED,
     NEED_DATA,
     Closed,
@@ -118,7 +118,7 @@ from mqstore.broker._remoting_command import (
     as_ext_value,
     coerce_ext_fields,
 )
-from mqstore.broker._remoting_frame import (
+from mqstore.remoting._frame import (
     FRAME_MAX_LENGTH,
     HEADER_LENGTH_MASK,
     FrameDecoder,
@@ -126,8 +126,8 @@ from mqstore.broker._remoting_frame import (
     encode_head,
     header_meta,
 )
-from mqstore.broker._remoting_header import BINARY_HEADER_MIN, decode_header, encode_header
-from mqstore.broker.codes import SerializeType  # noqa: F401  (the docstring examples use it)
+from mqstore.remoting._header import BINARY_HEADER_MIN, decode_header, encode_header
+from mqstore.remoting.codes import SerializeType  # noqa: F401  (the docstring examples use it)
 
 __all__ = [
     "BINARY_HEADER_MIN",

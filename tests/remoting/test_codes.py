@@ -1,10 +1,10 @@
-"""The numeric vocabularies match RocketMQ's wire values (spec section 11)."""
+"""The numeric vocabularies match RocketMQ's wire values (docs/protocol.md §1.4, §1.5)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mqstore.broker.codes import (
+from mqstore.remoting.codes import (
     LanguageCode,
     PullSysFlag,
     RemotingFlag,

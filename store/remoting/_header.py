@@ -3,8 +3,8 @@
 One job: the header bytes of one :class:`RemotingCommand`, both serialize types, both
 ways. :func:`encode_header` raises only ``LocalProtocolError``; :func:`decode_header`
 returns a command or raises ``RemoteProtocolError``, whatever the bytes (Rules 2-3).
-The length prefix and header meta around a header are ``mqstore.broker._remoting_frame``'s.
-Both header layouts and the Rules are documented once, in :mod:`mqstore.broker.remoting`,
+The length prefix and header meta around a header are ``mqstore.remoting._frame``'s.
+Both header layouts and the Rules are documented once, in :mod:`mqstore.remoting.codec`,
 the public facade: import from there.
 
 Pure: no I/O, no state; safe from any thread.
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from json.encoder import encode_basestring
 from typing import Final
 
-from mqstore.broker._remoting_command import (
+from mqstore.remoting._command import (
     _STR_ONLY,
     LocalProtocolError,
     ProtocolError,
@@ -27,7 +27,7 @@ from mqstore.broker._remoting_command import (
     as_ext_value,
     coerce_ext_fields,
 )
-from mqstore.broker.codes import LanguageCode, SerializeType
+from mqstore.remoting.codes import LanguageCode, SerializeType
 
 _BINARY_FIXED: Final = struct.Struct(">hBhiii")  # code .. flag, then remark_len
 _INT: Final = struct.Struct(">i")

@@ -4,7 +4,7 @@ client language byte, the header serialize type, command flag bits and pull sysf
 Every value here is a wire value: it must match RocketMQ's ``RequestCode``,
 ``ResponseCode`` (with ``RemotingSysResponseCode``), ``LanguageCode``, ``SerializeType``
 and ``PullSysFlag`` exactly. Codes that a peer sends and we do not list still decode
-(:class:`mqstore.broker.remoting.RemotingCommand` keeps ``code`` a plain ``int``); the
+(:class:`mqstore.remoting.codec.RemotingCommand` keeps ``code`` a plain ``int``); the
 enums name what this project speaks, plus the neighbours a real client may send.
 
 Note that a ROCKETMQ binary header carries the code as a signed short, so codes above

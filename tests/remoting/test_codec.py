@@ -1,4 +1,4 @@
-"""The remoting codec against the spec's byte vectors and hand-written frames."""
+"""The remoting codec against RocketMQ's byte vectors (docs/protocol.md §1) and by hand."""
 
 from __future__ import annotations
 
@@ -10,15 +10,9 @@ from typing import Any
 
 import pytest
 
-from mqstore.broker import remoting
-from mqstore.broker.codes import (
-    LanguageCode,
-    RemotingFlag,
-    RequestCode,
-    ResponseCode,
-    SerializeType,
-)
-from mqstore.broker.remoting import (
+from mqstore.errors import StoreError
+from mqstore.remoting import codec as remoting
+from mqstore.remoting.codec import (
     CLOSED,
     FRAME_MAX_LENGTH,
     NEED_DATA,
@@ -34,7 +28,13 @@ from mqstore.broker.remoting import (
     encode_header,
     header_meta,
 )
-from mqstore.errors import StoreError
+from mqstore.remoting.codes import (
+    LanguageCode,
+    RemotingFlag,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+)
 
 JSON, BINARY = SerializeType.JSON, SerializeType.ROCKETMQ
 

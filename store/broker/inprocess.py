@@ -1,4 +1,4 @@
-"""The embedded transport: a :class:`~mqstore.client.transport.Transport` that calls a
+"""The embedded transport: a ``mqstore.client.transport.Transport`` that calls a
 :class:`~mqstore.broker.core.BrokerCore` in the same process, without sockets.
 
 It behaves like the TCP transport, answer for answer: the same broker logic runs, the
@@ -19,22 +19,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from mqstore.broker.codes import ResponseCode
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.pulls import PullOutcome, PullRequest
-from mqstore.client.allocate import MessageQueue
-from mqstore.client.transport import (
-    BrokerError,
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.message import Message
+from mqstore.remoting.codes import ResponseCode
+from mqstore.remoting.errors import BrokerError, TransportError
+from mqstore.remoting.values import (
+    PULL_STATUS,
+    SEND_STATUS,
     ConsumerIdsChanged,
     Heartbeat,
+    MessageQueue,
     PullReply,
     PullStatus,
     SendResult,
-    TransportError,
 )
-from mqstore.client.wire import PULL_STATUS, SEND_STATUS
-from mqstore.consumequeue.results import StoredMessage
-from mqstore.message import Message
 
 HOLD_MARGIN_S = 30.0
 """How long past ``suspend_ms`` a pull waits before declaring the broker lost."""
@@ -159,27 +159,27 @@ class InProcessTransport:
     def query_offset(self, group: str, queue: MessageQueue) -> int | None:
         """The group's committed offset; None for QUERY_NOT_FOUND."""
         self._check()
-        return self.core.query_offset(group, queue.topic, queue.queue_id)
+        return self.core.queries.query_offset(group, queue.topic, queue.queue_id)
 
     def update_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
         """Commit the group's offset for ``queue``."""
         self._check()
-        self.core.update_offset(group, queue.topic, queue.queue_id, offset)
+        self.core.queries.update_offset(group, queue.topic, queue.queue_id, offset)
 
     def max_offset(self, queue: MessageQueue) -> int:
         """GET_MAX_OFFSET."""
         self._check()
-        return self.core.max_offset(queue.topic, queue.queue_id)
+        return self.core.queries.max_offset(queue.topic, queue.queue_id)
 
     def min_offset(self, queue: MessageQueue) -> int:
         """GET_MIN_OFFSET."""
         self._check()
-        return self.core.min_offset(queue.topic, queue.queue_id)
+        return self.core.queries.min_offset(queue.topic, queue.queue_id)
 
     def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP."""
         self._check()
-        return self.core.search_offset(queue.topic, queue.queue_id, timestamp_ms)
+        return self.core.queries.search_offset(queue.topic, queue.queue_id, timestamp_ms)
 
     def heartbeat(self, hb: Heartbeat) -> None:
         """Register (or refresh) the client; this transport is its channel."""

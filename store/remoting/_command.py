@@ -1,10 +1,10 @@
 """The remoting protocol's values: :class:`RemotingCommand`, its errors, the sentinels.
 
 One job: what a command *is*, apart from its bytes. The header codec
-(``mqstore.broker._remoting_header``) and the framing (``mqstore.broker._remoting_frame``)
+(``mqstore.remoting._header``) and the framing (``mqstore.remoting._frame``)
 build and return these values. Rule 1 (extFields values are strings) is applied here,
 by :func:`coerce_ext_fields`. The frame and header formats and Rules 1-4 are
-documented once, in :mod:`mqstore.broker.remoting`, the public facade: import from there.
+documented once, in :mod:`mqstore.remoting.codec`, the public facade: import from there.
 
 Pure: no I/O. Commands are frozen dataclasses, safe to share between threads.
 """
@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal, TypeAlias, cast
 
-from mqstore.broker.codes import LanguageCode, RemotingFlag, SerializeType
 from mqstore.errors import StoreError
+from mqstore.remoting.codes import LanguageCode, RemotingFlag, SerializeType
 
 _STR_ONLY: Final = frozenset({str})
 _RESPONSE_BIT: Final = int(RemotingFlag.RESPONSE)
@@ -55,7 +55,7 @@ class RemotingCommand:
     """One request or response, header and body (RocketMQ ``RemotingCommand``).
 
     ``code`` is an ``int`` rather than an enum so unknown codes survive decoding;
-    compare it with :class:`~mqstore.broker.codes.RequestCode` or ``ResponseCode``.
+    compare it with :class:`~mqstore.remoting.codes.RequestCode` or ``ResponseCode``.
     """
 
     code: int
@@ -64,7 +64,7 @@ class RemotingCommand:
     opaque: int = 0
     """Request id, echoed by the response that answers it."""
     flag: int = 0
-    """:class:`~mqstore.broker.codes.RemotingFlag` bits."""
+    """:class:`~mqstore.remoting.codes.RemotingFlag` bits."""
     remark: str | None = None
     ext_fields: dict[str, str] = field(default_factory=dict, hash=False)
     body: bytes = field(default=b"", repr=False)

@@ -1,0 +1,202 @@
+"""The value types both sides of the wire share: queues, heartbeats, statuses, results.
+
+Producers and consumers (``mqstore.client``) and the broker (``mqstore.broker``) speak
+about the same things: a :class:`MessageQueue`, a client's :class:`Heartbeat` with its
+:class:`ConsumerData`, a send's :class:`SendResult` and a pull's :class:`PullReply`. They
+live here, below both, so neither side imports the other. Every enum value is RocketMQ's
+name for it (it travels in JSON bodies as that name).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import total_ordering
+from typing import Final
+
+from mqstore.consumequeue.results import StoredMessage
+from mqstore.remoting.codes import ResponseCode
+
+_INT_MIN: Final = -(2**31)
+_INT_MAX: Final = 2**31 - 1
+
+
+def java_string_key(s: str) -> bytes:
+    """Sort key giving Java ``String.compareTo`` order (UTF-16 code units, then length).
+
+    Python orders by code point, Java by UTF-16 unit: a non-BMP character (surrogates
+    D800-DFFF) sorts *before* U+E000..U+FFFF in Java, after them in Python. Big-endian
+    UTF-16 bytes compare exactly like the unit sequence; ``surrogatepass`` keeps lone
+    surrogates (legal in Java strings) comparable.
+
+    >>> sorted(["\\uffff", "\\U0001F600"]) == ["\\uffff", "\\U0001F600"]
+    True
+    >>> sorted(["\\uffff", "\\U0001F600"], key=java_string_key) == ["\\U0001F600", "\\uffff"]
+    True
+    """
+    return s.encode("utf-16-be", "surrogatepass")
+
+
+@total_ordering
+@dataclass(frozen=True, slots=True)
+class MessageQueue:
+    """One queue of a topic on one broker; ordered like RocketMQ ``MessageQueue``.
+
+    Order: topic, then broker name (both by Java ``String.compareTo``), then queue id.
+    Java compares ids as ``this.queueId - o.queueId``, which overflows for ids of
+    opposite signs 2**31 apart; we compare as integers, which is identical whenever
+    Java's comparator is a total order (in particular for the non-negative ids brokers
+    hand out).
+
+    Raises:
+        ValueError: ``queue_id`` outside Java's ``int`` range.
+    """
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def __post_init__(self) -> None:
+        if not _INT_MIN <= self.queue_id <= _INT_MAX:
+            raise ValueError(f"queue_id {self.queue_id} outside the Java int range")
+
+    def __str__(self) -> str:
+        """``MessageQueue.toString()``: also the consistent-hash key of the queue."""
+        return (
+            f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, "
+            f"queueId={self.queue_id}]"
+        )
+
+    def sort_key(self) -> tuple[bytes, bytes, int]:
+        """The key ``sort_queues`` sorts by; equal keys mean equal queues."""
+        return (java_string_key(self.topic), java_string_key(self.broker_name), self.queue_id)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, MessageQueue):
+            return NotImplemented
+        return self.sort_key() < other.sort_key()
+
+
+def sort_queues(queues: Iterable[MessageQueue]) -> list[MessageQueue]:
+    """``Collections.sort(mqAll)``: a new list in RocketMQ ``MessageQueue`` order."""
+    return sorted(queues, key=MessageQueue.sort_key)
+
+
+class SendStatus(enum.Enum):
+    """RocketMQ ``SendStatus``, mapped from the send response code."""
+
+    SEND_OK = "SEND_OK"  # SUCCESS (0)
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # 10
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # 12
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # 11
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """One send (single or batch). For a batch, ``msg_id``/``offset_msg_id`` hold the
+    ids of every message, comma-joined as RocketMQ does, and ``queue_offset`` is the
+    first message's queue offset."""
+
+    status: SendStatus
+    msg_id: str  # UNIQ_KEY (client-side id)
+    offset_msg_id: str  # store host + physical offset
+    queue: MessageQueue
+    queue_offset: int
+
+
+class PullStatus(enum.Enum):
+    """RocketMQ client ``PullStatus`` (SUCCESS->FOUND, 19->NO_NEW_MSG,
+    20->NO_MATCHED_MSG, 21->OFFSET_ILLEGAL)."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(frozen=True, slots=True)
+class PullReply:
+    """A pull's answer. ``messages`` are decoded, bodies decompressed, and already
+    re-filtered by exact tag on the client side (tag hash codes collide)."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: tuple[StoredMessage, ...] = ()
+    suggest_which_broker_id: int = 0
+
+
+class MessageModel(enum.Enum):
+    """How a group shares a topic: CLUSTERING splits queues, BROADCASTING gives each
+    consumer every queue."""
+
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
+
+
+class ConsumeType(enum.Enum):
+    """RocketMQ ``ConsumeType`` as sent in heartbeats."""
+
+    CONSUME_ACTIVELY = "CONSUME_ACTIVELY"  # pull / lite pull
+    CONSUME_PASSIVELY = "CONSUME_PASSIVELY"  # push
+
+
+class ConsumeFromWhere(enum.Enum):
+    """Where a group with no stored offset starts (RocketMQ names)."""
+
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionData:
+    """One topic subscription as carried in a heartbeat (``"*"`` or ``"A || B"``)."""
+
+    topic: str
+    expression: str = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerData:
+    """One consumer group's part of a heartbeat (RocketMQ ``ConsumerData``)."""
+
+    group: str
+    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    subscriptions: tuple[SubscriptionData, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """RocketMQ ``HeartbeatData``: who this client is and which groups it serves."""
+
+    client_id: str
+    consumers: tuple[ConsumerData, ...] = ()
+    producer_groups: tuple[str, ...] = field(default=())
+
+
+ConsumerIdsChanged = Callable[[str], None]
+"""Broker-to-client push (NOTIFY_CONSUMER_IDS_CHANGED): called with the group name,
+from a transport thread; the handler must only wake the rebalance service."""
+
+
+SEND_STATUS: Final[Mapping[int, SendStatus]] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+"""Send response code -> status (the codes that mean "stored"); both transports map
+through this, and any other code is a ``BrokerError``."""
+PULL_STATUS: Final[Mapping[int, PullStatus]] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+"""Pull response code -> status (the client's ``PullAPIWrapper`` mapping); any other
+code is a ``BrokerError``."""
