@@ -1,0 +1,36 @@
+"""Child process for the SIGKILL test: pops, acks some, reports, then waits to be killed.
+
+argv: store dir. Prints one line per event, flushed: ``ACKED <body>`` after an ack
+returned OK (SYNC_FLUSH: durable), ``HELD <body>`` for popped-not-acked, ``READY``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from mqstore import FlushDiskType, MessageStore
+from mqstore.pop import AckStatus, PopConfig, PopService
+from tests.helpers import store_config
+
+
+def main() -> None:
+    root = Path(sys.argv[1])
+    store = MessageStore.open(store_config(root, flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    pop = PopService(store, PopConfig(persist_interval_ms=100))
+    pop.start()
+    for _ in range(4):
+        r = pop.pop("g", "T", 8, 60_000)
+        for i, m in enumerate(r.messages):
+            if i % 2 == 0 and pop.ack("g", "T", m.receipt_handle) is AckStatus.OK:
+                print("ACKED", m.body.decode(), flush=True)
+            else:
+                print("HELD", m.body.decode(), flush=True)
+    time.sleep(0.3)  # let a state save pass the pops
+    print("READY", flush=True)
+    time.sleep(600)
+
+
+if __name__ == "__main__":
+    main()
