@@ -37,5 +37,5 @@ def test_produce_then_consume_with_a_tag_filter(tmp_path: Path, capsys: pytest.C
     assert main(["produce", *store, "--topic", "demo", "--count", "2", "--tags", "TagA"]) == 0
     assert main(["produce", *store, "--topic", "demo", "--count", "1", "--tags", "TagB", "--queue-id", "1"]) == 0
     capsys.readouterr()
-    assert main(["consume", *store, "--topic", "demo", "--tags", "TagB"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["q1@0 tags=TagB b'hello from mqstore #0'"]
+    assert main(["consume", "--store", str(tmp_path / "s"), "--topic", "demo", "--tags", "TagB"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["q1@0 tags=TagB hello from mqstore #0"]

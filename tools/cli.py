@@ -1,16 +1,23 @@
 """The ``mqstore`` command line. Each subcommand parses its arguments and calls a
-function that does the work; heavy imports (Spark, matplotlib) happen only inside
-the subcommand that needs them.
+function that does the work; heavy imports (the store, Spark, matplotlib) happen only
+inside the subcommand that needs them, so ``mqstore --help`` stays fast.
 
-Exit codes: 0 success, 1 the job ran and found problems, 2 usage or I/O error.
+A user error is one line on stderr, ``mqstore COMMAND: what went wrong``, and an exit
+code from :class:`Exit` (listed in ``mqstore --help``), never a traceback; a traceback
+means a bug. Read commands (``consume``) open the store read-only
+(:mod:`mqstore.tools.storeview`): no lock, no recovery, nothing written.
 """
 
 from __future__ import annotations
 
 import argparse
+import enum
+import errno
+import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from mqstore.tools import quickstart as _quickstart
 
@@ -19,23 +26,150 @@ if TYPE_CHECKING:
     import threading
 
     from mqstore import BrokerRole, MessageStore, StoreConfig
+    from mqstore.tools.storeview import ViewedMessage
+
+
+class Exit(enum.IntEnum):
+    """The exit codes of every subcommand (documented in ``mqstore --help``)."""
+
+    OK = 0
+    PROBLEMS = 1
+    USAGE = 2
+    BUSY = 3
+    INTERRUPTED = 130
+    OUTPUT_CLOSED = 141
+
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0    success
+  1    the command ran and found problems (audit findings, a message not stored,
+       quickstart could not read every message back)
+  2    usage or input error: a bad option value, an illegal topic, a path that is a
+       file or holds no store, an output that already exists, a file the OS refuses
+  3    busy: the store is locked by another process, or a port is in use
+  130  interrupted (Ctrl-C)
+  141  the output was closed early (`mqstore consume ... | head`); nothing is printed
+"""
+
+
+class CliError(Exception):
+    """A user error: printed as one line, the command exits with ``code``."""
+
+    def __init__(self, message: str, code: Exit = Exit.USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(Exit.USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help text with every option's default (flags and options without one excepted)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or not action.option_strings
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+# ----------------------------------------------------------------- argument types
+
+
+def _positive(text: str) -> int:
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _integer(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number 0..65535, got {text}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _byte_size(text: str) -> int:
+    """Bytes, optionally with a binary suffix: ``65536``, ``64K``, ``1M``, ``1G``."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = _UNITS.get(t[-1:], 1)
+    digits = t[:-1] if scale > 1 else t
+    if not digits.isdigit() or int(digits) == 0:
+        raise argparse.ArgumentTypeError(f"not a size in bytes (e.g. 65536, 64K, 1M): {text!r}")
+    return int(digits) * scale
+
+
+# ----------------------------------------------------------------------- parsers
 
 
 def _add_store_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", default="data", help="store directory (default: ./data)")
+    p.add_argument("--store", default="data", help="store directory")
     _add_geometry_args(p)
-    p.add_argument("--flush", choices=["SYNC_FLUSH", "ASYNC_FLUSH"], default="ASYNC_FLUSH")
+    p.add_argument(
+        "--flush",
+        choices=["SYNC_FLUSH", "ASYNC_FLUSH"],
+        default="ASYNC_FLUSH",
+        help="when a put is acknowledged: after an fdatasync, or once in memory",
+    )
 
 
 def _add_geometry_args(p: argparse.ArgumentParser) -> None:
     """The store's file sizes: taken from its files, else --broker-config, else these
     flags, else RocketMQ's defaults (``mqstore.geometry``); a contradiction is an error."""
-    p.add_argument("--file-size", type=int, default=None, help="CommitLog segment size in bytes")
     p.add_argument(
-        "--cq-file-size", type=int, default=None, help="consume-queue file size in bytes"
+        "--file-size",
+        type=_byte_size,
+        default=None,
+        help="CommitLog segment size in bytes, e.g. 64M (default: the store's, else 1G)",
     )
-    p.add_argument("--index-slots", type=int, default=None, help="hash slots per index file")
-    p.add_argument("--index-num", type=int, default=None, help="entries per index file")
+    p.add_argument(
+        "--cq-file-size",
+        type=_byte_size,
+        default=None,
+        help="consume-queue file size in bytes (default: the store's, else RocketMQ's)",
+    )
+    p.add_argument(
+        "--index-slots",
+        type=_positive,
+        default=None,
+        help="hash slots per index file (default: the store's, else RocketMQ's)",
+    )
+    p.add_argument(
+        "--index-num",
+        type=_positive,
+        default=None,
+        help="entries per index file (default: the store's, else RocketMQ's)",
+    )
     p.add_argument(
         "--broker-config",
         default=None,
@@ -48,10 +182,12 @@ def _store_config(args: argparse.Namespace, **fields: object) -> StoreConfig:
     """StoreConfig for ``args.store`` with the store's geometry; says which on stderr.
 
     Raises:
+        CliError: ``args.store`` is a file.
         GeometryError: the sizes cannot be told for sure (see ``mqstore.geometry``).
     """
     from mqstore import StoreConfig, geometry
 
+    _require_directory(args.store)
     flags = {
         "commitlog_file_size": args.file_size,
         "mapped_file_size_consume_queue": args.cq_file_size,
@@ -63,20 +199,50 @@ def _store_config(args: argparse.Namespace, **fields: object) -> StoreConfig:
     return g.apply(StoreConfig(root_dir=args.store, **fields))  # type: ignore[arg-type]
 
 
-def _add_broker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _require_directory(path: str) -> None:
+    """Refuse a store path that exists and is not a directory."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CliError(f"{path} is a file, not a store directory")
+
+
+def _add_broker_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     """Add the ``broker`` subcommand and its flags to ``sub``."""
-    b = sub.add_parser("broker", help="run the broker (RocketMQ remoting protocol)")
-    b.add_argument("--store", required=True)
-    b.add_argument("--port", type=int, default=10911, help="remoting port (0: any free)")
-    b.add_argument("--host", default="127.0.0.1", help="remoting listen address (127.0.0.1)")
-    b.add_argument("--broker-name", default="broker-a")
-    b.add_argument("--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], default="ASYNC_FLUSH")
-    b.add_argument(
-        "--role", choices=["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"], default="ASYNC_MASTER"
+    b = sub.add_parser(
+        "broker",
+        help="run the broker (RocketMQ remoting protocol, with a built-in name server)",
+        formatter_class=_Formatter,
+        epilog=EXIT_CODES_HELP,
     )
-    b.add_argument("--ha-port", type=int, default=10912)
-    b.add_argument("--master-ha", default=None, metavar="HOST:PORT")
-    b.add_argument("--ha-bind", default="127.0.0.1", help="HA listen address (127.0.0.1)")
+    b.add_argument("--store", required=True, help="store directory (created if missing)")
+    b.add_argument("--port", type=_port, default=10911, help="remoting port (0: any free port)")
+    b.add_argument("--host", default="127.0.0.1", help="remoting listen address")
+    b.add_argument("--broker-name", default="broker-a", help="the name routes give this broker")
+    b.add_argument(
+        "--flush",
+        choices=["ASYNC_FLUSH", "SYNC_FLUSH"],
+        default="ASYNC_FLUSH",
+        help="when a put is acknowledged: after an fdatasync, or once in memory",
+    )
+    b.add_argument(
+        "--role",
+        choices=["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"],
+        default="ASYNC_MASTER",
+        help="replication role; SYNC_MASTER acknowledges a put once a slave has it",
+    )
+    b.add_argument(
+        "--ha-port",
+        type=_port,
+        default=None,
+        help="port slaves replicate from (default: --port + 1, as RocketMQ; any free "
+        "port with --port 0)",
+    )
+    b.add_argument(
+        "--master-ha",
+        default=None,
+        metavar="HOST:PORT",
+        help="the master's HA address (required with --role SLAVE)",
+    )
+    b.add_argument("--ha-bind", default="127.0.0.1", help="HA listen address")
     _add_geometry_args(b)
     b.add_argument(
         "--dispatch-process",
@@ -97,74 +263,105 @@ def _add_broker_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
 
 
-def _add_spark_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_spark_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
     """Add the Spark subcommands (``audit``, ``reindex``, ``export``) to ``sub``."""
     for name, helptext in (
         ("audit", "check every record of a store directory with Spark"),
         ("reindex", "rebuild consumequeue/ and index/ from the CommitLog with Spark"),
         ("export", "export messages to Parquet with Spark"),
     ):
-        s = sub.add_parser(name, help=helptext, add_help=True)
-        s.add_argument("dir")
-        s.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+        s = sub.add_parser(name, help=helptext, formatter_class=_Formatter, epilog=EXIT_CODES_HELP)
+        s.add_argument("dir", help="store directory (ours, or a RocketMQ broker's store/)")
+        s.add_argument(
+            "--master", default=None, help="Spark master URL (default: local[*], this machine)"
+        )
         if name == "audit":
-            s.add_argument("--report", default=None, metavar="FILE.json")
+            s.add_argument(
+                "--report", default=None, metavar="FILE.json", help="also write the report here"
+            )
         if name == "reindex":
-            s.add_argument("--out", default=None)
+            s.add_argument(
+                "--out",
+                default=None,
+                help="write the rebuilt store here (default: replace DIR's files atomically)",
+            )
         if name == "export":
-            s.add_argument("--parquet", required=True, metavar="OUT")
+            s.add_argument(
+                "--parquet", required=True, metavar="OUT", help="output directory (must not exist)"
+            )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"mqstore {version('mqstore')}"
+    except PackageNotFoundError:
+        return "mqstore (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mqstore",
         description="A RocketMQ-compatible message store: run it, audit it, benchmark it.",
+        formatter_class=_Formatter,
+        epilog=EXIT_CODES_HELP,
     )
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    q = sub.add_parser("quickstart", help="the guided tour: produce, consume, verify, summarise")
-    q.add_argument("dir", nargs="?", default=None, help="store directory (default: a temp dir)")
-    q.add_argument("--messages", type=int, default=2000)
+    def add(name: str, helptext: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = sub.add_parser(
+            name, help=helptext, formatter_class=_Formatter, epilog=EXIT_CODES_HELP
+        )
+        return p
+
+    q = add("quickstart", "the guided tour: produce, crash, consume, verify, summarise")
+    q.add_argument(
+        "dir", nargs="?", default=None, help="store directory to keep (default: a temporary one)"
+    )
+    q.add_argument("--messages", type=_positive, default=2000, help="how many to produce")
     q.add_argument("--no-spark", action="store_true", help="skip the Spark audit step")
 
-    p = sub.add_parser("produce", help="put messages into a store")
+    p = add("produce", "put messages into a store (created if missing)")
     _add_store_args(p)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--count", type=int, default=10)
-    p.add_argument("--tags", default=None)
-    p.add_argument("--body", default="hello from mqstore")
-    p.add_argument("--queue-id", type=int, default=0)
+    p.add_argument("--topic", required=True, help="topic name ([%%|a-zA-Z0-9_-], 1-127 chars)")
+    p.add_argument("--count", type=_positive, default=10, help="how many messages")
+    p.add_argument("--tags", default=None, help="the messages' tag, e.g. TagA")
+    p.add_argument("--body", default="hello from mqstore", help="body text; ' #N' is appended")
+    p.add_argument("--queue-id", type=_non_negative, default=0, help="queue to put into")
 
-    c = sub.add_parser("consume", help="print the messages of a topic")
-    _add_store_args(c)
-    c.add_argument("--topic", required=True)
-    c.add_argument("--limit", type=int, default=20)
+    c = add("consume", "print a topic's messages (read-only: works beside a running broker)")
+    c.add_argument("--store", default="data", help="store directory (must hold a store)")
+    c.add_argument("--topic", required=True, help="topic name")
+    c.add_argument(
+        "--queue-id", type=_non_negative, default=None, help="only this queue (default: all)"
+    )
+    c.add_argument("--offset", type=_non_negative, default=0, help="first queue offset to read")
+    c.add_argument("--limit", type=_positive, default=20, help="print at most this many")
     c.add_argument("--tags", default="*", help='subscription, e.g. "TagA || TagB"')
 
     _add_broker_parser(sub)
     _add_spark_parsers(sub)
 
-    be = sub.add_parser("bench", help="benchmarks")
+    be = add("bench", "benchmarks")
     be.add_argument("what", choices=["flush", "commitlog"], help="which benchmark")
-    be.add_argument("--json", default=None, metavar="FILE")
-    be.add_argument("--plot", default=None, metavar="FILE.png")
+    be.add_argument("--json", default=None, metavar="FILE", help="write the results here")
+    be.add_argument("--plot", default=None, metavar="FILE.png", help="draw the results here")
     be.add_argument("--quick", action="store_true", help="small counts (smoke run)")
     return parser
 
 
-def _geometry_refused(args: argparse.Namespace, e: Exception) -> int:
-    print(f"mqstore {args.command}: {e}", file=sys.stderr)
-    return 2
+# -------------------------------------------------------------------- subcommands
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from mqstore import ConfigError, FlushDiskType, Message, MessageStore
+    from mqstore import FlushDiskType, Message, MessageStore
+    from mqstore.message import validate_topic
 
-    try:
-        cfg = _store_config(args, flush_disk_type=FlushDiskType[args.flush])
-    except ConfigError as e:
-        return _geometry_refused(args, e)
+    validate_topic(args.topic)
+    cfg = _store_config(args, flush_disk_type=FlushDiskType[args.flush])
     with MessageStore.open(cfg) as store:
         for i in range(args.count):
             r = store.put_message(
@@ -177,51 +374,57 @@ def _produce(args: argparse.Namespace) -> int:
             )
             print(f"{r.status.value} queue_offset={r.queue_offset} msg_id={r.msg_id}")
             if not r.status.stored:
-                print(f"error: {r.error}", file=sys.stderr)
-                return 1
-    return 0
+                print(f"mqstore produce: not stored: {r.error}", file=sys.stderr)
+                return Exit.PROBLEMS
+    return Exit.OK
 
 
 def _consume(args: argparse.Namespace) -> int:
-    """Pull a topic's queues from offset 0 through the pull API and print the messages."""
-    from mqstore import ConfigError, GetStatus, MessageStore
+    """Print a topic's messages, read-only (see :mod:`mqstore.tools.storeview`)."""
+    from mqstore.message import validate_topic
+    from mqstore.tools.storeview import StoreView
 
-    try:
-        cfg = _store_config(args)
-    except ConfigError as e:
-        return _geometry_refused(args, e)
-    with MessageStore.open(cfg) as store:
-        store.wait_dispatched(timeout=30)
+    validate_topic(args.topic)
+    with StoreView(args.store) as view:
+        queues = view.queue_ids(args.topic) if args.queue_id is None else [args.queue_id]
         shown = 0
-        queue_id = 0
-        while shown < args.limit and store.max_offset_in_queue(args.topic, queue_id) > 0:
-            offset = 0
-            while shown < args.limit:
-                g = store.get_message("mqstore-cli", args.topic, queue_id, offset, 32, args.tags)
-                for m in g.messages[: args.limit - shown]:
-                    print(f"q{m.queue_id}@{m.queue_offset} tags={m.tags} {m.body[:80]!r}")
-                    shown += 1
-                if g.status is not GetStatus.FOUND and g.next_begin_offset >= g.max_offset:
+        for queue_id in queues:
+            for m in view.messages(args.topic, queue_id, args.offset, args.tags):
+                if shown >= args.limit:
                     break
-                offset = g.next_begin_offset
-            queue_id += 1
+                print(_message_line(m))
+                shown += 1
         if shown == 0:
-            print(f"no messages in topic {args.topic!r}")
-    return 0
+            where = "" if args.queue_id is None else f" queue {args.queue_id}"
+            print(f"mqstore consume: no messages in topic {args.topic!r}{where}", file=sys.stderr)
+    return Exit.OK
+
+
+def _message_line(m: ViewedMessage) -> str:
+    return f"q{m.queue_id}@{m.queue_offset} tags={m.tags or '-'} {body_text(m.body)}"
+
+
+def body_text(body: bytes) -> str:
+    """A body for people: its text when it is printable UTF-8, else a Python literal
+    (escaped text, or ``b'...'`` for bytes that are not UTF-8)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return repr(body)
+    return text if text.isprintable() else repr(text)
 
 
 def _spark(args: argparse.Namespace) -> int:
     import importlib
 
+    _check_spark_paths(args)
     try:
         mod = importlib.import_module(f"mqstore.tools.spark.{args.command}")
+        from mqstore.tools.spark.session import build_session
     except ImportError as e:
-        print(
-            f"mqstore {args.command}: Spark jobs need the spark extra: "
-            f"pip install -e '.[spark]' ({e})",
-            file=sys.stderr,
-        )
-        return 2
+        raise CliError(
+            f"Spark jobs need the spark extra: pip install 'mqstore[spark]' ({e})"
+        ) from None
     argv = [args.dir]
     if args.master:
         argv += ["--master", args.master]
@@ -231,8 +434,27 @@ def _spark(args: argparse.Namespace) -> int:
         argv += ["--out", args.out]
     if getattr(args, "parquet", None):
         argv += ["--parquet", args.parquet]
-    rc: int = mod.main(argv)
+    from mqstore.tools.progress import SparkProgress
+
+    print(f"mqstore {args.command}: starting Spark ...", file=sys.stderr, flush=True)
+    spark = build_session(args.master, f"mqstore-{args.command}")
+    with SparkProgress(spark, sys.stderr, f"mqstore {args.command}: "):
+        rc: int = mod.main(argv)
     return rc
+
+
+def _check_spark_paths(args: argparse.Namespace) -> None:
+    """Refuse a DIR that holds no store, or an existing export output, before the JVM
+    starts (that takes seconds)."""
+    from mqstore.tools.spark.layout import LayoutError, find_commitlog_dir
+
+    try:
+        find_commitlog_dir(Path(args.dir))
+    except LayoutError as e:
+        raise CliError(str(e)) from None
+    parquet = getattr(args, "parquet", None)
+    if parquet is not None and os.path.lexists(parquet):
+        raise CliError(f"{parquet} already exists: remove it or choose another --parquet")
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -241,8 +463,7 @@ def _bench(args: argparse.Namespace) -> int:
     try:
         mod = importlib.import_module(f"mqstore.tools.bench.{args.what}")
     except ImportError as e:
-        print(f"mqstore bench {args.what}: not available ({e})", file=sys.stderr)
-        return 2
+        raise CliError(f"bench {args.what} is not available ({e})") from None
     argv: list[str] = []
     if args.json:
         argv += ["--json", args.json]
@@ -257,6 +478,7 @@ def _bench(args: argparse.Namespace) -> int:
 def _broker(args: argparse.Namespace) -> int:
     """Serve RocketMQ remoting (+ name server) and HA until SIGTERM/SIGINT.
 
+    The remoting port is bound before the store opens, so a port in use fails at once.
     Prints ``mqstore broker: remoting on HOST:PORT`` once serving (scripts and tests
     wait for that line). On a signal: stop serving, persist consumer offsets and
     topics, close the store.
@@ -265,39 +487,53 @@ def _broker(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from mqstore import BrokerRole, ConfigError, MessageStore
+    from mqstore import BrokerRole, MessageStore
     from mqstore.broker.server import bind_listener
 
     role = BrokerRole[args.role]
     if role is BrokerRole.SLAVE and not args.master_ha:
-        print("mqstore broker: a SLAVE needs --master-ha HOST:PORT", file=sys.stderr)
-        return 2
+        raise CliError("a SLAVE needs --master-ha HOST:PORT")
+    _require_directory(args.store)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    try:  # --port 0: take the free port before the store fixes store_host (server Rule 5)
-        sock = bind_listener(args.host, 0) if args.port == 0 else None
+    try:  # before the store fixes store_host (server Rule 5); a busy port fails now
+        sock = bind_listener(args.host, args.port)
     except OSError as e:
-        print(f"mqstore broker: cannot listen on {args.host}:0: {e}", file=sys.stderr)
-        return 2
-    port = args.port if sock is None else int(sock.getsockname()[1])
-    try:  # before the store starts threads: they inherit this thread's mask
-        cfg = _broker_config(args, role, port)
-    except ConfigError as e:
-        if sock is not None:
-            sock.close()
-        print(f"mqstore broker: {e}", file=sys.stderr)
-        return 2
+        raise _listen_error(f"cannot listen on {args.host}:{args.port}", e, "--port") from None
+    port = int(sock.getsockname()[1])
     try:
-        store = MessageStore.open(cfg)
-    except OSError as e:
-        if sock is not None:
-            sock.close()
-        print(f"mqstore broker: cannot open {args.store}: {e}", file=sys.stderr)
-        return 2
+        try:  # before the store starts threads: they inherit this thread's mask
+            cfg = _broker_config(args, role, port)
+            store = MessageStore.open(cfg)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise _ha_listen_error(args, port, e) from None
+            raise
+    except BaseException:
+        sock.close()
+        raise
     with store:
         return _serve_broker(args, store, role, port, sock, stop)
+
+
+def _listen_error(what: str, e: OSError, option: str) -> CliError:
+    if e.errno == errno.EADDRINUSE:
+        return CliError(f"{what}: the port is in use (choose another {option})", Exit.BUSY)
+    return CliError(f"{what}: {e.strerror or e}")
+
+
+def _ha_listen_error(args: argparse.Namespace, port: int, e: OSError) -> CliError:
+    where = f"{args.ha_bind}:{_ha_port(args, port)}"
+    return _listen_error(f"cannot listen for slaves on {where}", e, "--ha-port")
+
+
+def _ha_port(args: argparse.Namespace, port: int) -> int:
+    """--ha-port, else RocketMQ's rule: the remoting port + 1 (any free one for --port 0)."""
+    if args.ha_port is not None:
+        return int(args.ha_port)
+    return port + 1 if args.port != 0 else 0
 
 
 def _broker_config(args: argparse.Namespace, role: BrokerRole, port: int) -> StoreConfig:
@@ -312,7 +548,7 @@ def _broker_config(args: argparse.Namespace, role: BrokerRole, port: int) -> Sto
     )
     return _store_config(
         args, broker_role=role,
-        ha_listen_port=args.ha_port, ha_bind_host=args.ha_bind,
+        ha_listen_port=_ha_port(args, port), ha_bind_host=args.ha_bind,
         ha_master_address=args.master_ha, store_host=(args.host, port),
         flush_disk_type=FlushDiskType[args.flush], dispatch_process=args.dispatch_process,
         dispatch_cpus=dispatch_cpus,
@@ -324,10 +560,10 @@ def _serve_broker(
     store: MessageStore,
     role: BrokerRole,
     port: int,
-    sock: socket.socket | None,
+    sock: socket.socket,
     stop: threading.Event,
 ) -> int:
-    """Serve the open ``store`` until ``stop`` is set; return the exit code (0, or 2)."""
+    """Serve the open ``store`` until ``stop`` is set; return the exit code."""
     from mqstore import BrokerRole
     from mqstore.broker.core import BrokerConfig, BrokerCore
     from mqstore.broker.server import BrokerServer
@@ -337,7 +573,11 @@ def _serve_broker(
     if role is BrokerRole.SLAVE:
         what = f"replicating from {args.master_ha}"
     else:
-        master = store.ha if isinstance(store.ha, HAMaster) else ha_service.serve(store)
+        try:
+            master = store.ha if isinstance(store.ha, HAMaster) else ha_service.serve(store)
+        except OSError as e:
+            sock.close()
+            raise _ha_listen_error(args, port, e) from None
         what = f"HA port {master.address}"
     broker_id = 1 if role is BrokerRole.SLAVE else 0  # routes list a slave as id 1
     core = BrokerCore(store, BrokerConfig(broker_name=args.broker_name, broker_id=broker_id))
@@ -345,9 +585,8 @@ def _serve_broker(
     try:
         server.start()
     except OSError as e:
-        print(f"mqstore broker: cannot listen on {args.host}:{port}: {e}", file=sys.stderr)
         core.shutdown()
-        return 2
+        raise _listen_error(f"cannot listen on {args.host}:{port}", e, "--port") from None
     print(f"mqstore broker: {role.value} store {args.store}, {what}", flush=True)
     print(f"mqstore broker: remoting on {server.address}", flush=True)
     try:
@@ -357,17 +596,22 @@ def _serve_broker(
         server.stop()
         core.shutdown()
     print("mqstore broker: stopped, offsets persisted", flush=True)
-    return 0
+    return Exit.OK
+
+
+# --------------------------------------------------------------------------- main
+
+_SPARK_COMMANDS = frozenset({"audit", "reindex", "export", "quickstart"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``mqstore`` console script."""
+    """Entry point of the ``mqstore`` console script; returns an :class:`Exit` code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
-        return 2
-    handlers = {
+        parser.print_help(sys.stderr)
+        return Exit.USAGE
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "quickstart": _quickstart.main,
         "produce": _produce,
         "consume": _consume,
@@ -377,10 +621,72 @@ def main(argv: Sequence[str] | None = None) -> int:
         "export": _spark,
         "bench": _bench,
     }
+    if args.command in _SPARK_COMMANDS:
+        _quiet_py4j()
     try:
-        return handlers[args.command](args)
+        rc = handlers[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return rc
+    except BrokenPipeError:
+        _discard_stdout()
+        return Exit.OUTPUT_CLOSED
     except KeyboardInterrupt:
-        return 130
+        _say(args, "interrupted")
+        return Exit.INTERRUPTED
+    except CliError as e:
+        _say(args, str(e))
+        return e.code
+    except Exception as e:
+        code = _user_error_code(e)
+        if code is None:
+            raise  # a bug: keep the traceback
+        _say(args, _describe(e))
+        return code
+
+
+def _user_error_code(e: Exception) -> Exit | None:
+    """The exit code of an exception that reports a user's mistake, None for a bug."""
+    from mqstore.errors import (
+        ConfigError,
+        IllegalMessageError,
+        IllegalTopicError,
+        NotAStoreError,
+        StoreLockedError,
+    )
+
+    if isinstance(e, StoreLockedError):
+        return Exit.BUSY
+    if isinstance(e, ConfigError | IllegalTopicError | IllegalMessageError | NotAStoreError):
+        return Exit.USAGE
+    if isinstance(e, OSError):
+        return Exit.BUSY if e.errno == errno.EADDRINUSE else Exit.USAGE
+    return None
+
+
+def _describe(e: Exception) -> str:
+    if isinstance(e, OSError) and e.strerror and e.filename is not None:
+        return f"{e.filename}: {e.strerror}"
+    return str(e) or type(e).__name__
+
+
+def _say(args: argparse.Namespace, message: str) -> None:
+    print(f"mqstore {args.command}: {message}", file=sys.stderr, flush=True)
+
+
+def _discard_stdout() -> None:
+    """The reader closed our stdout: send what is left to /dev/null, so the flush at
+    interpreter exit does not fail a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _quiet_py4j() -> None:
+    """py4j logs a connection error per call cut short by Ctrl-C or by the JVM's exit;
+    the command reports those itself."""
+    import logging
+
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
 
 
 if __name__ == "__main__":

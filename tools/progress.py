@@ -1,0 +1,69 @@
+"""Progress of a running Spark job, printed as the command's own lines.
+
+Spark's console progress bar and log lines are turned off for the command line
+(:mod:`mqstore.tools.spark.session`); this reporter polls the SparkContext's status
+tracker from a daemon thread instead and prints one short line when the job has moved on,
+at most every ``interval`` seconds. It never raises: once the JVM is gone (the job ended
+or was interrupted) it stops quietly.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class SparkProgress:
+    """Context manager: report the tasks of the active stages while the block runs."""
+
+    def __init__(
+        self, spark: SparkSession, out: TextIO, prefix: str, interval: float = 3.0
+    ) -> None:
+        self._spark = spark
+        self._out = out
+        self._prefix = prefix
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="spark-progress", daemon=True)
+        self._t0 = time.monotonic()
+
+    def __enter__(self) -> SparkProgress:
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self._interval + 1)
+
+    def _run(self) -> None:
+        last = None
+        while not self._stop.wait(self._interval):
+            try:
+                line = self._line()
+            except Exception:  # the JVM went away (end of job, Ctrl-C): nothing to report
+                return
+            if line is not None and line != last and not self._stop.is_set():
+                seconds = time.monotonic() - self._t0
+                print(f"{self._prefix}{line} ({seconds:.0f}s)", file=self._out, flush=True)
+                last = line
+
+    def _line(self) -> str | None:
+        """``stage 3: 2/5 tasks`` for the active stages, or None when none runs."""
+        tracker = self._spark.sparkContext.statusTracker()
+        parts = []
+        for stage_id in sorted(tracker.getActiveStageIds()):
+            info = tracker.getStageInfo(stage_id)
+            if info is not None:
+                parts.append(f"stage {stage_id}: {info.numCompletedTasks}/{info.numTasks} tasks")
+        return ", ".join(parts) if parts else None
