@@ -410,19 +410,24 @@ def resolve(
     flags: Mapping[str, int | None] | None = None,
     broker_config: str | os.PathLike[str] | None = None,
     commitlog_dir: str | os.PathLike[str] | None = None,
+    from_files: bool = True,
 ) -> StoreGeometry:
     """The store's geometry from its files, else ``broker_config``, else ``flags``,
     else RocketMQ's defaults (keys of ``flags``: :data:`FIELDS`; None = not given).
+
+    ``from_files=False`` leaves the files out (a checker's fallback when they
+    contradict each other: it reports the odd files instead).
 
     Raises:
         GeometryError: two sources disagree, the files contradict each other, or index
             files exist that do not show their geometry and nothing else gives it.
     """
-    files = detect(root, commitlog_dir)
+    files = detect(root, commitlog_dir) if from_files else {}
     conf = read_broker_config(broker_config) if broker_config is not None else {}
     given = {k: v for k, v in (flags or {}).items() if v is not None}
     settings = {name: _pick(name, files, conf, given, broker_config) for name in FIELDS}
-    _check_index_shown(Path(root) / "index", settings)
+    if from_files:
+        _check_index_shown(Path(root) / "index", settings)
     return StoreGeometry(**settings)
 
 

@@ -6,7 +6,6 @@ files, 500 x 2,000 index files) and on stores the project writes at small sizes.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,27 +15,13 @@ from mqstore import geometry as geo
 from mqstore.config import size_given
 from mqstore.errors import GeometryError
 from mqstore.index import format as ifmt
-from tests.conftest import SHARED
-
-FIXTURE = SHARED / "fixtures" / "rocketmq-4.9.8-store"
+from tests.rmq498 import copy_store, manifest
 
 
 @pytest.fixture
 def rmq_store(tmp_path: Path) -> Path:
     """A writable copy of the 4.9.8 store."""
-    if not (FIXTURE / "store").is_dir():
-        pytest.skip("the rocketmq-4.9.8-store fixture is not here")
-    dst = tmp_path / "rmq"
-    shutil.copytree(FIXTURE / "store", dst)
-    for p in dst.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    dst.chmod(0o755)
-    return dst
-
-
-def _manifest() -> list[list[str]]:
-    lines = (FIXTURE / "manifest.tsv").read_text().splitlines()
-    return [line.split("\t") for line in lines]
+    return copy_store(tmp_path / "rmq")
 
 
 def _small_store(root: Path, count: int, **sizes: int) -> StoreConfig:
@@ -82,14 +67,11 @@ def test_open_with_no_size_given_reads_every_message_of_the_fixture(rmq_store: P
     assert not size_given(cfg.commitlog_file_size)
     opened, g = geo.for_open(cfg)
     assert opened.mapped_file_size_consume_queue == 6000 and g.max_index_num.value == 2000
-    rows = _manifest()
     with MessageStore.open(opened) as s:
-        for topic, qid, qoff, phys, tag, key, uniq, _delay, body in rows:
-            got = s.get_message("g", topic, int(qid), int(qoff), 1)
-            (m,) = got.messages
-            assert (m.physical_offset, m.tags, m.keys, m.uniq_key, m.body) == (
-                int(phys), tag, [key], uniq, body.encode()
-            )  # fmt: skip
+        for p in manifest():
+            (m,) = s.get_message("g", p.topic, p.queue_id, p.queue_offset, 1).messages
+            got = (m.physical_offset, m.tags, m.keys, m.uniq_key, m.body)
+            assert got == (p.physical_offset, p.tag, [p.key], p.uniq_key, p.body)
 
 
 def test_given_sizes_are_kept_and_the_rest_come_from_the_files(rmq_store: Path):

@@ -32,21 +32,23 @@ UNIT_SCHEMA: Final = (
 
 
 def file_findings(
-    files: tuple[CqFile, ...],
+    files: tuple[CqFile, ...], file_size: int = cqfmt.FILE_SIZE
 ) -> tuple[list[Finding], list[tuple[str, int, int, int]]]:
-    """``cq_truncated`` findings and the queue-offset ranges ``[lo, hi)`` each one lost."""
+    """``cq_truncated`` findings (a file shorter or longer than the store's
+    ``file_size``) and the queue-offset ranges ``[lo, hi)`` each one lost."""
     findings: list[Finding] = []
     lost: list[tuple[str, int, int, int]] = []
+    units_per_file = file_size // cqfmt.UNIT_SIZE
     for f in files:
-        if f.length == cqfmt.FILE_SIZE:
+        if f.length == file_size:
             continue
         whole = f.length // cqfmt.UNIT_SIZE
         partial = f.length % cqfmt.UNIT_SIZE
-        detail = f"{f.length} bytes, not {cqfmt.FILE_SIZE}"
+        detail = f"{f.length} bytes, not {file_size}"
         if partial:
             detail += f"; {partial} bytes of a partial unit at the end"
         findings.append(Finding(f.rel_path, f.length, "cq_truncated", detail))
-        lost.append((f.topic, f.queue_id, f.base_unit + whole, f.base_unit + cqfmt.UNITS_PER_FILE))
+        lost.append((f.topic, f.queue_id, f.base_unit + whole, f.base_unit + units_per_file))
     return findings, lost
 
 

@@ -12,10 +12,13 @@ Everything here runs on the driver and only lists directories and stats files.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqstore import geometry as geo
 from mqstore.consumequeue import format as cqfmt
+from mqstore.errors import GeometryError
 
 NAME_DIGITS = 20
 
@@ -63,6 +66,23 @@ class StoreLayout:
     cq_queues: frozenset[tuple[str, int]]
     checkpoint: Path | None
     index_dir: Path | None
+    geometry: geo.StoreGeometry | None = None
+    geometry_note: str = ""
+
+    @property
+    def cq_file_size(self) -> int:
+        """Bytes of one of the store's consume-queue files (:mod:`mqstore.geometry`)."""
+        if self.geometry is None:
+            return cqfmt.FILE_SIZE
+        return -(-self.geometry.mapped_file_size_consume_queue.value // 20) * 20
+
+    def index_geometry(self) -> tuple[int, int] | None:
+        """(slots, entries) per index file when something showed or gave them; None
+        when only RocketMQ's defaults are known (the index checker then infers)."""
+        g = self.geometry
+        if g is None or g.max_hash_slot_num.source is geo.Source.DEFAULT:
+            return None
+        return g.max_hash_slot_num.value, g.max_index_num.value
 
     @property
     def min_offset(self) -> int:
@@ -151,11 +171,18 @@ def list_cq_files(root: Path) -> tuple[list[CqFile], set[tuple[str, int]]]:
     return files, queues
 
 
-def discover(store_dir: str | Path) -> StoreLayout:
-    """Everything the jobs need to know about a store directory.
+def discover(
+    store_dir: str | Path,
+    *,
+    flags: dict[str, int | None] | None = None,
+    broker_config: str | Path | None = None,
+) -> StoreLayout:
+    """Everything the jobs need to know about a store directory, its geometry included
+    (files, else ``broker_config``, else ``flags``: :func:`store_geometry`).
 
     Raises:
         LayoutError: not a store (see :func:`find_commitlog_dir`) or no segments.
+        GeometryError: the broker config or flags contradict the files or each other.
     """
     store_dir = Path(store_dir).resolve()
     cl_dir = find_commitlog_dir(store_dir)
@@ -167,6 +194,7 @@ def discover(store_dir: str | Path) -> StoreLayout:
     index_dir = next((c / "index" for c in candidates if (c / "index").is_dir()), None)
     cq_root = next((c for c in candidates if (c / "consumequeue").is_dir()), store_dir)
     cq_files, cq_queues = list_cq_files(cq_root)
+    geometry, note = store_geometry(cq_root, cl_dir, flags, broker_config)
     return StoreLayout(
         root=store_dir,
         commitlog_dir=cl_dir,
@@ -176,4 +204,60 @@ def discover(store_dir: str | Path) -> StoreLayout:
         cq_queues=frozenset(cq_queues),
         checkpoint=checkpoint,
         index_dir=index_dir,
+        geometry=geometry,
+        geometry_note=note,
     )
+
+
+def store_geometry(
+    root: Path,
+    commitlog_dir: Path,
+    flags: dict[str, int | None] | None,
+    broker_config: str | Path | None,
+) -> tuple[geo.StoreGeometry, str]:
+    """(geometry, note): from the files when they agree with each other and with the
+    config and flags; when the files contradict each other (a truncated file, say),
+    from the config and flags alone, and the note says why, so the checks can report
+    the odd files instead of refusing the store.
+
+    Raises:
+        GeometryError: the config or flags contradict consistent files or each other.
+    """
+    try:
+        geo.detect(root, commitlog_dir)
+    except GeometryError as e:  # odd files: the checks report them
+        return _without_files(root, flags, broker_config), f"files left out: {e}"
+    try:
+        found = geo.resolve(
+            root, flags=flags, broker_config=broker_config, commitlog_dir=commitlog_dir
+        )
+    except GeometryError as e:
+        if "give max_hash_slot_num" not in str(e):
+            raise
+        return _without_files(root, flags, broker_config), str(e)
+    return found, ""
+
+
+def _without_files(
+    root: Path, flags: dict[str, int | None] | None, broker_config: str | Path | None
+) -> geo.StoreGeometry:
+    return geo.resolve(root, flags=flags, broker_config=broker_config, from_files=False)
+
+
+def add_geometry_args(p: argparse.ArgumentParser) -> None:
+    """Flags for the store's sizes where its files do not show them (mqstore.geometry)."""
+    p.add_argument("--index-slots", type=int, default=None, help="hash slots per index file")
+    p.add_argument("--index-num", type=int, default=None, help="entries per index file")
+    p.add_argument("--cq-file-size", type=int, default=None, help="consume-queue file bytes")
+    p.add_argument("--file-size", type=int, default=None, help="CommitLog segment bytes")
+    p.add_argument("--broker-config", default=None, metavar="broker.conf")
+
+
+def geometry_flags(args: argparse.Namespace) -> dict[str, int | None]:
+    """The geometry flags of ``args`` by StoreConfig field."""
+    return {
+        "commitlog_file_size": args.file_size,
+        "mapped_file_size_consume_queue": args.cq_file_size,
+        "max_hash_slot_num": args.index_slots,
+        "max_index_num": args.index_num,
+    }

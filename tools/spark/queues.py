@@ -60,6 +60,7 @@ class QueueContext:
     min_offset: int
     cq_files: dict[tuple[str, int], tuple[CqFile, ...]]
     lost: dict[tuple[str, int], tuple[tuple[int, int], ...]]
+    cq_file_size: int = cqfmt.FILE_SIZE  # the store's (StoreLayout.cq_file_size)
 
     @classmethod
     def of(cls, layout: StoreLayout, lost: Iterable[tuple[str, int, int, int]]) -> QueueContext:
@@ -78,6 +79,7 @@ class QueueContext:
             layout.min_offset,
             {k: tuple(v) for k, v in files.items()},
             {k: tuple(v) for k, v in holes.items()},
+            layout.cq_file_size,
         )
 
     def locate(self, physical_offset: int) -> tuple[str, int]:
@@ -290,11 +292,13 @@ def _units(
         )  # fmt: skip
     missing = rq[~np.isin(rq, u["queue_offset"])]
     holes = ctx.lost.get((topic, queue_id), ())
+    size = ctx.cq_file_size
     for a, b in _runs(missing):
         for lo, hi in _subtract(a, b, holes):
+            at = lo * cqfmt.UNIT_SIZE
             out.add(
-                f"consumequeue/{topic}/{queue_id}/{cqfmt.file_name_for(lo)}",
-                lo * cqfmt.UNIT_SIZE % cqfmt.FILE_SIZE, "cq_missing",
+                f"consumequeue/{topic}/{queue_id}/{at // size * size:020d}",
+                at % size, "cq_missing",
                 f"{q}: no unit for queue offsets {lo}..{hi} ({hi - lo + 1} messages)",
             )  # fmt: skip
 

@@ -61,6 +61,7 @@ if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR 
 
 from mqstore.commitlog import format as fmt
 from mqstore.consumequeue import format as cqfmt
+from mqstore.errors import ConfigError
 from mqstore.tools.spark._reindex_index import (
     FAIL_ENV,
     INDEX_MANIFEST,
@@ -71,7 +72,12 @@ from mqstore.tools.spark._reindex_index import (
     write_index,
 )
 from mqstore.tools.spark.indexcheck import index_files, resolve_geometry
-from mqstore.tools.spark.layout import LayoutError, discover
+from mqstore.tools.spark.layout import (
+    LayoutError,
+    add_geometry_args,
+    discover,
+    geometry_flags,
+)
 from mqstore.tools.spark.reader import (
     DEFAULT_SPLIT_BYTES,
     map_ranges,
@@ -171,8 +177,11 @@ def _write(path: Path, data: bytes, fail_half: bool) -> None:
         os.fsync(f.fileno())
 
 
-def write_group(key: tuple[Any, ...], table: pa.Table, attempts: str) -> pa.Table:
-    """applyInArrow body: build one queue's files into this attempt's folder."""
+def write_group(
+    key: tuple[Any, ...], table: pa.Table, attempts: str, file_size: int = cqfmt.FILE_SIZE
+) -> pa.Table:
+    """applyInArrow body: build one queue's files (of ``file_size`` bytes, the store's)
+    into this attempt's folder."""
     import numpy as np
     import pyarrow as pa
     from pyspark import TaskContext
@@ -182,7 +191,7 @@ def write_group(key: tuple[Any, ...], table: pa.Table, attempts: str) -> pa.Tabl
         c: np.asarray(table[c].to_numpy(), dtype=np.int64)
         for c in ("queue_offset", "offset", "size", "tags")
     }
-    files = queue_files(cols["queue_offset"], cols["offset"], cols["size"], cols["tags"])
+    files = queue_files(cols["queue_offset"], cols["offset"], cols["size"], cols["tags"], file_size)
     ctx = TaskContext.get()
     attempt = ctx.taskAttemptId() if ctx is not None else 0
     fail = bool(os.environ.get(FAIL_ENV)) and ctx is not None and ctx.attemptNumber() == 0
@@ -247,14 +256,22 @@ def reindex_with(
     *,
     index_slots: int | None = None,
     index_num: int | None = None,
+    geometry_flags: dict[str, int | None] | None = None,
+    broker_config: str | None = None,
 ) -> dict[str, Any]:
     """Rebuild consumequeue/ and index/ of ``store_dir`` (into ``out`` if given); a summary.
+
+    The files get the store's geometry: what its existing files show, else
+    ``broker_config``, else the flags (``mqstore.geometry``), so an in-place rebuild
+    keeps it; the summary says which.
 
     Raises:
         LayoutError: not a store.
         StoreInUseError: the store is open.
+        GeometryError: the broker config or flags contradict the files.
     """
-    layout = discover(store_dir)
+    flags = {**(geometry_flags or {}), "max_hash_slot_num": index_slots, "max_index_num": index_num}
+    layout = discover(store_dir, flags=flags, broker_config=broker_config)
     _check_not_open(layout.root)
     target = Path(out).resolve() if out is not None else layout.root
     target.mkdir(parents=True, exist_ok=True)
@@ -264,11 +281,11 @@ def reindex_with(
     ranges = plan_ranges(layout, split_bytes)
     units = _units_frame(spark, ranges)
     old_index = index_files(layout.index_dir)
-    geo = resolve_geometry(old_index, index_slots, index_num)
+    geo = resolve_geometry(old_index, *(layout.index_geometry() or (index_slots, index_num)))
     names = [p.name for p in old_index]
     one_task = _index_frame(spark, ranges)
     try:
-        manifest = _write_queues(units, attempts)
+        manifest = _write_queues(units, attempts, layout.cq_file_size)
         files = _install(manifest, staging)
         imanifest = _write_index(one_task, attempts, names, geo.slots, geo.num)
         ifiles = _install_index(imanifest, staging)
@@ -286,6 +303,8 @@ def reindex_with(
         "index_files": ifiles,
         "index_entries": sum(r.entries for r in imanifest),
         "index_geometry": (geo.slots, geo.num),
+        "cq_file_size": layout.cq_file_size,
+        "geometry": layout.geometry.report() if layout.geometry is not None else {},
         "elapsed_s": time.perf_counter() - t0,
     }
 
@@ -309,11 +328,11 @@ def _index_frame(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
     return keyed.repartition(1).sortWithinPartitions("offset")
 
 
-def _write_queues(units: DataFrame, attempts: str) -> list[Any]:
+def _write_queues(units: DataFrame, attempts: str, file_size: int) -> list[Any]:
     """Write each topic-queue's files under ``attempts`` (one Spark action); the manifest."""
 
     def write(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        return write_group(key, table, attempts)
+        return write_group(key, table, attempts, file_size)
 
     return units.groupBy("topic", "queue_id").applyInArrow(write, MANIFEST).collect()
 
@@ -348,13 +367,18 @@ def run_reindex(
     progress: bool = False,
     index_slots: int | None = None,
     index_num: int | None = None,
+    geometry_flags: dict[str, int | None] | None = None,
+    broker_config: str | None = None,
 ) -> dict[str, Any]:
     """Reindex with a session for ``master`` (or the active one)."""
     from mqstore.tools.spark.session import build_session
 
-    discover(store_dir)
+    discover(store_dir, flags=geometry_flags, broker_config=broker_config)
     spark = build_session(master, "mqstore-reindex", progress=progress)
-    return reindex_with(spark, store_dir, out, index_slots=index_slots, index_num=index_num)
+    return reindex_with(
+        spark, store_dir, out, index_slots=index_slots, index_num=index_num,
+        geometry_flags=geometry_flags, broker_config=broker_config,
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -363,8 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dir", help="store root (with commitlog/)")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--out", default=None, help="write OUT/consumequeue instead of swapping")
-    p.add_argument("--index-slots", type=int, default=None, help="hash slots per index file")
-    p.add_argument("--index-num", type=int, default=None, help="entries per index file")
+    add_geometry_args(p)
     try:
         args = p.parse_args(argv)
     except SystemExit as e:
@@ -377,10 +400,14 @@ def main(argv: list[str] | None = None) -> int:
             progress=True,
             index_slots=args.index_slots,
             index_num=args.index_num,
+            geometry_flags=geometry_flags(args),
+            broker_config=args.broker_config,
         )
-    except (LayoutError, OSError) as e:
+    except (LayoutError, OSError, ConfigError) as e:
         print(f"mqstore reindex: {e}", file=sys.stderr)
         return 2
+    if summary["geometry"]:
+        print(f"geometry: {layout_geometry_line(summary['geometry'])}")
     print(
         f"rebuilt {summary['files']} ConsumeQueue files ({summary['units']} units, "
         f"{summary['queues']} queues) in {summary['target']} and {summary['index_files']}"
@@ -392,3 +419,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def layout_geometry_line(report: dict[str, dict[str, object]]) -> str:
+    """``field value (source), ...`` of a geometry report."""
+    return ", ".join(f"{k} {v['value']} ({v['source']})" for k, v in report.items())
