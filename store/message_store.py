@@ -91,8 +91,11 @@ class MessageStore(PullAPI, PutAPI, StoreLifecycle):
             StoreLockedError: another process (or open store) holds the directory.
             SegmentLoadError: a segment file has the wrong size or name.
             OSError: the directory is not usable.
+            GeometryError: a size ``cfg`` leaves unset cannot be told from the files.
         """
-        store = cls(cfg)
+        from mqstore import geometry  # the sizes cfg leaves unset: the store's own files'
+
+        store = cls(geometry.for_open(cfg)[0])
         store._open()
         return store
 
