@@ -10,10 +10,12 @@ slots, entries) in one Spark task per file, which checks the file on its own:
 * ``index_bad_chain``: a slot or a previous-entry link pointing outside the file's used
   entries or forward, or at an entry of another slot.
 
-Its entries (number, key hash, physical offset, time diff) then meet the CommitLog in a
-join on the physical offset with a per-record DataFrame (offset, store timestamp,
-``java hash`` of each index key ``topic#UNIQ_KEY`` and ``topic#k`` per KEYS token), parsed
-in the segment tasks like the rest of the audit; no driver loop over records or entries:
+Its entries (number, key hash, physical offset, time diff) are checked by the audit's
+segment scan itself, with no second parse and no join: each scan task reads the entries
+whose physical offset falls in its range (:class:`IndexPlan`) and looks them up with
+``searchsorted`` in its records' sorted offsets, whose index keys (``topic#UNIQ_KEY`` and
+``topic#k`` per KEYS token) the bulk scanner hashed in the same pass
+(:mod:`mqstore.commitlog.bulk`); only findings leave the task:
 
 * ``index_dangling``: the offset is not the start of a record (entries below the
   CommitLog's first offset point at expired data and are not checked);
@@ -22,6 +24,10 @@ in the segment tasks like the rest of the audit; no driver loop over records or 
   record's store timestamp against the header's begin (for entry 1, against the begin
   the file was created with: the previous file's end time; not checked for entry 1 of
   the oldest file, whose predecessor may have expired).
+
+Entries that point past a torn tail are reported once per file and range, as part of
+the ``torn_tail`` warning (recovery drops those records; the dispatcher re-indexes);
+every other kind is capped at ``MAX_PER_KIND`` per file and range, with a count.
 
 Geometry (slots per file, entries per file) is not stored in the files: it is given
 (``--index-slots``/``--index-num``), else the StoreConfig defaults when the size
@@ -41,20 +47,23 @@ from mqstore.commitlog import format as fmt
 from mqstore.index import format as ifmt
 from mqstore.tools.spark._indexchain import _chain_findings
 from mqstore.tools.spark.report import Finding
-from mqstore.tools.spark.segscan import Buffer, ByteRange, resync
+from mqstore.tools.spark.segscan import (
+    MAX_PER_KIND,
+    Buffer,
+    ByteRange,
+    RecordColumns,
+    Row,
+    RowType,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from numpy.typing import NDArray
     from pyspark.sql import SparkSession
 
     from mqstore.tools.spark.layout import StoreLayout
 
 FILE_SCHEMA: Final = "path string, rel string, prev_end_ts long, slots int, num int"
-ENTRY_SCHEMA: Final = (
-    "row_type string, rel string, entry long, key_hash int, phy long, diff int,"
-    " begin_ts long, kind string, detail string"
-)
-KEY_SCHEMA: Final = "offset long, store_ts long, hashes array<int>"
 JOIN_SCHEMA: Final = "rel string, entry long, kind string, detail string"
 
 
@@ -187,11 +196,10 @@ def check_file(buf: Buffer, rel: str, g: Geometry) -> tuple[list[Finding], Any, 
     return out + chain, ents, h.begin_timestamp
 
 
-def _entry_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    import numpy as np
+def _file_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One task per index file: its header and chain findings."""
     import pyarrow as pa
 
-    names = [c.split()[0] for c in ENTRY_SCHEMA.split(",")]
     for batch in batches:
         for d in batch.to_pylist():
             g = Geometry(d["slots"], d["num"])
@@ -199,144 +207,220 @@ def _entry_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 size = os.fstat(f.fileno()).st_size
                 data: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
                 try:
-                    found, ents, begin = check_file(data, d["rel"], g)
+                    found, _, _ = check_file(data, d["rel"], g)
                 finally:
                     if size:
                         data.close()
             if found:
-                m = len(found)
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array(["finding"] * m), pa.array([x.file for x in found]),
-                     pa.array([x.offset for x in found], pa.int64()), pa.nulls(m, pa.int32()),
-                     pa.nulls(m, pa.int64()), pa.nulls(m, pa.int32()), pa.nulls(m, pa.int64()),
+                    [pa.array([x.file for x in found]),
+                     pa.array([x.offset for x in found], pa.int64()),
                      pa.array([x.kind for x in found]), pa.array([x.detail for x in found])],
-                    names=names,
-                )  # fmt: skip
-            m = ents.size
-            if m:
-                begins = np.full(m, begin, dtype=np.int64)
-                begins[0] = d["prev_end_ts"]  # entry 1 was timed against the creation begin
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array(["entry"] * m), pa.array([d["rel"]] * m),
-                     pa.array(np.arange(1, m + 1, dtype=np.int64)),
-                     pa.array(ents["key_hash"].astype(np.int32)),
-                     pa.array(ents["phy_offset"].astype(np.int64)),
-                     pa.array(ents["time_diff"].astype(np.int32)), pa.array(begins),
-                     pa.nulls(m, pa.string()), pa.nulls(m, pa.string())],
-                    names=names,
+                    names=["rel", "entry", "kind", "detail"],
                 )  # fmt: skip
 
 
-def key_rows(buf: Buffer, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
-    """(offset, store timestamp, key hashes) of every record, read like the reput
-    service; rolled-back records get no keys (the dispatcher does not index them)."""
-    from mqstore.message import (
-        PROPERTY_KEYS,
-        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-        string_to_properties,
-    )
+@dataclass(frozen=True, slots=True)
+class IndexFileInfo:
+    """What a scan task needs to check the entries of one index file."""
 
-    with memoryview(buf) as view:
-        pos, end = rng.start, len(buf)
-        while pos < rng.end:
-            r = fmt.scan(view, pos, end, check_crc=False)
-            if isinstance(r, fmt.RecordInfo):
-                hashes: list[int] = []
-                if r.sys_flag & fmt.TRANSACTION_MASK != fmt.TRANSACTION_ROLLBACK_TYPE:
-                    props = string_to_properties(r.properties_string)
-                    keys = props.get(PROPERTY_KEYS)
-                    for k in (props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                              *(keys.split(" ") if keys else ())):  # fmt: skip
-                        if k:
-                            hashes.append(ifmt.key_hash(ifmt.build_key(r.topic, k)))
-                yield (r.physical_offset, r.store_timestamp, hashes)
-                pos += r.size
-            elif isinstance(r, fmt.EndOfSegment):
-                return
-            else:
-                pos = resync(buf, rng.base_offset, pos + 1, end)
-                if pos < 0:
-                    return
+    path: str
+    rel: str
+    count: int
+    begin_ts: int
+    prev_end_ts: int
 
 
-def _key_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
-    import pyarrow as pa
+@dataclass(frozen=True, slots=True)
+class IndexPlan:
+    """The index files and, per segment range, the physical offsets whose entries its
+    scan task checks: ``[lo, hi)`` from its first offset to the next range's (the first
+    range also takes every lower offset, the last every higher one), so each entry is
+    checked once, by the task that holds the records it should point at."""
 
-    offs, ts, hs = zip(*rows, strict=True)
-    return pa.RecordBatch.from_arrays(
-        [pa.array(offs, pa.int64()), pa.array(ts, pa.int64()),
-         pa.array(hs, pa.list_(pa.int32()))],
-        names=["offset", "store_ts", "hashes"],
-    )  # fmt: skip
+    files: tuple[IndexFileInfo, ...]
+    geometry: Geometry
+    min_offset: int
+    territory: dict[tuple[str, int], tuple[int, int]]
 
-
-def _check_joined(batches: Iterable[pa.RecordBatch], min_offset: int) -> Iterator[pa.RecordBatch]:
-    import pyarrow as pa
-
-    for batch in batches:
-        out: list[tuple[Any, ...]] = []
-        for d in batch.to_pylist():
-            if d["phy"] < min_offset:
-                continue
-            at = f"entry {d['entry']} -> {d['phy']}"
-            if d["store_ts"] is None:
-                out.append((d["rel"], d["entry"], "index_dangling",
-                            f"{at}: no record starts there"))  # fmt: skip
-            elif d["key_hash"] not in (d["hashes"] or ()):
-                out.append((d["rel"], d["entry"], "index_wrong_key",
-                            f"{at}: key hash {d['key_hash']} is none of the record's keys"
-                            f" {d['hashes']}"))  # fmt: skip
-            elif d["begin_ts"] >= 0:
-                want = ifmt.time_diff_seconds(d["store_ts"], d["begin_ts"])
-                if d["diff"] != want:
-                    out.append((d["rel"], d["entry"], "index_time",
-                                f"{at}: time diff {d['diff']} s, record stored at"
-                                f" {d['store_ts']} gives {want} s"))  # fmt: skip
-        if out:
-            cols = list(zip(*out, strict=True))
-            types = [pa.string(), pa.int64(), pa.string(), pa.string()]
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(c, t) for c, t in zip(cols, types, strict=True)],
-                names=["rel", "entry", "kind", "detail"],
-            )
+    def check_range(self, rng: ByteRange, cols: RecordColumns, rows: list[Row]) -> list[Row]:
+        """Findings for the entries of this range's territory against its records
+        (``rows``: the scan's findings so far, for the torn tail)."""
+        lo, hi = self.territory[(rng.path, rng.start)]
+        torn = [r.offset for r in rows if r.kind == "torn_tail" and r.file == rng.name]
+        cut = rng.base_offset + min(torn) if torn else None
+        recs = _RangeKeys.of(cols)
+        out: list[Row] = []
+        for info in self.files:
+            out += _check_entries(info, self, recs, max(lo, self.min_offset), hi, cut)
+        return out
 
 
-def index_findings(
-    spark: SparkSession,
-    layout: StoreLayout,
-    ranges: list[ByteRange],
-    geometry: Geometry,
-    files: list[Path],
+def plan(
+    layout: StoreLayout, ranges: list[ByteRange], geometry: Geometry, files: list[Path]
+) -> IndexPlan:
+    """The :class:`IndexPlan` of ``files`` (those whose size and count fit ``geometry``;
+    the file check reports the others) over ``ranges``."""
+    rows, _ = _file_rows(layout, geometry, files)
+    infos = []
+    for path, rel, prev_end, _s, _n in rows:
+        p = Path(path)
+        if p.stat().st_size != geometry.file_size:
+            continue
+        with open(p, "rb") as f:
+            h = ifmt.read_header(f.read(ifmt.HEADER_SIZE))
+        count = h.index_count if h.index_count > 0 else 1
+        if 1 < count <= geometry.num:
+            infos.append(IndexFileInfo(path, rel, count, h.begin_timestamp, prev_end))
+    starts = sorted((r.base_offset + r.start, r.path, r.start) for r in ranges)
+    territory: dict[tuple[str, int], tuple[int, int]] = {}
+    for i, (_, path, start) in enumerate(starts):
+        lo = starts[i][0] if i else -(1 << 63)
+        hi = starts[i + 1][0] if i + 1 < len(starts) else 1 << 63
+        territory[(path, start)] = (lo, hi)
+    return IndexPlan(tuple(infos), geometry, layout.min_offset, territory)
+
+
+@dataclass(frozen=True, slots=True)
+class _RangeKeys:
+    """A range's records sorted by PHYSICALOFFSET, with their store timestamps and
+    index key hashes (``hashes[starts[i]:starts[i + 1]]`` of record i; none for
+    rolled-back records, which the dispatcher does not index)."""
+
+    offset: NDArray[Any]
+    store_ts: NDArray[Any]
+    starts: NDArray[Any]
+    hashes: NDArray[Any]
+
+    @classmethod
+    def of(cls, cols: RecordColumns) -> _RangeKeys:
+        import numpy as np
+
+        offs, ts, key_rec, hashes = [], [], [], []
+        n = 0
+        for part, _ in cols.parts():
+            offs.append(part.physical_offset)
+            ts.append(part.store_timestamp)
+            rollback = (part.sys_flag & fmt.TRANSACTION_MASK) == fmt.TRANSACTION_ROLLBACK_TYPE
+            keep = ~rollback[part.key_record]
+            key_rec.append(part.key_record[keep] + n)
+            hashes.append(part.key_hash[keep])
+            n += len(part)
+        if not offs:
+            z = np.zeros(0, np.int64)
+            return cls(z, z, np.zeros(1, np.int64), z)
+        off, t, kr = np.concatenate(offs), np.concatenate(ts), np.concatenate(key_rec)
+        order = np.argsort(off, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        kr = rank[kr]
+        korder = np.argsort(kr, kind="stable")
+        kh = np.concatenate(hashes)[korder]
+        starts = np.searchsorted(kr[korder], np.arange(order.size + 1))
+        return cls(off[order], t[order], starts, kh)
+
+
+def _entries(info: IndexFileInfo, g: Geometry) -> NDArray[Any]:
+    """Entries 1..count-1 of an index file (a copy: the mapping is closed here)."""
+    import numpy as np
+
+    with open(info.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        ents = np.frombuffer(mm, _entry_dtype(), info.count - 1, ifmt.entry_position(g.slots, 1))
+        out = ents.copy()
+        del ents
+    return out
+
+
+def _check_entries(
+    info: IndexFileInfo, plan: IndexPlan, recs: _RangeKeys, lo: int, hi: int, cut: int | None
+) -> list[Row]:
+    """index_dangling / index_wrong_key / index_time for the entries of one file that
+    point into ``[lo, hi)``, with numpy (searchsorted on the records' offsets). Entries
+    past a torn tail at ``cut`` are one warning, not one error each; each kind is
+    capped at MAX_PER_KIND per file and range."""
+    import numpy as np
+
+    ents = _entries(info, plan.geometry)
+    phy = ents["phy_offset"].astype(np.int64)
+    sel = np.flatnonzero((phy >= lo) & (phy < hi))
+    if sel.size == 0:
+        return []
+    phy, h = phy[sel], ents["key_hash"][sel].astype(np.int64)
+    diff = ents["time_diff"][sel].astype(np.int64)
+    entry = sel + 1
+    n = recs.offset.size
+    j = np.minimum(np.searchsorted(recs.offset, phy), max(n - 1, 0))
+    found = (recs.offset[j] == phy) if n else np.zeros(phy.size, np.bool_)
+    counts = (recs.starts[j + 1] - recs.starts[j]) * found
+    rep = np.repeat(np.arange(phy.size), counts)
+    kpos = np.repeat(recs.starts[j] - np.cumsum(counts) + counts, counts) + np.arange(rep.size)
+    hit = recs.hashes[kpos].astype(np.int64) == h[rep]
+    key_ok = np.bincount(rep[hit], minlength=phy.size) > 0
+    begin = np.where(entry == 1, info.prev_end_ts, info.begin_ts)
+    ts = recs.store_ts[j] if n else np.zeros(phy.size, np.int64)
+    want = np.where(begin > 0, np.trunc((ts - begin) / 1000), 0)
+    want = np.clip(want, 0, ifmt.INT_MAX).astype(np.int64)
+    out = _Rows(info.rel)
+    dangling = ~found
+    if cut is not None:
+        past = dangling & (phy >= cut)
+        dangling &= ~past
+        if past.any():
+            out.one(0, "torn_tail", f"{int(past.sum())} index entries point into the torn"
+                    f" tail at CommitLog offset {cut} (recovery drops them)")  # fmt: skip
+    g = plan.geometry
+    for i in np.flatnonzero(dangling).tolist():
+        out.add(g, int(entry[i]), "index_dangling",
+                f"entry {entry[i]} -> {phy[i]}: no record starts there")  # fmt: skip
+    wrong = found & ~key_ok
+    for i in np.flatnonzero(wrong).tolist():
+        keys = recs.hashes[recs.starts[j[i]] : recs.starts[j[i] + 1]].tolist()
+        out.add(g, int(entry[i]), "index_wrong_key",
+                f"entry {entry[i]} -> {phy[i]}: key hash {h[i]} is none of the record's"
+                f" keys {keys}")  # fmt: skip
+    late = found & key_ok & (begin >= 0) & (diff != want)
+    for i in np.flatnonzero(late).tolist():
+        out.add(g, int(entry[i]), "index_time",
+                f"entry {entry[i]} -> {phy[i]}: time diff {diff[i]} s, record stored at"
+                f" {ts[i]} gives {want[i]} s")  # fmt: skip
+    return out.done()
+
+
+class _Rows:
+    """Finding rows of one index file, capped per kind (MAX_PER_KIND) with a count."""
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+        self.rows: list[Row] = []
+        self.counts: dict[str, int] = {}
+
+    def one(self, pos: int, kind: str, detail: str) -> None:
+        self.rows.append(Row(RowType.FINDING.value, self.rel, pos, kind=kind, detail=detail))
+
+    def add(self, g: Geometry, entry: int, kind: str, detail: str) -> None:
+        n = self.counts[kind] = self.counts.get(kind, 0) + 1
+        if n <= MAX_PER_KIND:
+            self.one(ifmt.entry_position(g.slots, entry), kind, detail)
+
+    def done(self) -> list[Row]:
+        for kind, n in sorted(self.counts.items()):
+            if n > MAX_PER_KIND:
+                self.one(0, kind, f"{n - MAX_PER_KIND} more {kind} findings not listed")
+        return self.rows
+
+
+def file_findings(
+    spark: SparkSession, layout: StoreLayout, geometry: Geometry, files: list[Path]
 ) -> list[Finding]:
-    """Every index finding of the module doc (one task per index file, one join)."""
-    from mqstore.tools.spark.reader import map_ranges, ranges_dataframe
-
+    """Header and chain findings of every index file (one task per file) and of their
+    order; the entries are checked by the segment scan (:class:`IndexPlan`)."""
     file_rows, found = _file_rows(layout, geometry, files)
     if not file_rows:
         return found
     sc = spark.sparkContext
     fdf = spark.createDataFrame(sc.parallelize(file_rows, len(file_rows)), FILE_SCHEMA)
-    rows = fdf.mapInArrow(_entry_rows, ENTRY_SCHEMA).cache()
-    try:
-        for r in rows.filter("row_type = 'finding'").collect():
-            found.append(Finding(r.rel, r.entry, r.kind, r.detail))
-        entries = rows.filter("row_type = 'entry'").drop("row_type", "kind", "detail")
-
-        def scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            return map_ranges(batches, key_rows, _key_batch)
-
-        records = ranges_dataframe(spark, ranges).mapInArrow(scan, KEY_SCHEMA)
-        joined = entries.join(records, entries["phy"] == records["offset"], "left")
-        min_offset = layout.min_offset
-
-        def check(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            return _check_joined(batches, min_offset)
-
-        for r in joined.mapInArrow(check, JOIN_SCHEMA).collect():
-            pos = ifmt.entry_position(geometry.slots, r.entry)
-            found.append(Finding(r.rel, pos, r.kind, r.detail))
-    finally:
-        rows.unpersist()
+    for r in fdf.mapInArrow(_file_task, JOIN_SCHEMA).collect():
+        found.append(Finding(r.rel, r.entry, r.kind, r.detail))
     return found
 
 

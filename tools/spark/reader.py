@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from mqstore.tools.spark.indexcheck import IndexPlan
+
 DEFAULT_SPLIT_BYTES: Final = 128 << 20
 """Ranges of at least 128 MiB: smaller ones cost more per task than they gain
 (docs/design.md §3.2)."""
@@ -188,26 +190,27 @@ def _records_batch(cols: RecordColumns) -> pa.RecordBatch:
     import pyarrow as pa
 
     types = {"long": (pa.int64(), np.int64), "int": (pa.int32(), np.int32)}
-    groups: dict[tuple[str, int], list[int]] = {}
-    for i, key in enumerate(zip(cols.topic, cols.queue_id, strict=True)):
-        groups.setdefault(key, []).append(i)
-    order = np.fromiter((i for ix in groups.values() for i in ix), np.int64, len(cols))
-    sizes = [len(ix) for ix in groups.values()]
+    topic_id, queue_id = cols.column("topic_id"), cols.column("queue_id")
+    key = (topic_id << 32) | (queue_id & 0xFFFFFFFF)
+    order = np.argsort(key, kind="stable")
+    _, first, sizes = np.unique(key[order], return_index=True, return_counts=True)
+    heads = order[first]
     offsets = pa.array(np.r_[0, np.cumsum(sizes)].astype(np.int32), pa.int32())
-    m = len(groups)
+    names = cols.topics
+    m = sizes.size
     arrays = []
     for name, t in _SCAN_TYPES.items():
         if name == "row_type":
             arrays.append(pa.array([RowType.RECORD.value] * m, pa.string()))
         elif name == "topic":
-            arrays.append(pa.array([k[0] for k in groups], pa.string()))
+            arrays.append(pa.array([names[i] for i in topic_id[heads].tolist()], pa.string()))
         elif name == "queue_id":
-            arrays.append(pa.array([k[1] for k in groups], pa.int32()))
+            arrays.append(pa.array(queue_id[heads], pa.int32()))
         elif name == "count":
             arrays.append(pa.array(sizes, pa.int64()))
         elif name.startswith("l_"):
             arrow_t, np_t = types[LIST_COLUMNS[name[2:]]]
-            values = np.asarray(getattr(cols, name[2:]), dtype=np_t)[order]
+            values = cols.column(name[2:])[order].astype(np_t)
             arrays.append(pa.ListArray.from_arrays(offsets, pa.array(values, arrow_t)))
         else:
             base = {"string": pa.string(), "long": pa.int64(), "int": pa.int32()}
@@ -215,11 +218,14 @@ def _records_batch(cols: RecordColumns) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, names=list(_SCAN_TYPES))
 
 
-def audit_task(batches: Iterable[pa.RecordBatch], now_ms: int) -> Iterator[pa.RecordBatch]:
+def audit_task(
+    batches: Iterable[pa.RecordBatch], now_ms: int, index: IndexPlan | None = None
+) -> Iterator[pa.RecordBatch]:
     """Task body of :func:`scan_dataframe`: per range one row per queue holding its
-    records as arrays, then the findings and range summaries."""
+    records as arrays, then the findings (the index entries that point into the range
+    checked against its records when ``index`` is given) and range summaries."""
     other: list[Row] = []
-    cols = RecordColumns()
+    cols = RecordColumns(keys=index is not None)
     for batch in batches:
         for d in batch.to_pylist():
             rng = ByteRange(**d)
@@ -230,6 +236,8 @@ def audit_task(batches: Iterable[pa.RecordBatch], now_ms: int) -> Iterator[pa.Re
                 mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm,
             ):
                 other.extend(scan_range(mm, rng, now_ms, cols))
+            if index is not None:
+                other.extend(index.check_range(rng, cols, other))
             if len(cols):
                 yield _records_batch(cols)
             cols.clear()
@@ -237,10 +245,13 @@ def audit_task(batches: Iterable[pa.RecordBatch], now_ms: int) -> Iterator[pa.Re
         yield _to_batch(other)
 
 
-def scan_dataframe(spark: SparkSession, ranges: list[ByteRange], now_ms: int) -> DataFrame:
-    """Audit rows (:class:`mqstore.tools.spark.segscan.Row`) for every range, parsed in tasks."""
+def scan_dataframe(
+    spark: SparkSession, ranges: list[ByteRange], now_ms: int, index: IndexPlan | None = None
+) -> DataFrame:
+    """Audit rows (:class:`mqstore.tools.spark.segscan.Row`) for every range, parsed in
+    tasks; with ``index``, each task also checks the index entries of its range."""
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return audit_task(batches, now_ms)
+        return audit_task(batches, now_ms, index)
 
     return ranges_dataframe(spark, ranges).mapInArrow(task, SCAN_SCHEMA)

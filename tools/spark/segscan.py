@@ -30,11 +30,15 @@ from __future__ import annotations
 import enum
 import mmap
 import struct
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 Buffer = bytes | mmap.mmap
 """What the scan reads: bytes in tests, a read-only mmap of the whole file in tasks."""
@@ -80,39 +84,74 @@ RECORD_COLUMNS: Final = (
     "offset", "size", "topic", "queue_id", "queue_offset", "sys_flag", "store_ts", "tags_code",
     "crc_ok",
 )  # fmt: skip
+MAX_PER_KIND: Final = 1000
+"""Findings of one kind kept per range; beyond it one finding says how many more."""
 
 
 class RecordColumns:
-    """The records of a scan as column lists (the bulk of the output): one append per
-    field instead of a tuple per record, and straight into Arrow arrays."""
+    """The records of a scan as the bulk scanner's column chunks (never one object per
+    record): :meth:`column` concatenates a field, ``offset`` is the record's position
+    in the log (segment base + position), ``topic`` its name."""
 
-    __slots__ = RECORD_COLUMNS
-    offset: list[int]
-    size: list[int]
-    topic: list[str]
-    queue_id: list[int]
-    queue_offset: list[int]
-    sys_flag: list[int]
-    store_ts: list[int]
-    tags_code: list[int]
-    crc_ok: list[bool]
+    __slots__ = ("_bases", "_parts", "_topics", "keys")
 
-    def __init__(self) -> None:
-        self.clear()
+    def __init__(self, *, keys: bool = False) -> None:
+        self.keys = keys
+        """Whether the scan also hashes each record's index keys."""
+        self._parts: list[bulk.RecordArrays] = []
+        self._bases: list[int] = []
+        self._topics: dict[str, int] = {}
+
+    def add(self, arrays: bulk.RecordArrays, base_offset: int) -> None:
+        """Append a chunk of records read from the segment starting at ``base_offset``."""
+        if len(arrays):
+            self._parts.append(arrays)
+            self._bases.append(base_offset)
 
     def clear(self) -> None:
         """Drop every record."""
-        for name in RECORD_COLUMNS:
-            setattr(self, name, [])
+        self._parts.clear()
+        self._bases.clear()
+        self._topics.clear()
 
     def __len__(self) -> int:
-        return len(self.offset)
+        return sum(len(p) for p in self._parts)
+
+    @property
+    def topics(self) -> list[str]:
+        """Topic names by the ids of :meth:`column` ``("topic_id")``."""
+        self.column("topic_id")
+        return list(self._topics)
+
+    def column(self, name: str) -> NDArray[Any]:
+        """One field of every record, in scan order (``offset``: log offset by position;
+        ``store_ts``: the store timestamp; ``topic_id``: ids into :attr:`topics`)."""
+        import numpy as np
+
+        out = []
+        for part, base in zip(self._parts, self._bases, strict=True):
+            if name == "offset":
+                out.append(part.position + base)
+            elif name == "store_ts":
+                out.append(part.store_timestamp)
+            elif name == "topic_id":
+                ids = [self._topics.setdefault(t, len(self._topics)) for t in part.topics]
+                out.append(np.asarray(ids, np.int64)[part.topic_id])
+            else:
+                out.append(getattr(part, name))
+        return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+    def parts(self) -> list[tuple[bulk.RecordArrays, int]]:
+        """The chunks and their segments' base offsets."""
+        return list(zip(self._parts, self._bases, strict=True))
 
     def rows(self) -> Iterator[Row]:
         """The records as :class:`Row` (tests, small outputs)."""
-        cols = [getattr(self, n) for n in RECORD_COLUMNS]
-        for values in zip(*cols, strict=True):
-            yield Row(RowType.RECORD.value, None, *values)
+        names = self.topics
+        cols = [self.column(n).tolist() for n in RECORD_COLUMNS if n != "topic"]
+        topic = [names[i] for i in self.column("topic_id").tolist()]
+        for t, values in zip(topic, zip(*cols, strict=True), strict=True):
+            yield Row(RowType.RECORD.value, None, values[0], values[1], t, *values[2:])
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,26 +171,33 @@ def _finding(name: str, pos: int, kind: str, detail: str) -> Row:
 
 
 def last_nonzero(buf: Buffer, start: int, end: int) -> int:
-    """Index of the last non-zero byte in ``buf[start:end]``, or -1 if all zero."""
+    """Index of the last non-zero byte in ``buf[start:end]``, or -1 if all zero
+    (numpy over the mapping in 1 MiB probes: no copies)."""
+    import numpy as np
+
+    u8 = np.frombuffer(buf, np.uint8)
     hi = end
     while hi > start:
         lo = max(start, hi - _ZERO_PROBE)
-        chunk = bytes(buf[lo:hi]).rstrip(b"\0")
-        if chunk:
-            return lo + len(chunk) - 1
+        chunk = u8[lo:hi]
+        if chunk.any():
+            return lo + int(np.flatnonzero(chunk)[-1])
         hi = lo
     return -1
 
 
 def first_nonzero(buf: Buffer, start: int, end: int) -> int:
-    """Index of the first non-zero byte in ``buf[start:end]``, or -1 if all zero."""
+    """Index of the first non-zero byte in ``buf[start:end]``, or -1 if all zero
+    (numpy over the mapping in 1 MiB probes: no copies)."""
+    import numpy as np
+
+    u8 = np.frombuffer(buf, np.uint8)
     lo = start
     while lo < end:
         hi = min(end, lo + _ZERO_PROBE)
-        chunk = bytes(buf[lo:hi])
-        stripped = chunk.lstrip(b"\0")
-        if stripped:
-            return lo + len(chunk) - len(stripped)
+        chunk = u8[lo:hi]
+        if chunk.any():
+            return lo + int(np.argmax(chunk != 0))
         lo = hi
     return -1
 
@@ -196,53 +242,83 @@ def scan_range(buf: Buffer, rng: ByteRange, now_ms: int, records: RecordColumns)
 def _scan_range(
     buf: Buffer, view: memoryview, rng: ByteRange, now_ms: int, records: RecordColumns
 ) -> Iterator[Row]:
-    name, base, count = rng.name, rng.base_offset, 0
+    name, count = rng.name, 0
     file_end, pos, ts_max = len(buf), rng.start, now_ms + DAY_MS
     prev_ts: int | None = None
     first_ts: int | None = None
-    scan, info_type = fmt.scan, fmt.RecordInfo
-    add_offset, add_size = records.offset.append, records.size.append
-    add_topic, add_queue_id = records.topic.append, records.queue_id.append
-    add_queue_offset, add_sys_flag = records.queue_offset.append, records.sys_flag.append
-    add_ts, add_tags = records.store_ts.append, records.tags_code.append
-    add_crc = records.crc_ok.append
+    capped = _Capped(name)
     while pos < rng.end:
-        r = scan(view, pos, file_end)
-        crc_ok = True
-        if type(r) is not info_type and isinstance(r, fmt.Corrupt) and r.kind is _BAD_CRC:
-            yield _finding(name, pos, "bad_crc", r.detail)
-            r = scan(view, pos, file_end, check_crc=False)
-            crc_ok = False
-        if type(r) is info_type:
-            phys = base + pos
-            if r.physical_offset != phys:
-                yield _bad_physical_offset(name, pos, r.physical_offset, phys)
-            ts = r.store_timestamp
-            if ts <= 0 or ts > ts_max:
-                yield _finding(name, pos, "bad_timestamp", f"store timestamp {ts}")
-            elif prev_ts is not None and ts < prev_ts:
-                yield _timestamp_regression(name, pos, ts, prev_ts)
-            if first_ts is None:
-                first_ts = ts
-            prev_ts = ts
-            count += 1
-            add_offset(phys)
-            add_size(r.size)
-            add_topic(r.topic)
-            add_queue_id(r.queue_id)
-            add_queue_offset(r.queue_offset)
-            add_sys_flag(r.sys_flag)
-            add_ts(ts)
-            add_tags(r.tags_code)
-            add_crc(crc_ok)
-            pos += r.size
+        b = bulk.scan(view, pos, rng.end, file_end, keys=records.keys)
+        arr = b.records
+        if len(arr):
+            yield from capped.all(_record_findings(view, rng, arr, ts_max, prev_ts))
+            ts = arr.store_timestamp
+            first_ts = int(ts[0]) if first_ts is None else first_ts
+            prev_ts = int(ts[-1])
+            count += len(arr)
+            records.add(arr, rng.base_offset)
+        pos = b.end
+        if b.stop is None:
             continue
+        r = fmt.scan(view, pos, file_end)  # with the CRC: a bad one is reported first
+        if isinstance(r, fmt.Corrupt) and r.kind is _BAD_CRC:
+            yield from capped.all([_finding(name, pos, "bad_crc", r.detail)])
+            r = fmt.scan(view, pos, file_end, check_crc=False)
         nxt = yield from _not_a_record(buf, rng, pos, r, file_end)
         if nxt < 0:
             pos = file_end
             break
         pos = nxt
+    yield from capped.summary()
     yield _range_row(rng, pos, first_ts, prev_ts, count)
+
+
+class _Capped:
+    """Passes at most MAX_PER_KIND findings of each kind, then counts."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.counts: dict[str, int] = {}
+
+    def all(self, rows: Iterable[Row]) -> Iterator[Row]:
+        for row in rows:
+            kind = row.kind or ""
+            n = self.counts[kind] = self.counts.get(kind, 0) + 1
+            if n <= MAX_PER_KIND:
+                yield row
+
+    def summary(self) -> Iterator[Row]:
+        for kind, n in sorted(self.counts.items()):
+            if n > MAX_PER_KIND:
+                more = n - MAX_PER_KIND
+                yield _finding(self.name, 0, kind, f"{more} more {kind} findings not listed")
+
+
+def _record_findings(
+    view: memoryview, rng: ByteRange, arr: bulk.RecordArrays, ts_max: int, prev_ts: int | None
+) -> list[Row]:
+    """The findings of valid records (bad CRC, PHYSICALOFFSET, store timestamps), with
+    numpy: only the records that have one are visited."""
+    import numpy as np
+
+    name, base = rng.name, rng.base_offset
+    pos, ts = arr.position, arr.store_timestamp
+    out: list[Row] = []
+    for p in pos[~arr.crc_ok].tolist():
+        r = fmt.scan(view, p, len(view))
+        out.append(_finding(name, p, "bad_crc", r.detail if isinstance(r, fmt.Corrupt) else ""))
+    phys = pos + base
+    for i in np.flatnonzero(arr.physical_offset != phys).tolist():
+        out.append(
+            _bad_physical_offset(name, int(pos[i]), int(arr.physical_offset[i]), int(phys[i]))
+        )
+    bad = (ts <= 0) | (ts > ts_max)
+    prev = np.r_[ts[:1] if prev_ts is None else prev_ts, ts[:-1]]
+    for i in np.flatnonzero(bad).tolist():
+        out.append(_finding(name, int(pos[i]), "bad_timestamp", f"store timestamp {ts[i]}"))
+    for i in np.flatnonzero(~bad & (ts < prev)).tolist():
+        out.append(_timestamp_regression(name, int(pos[i]), int(ts[i]), int(prev[i])))
+    return out
 
 
 def _bad_physical_offset(name: str, pos: int, field: int, phys: int) -> Row:
