@@ -45,8 +45,15 @@ from typing import TYPE_CHECKING, Any
 if not __package__:  # run as a script: spark-submit tools/spark/audit.py DIR
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from mqstore.errors import ConfigError
 from mqstore.tools.spark import cqscan, indexcheck, queues
-from mqstore.tools.spark.layout import LayoutError, StoreLayout, discover
+from mqstore.tools.spark.layout import (
+    LayoutError,
+    StoreLayout,
+    add_geometry_args,
+    discover,
+    geometry_flags,
+)
 from mqstore.tools.spark.reader import (
     DEFAULT_SPLIT_BYTES,
     SCAN_FIELDS,
@@ -186,10 +193,11 @@ def audit_with(
 
     ``index_slots``/``index_num``: the index geometry (see tools.spark.indexcheck)."""
     t0 = time.perf_counter()
-    cq_found, lost = cqscan.file_findings(layout.cq_files)
+    cq_found, lost = cqscan.file_findings(layout.cq_files, layout.cq_file_size)
     ctx = queues.QueueContext.of(layout, lost)
     ifiles = indexcheck.index_files(layout.index_dir)
-    geo = indexcheck.resolve_geometry(ifiles, index_slots, index_num) if ifiles else None
+    shown = layout.index_geometry() or (index_slots, index_num)
+    geo = indexcheck.resolve_geometry(ifiles, *shown) if ifiles else None
     index = (geo, ifiles) if geo is not None else None
     rows = grouped_dataframe(spark, layout, ctx, split_bytes, index).collect()
     findings, stats, n_records = _collect(rows, layout)
@@ -204,6 +212,7 @@ def audit_with(
     cp_fields, cp_found = _checkpoint(layout, newest)
     findings += cp_found
     state["checkpoint"] = "checked" if cp_fields is not None else "skipped (no checkpoint file)"
+    state["geometry"] = _geometry_state(layout)
     if geo is not None:
         findings += indexcheck.file_findings(spark, layout, geo, ifiles)
         state["index"] = f"checked ({len(ifiles)} files, {geo.slots} slots x {geo.num} entries)"
@@ -224,6 +233,14 @@ def audit_with(
     )
 
 
+def _geometry_state(layout: StoreLayout) -> str:
+    """The geometry the checks used and where each size came from (mqstore.geometry)."""
+    if layout.geometry is None:
+        return "RocketMQ's defaults"
+    note = f"; {layout.geometry_note}" if layout.geometry_note else ""
+    return layout.geometry.describe() + note
+
+
 def run_audit(
     store_dir: str | Path,
     master: str | None = None,
@@ -233,8 +250,13 @@ def run_audit(
     split_bytes: int = DEFAULT_SPLIT_BYTES,
     index_slots: int | None = None,
     index_num: int | None = None,
+    geometry_flags: dict[str, int | None] | None = None,
+    broker_config: str | None = None,
 ) -> AuditReport:
     """Audit ``store_dir``; write the JSON report to ``report`` if given.
+
+    The store's geometry comes from its files, else ``broker_config``, else
+    ``geometry_flags`` (``mqstore.geometry``); the report says which.
 
     Reuses an active SparkSession (tests), else builds one for ``master``.
 
@@ -244,7 +266,7 @@ def run_audit(
     """
     from mqstore.tools.spark.session import build_session
 
-    layout = discover(store_dir)
+    layout = discover(store_dir, flags=geometry_flags, broker_config=broker_config)
     spark = build_session(master, "mqstore-audit", progress=progress)
     result = audit_with(
         spark, layout, split_bytes=split_bytes, index_slots=index_slots, index_num=index_num
@@ -264,8 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--split-mib", type=int, default=DEFAULT_SPLIT_BYTES >> 20,
         help="split segments larger than this into ranges (default 128)",
     )  # fmt: skip
-    p.add_argument("--index-slots", type=int, default=None, help="hash slots per index file")
-    p.add_argument("--index-num", type=int, default=None, help="entries per index file")
+    add_geometry_args(p)
     return p
 
 
@@ -284,8 +305,10 @@ def main(argv: list[str] | None = None) -> int:
             split_bytes=args.split_mib << 20,
             index_slots=args.index_slots,
             index_num=args.index_num,
+            geometry_flags=geometry_flags(args),
+            broker_config=args.broker_config,
         )
-    except (LayoutError, OSError) as e:
+    except (LayoutError, OSError, ConfigError) as e:
         print(f"mqstore audit: {e}", file=sys.stderr)
         return 2
     print(result.summary())
