@@ -39,6 +39,7 @@ from pathlib import Path
 from mqstore.broker.consumers import ClientChannel, ConsumerManager
 from mqstore.broker.hold import PullHoldService
 from mqstore.broker.locks import RebalanceLockManager
+from mqstore.broker.pop_processors import close_broker_pop
 from mqstore.broker.offsets import ConsumerOffsetManager
 from mqstore.broker.pulls import PullCallback, PullOutcome, PullRequest, response_code
 from mqstore.broker.queries import BrokerQueries
@@ -177,6 +178,7 @@ class BrokerCore:
         Raises:
             OSError: persisting failed (the threads are stopped anyway).
         """
+        close_broker_pop(self)  # POP writes to the store: stop it first
         with self._lock:
             started, self._started = self._started, False
         if started:

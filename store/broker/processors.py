@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from mqstore.broker.consumers import ClientChannel
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.namesrv import cluster_info_body, route_body
+from mqstore.broker.pop_processors import POP_PROCESSORS
 from mqstore.broker.pulls import PullOutcome, PullRequest
 from mqstore.broker.sending import SendOutcome
 from mqstore.broker.topics import PERM_RW, TopicConfig
@@ -430,6 +431,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: process_consumer_list,
     RequestCode.LOCK_BATCH_MQ: process_lock,
     RequestCode.UNLOCK_BATCH_MQ: process_unlock,
+    **POP_PROCESSORS,  # 5.x POP codes (mqstore.broker.pop_processors)
 }
 """Broker request codes (PULL_MESSAGE is handled by :func:`process_pull`)."""
 

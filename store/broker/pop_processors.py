@@ -1,0 +1,234 @@
+"""Broker side of RocketMQ 5.x POP: the request processors over a :class:`BrokerPop`.
+
+Codes (``RequestCode`` in RocketMQ): POP_MESSAGE 200050, ACK_MESSAGE 200051,
+PEEK_MESSAGE 200052, CHANGE_MESSAGE_INVISIBLETIME 200053, NOTIFICATION 200054,
+BATCH_ACK_MESSAGE 200151, QUERY_ASSIGNMENT 400, SET_MESSAGE_REQUEST_MODE 401. Header
+fields are the upstream ``*RequestHeader`` / ``*ResponseHeader`` names:
+
+- POP_MESSAGE ``consumerGroup topic queueId maxMsgNums invisibleTime pollTime bornTime
+  initMode exp expType order`` -> SUCCESS, body = the records, header ``popTime
+  invisibleTime reviveQid restNum startOffsetInfo msgOffsetInfo orderCountInfo`` (and
+  ``brokerName``, ours, so a client needs no route to build receipt handles); no
+  message -> PULL_NOT_FOUND. The client builds each message's receipt handle from the
+  header as ``MQClientAPIImpl.processPopResponse`` does (``mqstore.pop.wire``).
+- ACK_MESSAGE ``consumerGroup topic queueId extraInfo offset`` -> SUCCESS, or
+  NO_MESSAGE when the handle's message is no longer in flight.
+- BATCH_ACK_MESSAGE: body ``{"consumerGroup":..,"topic":..,"extraInfoList":[..]}``
+  (ours: RocketMQ's ``BatchAckMessageRequestBody`` carries bit sets) -> body
+  ``{"statusList":["OK"|"NO_EXIST",..]}``.
+- CHANGE_MESSAGE_INVISIBLETIME ``consumerGroup topic queueId extraInfo offset
+  invisibleTime`` -> header ``popTime reviveQid invisibleTime``.
+- PEEK_MESSAGE ``consumerGroup topic queueId maxMsgNums`` -> body = the records.
+- NOTIFICATION ``consumerGroup topic queueId pollTime`` -> header ``hasMsg``.
+- QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE: ``mqstore.broker.pop_assignment``.
+
+Long polling (``pollTime``) holds the worker thread for at most
+:data:`MAX_POLL_MS`; the broker's pull hold service is not used for POP.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from mqstore.broker.wire import BadRequestError, ext_int, ext_str
+from mqstore.errors import InvalidReceiptHandleError
+from mqstore.pop import wire as pop_wire
+from mqstore.pop.service import AckStatus, PopConfig, PopService
+from mqstore.remoting.codec import RemotingCommand
+from mqstore.remoting.codes import ResponseCode
+from mqstore.remoting.fastjson import dumps, loads
+
+if TYPE_CHECKING:
+    from mqstore.broker.core import BrokerCore
+
+MAX_POLL_MS = 20_000
+
+
+class PopCode(enum.IntEnum):
+    """The request codes of 5.x message-level consumption (RocketMQ ``RequestCode``)."""
+
+    QUERY_ASSIGNMENT = 400
+    SET_MESSAGE_REQUEST_MODE = 401
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    BATCH_ACK_MESSAGE = 200151
+
+
+class Ctx(Protocol):
+    """What a processor needs of the request context."""
+
+    @property
+    def core(self) -> BrokerCore: ...
+
+
+class BrokerPop:
+    """The broker's POP service: a :class:`PopService` over the core's store, with the
+    topics' queue counts from the topic table and each group's ``retryMaxTimes`` + 1
+    as its maximum of delivery attempts."""
+
+    def __init__(self, core: BrokerCore) -> None:
+        self.core = core
+        cfg = core.config
+        self.service = PopService(
+            core.store, PopConfig(broker_name=cfg.broker_name),
+            queue_ids=self._queue_ids, max_attempts=self._max_attempts,
+        )  # fmt: skip
+        self.service.start()
+
+    def _queue_ids(self, topic: str) -> Sequence[int]:
+        tc = self.core.topics.get(topic)
+        if tc is not None:
+            return range(tc.read_queue_nums)
+        return sorted(cq.queue_id for cq in self.core.store.queues.all() if cq.topic == topic)
+
+    def _max_attempts(self, group: str) -> int:
+        g = self.core.groups.find(group)
+        return (g.retry_max_times if g is not None else 16) + 1
+
+    def close(self) -> None:
+        """Stop the revive thread and save the POP state."""
+        self.service.close()
+
+
+_pops: weakref.WeakKeyDictionary[BrokerCore, BrokerPop] = weakref.WeakKeyDictionary()
+_pops_lock = threading.Lock()
+
+
+def broker_pop(core: BrokerCore) -> BrokerPop:
+    """The POP service of ``core``, started on first use."""
+    pop = _pops.get(core)
+    if pop is None:
+        with _pops_lock:
+            pop = _pops.get(core)
+            if pop is None:
+                pop = _pops[core] = BrokerPop(core)
+    return pop
+
+
+def close_broker_pop(core: BrokerCore) -> None:
+    """Stop ``core``'s POP service if it was started (call before closing the store)."""
+    with _pops_lock:
+        pop = _pops.pop(core, None)
+    if pop is not None:
+        pop.close()
+
+
+def _service(ctx: Ctx) -> PopService:
+    return broker_pop(ctx.core).service
+
+
+def _poll_ms(ext: dict[str, str]) -> int:
+    return max(0, min(ext_int(ext, "pollTime", 0), MAX_POLL_MS))
+
+
+def process_pop(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+    """POP_MESSAGE (200050)."""
+    ext = cmd.ext_fields
+    group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
+    if ctx.core.topics.get(topic) is None:
+        return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+    svc = _service(ctx)
+    r = svc.pop(
+        group, topic, ext_int(ext, "maxMsgNums", 32), ext_int(ext, "invisibleTime"),
+        queue_id=ext_int(ext, "queueId", -1), subscription=ext_str(ext, "exp", "*") or "*",
+        fifo=ext_str(ext, "order", "false") == "true", wait_ms=_poll_ms(ext),
+    )  # fmt: skip
+    if not r.messages:
+        return cmd.make_response(ResponseCode.PULL_NOT_FOUND, "no new message")
+    store = ctx.core.store
+    records = []
+    for m in r.messages:
+        raw = store.commitlog.read(m.message.physical_offset, m.message.size)
+        if raw is None:
+            raise BadRequestError(f"record at {m.message.physical_offset} is gone")
+        records.append(raw)
+    header = pop_wire.response_header(r, svc.config.broker_name)
+    return cmd.make_response(ResponseCode.SUCCESS, None, header, b"".join(records))
+
+
+def process_ack(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+    """ACK_MESSAGE (200051)."""
+    ext = cmd.ext_fields
+    try:
+        st = _service(ctx).ack(
+            ext_str(ext, "consumerGroup"), ext_str(ext, "topic"), ext_str(ext, "extraInfo")
+        )
+    except InvalidReceiptHandleError as e:
+        return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
+    if st is AckStatus.OK:
+        return cmd.make_response(ResponseCode.SUCCESS)
+    return cmd.make_response(ResponseCode.NO_MESSAGE, "receipt handle expired or acked")
+
+
+def process_batch_ack(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+    """BATCH_ACK_MESSAGE (200151)."""
+    try:
+        body = loads(cmd.body)
+        group, topic = str(body["consumerGroup"]), str(body["topic"])
+        handles = [str(h) for h in body["extraInfoList"]]
+        statuses = _service(ctx).batch_ack(group, topic, handles)
+    except (ValueError, KeyError, TypeError) as e:
+        return cmd.make_response(ResponseCode.INVALID_PARAMETER, f"bad batch ack body: {e}")
+    out = dumps({"statusList": [s.value for s in statuses]}).encode()
+    return cmd.make_response(ResponseCode.SUCCESS, None, None, out)
+
+
+def process_change_invisible(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+    """CHANGE_MESSAGE_INVISIBLETIME (200053)."""
+    ext = cmd.ext_fields
+    try:
+        r = _service(ctx).change_invisible_time(
+            ext_str(ext, "consumerGroup"), ext_str(ext, "topic"), ext_str(ext, "extraInfo"),
+            ext_int(ext, "invisibleTime"),
+        )  # fmt: skip
+    except InvalidReceiptHandleError as e:
+        return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
+    if r.status is not AckStatus.OK:
+        return cmd.make_response(ResponseCode.NO_MESSAGE, "receipt handle expired or acked")
+    h = pop_wire.parse_handle(r.receipt_handle)
+    header = {"popTime": r.pop_time, "invisibleTime": r.invisible_time, "reviveQid": h.revive_qid}
+    return cmd.make_response(ResponseCode.SUCCESS, None, header)
+
+
+def process_peek(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+    """PEEK_MESSAGE (200052)."""
+    ext = cmd.ext_fields
+    msgs = _service(ctx).peek(
+        ext_str(ext, "consumerGroup"), ext_str(ext, "topic"), ext_int(ext, "maxMsgNums", 32),
+        queue_id=ext_int(ext, "queueId", -1),
+    )  # fmt: skip
+    if not msgs:
+        return cmd.make_response(ResponseCode.PULL_NOT_FOUND, "no new message")
+    store = ctx.core.store
+    raws = [store.commitlog.read(m.physical_offset, m.size) or b"" for m in msgs]
+    return cmd.make_response(ResponseCode.SUCCESS, None, None, b"".join(raws))
+
+
+def process_notification(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+    """NOTIFICATION (200054): long polling without taking anything."""
+    ext = cmd.ext_fields
+    has = _service(ctx).wait_for_messages(
+        ext_str(ext, "consumerGroup"), ext_str(ext, "topic"), ext_int(ext, "queueId", -1),
+        _poll_ms(ext),
+    )  # fmt: skip
+    return cmd.make_response(ResponseCode.SUCCESS, None, {"hasMsg": "true" if has else "false"})
+
+
+Processor = Callable[[Ctx, RemotingCommand], RemotingCommand]
+
+POP_PROCESSORS: dict[int, Processor] = {
+    PopCode.POP_MESSAGE: process_pop,
+    PopCode.ACK_MESSAGE: process_ack,
+    PopCode.BATCH_ACK_MESSAGE: process_batch_ack,
+    PopCode.CHANGE_MESSAGE_INVISIBLETIME: process_change_invisible,
+    PopCode.PEEK_MESSAGE: process_peek,
+    PopCode.NOTIFICATION: process_notification,
+}
+"""Merged into the broker's processor table (``mqstore.broker.processors``)."""

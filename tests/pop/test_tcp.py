@@ -1,0 +1,203 @@
+"""POP over TCP: SimpleConsumers talking to a BrokerServer on 127.0.0.1 through the
+POP request codes; queue-level pull consumers of another group on the same topic."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mqstore import FlushDiskType, MessageStore
+from mqstore.broker.core import BrokerConfig, BrokerCore
+from mqstore.broker.server import BrokerServer
+from mqstore.broker.subscriptions import SubscriptionGroupConfig
+from mqstore.client.lite_pull_consumer import LitePullConsumer
+from mqstore.client.pop_remote import RemotePop
+from mqstore.client.remote import RemoteTransport
+from mqstore.client.remoting_client import RemotingClient
+from mqstore.client.simple_consumer import SimpleConsumer
+from mqstore.errors import InvalidReceiptHandleError
+from mqstore.pop.records import dlq_topic
+from tests.helpers import make_store
+from tests.pop.conftest import put, until
+
+
+class Broker:
+    """Store + core + server on a free port; ``restart`` keeps the directory."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self._open()
+
+    def _open(self) -> None:
+        self.store: MessageStore = make_store(
+            self.tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH
+        )
+        self.core = BrokerCore(self.store, BrokerConfig())
+        self.core.start()
+        self.server = BrokerServer(self.core, host="127.0.0.1", port=0)
+        self.server.start()
+
+    def close(self) -> None:
+        self.server.stop()
+        self.core.shutdown()
+        self.store.close()
+
+    def restart(self) -> None:
+        self.close()
+        self._open()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(tmp_path)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def client() -> Iterator[RemotingClient]:
+    c = RemotingClient()
+    yield c
+    c.close()
+
+
+def consumer(
+    client: RemotingClient, broker: Broker, group: str = "g", **kw: object
+) -> SimpleConsumer:
+    return SimpleConsumer(group, {"T": "*"}, RemotePop(client, broker.server.address), **kw)  # type: ignore[arg-type]
+
+
+def send(broker: Broker, bodies: list[bytes], queue_id: int = 0) -> None:
+    broker.core.topics.learn("T", 4)
+    put(broker.store, "T", bodies, queue_id=queue_id)
+
+
+def test_tcp_consumers_of_one_group_never_hold_the_same_message(
+    broker: Broker, client: RemotingClient
+) -> None:
+    n = 200
+    send(broker, [b"%d" % i for i in range(n)])
+    held: set[bytes] = set()
+    lock = threading.Lock()
+    overlaps: list[bytes] = []
+    acked: list[bytes] = []
+
+    def run() -> None:
+        c = consumer(client, broker, await_duration=0.05)
+        idle = 0
+        while idle < 10:
+            got = c.receive(8, invisible_duration=5)
+            if not got:
+                idle += 1
+                continue
+            idle = 0
+            with lock:
+                overlaps.extend(m.body for m in got if m.body in held)
+                held.update(m.body for m in got)
+            for m in got:
+                with lock:
+                    held.discard(m.body)
+                c.ack(m)
+                with lock:
+                    acked.append(m.body)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert overlaps == []
+    assert sorted(acked) == sorted(b"%d" % i for i in range(n))
+
+
+def test_tcp_unacked_message_returns_with_attempt_raised(
+    broker: Broker, client: RemotingClient
+) -> None:
+    send(broker, [b"a"])
+    c = consumer(client, broker, await_duration=5)
+    first = c.receive(1, invisible_duration=0.3)
+    again = c.receive(1, invisible_duration=5)
+    assert [m.body for m in again] == [b"a"]
+    assert (first[0].delivery_attempt, again[0].delivery_attempt) == (1, 2)
+    assert again[0].msg_id == first[0].msg_id
+    with pytest.raises(InvalidReceiptHandleError):
+        c.ack(first[0])
+    c.ack(again[0])
+
+
+def test_tcp_change_invisible_duration_extends(broker: Broker, client: RemotingClient) -> None:
+    send(broker, [b"a"])
+    c = consumer(client, broker, await_duration=5)
+    m = c.receive(1, invisible_duration=0.3)[0]
+    c.change_invisible_duration(m, 1.5)
+    t0 = time.monotonic()
+    again = c.receive(1, invisible_duration=5)
+    assert time.monotonic() - t0 >= 1.2
+    assert [x.body for x in again] == [b"a"]
+
+
+def test_tcp_after_max_attempts_message_is_in_dlq(broker: Broker, client: RemotingClient) -> None:
+    broker.core.groups.put(SubscriptionGroupConfig("g", retry_max_times=1))  # 2 attempts
+    send(broker, [b"a"])
+    c = consumer(client, broker, await_duration=3)
+    assert [m.delivery_attempt for m in c.receive(1, 0.2)] == [1]
+    assert [m.delivery_attempt for m in c.receive(1, 0.2)] == [2]
+    until(lambda: broker.store.max_offset_in_queue(dlq_topic("g"), 0) == 1)
+    assert c.receive(1, 0.2) == []
+
+
+def test_tcp_fifo_in_order(broker: Broker, client: RemotingClient) -> None:
+    send(broker, [b"1", b"2", b"3"])
+    c = consumer(client, broker, fifo=True, await_duration=3)
+    a = c.receive(2, invisible_duration=0.3)
+    assert [m.body for m in a] == [b"1", b"2"]
+    b = c.receive(2, invisible_duration=5)  # the batch expires: the same, attempt 2
+    assert [(m.body, m.delivery_attempt) for m in b] == [(b"1", 2), (b"2", 2)]
+    for m in b:
+        c.ack(m)
+    assert [m.body for m in c.receive(2, invisible_duration=5)] == [b"3"]
+
+
+def test_tcp_in_flight_state_survives_broker_restart(
+    broker: Broker, client: RemotingClient
+) -> None:
+    send(broker, [b"a", b"b"])
+    c = consumer(client, broker)
+    got = c.receive(2, invisible_duration=1.0)
+    c.ack(got[0])
+    broker.restart()
+    c = consumer(client, broker, await_duration=5)
+    again = c.receive(2, invisible_duration=5)
+    assert [m.body for m in again] == [got[1].body]
+    assert again[0].delivery_attempt == 2
+
+
+def test_pull_and_pop_consumers_of_different_groups_read_the_same_topic(
+    broker: Broker, client: RemotingClient
+) -> None:
+    n = 40
+    for q in range(4):
+        send(broker, [f"{q}-{i}".encode() for i in range(n // 4)], queue_id=q)
+    popper = consumer(client, broker, group="pop-group", await_duration=0.2)
+    popped: list[bytes] = []
+    while len(popped) < n:
+        got = popper.receive(16, invisible_duration=10)
+        assert got, popped
+        for m in got:
+            popper.ack(m)
+        popped.extend(m.body for m in got)
+    with RemoteTransport(broker.server.address) as t:
+        puller = LitePullConsumer("pull-group", t)
+        puller.subscribe("T")
+        puller.start()
+        pulled: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(pulled) < n and time.monotonic() < deadline:
+            pulled.extend(m.body for m in puller.poll(timeout=0.5))
+        puller.shutdown()
+    assert sorted(popped) == sorted(pulled)
+    assert len(set(popped)) == n
