@@ -682,11 +682,15 @@ def _discard_stdout() -> None:
 
 
 def _quiet_py4j() -> None:
-    """py4j logs a connection error per call cut short by Ctrl-C or by the JVM's exit;
-    the command reports those itself."""
+    """py4j logs a traceback per call cut short by Ctrl-C or by the JVM's exit, some
+    through the root logger (which would configure itself to print them); the command
+    reports those failures itself, so they go nowhere."""
     import logging
 
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
 
 
 if __name__ == "__main__":

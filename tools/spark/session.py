@@ -8,6 +8,12 @@ Two environment variables are set before the JVM starts (docs/design.md §3.1):
   on loopback, so nothing listens on external interfaces. For a remote cluster it is left
   alone: executors must reach the driver.
 
+Spark's own log lines stay out of the command line's output: the JVM starts with a log4j2
+configuration at level ``MQSTORE_SPARK_LOG`` (default ``off``; ``warn`` or ``info`` to see
+Spark's lines again), and its stderr passes through a filter that drops the JVM's start-up
+notices; everything else (a Python worker's traceback) still reaches stderr. Failures reach
+Python as exceptions either way.
+
 Under ``spark-submit`` the JVM starts before this code runs: export
 ``SPARK_LOCAL_IP=127.0.0.1`` (and PYSPARK_PYTHON) yourself there.
 
@@ -21,13 +27,16 @@ from __future__ import annotations
 
 import atexit
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
@@ -43,6 +52,65 @@ SMALL_MACHINE_CONF: dict[str, str] = {
     # no .crc side files next to Parquet/JSON output
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
 }
+
+
+LOG_LEVEL_ENV = "MQSTORE_SPARK_LOG"
+_LOG4J2 = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+_JVM_NOTICES = (
+    b"WARNING: Using incubator modules",
+    b"Setting default log level to ",
+    b"To adjust logging level use sc.setLogLevel(",
+)
+"""Lines the JVM prints at start-up past log4j (System.err), dropped from stderr."""
+
+
+def _log_level() -> str:
+    return os.environ.get(LOG_LEVEL_ENV, "off").strip().lower() or "off"
+
+
+def _log4j2_file(level: str) -> Path:
+    """A log4j2 properties file at ``level`` for this process's JVM (removed at exit)."""
+    fd, name = tempfile.mkstemp(prefix="mqstore-log4j2-", suffix=".properties")
+    with os.fdopen(fd, "w") as f:
+        f.write(_LOG4J2.format(level=level))
+    atexit.register(os.unlink, name)
+    return Path(name)
+
+
+def _forward_stderr(stream: IO[bytes]) -> None:
+    """Copy the JVM's stderr to ours, without its start-up notices, until it closes."""
+    out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+    for line in iter(stream.readline, b""):
+        if line.startswith(_JVM_NOTICES):
+            continue
+        if out is not None:
+            out.write(line)
+            out.flush()
+        else:
+            sys.stderr.write(line.decode(errors="replace"))
+
+
+def _start_quiet_jvm(conf: SparkConf) -> None:
+    """Start the gateway JVM with its stderr filtered and make it the SparkContext's."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    # pyspark's function is not annotated; popen_kwargs is its hook for the JVM's streams
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.stderr is not None:
+        threading.Thread(
+            target=_forward_stderr, args=(proc.stderr,), name="spark-stderr", daemon=True
+        ).start()
+    SparkContext(conf=conf, gateway=gateway)
 
 
 def master_url(spark: SparkSession) -> str:
@@ -118,11 +186,20 @@ def build_session(
         builder = builder.master(chosen)
     settings = dict(SMALL_MACHINE_CONF)
     settings["spark.ui.showConsoleProgress"] = "true" if progress else "false"
+    level = _log_level()
+    log4j = f"-Dlog4j2.configurationFile=file:{_log4j2_file(level)}"
+    settings["spark.driver.extraJavaOptions"] = log4j
+    settings["spark.executor.extraJavaOptions"] = log4j
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
+    if not submitted:
+        from pyspark import SparkConf
+
+        jvm_conf = SparkConf().setAll(list(settings.items())).setAppName(app_name)
+        _start_quiet_jvm(jvm_conf.setMaster(chosen))
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(level.upper())
     if not is_local_master(master_url(spark)):
         shipped = _package_zip()
         spark.sparkContext.addPyFile(str(shipped))
