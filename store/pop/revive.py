@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RETRY_LATER_MS = 1000
+REVIVE_TICK_MS = 50
+"""The revive thread's longest sleep: a checkpoint is revived at most this late."""
 
 
 def replay(
@@ -195,4 +197,4 @@ class ReviveThread(ServiceThread):
             self._last_persist = now
         due = self._next_due()
         wait = 0.05 if due is None else due / 1000 - self._clock()
-        self.interval = min(max(wait, 0.002), 0.05)
+        self.interval = min(max(wait, 0.002), REVIVE_TICK_MS / 1000)

@@ -63,7 +63,7 @@ from mqstore.pop.records import (
     pop_retry_topic,
     revive_topic,
 )
-from mqstore.pop.revive import Reviver, ReviveThread, replay
+from mqstore.pop.revive import REVIVE_TICK_MS, Reviver, ReviveThread, replay
 from mqstore.pop.state import PopStateTables, QueueKey
 from mqstore.pop.writer import RecordWriter
 from mqstore.status import GetStatus
@@ -391,7 +391,8 @@ class PopService:
             self.inflight.discard(ck.key)
             return False
         self.inflight.set_ck_offset(ck.key, r.queue_offset)
-        self._wake_reviver()
+        if ck.invisible_time < REVIVE_TICK_MS:  # the thread looks at least this often
+            self._wake_reviver()
         return True
 
     def _wake_reviver(self) -> None:
