@@ -183,9 +183,21 @@ class AckMsg:
         return _dumps(d)
 
     def unique_id(self) -> str:
-        """The KEYS of the ack record (``PopMessageProcessor.genAckUniqueId``)."""
-        parts = (self.topic, self.queue_id, self.ack_offsets[0], self.group, self.pop_time,
-                 self.broker_name, self.tag)  # fmt: skip
+        """The KEYS of the ack record (``genAckUniqueId``; ``genBatchAckUniqueId`` has
+        the offset list as Java prints it and no broker name)."""
+        if len(self.ack_offsets) == 1:
+            parts: tuple[object, ...] = (
+                self.topic,
+                self.queue_id,
+                self.ack_offsets[0],
+                self.group,
+                self.pop_time,
+                self.broker_name,
+                ACK_TAG,
+            )
+        else:
+            listed = "[" + ", ".join(str(o) for o in self.ack_offsets) + "]"
+            parts = (self.topic, self.queue_id, listed, self.group, self.pop_time, BATCH_ACK_TAG)
         return SPLIT.join(str(p) for p in parts)
 
     @classmethod
