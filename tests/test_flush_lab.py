@@ -15,6 +15,8 @@ import pytest
 from mqstore.tools.bench import flush
 
 pytestmark = pytest.mark.slow
+pytest.importorskip("persistqueue", reason="the flush lab's references need persist-queue")
+pytest.importorskip("matplotlib", reason="the flush lab's plot needs matplotlib")
 
 RATE_FIELDS = ("label", "durability", "threads", "body_size", "messages_per_s", "mb_per_s")
 LATENCY_FIELDS = ("p50_ms", "p99_ms", "p999_ms")

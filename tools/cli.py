@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from mqstore.tools import quickstart as _quickstart
+from mqstore.tools.bench import BENCHMARKS
 
 if TYPE_CHECKING:
     import socket
@@ -346,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spark_parsers(sub)
 
     be = add("bench", "benchmarks")
-    be.add_argument("what", choices=["flush", "commitlog"], help="which benchmark")
+    be.add_argument("what", choices=BENCHMARKS, help="which benchmark (see README, Benchmarks)")
     be.add_argument("--json", default=None, metavar="FILE", help="write the results here")
     be.add_argument("--plot", default=None, metavar="FILE.png", help="draw the results here")
     be.add_argument("--quick", action="store_true", help="small counts (smoke run)")

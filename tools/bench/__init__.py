@@ -1,6 +1,19 @@
-"""Benchmarks behind ``mqstore bench``: each module has ``main(argv) -> int``.
+"""Benchmarks behind ``mqstore bench NAME``, one module each, all on one harness.
 
-* :mod:`mqstore.tools.bench.commitlog`: the issue-2 CommitLog benchmark (async, batch and
-  sync puts, abnormal recovery) against SQLite, persist-queue and the raw disk,
-  all measured in the same run with interleaved repetitions.
+Every module has ``main(argv) -> int``, runs as ``python -m mqstore.tools.bench.NAME``,
+takes ``--quick``, ``--json FILE`` and ``--dir DIR`` (see :mod:`._harness`), prints a table
+and documents what it measures in its docstring:
+
+* ``commitlog``: puts (async, batch, sync) and recovery against SQLite, persist-queue and
+  the raw disk, references measured in the same run;
+* ``flush``: the SYNC_FLUSH vs ASYNC_FLUSH lab, throughput and simulated power losses;
+* ``putpath``: what one put costs, and its pieces;
+* ``pull``: sequential pulls and dispatch lag;
+* ``broker``: sends and pulls over TCP against in-process puts;
+* ``consume``: produce-to-consume through a consumer group;
+* ``ha``: replication throughput and SYNC/ASYNC_MASTER put latency;
+* ``spark_audit``: the Spark audit and reindex against single-process scans.
 """
+
+BENCHMARKS = ("commitlog", "flush", "putpath", "pull", "broker", "consume", "ha", "spark_audit")
+"""The module names ``mqstore bench`` accepts."""

@@ -7,28 +7,13 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from mqstore import affinity
 from mqstore.tools.bench import _mqstore as mq
 from mqstore.tools.bench import _references as ref
-from mqstore.tools.bench._harness import Run
+from mqstore.tools.bench._harness import Contender
 from mqstore.tools.bench._workload import Item, items
-
-
-@dataclass(frozen=True, slots=True)
-class Contender:
-    """One thing measured: ``run(workdir, duration)`` gives one repetition."""
-
-    key: str
-    label: str
-    section: str
-    durability: str
-    run: Callable[[Path, float], Run]
-    kind: str = "rate"  # "rate", "sync" (latencies, fsyncs) or "recovery"
-
 
 _NO_FSYNC = "page cache (no fsync per ack)"
 _FSYNC = "fdatasync before ack"

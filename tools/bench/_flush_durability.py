@@ -21,7 +21,7 @@ from mqstore.tools.bench._flush_plan import (
     TRIAL_PER_THREAD,
     TRIAL_THREADS,
 )
-from mqstore.tools.bench.commitlog import _progress
+from mqstore.tools.bench._harness import progress
 from mqstore.tools.logcheck import LogScan, check_consistency, scan_log
 from mqstore.tools.powerloss import DiskModel, power_loss
 
@@ -189,7 +189,7 @@ def durability(work: Path, n_trials: int, seed: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     trials: dict[str, list[dict[str, Any]]] = {m.value: [] for m in MODES}
     with (
-        _progress(n_trials * len(MODES), "flush lab: power losses") as bar,
+        progress(n_trials * len(MODES), "flush lab: power losses") as bar,
         _store_logs_captured() as logs,
     ):
         for i in range(n_trials):

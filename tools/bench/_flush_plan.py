@@ -10,7 +10,7 @@ import functools
 from mqstore import FlushDiskType
 from mqstore.tools.bench import _mqstore as mq
 from mqstore.tools.bench import _references as ref
-from mqstore.tools.bench._commitlog_plan import Contender
+from mqstore.tools.bench._harness import Contender
 from mqstore.tools.bench._workload import Item, items
 
 MODES = (FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH)

@@ -1,4 +1,8 @@
-"""Timing plumbing shared by the benchmark contenders: no contender logic here.
+"""The one harness every benchmark in ``mqstore.tools.bench`` uses: no benchmark logic here.
+
+Every benchmark module has ``main(argv) -> int`` and is run as ``mqstore bench NAME`` or
+``python -m mqstore.tools.bench.NAME``; :func:`parser` gives each the options the CLI
+passes (``--quick``, ``--json``, ``--dir``; ``--plot`` where there is a chart).
 
 Every contender is measured the same way, so differences come from the contender:
 
@@ -8,15 +12,31 @@ Every contender is measured the same way, so differences come from the contender
   repeating one operation until a deadline and recording its latency
   (:func:`run_threads`); the rate is every completed operation over the wall time
   from release to the last worker's return;
+* a plan of contenders runs interleaved (:func:`interleave`): each repetition runs
+  every contender once, in the same order, so a noisy episode of the machine hits
+  both sides of a comparison; results are medians over repetitions;
 * between contenders :func:`settle` syncs the file system, so one contender's dirty
   pages are not written back on the next one's clock.
+
+Everything is written under one temporary directory on a real disk (:func:`work_dir`:
+``--dir``, else ``$MQSTORE_BENCH_DIR``, else the system temp dir unless it is a
+memory file system), removed at the end.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import importlib.metadata
+import json
 import os
+import platform
+import shutil
+import socket
+import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -24,6 +44,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+_REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(slots=True)
@@ -41,7 +63,7 @@ class Run:
         return self.ops / self.seconds if self.seconds > 0 else 0.0
 
 
-def percentile(sorted_values: Sequence[int], q: float) -> float:
+def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile ``q`` (0-100) of already sorted values; 0.0 when empty.
 
     >>> percentile([1, 2, 3, 4], 50), percentile([1, 2, 3, 4], 99), percentile([], 50)
@@ -68,6 +90,55 @@ def latency_ms(latencies_ns: list[int]) -> dict[str, float]:
 def median(values: Sequence[float]) -> float:
     """Median; 0.0 for no values."""
     return float(statistics.median(values)) if values else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Contender:
+    """One thing measured: ``run(workdir, duration)`` gives one repetition."""
+
+    key: str
+    label: str
+    section: str
+    durability: str
+    run: Callable[[Path, float], Run]
+    kind: str = "rate"  # "rate", "sync" (latencies, fsyncs) or "recovery"
+
+
+def progress(total: int, desc: str) -> Any:
+    """A progress bar on stderr (the report goes to stdout)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+def interleave(
+    plan: Sequence[Contender], work: Path, duration: float, reps: int, desc: str
+) -> dict[str, list[Run]]:
+    """Run every contender of ``plan`` ``reps`` times, interleaved, each in a fresh
+    directory under ``work`` that is removed (and the file system settled) right after.
+
+    Every :class:`Run` gets ``extra["loadavg_1m"]`` (load when it started) and
+    ``extra["wall_s"]`` (its wall time, setup and cleanup included).
+    """
+    per: dict[str, list[Run]] = {c.key: [] for c in plan}
+    with progress(reps * len(plan), desc) as bar:
+        for rep in range(reps):
+            for c in plan:
+                bar.set_description(f"rep {rep + 1}/{reps} {c.key}")
+                d = work / f"{c.key}-{rep}"
+                d.mkdir()
+                load = os.getloadavg()[0]
+                t0 = time.perf_counter()
+                try:
+                    run = c.run(d, duration)
+                    run.extra["loadavg_1m"] = load
+                    per[c.key].append(run)
+                finally:
+                    shutil.rmtree(d, ignore_errors=True)
+                    settle()
+                run.extra["wall_s"] = time.perf_counter() - t0
+                bar.update(1)
+    return per
 
 
 def drive(
@@ -236,6 +307,169 @@ def pick_base_dir(explicit: str | None, near: Path) -> Path:
 def fs_type(path: Path) -> str:
     """File system type of ``path`` (for the report)."""
     return _mount_of(path)[1]
+
+
+@contextlib.contextmanager
+def work_dir(explicit: str | None, prefix: str) -> Iterator[Path]:
+    """A new temporary directory under :func:`pick_base_dir`, removed on exit."""
+    base = pick_base_dir(explicit, _REPO)
+    base.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def machine(work: Path | None = None) -> dict[str, Any]:
+    """The conditions of a run, for its report: CPUs, load, versions, file system."""
+    out: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cpu_count": os.cpu_count(),
+        "loadavg_before": list(os.getloadavg()),
+        "python": platform.python_version(),
+        "sqlite_version": sqlite3.sqlite_version,
+        "persist_queue_version": _version("persist-queue"),
+        "platform": platform.platform(),
+    }
+    if work is not None:
+        out["dir"] = str(work)
+        out["fs_type"] = fs_type(work)
+    return out
+
+
+def _version(distribution: str) -> str | None:
+    """The installed version of ``distribution``; None when it is not installed."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def run_meta(
+    name: str, args: argparse.Namespace, reps: int, duration: float, work: Path
+) -> dict[str, Any]:
+    """The report's ``meta`` of an interleaved benchmark, taken before it runs."""
+    return {
+        "command": f"mqstore bench {name}" + (" --quick" if args.quick else ""),
+        "quick": bool(args.quick),
+        "repetitions": reps,
+        "duration_s": duration,
+        **machine(work),
+    }
+
+
+def parser(name: str, doc: str | None, *, plot: bool = False) -> argparse.ArgumentParser:
+    """The options every benchmark takes: ``--quick``, ``--json FILE``, ``--dir DIR``
+    (and ``--plot FILE.png`` when it draws one); ``mqstore bench NAME`` passes them on."""
+    ap = argparse.ArgumentParser(
+        prog=f"mqstore bench {name}",
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--quick", action="store_true", help="small counts (smoke run)")
+    ap.add_argument("--json", default=None, metavar="FILE", help="write every figure here")
+    ap.add_argument("--dir", default=None, help="parent of the temp dir (must be a real disk)")
+    if plot:
+        ap.add_argument("--plot", default=None, metavar="FILE.png", help="chart of the figures")
+    return ap
+
+
+def write_json(path: str | None, result: dict[str, Any]) -> None:
+    """Write ``result`` to ``path`` as indented JSON (nothing when ``path`` is None)."""
+    if path:
+        Path(path).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+Option = tuple[str, type, Any, str]
+"""A benchmark's own option: (flag, type, default, help), e.g. ``("--messages", int, 5, "")``."""
+
+
+def bench_main(
+    name: str,
+    doc: str | None,
+    argv: Sequence[str] | None,
+    measure: Callable[[Path, argparse.Namespace], dict[str, Any]],
+    report: Callable[[dict[str, Any], argparse.Namespace], str] | None,
+    options: Sequence[Option] = (),
+    quick: dict[str, Any] | None = None,
+) -> int:
+    """The ``main`` of a benchmark: parse :func:`parser`'s options plus ``options``
+    (``--quick`` sets the ``quick`` values), ``measure(work, args)`` in a fresh
+    :func:`work_dir`, print ``report(result, args)``, write ``--json``; 0."""
+    ap = parser(name, doc)
+    for flag, kind, default, help_text in options:
+        ap.add_argument(flag, type=kind, default=default, help=f"{help_text} (default {default})")
+    args = ap.parse_args(argv)
+    if args.quick:
+        for key, value in (quick or {}).items():
+            setattr(args, key, value)
+    with work_dir(args.dir, f"mqstore-bench-{name}-") as work:
+        out = {"benchmark": name, **measure(work, args)}
+    if report is not None:
+        print(report(out, args))
+    write_json(args.json, out)
+    return 0
+
+
+# -------------------------------------------------------- scenario plumbing
+
+
+def run_parallel(n_threads: int, work: Callable[[int], int]) -> tuple[int, float]:
+    """Run ``work(i)`` on ``n_threads`` threads released together; return (the sum of
+    their results, seconds from the release to the last thread's end)."""
+    results = [0] * n_threads
+    start = threading.Barrier(n_threads + 1)
+
+    def body(i: int) -> None:
+        start.wait()
+        results[i] = work(i)
+
+    pool = [threading.Thread(target=body, args=(i,), name=f"bench-{i}") for i in range(n_threads)]
+    for t in pool:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in pool:
+        t.join()
+    return sum(results), time.perf_counter() - t0
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, poll: float = 0.01) -> None:
+    """Poll ``check`` every ``poll`` seconds until it is true.
+
+    Raises:
+        TimeoutError: ``check`` was still false after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(poll)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def spawn_cli(args: Sequence[str]) -> subprocess.Popen[bytes]:
+    """``mqstore ARGS`` in a child process (its own interpreter and GIL), output discarded."""
+    cmd = [sys.executable, "-m", "mqstore.tools.cli", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate ``proc``; kill it if it has not exited 20 s later."""
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def fresh_dirs(root: Path, prefix: str) -> Iterator[Path]:

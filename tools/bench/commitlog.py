@@ -29,20 +29,26 @@ figure (schema: :data:`CONTENDER_FIELDS`, :data:`RATIO_FIELDS`).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import shutil
-import sqlite3
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from mqstore.tools.bench import _mqstore as mq
-from mqstore.tools.bench._commitlog_plan import Contender, contenders
-from mqstore.tools.bench._harness import Run, latency_ms, median, pick_base_dir, settle
+from mqstore.tools.bench._commitlog_plan import contenders
+from mqstore.tools.bench._harness import (
+    Contender,
+    Run,
+    interleave,
+    latency_ms,
+    median,
+    parser,
+    progress,
+    run_meta,
+    settle,
+    work_dir,
+    write_json,
+)
 from mqstore.tools.bench._report import format_table, write_plot
 
 REPETITIONS = 3
@@ -206,105 +212,48 @@ def ratios(per: dict[str, list[Run]], summary: dict[str, dict[str, Any]]) -> dic
     return out
 
 
-def _progress(total: int, desc: str) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, file=sys.stderr, leave=False, dynamic_ncols=True)
-
-
 def measure(work: Path, opts: dict[str, Any], reps: int) -> tuple[dict[str, list[Run]], int]:
     """Build the recovery store, then run every contender ``reps`` times, interleaved."""
     rec_root = work / "recovery-store"
-    with _progress(opts["recovery_bytes"], "building recovery store") as bar:
+    with progress(opts["recovery_bytes"], "building recovery store") as bar:
         log_bytes = mq.build_recovery_store(rec_root, opts["recovery_bytes"], bar.update)
     settle()
-    plan = contenders(rec_root)
-    per: dict[str, list[Run]] = {c.key: [] for c in plan}
-    with _progress(reps * len(plan), "benchmark") as bar:
-        for rep in range(reps):
-            for c in plan:
-                bar.set_description(f"rep {rep + 1}/{reps} {c.key}")
-                d = work / f"{c.key}-{rep}"
-                d.mkdir()
-                load = os.getloadavg()[0]
-                t0 = time.perf_counter()
-                try:
-                    run = c.run(d, opts["duration"])
-                    run.extra["loadavg_1m"] = load
-                    per[c.key].append(run)
-                finally:
-                    shutil.rmtree(d, ignore_errors=True)
-                    settle()
-                run.extra["wall_s"] = time.perf_counter() - t0
-                bar.update(1)
-    return per, log_bytes
+    return interleave(contenders(rec_root), work, opts["duration"], reps, "benchmark"), log_bytes
 
 
-def _meta(args: argparse.Namespace, base: Path, opts: dict[str, Any], reps: int) -> dict[str, Any]:
-    import persistqueue
-
-    from mqstore.tools.bench._harness import fs_type
-
-    return {
-        "command": "mqstore bench commitlog" + (" --quick" if args.quick else ""),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "quick": bool(args.quick),
-        "repetitions": reps,
-        "duration_s": opts["duration"],
-        "recovery_target_bytes": opts["recovery_bytes"],
-        "dir": str(base),
-        "fs_type": fs_type(base),
-        "cpu_count": os.cpu_count(),
-        "loadavg_before": list(os.getloadavg()),
-        "python": platform.python_version(),
-        "sqlite_version": sqlite3.sqlite_version,
-        "persist_queue_version": getattr(persistqueue, "__version__", "?"),
-        "platform": platform.platform(),
-    }
-
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Options: the CLI passes --json/--plot/--quick; --dir/--duration/--reps for experiments."""
-    ap = argparse.ArgumentParser(prog="mqstore bench commitlog", description=__doc__)
-    ap.add_argument("--json", default=None, metavar="FILE", help="write every figure here")
-    ap.add_argument("--plot", default=None, metavar="FILE.png", help="bar chart of the rates")
-    ap.add_argument("--quick", action="store_true", help="0.3 s per contender, 16 MiB store")
-    ap.add_argument("--dir", default=None, help="parent of the temp dir (must be a real disk)")
+    ap = parser("commitlog", __doc__, plot=True)
     ap.add_argument("--duration", type=float, default=None, help="seconds per contender")
     ap.add_argument("--reps", type=int, default=REPETITIONS, help="repetitions (median)")
     return ap.parse_args(argv)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print the table; 0 on success (targets missed still return 0)."""
     args = parse_args(argv)
     opts = dict(QUICK if args.quick else FULL)
     if args.duration:
         opts["duration"] = args.duration
     reps = max(1, args.reps)
-    base = pick_base_dir(args.dir, Path(__file__).resolve().parents[2])
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="mqstore-bench-", dir=base))
-    meta = _meta(args, work, opts, reps)
     t0 = time.perf_counter()
-    try:
+    with work_dir(args.dir, "mqstore-bench-") as work:
+        meta = run_meta("commitlog", args, reps, opts["duration"], work)
+        meta["recovery_target_bytes"] = opts["recovery_bytes"]
         per, log_bytes = measure(work, opts, reps)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        plan = {c.key: c for c in contenders(work)}
     meta["recovery_log_bytes"] = log_bytes
     meta["wall_seconds"] = round(time.perf_counter() - t0, 1)
     meta["loadavg_after"] = list(os.getloadavg())
-    plan = {c.key: c for c in contenders(work)}
     summary = {k: summarize(plan[k], runs) for k, runs in per.items()}
     result = {"benchmark": "commitlog", "meta": meta, "contenders": summary,
               "ratios": ratios(per, summary)}  # fmt: skip
     print(format_table(result, SECTIONS))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_json(args.json, result)
     if args.plot:
         write_plot(result, SECTIONS, args.plot)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main())

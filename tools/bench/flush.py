@@ -34,19 +34,12 @@ not tmpfs), removed at the end. Progress bars go to stderr, the table to stdout.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import shutil
-import sqlite3
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from mqstore import FlushDiskType
-from mqstore.tools.bench._commitlog_plan import Contender
 from mqstore.tools.bench._flush_durability import durability, trial
 from mqstore.tools.bench._flush_plan import (
     CDF_POINTS,
@@ -59,8 +52,17 @@ from mqstore.tools.bench._flush_plan import (
     contenders,
 )
 from mqstore.tools.bench._flush_report import format_report, write_plot
-from mqstore.tools.bench._harness import Run, fs_type, percentile, pick_base_dir, settle
-from mqstore.tools.bench.commitlog import _progress, summarize
+from mqstore.tools.bench._harness import (
+    Contender,
+    Run,
+    interleave,
+    parser,
+    percentile,
+    run_meta,
+    work_dir,
+    write_json,
+)
+from mqstore.tools.bench.commitlog import summarize
 
 # ------------------------------------------------------------------- matrix
 
@@ -97,70 +99,20 @@ def describe(c: Contender, runs: list[Run]) -> dict[str, Any]:
 
 def measure(work: Path, duration: float, reps: int) -> dict[str, list[Run]]:
     """Run every contender ``reps`` times, interleaved; directories removed as it goes."""
-    plan = contenders()
-    per: dict[str, list[Run]] = {c.key: [] for c in plan}
-    with _progress(reps * len(plan), "flush lab: throughput") as bar:
-        for rep in range(reps):
-            for c in plan:
-                bar.set_description(f"rep {rep + 1}/{reps} {c.key}")
-                d = work / f"{c.key}-{rep}"
-                d.mkdir()
-                load = os.getloadavg()[0]
-                t0 = time.perf_counter()
-                try:
-                    run = c.run(d, duration)
-                    run.extra["loadavg_1m"] = load
-                    per[c.key].append(run)
-                finally:
-                    shutil.rmtree(d, ignore_errors=True)
-                    settle()
-                run.extra["wall_s"] = time.perf_counter() - t0
-                bar.update(1)
-    return per
+    return interleave(contenders(), work, duration, reps, "flush lab: throughput")
 
 
 # --------------------------------------------------------------------- main
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Options: the CLI passes --json/--plot/--quick; the rest are for experiments."""
-    ap = argparse.ArgumentParser(prog="mqstore bench flush", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    ap.add_argument("--json", default=None, metavar="FILE", help="write every figure here")
-    ap.add_argument("--plot", default=None, metavar="FILE.png", help="three-panel chart")
-    ap.add_argument("--quick", action="store_true", help="0.25 s per contender, 1 rep, 10 trials")
-    ap.add_argument("--dir", default=None, help="parent of the temp dir (must be a real disk)")
+    ap = parser("flush", __doc__, plot=True)
     ap.add_argument("--duration", type=float, default=None, help="seconds per contender")
     ap.add_argument("--reps", type=int, default=None, help="repetitions (median)")
     ap.add_argument("--trials", type=int, default=None, help="power losses per mode")
     ap.add_argument("--seed", type=int, default=8, help="seed of the power-loss trials")
     return ap.parse_args(argv)
-
-
-def _meta(
-    args: argparse.Namespace, reps: int, opts: dict[str, Any], work: Path, base: Path
-) -> dict[str, Any]:
-    """The run's conditions for the report and the JSON (before the run)."""
-    import persistqueue
-
-    meta: dict[str, Any] = {
-        "command": "mqstore bench flush" + (" --quick" if args.quick else ""),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "quick": bool(args.quick),
-        "repetitions": reps,
-        "duration_s": opts["duration"],
-        "trials_per_mode": opts["trials"],
-        "seed": args.seed,
-        "dir": str(work),
-        "fs_type": fs_type(base),
-        "cpu_count": os.cpu_count(),
-        "loadavg_before": list(os.getloadavg()),
-        "python": platform.python_version(),
-        "sqlite_version": sqlite3.sqlite_version,
-        "persist_queue_version": getattr(persistqueue, "__version__", "?"),
-        "platform": platform.platform(),
-    }
-    return meta
 
 
 def _verdict(dur: dict[str, Any]) -> tuple[str, bool]:
@@ -178,7 +130,7 @@ def _verdict(dur: dict[str, Any]) -> tuple[str, bool]:
     return verdict, alarm
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Run the lab; print the table; 1 if SYNC_FLUSH lost an acked message or a
     recovery served something wrong, else 0."""
     args = parse_args(argv)
@@ -187,16 +139,12 @@ def main(argv: list[str]) -> int:
         if getattr(args, name) is not None:
             opts[name] = getattr(args, name)
     reps = max(1, int(opts["reps"]))
-    base = pick_base_dir(args.dir, Path(__file__).resolve().parents[2])
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="mqstore-flush-", dir=base))
-    meta = _meta(args, reps, opts, work, base)
     t0 = time.perf_counter()
-    try:
+    with work_dir(args.dir, "mqstore-flush-") as work:
+        meta = run_meta("flush", args, reps, float(opts["duration"]), work)
+        meta.update(trials_per_mode=opts["trials"], seed=args.seed)
         per = measure(work, float(opts["duration"]), reps)
         dur = durability(work, int(opts["trials"]), args.seed)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     meta["wall_seconds"] = round(time.perf_counter() - t0, 1)
     meta["loadavg_after"] = list(os.getloadavg())
     plan = {c.key: c for c in contenders()}
@@ -211,8 +159,7 @@ def main(argv: list[str]) -> int:
         "alarm": alarm,
     }
     print(format_report(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_json(args.json, result)
     if args.plot:
         write_plot(result, args.plot)
     return 1 if alarm else 0
@@ -236,4 +183,4 @@ __all__ = [
 ]
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main())

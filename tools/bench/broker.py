@@ -1,6 +1,4 @@
-"""Broker-over-TCP benchmark (one run, printed)::
-
-    python benchmarks/bench_broker.py [--messages N] [--threads 8] [--dir DIR]
+"""``mqstore bench broker``: the broker over TCP against in-process puts (one run, printed).
 
 What it measures, for 100 B and 1 KiB bodies (one tag, one key), each on a fresh
 ASYNC_FLUSH store, with the broker twice: a ``BrokerServer`` inside this process, and
@@ -24,7 +22,7 @@ messages. Rates are bounded by whichever side runs out of its one GIL first.
 
 With the broker in this process, clients and broker share one GIL; the child-process
 broker is the realistic deployment. The machine's load average and CPU count are
-printed: compare numbers only within one run.
+printed: compare numbers only within one run. ``--json FILE`` writes every row.
 """
 
 from __future__ import annotations
@@ -32,15 +30,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from mqstore import FlushDiskType, Message, MessageStore, StoreConfig
 from mqstore.broker.core import BrokerCore
@@ -48,29 +42,19 @@ from mqstore.broker.server import BrokerServer
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.producer import Producer
 from mqstore.client.remote import RemoteTransport
+from mqstore.tools.bench._harness import (
+    Option,
+    bench_main,
+    free_port,
+    run_parallel,
+    spawn_cli,
+    stop,
+    wait_until,
+)
 
 TOPIC = "bench"
 BATCH = 32
 QUEUES = 4  # what an auto-created topic gets (defaultTopicQueueNums)
-
-
-def run_threads(threads: int, work: Callable[[int], int]) -> tuple[int, float]:
-    """Run ``work(i)`` on ``threads`` threads at once; (sum of results, seconds)."""
-    results = [0] * threads
-    start = threading.Barrier(threads + 1)
-
-    def body(i: int) -> None:
-        start.wait()
-        results[i] = work(i)
-
-    pool = [threading.Thread(target=body, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    start.wait()
-    t0 = time.perf_counter()
-    for t in pool:
-        t.join()
-    return sum(results), time.perf_counter() - t0
 
 
 def proc_cpu(pid: int) -> float:
@@ -100,14 +84,23 @@ class CpuMeter:
         return text
 
 
-def line(label: str, n: int, secs: float, size: int) -> str:
-    rate = n / secs
-    return (
-        f"  {label:<44} {rate:>10,.0f} msg/s  {rate * size / 1e6:>7.1f} MB/s  ({n} in {secs:.2f} s)"
-    )
+class Rows:
+    """The measured rows: printed as they come, kept for ``--json``."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, label: str, n: int, secs: float, size: int, cpu: str = "") -> None:
+        """Print and keep one row: ``n`` messages of ``size`` bytes in ``secs``."""
+        rate = n / secs
+        self.rows.append({"label": label, "body_size": size, "messages": n, "seconds": secs,
+                          "messages_per_s": rate, "cpu_per_message": cpu.strip()})  # fmt: skip
+        print(f"  {label:<44} {rate:>10,.0f} msg/s  {rate * size / 1e6:>7.1f} MB/s  "
+              f"({n} in {secs:.2f} s){cpu}")  # fmt: skip
 
 
-def in_process_put(root: Path, size: int, per: int, threads: int) -> None:
+def in_process_put(rows: Rows, root: Path, size: int, per: int, threads: int) -> None:
+    """The reference row: ``put_message`` from the same threads, no broker, no sockets."""
     store = MessageStore.open(
         StoreConfig(
             root_dir=str(root / f"inproc-{size}"), flush_disk_type=FlushDiskType.ASYNC_FLUSH
@@ -123,8 +116,8 @@ def in_process_put(root: Path, size: int, per: int, threads: int) -> None:
             store.put_message(msg)
         return per
 
-    done, secs = run_threads(threads, put)
-    print(line("in-process put_message", done, secs, size))
+    done, secs = run_parallel(threads, put)
+    rows.add("in-process put_message", done, secs, size)
     store.close()
 
 
@@ -149,30 +142,27 @@ def broker_here(root: Path) -> Iterator[tuple[str, int | None]]:
 @contextlib.contextmanager
 def broker_child(root: Path) -> Iterator[tuple[str, int | None]]:
     """``mqstore broker`` in a child process (its own GIL), on a free port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "mqstore.tools.cli", "broker", "--store", str(root),
-           "--port", str(port), "--ha-port", "0"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = free_port()
+    proc = spawn_cli(["broker", "--store", str(root), "--port", str(port), "--ha-port", "0"])
+
+    def listening() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mqstore broker exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"broker did not start: {cmd}") from None
-                time.sleep(0.05)
+        wait_until(listening, 30, "the broker child to listen", poll=0.05)
         yield f"127.0.0.1:{port}", proc.pid
     finally:
-        proc.terminate()
-        proc.wait(30)
+        stop(proc)
 
 
 def over_tcp(
-    addr: str, label: str, size: int, per: int, threads: int, broker_pid: int | None
+    rows: Rows, addr: str, label: str, size: int, per: int, threads: int, broker_pid: int | None
 ) -> None:
     body = b"x" * size
     cpu = CpuMeter(broker_pid)
@@ -189,8 +179,8 @@ def over_tcp(
         return per
 
     cpu.start()
-    done, secs = run_threads(threads, send)
-    print(line(f"send, {threads} connections, {label}", done, secs, size) + cpu.per_message(done))
+    done, secs = run_parallel(threads, send)
+    rows.add(f"send, {threads} connections, {label}", done, secs, size, cpu.per_message(done))
 
     def send_batches(i: int) -> int:
         producer = Producer("bench", transports[i]).start()
@@ -200,18 +190,14 @@ def over_tcp(
         return per
 
     cpu.start()
-    batched, secs = run_threads(threads, send_batches)
-    print(
-        line(f"send_batch({BATCH}), {threads} connections, {label}", batched, secs, size)
-        + cpu.per_message(batched)
-    )
+    batched, secs = run_parallel(threads, send_batches)
+    rows.add(f"send_batch({BATCH}), {threads} connections, {label}", batched, secs, size,
+             cpu.per_message(batched))  # fmt: skip
     done += batched
 
     queues = setup.topic_queues(TOPIC)
-    deadline = time.monotonic() + 60
-    total = done + QUEUES
-    while sum(setup.max_offset(q) for q in queues) < total and time.monotonic() < deadline:
-        time.sleep(0.05)  # dispatch catching up before reads are timed
+    total = done + QUEUES  # dispatch catching up before reads are timed
+    wait_until(lambda: sum(setup.max_offset(q) for q in queues) >= total, 60, "dispatch", 0.05)
 
     def pull_queue(transport: RemoteTransport, mq: MessageQueue) -> int:
         offset, got = 0, 0
@@ -226,39 +212,45 @@ def over_tcp(
     t0 = time.perf_counter()
     got = sum(pull_queue(setup, q) for q in queues)
     secs = time.perf_counter() - t0
-    print(line(f"pull, 1 connection, {label}", got, secs, size) + cpu.per_message(got))
+    rows.add(f"pull, 1 connection, {label}", got, secs, size, cpu.per_message(got))
     cpu.start()
-    got, secs = run_threads(len(queues), lambda i: pull_queue(transports[i], queues[i]))
-    print(line(f"pull, {len(queues)} connections, {label}", got, secs, size) + cpu.per_message(got))
+    got, secs = run_parallel(len(queues), lambda i: pull_queue(transports[i], queues[i]))
+    rows.add(f"pull, {len(queues)} connections, {label}", got, secs, size, cpu.per_message(got))
     for t in [setup, *transports]:
         t.close()
 
 
-def bench_size(root: Path, size: int, n: int, threads: int) -> None:
+def bench_size(rows: Rows, root: Path, size: int, n: int, threads: int) -> None:
+    """Every row for one body size."""
     per = n // threads
     print(f"body {size} B, {per * threads} messages, {threads} client threads")
-    in_process_put(root, size, per, threads)
+    in_process_put(rows, root, size, per, threads)
     with broker_here(root / f"here-{size}") as (addr, pid):
-        over_tcp(addr, "broker in-proc", size, per, threads, pid)
+        over_tcp(rows, addr, "broker in-proc", size, per, threads, pid)
     with broker_child(root / f"child-{size}") as (addr, pid):
-        over_tcp(addr, "broker child", size, per, threads, pid)
+        over_tcp(rows, addr, "broker child", size, per, threads, pid)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--messages", type=int, default=40_000)
-    ap.add_argument("--threads", type=int, default=8)
-    ap.add_argument("--dir", type=Path, default=None)
-    args = ap.parse_args()
-    root = args.dir or Path(tempfile.mkdtemp(prefix="bench-broker-"))
+def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Every row of both body sizes; rows are printed as they are measured."""
+    rows = Rows()
     print(f"loadavg {os.getloadavg()[0]:.2f}, cpus {os.cpu_count()}, dir {root}")
-    try:
-        for size in (100, 1024):
-            bench_size(root, size, args.messages, args.threads)
-    finally:
-        if args.dir is None:
-            shutil.rmtree(root, ignore_errors=True)
+    for size in (100, 1024):
+        bench_size(rows, root, size, args.messages, args.threads)
+    return {"rows": rows.rows}
+
+
+OPTIONS: tuple[Option, ...] = (
+    ("--messages", int, 40_000, "messages per body size"),
+    ("--threads", int, 8, "client threads (connections)"),
+)
+QUICK = {"messages": 2_000}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the broker benchmark, printing its rows as they come; 0."""
+    return bench_main("broker", __doc__, argv, measure, None, OPTIONS, QUICK)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

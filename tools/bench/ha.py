@@ -1,8 +1,6 @@
-"""HA replication benchmark: loopback throughput and SYNC_MASTER vs ASYNC_MASTER put latency.
+"""``mqstore bench ha``: replication throughput on loopback, SYNC vs ASYNC_MASTER put latency.
 
-What it measures, in one run, printed::
-
-    python benchmarks/bench_ha.py [--quick] [--messages N] [--dir DIR]
+What it measures, in one run, printed:
 
 1. **Catch-up throughput.** A master store (this process) is filled with N messages of
    1 KiB, then an empty slave (``mqstore broker --role SLAVE``, its own process) is
@@ -28,17 +26,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mqstore import BrokerRole, Message, MessageStore, PutStatus, StoreConfig
 from mqstore.ha import service as ha_service
 from mqstore.ha.master import HAMaster
+from mqstore.tools.bench._harness import (
+    Option,
+    bench_main,
+    percentile,
+    spawn_cli,
+    stop,
+    wait_until,
+)
 
 BODY = 1024
 FILE_SIZE = 1 << 30
@@ -46,29 +51,14 @@ FILE_SIZE = 1 << 30
 
 def start_slave(root: Path, port: int) -> subprocess.Popen[bytes]:
     """A slave broker process replicating from 127.0.0.1:port."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "mqstore.tools.cli", "broker", "--store", str(root),
-         "--role", "SLAVE", "--master-ha", f"127.0.0.1:{port}", "--file-size", str(FILE_SIZE)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    master = f"127.0.0.1:{port}"
+    args = ["broker", "--store", str(root), "--port", "0", "--role", "SLAVE", "--master-ha", master]
+    return spawn_cli([*args, "--file-size", str(FILE_SIZE)])
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def wait(check: object, timeout: float, what: str) -> None:
-    assert callable(check)
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"bench_ha: timed out waiting for {what}")
-        time.sleep(0.0005)
+def wait(check: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll finely: the catch-up and follow clocks stop when ``check`` first holds."""
+    wait_until(check, timeout, what, poll=0.0005)
 
 
 def open_master(root: Path, role: BrokerRole) -> tuple[MessageStore, HAMaster]:
@@ -112,6 +102,14 @@ def throughput(work: Path, n: int) -> tuple[float, float, float, int]:
         store.close()
 
 
+def _first_ack(store: MessageStore, master: HAMaster) -> None:
+    """Wait for the slave to connect, then for its ack of one put."""
+    wait(lambda: master.connection_count() > 0, 30, "slave connection")
+    store.put_message(message(0))
+    end = store.max_physical_offset
+    wait(lambda: master.push_to_slave_max_offset >= end, 30, "first ack")
+
+
 def latencies(work: Path, rounds: int, block: int) -> dict[str, list[float]]:
     """Put latencies in microseconds per role, from alternating blocks."""
     stores = {}
@@ -122,10 +120,7 @@ def latencies(work: Path, rounds: int, block: int) -> dict[str, list[float]]:
             stores[role.value] = (store, master)
             slaves.append(start_slave(work / f"lat-{role.value}-s", master.port))
         for store, master in stores.values():
-            wait(lambda m=master: m.connection_count() > 0, 30, "slave connection")
-            store.put_message(message(0))
-            wait(lambda s=store, m=master: m.push_to_slave_max_offset >= s.max_physical_offset,
-                 30, "first ack")  # fmt: skip
+            _first_ack(store, master)
         samples: dict[str, list[float]] = {name: [] for name in stores}
         seq = 0
         for _ in range(rounds):
@@ -147,39 +142,48 @@ def latencies(work: Path, rounds: int, block: int) -> dict[str, list[float]]:
             store.close()
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Both throughput phases, then the latency blocks of both roles."""
+    n, rounds, block = args.messages, args.rounds, args.block
+    alone, catch_up, follow, per_msg = throughput(work, n)
+    summary: dict[str, dict[str, float]] = {}
+    for name, values in latencies(work, rounds, block).items():
+        s = sorted(values)
+        summary[name] = {"p50_us": percentile(s, 50), "p99_us": percentile(s, 99),
+                         "mean_us": statistics.fmean(s)}  # fmt: skip
+    return {"messages": n, "record_bytes": per_msg, "puts_per_role": rounds * block,
+            "puts_alone_mb_per_s": alone, "catch_up_mb_per_s": catch_up,
+            "follow_mb_per_s": follow, "put_latency_us": summary}  # fmt: skip
+
+
+def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
+    """The printed table."""
+    lines = [
+        f"HA replication on loopback, {BODY} B bodies ({out['record_bytes']} B records), "
+        f"{out['messages']} messages per phase, {os.cpu_count()} CPUs",
+        f"  catch-up (new slave copies the log)   {out['catch_up_mb_per_s']:8.1f} MB/s",
+        f"  follow (slave keeps up with puts)     {out['follow_mb_per_s']:8.1f} MB/s",
+        f"  puts alone, no slave (follow's bound) {out['puts_alone_mb_per_s']:8.1f} MB/s",
+        f"put latency, one thread, {out['puts_per_role']} puts per role (us)",
+        f"  {'role':<14}{'p50':>9}{'p99':>9}{'mean':>9}",
+    ]
+    for name, r in out["put_latency_us"].items():
+        lines.append(f"  {name:<14}{r['p50_us']:9.1f}{r['p99_us']:9.1f}{r['mean_us']:9.1f}")
+    return "\n".join(lines)
+
+
+OPTIONS: tuple[Option, ...] = (
+    ("--messages", int, 200_000, "messages per throughput phase"),
+    ("--rounds", int, 20, "latency rounds, each role one block per round"),
+    ("--block", int, 250, "puts per latency block"),
+)
+QUICK = {"messages": 5_000, "rounds": 4, "block": 100}
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--messages", type=int, default=200_000, help="messages per throughput phase")
-    p.add_argument("--quick", action="store_true", help="small counts (smoke run)")
-    p.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
-    args = p.parse_args(argv)
-    n = 5_000 if args.quick else args.messages
-    rounds, block = (4, 100) if args.quick else (20, 250)
-    work = Path(args.dir or tempfile.mkdtemp(prefix="bench-ha-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
-        alone, catch_up, follow, per_msg = throughput(work, n)
-        lat = latencies(work, rounds, block)
-    finally:
-        if args.dir is None:
-            shutil.rmtree(work, ignore_errors=True)
-    print(f"HA replication on loopback, {BODY} B bodies ({per_msg} B records), "
-          f"{n} messages per phase, {os.cpu_count()} CPUs")  # fmt: skip
-    print(f"  catch-up (new slave copies the log)   {catch_up:8.1f} MB/s")
-    print(f"  follow (slave keeps up with puts)     {follow:8.1f} MB/s")
-    print(f"  puts alone, no slave (follow's bound) {alone:8.1f} MB/s")
-    print(f"put latency, one thread, {rounds * block} puts per role (us)")
-    print(f"  {'role':<14}{'p50':>9}{'p99':>9}{'mean':>9}")
-    for name, values in lat.items():
-        print(f"  {name:<14}{pct(values, 0.5):9.1f}{pct(values, 0.99):9.1f}"
-              f"{statistics.fmean(values):9.1f}")  # fmt: skip
-    return 0
+    """Run the HA benchmark and print its table; 0."""
+    return bench_main("ha", __doc__, argv, measure, report, OPTIONS, QUICK)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

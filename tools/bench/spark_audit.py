@@ -1,4 +1,4 @@
-"""Throughput of the Spark audit against single-process scans of the same CommitLog files.
+"""``mqstore bench spark_audit``: the Spark audit against single-process scans of one store.
 
 Measures, on one generated store (files in the page cache after generation):
 
@@ -13,25 +13,23 @@ Measures, on one generated store (files in the page cache after generation):
   the generated one, which follows the dispatcher's rules).
 
 Records/s counts CommitLog records; MB/s is CommitLog bytes (segment lengths) / time.
-Run: ``python benchmarks/bench_spark_audit.py --size-mib 2048`` (about 2 GiB of
-CommitLog, 1 GiB segments as RocketMQ's default). Not collected by pytest.
+By default about 2 GiB of CommitLog in 1 GiB segments, as RocketMQ's default
+(``--quick``: 64 MiB in 16 MiB segments). Needs the ``spark`` extra and Java.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from mqstore.commitlog import format as fmt  # noqa: E402
-from mqstore.consumequeue import format as cqfmt  # noqa: E402
-from mqstore.message import host_bytes, tags_code  # noqa: E402
+from mqstore.commitlog import format as fmt
+from mqstore.consumequeue import format as cqfmt
+from mqstore.message import host_bytes, tags_code
+from mqstore.tools.bench._harness import Option, bench_main
 
 TOPICS = ("bench-a", "bench-b")
 QUEUES = 4
@@ -45,7 +43,7 @@ def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) ->
     born = host_bytes(("10.0.0.7", 50000))
     bodies = [bytes([i]) * body_bytes for i in range(16)]
     crcs = [fmt.body_crc(b) for b in bodies]
-    tails = {}
+    tails: dict[tuple[str, str], tuple[tuple[bytes, int], int]] = {}
     for t in TOPICS:
         for tags in ("TagA", "TagB"):
             props = f"TAGS\x01{tags}\x02KEYS\x01k\x02"
@@ -124,7 +122,7 @@ def bench_segscan(root: Path) -> tuple[int, float]:
     return records, time.perf_counter() - t0
 
 
-def bench_spark(root: Path, master: str) -> dict[str, float]:
+def bench_spark(root: Path, master: str) -> dict[str, Any]:
     """Audit twice (a cold first run starts the Python workers) and reindex once."""
     from mqstore.tools.spark.audit import audit_with
     from mqstore.tools.spark.layout import discover
@@ -134,7 +132,7 @@ def bench_spark(root: Path, master: str) -> dict[str, float]:
     t0 = time.perf_counter()
     spark = build_session(master, "bench-spark-audit", progress=True)
     spark.range(1).count()
-    out: dict[str, float] = {"startup": time.perf_counter() - t0}
+    out: dict[str, Any] = {"startup": time.perf_counter() - t0}
     for run in ("audit_cold", "audit_warm"):
         t1 = time.perf_counter()
         report = audit_with(spark, discover(root))
@@ -156,42 +154,56 @@ def bench_spark(root: Path, master: str) -> dict[str, float]:
     return out
 
 
+def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Generate the store under ``work``, then the two single-process scans and Spark."""
+    root = work / "store"
+    t0 = time.perf_counter()
+    n = generate(root, args.size_mib << 20, args.segment_mib << 20, args.body_bytes)
+    total = sum(f.stat().st_size for f in (root / "commitlog").iterdir())
+    print(f"generated {n} records, {total / 2**20:.0f} MiB of CommitLog"
+          f" in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+    rows = [
+        ("recovery.scan, 1 process", *bench_recovery_scan(root, args.segment_mib << 20)),
+        ("segscan, 1 process", *bench_segscan(root)),
+    ]
+    sp = bench_spark(root, args.master)
+    records = int(sp["records"])
+    rows.append((f"spark audit (cold), {args.master}", records, sp["audit_cold"]))
+    rows.append((f"spark audit (warm), {args.master}", records, sp["audit_warm"]))
+    rows.append((f"spark reindex, {args.master}", int(sp["reindex_units"]), sp["reindex"]))
+    return {"records": n, "commitlog_bytes": total, "spark": sp,
+            "rows": [{"scan": a, "records": r, "seconds": s} for a, r, s in rows]}  # fmt: skip
+
+
+def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
+    """The printed table."""
+    total, sp = out["commitlog_bytes"], out["spark"]
+    lines = [f"\n{'scan':30} {'records':>10} {'seconds':>8} {'records/s':>11} {'MB/s':>8}"]
+    for row in out["rows"]:
+        recs, secs = row["records"], row["seconds"]
+        lines.append(f"{row['scan']:34} {recs:>10} {secs:>8.1f} {recs / secs:>11,.0f} "
+                     f"{total / secs / 1e6:>8.1f}")  # fmt: skip
+    lines.append(
+        f"(Spark session start-up {sp['startup']:.1f} s not included; audit findings:"
+        f" {int(sp['findings'])}; reindex byte-identical to the generated consumequeue/:"
+        f" {bool(sp['reindex_identical'])}; load average {os.getloadavg()[0]:.1f})"
+    )
+    return "\n".join(lines)
+
+
+OPTIONS: tuple[Option, ...] = (
+    ("--size-mib", int, 2048, "CommitLog size in MiB"),
+    ("--segment-mib", int, 1024, "segment size in MiB"),
+    ("--body-bytes", int, 1000, "body size"),
+    ("--master", str, "local[*]", "Spark master"),
+)
+QUICK = {"size_mib": 64, "segment_mib": 16}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Generate a store, run the three scans, print records/s and MB/s."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--size-mib", type=int, default=2048, help="CommitLog size (default 2048)")
-    p.add_argument("--segment-mib", type=int, default=1024, help="segment size (default 1024)")
-    p.add_argument("--body-bytes", type=int, default=1000)
-    p.add_argument("--master", default="local[*]")
-    p.add_argument("--dir", default=None, help="where to build the store (default: a temp dir)")
-    args = p.parse_args(argv)
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        root = Path(tmp) / "store"
-        t0 = time.perf_counter()
-        n = generate(root, args.size_mib << 20, args.segment_mib << 20, args.body_bytes)
-        total = sum(f.stat().st_size for f in (root / "commitlog").iterdir())
-        print(f"generated {n} records, {total / 2**20:.0f} MiB of CommitLog"
-              f" in {time.perf_counter() - t0:.1f} s")  # fmt: skip
-        rows = [
-            ("recovery.scan, 1 process", *bench_recovery_scan(root, args.segment_mib << 20)),
-            ("segscan, 1 process", *bench_segscan(root)),
-        ]
-        sp = bench_spark(root, args.master)
-        records = int(sp["records"])
-        rows.append((f"spark audit (cold), {args.master}", records, sp["audit_cold"]))
-        rows.append((f"spark audit (warm), {args.master}", records, sp["audit_warm"]))
-        rows.append((f"spark reindex, {args.master}", int(sp["reindex_units"]), sp["reindex"]))
-        print(f"\n{'scan':30} {'records':>10} {'seconds':>8} {'records/s':>11} {'MB/s':>8}")
-        for name, recs, secs in rows:
-            rate, mbs = recs / secs, total / secs / 1e6
-            print(f"{name:34} {recs:>10} {secs:>8.1f} {rate:>11,.0f} {mbs:>8.1f}")
-        print(
-            f"(Spark session start-up {sp['startup']:.1f} s not included; audit findings:"
-            f" {int(sp['findings'])}; reindex byte-identical to the generated consumequeue/:"
-            f" {bool(sp['reindex_identical'])}; load average {os.getloadavg()[0]:.1f})"
-        )
-    return 0
+    """Generate a store, run the scans, print records/s and MB/s; 0."""
+    return bench_main("spark_audit", __doc__, argv, measure, report, OPTIONS, QUICK)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""Every benchmark ``mqstore bench`` names is a module on the shared harness, and runs.
+
+The quick runs check that a benchmark reports every figure it documents, not the
+figures' values: those depend on the machine and are read by a person.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from mqstore.tools.bench import BENCHMARKS
+from mqstore.tools.cli import build_parser
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_each_cli_benchmark_is_a_module_with_a_documented_main(name: str) -> None:
+    mod = importlib.import_module(f"mqstore.tools.bench.{name}")
+    assert callable(mod.main)
+    assert mod.__doc__ and f"mqstore bench {name}" in mod.__doc__
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_the_cli_accepts_each_benchmark_with_the_options_it_passes(name: str) -> None:
+    args = build_parser().parse_args(["bench", name, "--quick", "--json", "out.json"])
+    assert (args.what, args.quick, args.json) == (name, True, "out.json")
+
+
+@pytest.mark.slow
+def test_putpath_quick_reports_the_put_its_pieces_and_the_cpu_split(tmp_path: Path) -> None:
+    from mqstore.tools.bench import putpath
+
+    out = tmp_path / "putpath.json"
+    assert putpath.main(["--quick", "--dir", str(tmp_path), "--json", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert set(report["put_ns"]) == {"put_message", "put_messages(32), per message"}
+    assert all(v > 0 for v in report["put_ns"].values())
+    assert len(report["pieces_ns"]) == 8
+    split = report["cpu_us_per_message"]
+    assert split["whole process"] >= split["producer thread"] > 0
+    assert split["whole process, index off"] > 0
+    assert [p.name for p in tmp_path.iterdir()] == ["putpath.json"]  # work dir removed
+
+
+@pytest.mark.slow
+def test_pull_quick_reports_every_walk_and_the_dispatch_lag(tmp_path: Path) -> None:
+    from mqstore.tools.bench import pull
+
+    out = tmp_path / "pull.json"
+    assert pull.main(["--quick", "--dir", str(tmp_path), "--json", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    for walk in ("decoded_1q", "decoded_8q", "raw_1q", "raw_8q"):
+        assert report[f"pull_{walk}"]["messages"] == 5_000, walk
+    lag = report["dispatch_lag"]
+    assert lag["messages"] > 0 and 0 < lag["p50_ms"] <= lag["p99_ms"] <= lag["max_ms"]
