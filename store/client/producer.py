@@ -2,7 +2,7 @@
 
 The same object works against ``mqstore broker`` over TCP
 (:class:`~mqstore.client.remote.RemoteTransport`) and against an embedded broker in the
-same process (``mqstore.client.inprocess.InProcessTransport``)::
+same process (``mqstore.broker.inprocess.InProcessTransport``)::
 
     with Producer("pg", RemoteTransport("127.0.0.1:10911")) as producer:
         producer.send(Message("orders", b"...", tags="TagA", keys=["o-1"]))
@@ -13,9 +13,10 @@ What a send does, as the Java producer does it:
 2. **Stamp** ``UNIQ_KEY`` (RocketMQ's client message id layout, on a copy: the
    caller's message is not modified) and, when the body is at least
    ``compress_over`` bytes (``compressMsgBodyOverHowmuch``, 4 KiB), compress it and
-   set the sysflag bits. ZLIB sets only the compressed bit, as 4.x producers do, so
-   every consumer version inflates it; LZ4/ZSTD also set the type bits (5.x).
-   Batches are never compressed (neither are they in Java).
+   set the sysflag bits as the Java client does (``tryToCompressMessage``): the
+   compressed bit and the codec's type bits, so ZLIB is ``0x301``, LZ4 ``0x101``,
+   ZSTD ``0x201`` (``MessageSysFlag``, ``CompressionType``). Batches are never
+   compressed (neither are they in Java).
 3. **Pick a queue**: an explicit ``queue``; else ``selector(queues, msg, arg)`` for
    ordered messages (:func:`select_by_hash` keeps one key on one queue); else
    round-robin over the topic's queues. A topic that does not exist yet gets
@@ -47,6 +48,9 @@ from mqstore.message import Message, java_string_hash
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 """``(queues, message, arg) -> queue``: RocketMQ ``MessageQueueSelector.select``."""
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+"""``MixAll.RETRY_GROUP_TOPIC_PREFIX``: retry topics take no batches."""
 
 ROUTE_TTL_S = 30.0
 """How long a topic's queue list is reused (``pollNameServerInterval``)."""
@@ -153,9 +157,7 @@ class Producer:
         body = bytes(msg.body)
         if compress_body and len(body) >= self.compress_over and not msg.sys_flag & COMPRESSED_FLAG:
             packed = compress(body, self.compression, self.compress_level)
-            flag = COMPRESSED_FLAG
-            if self.compression is not CompressionType.ZLIB:
-                flag |= self.compression.flag
+            flag = COMPRESSED_FLAG | self.compression.flag
             msg = dataclasses.replace(msg, body=packed, sys_flag=msg.sys_flag | flag)
         return msg
 
@@ -190,8 +192,10 @@ class Producer:
         """Send several messages of one topic to one queue in one request.
 
         Raises:
-            IllegalMessageError: empty batch, mixed topics, or a delayed message
-                (RocketMQ's ``MessageBatch`` rules); otherwise as :meth:`send`.
+            IllegalMessageError: empty batch, mixed topics, a delayed message, a
+                retry topic, or messages that disagree on ``wait_store_msg_ok``
+                (RocketMQ's ``MessageBatch.generateFromList`` rules); otherwise as
+                :meth:`send`.
         """
         self._check_running()
         if not msgs:
@@ -201,6 +205,10 @@ class Producer:
             raise IllegalMessageError(f"a batch must have one topic, got {sorted(topics)}")
         if any(m.delay_level > 0 for m in msgs):
             raise IllegalMessageError("delayed messages cannot be batched")
+        if msgs[0].topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise IllegalMessageError("retry topics cannot be batched")
+        if len({m.wait_store_msg_ok for m in msgs}) != 1:
+            raise IllegalMessageError("the messages of a batch must agree on wait_store_msg_ok")
         prepared = [self._prepare(m, compress_body=False) for m in msgs]
         return self._send(prepared, queue, selector, arg)
 

@@ -21,6 +21,7 @@ from mqstore.consumequeue.results import StoredMessage, stored_message
 from mqstore.errors import CorruptRecordError
 from mqstore.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
     Message,
     new_uniq_key,
     properties_to_string,
@@ -35,7 +36,6 @@ DEFAULT_TOPIC = "TBW102"
 """The topic whose route stands in for topics not created yet (``TopicValidator``)."""
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 """``DefaultMQProducer.defaultTopicQueueNums``: queues of an auto-created topic."""
-
 SEND_STATUS: Final = _values.SEND_STATUS
 """Send response code -> status (``mqstore.remoting.values``, shared with the broker's
 in-process transport)."""
@@ -68,8 +68,13 @@ def send_header(
 ) -> dict[str, str]:
     """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header (``SendMessageRequestHeaderV2``).
 
-    For a batch the properties are those of the first message (the Java client sends
-    the batch's own, which carry the same topic-level settings) and ``m`` is true.
+    For a batch, ``msg`` is the batch's first message and the header describes the
+    batch, not that message, as the Java client's ``MessageBatch`` does: properties
+    only ``WAIT`` (the one setting all messages of a batch share,
+    ``MessageBatch.generateFromList``), flag and sysflag 0, reconsume times 0, and
+    ``m`` true. A RocketMQ broker (4.9.x, 5.0-5.3.3) appends the header's properties
+    to every message of the batch, so anything of one message placed here would
+    overwrite the others' values (:func:`batch_properties`).
     """
     born = msg.born_timestamp if msg.born_timestamp is not None else time.time_ns() // 1_000_000
     # Strings already (what extFields carry): no coercion pass on the send path.
@@ -79,15 +84,28 @@ def send_header(
         "c": DEFAULT_TOPIC,
         "d": _DEFAULT_QUEUE_NUMS_TEXT,
         "e": str(queue.queue_id),
-        "f": str(msg.sys_flag),
+        "f": "0" if batch else str(msg.sys_flag),
         "g": str(born),
-        "h": str(msg.flag),
-        "i": properties_of(msg),
-        "j": str(msg.reconsume_times),
+        "h": "0" if batch else str(msg.flag),
+        "i": batch_properties(msg) if batch else properties_of(msg),
+        "j": "0" if batch else str(msg.reconsume_times),
         "k": "false",
         "m": "true" if batch else "false",
         "n": queue.broker_name,
     }
+
+
+def batch_properties(first: Message) -> str:
+    """The SEND_BATCH_MESSAGE header's properties: ``WAIT`` of the batch, nothing else.
+
+    The Java client's ``MessageBatch`` is a message of its own whose only property
+    is ``WAIT`` (set from the first message; every message of a batch must agree).
+    """
+    return properties_to_string({PROPERTY_WAIT_STORE_MSG_OK: _bool_text(first.wait_store_msg_ok)})
+
+
+def _bool_text(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def encode_batch(msgs: Sequence[Message]) -> bytes:
