@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -201,6 +203,10 @@ def main(args: argparse.Namespace) -> int:
     from mqstore import FlushDiskType, MessageStore, StoreConfig
 
     own_dir = args.dir is None
+    if args.dir is not None and os.path.exists(args.dir) and not os.path.isdir(args.dir):
+        from mqstore.tools.cli import CliError
+
+        raise CliError(f"{args.dir} is a file, not a store directory")
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="mqstore-quickstart-"))
     n = max(1, int(args.messages))
     cfg = StoreConfig(
@@ -210,7 +216,10 @@ def main(args: argparse.Namespace) -> int:
         max_hash_slot_num=50_000,
         max_index_num=200_000,
     )
-    print(f"mqstore quickstart: store at {root}")
+    if own_dir:  # removed at the end: naming it would point at nothing
+        print("mqstore quickstart: store in a temporary directory, removed at the end")
+    else:
+        print(f"mqstore quickstart: store at {root} (kept)")
     ok = True
     try:
         store = MessageStore.open(cfg)
@@ -246,16 +255,24 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _audit(root: Path) -> bool:
+    """Step 5, with progress of its own: the JVM's start, then the stages' tasks."""
     try:
         from mqstore.tools.spark.audit import run_audit
+        from mqstore.tools.spark.session import build_session
     except ImportError as e:
         print(f"  5. Spark audit skipped (install the spark extra: {e})")
         return True
+    from mqstore.tools.progress import SparkProgress
+
     t0 = time.perf_counter()
-    report = run_audit(root)
+    print("  5. Spark audit (local[*]): starting Spark ...", flush=True)
+    spark = build_session(None, "mqstore-quickstart")
+    print(f"     Spark ready in {time.perf_counter() - t0:.0f}s; auditing ...", flush=True)
+    with SparkProgress(spark, sys.stdout, "     "):
+        report = run_audit(root)
     verdict = "clean" if report.clean else f"{len(report.errors)} problem(s)"
     print(
-        f"  5. Spark audit (local[*]): {report.records} records, "
-        f"{len(report.queues)} queues: {verdict} ({time.perf_counter() - t0:.0f}s)"
+        f"     {report.records} records, {len(report.queues)} queues: {verdict} "
+        f"({time.perf_counter() - t0:.0f}s)"
     )
     return report.clean
