@@ -20,7 +20,8 @@ fields are the upstream ``*RequestHeader`` / ``*ResponseHeader`` names:
   invisibleTime`` -> header ``popTime reviveQid invisibleTime``.
 - PEEK_MESSAGE ``consumerGroup topic queueId maxMsgNums`` -> body = the records.
 - NOTIFICATION ``consumerGroup topic queueId pollTime`` -> header ``hasMsg``.
-- QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE: ``mqstore.broker.pop_assignment``.
+- QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE: bodies and rules in
+  ``mqstore.broker.pop_assignment``.
 
 Long polling (``pollTime``) holds the worker thread for at most
 :data:`MAX_POLL_MS`; the broker's pull hold service is not used for POP.
@@ -32,8 +33,10 @@ import enum
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from mqstore.broker.pop_assignment import RETRY_PREFIX, RequestMode, RequestModeTable, assign
 from mqstore.broker.wire import BadRequestError, ext_int, ext_str
 from mqstore.errors import InvalidReceiptHandleError
 from mqstore.pop import wire as pop_wire
@@ -80,6 +83,7 @@ class BrokerPop:
             core.store, PopConfig(broker_name=cfg.broker_name),
             queue_ids=self._queue_ids, max_attempts=self._max_attempts,
         )  # fmt: skip
+        self.modes = RequestModeTable(Path(core.store.root) / "config" / "messageRequestMode.json")
         self.service.start()
 
     def _queue_ids(self, topic: str) -> Sequence[int]:
@@ -221,6 +225,52 @@ def process_notification(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.make_response(ResponseCode.SUCCESS, None, {"hasMsg": "true" if has else "false"})
 
 
+def process_query_assignment(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+    """QUERY_ASSIGNMENT (400): the queues a client should consume, and how."""
+    try:
+        body = loads(cmd.body)
+        topic, group = str(body["topic"]), str(body["consumerGroup"])
+        client_id = str(body.get("clientId", ""))
+        broadcasting = str(body.get("messageModel", "CLUSTERING")) == "BROADCASTING"
+        strategy = str(body.get("strategyName") or "AVG")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        return cmd.make_response(ResponseCode.INVALID_PARAMETER, f"bad assignment query: {e}")
+    core = ctx.core
+    tc = core.topics.get(topic)
+    mode = (
+        RequestMode(topic, group)
+        if topic.startswith(RETRY_PREFIX)
+        else broker_pop(core).modes.get(topic, group)
+    )
+    ids = None
+    if tc is not None:
+        queues = list(range(tc.read_queue_nums))
+        ids = assign(mode, queues, core.consumer_ids(group), client_id,
+                     broadcasting=broadcasting, strategy=strategy)  # fmt: skip
+    name = core.config.broker_name
+    assignments = None if ids is None else [
+        {"messageQueue": {"topic": topic, "brokerName": name, "queueId": q},
+         "mode": mode.mode, "attachments": {}}
+        for q in ids
+    ]  # fmt: skip
+    out = dumps({"messageQueueAssignments": assignments}).encode()
+    return cmd.make_response(ResponseCode.SUCCESS, None, None, out)
+
+
+def process_set_request_mode(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+    """SET_MESSAGE_REQUEST_MODE (401): PULL or POP for a (topic, group)."""
+    try:
+        mode = RequestMode.from_json(loads(cmd.body))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        return cmd.make_response(ResponseCode.INVALID_PARAMETER, f"bad request mode: {e}")
+    if mode.topic.startswith(RETRY_PREFIX):
+        return cmd.make_response(
+            ResponseCode.NO_PERMISSION, "retry topic is not allowed to set mode"
+        )
+    broker_pop(ctx.core).modes.set(mode)
+    return cmd.make_response(ResponseCode.SUCCESS)
+
+
 Processor = Callable[[Ctx, RemotingCommand], RemotingCommand]
 
 POP_PROCESSORS: dict[int, Processor] = {
@@ -230,5 +280,7 @@ POP_PROCESSORS: dict[int, Processor] = {
     PopCode.CHANGE_MESSAGE_INVISIBLETIME: process_change_invisible,
     PopCode.PEEK_MESSAGE: process_peek,
     PopCode.NOTIFICATION: process_notification,
+    PopCode.QUERY_ASSIGNMENT: process_query_assignment,
+    PopCode.SET_MESSAGE_REQUEST_MODE: process_set_request_mode,
 }
 """Merged into the broker's processor table (``mqstore.broker.processors``)."""

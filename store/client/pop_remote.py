@@ -41,10 +41,11 @@ class RemotePop:
 
     def pop(
         self, group: str, topic: str, max_count: int, invisible_ms: int, *,
-        subscription: str, fifo: bool, wait_ms: int,
+        subscription: str, fifo: bool, wait_ms: int, queue_id: int = -1,
     ) -> list[ReceivedMessage]:  # fmt: skip
+        """POP_MESSAGE; ``queue_id`` -1: every queue of the topic."""
         ext = {
-            "consumerGroup": group, "topic": topic, "queueId": "-1",
+            "consumerGroup": group, "topic": topic, "queueId": str(queue_id),
             "maxMsgNums": str(max_count), "invisibleTime": str(invisible_ms),
             "pollTime": str(wait_ms), "bornTime": "0", "initMode": "0", "expType": "TAG",
             "exp": subscription, "order": "true" if fifo else "false",
