@@ -69,8 +69,35 @@ def unlock(fd: int) -> None:
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """Make a directory's entries (created/renamed/deleted files) durable."""
+    faults.point("before_fsync_dir", what=os.fspath(path))
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def make_dirs_durable(path: str | os.PathLike[str]) -> None:
+    """Create ``path`` and its missing parents so that they survive a power loss.
+
+    A synced file is only reachable after a power loss if every directory entry on its
+    path is durable too: POSIX makes a new entry durable only when its directory is
+    synced (ext4's journal usually saves a careless writer; other filesystems and a
+    strict model do not). Each directory created here is synced, then its parent.
+    """
+    target = os.path.abspath(path)
+    missing: list[str] = []
+    p = target
+    while not os.path.isdir(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            continue
+        fsync_dir(d)
+        fsync_dir(os.path.dirname(d))
