@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mqstore import affinity
 from mqstore.errors import ConfigError
+from mqstore.property_format import PropertyFormat
 
 OS_PAGE_SIZE = 4096
 """RocketMQ's hard-coded page size; flush thresholds count pages of this size."""
@@ -80,6 +81,9 @@ class StoreConfig:
     # identity written into records
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
     broker_cluster: str = "DefaultCluster"
+    # The broker version whose properties string is written: "5" (HashMap(128) order,
+    # trailing separator) or "4.9" (HashMap(16) order, none): mqstore.property_format.
+    property_format: str = "5"
     # misc
     os_page_cache_busy_timeout_ms: int = 1000
     file_reserved_time_hours: int = 72
@@ -140,6 +144,10 @@ class StoreConfig:
             )
         if self.max_message_size <= 0:
             raise ConfigError(f"max_message_size must be positive, got {self.max_message_size}")
+        try:
+            PropertyFormat.parse(self.property_format)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         if self.compress_type.upper() not in ("LZ4", "ZLIB", "ZSTD"):
             raise ConfigError(
                 f"compress_type must be LZ4, ZLIB or ZSTD, got {self.compress_type!r}"
