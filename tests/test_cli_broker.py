@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from mqstore.message import Message
 from mqstore.remoting import SendStatus
 
@@ -100,3 +102,19 @@ def test_consume_reads_a_store_while_a_broker_holds_it(tmp_path: Path):
             time.sleep(0.2)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [f"q{r.queue.queue_id}@0 tags=TagA héllo"]
+
+
+def test_sending_to_a_slave_says_it_is_a_read_only_slave(tmp_path: Path):
+    from mqstore.client.producer import Producer
+    from mqstore.client.remote import RemoteTransport
+    from mqstore.remoting import TransportError
+
+    master, slave = _free_port_pair(), _free_port_pair()
+    slave_args = ("--port", str(slave), "--role", "SLAVE", "--master-ha", f"127.0.0.1:{master + 1}")
+    with (
+        broker(tmp_path / "m", "--port", str(master)),
+        broker(tmp_path / "s", *slave_args),
+        Producer("p", RemoteTransport(f"127.0.0.1:{slave}")) as producer,
+        pytest.raises(TransportError, match="is a read-only slave: send to its master"),
+    ):
+        producer.send(Message(topic="t", body=b"x"))

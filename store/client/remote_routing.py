@@ -82,10 +82,10 @@ class RoutingMixin:
         with self._lock:
             if self._brokers:
                 return dict(self._brokers)
-        self.route(wire.DEFAULT_TOPIC)
+        route = self.route(wire.DEFAULT_TOPIC)
         with self._lock:
             if not self._brokers:
-                raise TransportError(f"name server {self.namesrv_addr} knows no broker")
+                raise TransportError(_no_master(self.namesrv_addr, route))
             return dict(self._brokers)
 
     def _addr(self, broker_name: str, topic: str) -> str:
@@ -109,3 +109,15 @@ class RoutingMixin:
         if handler is not None:
             handler(request.ext_fields.get("consumerGroup", ""))
         return None if request.is_oneway else request.make_response(ResponseCode.SUCCESS)
+
+
+def _no_master(namesrv_addr: str, route: TopicRoute | None) -> str:
+    """Why no broker takes writes: the name server lists only slaves (read-only), or none."""
+    slaves = [
+        f"{name} at {addr}"
+        for name, addrs in (route.broker_addrs.items() if route is not None else ())
+        for addr in addrs.values()
+    ]
+    if slaves:
+        return f"broker {', '.join(slaves)} is a read-only slave: send to its master"
+    return f"name server {namesrv_addr} knows no broker"

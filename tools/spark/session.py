@@ -26,7 +26,9 @@ the same path (NFS, a shared volume), as with any ``file://`` input.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,13 +100,39 @@ def _forward_stderr(stream: IO[bytes]) -> None:
             sys.stderr.write(line.decode(errors="replace"))
 
 
+def _kill_starting_jvm() -> None:
+    """Kill this process's spark-submit children (Linux /proc; elsewhere nothing).
+
+    A JVM whose start was interrupted has no gateway yet, so nothing would tell it to
+    exit: it would keep running, and keep the terminal's output open, after we exit.
+    """
+    me = str(os.getpid())
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = stat.rsplit(")", 1)[-1].split()[1]  # the field after state
+        if parent == me and b"spark" in cmdline.lower():
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
 def _start_quiet_jvm(conf: SparkConf) -> None:
     """Start the gateway JVM with its stderr filtered and make it the SparkContext's."""
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    # pyspark's function is not annotated; popen_kwargs is its hook for the JVM's streams
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    try:  # pyspark's function is not annotated; popen_kwargs is its hook for the JVM's streams
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    except BaseException:  # Ctrl-C while the JVM starts: it ignores SIGINT and would linger
+        _kill_starting_jvm()
+        raise
     proc = getattr(gateway, "proc", None)
     if proc is not None and proc.stderr is not None:
         threading.Thread(
