@@ -8,6 +8,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -123,5 +124,5 @@ class PopMachine(RuleBasedStateMachine):
         assert self.store.max_offset_in_queue(dlq_topic("g"), 0) == dead
 
 
-TestPopMachine = PopMachine.TestCase
-TestPopMachine.settings = settings(max_examples=25, stateful_step_count=25, deadline=None)
+TestPopMachine = pytest.mark.slow(PopMachine.TestCase)
+TestPopMachine.settings = settings(max_examples=20, stateful_step_count=20, deadline=None)
