@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from mqstore.broker.as_stored import as_stored
 from mqstore.broker.consumers import ClientChannel
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.namesrv import cluster_info_body, route_body
@@ -86,10 +87,8 @@ def _send_response(cmd: RemotingCommand, out: SendOutcome) -> RemotingCommand:
 def process_send(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320)."""
     h = parse_send_header(cmd.ext_fields, v2=cmd.code != RequestCode.SEND_MESSAGE)
-    if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-        entries = decode_batch(cmd.body)
-    else:
-        entries = [(h.flag, cmd.body, h.properties)]
+    batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch
+    entries = decode_batch(cmd.body) if batch else [(h.flag, cmd.body, h.properties)]
     messages = [
         build_message(
             h.topic,
@@ -104,6 +103,7 @@ def process_send(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         )
         for flag, body, props in entries
     ]
+    messages = as_stored(ctx.core.store.cfg, messages, h.properties, batch=batch)
     out = ctx.core.send(
         h.topic,
         h.queue_id,
