@@ -181,6 +181,7 @@ class PopService:
         self._offsets: dict[QueueKey, int] = {}
         self._orders: dict[QueueKey, OrderInfo] = {}
         self._revive_offsets: dict[int, int] = {}
+        self._saved: PopStateTables | None = None
         self._locks: dict[QueueKey, threading.Lock] = {}
         self._revive_lock = threading.Lock()
         self._arrived = threading.Condition()
@@ -245,8 +246,12 @@ class PopService:
                 revive[qid] = min(low.get(qid, end), end)
             offsets = dict(self._offsets)
             orders = {k: v.to_json() for k, v in list(self._orders.items())}
+            tables = PopStateTables(offsets, revive, orders)
+            if tables == self._saved:
+                return  # nothing moved since the last save
             self.store.flush()
-            pop_state.save(self._state_dir, PopStateTables(offsets, revive, orders))
+            pop_state.save(self._state_dir, tables)
+            self._saved = tables
             self._revive_offsets = revive
 
     def _revive_locked(self) -> int:
