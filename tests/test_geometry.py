@@ -65,13 +65,21 @@ def test_a_store_written_with_small_sizes_shows_them(tmp_path: Path):
 def test_open_with_no_size_given_reads_every_message_of_the_fixture(rmq_store: Path):
     cfg = StoreConfig(root_dir=rmq_store)
     assert not size_given(cfg.commitlog_file_size)
-    opened, g = geo.for_open(cfg)
-    assert opened.mapped_file_size_consume_queue == 6000 and g.max_index_num.value == 2000
-    with MessageStore.open(opened) as s:
+    with MessageStore.open(cfg) as s:
+        assert (s.cfg.commitlog_file_size, s.cfg.mapped_file_size_consume_queue) == (1 << 20, 6000)
+        assert (s.cfg.max_hash_slot_num, s.cfg.max_index_num) == (500, 2000)
         for p in manifest():
             (m,) = s.get_message("g", p.topic, p.queue_id, p.queue_offset, 1).messages
             got = (m.physical_offset, m.tags, m.keys, m.uniq_key, m.body)
             assert got == (p.physical_offset, p.tag, [p.key], p.uniq_key, p.body)
+
+
+def test_open_refuses_a_store_whose_index_files_do_not_show_their_size(tmp_path: Path):
+    cfg = _small_store(tmp_path / "s", 10, **{**SMALL, "max_index_num": 4000})
+    for f in (tmp_path / "s" / "index").iterdir():  # entries gone: only the size is left
+        f.write_bytes(ifmt.HEADER.pack(0, 0, 0, 0, 0, 1) + bytes(f.stat().st_size - 40))
+    with pytest.raises(GeometryError, match="give max_hash_slot_num and max_index_num"):
+        MessageStore.open(StoreConfig(root_dir=cfg.root_dir))
 
 
 def test_given_sizes_are_kept_and_the_rest_come_from_the_files(rmq_store: Path):
