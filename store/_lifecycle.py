@@ -1,19 +1,21 @@
-"""The lifecycle half of :class:`~mqstore.message_store.MessageStore`: what an open store holds.
+"""What an open :class:`~mqstore.message_store.MessageStore` holds, and the ways in and out.
 
-A mixin: :class:`StoreLifecycle` takes and gives back the store's resources, the
-``lock`` file, the ``abort`` marker, the loaded and recovered segments, checkpoint and
-logic files, and the flusher. It owns the poisoned / disk-full / refuse-puts state
-and the three ways out: :meth:`~StoreLifecycle.flush`, :meth:`~StoreLifecycle.close`
-and :meth:`~StoreLifecycle.abandon`. ``MessageStore._open`` is the open sequence
-(its steps are listed in ``mqstore.message_store``), made of the steps here; the
-algorithms stay in the components (``mqstore.commitlog.recovery``, ``mqstore.logics``,
-``mqstore.commitlog.flush``).
+:class:`StoreLifecycle` takes and gives back the store's resources: the ``lock``
+file, the ``abort`` marker, the loaded and recovered segments, checkpoint and logic
+files, the CommitLog, replication and the flusher. ``MessageStore._open`` runs its
+steps in the order listed in ``mqstore.message_store``; the algorithms stay in the
+components (``mqstore.commitlog.recovery``, ``mqstore.logics``,
+``mqstore.commitlog.flush``). It ends in one of three ways: :meth:`~StoreLifecycle.close`,
+:meth:`~StoreLifecycle.abandon`, or :meth:`~StoreLifecycle.undo_open` after a failed open.
 
-Contract: ``MessageStore.__init__`` sets the state attributes declared below (lock
-fd, flags, ``disk_guard``, ``ha``, ``_state_lock``); ``_load_and_recover`` and
-``_start_flusher`` set the components. ``_poison_store`` and ``_on_disk_full`` may be
-called from any thread (flusher, cleanup, dispatcher); ``close`` and ``abandon`` are
-called by the owner, after the last put it waits for.
+:class:`StoreState` is whether the store is open and why puts are refused; the
+lifecycle owns it and hands it to the writer and the reader, which only read it.
+
+Contract: the components (``segments`` ... ``flusher``) exist once
+:meth:`~StoreLifecycle.start_flusher` returned; :meth:`StoreState.poison_with` and
+:meth:`StoreState.set_disk_full` may be called from any thread (flusher, cleanup,
+dispatcher); ``close`` and ``abandon`` are called by the owner, after the last put
+it waits for.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from mqstore import _platform
 from mqstore.checkpoint import Checkpoint
 from mqstore.cleanup import DiskGuard
+from mqstore.commitlog import format as fmt
 from mqstore.commitlog.commitlog import CommitLog
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
 from mqstore.commitlog.recovery import RecoveryResult, recover
@@ -35,7 +38,8 @@ from mqstore.config import BrokerRole, FlushDiskType, StoreConfig
 from mqstore.errors import StoreClosedError, StoreLockedError
 from mqstore.ha import service as ha_service
 from mqstore.logics import Logics
-from mqstore.message import host_bytes
+from mqstore.message import Message, host_bytes
+from mqstore.status import PutStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,45 +50,137 @@ class CrashImage:
     checkpoint_path: str
 
 
-class StoreLifecycle:
-    """Lock, load and recover, flusher, poisoning, flush/close/abandon (mixed into
-    MessageStore)."""
+class StoreState:
+    """Whether the store is open, and why puts are refused.
 
-    cfg: StoreConfig
-    root: Path
+    Puts are refused while the store is closed, poisoned by a failed flush, short of
+    disk space, or a SLAVE. The put fast path reads only :attr:`refusing` (no
+    per-put cost for the reasons behind it); :meth:`refusal` says which reason.
+    Changes come from any thread, under one lock; reads take none.
+    """
+
+    __slots__ = ("_lock", "_root", "_slave", "closed", "disk_full", "poison", "refusing")
+
+    def __init__(self, root: Path, *, slave: bool) -> None:
+        self._root = root
+        self._slave = slave
+        self._lock = threading.Lock()
+        self.closed = True
+        self.poison: BaseException | None = None
+        """The flush error that poisoned the store (it refuses puts until reopened)."""
+        self.disk_full: str | None = None
+        """Why the disk counts as full (``mqstore.cleanup``), or None."""
+        self.refusing = True
+
+    def _update(self) -> None:
+        self.refusing = (
+            self.closed or self.poison is not None or self.disk_full is not None or self._slave
+        )
+
+    def mark_open(self) -> None:
+        """The store accepts puts from now on (unless another reason refuses them)."""
+        self.closed = False
+        self._update()
+
+    def mark_closed(self) -> None:
+        """Every put from now on raises :class:`StoreClosedError`."""
+        self.closed = True
+        self.refusing = True
+
+    def poison_with(self, err: BaseException) -> None:
+        """A sync failed: keep the first error, refuse puts until the store is reopened."""
+        with self._lock:
+            if self.poison is None:
+                self.poison = err
+            self.refusing = True
+
+    def set_disk_full(self, reason: str | None) -> None:
+        """The disk guard's verdict (None: enough space again)."""
+        with self._lock:
+            self.disk_full = reason
+            self._update()
+
+    def refusal(self) -> str | None:
+        """Why a put is refused (SERVICE_NOT_AVAILABLE), None when it is not.
+
+        Raises:
+            StoreClosedError: the store is closed.
+        """
+        if self.closed:
+            raise StoreClosedError(f"store {self._root} is closed")
+        if self.poison is not None:
+            return f"store poisoned by a failed flush ({self.poison}); reopen it to recover"
+        if self._slave:
+            return "a SLAVE store refuses writes"
+        return self.disk_full  # RocketMQ: SERVICE_NOT_AVAILABLE while DISK_FULL is up
+
+
+class StoreLifecycle:
+    """Lock, load and recover, replication, flusher, flush/close/abandon of one store."""
+
     segments: Segments
     checkpoint: Checkpoint
     logics: Logics
     commitlog: CommitLog
     flusher: GroupCommitter | AsyncFlusher
-    disk_guard: DiskGuard
-    ha: ha_service.HAService | None
-    recovery: RecoveryResult | None
-    last_exit_ok: bool
-    _lock_fd: int
-    _closed: bool
-    _refuse_puts: bool
-    _poison: BaseException | None
-    _disk_full: str | None
-    _state_lock: threading.Lock
-    _frame: Callable[[int, int, bytes, bytes], tuple[bytes, int, int]]
+
+    def __init__(self, cfg: StoreConfig) -> None:
+        self.cfg = cfg
+        self.root = cfg.root
+        self.state = StoreState(cfg.root, slave=cfg.broker_role is BrokerRole.SLAVE)
+        self.disk_guard = DiskGuard(
+            [cfg.commitlog_path, cfg.root],
+            cfg.disk_space_warning_level_ratio,
+            self.state.set_disk_full,
+        )
+        """RocketMQ's disk-full flag (``mqstore.cleanup``): checked per cleanup round and
+        per created segment or index file, never per put."""
+        self.ha: ha_service.HAService | None = None
+        self.recovery: RecoveryResult | None = None
+        self.last_exit_ok = True
+        self.lock_fd = -1
+        self._loaded: list[Segments | Checkpoint | Logics] = []
 
     # ------------------------------------------------------------------ open
 
-    def _load_and_recover(self) -> None:
+    def take_lock(self) -> None:
+        """Open step 1 and 2: create the directory, take ``lock``, read ``abort``.
+
+        Raises:
+            StoreLockedError: another process (or open store) holds the directory.
+        """
+        _platform.make_dirs_durable(self.root)
+        path = self.root / "lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not _platform.try_lock(fd):
+            os.close(fd)
+            raise StoreLockedError(
+                f"{self.root} is in use by another process or open store (lock file {path})"
+            )
+        os.ftruncate(fd, 0)
+        os.write(fd, b"lock")
+        self.lock_fd = fd
+        self.last_exit_ok = not (self.root / "abort").exists()
+
+    def load_and_recover(self) -> None:
         """Open step 3: load segments, queues, checkpoint and index, recover them."""
         cfg = self.cfg
-        self.segments = Segments(cfg.commitlog_path, cfg.commitlog_file_size)
+        self.segments = Segments(
+            cfg.commitlog_path, cfg.commitlog_file_size, reserve_chunk=cfg.commitlog_reserve_chunk
+        )
+        self.segments.durable_entries = True
+        self._loaded.append(self.segments)
         self.segments.load()
         self.checkpoint = Checkpoint(self.root / "checkpoint")
+        self._loaded.append(self.checkpoint)
         self.segments.on_create = self.disk_guard.check
         self.logics = Logics(cfg, self.segments, self.checkpoint)
+        self._loaded.append(self.logics)
         if self.logics.index is not None:
             self.logics.index.on_new_file = self.disk_guard.check
         self.logics.dispatcher.on_no_space = self.disk_guard.check
         self.logics.load(last_exit_ok=self.last_exit_ok)
         self.commitlog = CommitLog(self.segments, host_bytes(cfg.store_host))
-        self._frame = self.commitlog.encoder.frame
         self.recovery = recover(
             self.segments,
             self.checkpoint,
@@ -98,19 +194,69 @@ class StoreLifecycle:
             )
         )
 
-    def _undo_open(self) -> None:
+    def start_replication(self) -> None:
+        """What the role asks for (``mqstore.ha.service.start_for``)."""
+        self.ha = ha_service.start_for(self.cfg, self.commitlog)
+
+    @property
+    def replica_wait(self) -> ha_service.ReplicaWait | None:
+        """The put-path wait for a slave's ack (a SYNC_MASTER's), or None."""
+        return self.ha.replica_wait if self.ha is not None else None
+
+    def start_flusher(self) -> None:
+        """Open step 4's first half: write ``abort``, start the CommitLog flusher."""
+        self._write_abort(self.root / "abort")
+        cfg = self.cfg
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self.flusher = GroupCommitter(
+                self.segments,
+                timeout_ms=cfg.sync_flush_timeout_ms,
+                on_error=self.state.poison_with,
+                on_flushed=self._note_flushed,
+            )
+        else:
+            self.flusher = AsyncFlusher(
+                self.segments,
+                interval_ms=cfg.flush_interval_commitlog_ms,
+                least_pages=cfg.flush_commitlog_least_pages,
+                thorough_interval_ms=cfg.flush_commitlog_thorough_interval_ms,
+                on_error=self.state.poison_with,
+                on_flushed=self._note_flushed,
+            )
+        self.flusher.start()
+
+    def start_services(
+        self,
+        *,
+        put: Callable[[Message], PutStatus],
+        read: Callable[[int, int], fmt.MessageRecord | None],
+    ) -> None:
+        """Open step 4's second half: accept puts, then start the services around the
+        queues (reput, queue flush, schedule, cleanup); ``put`` and ``read`` are the
+        store's, for the schedule service and the dispatcher."""
+        self.state.mark_open()
+        self.disk_guard.check()
+        self.logics.start(
+            limit=self._dispatch_limit,
+            put=put,
+            read=read,
+            on_error=self.state.poison_with,
+            master=self.cfg.broker_role is not BrokerRole.SLAVE,
+            disk_guard=self.disk_guard,
+            lock_fd=self.lock_fd,
+        )
+
+    def undo_open(self) -> None:
         """A failed open: stop and close whatever it started, release the lock."""
+        self.state.mark_closed()
         if self.ha is not None:
             self.ha.stop()
             self.ha = None
-        if hasattr(self, "logics"):
-            self.logics.abandon()
-        # Unmap what was loaded before the failure (a bad segment file, ENOSPC on
-        # the checkpoint): each failed open used to leak its file descriptors.
-        if hasattr(self, "segments"):
-            self.segments.close()
-        if hasattr(self, "checkpoint"):
-            self.checkpoint.close()
+        for part in reversed(self._loaded):  # unmap what was loaded before the failure
+            if isinstance(part, Logics):
+                part.abandon()
+            else:
+                part.close()
         self._release_lock()
 
     def _dispatch_limit(self) -> int:
@@ -130,69 +276,16 @@ class StoreLifecycle:
             os.close(fd)
         _platform.fsync_dir(abort.parent)
 
-    def _take_lock(self) -> None:
-        path = self.root / "lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if not _platform.try_lock(fd):
-            os.close(fd)
-            raise StoreLockedError(
-                f"{self.root} is in use by another process or open store (lock file {path})"
-            )
-        os.ftruncate(fd, 0)
-        os.write(fd, b"lock")
-        self._lock_fd = fd
-
     def _release_lock(self) -> None:
-        if self._lock_fd >= 0:
-            _platform.unlock(self._lock_fd)
-            os.close(self._lock_fd)
-            self._lock_fd = -1
-
-    def _start_flusher(self) -> None:
-        cfg = self.cfg
-        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self.flusher = GroupCommitter(
-                self.segments,
-                timeout_ms=cfg.sync_flush_timeout_ms,
-                on_error=self._poison_store,
-                on_flushed=self._note_flushed,
-            )
-        else:
-            self.flusher = AsyncFlusher(
-                self.segments,
-                interval_ms=cfg.flush_interval_commitlog_ms,
-                least_pages=cfg.flush_commitlog_least_pages,
-                thorough_interval_ms=cfg.flush_commitlog_thorough_interval_ms,
-                on_error=self._poison_store,
-                on_flushed=self._note_flushed,
-            )
-        self.flusher.start()
+        if self.lock_fd >= 0:
+            _platform.unlock(self.lock_fd)
+            os.close(self.lock_fd)
+            self.lock_fd = -1
 
     def _note_flushed(self) -> None:
         ts = self.segments.flushed_store_timestamp
         if ts:
             self.checkpoint.physic_msg_timestamp = ts
-
-    def _poison_store(self, err: BaseException) -> None:
-        with self._state_lock:
-            if self._poison is None:
-                self._poison = err
-            self._refuse_puts = True
-
-    def _on_disk_full(self, reason: str | None) -> None:
-        with self._state_lock:
-            self._disk_full = reason
-            self._update_refuse_puts()
-
-    def _update_refuse_puts(self) -> None:
-        """Puts take the checked path while anything refuses them (the fast path reads
-        only this flag: no per-put cost for the reasons behind it)."""
-        self._refuse_puts = (
-            self._closed
-            or self._poison is not None
-            or self._disk_full is not None
-            or self.cfg.broker_role is BrokerRole.SLAVE
-        )
 
     # --------------------------------------------------------------- shutdown
 
@@ -207,20 +300,19 @@ class StoreLifecycle:
             self._note_flushed()
             self.checkpoint.flush()
         except OSError as e:
-            self._poison_store(e)
+            self.state.poison_with(e)
             raise
 
     def close(self) -> None:
         """Stop services, flush, persist the checkpoint, remove ``abort``, unlock."""
-        if self._closed:
+        if self.state.closed:
             return
         self.logics.stop_schedule()  # it puts: stop it while puts are still accepted
-        self._closed = True
-        self._refuse_puts = True
+        self.state.mark_closed()
         if self.ha is not None:
             self.ha.stop()
         self.flusher.stop()
-        clean = self._poison is None
+        clean = self.state.poison is None
         if clean:
             try:
                 self.flush()
@@ -229,7 +321,7 @@ class StoreLifecycle:
         dispatched = self.logics.stop()  # drains the dispatcher, flushes queues + index
         self.segments.close()
         self.checkpoint.close()
-        if clean and dispatched and self._poison is None:
+        if clean and dispatched and self.state.poison is None:
             (self.root / "abort").unlink(missing_ok=True)
         self._release_lock()
 
@@ -239,10 +331,9 @@ class StoreLifecycle:
         For fault-injection tests and the flush lab: the returned image says which
         bytes of each segment were durable (flushed) when the "crash" happened.
         """
-        if self._closed:
+        if self.state.closed:
             raise StoreClosedError("store already closed")
-        self._closed = True
-        self._refuse_puts = True
+        self.state.mark_closed()
         if self.ha is not None:
             self.ha.stop()
         self.flusher._stopped.set()
@@ -263,4 +354,4 @@ class StoreLifecycle:
         return image
 
 
-__all__ = ["CrashImage", "StoreLifecycle"]
+__all__ = ["CrashImage", "StoreLifecycle", "StoreState"]

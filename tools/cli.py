@@ -351,6 +351,13 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--json", default=None, metavar="FILE", help="write the results here")
     be.add_argument("--plot", default=None, metavar="FILE.png", help="draw the results here")
     be.add_argument("--quick", action="store_true", help="small counts (smoke run)")
+    be.add_argument(
+        "--layer",
+        choices=("model", "fuse"),
+        default=None,
+        help="flush: what the power cuts happen on: the page model or the FUSE layer "
+        "(default model)",
+    )
     return parser
 
 
@@ -472,6 +479,10 @@ def _bench(args: argparse.Namespace) -> int:
         argv += ["--plot", args.plot]
     if args.quick:
         argv += ["--quick"]
+    if args.layer:
+        if args.what != "flush":
+            raise CliError("--layer applies to bench flush only")
+        argv += ["--layer", args.layer]
     rc: int = mod.main(argv)
     return rc
 

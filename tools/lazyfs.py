@@ -223,7 +223,11 @@ class DurableImage:
     @staticmethod
     def _pending_pages(node: _Node, live: str, target: Path, policy: CutPolicy,
                        rng: random.Random, counts: dict[str, int]) -> None:
-        """Pages written but not synced: each reached the disk, or not, or in part."""
+        """Pages written but not synced: each reached the disk, or not, or in part.
+
+        Only within the file's durable size: a size change is metadata, durable only
+        through a sync, and a page past the durable end would be unreachable anyway.
+        """
         counts["pending"] += len(node.dirty)
         try:
             fd = os.open(live, os.O_RDONLY)
@@ -232,9 +236,9 @@ class DurableImage:
         try:
             with open(target, "r+b") as out:
                 for page in sorted(node.dirty):
-                    if rng.random() >= policy.keep:
+                    if rng.random() >= policy.keep or page * PAGE >= node.durable_size:
                         continue
-                    data = os.pread(fd, PAGE, page * PAGE)
+                    data = os.pread(fd, min(PAGE, node.durable_size - page * PAGE), page * PAGE)
                     torn = rng.random() < policy.tear
                     counts["kept"] += 1
                     counts["torn"] += torn

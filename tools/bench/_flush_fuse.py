@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from mqstore import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
+from mqstore.tools.bench._harness import progress
 from mqstore.tools.lazyfs import CutPolicy, Mount
 from mqstore.tools.logcheck import check_consistency, scan_log
 
 FILE_SIZE = 64 * 1024
 THREADS = 4
-MAX_RUN_S = 1.6  # cuts fall between 0.05 s and this, around the 500 ms async flush interval
+MAX_RUN_S = 1.6  # cuts fall 0.05 s to this after the first ack, around the 500 ms flush interval
 
 
 def trial_config(root: Path, mode: FlushDiskType) -> StoreConfig:
@@ -57,7 +58,6 @@ def _produce(root: Path, mode: FlushDiskType, seed: int) -> None:
     """The child: producers until killed, one ack line per PUT_OK."""
     store = MessageStore.open(trial_config(root, mode))
     out_lock = threading.Lock()
-    print("READY", flush=True)
 
     def worker(tid: int) -> None:
         rng = random.Random(f"{seed}:{tid}")
@@ -80,21 +80,22 @@ def _produce(root: Path, mode: FlushDiskType, seed: int) -> None:
 
 
 def _read_acks(proc: subprocess.Popen[str], acks: list[tuple[int, int, int]],
-               ready: threading.Event) -> None:
+               first_ack: threading.Event) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:
-        if line.startswith("READY"):
-            ready.set()
-        elif line.startswith("A "):
+        if line.startswith("A "):
             _, off, size, crc = line.split()
             acks.append((int(off), int(size), int(crc)))
-    ready.set()
+            first_ack.set()
+    first_ack.set()
 
 
-def trial(work: Path, mode: FlushDiskType, seed: int, policy_keep: float = 0.3) -> dict[str, Any]:
-    """One cut at a random moment on the FUSE layer; what the reopened store lost."""
-    rng = random.Random(seed)
-    run_s = rng.uniform(0.05, MAX_RUN_S)
+def trial(work: Path, mode: FlushDiskType, seed: int, policy_keep: float = 0.3,
+          run_s: float | None = None) -> dict[str, Any]:
+    """One cut on the FUSE layer, ``run_s`` after the producers start (random by default);
+    what the reopened store lost."""
+    if run_s is None:
+        run_s = random.Random(seed).uniform(0.05, MAX_RUN_S)
     acks: list[tuple[int, int, int]] = []
     image = work / "image"
     with Mount(work / "fs") as mount:
@@ -103,11 +104,11 @@ def trial(work: Path, mode: FlushDiskType, seed: int, policy_keep: float = 0.3) 
              mode.value, str(seed)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )
-        ready = threading.Event()
-        reader = threading.Thread(target=_read_acks, args=(proc, acks, ready), daemon=True)
+        first_ack = threading.Event()
+        reader = threading.Thread(target=_read_acks, args=(proc, acks, first_ack), daemon=True)
         reader.start()
         try:
-            ready.wait(60)
+            first_ack.wait(60)  # the run starts with the first acknowledgement
             time.sleep(run_s)
             report = mount.cut(image, CutPolicy(keep=policy_keep, tear=0.3, seed=seed))
             acked_at_cut = len(acks)
@@ -161,14 +162,16 @@ def durability(work: Path, n_trials: int, seed: int,
                                                     FlushDiskType.SYNC_FLUSH)) -> dict[str, Any]:
     """``n_trials`` cuts per mode on the layer (modes interleaved), summed per mode."""
     trials: dict[str, list[dict[str, Any]]] = {m.value: [] for m in modes}
-    for i in range(n_trials):
-        for mode in modes:
-            d = work / f"fuse-{mode.value}-{i}"
-            d.mkdir(parents=True)
-            try:
-                trials[mode.value].append(trial(d, mode, seed * 1000 + i))
-            finally:
-                shutil.rmtree(d, ignore_errors=True)
+    with progress(n_trials * len(modes), "flush lab: power cuts on the FUSE layer") as bar:
+        for i in range(n_trials):
+            for mode in modes:
+                d = work / f"fuse-{mode.value}-{i}"
+                d.mkdir(parents=True)
+                try:
+                    trials[mode.value].append(trial(d, mode, seed * 1000 + i))
+                finally:
+                    shutil.rmtree(d, ignore_errors=True)
+                bar.update(1)
     out: dict[str, Any] = {"layer": "fuse"}
     for mode in modes:
         ts = trials[mode.value]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mqstore.tools.bench._flush_fuse import FILE_SIZE as FUSE_FILE_SIZE
+from mqstore.tools.bench._flush_fuse import THREADS as FUSE_THREADS
 from mqstore.tools.bench._flush_plan import (
     CDF_THREADS,
     MODES,
@@ -27,6 +29,7 @@ def format_report(result: dict[str, Any]) -> str:
         f"load average {lb[0]:.2f} {lb[1]:.2f} {lb[2]:.2f} -> {la[0]:.2f} {la[1]:.2f} "
         f"{la[2]:.2f}; {meta['wall_seconds']:g} s wall",
         "",
+        *_quick_warning(meta),
         f"1. put throughput and latency: median of {meta['repetitions']} interleaved "
         f"repetitions, {meta['duration_s']:g} s per contender (MB = 10^6 body bytes)",
         f"  {'contender':<42}{'msgs/s':>9}{'MB/s':>7}{'p50 ms':>8}{'p99 ms':>8}"
@@ -37,22 +40,18 @@ def format_report(result: dict[str, Any]) -> str:
         "  fsync/s and msg/sync: the store's own flusher count (ASYNC: its periodic syncs);",
         "  not observable for SQLite and persist-queue ('-').",
         "",
-        f"2. durability: simulated power losses at random moments, seed {meta['seed']}, "
-        f"{TRIAL_THREADS} producer threads, {TRIAL_FILE_SIZE // 1024} KiB segments",
-        f"  {'mode':<13}{'trials':>7}{'acked':>8}{'ACKED LOST':>11}{'(trials)':>9}"
-        f"{'stored':>8}{'lost':>7}{'problems':>9}  pages kept/dropped/torn, abort lost",
-    ]
-    lines += _durability_lines(result["durability"])
-    lines += [
-        "  acked lost: PUT_OK before the power failed, missing or different after recovery;",
-        "  lost: every put written to the log and not recovered; problems: corrupt record",
-        "  served, wrong record at an offset, inconsistent log, put refused after reopen.",
-        f"  store log messages during the trials (simulated EIO, kept in the JSON): "
-        f"{result['durability']['store_log_messages']['count']}",
+        *_durability_section(result["durability"], meta),
         "",
         f"verdict: {result['verdict']}",
     ]
     return "\n".join(lines)
+
+
+def _quick_warning(meta: dict[str, Any]) -> list[str]:
+    if not meta.get("quick"):
+        return []
+    return [f"QUICK RUN ({meta['duration_s']:g} s per contender, {meta['repetitions']} "
+            "repetition): a smoke test; its figures are noise, not results", ""]
 
 
 def _contender_lines(contenders: dict[str, Any]) -> list[str]:
@@ -74,6 +73,51 @@ def _contender_lines(contenders: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _durability_section(dur: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """Part 2: its heading, table and notes, for the layer the cuts happened on."""
+    if dur.get("layer") == "fuse":
+        return [
+            f"2. durability: power cuts on the FUSE layer (tools/lazyfs.py: writes no sync "
+            f"covered are lost), seed {meta['seed']}, {FUSE_THREADS} producer threads in a "
+            f"child process, {FUSE_FILE_SIZE // 1024} KiB segments, index on",
+            f"  {'mode':<13}{'trials':>7}{'acked':>8}{'ACKED LOST':>11}{'(trials)':>9}"
+            f"{'holes':>7}{'problems':>9}  pending pages kept/torn",
+            *_fuse_lines(dur),
+            "  acked lost: acknowledged to the producer before the cut, missing or different",
+            "  after recovery; holes: trials where a lost message was followed by a kept one",
+            "  (a loss that is not a suffix); problems: corrupt or wrong record served,",
+            "  inconsistent log, put refused after reopen. The disk's own volatile cache is",
+            "  below the layer: a sync the layer acknowledged is durable here.",
+            f"  store log messages during the trials (kept in the JSON): "
+            f"{dur['store_log_messages']['count']}",
+        ]
+    return [
+        f"2. durability: simulated power losses at random moments (page model), seed "
+        f"{meta['seed']}, {TRIAL_THREADS} producer threads, {TRIAL_FILE_SIZE // 1024} KiB "
+        "segments",
+        f"  {'mode':<13}{'trials':>7}{'acked':>8}{'ACKED LOST':>11}{'(trials)':>9}"
+        f"{'stored':>8}{'lost':>7}{'problems':>9}  pages kept/dropped/torn, abort lost",
+        *_durability_lines(dur),
+        "  acked lost: PUT_OK before the power failed, missing or different after recovery;",
+        "  lost: every put written to the log and not recovered; problems: corrupt record",
+        "  served, wrong record at an offset, inconsistent log, put refused after reopen.",
+        f"  store log messages during the trials (simulated EIO, kept in the JSON): "
+        f"{dur['store_log_messages']['count']}",
+    ]
+
+
+def _fuse_lines(dur: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for mode in (m.value for m in MODES):
+        d = dur[mode]
+        lines.append(
+            f"  {mode:<13}{d['trials']:>7}{d['acked']:>8}{d['acked_lost']:>11}"
+            f"{d['trials_with_acked_lost']:>9}{d['not_suffix']:>7}{d['recovery_problems']:>9}"
+            f"  {d['pending_pages']} {d['kept_pages']}/{d['torn_pages']}"
+        )
+    return lines
+
+
 def _durability_lines(durability: dict[str, Any]) -> list[str]:
     """Part 2's table rows, one per flush mode."""
     lines: list[str] = []
@@ -89,24 +133,30 @@ def _durability_lines(durability: dict[str, Any]) -> list[str]:
 
 
 def write_plot(result: dict[str, Any], path: str) -> None:
-    """Throughput vs producers, latency CDF at 16 threads, acked-lost per mode."""
+    """Throughput vs producers, latency CDF at 16 threads, acked-lost per mode, and the
+    ASYNC_FLUSH loss window (acked lost against the time since the last sync)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     cs = result["contenders"]
-    fig, (a1, a2, a3) = plt.subplots(
-        1, 3, figsize=(16, 5.2), gridspec_kw={"width_ratios": [1.25, 1.25, 0.8]}
+    fig, (a1, a2, a3, a4) = plt.subplots(
+        1, 4, figsize=(21, 5.6), gridspec_kw={"width_ratios": [1.25, 1.1, 0.75, 1.0]}
     )
     _plot_throughput(a1, cs)
     _plot_latency(a2, cs)
     _plot_acked_lost(a3, result["durability"])
+    _plot_loss_window(a4, result["durability"])
     meta = result["meta"]
+    run = (f"{meta['duration_s']:g} s per contender, median of {meta['repetitions']} "
+           "interleaved repetitions (bars: min-max)")
+    if meta.get("quick"):
+        run = "QUICK RUN, a smoke test: " + run + ": noise, not results"
     fig.suptitle(
-        f"mqstore bench flush ({meta['cpu_count']} CPUs, {meta['fs_type']}, "
-        f"median of {meta['repetitions']}, same run)",
-        fontsize=11,
+        f"mqstore bench flush: {meta['cpu_count']} CPUs, {meta['fs_type']}; {run}; "
+        f"power cuts on the {result['durability'].get('layer', 'model')} layer",
+        fontsize=11, color="tab:red" if meta.get("quick") else "black",
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -125,14 +175,19 @@ def _plot_throughput(a1: Any, cs: dict[str, Any]) -> None:
     ]
     for fam, size, label, color, ls in series:
         pts = sorted(
-            (c["threads"], c["messages_per_s"])
+            (c["threads"], c["messages_per_s"], c.get("reps_messages_per_s") or [0.0])
             for c in cs.values()
             if c["family"] == fam and c["body_size"] == size
         )
-        a1.plot(*zip(*pts, strict=True), ls, marker="o", color=color, label=label)
+        xs = [p[0] for p in pts]
+        ys = [p[1] for p in pts]
+        lo = [max(0.0, y - min(p[2])) for y, p in zip(ys, pts, strict=True)]
+        hi = [max(0.0, max(p[2]) - y) for y, p in zip(ys, pts, strict=True)]
+        a1.errorbar(xs, ys, yerr=[lo, hi], fmt=ls, marker="o", color=color, label=label,
+                    capsize=3)
     raw_lines = (
         ("raw_fdatasync_1t_100b", "raw write+fdatasync, 1 thr"),
-        ("raw_group_commit_16t_100b", "raw group-commit ceiling, 16 thr"),
+        ("raw_group_commit_16t_100b", "raw write+fdatasync shared by 16 thr"),
     )
     for key, label in raw_lines:
         if key in cs:
@@ -145,9 +200,10 @@ def _plot_throughput(a1: Any, cs: dict[str, Any]) -> None:
     a1.set_xticks(THREADS, [str(t) for t in THREADS])
     a1.set_xlabel("producer threads")
     a1.set_ylabel("messages per second (log)")
-    a1.set_title("Throughput vs producer threads", fontsize=10)
+    a1.set_title("Throughput vs producer threads\n(raw lines: the disk alone, no store; "
+                 "group commit can beat them by syncing more per call)", fontsize=9)
     a1.grid(True, which="both", alpha=0.3)
-    a1.legend(fontsize=7, loc="lower right")
+    a1.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=2, frameon=False)
 
 
 def _plot_latency(a2: Any, cs: dict[str, Any]) -> None:
@@ -170,7 +226,7 @@ def _plot_latency(a2: Any, cs: dict[str, Any]) -> None:
     a2.set_ylim(0, 100.5)
     a2.set_title(f"Put latency CDF, {CDF_THREADS} threads, 100 B", fontsize=10)
     a2.grid(True, which="both", alpha=0.3)
-    a2.legend(fontsize=7, loc="lower right")
+    a2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=3, frameon=False)
 
 
 def _plot_acked_lost(a3: Any, dur: dict[str, Any]) -> None:
@@ -191,4 +247,30 @@ def _plot_acked_lost(a3: Any, dur: dict[str, Any]) -> None:
         )
     a3.set_ylim(0, max([1, *lost]) * 1.3)
     a3.set_ylabel("acknowledged messages lost")
-    a3.set_title("Acked-but-lost after simulated power loss", fontsize=10)
+    layer = dur.get("layer", "model")
+    a3.set_title(f"Acked-but-lost after power cuts\n({layer} layer)", fontsize=10)
+
+
+def _plot_loss_window(a4: Any, dur: dict[str, Any]) -> None:
+    """Right panel: per ASYNC_FLUSH cut, acked messages lost against the time since the
+    store's last CommitLog sync: the loss window, not the trial's length."""
+    trials = dur.get("ASYNC_FLUSH", {}).get("per_trial", [])
+    pts = [(t["since_last_sync_s"] * 1000, t["acked_lost"]) for t in trials
+           if t.get("since_last_sync_s") is not None]
+    never = [t["acked_lost"] for t in trials
+             if "since_last_sync_s" in t and t["since_last_sync_s"] is None]
+    a4.set_title("ASYNC_FLUSH loss window: acked lost per cut\nvs time since the last "
+                 "CommitLog sync", fontsize=10)
+    a4.set_xlabel("ms since the last sync at the cut")
+    a4.set_ylabel("acknowledged messages lost")
+    a4.grid(True, alpha=0.3)
+    if not pts:
+        a4.text(0.5, 0.5, "needs the per-cut sync times of\n--layer fuse", ha="center",
+                va="center", transform=a4.transAxes, fontsize=9)
+        return
+    a4.scatter(*zip(*pts, strict=True), color="tab:blue", s=14)
+    a4.axvline(500, color="black", lw=0.8, ls="--")
+    a4.text(500, a4.get_ylim()[1], " flush interval 500 ms", va="top", fontsize=7)
+    if never:
+        a4.text(0.02, 0.98, f"{len(never)} cut(s) before any sync: "
+                f"{sum(never):,} acked lost", transform=a4.transAxes, va="top", fontsize=7)

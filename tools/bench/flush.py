@@ -25,6 +25,12 @@ dropped or torn at random, the store is reopened (abnormal recovery) and judged:
   (a corrupt or torn record served, queue offsets broken), or serves a record that is
   not the one put at its offset, or the reopened store refuses a put.
 
+With ``--layer fuse`` part 2 runs on a real lower layer instead of the model: the store on
+a FUSE mount that loses every write no sync covered (:mod:`mqstore.tools.lazyfs`), the
+producers in a child process, the power cut at a random moment, the store reopened from
+what survived (:mod:`mqstore.tools.bench._flush_fuse`). The report and the plot name the
+layer each figure came from.
+
 Exit status 1 when SYNC_FLUSH lost an acknowledged message or any recovery problem was
 seen (a correctness alarm), else 0. Everything is written under one temp directory on a
 real disk (``--dir``, else ``$MQSTORE_BENCH_DIR``, else the system temp dir if it is
@@ -35,12 +41,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from mqstore import FlushDiskType
-from mqstore.tools.bench._flush_durability import durability, trial
+from mqstore.tools.bench._flush_durability import _store_logs_captured, durability, trial
+from mqstore.tools.bench._flush_fuse import durability as fuse_durability
 from mqstore.tools.bench._flush_plan import (
     CDF_POINTS,
     CDF_THREADS,
@@ -63,6 +71,7 @@ from mqstore.tools.bench._harness import (
     write_json,
 )
 from mqstore.tools.bench.commitlog import summarize
+from mqstore.tools.lazyfs import unavailable_reason
 
 # ------------------------------------------------------------------- matrix
 
@@ -112,7 +121,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=None, help="repetitions (median)")
     ap.add_argument("--trials", type=int, default=None, help="power losses per mode")
     ap.add_argument("--seed", type=int, default=8, help="seed of the power-loss trials")
+    ap.add_argument(
+        "--layer",
+        choices=("model", "fuse"),
+        default="model",
+        help="what the power cuts happen on: the page model (tools/powerloss.py) or the "
+        "FUSE layer that loses unsynced writes (tools/lazyfs.py) (default model)",
+    )
     return ap.parse_args(argv)
+
+
+def _durability(work: Path, layer: str, trials: int, seed: int) -> dict[str, Any]:
+    """Part 2 on the layer asked for; the model when FUSE cannot run here (said once)."""
+    if layer == "fuse":
+        reason = unavailable_reason()
+        if reason is None:
+            with _store_logs_captured() as logs:
+                dur = fuse_durability(work, trials, seed)
+            dur["store_log_messages"] = {"count": len(logs.messages), "first": logs.messages[:10]}
+            return dur
+        print(f"mqstore bench flush: the FUSE layer is unavailable ({reason}); "
+              "power cuts on the page model instead", file=sys.stderr)
+    dur = durability(work, trials, seed)
+    dur["layer"] = "model"
+    return dur
 
 
 def _verdict(dur: dict[str, Any]) -> tuple[str, bool]:
@@ -142,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     with work_dir(args.dir, "mqstore-flush-") as work:
         meta = run_meta("flush", args, reps, float(opts["duration"]), work)
-        meta.update(trials_per_mode=opts["trials"], seed=args.seed)
+        meta.update(trials_per_mode=opts["trials"], seed=args.seed, quick=args.quick)
         per = measure(work, float(opts["duration"]), reps)
-        dur = durability(work, int(opts["trials"]), args.seed)
+        dur = _durability(work, args.layer, int(opts["trials"]), args.seed)
     meta["wall_seconds"] = round(time.perf_counter() - t0, 1)
     meta["loadavg_after"] = list(os.getloadavg())
     plan = {c.key: c for c in contenders()}
