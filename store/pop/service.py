@@ -582,6 +582,37 @@ class PopService:
                            h.broker_name, h.queue_id, h.queue_offset)  # fmt: skip
         return ChangeResult(AckStatus.OK, nh.encode(), now, invisible_ms)
 
+    def forward_to_dlq(self, group: str, topic: str, receipt_handle: str) -> AckStatus:
+        """Send a popped message to ``%DLQ%<group>`` now and settle it (the 5.x
+        ForwardMessageToDeadLetterQueue): NO_EXIST if it is no longer in flight.
+
+        Raises:
+            InvalidReceiptHandleError: the handle does not parse.
+        """
+        h = ReceiptHandle.parse(receipt_handle)
+        key = self._key_of(group, topic, h)
+        m = self.reviver._read(key[0], key[2], h.queue_offset)
+        if m is None:
+            return AckStatus.NO_EXIST
+        if h.revive_qid == POP_ORDER_REVIVE_QUEUE:
+            info = self._orders.get(key)
+            in_flight = (
+                info is not None
+                and info.pop_time == h.pop_time
+                and h.queue_offset in [o for o, _ in info.unacked()]
+            )
+        else:
+            ck = ckey(key[0], group, h.queue_id, h.ck_start_offset, h.pop_time, h.broker_name)
+            p = self.inflight.get(ck)
+            in_flight = p is not None and h.queue_offset in p.unacked
+        if not in_flight:
+            return AckStatus.NO_EXIST
+        r = self._writer.put_copy(m, dlq_topic(group), topic, h.pop_time)
+        if not r.status.stored:
+            return AckStatus.NO_EXIST
+        self.reviver.dead += 1
+        return self.ack(group, topic, receipt_handle)
+
     # ------------------------------------------------------------------ peek
 
     def peek(

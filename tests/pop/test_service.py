@@ -182,3 +182,15 @@ def test_consumers_of_one_group_on_one_queue_never_hold_the_same_message(
         t.join(60)
     assert overlaps == []
     assert sorted(acked) == sorted(b"%d" % i for i in range(n))
+
+
+def test_forward_to_dlq_moves_a_held_message_and_settles_it(
+    store: MessageStore, pop: PopService
+) -> None:
+    put(store, "T", [b"a", b"b"])
+    r = pop.pop("g", "T", 32, 300)
+    assert pop.forward_to_dlq("g", "T", r.messages[0].receipt_handle) is AckStatus.OK
+    assert pop.forward_to_dlq("g", "T", r.messages[0].receipt_handle) is AckStatus.NO_EXIST
+    until(lambda: store.max_offset_in_queue(dlq_topic("g"), 0) == 1)
+    again = pop.pop("g", "T", 32, 5000, wait_ms=3000).messages
+    assert [m.body for m in again] == [b"b"]
