@@ -19,8 +19,12 @@ from mqstore.client.pop_remote import RemotePop
 from mqstore.client.remote import RemoteTransport
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.simple_consumer import SimpleConsumer
+from mqstore.client.wire import decode_pull_body
 from mqstore.errors import InvalidReceiptHandleError
 from mqstore.pop.records import dlq_topic
+from mqstore.remoting.codec import RemotingCommand
+from mqstore.remoting.codes import ResponseCode
+from mqstore.remoting.fastjson import dumps, loads
 from tests.helpers import make_store
 from tests.pop.conftest import put, until
 
@@ -201,3 +205,44 @@ def test_pull_and_pop_consumers_of_different_groups_read_the_same_topic(
         puller.shutdown()
     assert sorted(popped) == sorted(pulled)
     assert len(set(popped)) == n
+
+
+def call(client: RemotingClient, broker: Broker, code: int, ext: dict[str, str], body: bytes = b""):  # type: ignore[no-untyped-def]
+    return client.invoke(broker.server.address, RemotingCommand(code, ext_fields=ext, body=body), 5)
+
+
+def test_tcp_peek_notification_and_batch_ack(broker: Broker, client: RemotingClient) -> None:
+    send(broker, [b"a", b"b"])
+    base = {"consumerGroup": "g", "topic": "T", "queueId": "-1"}
+    peek = call(client, broker, 200052, {**base, "maxMsgNums": "8"})
+    assert [m.body for m in decode_pull_body(peek.body, "*")] == [b"a", b"b"]
+    note = call(client, broker, 200054, {**base, "pollTime": "0"})
+    assert note.ext_fields["hasMsg"] == "true"
+    got = consumer(client, broker).receive(8, invisible_duration=0.3)
+    body = dumps({"consumerGroup": "g", "topic": "T",
+                  "extraInfoList": [m.receipt_handle for m in got]}).encode()  # fmt: skip
+    resp = call(client, broker, 200151, {}, body)
+    assert loads(resp.body)["statusList"] == ["OK", "OK"]
+    note = call(client, broker, 200054, {**base, "pollTime": "800"})
+    assert note.ext_fields["hasMsg"] == "false"  # acked: nothing comes back
+
+
+def test_tcp_bad_requests_get_codes_and_the_broker_keeps_serving(
+    broker: Broker, client: RemotingClient
+) -> None:
+    send(broker, [b"a"])
+    base = {"consumerGroup": "g", "topic": "T", "queueId": "0", "offset": "0"}
+    assert (
+        call(client, broker, 200051, {**base, "extraInfo": "x y"}).code
+        == ResponseCode.INVALID_PARAMETER
+    )
+    assert call(client, broker, 200151, {}, b"{not json").code == ResponseCode.INVALID_PARAMETER
+    assert (
+        call(client, broker, 200050, {"consumerGroup": "g", "topic": "T"}).code
+        == ResponseCode.SYSTEM_ERROR
+    )
+    missing = call(
+        client, broker, 200050, {"consumerGroup": "g", "topic": "Nope", "invisibleTime": "1"}
+    )
+    assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+    assert [m.body for m in consumer(client, broker).receive(1, 5)] == [b"a"]
