@@ -71,7 +71,7 @@ def validate_topic(topic: str) -> str:
     >>> validate_topic("../x")
     Traceback (most recent call last):
     ...
-    store.errors.IllegalTopicError: illegal topic name '../x': must match ^[%|a-zA-Z0-9_-]{1,127}$
+    mqstore.errors.IllegalTopicError: illegal topic name '../x': must match ^[%|a-zA-Z0-9_-]{1,127}$
     """
     # fullmatch, not match: the pattern's ``$`` also matches before a trailing newline.
     if not isinstance(topic, str) or not TOPIC_PATTERN.fullmatch(topic) or topic in (".", ".."):
