@@ -20,6 +20,13 @@ RocketMQ ``ScheduleMessageService`` (docs/format.md §3.3, docs/store.md §5.1):
 
 A crash between a re-put and the next offset write delivers those messages again
 on restart: at-least-once, as in RocketMQ.
+
+A bad item never stops delivery: a due record that cannot be read or re-put because of
+what it holds (an illegal real topic, a malformed message: ``ValueError``) is logged
+once, counted in :attr:`ScheduleService.failures` and skipped, so the level's offset
+moves past it and the messages behind it are delivered. Any other failure of a round
+(the store refusing puts for now, a failed offsets write) is counted and retried next
+round, without advancing past the message.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqstore.commitlog import format as fmt
+from mqstore.failures import FailureCounter
 from mqstore.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -228,6 +236,7 @@ class ScheduleService(ServiceThread):
         self._flush_interval = flush_interval_ms / 1000.0
         self._last_persist = time.monotonic()
         self.delivered = 0
+        self.failures = FailureCounter(log, self.name)
 
     def deliver_due(self) -> int:
         """Deliver every due message of every level now; return how many."""
@@ -255,10 +264,15 @@ class ScheduleService(ServiceThread):
                 deliver = now
             if deliver > now:
                 break
-            rec = self._read(phys, size)
-            msg = time_up(rec) if rec is not None else None
-            if msg is not None:
-                status = self._put(msg)
+            try:
+                rec = self._read(phys, size)
+                msg = time_up(rec) if rec is not None else None
+                status = self._put(msg) if msg is not None else None
+            except ValueError as e:  # this item is bad (illegal topic, malformed record)
+                self.failures.record("re-putting a due message", e, (level, offset))
+                offset += 1
+                continue
+            if status is not None:
                 if not status.stored:
                     log.warning("schedule: re-put of level %d offset %d: %s", level, offset, status)
                     break
@@ -270,9 +284,15 @@ class ScheduleService(ServiceThread):
         return n
 
     def run_once(self) -> None:
-        self.deliver_due()
+        try:
+            self.deliver_due()
+        except Exception as e:  # the round stops here; the next one starts from the offsets
+            self.failures.record("delivering due messages", e)
         if time.monotonic() - self._last_persist >= self._flush_interval:
-            self.persist()
+            try:
+                self.persist()
+            except Exception as e:  # the offsets stay in memory; the next write retries
+                self.failures.record("persisting delay offsets", e)
 
     def persist(self) -> None:
         """Write ``delayOffset.json`` now.

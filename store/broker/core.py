@@ -39,8 +39,8 @@ from pathlib import Path
 from mqstore.broker.consumers import ClientChannel, ConsumerManager
 from mqstore.broker.hold import PullHoldService
 from mqstore.broker.locks import RebalanceLockManager
-from mqstore.broker.pop_processors import close_broker_pop
 from mqstore.broker.offsets import ConsumerOffsetManager
+from mqstore.broker.pop_processors import close_broker_pop
 from mqstore.broker.pulls import PullCallback, PullOutcome, PullRequest, response_code
 from mqstore.broker.queries import BrokerQueries
 from mqstore.broker.sendback import (
@@ -57,6 +57,7 @@ from mqstore.broker.topics import (
 )
 from mqstore.config import BrokerRole
 from mqstore.consumequeue.get import total_physical_memory
+from mqstore.failures import FailureCounter
 from mqstore.message import TOPIC_PATTERN, Message
 from mqstore.message_store import MessageStore
 from mqstore.remoting.codes import ResponseCode
@@ -89,20 +90,31 @@ class BrokerConfig:
 
 
 class _Housekeeping(ServiceThread):
+    """Persists consumer offsets and drops expired client channels, every round.
+
+    Each task is guarded on its own: a failure is logged once per kind, counted in
+    :attr:`failures`, and the next task and the next round run as usual.
+    """
+
     name = "broker-housekeeping"
 
     def __init__(self, core: BrokerCore, interval: float) -> None:
         super().__init__(interval)
         self.core = core
+        self.failures = FailureCounter(log, self.name)
 
     def run_once(self) -> None:
         try:
             self.core.offsets.persist()
-        except OSError:
-            log.exception("persisting consumer offsets failed; retrying next round")
-        expired = self.core.consumers.scan_expired()
-        if expired:
-            log.info("dropped expired consumer channels: %s", expired)
+        except Exception as e:  # the table stays dirty: the next round retries
+            self.failures.record("persisting consumer offsets", e)
+        try:
+            expired = self.core.consumers.scan_expired()
+        except Exception as e:
+            self.failures.record("expiring client channels", e)
+        else:
+            if expired:
+                log.info("dropped expired consumer channels: %s", expired)
 
 
 class BrokerCore:

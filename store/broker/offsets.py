@@ -10,15 +10,26 @@ directory and we can take over its: ``{"offsetTable":{"TopicTest@group":{0:250,1
 Commits land in memory; :meth:`ConsumerOffsetManager.persist` writes the whole table
 (the broker calls it every ``flushConsumerOffsetInterval`` = 5 s and at shutdown).
 Thread-safe: one lock guards the table; persisting serialises writers.
+
+The edge refuses illegal names (``mqstore.broker.names``), but the table is the last
+line before the file: an entry whose key is not ``legal topic @ legal group`` is never
+written (it could not be read back, or not encoded at all); it is counted in
+:attr:`ConsumerOffsetManager.failures` and every other entry is written as usual.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Final
 
+from mqstore.broker.names import is_legal_group
+from mqstore.failures import FailureCounter
+from mqstore.message import TOPIC_PATTERN
 from mqstore.remoting.fastjson import dumps, read_config_file, write_config_file
+
+log = logging.getLogger(__name__)
 
 TOPIC_GROUP_SEPARATOR: Final = "@"
 
@@ -32,6 +43,7 @@ class ConsumerOffsetManager:
         self._persist_lock = threading.Lock()
         self._table: dict[str, dict[int, int]] = {}
         self._dirty = False
+        self.failures = FailureCounter(log, "consumer offsets")
         loaded = read_config_file(path)
         if isinstance(loaded, dict):
             for key, queues in (loaded.get("offsetTable") or {}).items():
@@ -60,6 +72,13 @@ class ConsumerOffsetManager:
         with self._lock:
             return {k: dict(v) for k, v in self._table.items()}
 
+    def _writable(self, key: str) -> bool:
+        topic, sep, group = key.rpartition(TOPIC_GROUP_SEPARATOR)
+        if sep and TOPIC_PATTERN.fullmatch(topic) and is_legal_group(group):
+            return True
+        self.failures.record("persisting an illegal key", ValueError(key), ascii(key))
+        return False
+
     def persist(self, *, force: bool = False) -> bool:
         """Write the file if anything changed since the last write (or ``force``).
 
@@ -72,7 +91,9 @@ class ConsumerOffsetManager:
             with self._lock:
                 if not self._dirty and not force:
                     return False
-                snapshot = {k: dict(sorted(v.items())) for k, v in self._table.items()}
+                snapshot = {
+                    k: dict(sorted(v.items())) for k, v in self._table.items() if self._writable(k)
+                }
                 self._dirty = False
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,11 +25,12 @@ from mqstore.broker.namesrv import cluster_info_body, route_body
 from mqstore.broker.pop_processors import POP_PROCESSORS
 from mqstore.broker.pulls import PullOutcome, PullRequest
 from mqstore.broker.sending import SendOutcome
-from mqstore.broker.topics import PERM_RW, TopicConfig
+from mqstore.broker.topics import PERM_RW, TopicConfig, check_topic_config
 from mqstore.broker.wire import (
     BadRequestError,
     build_message,
     decode_batch,
+    ext_group,
     ext_int,
     ext_str,
     parse_heartbeat,
@@ -138,7 +139,7 @@ def pull_request(ctx: RequestContext, cmd: RemotingCommand) -> PullRequest:
         BadRequestError: a required field is missing or malformed.
     """
     ext = cmd.ext_fields
-    group = ext_str(ext, "consumerGroup")
+    group = ext_group(ext, "consumerGroup")
     topic = ext_str(ext, "topic")
     sys_flag = ext_int(ext, "sysFlag", 0)
     expression = "*"
@@ -191,7 +192,7 @@ def process_query_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
     """QUERY_CONSUMER_OFFSET (14)."""
     ext = cmd.ext_fields
     offset = ctx.core.queries.query_offset(
-        ext_str(ext, "consumerGroup"), ext_str(ext, "topic"), ext_int(ext, "queueId")
+        ext_group(ext, "consumerGroup"), ext_str(ext, "topic"), ext_int(ext, "queueId")
     )
     if offset is None:
         return cmd.make_response(
@@ -207,7 +208,7 @@ def process_update_offset(ctx: RequestContext, cmd: RemotingCommand) -> Remoting
     topic = ext_str(ext, "topic")
     try:
         ctx.core.queries.update_offset(
-            ext_str(ext, "consumerGroup"),
+            ext_group(ext, "consumerGroup"),
             topic,
             ext_int(ext, "queueId"),
             ext_int(ext, "commitOffset"),
@@ -292,7 +293,7 @@ def process_send_back(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComm
     ext = cmd.ext_fields
     max_times = ext.get("maxReconsumeTimes")
     reply = ctx.core.send_back(
-        ext_str(ext, "group"),
+        ext_group(ext, "group"),
         ext_int(ext, "offset"),
         ext_int(ext, "delayLevel", 0),
         ext.get("originMsgId", ""),
@@ -313,16 +314,15 @@ def process_heartbeat(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComm
 def process_unregister(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """UNREGISTER_CLIENT (35): leaves the named consumer group."""
     ext = cmd.ext_fields
-    group = ext.get("consumerGroup")
-    if group:
-        ctx.core.unregister(ext_str(ext, "clientID"), group)
+    if ext.get("consumerGroup"):
+        ctx.core.unregister(ext_str(ext, "clientID"), ext_group(ext, "consumerGroup"))
     return _ok(cmd)
 
 
 def process_consumer_list(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """GET_CONSUMER_LIST_BY_GROUP (38); SYSTEM_ERROR for a group with no member, as
     RocketMQ answers."""
-    group = ext_str(cmd.ext_fields, "consumerGroup")
+    group = ext_group(cmd.ext_fields, "consumerGroup")
     ids = ctx.core.consumer_ids(group)
     if not ids:
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
@@ -398,17 +398,16 @@ def process_create_topic(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
         validate_topic(topic)
     except IllegalTopicError as e:
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
-    ctx.core.create_topic(
-        TopicConfig(
-            topic,
-            ext_int(ext, "readQueueNums", 8),
-            ext_int(ext, "writeQueueNums", 8),
-            ext_int(ext, "perm", PERM_RW),
-            ext.get("topicFilterType", "SINGLE_TAG"),
-            ext_int(ext, "topicSysFlag", 0),
-            ext.get("order") == "true",
-        )
+    config = TopicConfig(
+        topic,
+        ext_int(ext, "readQueueNums", 8),
+        ext_int(ext, "writeQueueNums", 8),
+        ext_int(ext, "perm", PERM_RW),
+        ext.get("topicFilterType", "SINGLE_TAG"),
+        ext_int(ext, "topicSysFlag", 0),
+        ext.get("order") == "true",
     )
+    ctx.core.create_topic(check_topic_config(config))  # BadRequestError: SYSTEM_ERROR
     return _ok(cmd)
 
 

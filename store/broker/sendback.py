@@ -21,7 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mqstore.consumequeue.results import StoredMessage
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.segments import Segments
+from mqstore.compression import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK
+from mqstore.consumequeue.results import StoredMessage, stored_message
 from mqstore.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -70,10 +73,31 @@ def plan(
     return SendBackPlan(retry_topic(group), delay_level or 3 + reconsume_times, False)
 
 
+def message_as_stored(segments: Segments, physical_offset: int) -> StoredMessage | None:
+    """The message at ``physical_offset`` with its body exactly as stored: a compressed
+    body stays compressed and keeps its sysflag bits (RocketMQ's ``lookMessageByOffset``
+    does not inflate either), so a send-back never inflates a body. None when no valid
+    record starts there."""
+    mf = segments.find(physical_offset)
+    if mf is None:
+        return None
+    try:
+        info = fmt.scan(mf.view, physical_offset - mf.file_from_offset, mf.wrote_position,
+                        check_crc=False)  # fmt: skip
+        if not isinstance(info, fmt.RecordInfo):
+            return None
+        flags = info.sys_flag & (COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)
+        msg = stored_message(info._replace(sys_flag=info.sys_flag & ~COMPRESSED_FLAG), mf.view)
+    except ValueError:  # the segment was unmapped meanwhile
+        return None
+    return msg._replace(sys_flag=msg.sys_flag | flags)
+
+
 def retry_message(
     original: StoredMessage, target: SendBackPlan, queue_id: int, origin_msg_id: str
 ) -> Message:
-    """The copy of ``original`` to store per ``target`` (see the module docstring)."""
+    """The copy of ``original`` to store per ``target`` (see the module docstring); a
+    compressed body is copied as it is, with its compression sysflag bits."""
     props = original.properties
     props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
     props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
@@ -91,4 +115,5 @@ def retry_message(
         born_timestamp=original.born_timestamp,
         born_host=original.born_host,
         reconsume_times=original.reconsume_times + 1,
+        sys_flag=original.sys_flag & (COMPRESSED_FLAG | COMPRESSION_TYPE_MASK),
     )

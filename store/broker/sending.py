@@ -15,10 +15,13 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mqstore.broker.bodies import inflates_within
+from mqstore.broker.names import is_legal_group
 from mqstore.broker.sendback import (
     DLQ_NUMS_PER_GROUP,
     RETRY_GROUP_TOPIC_PREFIX,
     dlq_topic,
+    message_as_stored,
     plan,
     retry_message,
 )
@@ -93,12 +96,17 @@ class MessageSender:
         writable queue); the topic is auto-created as RocketMQ allows. A message a
         client sends straight to ``%RETRY%<group>`` (its fallback when send-back
         failed) goes to ``%DLQ%<group>`` once its reconsume times reach the maximum
-        (``handleRetryAndDLQ``).
+        (``handleRetryAndDLQ``). A body flagged compressed must inflate to at most the
+        store's ``max_message_size`` (``mqstore.broker.bodies``), else MESSAGE_ILLEGAL.
         """
         try:  # before anything is created under that name (msgCheck)
             validate_topic(topic)
         except IllegalTopicError as e:
             return SendOutcome(ResponseCode.SYSTEM_ERROR, topic, queue_id, remark=str(e))
+        limit = self.store.cfg.max_message_size
+        if any(not inflates_within(m.body, m.sys_flag, limit) for m in messages):
+            remark = f"a compressed body does not inflate to at most {limit} bytes"
+            return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark=remark)
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and len(messages) == 1:
             topic, queue_id = self._retry_or_dlq(topic, queue_id, messages[0], max_reconsume_times)
         target = self._target_queue(topic, queue_id, default_topic, default_queue_nums)
@@ -184,13 +192,23 @@ class MessageSender:
         origin_msg_id: str = "",
         max_reconsume_times: int | None = None,
     ) -> Reply:
-        """CONSUMER_SEND_MSG_BACK: retry later or DLQ (rules in ``mqstore.broker.sendback``)."""
+        """CONSUMER_SEND_MSG_BACK: retry later or DLQ (rules in ``mqstore.broker.sendback``).
+
+        A group name that :func:`~mqstore.broker.names.validate_group` refuses is
+        SUBSCRIPTION_GROUP_NOT_EXIST: no such group can exist, and its retry topic
+        could not be written.
+        """
+        if not is_legal_group(group):
+            return Reply(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group!r}",
+            )
         sub = self.groups.find(group)
         if sub is None:
             return Reply(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
             )
-        original = self.store.stored_message_at(physical_offset)
+        original = message_as_stored(self.store.segments, physical_offset)
         if original is None:
             return Reply(
                 ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {physical_offset}"

@@ -33,6 +33,19 @@ store with ``store_host=(host, sock.getsockname()[1])``, and serve on that socke
 other process can take it in between. ``BrokerServer(core, host, 0)`` alone binds a
 free port only after the store opened, so its message ids name the configured address.
 
+Rule 6. No client takes unbounded memory or the whole loop (:class:`ServerLimits`).
+Back-pressure: a connection whose unsent output passes ``write_high_water`` (a client
+that sends and does not read) is not read, and its received requests are not run,
+until the output drains below ``write_low_water``; the same holds while it has
+``max_in_flight`` requests running or held (long polls). Partial frames: a frame is at
+most 16 MiB (the codec refuses more), and the bytes of unfinished frames over all
+connections together are capped at ``max_buffered_total``: the connection whose data
+passes the cap is closed. Fairness: a connection runs at most ``frames_per_turn``
+requests, then the loop serves the others before it runs the rest (its reading
+paused meanwhile), so a flood of pipelined requests delays a new client by one round,
+not by the flood. Idle connections (nothing read or written for
+``idle_timeout_s``, RocketMQ's ``channelMaxIdleTimeSeconds`` = 120) are closed.
+
 Lifecycle: :meth:`BrokerServer.start` also starts the core (long polling);
 :meth:`BrokerServer.stop` closes every connection and the loop but leaves the core
 running: call ``core.shutdown()`` (persists offsets) and then close the store.
@@ -48,15 +61,17 @@ import logging
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TypeVar
 
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.processors import Records, RequestContext, process, process_pull
 from mqstore.config import BrokerRole, FlushDiskType
+from mqstore.failures import FailureCounter
 from mqstore.remoting.codec import (
     CLOSED,
     NEED_DATA,
@@ -73,6 +88,32 @@ log = logging.getLogger(__name__)
 _PREFIX = struct.Struct(">iI")
 T = TypeVar("T")
 DEFAULT_PORT = 10911
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """The bounds of Rule 6; the defaults suit a broker, tests pass small ones."""
+
+    write_high_water: int = 4 * 1024 * 1024
+    """Unsent output bytes of one connection above which it is no longer read."""
+    write_low_water: int = 1024 * 1024
+    """Unsent output bytes below which a paused connection is read again."""
+    max_in_flight: int = 1024
+    """Requests of one connection running on the pool or held (long polls) at once."""
+    frames_per_turn: int = 32
+    """Requests one connection runs before the loop serves the others."""
+    max_buffered_total: int = 128 * 1024 * 1024
+    """Bytes of unfinished frames over all connections together."""
+    idle_timeout_s: float = 120.0
+    """A connection with nothing read or written for this long is closed."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.write_low_water <= self.write_high_water:
+            raise ValueError("need 0 <= write_low_water <= write_high_water")
+        if min(self.max_in_flight, self.frames_per_turn, self.max_buffered_total) < 1:
+            raise ValueError("max_in_flight, frames_per_turn, max_buffered_total must be >= 1")
+        if self.idle_timeout_s <= 0:
+            raise ValueError("idle_timeout_s must be > 0")
 
 
 def bind_listener(host: str, port: int = 0) -> socket.socket:
@@ -133,21 +174,34 @@ def inline_codes(core: BrokerCore) -> frozenset[int]:
 
 
 class _Connection(asyncio.Protocol):
-    """One client connection (a ClientChannel for the broker)."""
+    """One client connection (a ClientChannel for the broker); loop thread only,
+    except where a method says otherwise."""
 
     def __init__(self, server: BrokerServer) -> None:
         self.server = server
         self.loop = server.loop
+        self.limits = server.limits
         self.decoder = FrameDecoder()
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self.ctx: RequestContext | None = None
+        self.last_active = time.monotonic()
+        self.in_flight = 0
+        """Requests answered later (pool, held pulls), not yet answered."""
+        self._write_paused = False
+        self._reading_paused = False
+        self._pump_scheduled = False
+        self._counted = 0
+        """This connection's share of ``server.buffered_total``."""
 
     # ---------------------------------------------------------------- asyncio
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        transport.set_write_buffer_limits(
+            high=self.limits.write_high_water, low=self.limits.write_low_water
+        )
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
@@ -157,24 +211,90 @@ class _Connection(asyncio.Protocol):
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
-        try:
-            self.decoder.receive_data(data)
-            while True:
-                cmd = self.decoder.next_command()
-                if cmd is NEED_DATA or cmd is CLOSED:
-                    return
-                assert isinstance(cmd, RemotingCommand)
-                self._dispatch(cmd)
-        except ProtocolError as e:
-            log.info("closing %s:%d: %s", *self.peer, e)
-            if self.transport is not None:
-                self.transport.abort()
+        self.last_active = time.monotonic()
+        self.decoder.receive_data(data)
+        self._account()
+        if self.server.buffered_total > self.limits.max_buffered_total:
+            self.server.failures.record(
+                "buffering partial frames over the total cap", OverflowError(self.peer), self.peer
+            )
+            self.abort()
+            return
+        if not self._pump_scheduled:
+            self._pump()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._resume()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
+        self.server.buffered_total -= self._counted
+        self._counted = 0
         self.transport = None
         if self.server.submit(self.server.core.channel_closed, self) is None:
             self.server.core.channel_closed(self)  # stopping: no pool left, do it here
+
+    # ------------------------------------------------------------ flow control
+
+    @property
+    def _blocked(self) -> bool:
+        return self._write_paused or self.in_flight >= self.limits.max_in_flight
+
+    def _account(self) -> None:
+        buffered = self.decoder.buffered
+        self.server.buffered_total += buffered - self._counted
+        self._counted = buffered
+
+    def abort(self) -> None:
+        """Close the connection now, dropping unsent output."""
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _update_reading(self) -> None:
+        """Read from the socket only while requests may run and none are deferred."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        pause = self._blocked or self._pump_scheduled
+        if pause and not self._reading_paused:
+            transport.pause_reading()
+            self._reading_paused = True
+        elif not pause and self._reading_paused:
+            transport.resume_reading()
+            self._reading_paused = False
+
+    def _resume(self) -> None:
+        if not self._blocked and not self._pump_scheduled:
+            self._pump_scheduled = True
+            self.loop.call_soon(self._pump)
+        self._update_reading()
+
+    def _pump(self) -> None:
+        """Run up to ``frames_per_turn`` received requests; defer the rest (Rule 6)."""
+        self._pump_scheduled = False
+        try:
+            for _ in range(self.limits.frames_per_turn):
+                if self._blocked or self.transport is None:
+                    break
+                cmd = self.decoder.next_command()
+                if cmd is NEED_DATA or cmd is CLOSED:
+                    break
+                assert isinstance(cmd, RemotingCommand)
+                self._dispatch(cmd)
+            else:  # a full turn: maybe more, after the other connections' turns
+                if not self._pump_scheduled:
+                    self._pump_scheduled = True
+                    self.loop.call_soon(self._pump)
+        except ProtocolError as e:
+            log.info("closing %s:%d: %s", *self.peer, e)
+            self.abort()
+        self._account()
+        self._update_reading()
 
     # --------------------------------------------------------------- requests
 
@@ -188,39 +308,51 @@ class _Connection(asyncio.Protocol):
             cmd = replace(cmd, flag=cmd.flag & ~RemotingFlag.ONEWAY.value)
         inline = cmd.code in self.server.inline_codes
         if cmd.code == RequestCode.PULL_MESSAGE:
+            self.in_flight += 1
             respond = _Responder(self, oneway)
             if inline:
                 process_pull(ctx, cmd, respond)
-            else:
-                self.server.submit(process_pull, ctx, cmd, respond)
+            elif self.server.submit(process_pull, ctx, cmd, respond) is None:
+                self.in_flight -= 1
             return
         if inline:
             try:
                 resp = process(ctx, cmd)
             except Exception as e:
-                log.exception("request %d failed", cmd.code)
+                self.server.failures.record(f"request {cmd.code}", e)
                 resp = cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             if not oneway:
                 self.write(resp)
             return
         fut = self.server.submit(process, ctx, cmd)
         if fut is not None:
+            self.in_flight += 1
             fut.add_done_callback(lambda f: self._finish(cmd, oneway, f))
 
     def _finish(self, cmd: RemotingCommand, oneway: bool, fut: Future[RemotingCommand]) -> None:
         err = fut.exception()
         if err is not None:
-            log.error("request %d failed: %r", cmd.code, err)
+            self.server.failures.record(f"request {cmd.code}", err)
             resp = cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{type(err).__name__}: {err}")
         else:
             resp = fut.result()
         _Responder(self, oneway)(resp, ())
+
+    def answered(self, response: RemotingCommand | None, records: Records = ()) -> None:
+        """Loop thread only: one request answered later is done; write its response
+        (None: oneway) and run deferred requests if that unblocks the connection."""
+        self.in_flight -= 1
+        if response is not None:
+            self.write(response, records)
+        if self.in_flight == self.limits.max_in_flight - 1:
+            self._resume()
 
     def write(self, cmd: RemotingCommand, records: Records = ()) -> None:
         """Loop thread only: write one frame, the records as its body (Rule 2)."""
         transport = self.transport
         if transport is None or transport.is_closing():
             return
+        self.last_active = time.monotonic()
         if records:
             transport.write(frame_head(cmd, sum(len(r) for r in records)))
             transport.writelines(records)
@@ -241,7 +373,8 @@ class _Connection(asyncio.Protocol):
 
 
 class _Responder:
-    """Answers one request from any thread, at most once; nothing for oneway."""
+    """Answers one counted request (``conn.in_flight``) from any thread, exactly once
+    in effect: oneway requests get no frame, but still leave the count."""
 
     __slots__ = ("conn", "oneway")
 
@@ -250,13 +383,12 @@ class _Responder:
         self.oneway = oneway
 
     def __call__(self, response: RemotingCommand, records: Records) -> None:
-        if self.oneway:
-            return
-        server = self.conn.server
-        if threading.get_ident() == server.loop_thread_id:
-            self.conn.write(response, records)
+        conn = self.conn
+        answer = None if self.oneway else response
+        if threading.get_ident() == conn.server.loop_thread_id:
+            conn.answered(answer, records)
         else:
-            server.call_soon(self.conn.write, response, records)
+            conn.server.call_soon(conn.answered, answer, records)
 
 
 class BrokerServer:
@@ -277,8 +409,13 @@ class BrokerServer:
         sock: socket.socket | None = None,
         workers: int = 16,
         serve_name_server: bool = True,
+        limits: ServerLimits | None = None,
     ) -> None:
         self.core = core
+        self.limits = limits or ServerLimits()
+        self.buffered_total = 0
+        """Bytes received and not yet decoded, over all connections (loop thread)."""
+        self.failures = FailureCounter(log, "broker server")
         self.host = host
         self.port = port if sock is None else int(sock.getsockname()[1])
         self._sock = sock
@@ -290,6 +427,7 @@ class BrokerServer:
         self.loop_thread_id = -1
         self.inline_codes = inline_codes(core)
         self._server: asyncio.Server | None = None
+        self._idle_check: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
         self._stopped = False
 
@@ -320,6 +458,7 @@ class BrokerServer:
                     serving = self.loop.create_server(factory, self.host, self.port)
                 self._server = self.loop.run_until_complete(serving)
                 self.port = self._server.sockets[0].getsockname()[1]
+                self._idle_check = self.loop.create_task(self._close_idle())
             except BaseException as e:
                 if self._sock is not None:
                     self._sock.close()
@@ -341,7 +480,21 @@ class BrokerServer:
         log.info("broker %s serving on %s", self.core.config.broker_name, self.address)
         return self.port
 
+    async def _close_idle(self) -> None:
+        """Close connections idle for ``idle_timeout_s`` (Rule 6), checking a few times
+        per timeout."""
+        timeout = self.limits.idle_timeout_s
+        while True:
+            await asyncio.sleep(min(timeout / 4, 5.0))
+            deadline = time.monotonic() - timeout
+            for conn in list(self.connections):
+                if conn.last_active < deadline and conn.in_flight == 0:
+                    log.info("closing %s:%d: idle for %.0f s", *conn.peer, timeout)
+                    conn.abort()
+
     async def _close_all(self) -> None:
+        if self._idle_check is not None:
+            self._idle_check.cancel()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

@@ -25,13 +25,18 @@ Thread-safe: every method takes the manager's lock.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from mqstore.broker.configtable import VersionedTable
+from mqstore.failures import FailureCounter
+from mqstore.remoting.errors import BadRequestError
 from mqstore.remoting.fastjson import Bean
+
+log = logging.getLogger(__name__)
 
 PERM_INHERIT: Final = 1
 PERM_WRITE: Final = 2
@@ -42,6 +47,13 @@ SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 SCHEDULE_TOPIC_QUEUE_NUMS: Final = 18
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 8
 """RocketMQ ``BrokerConfig.defaultTopicQueueNums``: TBW102's queue count."""
+MAX_QUEUE_NUMS: Final = 1024
+"""Most read or write queues a topic may have. RocketMQ's counts are Java ints that
+must be positive; every queue is a directory, a route entry and a consumer's work, so a
+client asking for billions would take the broker and every client down with it. 1024
+is far above any real topic (the defaults are 4 and 8)."""
+PERM_ALL: Final = 0b111
+"""Every permission bit RocketMQ defines (INHERIT | WRITE | READ)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +104,22 @@ class TopicConfig:
         )
 
 
+def check_topic_config(config: TopicConfig) -> TopicConfig:
+    """Return ``config`` if its numbers are within RocketMQ's ranges, else raise.
+
+    Raises:
+        BadRequestError: a queue count outside ``[1, MAX_QUEUE_NUMS]``, or a
+            permission with bits RocketMQ does not define.
+    """
+    for what, n in (("readQueueNums", config.read_queue_nums),
+                    ("writeQueueNums", config.write_queue_nums)):  # fmt: skip
+        if not 1 <= n <= MAX_QUEUE_NUMS:
+            raise BadRequestError(f"{what} {n} of {config.topic_name} outside 1..{MAX_QUEUE_NUMS}")
+    if not 0 <= config.perm <= PERM_ALL:
+        raise BadRequestError(f"perm {config.perm} of {config.topic_name} outside 0..{PERM_ALL}")
+    return config
+
+
 def system_topics(cluster_name: str, broker_name: str, auto_create: bool) -> list[TopicConfig]:
     """Rule 1: the topics every RocketMQ broker starts with."""
     tbw_perm = PERM_RW | (PERM_INHERIT if auto_create else 0)
@@ -115,8 +143,12 @@ class TopicConfigManager:
         self._lock = threading.Lock()
         self._table: dict[str, TopicConfig] = {t.topic_name: t for t in defaults}
         self._file = VersionedTable(path, "topicConfigTable")
+        self.failures = FailureCounter(log, "topic configs")
         for name, obj in self._file.load().items():
-            self._table[name] = TopicConfig.from_json(name, obj)
+            try:  # an entry no broker could have written is left out, not fatal
+                self._table[name] = check_topic_config(TopicConfig.from_json(name, obj))
+            except (BadRequestError, ValueError, TypeError) as e:
+                self.failures.record("loading a topic config", e, name)
 
     def get(self, topic: str) -> TopicConfig | None:
         """The topic's config, None if unknown."""
@@ -129,7 +161,12 @@ class TopicConfigManager:
             return dict(self._table)
 
     def put(self, config: TopicConfig) -> None:
-        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC) and persist."""
+        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC) and persist.
+
+        Raises:
+            BadRequestError: see :func:`check_topic_config` (nothing changes).
+        """
+        check_topic_config(config)
         with self._lock:
             self._table[config.topic_name] = config
             self._persist_locked()

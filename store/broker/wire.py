@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from mqstore.broker.names import validate_group
 from mqstore.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_WAIT_STORE_MSG_OK,
@@ -58,6 +59,7 @@ __all__ = [
     "build_message",
     "decode_batch",
     "encode_batch",
+    "ext_group",
     "ext_int",
     "ext_str",
     "parse_heartbeat",
@@ -220,6 +222,15 @@ def ext_str(ext: Mapping[str, str], name: str, default: str | None = None) -> st
     return value
 
 
+def ext_group(ext: Mapping[str, str], name: str) -> str:
+    """A group name field, checked with :func:`~mqstore.broker.names.validate_group`.
+
+    Raises:
+        BadRequestError: missing, or not a legal group name.
+    """
+    return validate_group(ext_str(ext, name))
+
+
 def _json_object(body: bytes, what: str) -> dict[str, Any]:
     try:
         obj = loads(body)
@@ -241,7 +252,8 @@ def parse_heartbeat(body: bytes) -> Heartbeat:
     """HeartbeatData JSON to :class:`Heartbeat`.
 
     Raises:
-        BadRequestError: not a JSON object or no clientID.
+        BadRequestError: not a JSON object, no clientID, or a group name that
+            :func:`~mqstore.broker.names.validate_group` refuses.
     """
     obj = _json_object(body, "heartbeat")
     client_id = obj.get("clientID")
@@ -258,7 +270,7 @@ def parse_heartbeat(body: bytes) -> Heartbeat:
         )
         consumers.append(
             ConsumerData(
-                c["groupName"],
+                validate_group(c["groupName"]),
                 _enum(ConsumeType, c.get("consumeType"), ConsumeType.CONSUME_PASSIVELY),
                 _enum(MessageModel, c.get("messageModel"), MessageModel.CLUSTERING),
                 _enum(
@@ -270,7 +282,7 @@ def parse_heartbeat(body: bytes) -> Heartbeat:
             )
         )
     producers = tuple(
-        str(p["groupName"])
+        validate_group(p["groupName"])
         for p in obj.get("producerDataSet") or []
         if isinstance(p, dict) and isinstance(p.get("groupName"), str)
     )
@@ -289,7 +301,7 @@ def parse_lock_body(body: bytes) -> tuple[str, str, list[MessageQueue]]:
             MessageQueue(str(q["topic"]), str(q["brokerName"]), int(q["queueId"]))
             for q in obj.get("mqSet") or []
         ]
-        return str(obj["consumerGroup"]), str(obj["clientId"]), queues
+        return validate_group(obj["consumerGroup"]), str(obj["clientId"]), queues
     except (KeyError, TypeError, ValueError) as e:
         raise BadRequestError(f"lock batch body: {e}") from None
 

@@ -7,7 +7,12 @@ import importlib
 
 import pytest
 
-MODULES = ["mqstore.broker.wire", "mqstore.broker.pulls", "mqstore.broker.sendback"]
+MODULES = [
+    "mqstore.broker.wire",
+    "mqstore.broker.pulls",
+    "mqstore.broker.sendback",
+    "mqstore.broker.names",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)
