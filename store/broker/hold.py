@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from mqstore.broker.pulls import PullCallback, PullRequest
 from mqstore.consumequeue.dispatch import Arrival
 from mqstore.consumequeue.filter import Subscription, parse_subscription
+from mqstore.failures import FailureCounter
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,12 @@ class PullHoldService:
         self._stopped = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pull-wakeup")
         self._thread: threading.Thread | None = None
+        self.failures = FailureCounter(log, "pull-hold")
+
+    @property
+    def running(self) -> bool:
+        """True while the check loop's thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
         """Start the check loop."""
@@ -150,9 +157,9 @@ class PullHoldService:
     def _run(self, h: HeldPull) -> None:
         try:
             self._execute(h.request, h.on_done)
-        except Exception:
-            log.exception(
-                "re-executing a held pull of %s-%d failed", h.request.topic, h.request.queue_id
+        except Exception as e:  # that request is lost; the others are answered
+            self.failures.record(
+                "re-executing a held pull", e, (h.request.topic, h.request.queue_id)
             )
 
     def check_all(self) -> None:
@@ -198,5 +205,5 @@ class PullHoldService:
                     next_check = time.monotonic() + self.check_interval
                 else:  # woken for a deadline, or to re-plan after a new hold
                     self.expire()
-            except Exception:
-                log.exception("pull hold check failed")
+            except Exception as e:  # the next pass retries
+                self.failures.record("checking held pulls", e)
