@@ -14,10 +14,10 @@ Lifecycle (RocketMQ ``DefaultMessageStore`` load/recover/start/shutdown):
    checkpoint, delete ``abort`` (only when dispatch completed), release the lock. A
    store poisoned by a failed fsync keeps ``abort`` so the next open re-validates.
 
-The read API (``get_message``, offsets, ``query_by_key``, ...) is in ``mqstore.pull``,
-the write API (``put_message``, ``put_messages``) in ``mqstore.put``, the steps of the
-lifecycle (lock, load and recover, flusher, ``flush``/``close``/``abandon``) in
-``mqstore._lifecycle``.
+The store is a composition root: it owns its :class:`~mqstore._lifecycle.StoreLifecycle`
+(resources, open/close, the open state), a :class:`~mqstore.put.PutWriter` for puts
+and a :class:`~mqstore.pull.StoreReader` for pulls, and delegates its public API to
+them; the writer and the reader are built once the lifecycle's components exist.
 
 Puts are thread-safe. See ``mqstore.commitlog.flush`` for what PUT_OK promises under
 each flush mode.
@@ -25,61 +25,50 @@ each flush mode.
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Sequence
 from types import TracebackType
 
 from mqstore._lifecycle import CrashImage, StoreLifecycle
+from mqstore.checkpoint import Checkpoint
 from mqstore.cleanup import CleanupResult, DiskGuard
 from mqstore.commitlog import format as fmt
-from mqstore.commitlog.commitlog import queue_key
+from mqstore.commitlog.commitlog import CommitLog, queue_key
+from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
 from mqstore.commitlog.recovery import RecoveryResult, scan_headers
-from mqstore.compression import parse_type
-from mqstore.config import BrokerRole, StoreConfig
-from mqstore.consumequeue.get import PullLimits
+from mqstore.commitlog.segments import Segments
+from mqstore.config import StoreConfig
+from mqstore.consumequeue.dispatch import (
+    ArrivalListener,
+    Dispatcher,
+    DispatchProgress,
+    ReputService,
+)
+from mqstore.consumequeue.filter import Subscription
+from mqstore.consumequeue.get import MAX_PULL_MSG_SIZE
+from mqstore.consumequeue.queue import ConsumeQueue
+from mqstore.consumequeue.results import GetRawResult, GetResult, QueryResult, StoredMessage
+from mqstore.consumequeue.search import BoundaryType
+from mqstore.consumequeue.store import ConsumeQueueStore
 from mqstore.errors import StoreClosedError
 from mqstore.ha import service as ha_service
-from mqstore.message import (
-    host_bytes,
-    new_uniq_key,
-)
-from mqstore.pull import PullAPI
-from mqstore.put import MAX_RECORD_SLACK, PutAPI, PutResult
+from mqstore.index.service import IndexService
+from mqstore.logics import Logics
+from mqstore.message import Message
+from mqstore.pull import LONG_MAX, StoreReader
+from mqstore.put import PutResult, PutWriter
+from mqstore.put_frame import MessageFramer
 
 
-class MessageStore(PullAPI, PutAPI, StoreLifecycle):
+class MessageStore:
     """A RocketMQ-layout message store on one directory. Use :meth:`open`."""
+
+    _writer: PutWriter
+    _reader: StoreReader
 
     def __init__(self, cfg: StoreConfig) -> None:
         self.cfg = cfg
         self.root = cfg.root
-        self._lock_fd = -1
-        self._closed = True
-        self._refuse_puts = True
-        self._host_hex = host_bytes(cfg.store_host).hex().upper()
-        self._poison: BaseException | None = None
-        self._disk_full: str | None = None
-        self.disk_guard = DiskGuard(
-            [cfg.commitlog_path, cfg.root], cfg.disk_space_warning_level_ratio, self._on_disk_full
-        )
-        """RocketMQ's disk-full flag (``mqstore.cleanup``): checked per cleanup round and
-        per created segment or index file, never per put."""
-        self.ha: ha_service.HAService | None = None  # replication (store.ha.service)
-        self._replica_wait: ha_service.ReplicaWait | None = None
-        self._state_lock = threading.Lock()
-        self.recovery: RecoveryResult | None = None
-        self.last_exit_ok = True
-        self._compress_type = parse_type(cfg.compress_type)
-        self._born_cache: dict[tuple[str, int], bytes] = {}
-        self._topic_bytes: dict[str, bytes] = {}
-        self._next_uniq = new_uniq_key
-        self._max_record = min(
-            cfg.max_message_size + MAX_RECORD_SLACK,
-            cfg.commitlog_file_size - fmt.END_FILE_MIN_BLANK_LENGTH,
-        )
-        self._pull_limits = PullLimits.from_config(cfg)
-        # Bodies the fast put takes: under the compression threshold and the size limit.
-        self._fast_body_limit = min(cfg.compress_msg_body_over, cfg.max_message_size + 1)
-        self._fast_puts = True  # False while a replica must ack (SYNC_MASTER): general path
+        self._life = StoreLifecycle(cfg)
 
     # ------------------------------------------------------------------ open
 
@@ -100,50 +89,112 @@ class MessageStore(PullAPI, PutAPI, StoreLifecycle):
         return store
 
     def _open(self) -> None:
-        """Steps 1-4 of the lifecycle above; a failure undoes them (``_undo_open``)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._take_lock()
+        """Steps 1-4 of the lifecycle above; a failure undoes them."""
+        life = self._life
+        life.take_lock()
         try:
-            abort = self.root / "abort"
-            self.last_exit_ok = not abort.exists()
-            self._load_and_recover()
-            self.ha = ha_service.start_for(self.cfg, self.commitlog)
-            self._replica_wait = self.ha.replica_wait if self.ha is not None else None
-            self._fast_puts = self._replica_wait is None
-            self._write_abort(abort)
-            self._start_flusher()
-            self._closed = False
-            self.disk_guard.check()
-            self._update_refuse_puts()
-            self._start_logics()
+            life.load_and_recover()
+            life.start_replication()
+            life.start_flusher()
+            commitlog = life.commitlog
+            self._writer = PutWriter(
+                MessageFramer(self.cfg, commitlog.encoder),
+                commitlog,
+                life.flusher,
+                life.state,
+                delay_levels=life.logics.delay_levels,
+                replica_wait=life.replica_wait,
+            )
+            self._reader = StoreReader(self.cfg, life.segments, life.logics, life.state)
+            life.start_services(
+                put=lambda m: self._writer.put_message(m).status,
+                read=lambda phys, _size: self.look_message_by_offset(phys),
+            )
         except BaseException:
-            self._undo_open()
+            life.undo_open()
             raise
 
-    def _start_logics(self) -> None:
-        """Open step 4's services around the queues: reput, queue flush, schedule, cleanup."""
-        self.logics.start(
-            limit=self._dispatch_limit,
-            put=lambda m: self.put_message(m).status,
-            read=lambda phys, _size: self.look_message_by_offset(phys),
-            on_error=self._poison_store,
-            master=self.cfg.broker_role is not BrokerRole.SLAVE,
-            disk_guard=self.disk_guard,
-            lock_fd=self._lock_fd,
-        )
+    # --------------------------------------------------------------- components
 
-    def clean_expired_files(
-        self, *, force: bool = True, immediately: bool = False
-    ) -> CleanupResult:
-        """One cleanup round now (``mqstore.cleanup``): ``force`` = as at the delete hour;
-        ``immediately`` = whatever the files' age.
+    @property
+    def writer(self) -> PutWriter:
+        """What puts go through (its ``framer`` frames the records)."""
+        return self._writer
 
-        Raises:
-            OSError: a file could not be deleted.
-        """
-        if self.logics.cleanup is None:
-            raise StoreClosedError(f"store {self.root} is closed")
-        return self.logics.cleanup.clean(force=force, immediately=immediately)
+    @property
+    def segments(self) -> Segments:
+        """The CommitLog's segment files."""
+        return self._life.segments
+
+    @property
+    def commitlog(self) -> CommitLog:
+        """The CommitLog."""
+        return self._life.commitlog
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The ``checkpoint`` file."""
+        return self._life.checkpoint
+
+    @property
+    def logics(self) -> Logics:
+        """Consume queues, index and the services around them."""
+        return self._life.logics
+
+    @property
+    def flusher(self) -> GroupCommitter | AsyncFlusher:
+        """The CommitLog flusher of the configured flush mode."""
+        return self._life.flusher
+
+    @property
+    def disk_guard(self) -> DiskGuard:
+        """RocketMQ's disk-full flag (``mqstore.cleanup``): checked per cleanup round and
+        per created segment or index file, never per put."""
+        return self._life.disk_guard
+
+    @property
+    def ha(self) -> ha_service.HAService | None:
+        """Replication (``mqstore.ha.service``), None when the role needs none."""
+        return self._life.ha
+
+    @ha.setter
+    def ha(self, service: ha_service.HAService | None) -> None:
+        self._life.ha = service
+
+    @property
+    def recovery(self) -> RecoveryResult | None:
+        """What the open's CommitLog recovery found."""
+        return self._life.recovery
+
+    @property
+    def last_exit_ok(self) -> bool:
+        """Whether the previous process closed the store (no ``abort`` file at open)."""
+        return self._life.last_exit_ok
+
+    @property
+    def queues(self) -> ConsumeQueueStore:
+        """All consume queues."""
+        return self._life.logics.queues
+
+    @property
+    def index(self) -> IndexService | None:
+        """The index service (None with ``message_index_enable=False``)."""
+        return self._life.logics.index
+
+    @property
+    def reput(self) -> ReputService:
+        """The dispatcher thread (idle when ``dispatch_process`` is on)."""
+        return self._life.logics.reput
+
+    @property
+    def dispatch_progress(self) -> DispatchProgress:
+        """Whatever dispatches: the reput thread or the dispatcher process."""
+        return self._life.logics.progress
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """Builds queue units and index entries per record."""
+        return self._life.logics.dispatcher
 
     # ------------------------------------------------------------------ state
 
@@ -154,11 +205,11 @@ class MessageStore(PullAPI, PutAPI, StoreLifecycle):
         Set above ``disk_space_warning_level_ratio`` used; cleared by the next check
         (cleanup round, created file, or :meth:`check_disk`) below it.
         """
-        return self._disk_full
+        return self._life.state.disk_full
 
     def check_disk(self) -> float:
         """Measure the disk now (as a cleanup round does) and return the used ratio."""
-        return self.disk_guard.check()
+        return self._life.disk_guard.check()
 
     @property
     def index_disabled(self) -> str | None:
@@ -167,37 +218,171 @@ class MessageStore(PullAPI, PutAPI, StoreLifecycle):
         Consume queues keep being built meanwhile; the index catches up by itself
         once space is available.
         """
-        return self.logics.index_disabled
+        return self._life.logics.index_disabled
 
     @property
     def poisoned(self) -> BaseException | None:
         """The flush error that poisoned this store, if any."""
-        return self._poison
+        return self._life.state.poison
 
     @property
     def max_physical_offset(self) -> int:
         """One past the last byte of the CommitLog."""
-        return self.commitlog.max_offset
+        return self._life.commitlog.max_offset
 
     @property
     def min_physical_offset(self) -> int:
         """First byte of the CommitLog still held."""
-        return self.commitlog.min_offset
+        return self._life.commitlog.min_offset
 
     @property
     def flushed_physical_offset(self) -> int:
         """CommitLog bytes known durable."""
-        return self.segments.flushed_where
+        return self._life.segments.flushed_where
 
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
         """The queue offset the next message to (topic, queue_id) will get."""
-        return self.commitlog.topic_queue_table.get(queue_key(topic, queue_id), 0)
+        return self._life.commitlog.topic_queue_table.get(queue_key(topic, queue_id), 0)
 
-    # ------------------------------------------------------------------- reads
+    # ------------------------------------------------------------------- puts
+
+    def put_message(self, msg: Message) -> PutResult:
+        """Store one message (:meth:`PutWriter.put_message <mqstore.put.PutWriter.put_message>`).
+
+        Raises:
+            IllegalTopicError: the topic name is not allowed.
+            IllegalMessageError: empty/non-bytes body, negative queue id, bad property.
+            StoreClosedError: after close().
+        """
+        return self._writer.put_message(msg)
+
+    def put_messages(self, msgs: Sequence[Message]) -> list[PutResult]:
+        """Store a batch contiguously: one lock, one flush wait, all or nothing
+        (:meth:`PutWriter.put_messages <mqstore.put.PutWriter.put_messages>`).
+
+        Raises:
+            IllegalTopicError, IllegalMessageError, StoreClosedError: as put_message.
+        """
+        return self._writer.put_messages(msgs)
+
+    # ------------------------------------------------------------------- pulls
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        subscription: str | Subscription | None = "*",
+        *,
+        max_bytes: int = MAX_PULL_MSG_SIZE,
+    ) -> GetResult:
+        """Pull up to ``max_count`` decoded messages of (topic, queue_id) from queue
+        ``offset`` (:meth:`StoreReader.get_message <mqstore.pull.StoreReader.get_message>`).
+
+        Raises:
+            StoreClosedError: the store is closed.
+        """
+        return self._reader.get_message(
+            group, topic, queue_id, offset, max_count, subscription, max_bytes=max_bytes
+        )
+
+    def get_message_raw(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        subscription: str | Subscription | None = "*",
+        *,
+        max_bytes: int = MAX_PULL_MSG_SIZE,
+    ) -> GetRawResult:
+        """The broker's pull: the records' raw bytes
+        (:meth:`StoreReader.get_message_raw <mqstore.pull.StoreReader.get_message_raw>`).
+
+        Raises:
+            StoreClosedError: the store is closed.
+        """
+        return self._reader.get_message_raw(
+            group, topic, queue_id, offset, max_count, subscription, max_bytes=max_bytes
+        )
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The consume queue of (topic, queue_id), None if it was never written."""
+        return self._reader.consume_queue(topic, queue_id)
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next message of the queue gets (0 if no queue)."""
+        return self._reader.max_offset_in_queue(topic, queue_id)
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The first queue offset still readable (0 if no queue)."""
+        return self._reader.min_offset_in_queue(topic, queue_id)
+
+    def offset_by_time(
+        self,
+        topic: str,
+        queue_id: int,
+        timestamp: int,
+        boundary: BoundaryType = BoundaryType.LOWER,
+    ) -> int:
+        """Queue offset of the first message stored at or after ``timestamp`` (LOWER)
+        or of the last one at or before it (UPPER)
+        (:meth:`StoreReader.offset_by_time <mqstore.pull.StoreReader.offset_by_time>`)."""
+        return self._reader.offset_by_time(topic, queue_id, timestamp, boundary)
+
+    def message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time of the message at ``queue_offset``; -1 if not held."""
+        return self._reader.message_store_timestamp(topic, queue_id, queue_offset)
+
+    def earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
+        """Store time of the oldest message of a queue, or of the whole store when
+        ``topic`` is None; -1 when there is none."""
+        return self._reader.earliest_message_time(topic, queue_id)
+
+    def stored_message_at(self, physical_offset: int) -> StoredMessage | None:
+        """The message at ``physical_offset`` with its body decompressed, or None."""
+        return self._reader.stored_message_at(physical_offset)
+
+    def query_by_key(
+        self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = LONG_MAX
+    ) -> QueryResult:
+        """Messages of ``topic`` whose KEYS token or UNIQ_KEY is ``key``, stored in
+        [begin, end], newest first
+        (:meth:`StoreReader.query_by_key <mqstore.pull.StoreReader.query_by_key>`)."""
+        return self._reader.query_by_key(topic, key, max_num, begin, end)
+
+    # ---------------------------------------------------------------- dispatch
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Call ``listener(Arrival)`` for each message as it becomes pullable (on the
+        dispatcher thread: keep it short; long polling wakes its waiters from it)."""
+        self._reader.add_arrival_listener(listener)
+
+    def remove_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Stop calling ``listener``."""
+        self._reader.remove_arrival_listener(listener)
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        """CommitLog bytes not yet in the consume queues and index."""
+        return self._reader.dispatch_behind_bytes
+
+    def wait_dispatched(self, timeout: float = 5.0) -> bool:
+        """Block until everything written so far is pullable; False on timeout.
+
+        Under SYNC_FLUSH only flushed messages are dispatched: call this after puts
+        that waited for their flush (the default), or it waits for the next flush.
+        """
+        return self._reader.wait_dispatched(timeout)
+
+    # ------------------------------------------------------------ log records
 
     def look_message_by_offset(self, physical_offset: int) -> fmt.MessageRecord | None:
         """The record starting at ``physical_offset``, or None if none valid is there."""
-        r = self.commitlog.decode_at(physical_offset, check_crc=True)
+        r = self._life.commitlog.decode_at(physical_offset, check_crc=True)
         return r.record if isinstance(r, fmt.Record) else None
 
     def iter_records(self, from_offset: int | None = None) -> list[fmt.MessageRecord]:
@@ -205,13 +390,54 @@ class MessageStore(PullAPI, PutAPI, StoreLifecycle):
         offsets: list[int] = []
         start = self.min_physical_offset if from_offset is None else from_offset
         scan_headers(
-            self.segments,
+            self._life.segments,
             start,
             self.max_physical_offset,
             lambda r, _s: offsets.append(r.physical_offset),
         )
         found = (self.look_message_by_offset(o) for o in offsets)
         return [r for r in found if r is not None]
+
+    # ------------------------------------------------------------ maintenance
+
+    def clean_expired_files(
+        self, *, force: bool = True, immediately: bool = False
+    ) -> CleanupResult:
+        """One cleanup round now (``mqstore.cleanup``): ``force`` = as at the delete hour;
+        ``immediately`` = whatever the files' age.
+
+        Raises:
+            OSError: a file could not be deleted.
+        """
+        cleanup = self._life.logics.cleanup
+        if cleanup is None:
+            raise StoreClosedError(f"store {self.root} is closed")
+        return cleanup.clean(force=force, immediately=immediately)
+
+    def flush(self) -> None:
+        """Flush everything written so far and the checkpoint (a manual durability point).
+
+        Raises:
+            OSError: the sync failed (the store is then poisoned).
+        """
+        self._life.flush()
+
+    def close(self) -> None:
+        """Stop services, flush, persist the checkpoint, remove ``abort``, unlock."""
+        self._life.close()
+
+    def abandon(self) -> CrashImage:
+        """Stop as if the process died: no flush, ``abort`` left behind, lock released.
+
+        For fault-injection tests and the flush lab: the returned image says which
+        bytes of each segment were durable (flushed) when the "crash" happened.
+        """
+        return self._life.abandon()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the store is closed (before open, after close or abandon)."""
+        return self._life.state.closed
 
     def __enter__(self) -> MessageStore:
         return self
@@ -225,7 +451,7 @@ class MessageStore(PullAPI, PutAPI, StoreLifecycle):
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self._life.state.closed else "open"
         return f"MessageStore({str(self.root)!r}, {state})"
 
 

@@ -1,7 +1,8 @@
-"""The read half of :class:`~mqstore.message_store.MessageStore`'s public API.
+"""The store's reader: pulls, offsets, time and key lookups.
 
-A mixin: :class:`MessageStore` inherits these methods and provides the components
-they read (``segments``, ``queues``, ``index``, ``reput``, ``cfg``). Each method is
+:class:`StoreReader` is what :class:`~mqstore.message_store.MessageStore` delegates
+its reads to. It reads the components of an open store (the segments and the
+logic files: queues, index, dispatcher) and owns none of them. Each method is
 thin glue over the component that owns the algorithm: the pull
 (``mqstore.consumequeue.get``), tag filtering (``mqstore.consumequeue.filter``), time
 search (``ConsumeQueue.offset_by_time``) and key lookup (``IndexService``).
@@ -13,16 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mqstore._lifecycle import StoreState
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
 from mqstore.compression import COMPRESSED_FLAG
 from mqstore.config import BrokerRole, StoreConfig
-from mqstore.consumequeue.dispatch import (
-    ArrivalListener,
-    Dispatcher,
-    DispatchProgress,
-    ReputService,
-)
+from mqstore.consumequeue.dispatch import ArrivalListener
 from mqstore.consumequeue.filter import Subscription, parse_subscription
 from mqstore.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, Selection, select
 from mqstore.consumequeue.queue import ConsumeQueue
@@ -98,47 +95,36 @@ def store_time_at(log: Segments, physical_offset: int) -> int | None:
         return None
 
 
-class PullAPI:
-    """get_message, offsets, time and key lookups (mixed into MessageStore)."""
+class StoreReader:
+    """get_message, offsets, time and key lookups over one store's files.
 
-    cfg: StoreConfig
-    segments: Segments
-    logics: Logics
-    _closed: bool
-    _pull_limits: PullLimits
+    Args:
+        cfg: the store's configuration (role, pull limits, index batch size).
+        segments: the CommitLog's segments.
+        logics: the consume queues, index and dispatch progress.
+        state: the lifecycle's open state (pulls and key lookups refuse a closed store).
+    """
 
-    @property
-    def queues(self) -> ConsumeQueueStore:
+    def __init__(
+        self, cfg: StoreConfig, segments: Segments, logics: Logics, state: StoreState
+    ) -> None:
+        self._cfg = cfg
+        self._segments = segments
+        self._logics = logics
+        self._state = state
+        self._pull_limits = PullLimits.from_config(cfg)
+        self.queues: ConsumeQueueStore = logics.queues
         """All consume queues."""
-        return self.logics.queues
-
-    @property
-    def index(self) -> IndexService | None:
+        self.index: IndexService | None = logics.index
         """The index service (None with ``message_index_enable=False``)."""
-        return self.logics.index
-
-    @property
-    def reput(self) -> ReputService:
-        """The dispatcher thread (idle when ``dispatch_process`` is on)."""
-        return self.logics.reput
-
-    @property
-    def dispatch_progress(self) -> DispatchProgress:
-        """Whatever dispatches: the reput thread or the dispatcher process."""
-        return self.logics.progress
-
-    @property
-    def dispatcher(self) -> Dispatcher:
-        """Builds queue units and index entries per record."""
-        return self.logics.dispatcher
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._state.closed:
             raise StoreClosedError("the store is closed")
 
     def _correct(self, old: int, new: int) -> int:
         """``nextOffsetCorrection``: a SLAVE without offset checks keeps the old offset."""
-        if self.cfg.broker_role is BrokerRole.SLAVE and not self.cfg.offset_check_in_slave:
+        if self._cfg.broker_role is BrokerRole.SLAVE and not self._cfg.offset_check_in_slave:
             return old
         return new
 
@@ -180,7 +166,7 @@ class PullAPI:
         """
         cq, sub = self._queue_and_sub(topic, queue_id, subscription)
         sel = select(
-            cq, self.segments, offset, max_count, sub, self._pull_limits, _decoder(sub),
+            cq, self._segments, offset, max_count, sub, self._pull_limits, _decoder(sub),
             max_bytes=max_bytes, correct=self._correct,
         )  # fmt: skip
         return GetResult(
@@ -212,7 +198,7 @@ class PullAPI:
         """
         cq, sub = self._queue_and_sub(topic, queue_id, subscription)
         sel: Selection[memoryview] = select(
-            cq, self.segments, offset, max_count, sub, self._pull_limits, None,
+            cq, self._segments, offset, max_count, sub, self._pull_limits, None,
             max_bytes=max_bytes, correct=self._correct,
         )  # fmt: skip
         return GetRawResult(
@@ -255,7 +241,7 @@ class PullAPI:
         cq = self.queues.find(topic, queue_id)
         if cq is None:
             return 0
-        log = self.segments
+        log = self._segments
         return offset_by_time(cq, timestamp, lambda phys, _size: store_time_at(log, phys), boundary)
 
     def message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
@@ -264,7 +250,7 @@ class PullAPI:
         unit = cq.unit_at(queue_offset) if cq is not None else None
         if unit is None:
             return -1
-        t = store_time_at(self.segments, unit[0])
+        t = store_time_at(self._segments, unit[0])
         return -1 if t is None else t
 
     def earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
@@ -275,14 +261,14 @@ class PullAPI:
             if cq is None or cq.min_offset >= cq.max_offset:
                 return -1
             return self.message_store_timestamp(topic, queue_id, cq.min_offset)
-        t = store_time_at(self.segments, self.segments.min_offset)
+        t = store_time_at(self._segments, self._segments.min_offset)
         return -1 if t is None else t
 
     # -------------------------------------------------------------------- keys
 
     def stored_message_at(self, physical_offset: int) -> StoredMessage | None:
         """The message at ``physical_offset`` with its body decompressed, or None."""
-        mf = self.segments.find(physical_offset)
+        mf = self._segments.find(physical_offset)
         if mf is None:
             return None
         rel = physical_offset - mf.file_from_offset
@@ -310,11 +296,11 @@ class PullAPI:
         self._check_open()
         if self.index is None:
             return QueryResult(())
-        progress = self.logics.progress
+        progress = self._logics.progress
         if not progress.indexed:  # rebuilding after a crash: wait for what is written
             progress.wait_until(0, INDEX_CATCH_UP_WAIT)
-        want = min(max_num, self.cfg.max_msgs_num_batch)
-        batch = self.cfg.max_msgs_num_batch
+        want = min(max_num, self._cfg.max_msgs_num_batch)
+        batch = self._cfg.max_msgs_num_batch
         found: dict[int, StoredMessage] = {}
         seen: set[int] = set()
         last = (0, 0)
@@ -343,16 +329,16 @@ class PullAPI:
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Call ``listener(Arrival)`` for each message as it becomes pullable (on the
         dispatcher thread: keep it short; long polling wakes its waiters from it)."""
-        self.dispatcher.listeners.append(listener)
+        self._logics.dispatcher.listeners.append(listener)
 
     def remove_arrival_listener(self, listener: ArrivalListener) -> None:
         """Stop calling ``listener``."""
-        self.dispatcher.listeners.remove(listener)
+        self._logics.dispatcher.listeners.remove(listener)
 
     @property
     def dispatch_behind_bytes(self) -> int:
         """CommitLog bytes not yet in the consume queues and index."""
-        return self.logics.progress.behind
+        return self._logics.progress.behind
 
     def wait_dispatched(self, timeout: float = 5.0) -> bool:
         """Block until everything written so far is pullable; False on timeout.
@@ -360,4 +346,4 @@ class PullAPI:
         Under SYNC_FLUSH only flushed messages are dispatched: call this after puts
         that waited for their flush (the default), or it waits for the next flush.
         """
-        return self.logics.progress.wait_until(self.segments.max_offset, timeout)
+        return self._logics.progress.wait_until(self._segments.max_offset, timeout)

@@ -167,7 +167,7 @@ def store_factory() -> Iterator[Callable[[StoreConfig], MessageStore]]:
 
     yield open_store
     for s in opened:
-        if not s._closed:
+        if not s.closed:
             s.close()
 
 

@@ -42,15 +42,15 @@ def record(s: MessageStore, phys: int, size: int) -> bytearray:
 def test_fast_and_general_paths_write_the_same_bytes(tmp_path_factory, msgs) -> None:
     s = make_store(tmp_path_factory.mktemp("fast"))
     uniq = itertools.count()
-    s._next_uniq = lambda: f"{next(uniq):032X}"
+    s.writer.framer.next_uniq = lambda: f"{next(uniq):032X}"
     s.commitlog._clock = lambda: 1_700_000_000_123
     try:
         for m in msgs:
             s.put_message(Message(topic="T", body=b"warm", born_host=m.born_host))
             a = s.put_message(m)  # the fast path when it applies
-            s._next_uniq = lambda u=a.uniq_key: u  # same UNIQ_KEY for the general path
-            b = s._put_general(m)
-            s._next_uniq = lambda: f"{next(uniq):032X}"
+            s.writer.framer.next_uniq = lambda u=a.uniq_key: u  # same UNIQ_KEY for the general path
+            b = s.writer.put_general(m)
+            s.writer.framer.next_uniq = lambda: f"{next(uniq):032X}"
             assert a.status is b.status is PutStatus.PUT_OK
             assert (a.size, a.store_timestamp, a.uniq_key) == (
                 b.size,
@@ -97,11 +97,11 @@ def test_the_common_message_takes_the_fast_path(tmp_path: Path) -> None:
     s = make_store(tmp_path)
     try:
         s.put_message(Message(topic="T", body=b"first sight of the topic and host"))
-        general = s._put_general
-        s._put_general = lambda m: (_ for _ in ()).throw(AssertionError("general path"))
+        general = s.writer.put_general
+        s.writer.put_general = lambda m: (_ for _ in ()).throw(AssertionError("general path"))
         r = s.put_message(Message(topic="T", body=b"abc", tags="A", keys=["k1", "k2"]))
         assert r.status is PutStatus.PUT_OK and r.queue_offset == 1
-        s._put_general = general
+        s.writer.put_general = general
         rec = s.look_message_by_offset(r.physical_offset)
         assert rec is not None and rec.keys == ["k1", "k2"] and rec.tags == "A"
     finally:
@@ -117,11 +117,11 @@ def test_fast_and_general_batches_write_the_same_bytes(tmp_path_factory, msgs) -
         for host in {m.born_host for m in msgs}:
             s.put_message(Message(topic="T", body=b"warm", born_host=host))
         uniq = itertools.count()
-        s._next_uniq = lambda: f"{next(uniq):032X}"
+        s.writer.framer.next_uniq = lambda: f"{next(uniq):032X}"
         a = s.put_messages(msgs)
         same_keys = iter([x.uniq_key for x in a])
-        s._next_uniq = lambda: next(same_keys)
-        b = s._put_general_batch(msgs)
+        s.writer.framer.next_uniq = lambda: next(same_keys)
+        b = s.writer.put_general_batch(msgs)
         for x, y in zip(a, b, strict=True):
             assert x.status is y.status is PutStatus.PUT_OK
             assert (x.size, x.store_timestamp, x.uniq_key) == (

@@ -1,0 +1,338 @@
+"""Framing messages into CommitLog records, outside the put lock.
+
+:class:`MessageFramer` turns a :class:`~mqstore.message.Message` into what the
+CommitLog appends, two ways:
+
+* :meth:`~MessageFramer.prepare`, the general path: every message (validation,
+  Java HashMap property order, compression), giving an
+  :class:`~mqstore.commitlog.commitlog.EncodedMessage` or a :class:`Refusal`;
+* :meth:`~MessageFramer.common` and :meth:`~MessageFramer.common_batch`, the fast
+  path: the common message only (a topic and born host the general path has seen,
+  IPv4 born host, body under the compression threshold, no user properties, no
+  delay, SYSFLAG 0, waits for the store), giving a
+  :data:`~mqstore.commitlog.commitlog.V1Record` that ``CommitLog.append_v1`` packs
+  in place; None for any other message.
+
+Both write the same bytes (``tests/test_put_fast_path.py``). The framer owns the
+caches the paths share (topic bytes, born host bytes) and the UNIQ_KEY generator
+(:attr:`~MessageFramer.next_uniq`, replaceable by tests for deterministic ids).
+Safe from any thread: the caches only ever gain equal values.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mqstore.commitlog import format as fmt
+from mqstore.commitlog.commitlog import EncodedMessage, V1Record
+from mqstore.compression import COMPRESSED_FLAG, compress, parse_type
+from mqstore.config import StoreConfig
+from mqstore.errors import IllegalMessageError
+from mqstore.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    Message,
+    hashmap_bucket,
+    host_bytes,
+    java_hashmap_order,
+    new_uniq_key,
+    new_uniq_keys,
+    properties_to_string,
+    standard_properties_string,
+    validate_topic,
+)
+from mqstore.property_format import PropertyFormat
+from mqstore.status import PutStatus
+
+MAX_RECORD_SLACK = 64 * 1024
+"""How far a record may exceed ``max_message_size`` (its header, topic, properties)."""
+
+_INT32 = range(-(1 << 31), 1 << 31)
+_INT64 = range(-(1 << 63), 1 << 63)
+# tuple.__new__ straight away: skips the generated __new__ of a NamedTuple.
+_tuple_new = tuple.__new__
+
+Framed = tuple[list[V1Record], list[str]]
+"""(records for ``CommitLog.append_v1_batch``, their UNIQ_KEYs)."""
+_TopicFramer = tuple[Callable[[int, bytes], tuple[bytes, int]], str]
+"""(``RecordEncoder.v1_framer`` of a topic, queue key prefix ``"<topic>-"``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A message the store refuses with a status (not an exception)."""
+
+    status: PutStatus
+    error: str
+
+
+def _check_int_fields(msg: Message) -> None:
+    """The record's fixed-width fields must hold the message's numbers.
+
+    Raises:
+        IllegalMessageError: a number outside its field (a Java int or long).
+    """
+    for name, value, width in (
+        ("queue_id", msg.queue_id, _INT32),
+        ("flag", msg.flag, _INT32),
+        ("reconsume_times", msg.reconsume_times, _INT32),
+        ("sys_flag", msg.sys_flag, _INT32),
+        ("born_timestamp", msg.born_timestamp or 0, _INT64),
+    ):
+        if value not in width:
+            raise IllegalMessageError(f"{name} {value} does not fit its record field")
+
+
+def _body_bytes(body: object) -> bytes:
+    """The bytes of a body given as a bytearray or memoryview.
+
+    Raises:
+        IllegalMessageError: a body of any other type.
+    """
+    if not isinstance(body, bytearray | memoryview):
+        raise IllegalMessageError(f"body must be bytes, got {type(body).__name__}")
+    return bytes(body)
+
+
+class MessageFramer:
+    """Messages to records for one store (its config and its CommitLog's encoder)."""
+
+    def __init__(self, cfg: StoreConfig, encoder: fmt.RecordEncoder) -> None:
+        self._cfg = cfg
+        self._encoder = encoder
+        self._frame = encoder.frame
+        self._compress_type = parse_type(cfg.compress_type)
+        self._born_cache: dict[tuple[str, int], bytes] = {}
+        self._topic_bytes: dict[str, bytes] = {}
+        self.next_uniq: Callable[[], str] = new_uniq_key
+        """The UNIQ_KEY generator of the common properties (tests make ids deterministic)."""
+        self.max_record = min(
+            cfg.max_message_size + MAX_RECORD_SLACK,
+            cfg.commitlog_file_size - fmt.END_FILE_MIN_BLANK_LENGTH,
+        )
+        """The largest record the store writes."""
+        # Bodies the fast path takes: under the compression threshold and the size limit.
+        self._fast_body_limit = min(cfg.compress_msg_body_over, cfg.max_message_size + 1)
+        self._format = PropertyFormat.parse(cfg.property_format)
+        if self._format is not PropertyFormat.V5:  # the fast paths write 5.x's string:
+            self._fast_body_limit = 0  # they take no body, every put is general
+
+    # ------------------------------------------------------------ general path
+
+    def properties(self, msg: Message) -> tuple[bytes, str]:
+        """Properties bytes in Java HashMap(128) order (as a 5.x broker writes them),
+        and the message's UNIQ_KEY.
+
+        Raises:
+            IllegalMessageError: an empty property name, or one with \\x01/\\x02.
+        """
+        if self._format is not PropertyFormat.V5:
+            return self._format.properties_of(msg)
+        props = msg.properties
+        if not props and msg.delay_level <= 0 and msg.wait_store_msg_ok:
+            raw_keys = msg.keys
+            keys = (
+                raw_keys
+                if isinstance(raw_keys, str) or raw_keys is None
+                else " ".join(k for k in raw_keys if k)
+            )
+            uniq = self.next_uniq()
+            return standard_properties_string(uniq, msg.tags, keys).encode("utf-8"), uniq
+        items: dict[str, str] = dict(props) if props else {}
+        if props:
+            for k, v in props.items():
+                if not k or "\x01" in k or "\x02" in k or "\x01" in v or "\x02" in v:
+                    raise IllegalMessageError(
+                        f"property {k!r}: names/values must be non-empty and free of \\x01/\\x02"
+                    )
+        if msg.tags:
+            items[PROPERTY_TAGS] = msg.tags
+        if msg.keys:
+            items[PROPERTY_KEYS] = " ".join(msg.key_list())
+        if msg.delay_level > 0:
+            items[PROPERTY_DELAY_TIME_LEVEL] = str(msg.delay_level)
+        if not msg.wait_store_msg_ok:
+            items[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        uniq = items.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ""
+        if not uniq:
+            uniq = new_uniq_key()
+            items[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
+        if len(items) <= 96:
+            order = sorted(items, key=hashmap_bucket)
+            text = "".join([f"{k}\x01{items[k]}\x02" for k in order])
+        else:
+            text = properties_to_string(java_hashmap_order(items.items()))
+        return text.encode("utf-8"), uniq
+
+    def prepare(self, msg: Message) -> tuple[EncodedMessage, str] | Refusal:
+        """The general path's (record, UNIQ_KEY) of ``msg``, or the refusal.
+
+        Raises:
+            IllegalTopicError: the topic name is not allowed.
+            IllegalMessageError: empty/non-bytes body, negative queue id, a number
+                outside its field, bad property.
+        """
+        cfg = self._cfg
+        topic = msg.topic
+        topic_bytes = self._topic_bytes.get(topic)
+        if topic_bytes is None:  # first sight of this topic: validate it once
+            validate_topic(topic)
+            topic_bytes = self._topic_bytes[topic] = topic.encode("utf-8")
+        body = msg.body
+        if type(body) is not bytes:
+            body = _body_bytes(body)
+        n = len(body)
+        if n == 0:
+            raise IllegalMessageError("body must not be empty")
+        if msg.queue_id < 0:
+            raise IllegalMessageError(f"queue_id must be >= 0, got {msg.queue_id}")
+        _check_int_fields(msg)
+        if n > cfg.max_message_size:
+            return Refusal(
+                PutStatus.MESSAGE_ILLEGAL,
+                f"body of {n} bytes exceeds max_message_size {cfg.max_message_size}",
+            )
+        sys_flag = msg.sys_flag & ~(fmt.BORNHOST_V6_FLAG | fmt.STOREHOST_V6_FLAG)
+        if n >= cfg.compress_msg_body_over and not sys_flag & COMPRESSED_FLAG:
+            body = compress(body, self._compress_type, cfg.compress_level)
+            sys_flag |= COMPRESSED_FLAG | self._compress_type.flag
+        props_bytes, uniq = self.properties(msg)
+        if len(props_bytes) > fmt.MAX_PROPERTIES_LENGTH:
+            return Refusal(
+                PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                f"properties of {len(props_bytes)} bytes exceed {fmt.MAX_PROPERTIES_LENGTH}",
+            )
+        born = self._born_cache.get(msg.born_host)
+        if born is None:
+            born = self._born_cache[msg.born_host] = host_bytes(msg.born_host)
+        if len(born) == fmt.IPV6_HOST_LEN:
+            sys_flag |= fmt.BORNHOST_V6_FLAG
+        tail, version, total = self._frame(sys_flag, len(body), topic_bytes, props_bytes)
+        if total > self.max_record:
+            return Refusal(
+                PutStatus.MESSAGE_ILLEGAL,
+                f"record of {total} bytes exceeds the limit {self.max_record}",
+            )
+        born_ts = msg.born_timestamp  # None: the CommitLog stamps the store time
+        enc = _tuple_new(EncodedMessage, (
+            f"{topic}-{msg.queue_id}", msg.queue_id, msg.flag, sys_flag, born_ts, born,
+            msg.reconsume_times, 0, body, zlib.crc32(body) & 0x7FFFFFFF, tail, version, total,
+        ))  # fmt: skip
+        return enc, uniq
+
+    # --------------------------------------------------------------- fast path
+
+    def common(self, msg: Message) -> tuple[V1Record, str] | None:
+        """(record for ``CommitLog.append_v1``, UNIQ_KEY) of a common message, else None."""
+        topic_bytes = self._topic_bytes.get(msg.topic)
+        born = self._born_cache.get(msg.born_host)
+        body = msg.body
+        n = len(body) if type(body) is bytes else 0
+        qid = msg.queue_id
+        if (
+            topic_bytes is None
+            or born is None
+            or len(born) != fmt.IPV4_HOST_LEN
+            or not 0 < n < self._fast_body_limit
+            or qid < 0
+            or msg.sys_flag
+            or msg.properties
+            or msg.delay_level > 0
+            or not msg.wait_store_msg_ok
+        ):
+            return None
+        keys = msg.keys
+        if keys is not None and type(keys) is not str:
+            keys = keys[0] if len(keys) == 1 and keys[0] else " ".join(k for k in keys if k)
+        uniq = self.next_uniq()
+        props = standard_properties_string(uniq, msg.tags, keys).encode()
+        if len(props) > fmt.MAX_PROPERTIES_LENGTH:
+            return None
+        tail, version, total = self._frame(0, n, topic_bytes, props)
+        if version != 1 or total > self.max_record:
+            return None
+        crc = zlib.crc32(body) & 0x7FFFFFFF
+        record = (f"{msg.topic}-{qid}", qid, msg.flag, msg.born_timestamp, born,
+                  msg.reconsume_times, body, crc, tail, total)  # fmt: skip
+        return record, uniq
+
+    def common_batch(self, msgs: Sequence[Message]) -> Framed | None:
+        """:meth:`common` of every message of a batch (None if any is not common).
+
+        The same conditions and bytes, in one loop: the per-store lookups are
+        hoisted, each topic is framed by a ``RecordEncoder.v1_framer`` made once per
+        batch, and the UNIQ_KEYs come from one call when the generator is the default.
+        """
+        next_uniq = self.next_uniq
+        # The default generator makes the batch's ids in one call; a replaced one
+        # (tests make ids deterministic) is asked once per message.
+        uniqs = new_uniq_keys(len(msgs)) if next_uniq is new_uniq_key else None
+        return self._frame_each(msgs, uniqs)
+
+    def _frame_each(self, msgs: Sequence[Message], uniqs: list[str] | None) -> Framed | None:
+        """The loop of :meth:`common_batch` (``uniqs`` None: ask ``next_uniq``)."""
+        born_of = self._born_cache
+        body_limit = self._fast_body_limit
+        max_record = self.max_record
+        next_uniq = self.next_uniq
+        crc32, max_props, ipv4 = zlib.crc32, fmt.MAX_PROPERTIES_LENGTH, fmt.IPV4_HOST_LEN
+        framers: dict[str, _TopicFramer] = {}
+        records: list[V1Record] = []
+        made: list[str] = []
+        for i, msg in enumerate(msgs):
+            topic = msg.topic
+            body = msg.body
+            n = len(body) if type(body) is bytes else 0
+            qid = msg.queue_id
+            born = born_of.get(msg.born_host)
+            if (
+                born is None
+                or len(born) != ipv4
+                or not 0 < n < body_limit
+                or qid < 0
+                or msg.sys_flag
+                or msg.properties
+                or msg.delay_level > 0
+                or not msg.wait_store_msg_ok
+            ):
+                return None
+            framer = framers.get(topic)
+            if framer is None:
+                framer = self._topic_framer(framers, topic)  # once per topic and batch
+                if framer is None:
+                    return None
+            keys = msg.keys
+            if keys is not None and type(keys) is not str:
+                keys = keys[0] if len(keys) == 1 and keys[0] else " ".join(k for k in keys if k)
+            uniq = next_uniq() if uniqs is None else uniqs[i]
+            props = standard_properties_string(uniq, msg.tags, keys).encode()
+            if len(props) > max_props:
+                return None
+            tail, total = framer[0](n, props)
+            if total > max_record:
+                return None
+            records.append(
+                (framer[1] + str(qid), qid, msg.flag, msg.born_timestamp, born,
+                 msg.reconsume_times, body, crc32(body) & 0x7FFFFFFF, tail, total)
+            )  # fmt: skip
+            if uniqs is None:
+                made.append(uniq)
+        return records, made if uniqs is None else uniqs
+
+    def _topic_framer(self, framers: dict[str, _TopicFramer], topic: str) -> _TopicFramer | None:
+        """The framer of ``topic``, made and kept in ``framers`` (one batch's cache);
+        None when the topic is unknown or its records cannot be framed as v1."""
+        topic_bytes = self._topic_bytes.get(topic)
+        frame = None if topic_bytes is None else self._encoder.v1_framer(topic_bytes)
+        if frame is None:
+            return None
+        framer = framers[topic] = (frame, topic + "-")
+        return framer
+
+
+__all__ = ["MAX_RECORD_SLACK", "Framed", "MessageFramer", "Refusal"]
