@@ -212,7 +212,7 @@ def main(args: argparse.Namespace) -> int:
     cfg = StoreConfig(
         root_dir=root,
         flush_disk_type=FlushDiskType.SYNC_FLUSH,
-        commitlog_file_size=64 * 1024 * 1024,
+        commitlog_file_size=16 * 1024 * 1024,
         max_hash_slot_num=50_000,
         max_index_num=200_000,
     )
