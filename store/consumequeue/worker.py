@@ -182,6 +182,15 @@ def _read_exact(fd: int, n: int) -> bytes:
     return buf
 
 
+def _tell(fd: int, line: bytes) -> None:
+    """Write ``line`` to the parent; if the parent is gone (its pipe closed early),
+    end quietly, as a crash of the parent leaves us: no traceback on stderr."""
+    try:
+        os.write(fd, line)
+    except BrokenPipeError:
+        os._exit(0)
+
+
 def main() -> int:
     """The child's entry point (see the module docstring)."""
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
@@ -206,7 +215,7 @@ def main() -> int:
     state = SharedState(start.cfg.root / FILE_NAME, create=False)
     worker = Worker(start, state)
     worker.flusher.start()
-    os.write(out_fd, b"ready\n")
+    _tell(out_fd, b"ready\n")
     while True:
         readable, _, _ = select.select([cmd_fd], [], [], worker.reput.interval)
         if readable:
@@ -215,7 +224,7 @@ def main() -> int:
                 os._exit(0)
             if line.startswith(b"stop"):
                 ok = worker.stop()
-                os.write(out_fd, b"stopped 1\n" if ok else b"stopped 0\n")
+                _tell(out_fd, b"stopped 1\n" if ok else b"stopped 0\n")
                 return 0
         worker.step()
 
