@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import logging
 import mmap
 import os
 from collections.abc import Iterable, Mapping
@@ -56,6 +57,8 @@ BROKER_CONFIG_KEYS: Final = {
 """``MessageStoreConfig`` property names in a broker.conf -> StoreConfig fields."""
 
 _DIGITS20: Final = 20
+
+log = logging.getLogger(__name__)
 
 
 class Source(enum.Enum):
@@ -511,4 +514,6 @@ def for_open(cfg: StoreConfig) -> tuple[StoreConfig, StoreGeometry]:
     if "max_hash_slot_num" in missing or "max_index_num" in missing:
         _check_index_shown(cfg.root / "index", settings)
     geo = StoreGeometry(**settings)
+    if files:
+        log.info("store %s geometry: %s", cfg.root, geo.describe())
     return geo.apply(cfg), geo
