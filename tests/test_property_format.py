@@ -1,0 +1,89 @@
+"""The 4.9 property format (``StoreConfig.property_format="4.9"``): the fixture's 2,000
+messages, put through the project at the fixture's geometry, give RocketMQ 4.9.8's own
+CommitLog and consume queues, byte for byte but for the store timestamps and host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mqstore import Message, MessageStore, StoreConfig
+from mqstore.commitlog import format as fmt
+from mqstore.property_format import PropertyFormat
+from tests.rmq498 import FIXTURE, manifest, tree
+
+STORE_TS_AND_HOST = slice(56, 72)
+"""STORETIMESTAMP (8) and STOREHOST (8) of a v1 record with IPv4 hosts."""
+
+
+def _records(commitlog: Path) -> dict[int, fmt.RecordInfo]:
+    out: dict[int, fmt.RecordInfo] = {}
+    for seg in sorted(commitlog.iterdir()):
+        data = seg.read_bytes()
+        pos = 0
+        while pos < len(data):
+            info = fmt.scan(memoryview(data), pos)
+            if not isinstance(info, fmt.RecordInfo):
+                break
+            out[int(seg.name) + pos] = info
+            pos += info.size
+    return out
+
+
+def _masked(commitlog: Path, records: dict[int, fmt.RecordInfo]) -> dict[str, bytes]:
+    files = {}
+    for seg in sorted(commitlog.iterdir()):
+        data = bytearray(seg.read_bytes())
+        base = int(seg.name)
+        for phys in (p for p in records if base <= p < base + len(data)):
+            at = phys - base
+            data[at + STORE_TS_AND_HOST.start : at + STORE_TS_AND_HOST.stop] = bytes(16)
+        files[seg.name] = bytes(data)
+    return files
+
+
+@pytest.fixture(scope="module")
+def fixture_records() -> dict[int, fmt.RecordInfo]:
+    if not (FIXTURE / "store").is_dir():
+        pytest.skip("the rocketmq-4.9.8-store fixture is not here")
+    return _records(FIXTURE / "store" / "commitlog")
+
+
+def test_property_format_names_parse():
+    assert PropertyFormat.parse("4.9.8") is PropertyFormat.V4_9
+    assert PropertyFormat.parse("5.3.3") is PropertyFormat.V5
+    with pytest.raises(ValueError, match=r"4\.9 or 5"):
+        PropertyFormat.parse("4.8")
+
+
+def test_fixture_messages_put_in_the_4_9_format_give_rocketmqs_records(
+    tmp_path: Path, fixture_records: dict[int, fmt.RecordInfo]
+):
+    cfg = StoreConfig(
+        root_dir=tmp_path / "s", commitlog_file_size=1 << 20,
+        mapped_file_size_consume_queue=6000, max_hash_slot_num=500, max_index_num=2000,
+        property_format="4.9",
+    )  # fmt: skip
+    with MessageStore.open(cfg) as s:
+        for p in manifest():
+            born = fixture_records[p.physical_offset].born_timestamp
+            m = Message(p.topic, p.body, tags=p.tag, keys=p.key, queue_id=p.queue_id,
+                        properties={"UNIQ_KEY": p.uniq_key}, born_timestamp=born,
+                        born_host=("127.0.0.1", 50000))  # fmt: skip
+            r = s.put_message(m)
+            assert (r.physical_offset, r.queue_offset) == (p.physical_offset, p.queue_offset)
+        assert s.wait_dispatched(30)
+    ours = cfg.root / "commitlog"
+    assert _masked(ours, _records(ours)) == _masked(
+        FIXTURE / "store" / "commitlog", fixture_records
+    )
+    assert tree(cfg.root / "consumequeue") == tree(FIXTURE / "store" / "consumequeue")
+
+
+def test_the_default_format_is_5x(tmp_path: Path):
+    with MessageStore.open(StoreConfig(root_dir=tmp_path / "s", commitlog_file_size=1 << 16)) as s:
+        r = s.put_message(Message("T", b"x", tags="A", keys="k"))
+        rec = s.look_message_by_offset(r.physical_offset)
+    assert rec is not None and rec.properties_string.endswith("\x02")
+    assert rec.properties_string.startswith("UNIQ_KEY\x01")
