@@ -34,12 +34,18 @@ def broker(
     root: Path,
     *,
     delay_levels: str | None = None,
-    file_size: int = 64 * 1024 * 1024,
+    file_size: int = 1 << 20,
     config: BrokerConfig | None = None,
 ) -> Iterator[BrokerCore]:
     """A started BrokerCore over a fresh store in ``root`` (``config`` defaults to a
     200 ms long-poll check)."""
-    kw: dict[str, object] = {"root_dir": str(root), "commitlog_file_size": file_size}
+    kw: dict[str, object] = {
+        "root_dir": str(root),
+        "commitlog_file_size": file_size,  # small files: a test's store stays a few MB on disk
+        "mapped_file_size_consume_queue": 1024 * 20,
+        "max_hash_slot_num": 1024,
+        "max_index_num": 4096,
+    }
     if delay_levels is not None:
         kw["message_delay_level"] = delay_levels
     store = MessageStore.open(StoreConfig(**kw))  # type: ignore[arg-type]

@@ -40,7 +40,7 @@ def fill(core, qs, n):
 
 
 def test_a_slow_consumer_holds_at_most_the_flow_control_limit(tmp_path):
-    with broker(tmp_path, file_size=256 * 1024 * 1024) as core:
+    with broker(tmp_path, file_size=16 * 1024 * 1024) as core:
         qs = create_topic(core, "T", QUEUES)
         fill(core, qs, BACKLOG)
         consumed = 0
