@@ -1,0 +1,226 @@
+"""Messages between the protobuf ``apache.rocketmq.v2.Message`` and the store.
+
+Send (proxy ``SendMessageActivity.buildMessage``, docs/grpc.md "Send"):
+
+- ``system_properties.message_id`` (the client's id) -> ``UNIQ_KEY``, so a remoting
+  consumer sees the same message id; tag -> ``TAGS``; keys -> ``KEYS``;
+  ``message_group`` -> ``__SHARDINGKEY``; user properties as they are (a name the
+  store reserves is refused with ILLEGAL_MESSAGE_PROPERTY_KEY).
+- A GZIP body is inflated and stored as is (the store keeps its own compression flag).
+- ``delivery_timestamp`` in the future: the store has RocketMQ 4's delay levels, not the
+  5.x timer wheel, so the message takes the *smallest level that is not shorter* than
+  the wait (never early; at most one level late). Later than the highest level:
+  ILLEGAL_DELIVERY_TIME. The asked time is kept in ``TIMER_DELIVER_MS``.
+- Message types: NORMAL, FIFO (needs a message group) and DELAY; TRANSACTION, LITE and
+  PRIORITY get NOT_IMPLEMENTED with a message saying so.
+
+Receive: the stored record back as a protobuf message with the receipt handle,
+delivery attempt and invisible duration of the pop, body digest CRC32 (upper-case hex,
+as the client checks it), and the user properties without the store's system ones.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from mqstore.compression import decompress
+from mqstore.errors import IllegalMessageError, IllegalTopicError, StoreError
+from mqstore.grpc.protocol import Code, MessageType, pb
+from mqstore.message import (
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    Message,
+)
+from mqstore.pop.service import PoppedMessage
+from mqstore.schedule import DelayLevels
+
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+"""``MessageConst.PROPERTY_SHARDING_KEY``: a FIFO message's group."""
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+"""``MessageConst.PROPERTY_TIMER_DELIVER_MS``: the delivery time asked for."""
+PROPERTY_MSG_TYPE = "__MSG_TYPE_GRPC"
+"""Ours: the 5.x message type the producer declared (NORMAL/FIFO/DELAY)."""
+
+SYSTEM_PROPERTIES = frozenset({
+    PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_SHARDING_KEY,
+    PROPERTY_TIMER_DELIVER_MS, PROPERTY_MSG_TYPE, "WAIT", "DELAY", "REAL_TOPIC", "REAL_QID",
+    "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "RECONSUME_TIME", "MAX_RECONSUME_TIMES", "CLUSTER",
+    "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "POP_CK", "POP_CK_OFFSET",
+    "1ST_POP_TIME", "__STARTDELIVERTIME", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_OUT_MS",
+    "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_DEL_UNIQKEY",
+    "TRACE_ON", "MSG_REGION", "__CRC32#",
+})  # fmt: skip
+"""Properties the store or RocketMQ set: not user properties (``MessageConst.STRING_HASH_SET``
+in spirit); a producer may not set them and a consumer does not see them as its own."""
+
+
+class RequestRefusedError(StoreError):
+    """A request the endpoint answers with a non-OK ``Status`` (``code``: a ``Code``)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A message to store, with what picking its queue needs."""
+
+    message: Message
+    message_id: str
+    message_group: str | None
+
+
+def _millis(ts: Any) -> int:
+    return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
+
+
+def delay_level_for(wait_ms: int, levels: DelayLevels) -> int:
+    """The smallest delay level whose delay is at least ``wait_ms`` (0: no wait).
+
+    Raises:
+        RequestRefusedError: ILLEGAL_DELIVERY_TIME, the wait is longer than every level.
+
+    >>> delay_level_for(2500, DelayLevels.parse("1s 5s 10s"))
+    2
+    """
+    if wait_ms <= 0:
+        return 0
+    for i, ms in enumerate(levels.millis, start=1):
+        if ms >= wait_ms:
+            return i
+    top = levels.millis[-1] if levels.millis else 0
+    raise RequestRefusedError(
+        Code.ILLEGAL_DELIVERY_TIME,
+        f"delivery time {wait_ms} ms ahead is beyond the longest delay ({top} ms) this "
+        "broker supports",
+    )
+
+
+def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgoing:
+    """The store message for one protobuf ``Message`` of a SendMessageRequest.
+
+    Raises:
+        RequestRefusedError: the message cannot be stored (the code says why).
+    """
+    sp = msg.system_properties
+    topic = msg.topic.name
+    mtype = sp.message_type
+    if mtype == MessageType.TRANSACTION:
+        raise RequestRefusedError(
+            Code.NOT_IMPLEMENTED, "transactional messages are not supported by mqstore"
+        )
+    if mtype in (MessageType.LITE, MessageType.PRIORITY) or sp.HasField("lite_topic"):
+        name = (
+            "lite topics"
+            if mtype == MessageType.LITE or sp.HasField("lite_topic")
+            else ("priority messages")
+        )
+        raise RequestRefusedError(Code.NOT_IMPLEMENTED, f"{name} are not supported by mqstore")
+    body = bytes(msg.body)
+    if sp.body_encoding == pb.Encoding.GZIP:
+        try:
+            body = gzip.decompress(body)
+        except (OSError, EOFError, zlib.error) as e:
+            raise RequestRefusedError(Code.MESSAGE_CORRUPTED, f"bad GZIP body: {e}") from None
+    if not body:
+        raise RequestRefusedError(Code.MESSAGE_BODY_EMPTY, "message body is empty")
+    if len(body) > max_body:
+        raise RequestRefusedError(
+            Code.MESSAGE_BODY_TOO_LARGE, f"message body of {len(body)} bytes > {max_body}"
+        )
+    props: dict[str, str] = {}
+    for k, v in msg.user_properties.items():
+        if k in SYSTEM_PROPERTIES:
+            raise RequestRefusedError(
+                Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {k!r} is reserved"
+            )
+        props[k] = v
+    message_id = sp.message_id
+    if not message_id:
+        raise RequestRefusedError(Code.ILLEGAL_MESSAGE_ID, "message_id is required")
+    props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = message_id
+    group = sp.message_group if sp.HasField("message_group") else None
+    if mtype == MessageType.FIFO and not group:
+        raise RequestRefusedError(Code.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a group")
+    if group:
+        props[PROPERTY_SHARDING_KEY] = group
+    delay = 0
+    if sp.HasField("delivery_timestamp"):
+        at = _millis(sp.delivery_timestamp)
+        props[PROPERTY_TIMER_DELIVER_MS] = str(at)
+        delay = delay_level_for(at - now_ms, levels)
+    props[PROPERTY_MSG_TYPE] = MessageType.Name(mtype) if mtype else "NORMAL"
+    born = _millis(sp.born_timestamp) if sp.HasField("born_timestamp") else now_ms
+    try:
+        out = Message(
+            topic=topic, body=body, tags=sp.tag if sp.HasField("tag") else None,
+            keys=list(sp.keys) or None, properties=props, delay_level=delay,
+            born_timestamp=born,
+        )  # fmt: skip
+        out.validate()
+    except IllegalTopicError as e:
+        raise RequestRefusedError(Code.ILLEGAL_TOPIC, str(e)) from None
+    except IllegalMessageError as e:
+        raise RequestRefusedError(Code.BAD_REQUEST, str(e)) from None
+    return Outgoing(out, message_id, group)
+
+
+def _stored_type(props: dict[str, str]) -> int:
+    declared = props.get(PROPERTY_MSG_TYPE)
+    if declared:
+        try:
+            return int(MessageType.Value(declared))
+        except ValueError:
+            pass
+    return int(MessageType.FIFO if PROPERTY_SHARDING_KEY in props else MessageType.NORMAL)
+
+
+def _host(raw: bytes) -> str:
+    if len(raw) == 8:
+        return f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}:{int.from_bytes(raw[4:], 'big')}"
+    return raw.hex()
+
+
+def to_proto(p: PoppedMessage, invisible_ms: int) -> Any:
+    """The protobuf ``Message`` for a popped message (see the module docstring)."""
+    m = p.message
+    props = m.properties
+    body = decompress(m.body, m.sys_flag)
+    out = pb.Message()
+    out.topic.name = p.topic
+    out.body = body
+    for k, v in props.items():
+        if k not in SYSTEM_PROPERTIES:
+            out.user_properties[k] = v
+    sp = out.system_properties
+    tags = props.get(PROPERTY_TAGS)
+    if tags:
+        sp.tag = tags
+    sp.keys.extend(m.keys)
+    sp.message_id = p.msg_id
+    sp.body_digest.type = pb.DigestType.CRC32
+    sp.body_digest.checksum = format(zlib.crc32(body) & 0xFFFFFFFF, "08X")
+    sp.body_encoding = pb.Encoding.IDENTITY
+    sp.message_type = _stored_type(props)
+    sp.born_timestamp.FromMilliseconds(m.born_timestamp)
+    sp.born_host = _host(m.born_host_raw)
+    sp.store_timestamp.FromMilliseconds(m.store_timestamp)
+    sp.store_host = _host(m.store_host_raw)
+    deliver = props.get(PROPERTY_TIMER_DELIVER_MS)
+    if deliver and deliver.isdigit():
+        sp.delivery_timestamp.FromMilliseconds(int(deliver))
+    sp.receipt_handle = p.receipt_handle
+    sp.queue_id = m.queue_id
+    sp.queue_offset = m.queue_offset
+    sp.invisible_duration.FromMilliseconds(invisible_ms)
+    sp.delivery_attempt = p.delivery_attempt
+    group = props.get(PROPERTY_SHARDING_KEY)
+    if group:
+        sp.message_group = group
+    return out

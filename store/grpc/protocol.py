@@ -1,0 +1,40 @@
+"""The generated protobuf and gRPC modules of ``apache.rocketmq.v2``, in one place.
+
+They come from ``rocketmq-python-client`` (``rocketmq.grpc_protocol``, pinned in
+pyproject.toml): the same definitions the official Python 5.x client speaks, so the
+server and the client it is tested against cannot disagree on a field (docs/grpc.md,
+"Generated code"). Nothing here is hand-written protobuf: this module only names the
+pieces the server uses. The generated modules are untyped, hence ``Any``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rocketmq.grpc_protocol import definition_pb2 as _definition
+from rocketmq.grpc_protocol import service_pb2 as _service
+from rocketmq.grpc_protocol import service_pb2_grpc as _service_grpc
+
+pb: Any = _definition
+"""``definition.proto``: Message, Resource, Settings, Status, Code, ..."""
+svc: Any = _service
+"""``service.proto``: the request and response messages."""
+svc_grpc: Any = _service_grpc
+"""The generated servicer registration (``add_MessagingServiceServicer_to_server``)."""
+
+SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
+
+Code: Any = pb.Code
+MessageType: Any = pb.MessageType
+ClientType: Any = pb.ClientType
+Permission: Any = pb.Permission
+
+
+def status(code: int, message: str = "") -> Any:
+    """A ``Status`` with ``code`` and ``message`` (the code's name when empty)."""
+    return pb.Status(code=code, message=message or Code.Name(code))
+
+
+def ok() -> Any:
+    """``Status(OK)``."""
+    return status(Code.OK)

@@ -1,0 +1,126 @@
+"""The gRPC endpoint: :class:`MessagingService` on a gRPC server, started and stopped
+with a broker core or an embedded store.
+
+    with MessageStore.open(cfg) as store, GrpcEndpoint(store, GrpcConfig(port=0)) as ep:
+        ...  # a 5.x client connects to ep.address
+
+Plaintext only, bound to 127.0.0.1 unless told otherwise (8081 as the proxy). A
+request larger than :attr:`GrpcConfig.max_request_bytes` is refused by gRPC itself
+(RESOURCE_EXHAUSTED) before any handler runs; at most ``max_concurrent_rpcs`` calls
+run at once (long polls and telemetry streams hold a worker each), more are refused
+with RESOURCE_EXHAUSTED rather than queued without end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from mqstore.broker.core import BrokerCore
+from mqstore.grpc.protocol import svc_grpc
+from mqstore.grpc.service import MessagingService, ServiceConfig
+from mqstore.message_store import MessageStore
+
+DEFAULT_PORT = 8081
+"""The proxy's gRPC port."""
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcConfig:
+    """Where and how the endpoint listens, and the handlers' knobs."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    """0: any free port (see :attr:`GrpcEndpoint.port` once started)."""
+    advertised_host: str | None = None
+    """The host routes name (default: ``host``, or 127.0.0.1 for a wildcard)."""
+    max_workers: int = 64
+    max_concurrent_rpcs: int = 256
+    max_request_bytes: int | None = None
+    """Largest request accepted (default: the store's max message size + 64 KiB)."""
+    service: ServiceConfig = dataclasses.field(default_factory=ServiceConfig)
+
+
+class GrpcEndpoint:
+    """The MessagingService served over ``target``: a :class:`BrokerCore` (the caller
+    owns it) or a :class:`MessageStore` (a core is made and shut down with the
+    endpoint). The store must stay open while the endpoint runs."""
+
+    def __init__(self, target: BrokerCore | MessageStore, config: GrpcConfig | None = None):
+        self.config = config or GrpcConfig()
+        if isinstance(target, BrokerCore):
+            self.core, self._owns_core = target, False
+        else:
+            self.core, self._owns_core = BrokerCore(target), True
+        self.service: MessagingService | None = None
+        self._server: Any = None
+        self.port = 0
+
+    @property
+    def address(self) -> str:
+        """``host:port`` clients connect to (after :meth:`start`)."""
+        return f"{self._advertised}:{self.port}"
+
+    @property
+    def _advertised(self) -> str:
+        cfg = self.config
+        if cfg.advertised_host:
+            return cfg.advertised_host
+        return "127.0.0.1" if cfg.host in ("0.0.0.0", "", "::") else cfg.host
+
+    def start(self) -> int:
+        """Listen and serve; return the port.
+
+        Raises:
+            OSError: the address cannot be bound (a busy port among the reasons).
+        """
+        if self._server is not None:
+            return self.port
+        cfg = self.config
+        limit = cfg.max_request_bytes or self.core.store.cfg.max_message_size + 64 * 1024
+        server = grpc.server(
+            ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="mqstore-grpc"),
+            maximum_concurrent_rpcs=cfg.max_concurrent_rpcs,
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        try:
+            port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
+        except RuntimeError as e:
+            raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {e}") from None
+        if port == 0:
+            raise OSError(f"cannot listen on {cfg.host}:{cfg.port}")
+        self.port = int(port)
+        if self._owns_core:
+            self.core.start()
+        svc_cfg = dataclasses.replace(cfg.service, host=self._advertised, port=self.port)
+        self.service = MessagingService(self.core, svc_cfg)
+        svc_grpc.add_MessagingServiceServicer_to_server(self.service, server)
+        server.start()
+        self._server = server
+        return self.port
+
+    def stop(self, grace: float = 1.0) -> None:
+        """Stop serving (calls in flight get ``grace`` seconds), then shut down an owned
+        core (which saves the POP state). Idempotent."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        if self.service is not None:
+            self.service.close()
+        server.stop(grace).wait()
+        if self._owns_core:
+            self.core.shutdown()
+
+    def __enter__(self) -> GrpcEndpoint:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,487 @@
+"""The MessagingService handlers: each request of ``apache.rocketmq.v2`` over a broker core.
+
+Every handler answers with the protocol's ``Status`` (never an exception to gRPC):
+a refused request carries the refusing code and a one-line message, an unexpected
+failure INTERNAL_ERROR with the error's text. Requests mqstore does not implement
+(transactions, lite topics, recall, the pull-consumer RPCs) get NOT_IMPLEMENTED at
+once. Facts and divergences from the proxy: docs/grpc.md.
+
+Consumption is POP (``mqstore.pop``) underneath, the instance the remoting POP codes
+use (``mqstore.broker.pop_processors.broker_pop``), so a message received over gRPC
+and one popped over remoting are the same in-flight state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mqstore.broker.pop_processors import broker_pop
+from mqstore.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfig
+from mqstore.errors import IllegalTopicError, InvalidReceiptHandleError
+from mqstore.grpc import convert, settings
+from mqstore.grpc.clients import ClientTable
+from mqstore.grpc.protocol import ClientType, Code, MessageType, Permission, ok, pb, status, svc
+from mqstore.message import validate_topic
+from mqstore.pop.service import AckStatus, PopService
+from mqstore.remoting.codes import ResponseCode
+from mqstore.schedule import DelayLevels
+
+if TYPE_CHECKING:
+    from mqstore.broker.core import BrokerCore
+
+log = logging.getLogger(__name__)
+
+MAX_INVISIBLE_MS = 12 * 3600 * 1000
+"""``maxInvisibleTimeMills``: the longest invisible time a receive may ask for."""
+MAX_BATCH = 32
+"""Most messages one ReceiveMessage returns (POP's own cap)."""
+POLL_BUFFER_S = 0.3
+"""A long poll ends this long before the client's deadline, so the answer arrives."""
+
+ACCEPTED_TYPES = (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY,
+                  MessageType.TRANSACTION)  # fmt: skip
+"""What a route's queues accept: the proxy's MIXED topic. TRANSACTION is listed so a
+client sends it and hears NOT_IMPLEMENTED from the server, not a local type error."""
+
+_SEND_CODES = {
+    ResponseCode.SUCCESS: Code.OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
+    ResponseCode.TOPIC_NOT_EXIST: Code.TOPIC_NOT_FOUND,
+    ResponseCode.NO_PERMISSION: Code.FORBIDDEN,
+    ResponseCode.MESSAGE_ILLEGAL: Code.BAD_REQUEST,
+    ResponseCode.SYSTEM_BUSY: Code.TOO_MANY_REQUESTS,
+}
+"""Broker response codes of a send as gRPC codes; anything else is INTERNAL_SERVER_ERROR."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """The knobs of the handlers (defaults are the proxy's where it has one)."""
+
+    host: str = "127.0.0.1"
+    """The address routes give clients."""
+    port: int = 8081
+    long_polling_ms: int = 20_000
+    """Longest long poll of a receive (``grpcClientConsumerMaxLongPollingTimeoutMillis``)."""
+    receive_batch_size: int = 32
+    default_invisible_ms: int = 60_000
+    """Invisible time of a receive that asks none (a push consumer's, ``auto_renew``)."""
+    min_invisible_ms: int = 1000
+    fifo_groups: frozenset[str] = frozenset()
+    """Groups that consume in order (RocketMQ ``consumeMessageOrderly``)."""
+
+
+def _guarded(response: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Turn a refusal or a failure of a unary handler into a ``response`` (the name of
+    the response message) with the status saying why."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def handler(self: MessagingService, request: Any, context: Any) -> Any:
+            try:
+                return fn(self, request, context)
+            except Exception as e:
+                out = getattr(svc, response)()
+                out.status.CopyFrom(_status_of(e, fn.__name__))
+                return out
+
+        handler.__name__ = fn.__name__
+        handler.__doc__ = fn.__doc__
+        return handler
+
+    return wrap
+
+
+def _status_of(e: Exception, where: str) -> Any:
+    if isinstance(e, convert.RequestRefusedError):
+        return status(e.code, e.message)
+    if isinstance(e, InvalidReceiptHandleError):
+        return status(Code.INVALID_RECEIPT_HANDLE, f"receipt handle is malformed: {e}")
+    log.exception("gRPC %s failed", where)
+    return status(Code.INTERNAL_ERROR, f"{type(e).__name__}: {e}")
+
+
+def _client_id(context: Any) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == "x-mq-client-id":
+            return str(value)
+    return ""
+
+
+def _refuse(code: int, message: str) -> convert.RequestRefusedError:
+    return convert.RequestRefusedError(code, message)
+
+
+def _millis(d: Any) -> int:
+    return int(d.seconds) * 1000 + int(d.nanos) // 1_000_000
+
+
+def _group(resource: Any) -> str:
+    name = str(resource.name)
+    if not name or len(name) > 120 or not convert_pattern_ok(name):
+        raise _refuse(Code.ILLEGAL_CONSUMER_GROUP, f"illegal consumer group {name!r}")
+    return name
+
+
+def convert_pattern_ok(name: str) -> bool:
+    """True when ``name`` is a legal topic or group name (RocketMQ's character rule)."""
+    try:
+        validate_topic(name)
+    except IllegalTopicError:
+        return False
+    return True
+
+
+class MessagingService:
+    """The handlers of ``apache.rocketmq.v2.MessagingService`` over ``core``.
+
+    Registered on a gRPC server by :class:`mqstore.grpc.server.GrpcEndpoint`; the
+    method names are the RPC names.
+    """
+
+    def __init__(self, core: BrokerCore, config: ServiceConfig) -> None:
+        self.core = core
+        self.config = config
+        self.clients = ClientTable()
+        self._delay_levels = DelayLevels.parse(core.store.cfg.message_delay_level)
+        self._closed = False
+
+    def close(self) -> None:
+        """Answer long polls now; later requests are refused."""
+        self._closed = True
+
+    @property
+    def pop(self) -> PopService:
+        """The broker's POP service (shared with the remoting POP codes)."""
+        return broker_pop(self.core).service
+
+    # ------------------------------------------------------------ routes
+
+    def _topic(self, resource: Any, *, create: bool) -> TopicConfig:
+        name = str(resource.name)
+        try:
+            validate_topic(name)
+        except IllegalTopicError as e:
+            raise _refuse(Code.ILLEGAL_TOPIC, str(e)) from None
+        tc = self.core.topic_config(name)
+        if tc is None and create and self.core.config.auto_create_topic_enable:
+            tc = self.core.topics.create_in_send(
+                name, AUTO_CREATE_TOPIC_KEY, self.core.config.default_topic_queue_nums
+            )
+        if tc is None:
+            raise _refuse(Code.TOPIC_NOT_FOUND, f"topic {name!r} does not exist")
+        return tc
+
+    def _broker(self) -> Any:
+        b = pb.Broker(name=self.core.config.broker_name, id=0)
+        b.endpoints.scheme = pb.AddressScheme.IPv4
+        b.endpoints.addresses.add(host=self.config.host, port=self.config.port)
+        return b
+
+    def _queue(self, topic: Any, queue_id: int, perm: int) -> Any:
+        q = pb.MessageQueue(id=queue_id, permission=perm)
+        q.topic.CopyFrom(topic)
+        q.broker.CopyFrom(self._broker())
+        q.accept_message_types.extend(ACCEPTED_TYPES)
+        return q
+
+    @staticmethod
+    def _permission(tc: TopicConfig) -> int:
+        if tc.readable and tc.writeable:
+            return int(Permission.READ_WRITE)
+        if tc.readable:
+            return int(Permission.READ)
+        return int(Permission.WRITE if tc.writeable else Permission.NONE)
+
+    @_guarded("QueryRouteResponse")
+    def QueryRoute(self, request: Any, context: Any) -> Any:
+        """The topic's queues, all on this endpoint (a missing topic is auto-created
+        when the broker allows it, as a remoting send would)."""
+        tc = self._topic(request.topic, create=True)
+        perm = self._permission(tc)
+        out = svc.QueryRouteResponse(status=ok())
+        n = max(tc.read_queue_nums, tc.write_queue_nums)
+        for qid in range(n):
+            out.message_queues.append(self._queue(request.topic, qid, perm))
+        return out
+
+    @_guarded("QueryAssignmentResponse")
+    def QueryAssignment(self, request: Any, context: Any) -> Any:
+        """Every consumer of a group consumes every queue (POP balances per message):
+        one assignment of queue -1, or one per queue for a FIFO group
+        (``RouteActivity.queryAssignment``)."""
+        group = _group(request.group)
+        tc = self._topic(request.topic, create=False)
+        self.clients.seen(group, _client_id(context))
+        if not tc.readable or tc.read_queue_nums <= 0:
+            return svc.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "no readable queue"))
+        perm = self._permission(tc)
+        ids = range(tc.read_queue_nums) if group in self.config.fifo_groups else [-1]
+        out = svc.QueryAssignmentResponse(status=ok())
+        for qid in ids:
+            out.assignments.add().message_queue.CopyFrom(self._queue(request.topic, qid, perm))
+        return out
+
+    # ------------------------------------------------------------ clients
+
+    @_guarded("HeartbeatResponse")
+    def Heartbeat(self, request: Any, context: Any) -> Any:
+        """Keep a consumer's client id in its group."""
+        if request.HasField("group") and request.group.name:
+            self.clients.seen(request.group.name, _client_id(context))
+        return svc.HeartbeatResponse(status=ok())
+
+    @_guarded("NotifyClientTerminationResponse")
+    def NotifyClientTermination(self, request: Any, context: Any) -> Any:
+        """Drop the client from its group."""
+        if request.HasField("group"):
+            self.clients.gone(request.group.name, _client_id(context))
+        return svc.NotifyClientTerminationResponse(status=ok())
+
+    def _group_policy(self, group: str) -> settings.GroupPolicy:
+        g = self.core.groups.find(group)
+        retries = g.retry_max_times if g is not None else 16
+        return settings.GroupPolicy(group in self.config.fifo_groups, retries + 1)
+
+    def Telemetry(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
+        """The settings exchange: each Settings command is answered with the settings
+        the client is to use (``mqstore.grpc.settings``); other commands (thread stack
+        traces, verify results) are taken and ignored."""
+        cid = _client_id(context)
+        try:
+            for cmd in request_iterator:
+                if self._closed:
+                    return
+                if not cmd.HasField("settings"):
+                    continue
+                client = cmd.settings
+                if client.HasField("subscription"):
+                    self.clients.seen(client.subscription.group.name, cid)
+                answer = settings.answer(
+                    client, max_body_size=self.core.store.cfg.max_message_size,
+                    long_polling_ms=self.config.long_polling_ms,
+                    receive_batch_size=self.config.receive_batch_size,
+                    backoff_ms=self._delay_levels.millis,
+                    group_policy=self._group_policy,
+                )  # fmt: skip
+                yield svc.TelemetryCommand(status=ok(), settings=answer)
+        except Exception as e:  # a broken stream ends; the client opens another
+            if context.is_active():
+                log.info("telemetry stream of %s ended: %s", cid, e)
+
+    # ------------------------------------------------------------ send
+
+    def _send_queue(self, tc: TopicConfig, group: str | None) -> int:
+        if group is None:
+            return -1
+        return zlib.crc32(group.encode()) % max(1, tc.write_queue_nums)
+
+    def _send_one(self, msg: Any, now_ms: int) -> Any:
+        entry = svc.SendResultEntry()
+        try:
+            tc = self._topic(msg.topic, create=True)
+            out = convert.to_store(
+                msg, self._delay_levels, now_ms, self.core.store.cfg.max_message_size
+            )
+            res = self.core.send(tc.topic_name, self._send_queue(tc, out.message_group),
+                                 [out.message])  # fmt: skip
+        except convert.RequestRefusedError as e:
+            entry.status.CopyFrom(status(e.code, e.message))
+            return entry
+        code = _SEND_CODES.get(res.code, Code.INTERNAL_SERVER_ERROR)
+        entry.status.CopyFrom(status(code, res.remark or ""))
+        entry.message_id = out.message_id
+        if res.results:
+            entry.offset = res.results[0].queue_offset
+        return entry
+
+    @_guarded("SendMessageResponse")
+    def SendMessage(self, request: Any, context: Any) -> Any:
+        """Store each message (``mqstore.grpc.convert`` for the rules); one entry per
+        message; the response status is the entries' when they agree, else
+        MULTIPLE_RESULTS."""
+        if not request.messages:
+            raise _refuse(Code.BAD_REQUEST, "no message to send")
+        now = int(time.time() * 1000)
+        out = svc.SendMessageResponse()
+        for msg in request.messages:
+            out.entries.append(self._send_one(msg, now))
+        codes = {e.status.code for e in out.entries}
+        if len(codes) == 1:
+            out.status.CopyFrom(out.entries[0].status)
+        else:
+            out.status.CopyFrom(status(Code.MULTIPLE_RESULTS, "entries differ"))
+        return out
+
+    # ------------------------------------------------------------ receive
+
+    def _invisible_ms(self, request: Any) -> int:
+        if not request.HasField("invisible_duration"):
+            return self.config.default_invisible_ms
+        ms = _millis(request.invisible_duration)
+        if not self.config.min_invisible_ms <= ms <= MAX_INVISIBLE_MS:
+            raise _refuse(
+                Code.ILLEGAL_INVISIBLE_TIME,
+                f"invisible duration {ms} ms is outside "
+                f"[{self.config.min_invisible_ms}, {MAX_INVISIBLE_MS}] ms",
+            )
+        return ms
+
+    def _poll_ms(self, request: Any, context: Any) -> int:
+        asked = (
+            _millis(request.long_polling_timeout)
+            if request.HasField("long_polling_timeout")
+            else self.config.long_polling_ms
+        )
+        ms = max(0, min(asked, self.config.long_polling_ms))
+        left = context.time_remaining()
+        if left is not None:
+            ms = min(ms, max(0, int((left - POLL_BUFFER_S) * 1000)))
+        return ms
+
+    @staticmethod
+    def _filter(request: Any) -> str:
+        if not request.HasField("filter_expression"):
+            return "*"
+        f = request.filter_expression
+        if f.type == pb.FilterType.SQL:
+            raise _refuse(Code.NOT_IMPLEMENTED, "SQL92 filtering is not supported by mqstore")
+        return str(f.expression) or "*"
+
+    def ReceiveMessage(self, request: Any, context: Any) -> Iterator[Any]:
+        """Pop up to ``batch_size`` messages (long polling up to the asked timeout, less
+        than the client's deadline) and stream them: a status, then the messages; no
+        message: MESSAGE_NOT_FOUND."""
+        try:
+            group = _group(request.group)
+            tc = self._topic(request.message_queue.topic, create=False)
+            if request.batch_size <= 0:
+                raise _refuse(Code.BAD_REQUEST, f"batch_size {request.batch_size} must be > 0")
+            invisible = self._invisible_ms(request)
+            sub = self._filter(request)
+            fifo = group in self.config.fifo_groups
+            qid = int(request.message_queue.id)
+            if qid >= max(tc.read_queue_nums, 1):
+                raise _refuse(Code.BAD_REQUEST, f"queue {qid} of {tc.topic_name} does not exist")
+            self.clients.seen(group, _client_id(context))
+            r = self.pop.pop(
+                group, tc.topic_name, min(request.batch_size, MAX_BATCH), invisible,
+                queue_id=qid if qid >= 0 else -1, subscription=sub, fifo=fifo,
+                wait_ms=0 if self._closed else self._poll_ms(request, context),
+            )  # fmt: skip
+            msgs = [convert.to_proto(m, r.invisible_time or invisible) for m in r.messages]
+        except Exception as e:
+            yield svc.ReceiveMessageResponse(status=_status_of(e, "ReceiveMessage"))
+            return
+        if not msgs:
+            yield svc.ReceiveMessageResponse(
+                status=status(Code.MESSAGE_NOT_FOUND, "no new message")
+            )
+            return
+        yield svc.ReceiveMessageResponse(status=ok())
+        now = svc.ReceiveMessageResponse()
+        now.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+        yield now
+        for m in msgs:
+            yield svc.ReceiveMessageResponse(message=m)
+
+    # ------------------------------------------------------------ settle
+
+    @_guarded("AckMessageResponse")
+    def AckMessage(self, request: Any, context: Any) -> Any:
+        """Acknowledge each entry (one batch ack). An entry whose message is no longer
+        in flight: INVALID_RECEIPT_HANDLE, as the proxy answers an expired handle."""
+        group = _group(request.group)
+        topic = str(request.topic.name)
+        if not request.entries:
+            raise _refuse(Code.BAD_REQUEST, "no entry to acknowledge")
+        if any(e.HasField("lite_topic") for e in request.entries):
+            raise _refuse(Code.NOT_IMPLEMENTED, "lite topics are not supported by mqstore")
+        handles = [e.receipt_handle for e in request.entries]
+        results = self.pop.batch_ack(group, topic, handles)
+        out = svc.AckMessageResponse()
+        for e, r in zip(request.entries, results, strict=True):
+            entry = out.entries.add(message_id=e.message_id, receipt_handle=e.receipt_handle)
+            entry.status.CopyFrom(
+                ok() if r is AckStatus.OK else status(
+                    Code.INVALID_RECEIPT_HANDLE,
+                    "the message is no longer in flight (acknowledged, or its invisible "
+                    "time ran out)",
+                )
+            )  # fmt: skip
+        codes = {e.status.code for e in out.entries}
+        out.status.CopyFrom(
+            out.entries[0].status if len(codes) == 1
+            else status(Code.MULTIPLE_RESULTS, "entries differ")
+        )  # fmt: skip
+        return out
+
+    @_guarded("ChangeInvisibleDurationResponse")
+    def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+        """Hide the message for the new duration from now; the response carries the
+        handle to use from then on."""
+        group = _group(request.group)
+        if request.HasField("lite_topic"):
+            raise _refuse(Code.NOT_IMPLEMENTED, "lite topics are not supported by mqstore")
+        ms = _millis(request.invisible_duration)
+        if not 0 <= ms <= MAX_INVISIBLE_MS:
+            raise _refuse(Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {ms} ms")
+        r = self.pop.change_invisible_time(group, request.topic.name, request.receipt_handle, ms)
+        if r.status is not AckStatus.OK:
+            raise _refuse(
+                Code.INVALID_RECEIPT_HANDLE,
+                "the message is no longer in flight (acknowledged, or its invisible time ran out)",
+            )
+        return svc.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=r.receipt_handle)
+
+    @_guarded("ForwardMessageToDeadLetterQueueResponse")
+    def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+        """Put the held message into ``%DLQ%<group>`` now and settle it."""
+        group = _group(request.group)
+        r = self.pop.forward_to_dlq(group, request.topic.name, request.receipt_handle)
+        if r is not AckStatus.OK:
+            raise _refuse(Code.INVALID_RECEIPT_HANDLE, "the message is no longer in flight")
+        return svc.ForwardMessageToDeadLetterQueueResponse(status=ok())
+
+    # ------------------------------------------------------------ not implemented
+
+    @staticmethod
+    def _unsupported(what: str) -> Any:
+        return status(Code.NOT_IMPLEMENTED, f"{what} is not supported by mqstore")
+
+    def EndTransaction(self, request: Any, context: Any) -> Any:
+        """NOT_IMPLEMENTED: no transactional messages."""
+        return svc.EndTransactionResponse(status=self._unsupported("EndTransaction"))
+
+    def RecallMessage(self, request: Any, context: Any) -> Any:
+        """NOT_IMPLEMENTED: no recall of delayed messages."""
+        return svc.RecallMessageResponse(status=self._unsupported("RecallMessage"))
+
+    def SyncLiteSubscription(self, request: Any, context: Any) -> Any:
+        """NOT_IMPLEMENTED: no lite topics."""
+        return svc.SyncLiteSubscriptionResponse(status=self._unsupported("SyncLiteSubscription"))
+
+    def UpdateOffset(self, request: Any, context: Any) -> Any:
+        """NOT_IMPLEMENTED: the 5.x pull consumer is not served (remoting pull is)."""
+        return svc.UpdateOffsetResponse(status=self._unsupported("UpdateOffset"))
+
+    def GetOffset(self, request: Any, context: Any) -> Any:
+        """NOT_IMPLEMENTED (see :meth:`UpdateOffset`)."""
+        return svc.GetOffsetResponse(status=self._unsupported("GetOffset"))
+
+    def QueryOffset(self, request: Any, context: Any) -> Any:
+        """NOT_IMPLEMENTED (see :meth:`UpdateOffset`)."""
+        return svc.QueryOffsetResponse(status=self._unsupported("QueryOffset"))
+
+    def PullMessage(self, request: Any, context: Any) -> Iterator[Any]:
+        """NOT_IMPLEMENTED (see :meth:`UpdateOffset`)."""
+        yield svc.PullMessageResponse(status=self._unsupported("PullMessage"))
+
+
+__all__ = ["ClientType", "MessagingService", "ServiceConfig"]

@@ -1,0 +1,104 @@
+"""Fixtures for the gRPC endpoint tests: a small store, a broker core and an endpoint on
+a free port, and the official Python 5.x client (``rocketmq-python-client``) against it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mqstore import MessageStore
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.subscriptions import SubscriptionGroupConfig
+from mqstore.broker.topics import TopicConfig
+from mqstore.grpc import GrpcConfig, GrpcEndpoint, ServiceConfig
+from tests.helpers import make_store
+
+rmq = pytest.importorskip("rocketmq")
+
+logging.getLogger("rocketmq-python-client").setLevel(logging.CRITICAL)
+
+TOPIC = "GrpcTopic"
+GROUP = "GrpcGroup"
+FIFO_GROUP = "GrpcFifoGroup"
+
+
+def until(cond: Callable[[], Any], timeout: float = 15.0, step: float = 0.02) -> Any:
+    """Poll ``cond`` until it is truthy (returned) or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        time.sleep(step)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MessageStore]:
+    s = make_store(tmp_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def core(store: MessageStore) -> Iterator[BrokerCore]:
+    c = BrokerCore(store)
+    c.start()
+    c.create_topic(TopicConfig(TOPIC, 4, 4))
+    c.groups.put(SubscriptionGroupConfig(GROUP, retry_max_times=1))
+    c.groups.put(SubscriptionGroupConfig(FIFO_GROUP, retry_max_times=2))
+    yield c
+    c.shutdown()
+
+
+@pytest.fixture
+def endpoint(core: BrokerCore) -> Iterator[GrpcEndpoint]:
+    cfg = GrpcConfig(
+        port=0,
+        service=ServiceConfig(long_polling_ms=1000, fifo_groups=frozenset({FIFO_GROUP})),
+    )
+    ep = GrpcEndpoint(core, cfg)
+    ep.start()
+    yield ep
+    ep.stop(grace=0.2)
+
+
+def client_config(ep: GrpcEndpoint) -> Any:
+    from rocketmq import ClientConfiguration, Credentials
+
+    return ClientConfiguration(ep.address, Credentials(), request_timeout=3)
+
+
+@pytest.fixture
+def producer(endpoint: GrpcEndpoint) -> Iterator[Any]:
+    from rocketmq import Producer
+
+    p = Producer(client_config(endpoint), (TOPIC,))
+    p.startup()
+    yield p
+    p.shutdown()
+
+
+def simple_consumer(ep: GrpcEndpoint, group: str = GROUP, topic: str = TOPIC, wait: int = 1) -> Any:
+    from rocketmq import FilterExpression, SimpleConsumer
+
+    c = SimpleConsumer(client_config(ep), group, {topic: FilterExpression()}, await_duration=wait)
+    c.startup()
+    return c
+
+
+def message(body: bytes, topic: str = TOPIC, **kw: Any) -> Any:
+    from rocketmq import Message
+
+    m = Message()
+    m.topic = topic
+    m.body = body
+    for k, v in kw.items():
+        setattr(m, k, v)
+    return m
