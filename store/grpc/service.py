@@ -355,9 +355,11 @@ class MessagingService:
         return str(f.expression) or "*"
 
     def ReceiveMessage(self, request: Any, context: Any) -> Iterator[Any]:
-        """Pop up to ``batch_size`` messages (long polling up to the asked timeout, less
-        than the client's deadline) and stream them: a status, then the messages; no
-        message: MESSAGE_NOT_FOUND."""
+        """Pop up to ``batch_size`` messages from every queue of the topic (the request's
+        queue names a broker, as the proxy's ``ReceiveMessageQueueSelector`` reads it),
+        long polling up to the asked timeout but less than the client's deadline, and
+        stream them: a status, the delivery time, then the messages; no message:
+        MESSAGE_NOT_FOUND."""
         try:
             group = _group(request.group)
             tc = self._topic(request.message_queue.topic, create=False)
@@ -366,13 +368,10 @@ class MessagingService:
             invisible = self._invisible_ms(request)
             sub = self._filter(request)
             fifo = group in self.config.fifo_groups
-            qid = int(request.message_queue.id)
-            if qid >= max(tc.read_queue_nums, 1):
-                raise _refuse(Code.BAD_REQUEST, f"queue {qid} of {tc.topic_name} does not exist")
             self.clients.seen(group, _client_id(context))
             r = self.pop.pop(
                 group, tc.topic_name, min(request.batch_size, MAX_BATCH), invisible,
-                queue_id=qid if qid >= 0 else -1, subscription=sub, fifo=fifo,
+                queue_id=-1, subscription=sub, fifo=fifo,
                 wait_ms=0 if self._closed else self._poll_ms(request, context),
             )  # fmt: skip
             msgs = [convert.to_proto(m, r.invisible_time or invisible) for m in r.messages]

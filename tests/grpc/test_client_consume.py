@@ -1,0 +1,186 @@
+"""The official Python 5.x client: FIFO and delayed sends, invisible time, redelivery,
+the dead-letter queue, and the push consumer's listener."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from mqstore.grpc import GrpcEndpoint
+from mqstore.pop.records import dlq_topic
+from tests.grpc.conftest import (
+    FIFO_GROUP,
+    GROUP,
+    TOPIC,
+    client_config,
+    message,
+    simple_consumer,
+    until,
+)
+
+
+def receive_n(consumer: Any, n: int, invisible: int = 10, timeout: float = 15) -> list[Any]:
+    got: list[Any] = []
+
+    def more() -> bool:
+        got.extend(consumer.receive(32, invisible))
+        return len(got) >= n
+
+    until(more, timeout)
+    return got
+
+
+def dlq_bodies(ep: GrpcEndpoint, group: str) -> list[bytes]:
+    store = ep.core.store
+    topic = dlq_topic(group)
+    out = []
+    for cq in store.queues.all():
+        if cq.topic == topic:
+            r = store.get_message(group, topic, cq.queue_id, 0, 100)
+            out.extend(m.body for m in r.messages)
+    return out
+
+
+def test_fifo_messages_of_one_group_go_to_one_queue_in_order(
+    producer: Any, endpoint: GrpcEndpoint
+) -> None:
+    receipts = [producer.send(message(f"{i}".encode(), message_group="g1")) for i in range(6)]
+    queues = {r.message_queue.message_queue0().id for r in receipts}
+    offsets = [r.offset for r in receipts]
+    assert offsets == sorted(offsets)
+    c = simple_consumer(endpoint, FIFO_GROUP)
+    try:
+        got = receive_n(c, 6)
+        assert [m.body for m in got] == [f"{i}".encode() for i in range(6)]
+        assert {m.message_group for m in got} == {"g1"}
+        assert all(m.message_type == 2 for m in got)  # FIFO
+    finally:
+        c.shutdown()
+    assert len(queues) >= 1
+
+
+def test_fifo_group_is_not_delivered_past_a_message_in_flight(
+    producer: Any, endpoint: GrpcEndpoint
+) -> None:
+    for i in range(3):
+        producer.send(message(f"{i}".encode(), message_group="held"))
+    c = simple_consumer(endpoint, FIFO_GROUP)
+    try:
+        first = receive_n(c, 1, invisible=2)
+        # held: nothing more while the batch is in flight and unacknowledged
+        assert c.receive(32, 2) == []
+        time.sleep(2.2)
+        again = receive_n(c, 1, invisible=10)
+        assert again[0].body == first[0].body == b"0"
+        assert again[0].delivery_attempt == 2
+    finally:
+        c.shutdown()
+
+
+def test_delayed_message_is_not_received_before_its_delivery_time(
+    producer: Any, endpoint: GrpcEndpoint
+) -> None:
+    at = int(time.time()) + 2  # the Python client takes seconds
+    r = producer.send(message(b"later", delivery_timestamp=at))
+    assert r.message_id
+    c = simple_consumer(endpoint)
+    try:
+        assert c.receive(32, 10) == []
+        got = receive_n(c, 1)
+        assert time.time() >= at - 0.05
+        assert got[0].body == b"later"
+        assert got[0].message_type == 3  # DELAY
+    finally:
+        c.shutdown()
+
+
+def test_unacked_message_comes_back_with_attempt_raised(
+    producer: Any, endpoint: GrpcEndpoint
+) -> None:
+    producer.send(message(b"retry-me"))
+    c = simple_consumer(endpoint)
+    try:
+        (m1,) = receive_n(c, 1, invisible=1)
+        assert m1.delivery_attempt == 1
+        (m2,) = receive_n(c, 1, invisible=10)
+        assert m2.message_id == m1.message_id
+        assert m2.delivery_attempt == 2
+        c.ack(m2)
+    finally:
+        c.shutdown()
+
+
+def test_change_invisible_duration_extends_the_hold(producer: Any, endpoint: GrpcEndpoint) -> None:
+    producer.send(message(b"extend"))
+    c = simple_consumer(endpoint)
+    try:
+        (m,) = receive_n(c, 1, invisible=1)
+        c.change_invisible_duration(m, 4)
+        time.sleep(1.5)  # past the first invisible time
+        assert c.receive(32, 1) == []
+        c.ack(m)  # the handle the change returned (the client keeps it on the message)
+    finally:
+        c.shutdown()
+
+
+def test_message_goes_to_dlq_after_the_maximum_attempts(
+    producer: Any, endpoint: GrpcEndpoint
+) -> None:
+    producer.send(message(b"poison"))  # GROUP: retryMaxTimes 1 -> 2 attempts
+    c = simple_consumer(endpoint)
+    try:
+        (m1,) = receive_n(c, 1, invisible=1)
+        (m2,) = receive_n(c, 1, invisible=1)
+        assert (m1.delivery_attempt, m2.delivery_attempt) == (1, 2)
+        until(lambda: dlq_bodies(endpoint, GROUP) == [b"poison"])
+        assert c.receive(32, 1) == []
+    finally:
+        c.shutdown()
+
+
+def test_ack_of_a_handle_no_longer_in_flight_is_refused(
+    producer: Any, endpoint: GrpcEndpoint
+) -> None:
+    from rocketmq.v5.exception import BadRequestException
+
+    producer.send(message(b"late"))
+    c = simple_consumer(endpoint)
+    try:
+        (m,) = receive_n(c, 1, invisible=10)
+        c.ack(m)
+        with pytest.raises(BadRequestException):
+            c.ack(m)
+    finally:
+        c.shutdown()
+
+
+def test_push_consumer_consumes_with_its_listener(producer: Any, endpoint: GrpcEndpoint) -> None:
+    from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
+
+    seen: dict[bytes, int] = defaultdict(int)
+    lock = threading.Lock()
+
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, msg: Any) -> Any:
+            with lock:
+                seen[msg.body] += 1
+                first = seen[msg.body] == 1
+            if msg.body == b"fail-once" and first:
+                return ConsumeResult.FAILURE
+            return ConsumeResult.SUCCESS
+
+    bodies = [f"p{i}".encode() for i in range(20)] + [b"fail-once"]
+    for b in bodies:
+        producer.send(message(b))
+    pc = PushConsumer(client_config(endpoint), GROUP, Listener(), {TOPIC: FilterExpression()},
+                      consumption_thread_count=2)  # fmt: skip
+    pc.startup()
+    try:
+        until(lambda: set(seen) == set(bodies) and seen[b"fail-once"] >= 2, timeout=20)
+    finally:
+        pc.shutdown()
+    assert all(seen[b] == 1 for b in bodies if b != b"fail-once")
