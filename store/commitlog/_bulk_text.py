@@ -45,6 +45,9 @@ _POW31: Final = np.cumprod(
     np.r_[np.uint32(1), np.full(_POW_LEN - 1, 31, np.uint32)], dtype=np.uint32
 )
 """31**k mod 2**32 for k < 65536 (a properties string holds at most 32767 bytes)."""
+_PAD_MAX: Final = 64
+"""Spans up to this long are hashed as rows of a matrix (:func:`_hash_padded`)."""
+_POW31_64: Final = _POW31[:_PAD_MAX].astype(np.uint64)
 _SEP: Final = ord(PROPERTY_SEPARATOR)
 _NV: Final = ord(NAME_VALUE_SEPARATOR)
 _SPACE: Final = ord(" ")
@@ -89,14 +92,32 @@ def span_count(mask: NDArray[np.bool_], offs: I64, lens: I64) -> I64:
 
 def java_hash(src: U8, starts: I64, lens: I64) -> U32:
     """``String.hashCode`` (as uint32) of each ASCII span ``src[start:start+len]``."""
+    if lens.size == 0:
+        return np.zeros(0, np.uint32)
+    width = int(lens.max())
+    if width <= _PAD_MAX:
+        return _hash_padded(src, starts, lens, width)
     out = np.zeros(starts.size, np.uint32)
     nz = lens > 0
-    if not nz.any():
-        return out
     s, n = starts[nz], lens[nz]
     pos, offs = flat_index(s, n)
     weight = _POW31[np.repeat(s + n - 1, n) - pos]
     out[nz] = np.add.reduceat(src[pos].astype(np.uint32) * weight, offs, dtype=np.uint32)
+    return out
+
+
+def _hash_padded(src: U8, starts: I64, lens: I64, width: int) -> U32:
+    """:func:`java_hash` of spans up to ``width`` bytes, right-aligned in a matrix:
+    leading pad bytes are zero and add nothing, so one weighted row sum does them all
+    (products stay below 2**40, the sum of 64 of them below 2**46: exact in uint64)."""
+    if width == 0:
+        return np.zeros(starts.size, np.uint32)
+    cols = np.arange(-width, 0)
+    idx = (starts + lens)[:, None] + cols
+    grid = src[np.clip(idx, 0, max(src.size - 1, 0))].astype(np.uint64)
+    grid[idx < starts[:, None]] = 0
+    h = grid @ _POW31_64[width - 1 :: -1]
+    out: U32 = (h & 0xFFFFFFFF).astype(np.uint32)
     return out
 
 

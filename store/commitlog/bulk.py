@@ -27,6 +27,7 @@ the buffer after a call returns.
 
 from __future__ import annotations
 
+import mmap
 import re
 import struct
 import zlib
@@ -45,6 +46,7 @@ from mqstore.message import keys_of, tags_code, uniq_key_of
 
 I64 = NDArray[np.int64]
 Buffer = bytes | bytearray | memoryview
+"""What the scan reads (an mmap is read through a memoryview of it)."""
 CHUNK_RECORDS: Final = 65_536
 """Records per call by default: bounds the temporary arrays (about 100 bytes each)."""
 _HOST_COMBOS: Final = (
@@ -126,19 +128,54 @@ class BulkScan:
     stop: EndOfSegment | Corrupt | None
 
 
+class HeaderField:
+    """Field numbers of the header ``struct`` formats of :mod:`._layout`, for
+    :func:`field_position` (the order ``_decode`` unpacks them in)."""
+
+    BODY_CRC = 2
+    BORN_HOST = 9
+    STORE_HOST = 11
+    RECONSUME_TIMES = 12
+    PREPARED_TRANSACTION_OFFSET = 13
+
+
+def field_position(records: RecordArrays, field: int) -> I64:
+    """Where header field number ``field`` (see :class:`HeaderField`) of each record
+    starts in the scanned buffer (hosts move with the IPv6 bits of SYSFLAG)."""
+    combo = 2 * ((records.sys_flag & L.BORNHOST_V6_FLAG) != 0) + (
+        (records.sys_flag & L.STOREHOST_V6_FLAG) != 0
+    )
+    out: I64 = records.position + _OFFSETS[combo, field]
+    return out
+
+
+def read_ints(buf: Buffer | mmap.mmap, positions: I64, width: int) -> I64:
+    """Big-endian signed ints of ``width`` bytes (1, 2, 4 or 8) at ``positions``."""
+    with memoryview(buf) as view:
+        return _read_ints(view, positions, width)
+
+
+def _read_ints(view: memoryview, positions: I64, width: int) -> I64:
+    return _be(np.frombuffer(view, np.uint8), positions, width)
+
+
 def walk(buf: Buffer, pos: int, end: int, limit: int, max_records: int) -> list[int]:
     """Positions of the records chained by TOTALSIZE from ``pos`` while their start is
     before ``end``, their header looks like a record's and they fit before ``limit``."""
     unpack = L._SIZE_MAGIC.unpack_from
-    v1, v2, smallest, last = L.MAGIC_V1, L.MAGIC_V2, L.MIN_RECORD_SIZE, limit - 8
+    magics, smallest = frozenset((L.MAGIC_V1, L.MAGIC_V2)), L.MIN_RECORD_SIZE
+    stop = min(end, limit - 7)
     out: list[int] = []
     add = out.append
-    while pos < end and pos <= last and len(out) < max_records:
+    room = max_records
+    while pos < stop and room:
         size, magic = unpack(buf, pos)
-        if magic not in (v1, v2) or size < smallest or size > limit - pos:
+        if magic in magics and smallest <= size <= limit - pos:
+            add(pos)
+            pos += size
+            room -= 1
+        else:
             break
-        add(pos)
-        pos += size
     return out
 
 
@@ -152,7 +189,7 @@ def _be(u8: NDArray[np.uint8], pos: I64, width: int) -> I64:
 
 
 def scan(
-    buf: Buffer,
+    buf: Buffer | mmap.mmap,
     start: int,
     end: int,
     limit: int | None = None,
@@ -166,6 +203,19 @@ def scan(
     See the module doc for the contract. ``keys`` also hashes each record's index keys.
     Pass bytes, a memoryview or a read-only mmap; nothing is kept referencing it.
     """
+    with memoryview(buf) as view:
+        return _scan(view, start, end, limit, check_crc, keys, max_records)
+
+
+def _scan(
+    buf: memoryview,
+    start: int,
+    end: int,
+    limit: int | None,
+    check_crc: bool,
+    keys: bool,
+    max_records: int,
+) -> BulkScan:
     lim = len(buf) if limit is None else limit
     positions = walk(buf, start, end, lim, max_records)
     stop_pos = positions[-1] if positions else start
