@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqstore.config import BrokerRole, FlushDiskType, StoreConfig
 from mqstore.consumequeue.filter import Subscription, parse_subscription
-from mqstore.consumequeue.results import GetRawResult, GetResult, QueryResult, StoredMessage
+from mqstore.consumequeue.results import GetRawResult, GetResult, QueryResult
 from mqstore.errors import (
     ConfigError,
     CorruptIndexError,
@@ -27,6 +27,7 @@ from mqstore.errors import (
     StorePoisonedError,
 )
 from mqstore.message import Message
+from mqstore.records import StoredMessage
 from mqstore.status import GetStatus, PutStatus
 
 if TYPE_CHECKING:

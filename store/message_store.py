@@ -46,7 +46,7 @@ from mqstore.consumequeue.dispatch import (
 from mqstore.consumequeue.filter import Subscription
 from mqstore.consumequeue.get import MAX_PULL_MSG_SIZE
 from mqstore.consumequeue.queue import ConsumeQueue
-from mqstore.consumequeue.results import GetRawResult, GetResult, QueryResult, StoredMessage
+from mqstore.consumequeue.results import GetRawResult, GetResult, QueryResult
 from mqstore.consumequeue.search import BoundaryType
 from mqstore.consumequeue.store import ConsumeQueueStore
 from mqstore.errors import StoreClosedError
@@ -57,6 +57,7 @@ from mqstore.message import Message
 from mqstore.pull import LONG_MAX, StoreReader
 from mqstore.put import PutResult, PutWriter
 from mqstore.put_frame import MessageFramer
+from mqstore.records import StoredMessage
 
 
 class MessageStore:

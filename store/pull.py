@@ -23,19 +23,14 @@ from mqstore.consumequeue.dispatch import ArrivalListener
 from mqstore.consumequeue.filter import Subscription, parse_subscription
 from mqstore.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, Selection, select
 from mqstore.consumequeue.queue import ConsumeQueue
-from mqstore.consumequeue.results import (
-    GetRawResult,
-    GetResult,
-    QueryResult,
-    StoredMessage,
-    stored_message,
-)
+from mqstore.consumequeue.results import GetRawResult, GetResult, QueryResult
 from mqstore.consumequeue.search import BoundaryType, offset_by_time
 from mqstore.consumequeue.store import ConsumeQueueStore
 from mqstore.errors import StoreClosedError
 from mqstore.index.service import IndexService
 from mqstore.logics import Logics
 from mqstore.message import tags_of
+from mqstore.records import StoredMessage, stored_message
 
 LONG_MAX = (1 << 63) - 1
 INDEX_CATCH_UP_WAIT = 300.0

@@ -44,7 +44,7 @@ from mqstore.client.offset_store import OffsetStore
 from mqstore.client.process_queue import ProcessQueue, now_ms
 from mqstore.client.scheduler import Scheduler
 from mqstore.client.transport import BrokerError, MessageModel, TransportError
-from mqstore.consumequeue.results import StoredMessage
+from mqstore.records import StoredMessage
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.consumer_config import is_retry_topic
-from mqstore.consumequeue.results import StoredMessage
 from mqstore.message import PROPERTY_RETRY_TOPIC
+from mqstore.records import StoredMessage
 
 
 class ConsumeConcurrentlyStatus(enum.Enum):

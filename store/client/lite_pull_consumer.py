@@ -34,7 +34,7 @@ from mqstore.client.process_queue import ProcessQueue
 from mqstore.client.pull_service import PullContext, PullLoop
 from mqstore.client.rebalance import PullRequest, RebalanceImpl, compute_pull_from_where
 from mqstore.client.transport import ConsumeType, Transport
-from mqstore.consumequeue.results import StoredMessage
+from mqstore.records import StoredMessage
 
 _Batch = tuple[MessageQueue, ProcessQueue, list[StoredMessage]]
 

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
-from mqstore.consumequeue.results import StoredMessage
+from mqstore.records import StoredMessage
 
 
 def now_ms() -> int:

@@ -33,7 +33,7 @@ from mqstore.client.offset_store import OffsetStore, ReadOffsetType
 from mqstore.client.process_queue import ProcessQueue, now_ms
 from mqstore.client.rebalance import PullRequest
 from mqstore.client.transport import BrokerError, MessageModel, PullStatus, TransportError
-from mqstore.consumequeue.results import StoredMessage
+from mqstore.records import StoredMessage
 
 log = logging.getLogger(__name__)
 

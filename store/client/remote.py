@@ -32,13 +32,13 @@ Long polling: a pull with ``suspend_ms`` sets the suspend sysflag and waits up t
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
 
 from mqstore.client import wire
 from mqstore.client.allocate import MessageQueue
-from mqstore.client.remote_routing import RoutingMixin
+from mqstore.client.remote_routing import Router, expect
 from mqstore.client.remoting_client import RemotingClient
+from mqstore.client.route import TopicRoute
 from mqstore.client.transport import (
     BrokerError,
     ConsumerIdsChanged,
@@ -47,16 +47,17 @@ from mqstore.client.transport import (
     PullStatus,
     SendResult,
 )
-from mqstore.consumequeue.results import StoredMessage
 from mqstore.message import Message
+from mqstore.records import StoredMessage
+from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 
 
-class RemoteTransport(RoutingMixin):
+class RemoteTransport:
     """A :class:`~mqstore.client.transport.Transport` to brokers found via a name server.
 
-    The request plumbing and broker lookup (``route``, ``_call``, ``_addr``, ...) come
-    from :class:`~mqstore.client.remote_routing.RoutingMixin`.
+    Requests and broker lookup go through its
+    :class:`~mqstore.client.remote_routing.Router`.
 
     Args:
         namesrv_addr: ``host:port`` of the name server (``mqstore broker`` serves it on
@@ -75,16 +76,31 @@ class RemoteTransport(RoutingMixin):
         self.client_host = client_host
         self.timeout_s = timeout_s
         self._client = RemotingClient(self._on_broker_request)
-        self._brokers: dict[str, str] = {}  # broker name -> master address
-        self._lock = threading.Lock()
+        self._router = Router(namesrv_addr, self._client, timeout_s)
         self._ids_changed: ConsumerIdsChanged | None = None
+
+    def route(self, topic: str) -> TopicRoute | None:
+        """The topic's route from the name server; ``None`` for TOPIC_NOT_EXIST.
+
+        Raises:
+            BrokerError: any other error code. TransportError: no answer or bad body.
+        """
+        return self._router.route(topic)
+
+    def _on_broker_request(self, addr: str, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code != RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            return None  # REQUEST_CODE_NOT_SUPPORTED, as the Java client answers
+        handler = self._ids_changed
+        if handler is not None:
+            handler(request.ext_fields.get("consumerGroup", ""))
+        return None if request.is_oneway else request.make_response(ResponseCode.SUCCESS)
 
     # ------------------------------------------------------------------ Transport
 
     @property
     def broker_name(self) -> str:
         """The first known broker's name (looked up through ``TBW102`` if needed)."""
-        return min(self._known_brokers())
+        return min(self._router.known_brokers())
 
     def topic_queues(self, topic: str) -> list[MessageQueue]:
         """The topic's readable queues, sorted; ``[]`` if the topic does not exist."""
@@ -102,7 +118,9 @@ class RemoteTransport(RoutingMixin):
         header = wire.send_header(producer_group, queue, prepared[0], batch=batch)
         body = wire.encode_batch(prepared) if batch else bytes(prepared[0].body)
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        resp = self._call(self._addr(queue.broker_name, queue.topic), code, header, body)
+        resp = self._router.call(
+            self._router.addr(queue.broker_name, queue.topic), code, header, body
+        )
         status = wire.SEND_STATUS.get(resp.code)
         if status is None:
             raise BrokerError(resp.code, resp.remark or "")
@@ -144,8 +162,8 @@ class RemoteTransport(RoutingMixin):
             "subVersion": 0,
             "expressionType": "TAG",
         }
-        resp = self._call(
-            self._addr(queue.broker_name, queue.topic),
+        resp = self._router.call(
+            self._router.addr(queue.broker_name, queue.topic),
             RequestCode.PULL_MESSAGE,
             header,
             timeout_s=self.timeout_s + max(suspend_ms, 0) / 1000,
@@ -167,20 +185,20 @@ class RemoteTransport(RoutingMixin):
 
     def query_offset(self, group: str, queue: MessageQueue) -> int | None:
         """QUERY_CONSUMER_OFFSET; ``None`` when the broker has none (22)."""
-        resp = self._call(
-            self._addr(queue.broker_name, queue.topic),
+        resp = self._router.call(
+            self._router.addr(queue.broker_name, queue.topic),
             RequestCode.QUERY_CONSUMER_OFFSET,
             {"consumerGroup": group, "topic": queue.topic, "queueId": queue.queue_id},
         )
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
-        return wire.ext_int(self._expect(resp, ResponseCode.SUCCESS), "offset")
+        return wire.ext_int(expect(resp, ResponseCode.SUCCESS), "offset")
 
     def update_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET as request/response, so a refusal raises."""
-        self._expect(
-            self._call(
-                self._addr(queue.broker_name, queue.topic),
+        expect(
+            self._router.call(
+                self._router.addr(queue.broker_name, queue.topic),
                 RequestCode.UPDATE_CONSUMER_OFFSET,
                 {
                     "consumerGroup": group,
@@ -194,8 +212,8 @@ class RemoteTransport(RoutingMixin):
 
     def _queue_offset(self, code: RequestCode, queue: MessageQueue, **extra: int) -> int:
         header: dict[str, object] = {"topic": queue.topic, "queueId": queue.queue_id, **extra}
-        resp = self._call(self._addr(queue.broker_name, queue.topic), code, header)
-        return wire.ext_int(self._expect(resp, ResponseCode.SUCCESS), "offset")
+        resp = self._router.call(self._router.addr(queue.broker_name, queue.topic), code, header)
+        return wire.ext_int(expect(resp, ResponseCode.SUCCESS), "offset")
 
     def max_offset(self, queue: MessageQueue) -> int:
         """GET_MAX_OFFSET."""
@@ -216,22 +234,24 @@ class RemoteTransport(RoutingMixin):
         for sub in {s.topic for c in hb.consumers for s in c.subscriptions}:
             self.route(sub)
         body = json.dumps(wire.heartbeat_body(hb), separators=(",", ":")).encode()
-        for addr in self._known_brokers().values():
-            self._expect(self._call(addr, RequestCode.HEART_BEAT, body=body), ResponseCode.SUCCESS)
+        for addr in self._router.known_brokers().values():
+            expect(self._router.call(addr, RequestCode.HEART_BEAT, body=body), ResponseCode.SUCCESS)
 
     def unregister(self, client_id: str, group: str) -> None:
         """UNREGISTER_CLIENT for one consumer group, on every known broker."""
         header = {"clientID": client_id, "consumerGroup": group}
-        for addr in self._known_brokers().values():
-            resp = self._call(addr, RequestCode.UNREGISTER_CLIENT, header)
-            self._expect(resp, ResponseCode.SUCCESS)
+        for addr in self._router.known_brokers().values():
+            resp = self._router.call(addr, RequestCode.UNREGISTER_CLIENT, header)
+            expect(resp, ResponseCode.SUCCESS)
 
     def consumer_ids(self, group: str) -> list[str]:
         """GET_CONSUMER_LIST_BY_GROUP from the first known broker."""
-        resp = self._call(
-            self._any_broker(), RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}
+        resp = self._router.call(
+            self._router.any_broker(),
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+            {"consumerGroup": group},
         )
-        ids = wire.json_body(self._expect(resp, ResponseCode.SUCCESS)).get("consumerIdList") or []
+        ids = wire.json_body(expect(resp, ResponseCode.SUCCESS)).get("consumerIdList") or []
         return [str(i) for i in ids] if isinstance(ids, list) else []
 
     def lock_batch(
@@ -241,10 +261,12 @@ class RemoteTransport(RoutingMixin):
         if not queues:
             return set()
         body = wire.lock_body(group, client_id, queues, only_this_broker=False)
-        resp = self._call(
-            self._addr(queues[0].broker_name, queues[0].topic), RequestCode.LOCK_BATCH_MQ, body=body
+        resp = self._router.call(
+            self._router.addr(queues[0].broker_name, queues[0].topic),
+            RequestCode.LOCK_BATCH_MQ,
+            body=body,
         )
-        locked = wire.json_body(self._expect(resp, ResponseCode.SUCCESS)).get("lockOKMQSet") or []
+        locked = wire.json_body(expect(resp, ResponseCode.SUCCESS)).get("lockOKMQSet") or []
         return wire.parse_queues(locked)
 
     def unlock_batch(self, group: str, client_id: str, queues: Sequence[MessageQueue]) -> None:
@@ -252,12 +274,12 @@ class RemoteTransport(RoutingMixin):
         if not queues:
             return
         body = wire.lock_body(group, client_id, queues, only_this_broker=None)
-        resp = self._call(
-            self._addr(queues[0].broker_name, queues[0].topic),
+        resp = self._router.call(
+            self._router.addr(queues[0].broker_name, queues[0].topic),
             RequestCode.UNLOCK_BATCH_MQ,
             body=body,
         )
-        self._expect(resp, ResponseCode.SUCCESS)
+        expect(resp, ResponseCode.SUCCESS)
 
     def send_back(
         self,
@@ -269,8 +291,8 @@ class RemoteTransport(RoutingMixin):
         """CONSUMER_SEND_MSG_BACK to the broker that stored ``msg``."""
         host, port = msg.store_host
         addr = f"{host}:{port}"
-        if addr not in self._known_brokers().values():
-            addr = self._any_broker()  # e.g. a broker behind another address
+        if addr not in self._router.known_brokers().values():
+            addr = self._router.any_broker()  # e.g. a broker behind another address
         header = {
             "offset": msg.physical_offset,
             "group": group,
@@ -280,8 +302,8 @@ class RemoteTransport(RoutingMixin):
             "unitMode": False,
             "maxReconsumeTimes": max_reconsume_times,
         }
-        resp = self._call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
-        self._expect(resp, ResponseCode.SUCCESS)
+        resp = self._router.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
+        expect(resp, ResponseCode.SUCCESS)
 
     def set_consumer_ids_changed(self, handler: ConsumerIdsChanged | None) -> None:
         """Install the NOTIFY_CONSUMER_IDS_CHANGED handler."""

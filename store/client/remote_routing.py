@@ -1,11 +1,11 @@
 """RemoteTransport's plumbing: one request to one address, and where requests go.
 
-A mixin: :class:`~mqstore.client.remote.RemoteTransport` inherits :class:`RoutingMixin`
-and provides the name server address, the timeout, the remoting client, the broker
-table (broker name -> master address) with its lock, and the consumer-ids-changed
-handler. The routing rules are those of ``mqstore.client.remote`` ("Where requests
-go"): brokers are learnt from every route the name server returns, forgotten when a
-call to them fails, and found through ``TBW102`` when no topic names them.
+:class:`Router` is owned by :class:`~mqstore.client.remote.RemoteTransport`: it holds
+the name server address, the RPC timeout, the remoting client the transport gives it,
+and the broker table (broker name -> master address) with its lock. The routing rules
+are those of ``mqstore.client.remote`` ("Where requests go"): brokers are learnt from
+every route the name server returns, forgotten when a call to them fails, and found
+through ``TBW102`` when no topic names them. Thread-safe.
 """
 
 from __future__ import annotations
@@ -16,22 +16,33 @@ from collections.abc import Mapping
 from mqstore.client import wire
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.route import RouteError, TopicRoute, parse_route
-from mqstore.client.transport import BrokerError, ConsumerIdsChanged, TransportError
+from mqstore.client.transport import BrokerError, TransportError
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
 
 
-class RoutingMixin:
-    """Request plumbing and broker lookup (mixed into RemoteTransport)."""
+def expect(resp: RemotingCommand, *ok: ResponseCode) -> RemotingCommand:
+    """``resp`` when its code is one of ``ok``.
 
-    namesrv_addr: str
-    timeout_s: float
-    _client: RemotingClient
-    _brokers: dict[str, str]
-    _lock: threading.Lock
-    _ids_changed: ConsumerIdsChanged | None
+    Raises:
+        BrokerError: any other code.
+    """
+    if resp.code not in ok:
+        raise BrokerError(resp.code, resp.remark or "")
+    return resp
 
-    def _call(
+
+class Router:
+    """Sends requests and finds brokers through one name server."""
+
+    def __init__(self, namesrv_addr: str, client: RemotingClient, timeout_s: float) -> None:
+        self.namesrv_addr = namesrv_addr
+        self.timeout_s = timeout_s
+        self._client = client
+        self._brokers: dict[str, str] = {}  # broker name -> master address
+        self._lock = threading.Lock()
+
+    def call(
         self,
         addr: str,
         code: RequestCode,
@@ -39,6 +50,11 @@ class RoutingMixin:
         body: bytes = b"",
         timeout_s: float | None = None,
     ) -> RemotingCommand:
+        """One request to ``addr``, waiting ``timeout_s`` (default: the router's).
+
+        Raises:
+            TransportError: no answer; the brokers at ``addr`` are forgotten.
+        """
         request = RemotingCommand(code=int(code), ext_fields=wire.ext(ext or {}), body=body)
         wait_s = self.timeout_s if timeout_s is None else timeout_s
         try:
@@ -51,22 +67,16 @@ class RoutingMixin:
                     del self._brokers[name]
             raise
 
-    @staticmethod
-    def _expect(resp: RemotingCommand, *ok: ResponseCode) -> RemotingCommand:
-        if resp.code not in ok:
-            raise BrokerError(resp.code, resp.remark or "")
-        return resp
-
     def route(self, topic: str) -> TopicRoute | None:
         """The topic's route from the name server; ``None`` for TOPIC_NOT_EXIST.
 
         Raises:
             BrokerError: any other error code. TransportError: no answer or bad body.
         """
-        resp = self._call(self.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        resp = self.call(self.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
-        self._expect(resp, ResponseCode.SUCCESS)
+        expect(resp, ResponseCode.SUCCESS)
         try:
             route = parse_route(topic, resp.body)
         except RouteError as e:
@@ -78,7 +88,13 @@ class RoutingMixin:
                     self._brokers[name] = addr
         return route
 
-    def _known_brokers(self) -> dict[str, str]:
+    def known_brokers(self) -> dict[str, str]:
+        """Broker name -> master address of every broker known (looked up through
+        ``TBW102`` when none is).
+
+        Raises:
+            TransportError: the name server knows no broker.
+        """
         with self._lock:
             if self._brokers:
                 return dict(self._brokers)
@@ -88,27 +104,25 @@ class RoutingMixin:
                 raise TransportError(_no_master(self.namesrv_addr, route))
             return dict(self._brokers)
 
-    def _addr(self, broker_name: str, topic: str) -> str:
+    def addr(self, broker_name: str, topic: str) -> str:
+        """The master address of ``broker_name`` (routing ``topic`` first if unknown).
+
+        Raises:
+            TransportError: no master address is known for it.
+        """
         with self._lock:
             addr = self._brokers.get(broker_name)
         if addr is None:
             self.route(topic)
-            addr = self._known_brokers().get(broker_name)
+            addr = self.known_brokers().get(broker_name)
         if addr is None:
             raise TransportError(f"no master address for broker {broker_name!r}")
         return addr
 
-    def _any_broker(self) -> str:
-        brokers = self._known_brokers()
+    def any_broker(self) -> str:
+        """The address of the first known broker (by name)."""
+        brokers = self.known_brokers()
         return brokers[min(brokers)]
-
-    def _on_broker_request(self, addr: str, request: RemotingCommand) -> RemotingCommand | None:
-        if request.code != RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            return None  # REQUEST_CODE_NOT_SUPPORTED, as the Java client answers
-        handler = self._ids_changed
-        if handler is not None:
-            handler(request.ext_fields.get("consumerGroup", ""))
-        return None if request.is_oneway else request.make_response(ResponseCode.SUCCESS)
 
 
 def _no_master(namesrv_addr: str, route: TopicRoute | None) -> str:
@@ -121,3 +135,6 @@ def _no_master(namesrv_addr: str, route: TopicRoute | None) -> str:
     if slaves:
         return f"broker {', '.join(slaves)} is a read-only slave: send to its master"
     return f"name server {namesrv_addr} knows no broker"
+
+
+__all__ = ["Router", "expect"]

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from mqstore.consumequeue.results import StoredMessage
 from mqstore.errors import InvalidReceiptHandleError
 from mqstore.pop.service import AckStatus, PopService
+from mqstore.records import StoredMessage
 
 
 @dataclass(slots=True)

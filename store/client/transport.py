@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from mqstore.consumequeue.results import StoredMessage
 from mqstore.message import Message
+from mqstore.records import StoredMessage
 from mqstore.remoting.errors import BrokerError, TransportError
 from mqstore.remoting.values import (
     ConsumeFromWhere,

@@ -17,7 +17,6 @@ from mqstore.client.allocate import MessageQueue
 from mqstore.client.transport import Heartbeat, TransportError
 from mqstore.commitlog import format as fmt
 from mqstore.consumequeue.filter import parse_subscription
-from mqstore.consumequeue.results import StoredMessage, stored_message
 from mqstore.errors import CorruptRecordError
 from mqstore.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -26,6 +25,7 @@ from mqstore.message import (
     new_uniq_key,
     properties_to_string,
 )
+from mqstore.records import StoredMessage, stored_message
 from mqstore.remoting import values as _values
 from mqstore.remoting.batch import encode_batch as _encode_entries
 from mqstore.remoting.codec import RemotingCommand, coerce_ext_fields

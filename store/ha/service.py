@@ -20,17 +20,13 @@ The slave's reconnect delay is RocketMQ's fixed 5 s; tests shorten it through
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from mqstore.commitlog.commitlog import CommitLog
 from mqstore.config import BrokerRole, StoreConfig
 from mqstore.errors import ConfigError
-from mqstore.ha.master import HAMaster
-from mqstore.ha.slave import HASlave
+from mqstore.ha.master import HAMaster, LogSource
+from mqstore.ha.slave import HASlave, LogSink
 from mqstore.status import PutStatus
-
-if TYPE_CHECKING:
-    from mqstore.message_store import MessageStore
 
 ReplicaWait = Callable[[int], PutStatus]
 """The put-path hook: block until a slave acked an end offset, return the status."""
@@ -48,6 +44,26 @@ class HAService(Protocol):
     def stop(self, timeout: float = 5.0) -> None: ...
 
 
+class ReplicatedLog(LogSource, LogSink, Protocol):
+    """The CommitLog as replication uses it: a master reads it, a slave appends to it."""
+
+
+class ServedStore(Protocol):
+    """What :func:`serve` needs of an open store: its role, its log, its HA slot."""
+
+    @property
+    def cfg(self) -> StoreConfig: ...
+
+    @property
+    def commitlog(self) -> LogSource: ...
+
+    @property
+    def ha(self) -> HAService | None: ...
+
+    @ha.setter
+    def ha(self, service: HAService | None) -> None: ...
+
+
 def _check(cfg: StoreConfig) -> None:
     for name in (
         "ha_housekeeping_interval_ms",
@@ -61,7 +77,7 @@ def _check(cfg: StoreConfig) -> None:
         raise ConfigError(f"ha_listen_port must be 0..65535, got {cfg.ha_listen_port}")
 
 
-def master_for(cfg: StoreConfig, commitlog: CommitLog) -> HAMaster:
+def master_for(cfg: StoreConfig, commitlog: LogSource) -> HAMaster:
     """An HAMaster (not started) configured from ``cfg``; sync when the role is SYNC_MASTER."""
     _check(cfg)
     return HAMaster(
@@ -76,7 +92,7 @@ def master_for(cfg: StoreConfig, commitlog: CommitLog) -> HAMaster:
     )
 
 
-def slave_for(cfg: StoreConfig, commitlog: CommitLog) -> HASlave:
+def slave_for(cfg: StoreConfig, commitlog: LogSink) -> HASlave:
     """An HASlave (not started) replicating from ``cfg.ha_master_address``.
 
     Raises:
@@ -98,7 +114,7 @@ def slave_for(cfg: StoreConfig, commitlog: CommitLog) -> HASlave:
         raise ConfigError(f"bad HA slave configuration: {e}") from e
 
 
-def start_for(cfg: StoreConfig, commitlog: CommitLog) -> HAService | None:
+def start_for(cfg: StoreConfig, commitlog: ReplicatedLog) -> HAService | None:
     """Start what the role asks for (module docstring); None when nothing is needed.
 
     Raises:
@@ -112,7 +128,7 @@ def start_for(cfg: StoreConfig, commitlog: CommitLog) -> HAService | None:
     return None
 
 
-def serve(store: MessageStore) -> HAMaster:
+def serve(store: ServedStore) -> HAMaster:
     """Make an open master store serve slaves (an ASYNC_MASTER asks for it explicitly).
 
     Returns the running master (the one already running for a SYNC_MASTER); the store
@@ -135,6 +151,8 @@ __all__ = [
     "RECONNECT_INTERVAL_MS",
     "HAService",
     "ReplicaWait",
+    "ReplicatedLog",
+    "ServedStore",
     "master_for",
     "serve",
     "slave_for",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import total_ordering
 from typing import Final
 
-from mqstore.consumequeue.results import StoredMessage
+from mqstore.records import StoredMessage
 from mqstore.remoting.codes import ResponseCode
 
 _INT_MIN: Final = -(2**31)
