@@ -1,0 +1,220 @@
+"""The package layering of mqstore, read from the source (``ast``, nothing imported).
+
+* The store core (the top-level modules, ``commitlog``, ``consumequeue``, ``index``,
+  ``ha``) never imports the broker, the client or the tools, at any depth: a broker
+  or a client is built on the store, never the other way round.
+* No import cycle between the packages at module level: each subpackage of
+  ``mqstore`` and each top-level module is one node, a module-level import (outside
+  ``if TYPE_CHECKING:``) of another node is an edge, and the graph has no cycle. A
+  name imported from the ``mqstore`` package itself is an edge to its ``__init__``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+import mqstore
+
+ROOT = Path(mqstore.__file__).parent
+CORE_PACKAGES = ("commitlog", "consumequeue", "index", "ha")
+NOT_FOR_THE_CORE = ("mqstore.broker", "mqstore.client", "mqstore.tools")
+
+
+def _sources() -> dict[str, Path]:
+    """Every module of the package: dotted name -> file."""
+    out: dict[str, Path] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        out[".".join(("mqstore", *parts))] = path
+    tools = ROOT / "tools"
+    if not tools.is_dir():  # an editable install maps mqstore.tools elsewhere
+        import mqstore.tools
+
+        for path in sorted(Path(mqstore.tools.__file__).parent.rglob("*.py")):
+            rel = path.relative_to(Path(mqstore.tools.__file__).parent).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            out[".".join(("mqstore", "tools", *parts))] = path
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _names(node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+    elif node.module and node.level == 0:
+        yield node.module
+        yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def all_imports(source: str) -> set[str]:
+    """Every module an import statement anywhere in ``source`` names."""
+    return {
+        name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in _names(node)
+    }
+
+
+def module_level_imports(source: str) -> set[str]:
+    """What ``source`` imports when it is imported: statements at module level,
+    inside ``if``/``try`` blocks too, but not under ``if TYPE_CHECKING:`` nor in
+    functions or classes."""
+    found: set[str] = set()
+
+    def visit(stmts: Iterable[ast.stmt]) -> None:
+        for node in stmts:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found.update(_names(node))
+            elif isinstance(node, ast.If):
+                if not _is_type_checking(node.test):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for handler in node.handlers:
+                    visit(handler.body)
+                visit(node.orelse)
+                visit(node.finalbody)
+
+    visit(ast.parse(source).body)
+    return found
+
+
+def node_of(module: str, modules: Iterable[str]) -> str | None:
+    """The layer a module name belongs to: its subpackage or top-level module of
+    mqstore (``__init__`` for a name defined by the package itself); None outside."""
+    parts = module.split(".")
+    if parts[0] != "mqstore" or len(parts) == 1:
+        return None
+    known = set(modules)
+    if f"mqstore.{parts[1]}" in known:
+        return parts[1]
+    return "__init__"
+
+
+def package_graph(sources: dict[str, Path]) -> dict[str, set[str]]:
+    """Layer -> the layers its modules import at module level."""
+    graph: dict[str, set[str]] = {}
+    for name, path in sources.items():
+        src = node_of(name, sources) if name != "mqstore" else "__init__"
+        assert src is not None
+        for imported in module_level_imports(path.read_text(encoding="utf-8")):
+            dst = node_of(imported, sources)
+            if dst is not None and dst != src:
+                graph.setdefault(src, set()).add(dst)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return sorted(found)
+
+
+def _core(sources: dict[str, Path]) -> dict[str, Path]:
+    """The package's ``__init__``, its top-level modules and the core subpackages."""
+    return {
+        name: path
+        for name, path in sources.items()
+        if path.parent == ROOT or name.split(".")[1] in CORE_PACKAGES
+    }
+
+
+def test_the_store_core_never_imports_broker_client_or_tools() -> None:
+    sources = _sources()
+    core = _core(sources)
+    assert "mqstore.message_store" in core and "mqstore.commitlog.commitlog" in core
+    offending = sorted(
+        f"{name} imports {imported}"
+        for name, path in core.items()
+        for imported in all_imports(path.read_text(encoding="utf-8"))
+        if any(imported == b or imported.startswith(b + ".") for b in NOT_FOR_THE_CORE)
+    )
+    assert offending == []
+
+
+def test_no_import_cycle_between_packages() -> None:
+    graph = package_graph(_sources())
+    assert {"broker", "client", "remoting", "consumequeue"} <= set(graph)
+    assert cycles(graph) == []
+
+
+# ------------------------------------------------------------ the checks themselves
+
+
+def test_an_import_inside_a_function_counts_for_the_core_but_not_for_cycles() -> None:
+    source = "def f():\n    from mqstore.broker.core import BrokerCore\n"
+    assert "mqstore.broker.core" in all_imports(source)
+    assert module_level_imports(source) == set()
+
+
+def test_type_checking_imports_are_not_module_level() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from mqstore.client import wire\n"
+        "else:\n    import mqstore.remoting.codes\n"
+        "try:\n    import mqstore.index.file\nexcept ImportError:\n    pass\n"
+    )
+    found = module_level_imports(source)
+    assert "mqstore.client.wire" not in found
+    assert {"mqstore.remoting.codes", "mqstore.index.file"} <= found
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+        ({"a": {"b"}, "b": {"c"}, "d": {"a", "c"}}, []),
+        ({"x": {"y"}, "y": {"x"}, "p": {"q"}, "q": {"p"}}, [["p", "q"], ["x", "y"]]),
+    ],
+)
+def test_the_cycle_finder(graph: dict[str, set[str]], expected: list[list[str]]) -> None:
+    assert cycles(graph) == expected
+
+
+def test_layers_are_subpackages_and_top_level_modules() -> None:
+    modules = ["mqstore.broker", "mqstore.broker.core", "mqstore.config"]
+    assert node_of("mqstore.broker.core.BrokerCore", modules) == "broker"
+    assert node_of("mqstore.config", modules) == "config"
+    assert node_of("mqstore.MessageStore", modules) == "__init__"
+    assert node_of("json", modules) is None
