@@ -58,17 +58,18 @@ def test_export_has_every_manifest_message(spark, tmp_path: Path):
 
 
 def _project_store(root: Path) -> StoreConfig:
-    """Several consume-queue files per queue (25 units each), delayed messages in
-    SCHEDULE_TOPIC_XXXX, index files that roll: every kind at a small geometry."""
+    """A store the project writes at the 4.9.8 store's geometry with more in it: queue
+    T0/0 spans 3 consume-queue files (300 units each), SCHEDULE_TOPIC_XXXX's queue 2
+    (level 3) spans 2, the CommitLog 2 segments and the index 2 files."""
     cfg = StoreConfig(
-        root_dir=root, commitlog_file_size=32 * 1024, mapped_file_size_consume_queue=25 * 20,
-        max_hash_slot_num=53, max_index_num=150,
+        root_dir=root, commitlog_file_size=1 << 20, mapped_file_size_consume_queue=6000,
+        max_hash_slot_num=500, max_index_num=2000,
     )  # fmt: skip
     with MessageStore.open(cfg) as s:
-        for i in range(240):
-            delay = 3 if i % 8 == 0 else 0  # 10 s: still in SCHEDULE_TOPIC_XXXX at close
-            m = Message(f"T{i % 2}", b"m%d " % i * 20, tags="A", keys=f"k{i}", queue_id=i % 2,
-                        delay_level=delay)  # fmt: skip
+        for i in range(1100):
+            delay = 3 if i % 3 == 2 else 0  # 10 s: still in SCHEDULE_TOPIC_XXXX at close
+            m = Message(f"T{i % 3 // 2}", b"m%d " % i * 250, tags="A", keys=f"k{i}",
+                        queue_id=0, delay_level=delay)  # fmt: skip
             assert s.put_message(m).status.stored
         assert s.wait_dispatched(10)
     return cfg
@@ -77,20 +78,21 @@ def _project_store(root: Path) -> StoreConfig:
 def test_in_place_reindex_keeps_the_geometry_of_a_store_with_many_files(spark, tmp_path: Path):
     from mqstore.tools.spark.reindex import reindex_with
 
-    cfg = _project_store(tmp_path / "s")
     root = tmp_path / "s"
-    queue_files = list((root / "consumequeue" / "T0" / "0").iterdir())
-    assert len(queue_files) >= 3
-    assert (root / "consumequeue" / "SCHEDULE_TOPIC_XXXX").is_dir()
+    _project_store(root)
+    assert len(list((root / "consumequeue" / "T0" / "0").iterdir())) == 3
+    assert len(list((root / "consumequeue" / "SCHEDULE_TOPIC_XXXX" / "2").iterdir())) == 2
+    assert len(list((root / "index").iterdir())) == 2
+    assert len(list((root / "commitlog").iterdir())) >= 2
     before = {p: tree(root / p) for p in ("consumequeue", "index")}
     summary = reindex_with(spark, root)
-    assert summary["cq_file_size"] == 500 and summary["index_geometry"] == (53, 150)
+    assert summary["cq_file_size"] == 6000 and summary["index_geometry"] == (500, 2000)
     assert {p: tree(root / p) for p in ("consumequeue", "index")} == before
-    with MessageStore.open(StoreConfig(root_dir=cfg.root_dir)) as s:  # no sizes given
-        assert s.cfg.mapped_file_size_consume_queue == 500
+    with MessageStore.open(StoreConfig(root_dir=root)) as s:  # no sizes given
+        assert s.cfg.mapped_file_size_consume_queue == 6000
         offset, bodies = 0, []
-        while offset < 120:
-            got = s.get_message("g", "T1", 1, offset, 32)
+        while offset < 734:
+            got = s.get_message("g", "T0", 0, offset, 32)
             bodies += [m.body for m in got.messages]
             offset = got.next_begin_offset
-        assert bodies == [b"m%d " % i * 20 for i in range(1, 240, 2)]
+        assert bodies == [b"m%d " % i * 250 for i in range(1100) if i % 3 != 2]
