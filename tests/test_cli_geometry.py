@@ -60,3 +60,45 @@ def test_broker_serves_the_quickstart_store_with_no_size_flags(quickstart_store:
     assert segment != 1 << 30
     assert f"CommitLog segments {segment} bytes (files)" in err
     assert "index files 50000 slots x 200000 entries (files)" in err
+
+
+def _serving(argv: list[str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [*CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if "remoting on" in line:
+            return proc, line.rsplit(" ", 1)[-1].strip()
+    proc.kill()
+    raise AssertionError(proc.communicate()[1])
+
+
+def test_broker_with_the_4_9_property_format_stores_as_rocketmq_4_9(tmp_path: Path):
+    from mqstore import MessageStore, StoreConfig
+    from mqstore.client.producer import Producer
+    from mqstore.client.remote import RemoteTransport
+    from mqstore.message import Message, decode_offset_msg_id
+
+    root = tmp_path / "s"
+    proc, address = _serving(
+        ["broker", "--store", str(root), "--port", "0", "--file-size", "65536",
+         "--cq-file-size", "6000", "--index-slots", "50", "--index-num", "200",
+         "--property-format", "4.9"]
+    )  # fmt: skip
+    try:
+        with RemoteTransport(address) as t, Producer("pg", t) as producer:
+            sent = producer.send(Message("T", b"x", tags="A", keys="k"))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    with MessageStore.open(StoreConfig(root_dir=root)) as s:
+        rec = s.look_message_by_offset(decode_offset_msg_id(sent.offset_msg_id)[1])
+    assert rec is not None
+    assert rec.properties_string == (
+        f"KEYS\x01k\x02UNIQ_KEY\x01{sent.msg_id}\x02CLUSTER\x01DefaultCluster\x02TAGS\x01A"
+    )

@@ -246,6 +246,13 @@ def _add_broker_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     b.add_argument("--ha-bind", default="127.0.0.1", help="HA listen address")
     _add_geometry_args(b)
     b.add_argument(
+        "--property-format",
+        choices=["5", "4.9"],
+        default="5",
+        help="store records as this broker version does: 4.9 = RocketMQ 4.9.x's properties"
+        " (HashMap(16) order, CLUSTER, WAIT only on batches)",
+    )
+    b.add_argument(
         "--dispatch-process",
         action="store_true",
         help="build consume queues and the index in a child process (uses a second core)",
@@ -563,7 +570,7 @@ def _broker_config(args: argparse.Namespace, role: BrokerRole, port: int) -> Sto
         ha_listen_port=_ha_port(args, port), ha_bind_host=args.ha_bind,
         ha_master_address=args.master_ha, store_host=(args.host, port),
         flush_disk_type=FlushDiskType[args.flush], dispatch_process=args.dispatch_process,
-        dispatch_cpus=dispatch_cpus,
+        dispatch_cpus=dispatch_cpus, property_format=args.property_format,
     )  # fmt: skip
 
 
