@@ -111,6 +111,10 @@ def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgo
     sp = msg.system_properties
     topic = msg.topic.name
     mtype = sp.message_type
+    if mtype not in MessageType.values():
+        raise RequestRefusedError(Code.BAD_REQUEST, f"unknown message type {mtype}")
+    if sp.body_encoding not in pb.Encoding.values():
+        raise RequestRefusedError(Code.BAD_REQUEST, f"unknown body encoding {sp.body_encoding}")
     if mtype == MessageType.TRANSACTION:
         raise RequestRefusedError(
             Code.NOT_IMPLEMENTED, "transactional messages are not supported by mqstore"
