@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from tests.spark import storegen
 from tests.spark.storegen import build_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -55,3 +56,22 @@ def test_export_real_rocketmq_records(spark, real_fixtures, tmp_path):
     assert rows[46].physical_offset == 46 * 172
     assert rows[0].tags == "TAG1" and rows[0].properties["0"] == "imagoodperson0"
     assert main([str(tmp_path / "s"), "--parquet", str(out)]) == 2  # exists
+
+
+def test_export_partitions_by_topic_with_timestamp_columns(spark, tmp_path):
+    from pyspark.sql.types import TimestampType
+
+    from mqstore.tools.spark.export import export_with
+
+    gen = build_store(tmp_path / "s", 120)
+    result = export_with(spark, gen.root, tmp_path / "out.parquet", partition_by="topic")
+    assert result.rows == 120
+    topics = {w.topic for w in gen.records}
+    assert {p.name for p in (tmp_path / "out.parquet").glob("topic=*")} == {
+        f"topic={t}" for t in topics
+    }
+    df = spark.read.parquet(result.path)
+    assert isinstance(df.schema["store_timestamp"].dataType, TimestampType)
+    w = gen.records[7]
+    row = df.where(f"physical_offset = {w.physical_offset}").collect()[0]
+    assert round(row.store_timestamp.timestamp() * 1000) == storegen.BASE_TS + 7 * 10

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
-from mqstore.tools.spark.segscan import Buffer, ByteRange, resync
+from mqstore.tools.spark.segscan import Buffer, ByteRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -25,34 +26,33 @@ FAIL_ENV: Final = "MQSTORE_REINDEX_FAIL_FIRST_ATTEMPT"
 """Test hook: when set, attempt 0 of every task fails after writing half a file."""
 
 
-def index_rows(buf: Buffer, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
-    """(offset, store timestamp, topic, UNIQ_KEY, KEYS) of each record the dispatcher
-    indexes (every type but ROLLBACK), read like the reput service."""
-    from mqstore.message import (
-        PROPERTY_KEYS,
-        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-        string_to_properties,
-    )
+def index_batch(buf: Buffer, rng: ByteRange, arr: bulk.RecordArrays) -> pa.RecordBatch:
+    """INDEX_ROWS (offset, store timestamp, topic, UNIQ_KEY, KEYS) of the records of
+    ``arr`` the dispatcher indexes (every type but ROLLBACK): the numbers from the bulk
+    scan, the two key strings read from each record's properties."""
+    import numpy as np
+    import pyarrow as pa
 
+    from mqstore.message import PROPERTY_KEYS, property_of, uniq_key_of
+
+    tx = arr.sys_flag & fmt.TRANSACTION_MASK
+    keep = np.flatnonzero(tx != fmt.TRANSACTION_ROLLBACK_TYPE)
+    uniq: list[str | None] = []
+    keys: list[str | None] = []
     with memoryview(buf) as view:
-        pos, end = rng.start, len(buf)
-        while pos < rng.end:
-            r = fmt.scan(view, pos, end, check_crc=False)
-            if isinstance(r, fmt.RecordInfo):
-                if r.sys_flag & fmt.TRANSACTION_MASK != fmt.TRANSACTION_ROLLBACK_TYPE:
-                    props = string_to_properties(r.properties_string)
-                    yield (
-                        r.physical_offset, r.store_timestamp, r.topic,
-                        props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                        props.get(PROPERTY_KEYS),
-                    )  # fmt: skip
-                pos += r.size
-            elif isinstance(r, fmt.EndOfSegment):
-                return
-            else:
-                pos = resync(buf, rng.base_offset, pos + 1, end)
-                if pos < 0:
-                    return
+        for a, n in zip(arr.props_pos[keep].tolist(), arr.props_len[keep].tolist(), strict=True):
+            props = str(view[a : a + n], "utf-8")
+            uniq.append(uniq_key_of(props))
+            keys.append(property_of(props, PROPERTY_KEYS))
+    topics = pa.array(arr.topics, pa.string())
+    names = [c.split()[0] for c in INDEX_ROWS.split(",")]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(arr.physical_offset[keep], pa.int64()),
+         pa.array(arr.store_timestamp[keep], pa.int64()),
+         topics.take(pa.array(arr.topic_id[keep])), pa.array(uniq, pa.string()),
+         pa.array(keys, pa.string())],
+        names=names,
+    )  # fmt: skip
 
 
 def _index_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:

@@ -60,6 +60,7 @@ from mqstore.tools.spark.reader import (
     SCAN_SCHEMA,
     plan_ranges,
     scan_dataframe,
+    unreadable,
 )
 from mqstore.tools.spark.report import AuditReport, Finding, QueueStats
 from mqstore.tools.spark.session import master_url
@@ -310,6 +311,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (LayoutError, OSError, ConfigError) as e:
         print(f"mqstore audit: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # a Spark job failure: a task's unreadable file is exit 2
+        msg = unreadable(e)
+        if msg is None:
+            raise
+        print(f"mqstore audit: {msg}", file=sys.stderr)
         return 2
     print(result.summary())
     if args.report:

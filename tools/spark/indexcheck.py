@@ -37,7 +37,6 @@ matches, else inferred from a file with entries (:func:`infer_geometry`).
 from __future__ import annotations
 
 import mmap
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mqstore.commitlog import format as fmt
 from mqstore.index import format as ifmt
 from mqstore.tools.spark._indexchain import _chain_findings
+from mqstore.tools.spark.reader import open_mapped
 from mqstore.tools.spark.report import Finding
 from mqstore.tools.spark.segscan import (
     MAX_PER_KIND,
@@ -203,14 +203,8 @@ def _file_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         for d in batch.to_pylist():
             g = Geometry(d["slots"], d["num"])
-            with open(d["path"], "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                data: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-                try:
-                    found, _, _ = check_file(data, d["rel"], g)
-                finally:
-                    if size:
-                        data.close()
+            with open_mapped(d["path"]) as data:
+                found, _, _ = check_file(data, d["rel"], g)
             if found:
                 yield pa.RecordBatch.from_arrays(
                     [pa.array([x.file for x in found]),
@@ -322,12 +316,15 @@ class _RangeKeys:
 
 def _entries(info: IndexFileInfo, g: Geometry) -> NDArray[Any]:
     """Entries 1..count-1 of an index file (a copy: the mapping is closed here)."""
+
+    with open_mapped(info.path) as mm:
+        return _copy_entries(mm, info.count - 1, ifmt.entry_position(g.slots, 1))
+
+
+def _copy_entries(buf: Buffer, count: int, at: int) -> NDArray[Any]:
     import numpy as np
 
-    with open(info.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        ents = np.frombuffer(mm, _entry_dtype(), info.count - 1, ifmt.entry_position(g.slots, 1))
-        out = ents.copy()
-        del ents
+    out: NDArray[Any] = np.frombuffer(buf, _entry_dtype(), count, at).copy()
     return out
 
 

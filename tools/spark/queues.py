@@ -266,6 +266,31 @@ def _compare_matched(
             )
 
 
+def _orphans(
+    q: str, files: tuple[CqFile, ...], u: dict[str, NDArray[Any]], rows: NDArray[Any], out: _Capped
+) -> None:
+    """``cq_orphan`` for units whose record the CommitLog does not have: one finding per
+    run of consecutive queue offsets in one file (a cut or torn CommitLog loses whole
+    runs; a run is reported once, not unit by unit)."""
+    import numpy as np
+
+    if rows.size == 0:
+        return
+    qo, fi = u["queue_offset"][rows], u["file"][rows]
+    breaks = np.flatnonzero((np.diff(qo) != 1) | (np.diff(fi) != 0)) + 1
+    for run in np.split(rows, breaks):
+        i, j = int(run[0]), int(run[-1])
+        where = (files[u["file"][i]].rel_path, int(u["index"][i]) * cqfmt.UNIT_SIZE)
+        if i == j:
+            detail = (f"{q} queue offset {u['queue_offset'][i]}: unit points at {u['u_phys'][i]}"
+                      f" (size {u['u_size'][i]}), the CommitLog has no such message")  # fmt: skip
+        else:
+            detail = (f"{q} queue offsets {u['queue_offset'][i]}..{u['queue_offset'][j]}"
+                      f" ({run.size} units): units point at {u['u_phys'][i]}..{u['u_phys'][j]},"
+                      " the CommitLog has no such messages")  # fmt: skip
+        out.add(*where, "cq_orphan", detail)
+
+
 def _units(
     topic: str, queue_id: int, r: dict[str, NDArray[Any]], ctx: QueueContext, out: _Capped
 ) -> None:
@@ -283,13 +308,7 @@ def _units(
         else np.zeros(idx.size, bool)
     )
     _compare_matched(topic, q, files, u, r, matched, clipped, out)
-    orphan = ~matched & (u["u_phys"] >= ctx.min_offset)
-    for i in np.flatnonzero(orphan).tolist():
-        out.add(
-            files[u["file"][i]].rel_path, int(u["index"][i]) * cqfmt.UNIT_SIZE, "cq_orphan",
-            f"{q} queue offset {u['queue_offset'][i]}: unit points at {u['u_phys'][i]}"
-            f" (size {u['u_size'][i]}), the CommitLog has no such message",
-        )  # fmt: skip
+    _orphans(q, files, u, np.flatnonzero(~matched & (u["u_phys"] >= ctx.min_offset)), out)
     missing = rq[~np.isin(rq, u["queue_offset"])]
     holes = ctx.lost.get((topic, queue_id), ())
     size = ctx.cq_file_size

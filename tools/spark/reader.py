@@ -21,21 +21,26 @@ every worker mounts at the same path.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import mmap
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import astuple
 from typing import TYPE_CHECKING, Any, Final
 
+from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
 from mqstore.tools.spark.layout import StoreLayout
 from mqstore.tools.spark.segscan import (
     ROW_FIELDS,
+    Buffer,
     ByteRange,
     RecordColumns,
     Row,
     RowType,
+    resync,
     scan_range,
 )
 
@@ -82,6 +87,49 @@ millions of small ones."""
 _SCAN_TYPES.update({f"l_{k}": f"array<{v}>" for k, v in LIST_COLUMNS.items()})
 SCAN_FIELDS: Final = tuple(_SCAN_TYPES)
 SCAN_SCHEMA: Final = ", ".join(f"{k} {v}" for k, v in _SCAN_TYPES.items())
+
+
+UNREADABLE: Final = "mqstore-unreadable"
+"""Marks a task's I/O error so the driver can tell it from a bug (see :func:`unreadable`)."""
+
+
+@contextlib.contextmanager
+def open_mapped(path: str) -> Iterator[mmap.mmap | bytes]:
+    """The file at ``path`` mapped read-only (``b""`` when empty), in a task.
+
+    Raises:
+        OSError: the file cannot be opened or mapped; the message carries
+            :data:`UNREADABLE` and the path, so the driver reports it in one line.
+    """
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below, after the mapping
+    except OSError as e:
+        raise OSError(f"{UNREADABLE}<{path}: {e.strerror or e}>") from e
+    try:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            yield b""
+            return
+        try:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as e:
+            raise OSError(f"{UNREADABLE}<{path}: {e.strerror or e}>") from e
+        with mm:
+            yield mm
+    finally:
+        f.close()
+
+
+def unreadable(exc: BaseException) -> str | None:
+    """The one-line message for a Spark job that failed because a task could not read a
+    store file (None for any other failure)."""
+    m = re.search(UNREADABLE + r"<([^>]*)>", str(exc))
+    if m is None:
+        return None
+    return (
+        f"cannot read {m.group(1)} in a Spark task: every Spark worker must see the store"
+        " at the same path as the driver"
+    )
 
 
 def record_cuts(buf: bytes | mmap.mmap, length: int, split_bytes: int) -> list[int]:
@@ -162,12 +210,9 @@ def map_ranges(
     for batch in batches:
         for d in batch.to_pylist():
             rng = ByteRange(**d)
-            if os.path.getsize(rng.path) == 0:
-                continue
-            with (
-                open(rng.path, "rb") as f,
-                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm,
-            ):
+            with open_mapped(rng.path) as mm:
+                if not isinstance(mm, mmap.mmap):
+                    continue
                 for row in work(mm, rng):
                     rows.append(row)
                     if len(rows) >= BATCH_ROWS:
@@ -175,6 +220,48 @@ def map_ranges(
                         rows = []
     if rows:
         yield to_batch(rows)
+
+
+def bulk_records(buf: Buffer, rng: ByteRange, *, keys: bool = False) -> Iterator[bulk.RecordArrays]:
+    """The valid records of ``rng`` as bulk column chunks, read like the reput service
+    (no CRC check; damage skipped up to the next record that names its own position,
+    a blank record ends the range): the jobs that rebuild or export use this, the
+    audit reports the damage instead (segscan)."""
+    end = len(buf)
+    pos = rng.start
+    with memoryview(buf) as view:
+        while pos < rng.end:
+            b = bulk.scan(view, pos, rng.end, end, check_crc=False, keys=keys)
+            if len(b.records):
+                yield b.records
+            pos = b.end
+            if b.stop is None:
+                continue
+            if isinstance(b.stop, fmt.EndOfSegment):
+                return
+            pos = resync(buf, rng.base_offset, pos + 1, end)
+            if pos < 0:
+                return
+
+
+def map_bulk(
+    batches: Iterable[pa.RecordBatch],
+    work: Callable[[mmap.mmap, ByteRange, bulk.RecordArrays], pa.RecordBatch | None],
+    *,
+    keys: bool = False,
+) -> Iterator[pa.RecordBatch]:
+    """Task body shared by the bulk jobs: mmap each range's file and turn each chunk of
+    its records (:func:`bulk_records`) into an Arrow batch with ``work``."""
+    for batch in batches:
+        for d in batch.to_pylist():
+            rng = ByteRange(**d)
+            with open_mapped(rng.path) as mm:
+                if not isinstance(mm, mmap.mmap):
+                    continue
+                for arrays in bulk_records(mm, rng, keys=keys):
+                    out = work(mm, rng, arrays)
+                    if out is not None and out.num_rows:
+                        yield out
 
 
 def ranges_dataframe(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
@@ -229,12 +316,9 @@ def audit_task(
     for batch in batches:
         for d in batch.to_pylist():
             rng = ByteRange(**d)
-            if os.path.getsize(rng.path) == 0:
-                continue
-            with (
-                open(rng.path, "rb") as f,
-                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm,
-            ):
+            with open_mapped(rng.path) as mm:
+                if not isinstance(mm, mmap.mmap):
+                    continue
                 other.extend(scan_range(mm, rng, now_ms, cols))
             if index is not None:
                 other.extend(index.check_range(rng, cols, other))

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any, Final
 if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR ...
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
 from mqstore.consumequeue import format as cqfmt
 from mqstore.errors import ConfigError
@@ -66,9 +67,8 @@ from mqstore.tools.spark._reindex_index import (
     FAIL_ENV,
     INDEX_MANIFEST,
     INDEX_ROWS,
-    _index_batch,
     _install_index,
-    index_rows,
+    index_batch,
     write_index,
 )
 from mqstore.tools.spark.indexcheck import index_files, resolve_geometry
@@ -78,13 +78,15 @@ from mqstore.tools.spark.layout import (
     discover,
     geometry_flags,
 )
+from mqstore.tools.spark.queues import SCHEDULE_TOPIC
 from mqstore.tools.spark.reader import (
     DEFAULT_SPLIT_BYTES,
-    map_ranges,
+    map_bulk,
     plan_ranges,
     ranges_dataframe,
+    unreadable,
 )
-from mqstore.tools.spark.segscan import Buffer, ByteRange, resync
+from mqstore.tools.spark.segscan import Buffer, ByteRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -110,28 +112,35 @@ def _tags_coder() -> Any:
     return Dispatcher(None, None, levels).tags_code_of  # type: ignore[arg-type]
 
 
-def dispatch_rows(buf: Buffer, rng: ByteRange) -> Iterator[tuple[Any, ...]]:
-    """(topic, queue, queue offset, physical offset, size, tags code) of each record the
-    dispatcher would give a unit, read like the reput service (no CRC check)."""
+def unit_batch(buf: Buffer, rng: ByteRange, arr: bulk.RecordArrays) -> pa.RecordBatch:
+    """UNIT_ROWS of the records of ``arr`` the dispatcher would give a unit (transaction
+    type NOT or COMMIT): tag codes from the bulk scan, except for delayed records
+    (SCHEDULE_TOPIC_XXXX), whose code the dispatcher's own ``tags_code_of`` computes."""
+    import numpy as np
+    import pyarrow as pa
+
     from mqstore.message import string_to_properties
 
-    code_of = _tags_coder()
-    with memoryview(buf) as view:
-        pos, end = rng.start, len(buf)
-        while pos < rng.end:
-            r = fmt.scan(view, pos, end, check_crc=False)
-            if isinstance(r, fmt.RecordInfo):
-                if r.sys_flag & fmt.TRANSACTION_MASK in _IN_QUEUE:
-                    props = string_to_properties(r.properties_string)
-                    code = code_of(r.topic, props, r.store_timestamp)
-                    yield (r.topic, r.queue_id, r.queue_offset, r.physical_offset, r.size, code)
-                pos += r.size
-            elif isinstance(r, fmt.EndOfSegment):
-                return
-            else:
-                pos = resync(buf, rng.base_offset, pos + 1, end)
-                if pos < 0:
-                    return
+    tx = arr.sys_flag & fmt.TRANSACTION_MASK
+    keep = np.flatnonzero((tx == fmt.TRANSACTION_NOT_TYPE) | (tx == fmt.TRANSACTION_COMMIT_TYPE))
+    tags = arr.tags_code[keep]
+    topic_id = arr.topic_id[keep]
+    if SCHEDULE_TOPIC in arr.topics:
+        code_of = _tags_coder()
+        for i in np.flatnonzero(topic_id == arr.topics.index(SCHEDULE_TOPIC)).tolist():
+            j = int(keep[i])
+            a, n = int(arr.props_pos[j]), int(arr.props_len[j])
+            props = string_to_properties(bytes(buf[a : a + n]).decode())
+            tags[i] = code_of(SCHEDULE_TOPIC, props, int(arr.store_timestamp[j]))
+    topics = pa.array(arr.topics, pa.string())
+    names = [c.split()[0] for c in UNIT_ROWS.split(",")]
+    return pa.RecordBatch.from_arrays(
+        [topics.take(pa.array(topic_id)), pa.array(arr.queue_id[keep], pa.int32()),
+         pa.array(arr.queue_offset[keep], pa.int64()),
+         pa.array(arr.physical_offset[keep], pa.int64()), pa.array(arr.size[keep], pa.int32()),
+         pa.array(tags, pa.int64())],
+        names=names,
+    )  # fmt: skip
 
 
 def queue_files(
@@ -313,7 +322,7 @@ def _units_frame(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
     """The consume-queue units (UNIT_ROWS) of the records in ``ranges`` (lazy)."""
 
     def scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return map_ranges(batches, dispatch_rows, _unit_batch)
+        return map_bulk(batches, unit_batch)
 
     return ranges_dataframe(spark, ranges).mapInArrow(scan, UNIT_ROWS)
 
@@ -322,7 +331,7 @@ def _index_frame(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
     """The index rows (INDEX_ROWS) of ``ranges`` in one partition, in log order (lazy)."""
 
     def scan_index(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return map_ranges(batches, index_rows, _index_batch)
+        return map_bulk(batches, index_batch)
 
     keyed = ranges_dataframe(spark, ranges).mapInArrow(scan_index, INDEX_ROWS)
     return keyed.repartition(1).sortWithinPartitions("offset")
@@ -346,17 +355,6 @@ def _write_index(
         return write_index(batches, attempts, names, slots, num)
 
     return one_task.mapInArrow(write_idx, INDEX_MANIFEST).collect()
-
-
-def _unit_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
-    import pyarrow as pa
-
-    types = [pa.string(), pa.int32(), pa.int64(), pa.int64(), pa.int32(), pa.int64()]
-    names = [c.split()[0] for c in UNIT_ROWS.split(",")]
-    cols = list(zip(*rows, strict=True))
-    return pa.RecordBatch.from_arrays(
-        [pa.array(c, ty) for c, ty in zip(cols, types, strict=True)], names=names
-    )
 
 
 def run_reindex(
@@ -406,6 +404,12 @@ def main(argv: list[str] | None = None) -> int:
     except (LayoutError, OSError, ConfigError) as e:
         print(f"mqstore reindex: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # a Spark job failure: a task's unreadable file is exit 2
+        msg = unreadable(e)
+        if msg is None:
+            raise
+        print(f"mqstore reindex: {msg}", file=sys.stderr)
+        return 2
     if summary["geometry"]:
         print(f"geometry: {layout_geometry_line(summary['geometry'])}")
     print(
@@ -417,10 +421,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def layout_geometry_line(report: dict[str, dict[str, object]]) -> str:
     """``field value (source), ...`` of a geometry report."""
     return ", ".join(f"{k} {v['value']} ({v['source']})" for k, v in report.items())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

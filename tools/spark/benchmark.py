@@ -1,0 +1,266 @@
+"""Spark jobs against single-process scans of the same CommitLog, measured in one run.
+
+``python -m mqstore.tools.spark.benchmark --size-mib 512`` builds a store as a broker
+leaves it (CommitLog segments, consume queues and ``index/``, every message with TAGS, a
+KEYS token and a UNIQ_KEY of its own, as the dispatcher indexes them) and times, on the
+same files in the page cache:
+
+* ``numpy scan``: the minimal single-process reference: the TOTALSIZE walk, the header
+  fields read with numpy, ``zlib.crc32`` of every body;
+* ``recovery scan``: the engine's own single-process recovery scan (codec + CRC);
+* ``bulk scan``: :mod:`mqstore.commitlog.bulk` in one process (CRC, index key hashes);
+* ``audit`` (records, consume queues and index; cold then warm), ``reindex --out`` and
+  ``export --parquet`` on ``--master``; the session start-up is timed on its own.
+
+Every Spark figure is printed as records/s and as a ratio to the numpy and recovery
+scans of this run (ratios hold across runs on a noisy machine; absolute rates do not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from mqstore.commitlog import _layout
+from mqstore.commitlog import format as fmt
+from mqstore.consumequeue import format as cqfmt
+from mqstore.message import host_bytes, tags_code
+
+TOPICS = ("bench-a", "bench-b")
+QUEUES = 4
+BASE_TS = 1_700_000_000_000
+INDEX_SLOTS = 100_000
+INDEX_NUM = 400_000
+
+
+def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) -> int:
+    """Write a store of about ``size_bytes`` of CommitLog with consume queues and
+    ``index/`` (built by the store's IndexService); return the record count."""
+    from mqstore.index import IndexService
+
+    (root / "commitlog").mkdir(parents=True)
+    enc = fmt.RecordEncoder(host_bytes(("127.0.0.1", 10911)))
+    born = host_bytes(("10.0.0.7", 50000))
+    bodies = [bytes([i]) * body_bytes for i in range(16)]
+    crcs = [fmt.body_crc(b) for b in bodies]
+    index = IndexService(root / "index", INDEX_SLOTS, INDEX_NUM, clock=lambda: BASE_TS)
+    index.load(last_exit_ok=True, index_msg_timestamp=0)
+    units: dict[tuple[str, int], bytearray] = {}
+    next_qoff: dict[tuple[str, int], int] = {}
+    phys = count = 0
+    while phys < size_bytes:
+        seg_base, pos, chunks = phys, 0, []
+        while phys < size_bytes:
+            topic, qid, tags = TOPICS[count % 2], (count // 2) % QUEUES, f"Tag{count % 3}"
+            uniq, key = f"0A000007C35018B4AAC2{count:012X}", f"order-{count}"
+            props = f"TAGS\x01{tags}\x02KEYS\x01{key}\x02UNIQ_KEY\x01{uniq}\x02"
+            tail, version = enc.tail(topic.encode(), props.encode())
+            body = bodies[count % 16]
+            size = enc.size(0, len(body), len(tail))
+            if pos + size + fmt.END_FILE_MIN_BLANK_LENGTH > segment_size:
+                chunks.append(fmt.encode_blank(segment_size - pos))
+                phys = seg_base + segment_size
+                break
+            qoff = next_qoff.get((topic, qid), 0)
+            next_qoff[topic, qid] = qoff + 1
+            ts = BASE_TS + count
+            chunks.append(
+                enc.encode(size, version, crcs[count % 16], qid, 0, qoff, phys, 0, ts, born,
+                           ts, 0, 0, body, tail)
+            )  # fmt: skip
+            units.setdefault((topic, qid), bytearray()).extend(
+                cqfmt.encode_unit(phys, size, tags_code(tags))
+            )
+            index.build(topic, phys, ts, uniq, [key])
+            pos, phys, count = pos + size, phys + size, count + 1
+        with open(root / "commitlog" / f"{seg_base:020d}", "wb") as f:
+            f.write(b"".join(chunks))
+            f.truncate(segment_size)
+    index.flush()
+    index.close()
+    for (topic, qid), data in units.items():
+        qdir = root / "consumequeue" / topic / str(qid)
+        qdir.mkdir(parents=True)
+        for start in range(0, len(data), cqfmt.FILE_SIZE):
+            with open(qdir / f"{start:020d}", "wb") as f:
+                f.write(data[start : start + cqfmt.FILE_SIZE])
+                f.truncate(cqfmt.FILE_SIZE)
+    return count
+
+
+def numpy_scan(root: Path) -> int:
+    """The minimal reference: walk the sizes, read the header fields with numpy, CRC
+    every body with zlib. Returns the record count (CRC failures are counted out)."""
+    import mmap
+
+    total = 0
+    for seg in sorted((root / "commitlog").iterdir()):
+        with open(seg, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            total += _numpy_segment(mm)
+    return total
+
+
+def _numpy_segment(mm: Any) -> int:
+    import numpy as np
+
+    unpack = _layout._SIZE_MAGIC.unpack_from
+    hdr = _layout._HEADERS[(_layout.IPV4_HOST_LEN, _layout.IPV4_HOST_LEN)].size
+    pos, end, starts = 0, len(mm) - 8, []
+    while pos <= end:
+        size, magic = unpack(mm, pos)
+        if magic not in (_layout.MAGIC_V1, _layout.MAGIC_V2):
+            break
+        starts.append(pos)
+        pos += size
+    p = np.asarray(starts, np.int64)
+    u8 = np.frombuffer(mm, np.uint8)
+
+    def field(at: int, width: int) -> Any:
+        return u8[p[:, None] + at + np.arange(width)].view(f">i{width}").ravel()
+
+    qid, qoff = field(_layout.QUEUE_ID_POS, 4), field(_layout.QUEUE_OFFSET_POS, 8)
+    crc, body_len = field(_layout.BODY_CRC_POS, 4), field(hdr - 4, 4)
+    with memoryview(mm) as v:
+        ok = np.fromiter(
+            (zlib.crc32(v[a : a + n]) & 0x7FFFFFFF
+             for a, n in zip((p + hdr).tolist(), body_len.tolist(), strict=True)),
+            np.int64, p.size,
+        ) == crc  # fmt: skip
+    return int(ok.sum()) + 0 * int(qid.sum() + qoff.sum())
+
+
+def recovery_scan(root: Path, segment_size: int) -> int:
+    """The engine's recovery scan over every segment, with CRC checks."""
+    from mqstore.commitlog.recovery import scan
+    from mqstore.commitlog.segments import Segments
+
+    segs = Segments(root / "commitlog", segment_size)
+    segs.load()
+    try:
+        return scan(segs, 0, check_crc=True)[1]
+    finally:
+        segs.close()
+
+
+def bulk_scan(root: Path) -> int:
+    """:mod:`mqstore.commitlog.bulk` over every segment, CRC and index keys included."""
+    import mmap
+
+    from mqstore.commitlog import bulk
+
+    total = 0
+    for seg in sorted((root / "commitlog").iterdir()):
+        with open(seg, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            pos = 0
+            while True:
+                b = bulk.scan(mm, pos, len(mm), keys=True)
+                total += len(b.records)
+                if b.stop is not None or b.end >= len(mm):
+                    break
+                pos = b.end
+    return total
+
+
+def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
+
+
+def spark_runs(root: Path, master: str, work: Path) -> dict[str, Any]:
+    """Session start-up, audit (cold, warm), reindex --out and export --parquet."""
+    from mqstore.tools.spark.audit import audit_with
+    from mqstore.tools.spark.export import export_with
+    from mqstore.tools.spark.layout import discover
+    from mqstore.tools.spark.reindex import reindex_with
+    from mqstore.tools.spark.session import build_session
+
+    t0 = time.perf_counter()
+    spark = build_session(master, "mqstore-benchmark")
+    spark.range(1).count()
+    out: dict[str, Any] = {"startup": time.perf_counter() - t0}
+    for run in ("audit_cold", "audit_warm"):
+        report, out[run] = _timed(audit_with, spark, discover(root))
+        print(f"{run}: {out[run]:.2f} s", flush=True)
+        out["findings"], out["records"] = len(report.findings), report.records
+        out["index_check"] = report.checks.get("index", "")
+    summary, out["reindex"] = _timed(reindex_with, spark, root, work / "reindexed")
+    print(f"reindex: {out['reindex']:.2f} s", flush=True)
+    out["reindex_units"] = summary["units"]
+    out["reindex_identical"] = all(
+        p.read_bytes() == (work / "reindexed" / p.relative_to(root)).read_bytes()
+        for d in ("consumequeue", "index")
+        for p in (root / d).rglob("*")
+        if p.is_file()
+    )
+    result, out["export"] = _timed(export_with, spark, root, work / "export.parquet")
+    print(f"export: {out['export']:.2f} s", flush=True)
+    out["export_rows"] = result.rows
+    spark.stop()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Generate a store, run every scan and job, print the table."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size-mib", type=int, default=512, help="CommitLog size (default 512)")
+    p.add_argument("--segment-mib", type=int, default=256, help="segment size (default 256)")
+    p.add_argument("--body-bytes", type=int, default=1000)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--dir", default=None, help="where to build the store (default: a temp dir)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        root, work = Path(tmp) / "store", Path(tmp)
+        n, secs = _timed(generate, root, args.size_mib << 20, args.segment_mib << 20,
+                         args.body_bytes)  # fmt: skip
+        total = sum(f.stat().st_size for f in (root / "commitlog").iterdir())
+        entries = sum(f.stat().st_size > 0 for f in (root / "index").iterdir())
+        print(f"store: {n} records of {args.body_bytes} B bodies, {total / 2**20:.0f} MiB of"
+              f" CommitLog in {args.segment_mib} MiB segments, {entries} index files,"
+              f" built in {secs:.1f} s")  # fmt: skip
+        rows: list[tuple[str, int, float]] = []
+        for name, fn, fargs in (
+            ("numpy scan, 1 process", numpy_scan, (root,)),
+            ("recovery scan, 1 process", recovery_scan, (root, args.segment_mib << 20)),
+            ("bulk scan, 1 process", bulk_scan, (root,)),
+        ):
+            recs, secs = _timed(fn, *fargs)
+            rows.append((name, recs, secs))
+            print(f"{name}: {recs} records in {secs:.2f} s", flush=True)
+        sp = spark_runs(root, args.master, work)
+        for key, label in (
+            ("audit_cold", "audit (cold)"),
+            ("audit_warm", "audit (warm)"),
+            ("reindex", "reindex --out"),
+            ("export", "export --parquet"),
+        ):
+            rows.append((f"{label}, {args.master}", int(sp["records"]), sp[key]))  # fmt: skip
+        _print(rows, total, sp)
+    return 0
+
+
+def _print(rows: list[tuple[str, int, float]], total: int, sp: dict[str, Any]) -> None:
+    ref_np = rows[0][1] / rows[0][2]
+    ref_rec = rows[1][1] / rows[1][2]
+    print(f"\n{'':36} {'records':>9} {'s':>6} {'records/s':>10} {'MB/s':>6}"
+          f" {'x numpy':>7} {'x recov':>7}")  # fmt: skip
+    for name, recs, secs in rows:
+        rate = recs / secs
+        print(f"{name:36} {recs:>9} {secs:>6.2f} {rate:>10,.0f} {total / secs / 1e6:>6.0f}"
+              f" {rate / ref_np:>7.2f} {rate / ref_rec:>7.2f}")  # fmt: skip
+    print(
+        f"Spark start-up {sp['startup']:.1f} s not included; audit findings {sp['findings']}"
+        f" ({sp['index_check']}); reindex {sp['reindex_units']} units, consumequeue/ and"
+        f" index/ byte-identical: {sp['reindex_identical']}; export rows {sp['export_rows']};"
+        f" load average {os.getloadavg()[0]:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
