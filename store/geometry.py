@@ -453,8 +453,8 @@ def _pick(
         if _normal(name, other.value) != _normal(name, candidates[0].value):
             first = candidates[0]
             raise GeometryError(
-                f"{name}: {first.source.value} say {first.value} ({first.evidence}), "
-                f"{other.source.value} say {other.value}"
+                f"{name}: {first.value} from the {first.source.value} ({first.evidence}), "
+                f"but {other.value} from the {other.source.value}"
             )
     if candidates:
         return candidates[0]

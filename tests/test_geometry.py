@@ -113,7 +113,7 @@ def test_broker_config_gives_sizes_the_files_do_not_show(tmp_path: Path):
 
 
 def test_flags_that_contradict_the_files_are_refused(rmq_store: Path):
-    with pytest.raises(GeometryError, match="files say 1048576"):
+    with pytest.raises(GeometryError, match="1048576 from the files"):
         geo.resolve(rmq_store, flags={"commitlog_file_size": 1 << 30})
 
 

@@ -287,6 +287,8 @@ def _add_spark_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
             s.add_argument(
                 "--report", default=None, metavar="FILE.json", help="also write the report here"
             )
+        if name in ("audit", "reindex"):
+            _add_geometry_args(s)
         if name == "reindex":
             s.add_argument(
                 "--out",
@@ -449,6 +451,9 @@ def _spark(args: argparse.Namespace) -> int:
         argv += ["--out", args.out]
     if getattr(args, "parquet", None):
         argv += ["--parquet", args.parquet]
+    for flag in ("file_size", "cq_file_size", "index_slots", "index_num", "broker_config"):
+        if getattr(args, flag, None) is not None:
+            argv += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
     from mqstore.tools.progress import SparkProgress
 
     print(f"mqstore {args.command}: starting Spark ...", file=sys.stderr, flush=True)
@@ -467,6 +472,14 @@ def _check_spark_paths(args: argparse.Namespace) -> None:
         find_commitlog_dir(Path(args.dir))
     except LayoutError as e:
         raise CliError(str(e)) from None
+    if hasattr(args, "broker_config"):  # audit, reindex: the geometry, before the JVM
+        from mqstore import ConfigError
+        from mqstore.tools.spark.layout import discover, geometry_flags
+
+        try:
+            discover(args.dir, flags=geometry_flags(args), broker_config=args.broker_config)
+        except ConfigError as e:
+            raise CliError(str(e)) from None
     parquet = getattr(args, "parquet", None)
     if parquet is not None and os.path.lexists(parquet):
         raise CliError(f"{parquet} already exists: remove it or choose another --parquet")
