@@ -412,6 +412,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if summary["geometry"]:
         print(f"geometry: {layout_geometry_line(summary['geometry'])}")
+        guessed = [k for k, v in summary["geometry"].items() if v["source"] == "default"]
+        if guessed:
+            print(
+                f"mqstore reindex: note: {', '.join(guessed)} = RocketMQ's defaults: no files,"
+                " --broker-config or flag gave them; a broker configured otherwise needs them",
+                file=sys.stderr,
+            )
     print(
         f"rebuilt {summary['files']} ConsumeQueue files ({summary['units']} units, "
         f"{summary['queues']} queues) in {summary['target']} and {summary['index_files']}"
