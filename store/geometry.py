@@ -60,6 +60,9 @@ _DIGITS20: Final = 20
 
 log = logging.getLogger(__name__)
 
+_DEFAULT_SLOTS: Final = int(StoreConfig().max_hash_slot_num)
+_DEFAULT_ENTRIES: Final = int(StoreConfig().max_index_num)
+
 
 class Source(enum.Enum):
     """Where a size came from."""
@@ -248,14 +251,17 @@ def _index_files(index_dir: Path) -> list[Path]:
     return files
 
 
-def index_geometry_of(path: Path) -> set[tuple[int, int]]:
+def index_geometry_of(path: Path, hints: Iterable[tuple[int, int]] = ()) -> set[tuple[int, int]]:
     """Every (slots, entries) that fits index file ``path``; empty when it has no entries.
 
-    The file is ``40 + 4 * slots + 20 * entries`` bytes. A full file's header count is
-    ``entries`` (RocketMQ writes while ``indexCount < indexNum``). Otherwise the last
-    entry (number ``indexCount - 1``) holds the header's end offset: each place those 8
-    bytes occur gives a candidate split, kept when that entry's key hash lands in a
-    slot that points back at it and the used slots number the header's hashSlotCount.
+    The file is ``40 + 4 * slots + 20 * entries`` bytes, and the last entry (number
+    ``indexCount - 1``) holds the header's end offset, its key hash lands in a slot
+    that points back at it. A split that passes that check is the answer when it is
+    the full-file split (a full file's header count is ``entries``: RocketMQ writes
+    while ``indexCount < indexNum``) or one of ``hints`` of the file's size (the
+    defaults, another file's answer). Otherwise every place the end offset's 8 bytes
+    occur gives a candidate, kept when it passes the check and the used slots number
+    the header's hashSlotCount (a scan of the file: slow for large files, rare).
     """
     size = path.stat().st_size
     rest = size - ifmt.HEADER_SIZE
@@ -263,26 +269,31 @@ def index_geometry_of(path: Path) -> set[tuple[int, int]]:
         return set()
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         h = ifmt.read_header(mm)
-        last = h.index_count - 1
-        if last < 1:
+        if h.index_count < 2:
             return set()
-        found: set[tuple[int, int]] = set()
-        for slots in _slot_candidates(mm, h, size):
-            num = (rest - slots * ifmt.SLOT_SIZE) // ifmt.ENTRY_SIZE
-            if num >= h.index_count and _fits(mm, h, slots):
-                found.add((slots, num))
-        return found
+        full = rest - h.index_count * ifmt.ENTRY_SIZE
+        quick = [full // ifmt.SLOT_SIZE] if full > 0 and full % ifmt.SLOT_SIZE == 0 else []
+        quick += [s for s, n in hints if ifmt.file_size(s, n) == size]
+        for slots in quick:
+            if _entries(rest, slots) >= h.index_count and _points_back(mm, h, slots):
+                return {(slots, _entries(rest, slots))}
+        return {
+            (slots, _entries(rest, slots))
+            for slots in _slot_candidates(mm, h)
+            if _entries(rest, slots) >= h.index_count
+            and _points_back(mm, h, slots)
+            and _used_slots(mm, slots) == h.hash_slot_count
+        }
 
 
-def _slot_candidates(mm: mmap.mmap, h: ifmt.Header, size: int) -> Iterable[int]:
-    """Slot counts that put the last entry's offset field on the header's end offset
-    (and the full-file split, where the count is the number of entries)."""
-    last = h.index_count - 1
-    full_room = size - ifmt.HEADER_SIZE - h.index_count * ifmt.ENTRY_SIZE
-    if full_room > 0 and full_room % ifmt.SLOT_SIZE == 0:
-        yield full_room // ifmt.SLOT_SIZE
+def _entries(rest: int, slots: int) -> int:
+    return (rest - slots * ifmt.SLOT_SIZE) // ifmt.ENTRY_SIZE
+
+
+def _slot_candidates(mm: mmap.mmap, h: ifmt.Header) -> Iterable[int]:
+    """Slot counts that put the last entry's offset field on the header's end offset."""
     needle = h.end_phy_offset.to_bytes(8, "big", signed=True)
-    base = ifmt.HEADER_SIZE + last * ifmt.ENTRY_SIZE + 4  # +4: keyHash precedes phyOffset
+    base = ifmt.HEADER_SIZE + (h.index_count - 1) * ifmt.ENTRY_SIZE + 4  # after keyHash
     at = mm.find(needle, base)
     while at >= 0:
         room = at - base
@@ -291,16 +302,23 @@ def _slot_candidates(mm: mmap.mmap, h: ifmt.Header, size: int) -> Iterable[int]:
         at = mm.find(needle, at + 1)
 
 
-def _fits(mm: mmap.mmap, h: ifmt.Header, slots: int) -> bool:
+def _points_back(mm: mmap.mmap, h: ifmt.Header, slots: int) -> bool:
+    """The last entry under this split holds the end offset, links backwards, and its
+    key hash's slot points at it."""
     last = h.index_count - 1
-    e = ifmt.Entry(*ifmt.ENTRY.unpack_from(mm, ifmt.entry_position(slots, last)))
+    at = ifmt.entry_position(slots, last)
+    if at + ifmt.ENTRY_SIZE > len(mm):
+        return False
+    e = ifmt.Entry(*ifmt.ENTRY.unpack_from(mm, at))
     if e.phy_offset != h.end_phy_offset or not 0 <= e.prev_index < last or e.key_hash < 0:
         return False
     (pointer,) = ifmt.SLOT.unpack_from(mm, ifmt.slot_position(e.key_hash % slots))
-    if pointer != last:
-        return False
+    return bool(pointer == last)
+
+
+def _used_slots(mm: mmap.mmap, slots: int) -> int:
     table = mm[ifmt.HEADER_SIZE : ifmt.HEADER_SIZE + slots * ifmt.SLOT_SIZE]
-    return slots - memoryview(table).cast("i").tolist().count(0) == h.hash_slot_count
+    return slots - memoryview(table).cast("i").tolist().count(0)
 
 
 def index_geometry(index_dir: Path) -> tuple[tuple[int, int], str] | tuple[None, str] | None:
@@ -318,12 +336,14 @@ def index_geometry(index_dir: Path) -> tuple[tuple[int, int], str] | tuple[None,
     if len(sizes) != 1:
         raise GeometryError(f"{index_dir}: index files of different sizes {sorted(sizes)}")
     common: set[tuple[int, int]] | None = None
+    hints = [(_DEFAULT_SLOTS, _DEFAULT_ENTRIES)]
     for p in files:
-        fits = index_geometry_of(p)
+        fits = index_geometry_of(p, hints)
         if fits:
             common = fits if common is None else common & fits
             if not common:
                 raise GeometryError(f"{index_dir}: the index files fit no common geometry")
+            hints = sorted(common)
     size = sizes.pop()
     if common is None:
         return None, f"{len(files)} index file(s) of {size} bytes without entries"

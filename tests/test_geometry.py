@@ -148,3 +148,9 @@ def test_a_new_store_takes_the_defaults(tmp_path: Path):
     opened, g = geo.for_open(StoreConfig(root_dir=tmp_path / "new"))
     assert opened.commitlog_file_size == 1 << 30
     assert g.commitlog_file_size.source is geo.Source.DEFAULT
+
+
+def test_a_lone_index_file_not_yet_full_shows_its_split(tmp_path: Path):
+    _small_store(tmp_path / "s", 30, **SMALL)  # 60 entries of 120: no full file to go by
+    (index,) = (tmp_path / "s" / "index").iterdir()
+    assert geo.index_geometry_of(index) == {(37, 120)}
