@@ -60,6 +60,7 @@ _DIGITS20: Final = 20
 
 log = logging.getLogger(__name__)
 
+_DEFAULT_SEGMENT: Final = int(StoreConfig().commitlog_file_size)
 _DEFAULT_SLOTS: Final = int(StoreConfig().max_hash_slot_num)
 _DEFAULT_ENTRIES: Final = int(StoreConfig().max_index_num)
 
@@ -181,7 +182,9 @@ def commitlog_size(commitlog_dir: Path) -> tuple[int, str] | None:
     """
     files = _offset_files(commitlog_dir)
     found = _size_of_run(files, str(commitlog_dir))
-    if found is not None and len(files) == 1 and not _segment_ends_cleanly(files[0]):
+    if found is None or len(files) > 1 or found[0] == _DEFAULT_SEGMENT:
+        return found  # a lone file of RocketMQ's default size needs no walk to agree
+    if not _segment_ends_cleanly(files[0]):
         raise GeometryError(
             f"{files[0]}: the only CommitLog file's records do not end inside it as a "
             f"segment's do; its length {found[0]} cannot be taken as the segment size"
