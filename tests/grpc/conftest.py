@@ -52,7 +52,7 @@ def core(store: MessageStore) -> Iterator[BrokerCore]:
     c.start()
     c.create_topic(TopicConfig(TOPIC, 4, 4))
     c.groups.put(SubscriptionGroupConfig(GROUP, retry_max_times=1))
-    c.groups.put(SubscriptionGroupConfig(FIFO_GROUP, retry_max_times=2))
+    c.groups.put(SubscriptionGroupConfig(FIFO_GROUP, retry_max_times=16))
     yield c
     c.shutdown()
 
