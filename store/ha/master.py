@@ -49,6 +49,11 @@ READ_BUFFER = 1 << 20
 """Largest read from a slave socket (RocketMQ's master read buffer, 1 MiB)."""
 
 
+MAX_LINKS = 32
+"""Most slave connections served at once; each holds a reader and a writer thread, so
+connections past this are closed at accept (RocketMQ brokers have one to a few slaves)."""
+
+
 class LogSource(Protocol):
     """What the master reads: the CommitLog's offsets and bytes (CommitLog fits)."""
 
@@ -139,8 +144,7 @@ class SlaveLink:
     def _guard(self, loop: Callable[[], None]) -> None:
         try:
             loop()
-        except ProtocolError as e:
-            log.error("HA master: protocol error from slave %s: %s", self.channel.peer, e)
+        except ProtocolError as e:  # logged once, by the master's _note_error
             self.close(f"protocol error from {self.channel.peer}: {e}")
         except _LinkError as e:
             self.close(str(e))
@@ -254,8 +258,10 @@ class HAMaster:
         fallbehind_max: int = 256 * 1024 * 1024,
         poll_interval_ms: int = 10,
         max_transfer: int = MAX_TRANSFER,
+        max_links: int = MAX_LINKS,
     ) -> None:
         self.log = log
+        self.max_links = max_links
         self.host = host
         self._requested_port = port
         self.sync = sync
@@ -315,6 +321,12 @@ class HAMaster:
                 self._note_error(f"accept failed on port {self.port}: {e}")
                 return
             if channel is None:
+                continue
+            with self._links_lock:
+                full = len(self._links) >= self.max_links
+            if full:  # each link costs two threads: a flood of connections may not
+                channel.close()
+                self._note_error(f"refused {channel.peer}: {self.max_links} slaves connected")
                 continue
             link = SlaveLink(channel, self)
             with self._links_lock:

@@ -1,0 +1,79 @@
+"""The HA master under misbehaving peers: a protocol error is logged once and closes
+only that link; connections past the link cap are refused at accept."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mqstore import MessageStore, StoreConfig
+from mqstore.config import BrokerRole
+from mqstore.ha.master import HAMaster
+
+
+@pytest.fixture
+def master(tmp_path: Path) -> Iterator[HAMaster]:
+    cfg = StoreConfig(root_dir=tmp_path / "m", broker_role=BrokerRole.SYNC_MASTER,
+                      ha_listen_port=0, commitlog_file_size=1 << 20)  # fmt: skip
+    store = MessageStore.open(cfg)
+    try:
+        assert isinstance(store.ha, HAMaster)
+        yield store.ha
+    finally:
+        store.close()
+
+
+def wait_for(cond, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+class Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_a_protocol_error_is_logged_once(master: HAMaster) -> None:
+    logger = logging.getLogger("mqstore.ha")
+    source = logging.getLogger("mqstore.ha.master")
+    handler, level, disabled = Collect(), logger.level, source.disabled
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    source.disabled = False  # a logging.config call elsewhere in the run may disable it
+    try:
+        with socket.create_connection(("127.0.0.1", master.port)) as s:
+            s.sendall(struct.pack(">q", -5))  # a negative reported offset
+            assert wait_for(lambda: master.last_error is not None)
+        time.sleep(0.2)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        source.disabled = disabled
+    lines = [m for m in handler.messages if "negative offset" in m]
+    assert len(lines) == 1, lines
+
+
+def test_connections_past_the_cap_are_refused_and_the_rest_stay(master: HAMaster) -> None:
+    master.max_links = 2
+    socks = [socket.create_connection(("127.0.0.1", master.port)) for _ in range(4)]
+    try:
+        assert wait_for(lambda: master.accepted == 2 and len(master.errors) >= 2)
+        assert master.connection_count() == 2
+        assert all("slaves connected" in e for e in master.errors)
+    finally:
+        for s in socks:
+            s.close()
