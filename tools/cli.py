@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from mqstore.tools import quickstart as _quickstart
 from mqstore.tools.bench import BENCHMARKS
@@ -218,6 +218,12 @@ def _add_broker_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     b.add_argument("--port", type=_port, default=10911, help="remoting port (0: any free port)")
     b.add_argument("--host", default="127.0.0.1", help="remoting listen address")
     b.add_argument("--broker-name", default="broker-a", help="the name routes give this broker")
+    b.add_argument(
+        "--grpc-port", type=_port, nargs="?", const=8081, default=None, metavar="G",
+        help="also serve RocketMQ 5.x clients (gRPC, plaintext) on port G (8081 when no G "
+        "is given; 0: any free port)",
+    )  # fmt: skip
+    b.add_argument("--grpc-host", default="127.0.0.1", help="gRPC listen address")
     b.add_argument(
         "--flush",
         choices=["ASYNC_FLUSH", "SYNC_FLUSH"],
@@ -550,6 +556,28 @@ def _broker(args: argparse.Namespace) -> int:
         return _serve_broker(args, store, role, port, sock, stop)
 
 
+def _start_grpc(args: argparse.Namespace, core: Any, server: Any) -> Any:
+    """The gRPC endpoint of ``--grpc-port`` (None without it); prints its address."""
+    if args.grpc_port is None:
+        return None
+    try:
+        from mqstore.grpc.server import serve_beside
+    except ImportError as e:  # the grpc extra is not installed
+        server.stop()
+        core.shutdown()
+        hint = "pip install 'mqstore[grpc]'"
+        raise CliError(f"--grpc-port needs the grpc extra ({hint}): {e}") from None
+    try:
+        endpoint = serve_beside(core, args.grpc_host, args.grpc_port)
+    except OSError as e:
+        server.stop()
+        core.shutdown()
+        where = f"{args.grpc_host}:{args.grpc_port}"
+        raise _listen_error(f"cannot listen for gRPC on {where}", e, "--grpc-port") from None
+    print(f"mqstore broker: grpc on {endpoint.address}", flush=True)
+    return endpoint
+
+
 def _listen_error(what: str, e: OSError, option: str) -> CliError:
     if e.errno == errno.EADDRINUSE:
         return CliError(f"{what}: the port is in use (choose another {option})", Exit.BUSY)
@@ -621,10 +649,13 @@ def _serve_broker(
         raise _listen_error(f"cannot listen on {args.host}:{port}", e, "--port") from None
     print(f"mqstore broker: {role.value} store {args.store}, {what}", flush=True)
     print(f"mqstore broker: remoting on {server.address}", flush=True)
+    grpc = _start_grpc(args, core, server)
     try:
         while not stop.wait(1.0):
             pass
     finally:
+        if grpc is not None:
+            grpc.stop()
         server.stop()
         core.shutdown()
     print("mqstore broker: stopped, offsets persisted", flush=True)

@@ -14,6 +14,7 @@ with RESOURCE_EXHAUSTED rather than queued without end.
 from __future__ import annotations
 
 import dataclasses
+import socket
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +82,8 @@ class GrpcEndpoint:
         if self._server is not None:
             return self.port
         cfg = self.config
+        if cfg.port:
+            _probe(cfg.host, cfg.port)
         limit = cfg.max_request_bytes or self.core.store.cfg.max_message_size + 64 * 1024
         server = grpc.server(
             ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="mqstore-grpc"),
@@ -124,3 +127,24 @@ class GrpcEndpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _probe(host: str, port: int) -> None:
+    """Fail with a plain OSError when ``host:port`` is taken: gRPC's own bind failure
+    prints a C-level log line and says little."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, port))
+
+
+def serve_beside(core: BrokerCore, host: str, port: int) -> GrpcEndpoint:
+    """Start an endpoint over a running broker's ``core`` (``mqstore broker
+    --grpc-port``); the caller stops it before shutting the core down.
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+    endpoint = GrpcEndpoint(core, GrpcConfig(host=host, port=port))
+    endpoint.start()
+    return endpoint
