@@ -12,8 +12,19 @@ and documents what it measures in its docstring:
 * ``broker``: sends and pulls over TCP against in-process puts;
 * ``consume``: produce-to-consume through a consumer group;
 * ``ha``: replication throughput and SYNC/ASYNC_MASTER put latency;
-* ``spark_audit``: the Spark audit and reindex against single-process scans.
+* ``spark_audit``: the Spark audit and reindex against single-process scans;
+* ``grpc``: the 5.x client's send and receive+ack over gRPC against the remoting path.
 """
 
-BENCHMARKS = ("commitlog", "flush", "putpath", "pull", "broker", "consume", "ha", "spark_audit")
+BENCHMARKS = (
+    "commitlog",
+    "flush",
+    "putpath",
+    "pull",
+    "broker",
+    "consume",
+    "ha",
+    "spark_audit",
+    "grpc",
+)
 """The module names ``mqstore bench`` accepts."""
