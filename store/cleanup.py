@@ -41,6 +41,7 @@ from mqstore.commitlog.mapped_file import MappedFile
 from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
 from mqstore.consumequeue.store import ConsumeQueueStore
+from mqstore.failures import FailureCounter
 from mqstore.index.service import IndexService
 from mqstore.service import ServiceThread
 
@@ -182,6 +183,7 @@ class CleanupService(ServiceThread):
         self._measure = disk_ratio or (lambda: disk_used_ratio(segments.directory))
         self._custom_ratio = disk_ratio is not None
         self._cleaned_below = -1
+        self.failures = FailureCounter(log, self.name)
 
     def _disk_ratio(self) -> float:
         """The used ratio, also setting or clearing the guard's disk-full mark."""
@@ -246,5 +248,5 @@ class CleanupService(ServiceThread):
     def run_once(self) -> None:
         try:
             self.clean()
-        except OSError as e:  # try again next round
-            log.error("cleanup failed: %s", e)
+        except Exception as e:  # logged once per kind, counted; the next round tries again
+            self.failures.record("cleaning expired files", e)

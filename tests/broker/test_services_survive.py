@@ -114,3 +114,28 @@ def test_a_skipped_schedule_message_is_not_retried_after_a_restart(tmp_path: Pat
         assert schedule is not None and schedule.failures.total == 0
     finally:
         store.close()
+
+
+def test_the_cleanup_service_survives_a_round_that_fails(tmp_path: Path) -> None:
+    from mqstore.cleanup import CleanupService
+
+    store = make_store(tmp_path, clean_resource_interval_ms=50)
+    calls: list[int] = []
+
+    def disk_ratio() -> float:  # the first round cannot read the disk's statistics
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("statvfs gave nonsense")
+        return 0.1
+
+    cleaner = CleanupService(
+        store.cfg, store.segments, store.queues, store.index,
+        dispatched_offset=lambda: store.max_physical_offset, disk_ratio=disk_ratio,
+    )  # fmt: skip
+    cleaner.start()
+    try:
+        assert wait_for(lambda: len(calls) >= 3)
+        assert cleaner.failures.counts() == {"cleaning expired files": 1}
+    finally:
+        cleaner.stop()
+        store.close()
