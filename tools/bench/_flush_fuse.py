@@ -98,11 +98,12 @@ def trial(work: Path, mode: FlushDiskType, seed: int, policy_keep: float = 0.3,
         run_s = random.Random(seed).uniform(0.05, MAX_RUN_S)
     acks: list[tuple[int, int, int]] = []
     image = work / "image"
-    with Mount(work / "fs") as mount:
+    err_path = work / "producer.err"
+    with Mount(work / "fs") as mount, open(err_path, "w") as err_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "mqstore.tools.bench._flush_fuse", str(mount.path / "store"),
              mode.value, str(seed)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            stdout=subprocess.PIPE, stderr=err_file, text=True,
         )
         first_ack = threading.Event()
         reader = threading.Thread(target=_read_acks, args=(proc, acks, first_ack), daemon=True)
@@ -112,12 +113,17 @@ def trial(work: Path, mode: FlushDiskType, seed: int, policy_keep: float = 0.3,
             time.sleep(run_s)
             report = mount.cut(image, CutPolicy(keep=policy_keep, tear=0.3, seed=seed))
             acked_at_cut = len(acks)
+            early = proc.poll()  # the producer ended before the cut: a broken trial
         finally:
             proc.send_signal(signal.SIGKILL)
     # The layer is gone: a request the child had in flight fails and it can exit.
     proc.wait()
     reader.join(5)
+    err = err_path.read_text(errors="replace")
     result = verify(image / "store", mode, acks)
+    if early is not None:
+        last = err.strip().splitlines()[-1:] or ["no output"]
+        result["problems"].insert(0, f"the producer exited ({early}) before the cut: {last[0]}")
     shutil.rmtree(image, ignore_errors=True)
     result.update(
         seed=seed, run_s=round(run_s, 3), acked_at_cut=acked_at_cut,
