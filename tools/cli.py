@@ -225,6 +225,10 @@ def _add_broker_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     )  # fmt: skip
     b.add_argument("--grpc-host", default="127.0.0.1", help="gRPC listen address")
     b.add_argument(
+        "--grpc-fifo-group", action="append", default=[], metavar="GROUP",
+        help="a consumer group that consumes in order over gRPC (repeatable)",
+    )  # fmt: skip
+    b.add_argument(
         "--flush",
         choices=["ASYNC_FLUSH", "SYNC_FLUSH"],
         default="ASYNC_FLUSH",
@@ -568,7 +572,7 @@ def _start_grpc(args: argparse.Namespace, core: Any, server: Any) -> Any:
         hint = "pip install 'mqstore[grpc]'"
         raise CliError(f"--grpc-port needs the grpc extra ({hint}): {e}") from None
     try:
-        endpoint = serve_beside(core, args.grpc_host, args.grpc_port)
+        endpoint = serve_beside(core, args.grpc_host, args.grpc_port, args.grpc_fifo_group)
     except OSError as e:
         server.stop()
         core.shutdown()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -138,13 +139,17 @@ def _probe(host: str, port: int) -> None:
         s.bind((host, port))
 
 
-def serve_beside(core: BrokerCore, host: str, port: int) -> GrpcEndpoint:
+def serve_beside(
+    core: BrokerCore, host: str, port: int, fifo_groups: Iterable[str] = ()
+) -> GrpcEndpoint:
     """Start an endpoint over a running broker's ``core`` (``mqstore broker
-    --grpc-port``); the caller stops it before shutting the core down.
+    --grpc-port``, ``--grpc-fifo-group``); the caller stops it before shutting the core
+    down.
 
     Raises:
         OSError: the address cannot be bound.
     """
-    endpoint = GrpcEndpoint(core, GrpcConfig(host=host, port=port))
+    service = ServiceConfig(fifo_groups=frozenset(fifo_groups))
+    endpoint = GrpcEndpoint(core, GrpcConfig(host=host, port=port, service=service))
     endpoint.start()
     return endpoint

@@ -26,6 +26,19 @@ def start(root: Path, *args: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def assigned_queue_ids(address: str, group: str) -> list[int]:
+    import grpc
+    from rocketmq.grpc_protocol import service_pb2 as svc
+    from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
+
+    req = svc.QueryAssignmentRequest()
+    req.topic.name = "CliTopic"
+    req.group.name = group
+    with grpc.insecure_channel(address) as ch:
+        r = MessagingServiceStub(ch).QueryAssignment(req, timeout=5)
+    return sorted(a.message_queue.id for a in r.assignments)
+
+
 def test_broker_serves_grpc_clients_beside_remoting(tmp_path: Path) -> None:
     from rocketmq import (
         ClientConfiguration,
@@ -35,7 +48,7 @@ def test_broker_serves_grpc_clients_beside_remoting(tmp_path: Path) -> None:
         SimpleConsumer,
     )
 
-    p = start(tmp_path / "s", "--grpc-port", "0")
+    p = start(tmp_path / "s", "--grpc-port", "0", "--grpc-fifo-group", "CliFifo")
     assert p.stdout is not None
     address = ""
     try:
@@ -56,6 +69,8 @@ def test_broker_serves_grpc_clients_beside_remoting(tmp_path: Path) -> None:
             c.ack(m)
         c.shutdown()
         assert [(m.message_id, m.body) for m in got] == [(sent, b"via-cli")]
+        assert assigned_queue_ids(address, "CliFifo") == [0, 1, 2, 3]  # FIFO: every queue
+        assert assigned_queue_ids(address, "CliGroup") == [-1]
     finally:
         p.send_signal(signal.SIGTERM)
         out, _ = p.communicate(timeout=60)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -53,5 +54,20 @@ def test_acked_message_is_not_delivered_again(producer: Any, endpoint: GrpcEndpo
         c.ack(m)
         time.sleep(1.5)  # past the invisible time: an unacked message would be back
         assert c.receive(32, 1) == []
+    finally:
+        c.shutdown()
+
+
+def test_receive_long_polls_until_a_message_arrives(producer: Any, endpoint: GrpcEndpoint) -> None:
+    c = simple_consumer(endpoint, wait=5)
+    try:
+        timer = threading.Timer(0.5, lambda: producer.send(message(b"arrives")))
+        t0 = time.monotonic()
+        timer.start()
+        got = c.receive(32, 10)
+        waited = time.monotonic() - t0
+        timer.join()
+        assert [m.body for m in got] == [b"arrives"]
+        assert 0.4 <= waited < 3.0  # woken by the arrival, not by the 5 s poll's end
     finally:
         c.shutdown()
