@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import enum
 import mmap
+import os
 import struct
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
@@ -170,35 +171,68 @@ def _finding(name: str, pos: int, kind: str, detail: str) -> Row:
     return Row(RowType.FINDING.value, name, pos, kind=kind, detail=detail)
 
 
-def last_nonzero(buf: Buffer, start: int, end: int) -> int:
+def data_spans(path: str | None, start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of ``[start, end)`` of the file that may hold data: the file system's
+    holes (``SEEK_DATA``/``SEEK_HOLE``: never written, or preallocated and unwritten)
+    read as zeros and are skipped, so the zero tail of a preallocated 1 GiB segment is
+    not read byte by byte. The whole range when unknown (no path, no support)."""
+    if path is None or not hasattr(os, "SEEK_DATA"):
+        return [(start, end)]
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return [(start, end)]
+    spans: list[tuple[int, int]] = []
+    try:
+        pos = start
+        while pos < end:
+            try:
+                lo = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:  # ENXIO: only a hole follows
+                break
+            if lo >= end:
+                break
+            hi = min(os.lseek(fd, lo, os.SEEK_HOLE), end)
+            spans.append((lo, hi))
+            pos = hi
+    except OSError:
+        return [(start, end)]
+    finally:
+        os.close(fd)
+    return spans
+
+
+def last_nonzero(buf: Buffer, start: int, end: int, path: str | None = None) -> int:
     """Index of the last non-zero byte in ``buf[start:end]``, or -1 if all zero
-    (numpy over the mapping in 1 MiB probes: no copies)."""
+    (numpy over the mapping in 1 MiB probes, holes of ``path`` skipped: no copies)."""
     import numpy as np
 
     u8 = np.frombuffer(buf, np.uint8)
-    hi = end
-    while hi > start:
-        lo = max(start, hi - _ZERO_PROBE)
-        chunk = u8[lo:hi]
-        if chunk.any():
-            return lo + int(np.flatnonzero(chunk)[-1])
-        hi = lo
+    for lo_span, hi_span in reversed(data_spans(path, start, end)):
+        hi = hi_span
+        while hi > lo_span:
+            lo = max(lo_span, hi - _ZERO_PROBE)
+            chunk = u8[lo:hi]
+            if chunk.any():
+                return lo + int(np.flatnonzero(chunk)[-1])
+            hi = lo
     return -1
 
 
-def first_nonzero(buf: Buffer, start: int, end: int) -> int:
+def first_nonzero(buf: Buffer, start: int, end: int, path: str | None = None) -> int:
     """Index of the first non-zero byte in ``buf[start:end]``, or -1 if all zero
-    (numpy over the mapping in 1 MiB probes: no copies)."""
+    (numpy over the mapping in 1 MiB probes, holes of ``path`` skipped: no copies)."""
     import numpy as np
 
     u8 = np.frombuffer(buf, np.uint8)
-    lo = start
-    while lo < end:
-        hi = min(end, lo + _ZERO_PROBE)
-        chunk = u8[lo:hi]
-        if chunk.any():
-            return lo + int(np.argmax(chunk != 0))
-        lo = hi
+    for lo_span, hi_span in data_spans(path, start, end):
+        lo = lo_span
+        while lo < hi_span:
+            hi = min(hi_span, lo + _ZERO_PROBE)
+            chunk = u8[lo:hi]
+            if chunk.any():
+                return lo + int(np.argmax(chunk != 0))
+            lo = hi
     return -1
 
 
@@ -220,11 +254,13 @@ def resync(buf: Buffer, base_offset: int, start: int, end: int) -> int:
         hits = [find(m, h + 1, end) if x == h else x for m, x in zip(_MAGICS, hits, strict=True)]
 
 
-def _is_torn(buf: Buffer, pos: int, bad: fmt.Corrupt, file_end: int) -> bool:
+def _is_torn(
+    buf: Buffer, pos: int, bad: fmt.Corrupt, file_end: int, path: str | None = None
+) -> bool:
     """Written bytes stop inside the record at ``pos`` and nothing follows it."""
     if bad.kind is fmt.CorruptKind.TRUNCATED:
         return True
-    last = last_nonzero(buf, pos, file_end)
+    last = last_nonzero(buf, pos, file_end, path)
     if last < pos + 8:
         return True
     return bad.size >= fmt.MIN_RECORD_SIZE and last < pos + bad.size - 3
@@ -362,13 +398,15 @@ def _not_a_record(
     """Findings for a blank or undecodable record at ``pos``; returns the next position
     to scan, or -1 when the range's scan ends (a blank always ends it)."""
     if isinstance(r, fmt.EndOfSegment):
-        yield from _check_blank(buf, rng.name, pos, r.size, file_end)
+        yield from _check_blank(buf, rng.name, pos, r.size, file_end, rng.path)
         return -1
     assert isinstance(r, fmt.Corrupt)
     return (yield from _damage(buf, rng, pos, r, file_end))
 
 
-def _check_blank(buf: Buffer, name: str, pos: int, size: int, file_end: int) -> Iterator[Row]:
+def _check_blank(
+    buf: Buffer, name: str, pos: int, size: int, file_end: int, path: str | None = None
+) -> Iterator[Row]:
     if pos + size != file_end:
         yield _finding(
             name,
@@ -376,7 +414,7 @@ def _check_blank(buf: Buffer, name: str, pos: int, size: int, file_end: int) -> 
             "bad_blank",
             f"end-of-file record says {size} bytes left, the file has {file_end - pos}",
         )
-    junk = first_nonzero(buf, pos + fmt.END_FILE_MIN_BLANK_LENGTH, file_end)
+    junk = first_nonzero(buf, pos + fmt.END_FILE_MIN_BLANK_LENGTH, file_end, path)
     if junk >= 0:
         yield _finding(
             name, junk, "bad_blank", f"non-zero byte after the end-of-file record at {pos}"
@@ -389,7 +427,7 @@ def _damage(
     """Findings for undecodable bytes at ``pos``; returns where to continue, or -1."""
     name = rng.name
     if bad.kind is fmt.CorruptKind.ZEROED:
-        data = first_nonzero(buf, pos, file_end)
+        data = first_nonzero(buf, pos, file_end, rng.path)
         if data < 0:
             if not rng.is_last_file:
                 yield _finding(
@@ -407,7 +445,7 @@ def _damage(
         yield _finding(name, pos, bad.kind.value, bad.detail)
         return pos + bad.size
     nxt = resync(buf, rng.base_offset, pos + 1, file_end)
-    if nxt < 0 and rng.is_last_file and _is_torn(buf, pos, bad, file_end):
+    if nxt < 0 and rng.is_last_file and _is_torn(buf, pos, bad, file_end, rng.path):
         yield _finding(
             name, pos, "torn_tail", f"incomplete last record ({bad.kind.value}: {bad.detail})"
         )
