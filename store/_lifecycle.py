@@ -165,7 +165,9 @@ class StoreLifecycle:
     def load_and_recover(self) -> None:
         """Open step 3: load segments, queues, checkpoint and index, recover them."""
         cfg = self.cfg
-        self.segments = Segments(cfg.commitlog_path, cfg.commitlog_file_size)
+        self.segments = Segments(
+            cfg.commitlog_path, cfg.commitlog_file_size, reserve_chunk=cfg.commitlog_reserve_chunk
+        )
         self.segments.durable_entries = True
         self._loaded.append(self.segments)
         self.segments.load()

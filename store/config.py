@@ -65,6 +65,10 @@ class StoreConfig:
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     commitlog_file_size: int = Unset(1 << 30)  # sizes left Unset: the files' (mqstore.geometry)
     commitlog_dir: str | None = None
+    # CommitLog segments are sparse: space is reserved this far ahead of the write
+    # position (a full disk refuses the put instead of SIGBUS); 0 allocates a segment
+    # in full when it is created.
+    commitlog_reserve_chunk: int = 64 << 20
     max_message_size: int = 4 * 1024 * 1024
     # group commit (SYNC_FLUSH)
     sync_flush_timeout_ms: int = 5000
@@ -103,6 +107,9 @@ class StoreConfig:
     flush_interval_consume_queue_ms: int = 1000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval_ms: int = 60_000
+    # Queue files are sparse; at most this many are mapped at once (least recently used
+    # unmapped first): an idle queue holds no mapping and no descriptor.
+    max_mapped_consume_queue_files: int = 1024
     # IndexFile (docs/format.md §4)
     message_index_enable: bool = True
     max_hash_slot_num: int = Unset(5_000_000)
@@ -154,6 +161,11 @@ class StoreConfig:
             )
         if self.sync_flush_timeout_ms <= 0:
             raise ConfigError("sync_flush_timeout_ms must be positive")
+        if self.commitlog_reserve_chunk < 0 or self.max_mapped_consume_queue_files < 1:
+            raise ConfigError(
+                "commitlog_reserve_chunk must be >= 0 and max_mapped_consume_queue_files "
+                f">= 1, got {self.commitlog_reserve_chunk}, {self.max_mapped_consume_queue_files}"
+            )
         if self.mapped_file_size_consume_queue < 20:
             raise ConfigError(
                 "mapped_file_size_consume_queue must hold at least one 20-byte unit, "

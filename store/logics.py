@@ -63,7 +63,11 @@ class Logics:
         self.cfg = cfg
         self.segments = segments
         self.checkpoint = checkpoint
-        self.queues = ConsumeQueueStore(cfg.consume_queue_path, cfg.consume_queue_file_size)
+        self.queues = ConsumeQueueStore(
+            cfg.consume_queue_path,
+            cfg.consume_queue_file_size,
+            max_mapped_files=cfg.max_mapped_consume_queue_files,
+        )
         self.index = IndexService.for_store(cfg, self._index_file_full)
         self.delay_levels = DelayLevels.parse(cfg.message_delay_level)
         self.dispatcher = Dispatcher(self.queues, self.index, self.delay_levels)

@@ -312,7 +312,8 @@ INDEX_CHILD = PRELUDE + textwrap.dedent(
     if sys.argv[2] == "noreserve":  # the old index: writes into holes of a sparse file
         ifile.reserve = lambda *a, **k: None
     # Index files of 8 MB (sparse) on a 4 MiB tmpfs; one 1 MiB CommitLog segment and
-    # consume queue files allocated before the disk fills; the disk guard off (ratio
+    # the consume queue file allocated before the disk fills (queue files are sparse:
+    # allocated here by hand, so only the index runs out); the disk guard off (ratio
     # 1.0): the index meets ENOSPC between two checks, as with a disk filled by others.
     s = make_store(mnt, commitlog_file_size=1024 * 1024, max_hash_slot_num=1024,
                    max_index_num=400_000, mapped_file_size_consume_queue=20 * 4096,
@@ -323,6 +324,10 @@ INDEX_CHILD = PRELUDE + textwrap.dedent(
         assert s.put_message(Message(topic="t", body=body, keys="e%d" % i)).status.ok
         stored.append(body)
     assert s.wait_dispatched(30) and s.index_disabled is None
+    for cq_file in (s.cfg.consume_queue_path).rglob("0" * 20):
+        fd = os.open(cq_file, os.O_RDWR)
+        os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
+        os.close(fd)
     with open(mnt / "filler", "wb", buffering=0) as f:  # every last block
         for chunk in (65536, 4096):
             try:

@@ -190,9 +190,21 @@ class CommitLog:
         except OSError as e:
             raise RollFailed(f"cannot create segment in {self.segments.directory}: {e}") from e
 
+    def _reserve(self, mf: MappedFile, end: int) -> None:
+        """Reserve disk up to ``end`` of a sparse segment (and a chunk beyond), so a
+        full disk refuses the write instead of faulting in the mapping."""
+        try:
+            mf.reserve(end)
+        except OSError as e:
+            raise RollFailed(f"cannot reserve space in {mf.path}: {e}") from e
+        if self.segments.on_create is not None:
+            self.segments.on_create()  # the disk check, once per reserved chunk
+
     def _roll(self, mf: MappedFile) -> MappedFile:
         """Write the blank record that ends ``mf`` and create the next segment."""
         left = mf.free
+        if mf.wrote_position + min(8, left) > mf.reserved:
+            self._reserve(mf, mf.wrote_position + min(8, left))
         mf.append(fmt.encode_blank(left)[: min(8, left)])
         mf.mark_full()
         return self._writable()
@@ -216,6 +228,8 @@ class CommitLog:
             mf = self.segments.last
             if mf is None or total + 8 > mf.file_size - mf.wrote_position:
                 mf = self._writable() if mf is None or mf.is_full else self._roll(mf)
+            if mf.wrote_position + total > mf.reserved:
+                self._reserve(mf, mf.wrote_position + total)
             qoff = table.get(key, 0) if counts else 0
             ts = self._clock()
             phys = mf.file_from_offset + mf.wrote_position
@@ -257,7 +271,8 @@ class CommitLog:
         tail: bytes,
         total: int,
     ) -> tuple[int, int, int] | None:
-        """:meth:`append` of the common record, packed in place; None when it needs a roll.
+        """:meth:`append` of the common record, packed in place; None when it needs a roll
+        (or disk reserved past ``mf.reserved``: :meth:`append` reserves).
 
         The common record: V1 magic, SYSFLAG 0 (no compression, NOT transaction
         type), IPv4 born host, ``tail`` from :meth:`RecordEncoder.frame`. Its header
@@ -270,7 +285,7 @@ class CommitLog:
         table = self.topic_queue_table
         with self.put_lock:
             mf = self.segments.last
-            if mf is None or total + _MIN_BLANK > mf.file_size - mf.wrote_position:
+            if mf is None or total + _MIN_BLANK > mf.reserved - mf.wrote_position:
                 return None
             qoff = table.get(key, 0)
             ts = self._clock()
@@ -305,7 +320,7 @@ class CommitLog:
         one_queue = keys.count(keys[0]) == n  # the usual batch (a broker's always is)
         with self.put_lock:
             mf = self.segments.last
-            if mf is None or need + _MIN_BLANK > mf.file_size - mf.wrote_position:
+            if mf is None or need + _MIN_BLANK > mf.reserved - mf.wrote_position:
                 return None
             ts = self._clock()
             if one_queue:
@@ -348,6 +363,8 @@ class CommitLog:
             total = sum(m.total for m in msgs)
             if total + fmt.END_FILE_MIN_BLANK_LENGTH > mf.free:
                 mf = self._roll(mf)
+            if mf.wrote_position + total > mf.reserved:
+                self._reserve(mf, mf.wrote_position + total)
             datas, qoffs, physs = self._encode_batch(msgs, mf, ts)
             mf.append(b"".join(datas))
             mf.last_store_timestamp = ts

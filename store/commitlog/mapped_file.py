@@ -1,4 +1,21 @@
-"""One memory-mapped, pre-sized segment file named by its 20-digit start offset.
+"""One memory-mapped, fixed-size segment file named by its 20-digit start offset.
+
+Allocation: a segment is either allocated in full when created (``reserve_chunk``
+0) or sparse (RocketMQ's way: the file is sized, blocks are allocated as they are
+written). A sparse segment still never writes through its mapping into an
+unallocated hole, because on a full disk that is SIGBUS, not an exception:
+``reserved`` is how far the file is known to be allocated, and every write past it
+first reserves (``posix_fallocate``) up to ``reserve_chunk`` bytes beyond its end,
+so ENOSPC surfaces as an ``OSError`` from the write call, before any byte is
+written. Writers that pack straight into ``mapping`` check ``reserved``, not
+``file_size``.
+
+Mapping: a segment may be opened unmapped (``mapped=False``) and mapped on first
+use (:meth:`MappedFile.map`); :meth:`MappedFile.unmap` gives the mapping and the
+file descriptor back while positions stay, so a store with many small files can
+keep only the ones in use mapped (``mqstore.consumequeue.mappings``). Unmapping
+never invalidates a view a reader already took: it only drops this object's
+references, and the mapping goes when the last view of it does.
 
 Positions (all relative to the file start, 0 <= flushed <= wrote <= file_size):
 
@@ -15,11 +32,12 @@ the file is truncated or destroyed, which happens only with the writer stopped.
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 from pathlib import Path
 
-from mqstore import _platform
+from mqstore import _platform, faults
 from mqstore.config import OS_PAGE_SIZE
 from mqstore.errors import SegmentLoadError
 
@@ -27,6 +45,56 @@ NAME_DIGITS = 20
 _ZERO_CHUNK_LEN = 64 * 1024
 _ZERO_CHUNK = bytes(_ZERO_CHUNK_LEN)
 _QUIET_CHUNKS = 16
+UNMAPPED = memoryview(b"")
+UNMAPPED.release()
+"""``view`` of an unmapped file: any access raises ``ValueError`` (as a closed file's)."""
+
+
+def allocate_range(fd: int, offset: int, length: int, *, what: str = "") -> None:
+    """Allocate ``[offset, offset + length)`` of a sparse file (its contents stay).
+
+    Raises:
+        OSError: ENOSPC (or EDQUOT) when the disk cannot back the range.
+    """
+    faults.point("before_reserve", offset=offset, size=length, what=what)
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate: writes as before
+            raise
+
+
+def _reserve_range(fd: int, start: int, end: int, stop: int, *, what: str) -> int:
+    """Allocate ``[start, stop)``, at least ``[start, end)``; return where allocation
+    is now known to reach.
+
+    Short of space for the whole chunk, a range that is already allocated (some
+    filesystems, tmpfs among them, refuse ``fallocate`` of a range they would not have
+    room for even when its blocks exist) or just the pages up to ``end`` will do.
+
+    Raises:
+        OSError: ENOSPC (or EDQUOT) when not even ``[start, end)`` can be backed.
+    """
+    try:
+        allocate_range(fd, start, stop - start, what=what)
+        return stop
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        st = os.fstat(fd)
+        if st.st_blocks * 512 >= st.st_size:  # every block of the file exists
+            return stop
+        try:
+            hole = os.lseek(fd, start, os.SEEK_HOLE)
+        except OSError:
+            hole = start
+        if hole >= end:
+            return min(hole, stop)
+        page_end = min(stop, -(-end // OS_PAGE_SIZE) * OS_PAGE_SIZE)
+        if page_end < stop:
+            allocate_range(fd, start, page_end - start, what=what)
+            return page_end
+        raise
 
 
 def offset_to_name(offset: int) -> str:
@@ -62,12 +130,30 @@ class MappedFile:
         "last_store_timestamp",
         "mapping",
         "path",
+        "random_access",
+        "reserve_chunk",
+        "reserved",
+        "used_at",
         "view",
         "wrote_position",
     )
 
-    def __init__(self, path: Path, file_size: int, *, create: bool) -> None:
-        """Open (or create, allocating every byte) a segment.
+    def __init__(
+        self,
+        path: Path,
+        file_size: int,
+        *,
+        create: bool,
+        reserve_chunk: int = 0,
+        mapped: bool = True,
+        random_access: bool = False,
+    ) -> None:
+        """Open (or create) a segment.
+
+        ``reserve_chunk`` 0 allocates every byte at creation; otherwise the file is
+        created sparse and space is reserved that far ahead of each write past
+        ``reserved``. ``mapped`` False opens nothing yet (:meth:`map` does, on use).
+        ``random_access`` maps without readahead (small, scattered accesses).
 
         Raises:
             SegmentLoadError: an existing file has the wrong size or name.
@@ -76,39 +162,126 @@ class MappedFile:
         self.path = path
         self.file_size = file_size
         self.file_from_offset = name_to_offset(path.name)
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(path, flags, 0o644)
-        try:
-            if create:
-                try:
-                    _platform.allocate(fd, file_size)
-                except OSError:
-                    os.close(fd)
-                    fd = -1
-                    path.unlink(missing_ok=True)
-                    raise
-            else:
-                actual = os.fstat(fd).st_size
-                if actual != file_size:
-                    raise SegmentLoadError(
-                        f"{path}: size {actual} != configured segment size {file_size}"
-                    )
-            self._mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
-            if fd >= 0:
-                os.close(fd)
-            raise
-        self._fd = fd
-        self.view = memoryview(self._mm)
-        # The writable mapping itself, for the put fast path: the put-lock holder
-        # packs a record in place at ``wrote_position``, then moves the position.
-        self.mapping = self._mm
+        self.reserve_chunk = reserve_chunk
+        self.random_access = random_access
+        self.used_at = 0
         self._closed = False
+        self._fd = -1
+        self._mm: mmap.mmap | None = None
+        self.view = UNMAPPED
+        if create:
+            self._create()
+            self.reserved = 0 if reserve_chunk else file_size
+        else:
+            st = os.stat(path)
+            if st.st_size != file_size:
+                raise SegmentLoadError(
+                    f"{path}: size {st.st_size} != configured segment size {file_size}"
+                )
+            # A file with holes (created sparse, by this run's settings or not) has
+            # what was written allocated; what follows is reserved on use.
+            self.reserved = file_size if st.st_blocks * 512 >= file_size else 0
+        if mapped:
+            self.map()
         # A loaded file starts "full"; recovery corrects the positions (as RocketMQ).
         start = 0 if create else file_size
         self.wrote_position = start
         self.flushed_position = start
         self.last_store_timestamp = 0
+
+    def _create(self) -> None:
+        """Create the file; its descriptor stays open for the first :meth:`map` (a
+        file is created to be written)."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            if self.reserve_chunk:
+                os.ftruncate(fd, self.file_size)
+            else:
+                _platform.allocate(fd, self.file_size)
+        except BaseException:
+            os.close(fd)
+            self.path.unlink(missing_ok=True)
+            raise
+        self._fd = fd
+
+    # ------------------------------------------------------------------ mapping
+
+    @property
+    def is_mapped(self) -> bool:
+        """Whether the file is mapped now."""
+        return self._mm is not None
+
+    def map(self) -> memoryview:
+        """Map the file (if it is not) and return its view.
+
+        Raises:
+            OSError: the file cannot be opened or mapped (deleted meanwhile, ...).
+            ValueError: the file was closed.
+        """
+        if self._closed:
+            raise ValueError(f"{self.path} is closed")
+        if self._mm is None:
+            fd = self._fd if self._fd >= 0 else os.open(self.path, os.O_RDWR)
+            self._fd = -1
+            try:
+                mm = mmap.mmap(fd, self.file_size, mmap.MAP_SHARED,
+                               mmap.PROT_READ | mmap.PROT_WRITE)  # fmt: skip
+            except BaseException:
+                os.close(fd)
+                raise
+            if self.random_access:
+                # No readahead on faults: a fault in a file of mostly holes otherwise
+                # zero-fills a whole readahead window, costing milliseconds per page.
+                mm.madvise(mmap.MADV_RANDOM)
+            self._fd = fd
+            self._mm = mm
+            self.view = memoryview(mm)
+            # The writable mapping itself, for the put fast path: the put-lock holder
+            # packs a record in place at ``wrote_position``, then moves the position.
+            self.mapping = mm
+        return self.view
+
+    def unmap(self) -> None:
+        """Give back the mapping and the descriptor; positions stay, data stays in the
+        page cache (a later :meth:`flush` syncs it through a new descriptor). Views
+        taken before stay valid: the mapping goes with the last of them."""
+        if self._mm is None:
+            return
+        self.view = UNMAPPED
+        self._mm = None
+        with contextlib.suppress(AttributeError):
+            del self.mapping
+        fd, self._fd = self._fd, -1
+        os.close(fd)
+
+    # ------------------------------------------------------------- allocation
+
+    def reserve(self, end: int) -> None:
+        """Make sure bytes up to ``end`` are allocated (plus ``reserve_chunk`` ahead).
+
+        Raises:
+            OSError: ENOSPC (nothing was written; ``reserved`` does not move).
+        """
+        if end <= self.reserved:
+            return
+        start = max(self.reserved, self.wrote_position) // OS_PAGE_SIZE * OS_PAGE_SIZE
+        chunk = self.reserve_chunk
+        page_end = -(-end // OS_PAGE_SIZE) * OS_PAGE_SIZE
+        ahead = (start + chunk) // OS_PAGE_SIZE * OS_PAGE_SIZE
+        stop = min(self.file_size, max(page_end, ahead)) if chunk else self.file_size
+        fd = self._fd if self._fd >= 0 else os.open(self.path, os.O_RDWR)
+        try:
+            self.reserved = _reserve_range(fd, start, end, stop, what=str(self.path))
+        finally:
+            if fd != self._fd:
+                os.close(fd)
+
+    def allocated_bytes(self) -> int:
+        """Bytes the file really occupies on disk (``st_blocks``; 0 if it is gone)."""
+        try:
+            return os.stat(self.path).st_blocks * 512
+        except FileNotFoundError:
+            return 0
 
     # ------------------------------------------------------------------ writing
 
@@ -134,13 +307,28 @@ class MappedFile:
         """
         pos = self.wrote_position
         end = pos + len(data)
-        self._mm[pos:end] = data
+        if end > self.reserved:
+            self.reserve(end)
+        mm = self._mm if self._mm is not None else self._mapped()
+        mm[pos:end] = data
         self.wrote_position = end
         return pos
 
+    def _mapped(self) -> mmap.mmap:
+        self.map()
+        assert self._mm is not None
+        return self._mm
+
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        """Overwrite bytes at ``pos`` without moving the write position (recovery only)."""
-        self._mm[pos : pos + len(data)] = data
+        """Overwrite bytes at ``pos`` without moving the write position (recovery only).
+
+        Raises:
+            OSError: ENOSPC reserving the bytes.
+        """
+        if pos + len(data) > self.reserved:
+            self.reserve(pos + len(data))
+        mm = self._mm if self._mm is not None else self._mapped()
+        mm[pos : pos + len(data)] = data
 
     def mark_full(self) -> None:
         """Move the write position to the end (after writing a blank record)."""
@@ -170,9 +358,21 @@ class MappedFile:
         """
         target = self.wrote_position
         if target > self.flushed_position:
-            _platform.fdatasync(self._fd, what=str(self.path))
+            self._fdatasync()
             self.flushed_position = target
         return self.flushed_position
+
+    def _fdatasync(self) -> None:
+        if self._fd >= 0:
+            _platform.fdatasync(self._fd, what=str(self.path))
+            return
+        # Unmapped: the pages written through an earlier mapping are the file's, any
+        # descriptor syncs them.
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            _platform.fdatasync(fd, what=str(self.path))
+        finally:
+            os.close(fd)
 
     def sync(self) -> None:
         """``fdatasync`` the whole file whatever the positions say (after zeroing a cut).
@@ -180,7 +380,7 @@ class MappedFile:
         Raises:
             OSError: the sync failed.
         """
-        _platform.fdatasync(self._fd, what=str(self.path))
+        self._fdatasync()
 
     # ------------------------------------------------------------ truncation
 
@@ -201,18 +401,36 @@ class MappedFile:
         quiet = 0
         a = pos
         size = self.file_size
+        mm = self._mm if self._mm is not None else self._mapped()
         while a < size and quiet < _QUIET_CHUNKS:
             b = min(size, (a // chunk + 1) * chunk)
-            if self._mm[a:b] == zero[: b - a]:  # mmap slices compare by memcmp
+            if mm[a:b] == zero[: b - a]:  # mmap slices compare by memcmp
                 quiet += 1
-            else:
+                # A hole reads as zeros: jump over it (past the end: nothing left).
+                data = self._next_data(b)
+                if data >= b + (_QUIET_CHUNKS - quiet) * chunk:
+                    break
+                if data - data % chunk > b:
+                    quiet += (data - data % chunk - b) // chunk
+                    b = data - data % chunk
+            else:  # non-zero bytes are allocated: zeroing them cannot hit a hole
                 quiet = 0
-                self._mm[a:b] = zero[: b - a]
+                mm[a:b] = zero[: b - a]
                 torn_end = b
             a = b
         self.wrote_position = pos
         self.flushed_position = min(self.flushed_position, pos)
         return torn_end - pos
+
+    def _next_data(self, pos: int) -> int:
+        """Where the first byte that may be non-zero at or after ``pos`` is (``SEEK_DATA``;
+        ``file_size`` when only holes follow, ``pos`` where holes cannot be told)."""
+        if pos >= self.file_size:
+            return self.file_size
+        try:
+            return os.lseek(self._fd, pos, os.SEEK_DATA)
+        except OSError as e:
+            return self.file_size if e.errno == errno.ENXIO else pos
 
     def set_positions(self, pos: int) -> None:
         """Set write and flushed positions (recovery: what is on disk is flushed)."""
@@ -226,12 +444,18 @@ class MappedFile:
         if self._closed:
             return
         self._closed = True
+        mm = self._mm
+        if mm is None:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            return
         self.view.release()
         # A reader still holding an exported view keeps the mapping alive: leave it
         # to the GC rather than invalidating memory under it.
         with contextlib.suppress(BufferError):
-            self._mm.close()
-        os.close(self._fd)
+            mm.close()
+        self.unmap()
 
     def destroy(self) -> None:
         """Close and delete the file."""

@@ -23,17 +23,44 @@ from mqstore.errors import SegmentLoadError
 
 
 class Segments:
-    """Ordered segments of one directory, all ``file_size`` bytes."""
+    """Ordered segments of one directory, all ``file_size`` bytes.
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    ``reserve_chunk`` (0: allocate each file in full when created) makes new files
+    sparse, reserving that much ahead of writes (:class:`MappedFile`); ``lazy``
+    opens files unmapped, for an owner that maps them on use, and maps them without
+    readahead (consume queues: many small files, a few units touched in each).
+    """
+
+    __slots__ = (
+        "_starts",
+        "directory",
+        "durable_entries",
+        "file_size",
+        "files",
+        "flushed_store_timestamp",
+        "flushed_where",
+        "lazy",
+        "on_create",
+        "reserve_chunk",
+    )
+
+    def __init__(
+        self, directory: Path, file_size: int, *, reserve_chunk: int = 0, lazy: bool = False
+    ) -> None:
         self.directory = directory
         self.file_size = file_size
+        self.reserve_chunk = reserve_chunk
+        self.lazy = lazy
         self.files: list[MappedFile] = []
         self._starts: list[int] = []
         self.flushed_where = 0
         self.flushed_store_timestamp = 0
         self.on_create: Callable[[], object] | None = None
         """Called after a segment is created (the store's disk check: per file, not per put)."""
+        self.durable_entries = False
+        """Sync the directory (and create it durably) when a segment file is created: on
+        for the CommitLog, whose acknowledged data must be reachable after a power loss;
+        off for files that recovery rebuilds (consume queues)."""
 
     # ------------------------------------------------------------------ loading
 
@@ -56,7 +83,7 @@ class Segments:
             if i == len(names) - 1 and path.stat().st_size == 0:
                 path.unlink()
                 continue
-            mf = MappedFile(path, self.file_size, create=False)
+            mf = self._open(path, create=False)
             if (
                 self.files
                 and mf.file_from_offset != self.files[-1].file_from_offset + self.file_size
@@ -70,6 +97,11 @@ class Segments:
                 mf.close()
                 raise SegmentLoadError(f"{path}: start is not a multiple of {self.file_size}")
             self._add(mf)
+
+    def _open(self, path: Path, *, create: bool) -> MappedFile:
+        lazy = self.lazy
+        return MappedFile(path, self.file_size, create=create, reserve_chunk=self.reserve_chunk,
+                          mapped=not lazy, random_access=lazy)  # fmt: skip
 
     def _add(self, mf: MappedFile) -> None:
         self.files.append(mf)
@@ -111,7 +143,8 @@ class Segments:
         return None
 
     def create(self, start_offset: int) -> MappedFile:
-        """Create and append a new, allocated segment starting at ``start_offset``.
+        """Create and append a new segment starting at ``start_offset`` (allocated in
+        full, or sparse with ``reserve_chunk``).
 
         Raises:
             OSError: allocation failed (the partial file is removed).
@@ -121,7 +154,7 @@ class Segments:
         if self.files and start_offset != self.files[-1].file_from_offset + self.file_size:
             raise ValueError(f"segment start {start_offset} would leave a gap")
         self.directory.mkdir(parents=True, exist_ok=True)
-        mf = MappedFile(self.directory / offset_to_name(start_offset), self.file_size, create=True)
+        mf = self._open(self.directory / offset_to_name(start_offset), create=True)
         self._add(mf)
         if self.on_create is not None:
             self.on_create()
@@ -255,7 +288,7 @@ class Segments:
             try:
                 if os.stat(path).st_size != self.file_size:
                     break
-                mf = MappedFile(path, self.file_size, create=False)
+                mf = self._open(path, create=False)
             except (OSError, SegmentLoadError):
                 break
             if position is not None:

@@ -76,6 +76,11 @@ def unpack_unit(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int,
     return _UNIT.unpack_from(buf, pos)
 
 
+def is_blank(phys: int, size: int, tags: int) -> bool:
+    """Whether a unit's fields are the blank (pre-fill) unit's."""
+    return phys == 0 and size == BLANK_SIZE and tags == 0
+
+
 def iter_units(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, int, int]]:
     """All units of a buffer whose length is a multiple of 20, as tuples."""
     return _UNIT.iter_unpack(buf)

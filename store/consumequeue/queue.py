@@ -25,31 +25,86 @@ later unit); blank units never count towards ``max_physic_offset`` (in RocketMQ 
 blank gives 0x7FFFFFFF, which would make later puts look like duplicates) nor as the
 minimum offset.
 
-Thread-safety: one writer; structural changes (put, truncate, expiry) take the
-queue's lock; readers use :meth:`units_from` / :meth:`unit_at` without it and get
-``None`` when a file vanished under them.
+Two roles over the same state, never both in one process: the *writer* (the
+dispatcher, or recovery before it starts) puts units and does the structural repairs
+(:meth:`ConsumeQueue.truncate_dirty`, :meth:`ConsumeQueue.delete_expired`,
+:meth:`ConsumeQueue.correct_min_offset`); a *follower* (a process whose dispatcher
+runs in a child, ``mqstore.consumequeue.process``) never writes a unit and advances
+over what the child wrote (:meth:`ConsumeQueue.follow`,
+:meth:`ConsumeQueue.follow_min`).
+
+Cost: a queue is cheap to hold. Its files are sparse (sized, allocated as units are
+written: ``RESERVE_CHUNK`` is reserved ahead of the write position, so a full disk is
+an ``OSError`` from :meth:`ConsumeQueue.put`, never SIGBUS) and opened unmapped;
+every access to their bytes goes through the store's :class:`MappingPool`, which
+keeps a bounded number of files mapped. An idle queue holds no mapping and no
+descriptor.
+
+Thread-safety: one writer; structural changes (put, truncate, expiry, following)
+take the queue's lock; readers use :meth:`ConsumeQueue.units_from` /
+:meth:`ConsumeQueue.unit_at` without it and get ``None`` when a file vanished under
+them.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from mqstore.commitlog.mapped_file import MappedFile
 from mqstore.commitlog.segments import Segments
-from mqstore.consumequeue.follow import FollowingMixin, is_blank
-from mqstore.consumequeue.format import BLANK_UNIT, UNIT_SIZE, encode_unit, unpack_unit
-from mqstore.consumequeue.upkeep import UnitCheck, UpkeepMixin
+from mqstore.config import OS_PAGE_SIZE
+from mqstore.consumequeue.format import (
+    BLANK_SIZE,
+    BLANK_UNIT,
+    UNIT_SIZE,
+    encode_unit,
+    is_blank,
+    unpack_unit,
+)
+from mqstore.consumequeue.mappings import MappingPool
 
 log = logging.getLogger(__name__)
 
+RESERVE_CHUNK = OS_PAGE_SIZE
+"""Disk reserved ahead of a queue file's write position (one page: 204 units)."""
 
-class ConsumeQueue(FollowingMixin, UpkeepMixin):
-    """The consume queue of one topic/queue in ``directory`` (read by another process
-    while its dispatcher child writes it: :class:`~mqstore.consumequeue.follow.FollowingMixin`)."""
+UnitCheck = Callable[["ConsumeQueue", int, tuple[int, int, int]], bool]
+"""(queue, queue offset, unit) -> whether the unit matches its CommitLog record."""
 
-    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int) -> None:
+
+class ConsumeQueue:
+    """The consume queue of one topic/queue in ``directory``.
+
+    ``pool`` maps its files on use (the store's shared pool; a queue made on its
+    own gets a small private one).
+    """
+
+    __slots__ = (
+        "_lock",
+        "_min_basis",
+        "_pool",
+        "directory",
+        "file_size",
+        "followed",
+        "max_physic_offset",
+        "min_logic_offset",
+        "queue_id",
+        "segments",
+        "topic",
+        "units_per_file",
+    )
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        queue_id: int,
+        file_size: int,
+        pool: MappingPool | None = None,
+    ) -> None:
         if file_size <= 0 or file_size % UNIT_SIZE:
             raise ValueError(f"consume queue file size {file_size} is not a multiple of 20")
         self.topic = topic
@@ -57,7 +112,8 @@ class ConsumeQueue(FollowingMixin, UpkeepMixin):
         self.directory = directory
         self.file_size = file_size
         self.units_per_file = file_size // UNIT_SIZE
-        self.segments = Segments(directory, file_size)
+        self._pool = pool if pool is not None else MappingPool(8)
+        self.segments = Segments(directory, file_size, reserve_chunk=RESERVE_CHUNK, lazy=True)
         self.min_logic_offset = 0
         self.max_physic_offset = 0
         self.followed = -1
@@ -66,6 +122,24 @@ class ConsumeQueue(FollowingMixin, UpkeepMixin):
         """Following: (CommitLog start, first file held, max offset) the minimum was
         computed from (:meth:`follow_min`)."""
         self._lock = threading.Lock()
+
+    def _view(self, mf: MappedFile) -> memoryview:
+        """The file's bytes, mapped through the pool (valid even if unmapped later)."""
+        return self._pool.view(mf)
+
+    def _write(self, mf: MappedFile, data: bytes) -> None:
+        """Append ``data`` at the file's write position, reserving disk first.
+
+        Raises:
+            OSError: ENOSPC reserving (nothing written), or the file cannot be mapped.
+        """
+        pos = mf.wrote_position
+        end = pos + len(data)
+        view = self._view(mf)  # mapped first: the reservation then uses its descriptor
+        if end > mf.reserved:
+            mf.reserve(end)
+        view[pos:end] = data
+        mf.wrote_position = end
 
     # ------------------------------------------------------------------ offsets
 
@@ -111,7 +185,7 @@ class ConsumeQueue(FollowingMixin, UpkeepMixin):
         while index < len(files):
             mf = files[index]
             pos = 0
-            view = mf.view
+            view = self._view(mf)
             size = self.file_size
             while pos < size:
                 phys, sz, tags = unpack_unit(view, pos)
@@ -124,7 +198,7 @@ class ConsumeQueue(FollowingMixin, UpkeepMixin):
             if pos < size:
                 break
             index += 1
-        self.segments.truncate_to(end)
+        self._truncate_to(end)
         last = self.segments.last
         if last is not None and last.file_from_offset <= end:
             last.set_positions(end - last.file_from_offset)
@@ -172,7 +246,7 @@ class ConsumeQueue(FollowingMixin, UpkeepMixin):
                 if expected >= mf.file_from_offset + self.file_size:
                     # An empty only file (left by a truncation) before the unit's file:
                     # start the queue at the right file instead of padding up to it.
-                    segs.truncate_to(mf.file_from_offset - 1)
+                    self._truncate_to(mf.file_from_offset - 1)
                     mf = segs.last_for_write(expected)
                     segs.flushed_where = mf.file_from_offset
                 if expected > mf.file_from_offset:
@@ -194,12 +268,12 @@ class ConsumeQueue(FollowingMixin, UpkeepMixin):
                     current,
                 )
                 mf = self._pad_to(expected)
-            mf.append(encode_unit(physical_offset, size, tags_code))
+            self._write(mf, encode_unit(physical_offset, size, tags_code))
             self.max_physic_offset = physical_offset + size
         return True
 
     def _fill_blank(self, mf: MappedFile, until: int) -> None:
-        mf.append(BLANK_UNIT * ((until - mf.wrote_position) // UNIT_SIZE))
+        self._write(mf, BLANK_UNIT * ((until - mf.wrote_position) // UNIT_SIZE))
 
     def _pad_to(self, expected: int) -> MappedFile:
         segs = self.segments
@@ -230,8 +304,8 @@ class ConsumeQueue(FollowingMixin, UpkeepMixin):
         if pos + UNIT_SIZE > mf.wrote_position:
             return None
         try:
-            return unpack_unit(mf.view, pos)
-        except ValueError:  # the file was closed under us (expired)
+            return unpack_unit(self._view(mf), pos)
+        except (ValueError, OSError):  # the file was closed or deleted under us (expired)
             return None
 
     def units_from(self, queue_offset: int) -> memoryview | None:
@@ -252,8 +326,8 @@ class ConsumeQueue(FollowingMixin, UpkeepMixin):
         if pos >= end:
             return None
         try:
-            return mf.view[pos:end]
-        except ValueError:
+            return self._view(mf)[pos:end]
+        except (ValueError, OSError):
             return None
 
     def last_unit(self) -> tuple[int, int, int] | None:
@@ -275,6 +349,226 @@ class ConsumeQueue(FollowingMixin, UpkeepMixin):
                 high = mid
         return low
 
+    # ----------------------------------------------------------------- following
+
+    def follow(self, dispatched: int) -> None:
+        """Advance the write position over units another process wrote (a reader
+        whose dispatcher runs in a child, ``mqstore.consumequeue.process``).
+
+        A unit counts once its record ends at or before ``dispatched`` (the child
+        publishes that offset after writing the units before it, so such a unit
+        is whole); blank units count as they are found. The next file of the
+        queue is mapped once the last one is followed to its end, one at a time:
+        only the last file may hold units not followed yet (reads of the others
+        trust their positions), and a file past the followed units may still be
+        deleted by a restarted child cutting its predecessor's unpublished work.
+        A new file whose last unit is already dispatched is whole: it is taken
+        without scanning its units. When the child has deleted every file held here
+        (expired: it deletes oldest first and keeps a queue's last file), following
+        resumes at its first file left.
+        """
+        size = self.file_size
+        with self._lock:
+            segs = self.segments
+            while True:
+                last = segs.last
+                if last is None or last.wrote_position >= size:
+                    if not self._follow_next_file(last, dispatched):
+                        break
+                    continue
+                view = self._view(last)
+                pos = last.wrote_position
+                while pos < size:
+                    phys, sz, tags = unpack_unit(view, pos)
+                    if not (is_blank(phys, sz, tags) or (sz > 0 and phys + sz <= dispatched)):
+                        break
+                    if sz != BLANK_SIZE:
+                        self.max_physic_offset = phys + sz
+                    pos += UNIT_SIZE
+                last.set_positions(pos)
+                if pos < size:
+                    break
+            self.followed = dispatched
+
+    def forget_deleted_files(self) -> int:
+        """Following: unmap (never delete) the leading files the child deleted,
+        keeping the last; returns files let go of."""
+        with self._lock:
+            gone = [m for m in self.segments.files[:-1] if not m.path.exists()]
+            self._forget(gone)
+            return self.segments.forget_before(0)
+
+    def _follow_next_file(self, last: MappedFile | None, dispatched: int) -> bool:
+        """:meth:`follow` past ``last`` (None: no file held, else followed to its end):
+        map the queue's next file; False when there is none to follow yet."""
+        segs = self.segments
+        size = self.file_size
+        if not segs.map_new_files(position=0, max_files=1):
+            # Nothing follows the last file: not written yet, or every
+            # file held here was deleted (checked after the attempt: the
+            # child may delete them meanwhile); then resume at the first
+            # file left.
+            if last is None or last.path.exists():
+                return False
+            segs.forget_before(0, keep=0)
+            return True
+        self.min_logic_offset = max(self.min_logic_offset, segs.min_offset)
+        last = segs.last
+        assert last is not None
+        phys, sz, _tags = unpack_unit(self._view(last), size - UNIT_SIZE)
+        if sz > 0 and sz != BLANK_SIZE and phys + sz <= dispatched:
+            self.max_physic_offset = phys + sz
+            last.set_positions(size)
+        return True
+
+    def follow_min(self, min_physical_offset: int) -> None:
+        """Following: the minimum as a function of what is held, recomputed when that
+        changed: the first unit (not blank) pointing at or past ``min_physical_offset``
+        among the units held, else the maximum (nothing readable).
+
+        Unlike :meth:`correct_min_offset` this never starts from the previous minimum:
+        a reader's view of files another process writes and deletes changes under it,
+        and a minimum computed from a partial view must not stick. It only searches
+        when the CommitLog start or the first file held moved, or when nothing was
+        readable and units were added since (new units point past older ones, so
+        otherwise the minimum stands).
+        """
+        with self._lock:
+            top = self.max_offset
+            head = self.segments.min_offset
+            low_phys, low_head, old_top = self._min_basis
+            if (
+                low_phys == min_physical_offset
+                and low_head == head
+                and (top == old_top or self.min_logic_offset < old_top * UNIT_SIZE)
+            ):
+                return
+            low = head // UNIT_SIZE
+            first = self._first_at_or_after(low, top, min_physical_offset)
+            if not self._is_boundary(first, low, top, min_physical_offset):
+                # A unit the search probed was not readable (a file changing under
+                # it), so its answer may be anywhere, up to the maximum: scan unit by
+                # unit instead, and search again next time rather than keep this.
+                log.warning(
+                    "consume queue %s-%d: minimum search for offset %d met unreadable "
+                    "units (files %s, queue offsets %d-%d); scanning",
+                    self.topic, self.queue_id, min_physical_offset,
+                    [(m.path.name, m.wrote_position) for m in self.segments.files], low, top,
+                )  # fmt: skip
+                first = self._first_by_scan(low, top, min_physical_offset)
+                self.min_logic_offset = first * UNIT_SIZE
+                self._min_basis = (-1, -1, -1)
+                return
+            self.min_logic_offset = first * UNIT_SIZE
+            self._min_basis = (min_physical_offset, head, top)
+
+    def _is_boundary(self, q: int, low: int, high: int, physical_offset: int) -> bool:
+        """Whether ``q`` is provably the answer of :meth:`_first_at_or_after`: unit
+        ``q`` (unless ``high``) is readable and points at or past ``physical_offset``,
+        and unit ``q - 1`` (unless ``low``) is readable and a blank or below it."""
+        if q < high:
+            u = self.unit_at(q)
+            if u is None or is_blank(*u) or u[0] < physical_offset:
+                return False
+        if q > low:
+            u = self.unit_at(q - 1)
+            if u is None or not (is_blank(*u) or u[0] < physical_offset):
+                return False
+        return True
+
+    def _first_by_scan(self, low: int, high: int, physical_offset: int) -> int:
+        """:meth:`_first_at_or_after` unit by unit (no assumption about unreadable units)."""
+        for q in range(low, high):
+            u = self.unit_at(q)
+            if u is not None and not is_blank(*u) and u[0] >= physical_offset:
+                return q
+        return high
+
+    # ------------------------------------------------------------------- upkeep
+
+    def correct_min_offset(self, min_physical_offset: int) -> None:
+        """Move the minimum to the first unit pointing at or past ``min_physical_offset``.
+
+        If even the last unit points below it the queue has no readable unit and
+        the minimum becomes the maximum (RocketMQ 5.x).
+        """
+        with self._lock:
+            top = self.max_offset
+            low = max(self.min_offset, self.segments.min_offset // UNIT_SIZE)
+            if low >= top:
+                self.min_logic_offset = max(self.min_logic_offset, self.segments.min_offset)
+                return
+            first = self._first_at_or_after(low, top, min_physical_offset)
+            self.min_logic_offset = first * UNIT_SIZE
+
+    # ---------------------------------------------------------------- truncation
+
+    def truncate_dirty(self, physical_offset: int, verify: UnitCheck | None = None) -> int | None:
+        """Drop every unit pointing at or past ``physical_offset`` (a cut CommitLog tail).
+
+        Units point at increasing offsets, so this cuts a suffix of the queue. With
+        ``verify``, the cut also takes the units before it that fail the check, up to
+        the first that passes: after a power loss the last unit on disk may be torn
+        (sectors of one unit from before and after the write), and a torn unit can
+        look valid. Returns, when such units were cut, the CommitLog offset from
+        which their records must be dispatched again (the end of the last good
+        unit), else None.
+        """
+        with self._lock:
+            top = self.max_offset
+            low = self.segments.min_offset // UNIT_SIZE
+            cut = top
+            torn = False
+            while cut > low:
+                u = self.unit_at(cut - 1)
+                if u is None or is_blank(*u):
+                    break
+                if u[0] < physical_offset:
+                    if verify is None or verify(self, cut - 1, u):
+                        break
+                    torn = True
+                cut -= 1
+            if cut < top:
+                self._truncate_to(cut * UNIT_SIZE)
+            self.max_physic_offset = self._last_real_end()
+            self.min_logic_offset = min(self.min_logic_offset, cut * UNIT_SIZE)
+        if torn:
+            log.warning(
+                "consume queue %s-%d: torn units cut from %d", self.topic, self.queue_id, cut
+            )
+            return self.max_physic_offset
+        return None
+
+    def delete_expired(self, min_physical_offset: int) -> int:
+        """Delete leading files whose last unit points below ``min_physical_offset``,
+        always keeping the last file; then correct the minimum. Returns files deleted."""
+
+        def expired(mf: MappedFile) -> bool:
+            if mf.wrote_position < self.file_size:
+                return False
+            try:
+                phys, _size, _tags = unpack_unit(self._view(mf), self.file_size - UNIT_SIZE)
+            except (ValueError, OSError):
+                return False
+            if phys < min_physical_offset:
+                self._forget([mf])
+                return True
+            return False
+
+        with self._lock:
+            deleted = self.segments.delete_expired(
+                expired_before_ms=1 << 62, keep_last=1, max_delete=1 << 30, can_delete=expired
+            )
+        if deleted:
+            log.info(
+                "consume queue %s-%d: deleted %d expired files",
+                self.topic,
+                self.queue_id,
+                len(deleted),
+            )
+        self.correct_min_offset(min_physical_offset)
+        return len(deleted)
+
     # ----------------------------------------------------------------- flushing
 
     def flush(self, least_pages: int) -> bool:
@@ -291,25 +585,60 @@ class ConsumeQueue(FollowingMixin, UpkeepMixin):
                 break
         return progressed
 
+    def flushed_to(self, end: int) -> None:
+        """Record that the queue's bytes up to logical byte ``end`` are on disk (synced
+        by the caller for many files at once, ``syncfs``)."""
+        with self._lock:
+            segs = self.segments
+            for mf in segs.files:
+                rel = min(end - mf.file_from_offset, mf.wrote_position)
+                mf.flushed_position = max(mf.flushed_position, rel)
+            segs.flushed_where = max(segs.flushed_where, min(end, segs.max_offset))
+
     @property
     def flushed_all(self) -> bool:
         """True when every written unit is on disk."""
         return self.segments.flushed_where >= self.segments.max_offset
 
     def close(self) -> None:
-        """Unmap the files."""
+        """Unmap the files (a file never mapped costs nothing here)."""
+        self._forget(self.segments.files)
         self.segments.close()
+
+    def _forget(self, files: list[MappedFile]) -> None:
+        for mf in files:
+            if mf.is_mapped:
+                self._pool.forget(mf)
 
     def destroy(self) -> None:
         """Delete every file of the queue (a CommitLog with no files)."""
         with self._lock:
+            self._forget(self.segments.files)
             for mf in list(self.segments.files):
                 mf.destroy()
             self.segments.files.clear()
             self.segments.close()
-            self.segments = Segments(self.directory, self.file_size)
+            self.segments = Segments(
+                self.directory, self.file_size, reserve_chunk=RESERVE_CHUNK, lazy=True
+            )
             self.min_logic_offset = 0
             self.max_physic_offset = 0
+
+    def _truncate_to(self, offset: int) -> None:
+        """:meth:`Segments.truncate_to` with the cut file mapped through the pool."""
+        segs = self.segments
+        doomed = [m for m in segs.files if m.file_from_offset > offset]
+        self._forget(doomed)
+        cut = segs.find(offset)
+        if (
+            cut is None
+            and segs.files
+            and offset == segs.files[-1].file_from_offset + self.file_size
+        ):
+            cut = segs.files[-1]
+        if cut is not None:
+            self._view(cut)
+        segs.truncate_to(offset)
 
     def __repr__(self) -> str:
         return (

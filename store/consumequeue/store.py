@@ -5,31 +5,73 @@ applied to every queue; :meth:`ConsumeQueueStore.put` is what the dispatcher cal
 message. RocketMQ ``ConsumeQueueStore`` (5.x) / the CQ parts of 4.9's
 ``DefaultMessageStore``.
 
+Cost: proportional to what is used, not to the number of queues. The queues share
+one :class:`MappingPool` (at most ``max_mapped_files`` files mapped; an idle queue
+holds no mapping and no descriptor), :meth:`ConsumeQueueStore.flush` visits only the
+queues written since their last complete flush, and :meth:`ConsumeQueueStore.close`
+unmaps only what is mapped.
+
 Thread-safety: queues are created under a lock; the table is read without one
-(``dict`` lookups are atomic under the GIL).
+(``dict`` lookups are atomic under the GIL). The dirty set is changed by the writer
+(adds after writing) and the flusher (removes before flushing, adds back what is
+left), each a single atomic set operation.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from mqstore import faults
+from mqstore.consumequeue.mappings import DEFAULT_CAPACITY, MappingPool
 from mqstore.consumequeue.queue import ConsumeQueue, UnitCheck
 from mqstore.message import TOPIC_PATTERN
 
 log = logging.getLogger(__name__)
 
+SYNCFS_FROM = 32
+"""A complete flush of this many queues or more syncs their filesystem at once."""
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _syncfs_works() -> bool:
+    return hasattr(_libc, "syncfs")
+
+
+def syncfs(directory: Path) -> None:
+    """``syncfs(2)``: write back and wait for every dirty page of the filesystem
+    holding ``directory`` (Linux reports writeback errors of the filesystem since 5.8).
+
+    Raises:
+        OSError: the sync failed.
+    """
+    faults.point("before_fdatasync", what=f"syncfs {directory}")
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(directory))
+    finally:
+        os.close(fd)
+
 
 class ConsumeQueueStore:
     """The consume queues under one directory."""
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(
+        self, directory: Path, file_size: int, *, max_mapped_files: int = DEFAULT_CAPACITY
+    ) -> None:
         self.directory = directory
         self.file_size = file_size
+        self.pool = MappingPool(max_mapped_files)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._dirty: set[ConsumeQueue] = set()
+        """Queues with units (or a cut) not yet flushed: what :meth:`flush` visits."""
         self._lock = threading.Lock()
         self.logics_msg_timestamp = 0
         """Store time of the message of the last unit written (checkpoint field)."""
@@ -66,7 +108,7 @@ class ConsumeQueueStore:
             cq = self.queues.get((topic, queue_id))
             if cq is not None:
                 return cq
-            cq = ConsumeQueue(directory, topic, queue_id, self.file_size)
+            cq = ConsumeQueue(directory, topic, queue_id, self.file_size, self.pool)
             # The first file only: follow() finds where its units end and maps the
             # next files one by one (whether their units are dispatched yet).
             cq.segments.map_new_files(position=0, max_files=1)
@@ -99,7 +141,7 @@ class ConsumeQueueStore:
             for qid in sorted(os.listdir(topic_dir)):
                 if not qid.isdigit() or not (topic_dir / qid).is_dir():
                     continue
-                cq = ConsumeQueue(topic_dir / qid, topic, int(qid), self.file_size)
+                cq = ConsumeQueue(topic_dir / qid, topic, int(qid), self.file_size, self.pool)
                 cq.load()
                 self.queues[topic, int(qid)] = cq
 
@@ -107,6 +149,8 @@ class ConsumeQueueStore:
         """Recover every queue (see :meth:`ConsumeQueue.recover`)."""
         for cq in self.queues.values():
             cq.recover()
+            if not cq.flushed_all:
+                self._dirty.add(cq)
 
     # ------------------------------------------------------------------ access
 
@@ -130,7 +174,11 @@ class ConsumeQueueStore:
                 cq = self.queues.get((topic, queue_id))
                 if cq is None:
                     cq = ConsumeQueue(
-                        self.directory / topic / str(queue_id), topic, queue_id, self.file_size
+                        self.directory / topic / str(queue_id),
+                        topic,
+                        queue_id,
+                        self.file_size,
+                        self.pool,
                     )
                     self.queues[topic, queue_id] = cq
         return cq
@@ -152,6 +200,7 @@ class ConsumeQueueStore:
         """
         cq = self.queues.get((topic, queue_id)) or self.find_or_create(topic, queue_id)
         if cq.put(physical_offset, size, tags_code, queue_offset):
+            self._dirty.add(cq)
             self.logics_msg_timestamp = store_timestamp
             return True
         return False
@@ -200,6 +249,7 @@ class ConsumeQueueStore:
         for cq in self.all():
             if verify is not None or cq.max_physic_offset > physical_offset:
                 r = cq.truncate_dirty(physical_offset, verify)
+                self._dirty.add(cq)
                 if r is not None:
                     replay = r if replay is None else min(replay, r)
         return replay
@@ -218,8 +268,7 @@ class ConsumeQueueStore:
         if self._dispatched is not None:
             dropped = 0
             for cq in self.all():
-                with cq._lock:
-                    dropped += cq.segments.forget_before(0)
+                dropped += cq.forget_deleted_files()
                 cq.follow_min(min_physical_offset)
             return dropped
         return sum(cq.delete_expired(min_physical_offset) for cq in self.all())
@@ -230,17 +279,59 @@ class ConsumeQueueStore:
             cq.destroy()
 
     def flush(self, least_pages: int) -> None:
-        """Flush every queue's due pages.
+        """Flush the due pages of the queues written since their last complete flush
+        (every such queue to its end when ``least_pages`` is 0).
 
         Raises:
-            OSError: a sync failed.
+            OSError: a sync failed (the queue stays to be flushed).
         """
-        for cq in self.all():
-            cq.flush(least_pages)
+        dirty = self._dirty
+        if least_pages == 0 and len(dirty) >= SYNCFS_FROM and _syncfs_works():
+            self._flush_by_syncfs()
+            return
+        for cq in list(dirty):
+            # Removed before the flush: a unit written meanwhile adds the queue back.
+            dirty.discard(cq)
+            try:
+                cq.flush(least_pages)
+            finally:
+                if not cq.flushed_all:
+                    dirty.add(cq)
+
+    def _flush_by_syncfs(self) -> None:
+        """Flush many queues at once: one ``syncfs`` of the queues' filesystem costs
+        one journal commit, where a ``fdatasync`` per file costs one each. Each
+        queue's end is read before the sync, so a unit written during it stays to
+        be flushed.
+
+        Raises:
+            OSError: the sync failed (every queue stays to be flushed).
+        """
+        dirty = self._dirty
+        ends = []
+        for cq in list(dirty):
+            dirty.discard(cq)
+            ends.append((cq, cq.segments.max_offset))
+        try:
+            syncfs(self.directory)
+        except BaseException:
+            dirty.update(cq for cq, _end in ends)
+            raise
+        for cq, end in ends:
+            cq.flushed_to(end)
+            if not cq.flushed_all:
+                dirty.add(cq)
+
+    @property
+    def dirty_count(self) -> int:
+        """Queues with units not flushed yet."""
+        return len(self._dirty)
 
     def close(self) -> None:
         """Unmap every queue (and stop following)."""
         self._dispatched = None
+        self.pool.unmap_all()
         for cq in list(self.queues.values()):
             cq.close()
         self.queues.clear()
+        self._dirty.clear()

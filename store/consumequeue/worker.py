@@ -88,7 +88,11 @@ class Worker:
         self.state = state
         self.segments = Segments(cfg.commitlog_path, cfg.commitlog_file_size)
         self.segments.map_new_files()
-        self.queues = ConsumeQueueStore(cfg.consume_queue_path, cfg.consume_queue_file_size)
+        self.queues = ConsumeQueueStore(
+            cfg.consume_queue_path,
+            cfg.consume_queue_file_size,
+            max_mapped_files=cfg.max_mapped_consume_queue_files,
+        )
         self.queues.load()
         self.queues.recover()
         # Units past the published progress may be a dead predecessor's half-done

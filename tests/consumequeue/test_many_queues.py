@@ -1,0 +1,190 @@
+"""Many queues cost what they hold: sparse files, a bounded set of mappings, flushes of
+what is dirty (issue 14).
+
+Queue files are sized but allocated as units are written (a page reserved ahead of
+the write position); only the files in use are mapped (``MappingPool``); a reader
+whose file was unmapped mid-read keeps its view and remaps for the next read; a full
+disk at a reservation is an ``OSError`` from ``put`` (nothing written), never SIGBUS.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from mqstore import Message, MessageStore, PutStatus, faults
+from mqstore.consumequeue.format import UNIT_SIZE
+from mqstore.consumequeue.mappings import MappingPool
+from mqstore.consumequeue.queue import ConsumeQueue
+from mqstore.consumequeue.store import ConsumeQueueStore
+from tests.cq_consistency import check_cq_consistency
+from tests.helpers import make_store, reopen
+
+FILE_SIZE = 300_000 * UNIT_SIZE  # RocketMQ's default queue file: 5.7 MiB
+
+
+def allocated(path: Path) -> int:
+    """Bytes really allocated under ``path`` (``du``)."""
+    if path.is_file():
+        return path.stat().st_blocks * 512
+    return sum(p.stat().st_blocks * 512 for p in path.rglob("*") if p.is_file())
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_queue_file_with_one_unit_occupies_one_page_of_disk(tmp_path: Path):
+    cq = ConsumeQueue(tmp_path / "T" / "0", "T", 0, FILE_SIZE)
+    assert cq.put(1000, 200, 7, 0)
+    cq.flush(0)
+    (f,) = (tmp_path / "T" / "0").iterdir()
+    assert f.stat().st_size == FILE_SIZE
+    assert allocated(f) <= 8 * 1024
+    cq.close()
+
+
+def test_a_queue_file_is_allocated_as_its_units_grow(tmp_path: Path):
+    cq = ConsumeQueue(tmp_path / "T" / "0", "T", 0, FILE_SIZE)
+    for i in range(1000):  # 20,000 bytes: five pages
+        cq.put(1000 + i * 100, 100, 0, i)
+    (f,) = (tmp_path / "T" / "0").iterdir()
+    assert 20_000 <= allocated(f) <= 28 * 1024
+    assert [cq.unit_at(q) for q in (0, 999)] == [(1000, 100, 0), (1000 + 999 * 100, 100, 0)]
+    cq.close()
+
+
+def test_unmapped_mid_read_a_queue_returns_the_same_units(tmp_path: Path):
+    pool = MappingPool(1)
+    a = ConsumeQueue(tmp_path / "A" / "0", "A", 0, 100 * UNIT_SIZE, pool)
+    b = ConsumeQueue(tmp_path / "B" / "0", "B", 0, 100 * UNIT_SIZE, pool)
+    for i in range(250):  # three files
+        a.put(10_000 + i * 50, 50, i, i)
+    b.put(1, 1, 0, 0)
+    expected = [a.unit_at(q) for q in range(250)]
+    held = a.units_from(120)  # a view of A's second file
+    assert held is not None
+    got = []
+    for q in range(250):
+        got.append(a.unit_at(q))
+        assert b.unit_at(0) == (1, 1, 0)  # maps B's file: A's is unmapped
+        assert not any(mf.is_mapped for mf in a.segments.files)
+    assert got == expected
+    assert bytes(held[:UNIT_SIZE]) == bytes(a.units_from(120)[:UNIT_SIZE])  # type: ignore[index]
+    a.close()
+    b.close()
+
+
+def test_idle_queues_hold_no_mapping_and_no_descriptor(tmp_path: Path):
+    queues = ConsumeQueueStore(tmp_path, 1000 * UNIT_SIZE, max_mapped_files=16)
+    before = open_fds()
+    for i in range(500):
+        queues.put(f"T{i // 50}", i % 50, 100 + i * 10, 10, 0, 0, 1)
+    assert len(queues.pool) <= 16
+    mapped = sum(mf.is_mapped for cq in queues.all() for mf in cq.segments.files)
+    assert mapped <= 16
+    assert open_fds() - before <= 2 * 16 + 4  # a mapping's descriptor and mmap's copy
+    assert all(queues.find(f"T{i // 50}", i % 50).unit_at(0) == (100 + i * 10, 10, 0)
+               for i in range(500))  # fmt: skip
+    queues.close()
+
+
+def test_a_flush_visits_only_the_queues_written_since(tmp_path: Path):
+    queues = ConsumeQueueStore(tmp_path, 1000 * UNIT_SIZE)
+    for i in range(100):
+        queues.put("T", i, 100 + i * 10, 10, 0, 0, 1)
+    assert queues.dirty_count == 100
+    queues.flush(0)
+    assert queues.dirty_count == 0
+    assert all(cq.flushed_all for cq in queues.all())
+    queues.put("T", 7, 5000, 10, 0, 1, 2)
+    assert queues.dirty_count == 1
+    queues.close()
+
+
+def test_a_full_disk_at_a_reservation_fails_the_unit_before_writing_it(tmp_path: Path):
+    cq = ConsumeQueue(tmp_path / "T" / "0", "T", 0, FILE_SIZE)
+    for i in range(204):  # the first page: 204 units
+        cq.put(1000 + i * 10, 10, 0, i)
+
+    def enospc(**_context: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    faults.register("before_reserve", enospc)
+    try:
+        with pytest.raises(OSError, match="No space"):
+            cq.put(1000 + 204 * 10, 10, 0, 204)
+        assert cq.max_offset == 204
+    finally:
+        faults.clear("before_reserve")
+    assert cq.put(1000 + 204 * 10, 10, 0, 204)  # space again: the same unit goes in
+    assert cq.unit_at(204) == (1000 + 204 * 10, 10, 0)
+    cq.close()
+
+
+def _store(tmp_path: Path, **cfg: object) -> MessageStore:
+    sizes: dict[str, object] = {
+        "commitlog_file_size": 4 << 20,
+        "commitlog_reserve_chunk": 256 << 10,
+        "mapped_file_size_consume_queue": 3000 * UNIT_SIZE,  # 60 KB: the checker reads it all
+        "max_hash_slot_num": 1024,
+        "max_index_num": 8192,
+        "max_mapped_consume_queue_files": 64,
+    }
+    sizes.update(cfg)
+    return make_store(tmp_path, **sizes)
+
+
+@pytest.mark.slow
+def test_a_store_with_thousands_of_queues_stays_within_its_disk_budget(tmp_path: Path):
+    s = _store(tmp_path)
+    n = 2000
+    for i in range(n):
+        r = s.put_message(Message(topic=f"T{i // 100}", body=b"m%d" % i, queue_id=i % 100))
+        assert r.status is PutStatus.PUT_OK
+    assert s.wait_dispatched(120)
+    cfg, held = s.cfg, s.max_physical_offset
+    s.close()
+    assert allocated(cfg.consume_queue_path) <= n * 8 * 1024  # 60 KB files, a page each
+    (segment,) = cfg.commitlog_path.iterdir()
+    assert segment.stat().st_size == 4 << 20
+    assert allocated(segment) <= held + (256 << 10) + 4096  # held plus the reservation
+    s = reopen(cfg)
+    try:
+        for i in range(0, n, 97):
+            got = s.get_message("g", f"T{i // 100}", i % 100, 0, 4)
+            assert [m.body for m in got.messages] == [b"m%d" % i]
+        assert len(s.logics.queues.pool) <= 64
+    finally:
+        s.close()
+    assert check_cq_consistency(cfg.root, cfg) == []
+
+
+def test_a_commitlog_segment_reserves_ahead_and_a_full_disk_refuses_the_put(tmp_path: Path):
+    s = _store(tmp_path)
+    body = bytes(1000)
+    for _ in range(200):  # ~230 KB: inside the first reservation
+        assert s.put_message(Message(topic="T", body=body)).status is PutStatus.PUT_OK
+    (segment,) = s.cfg.commitlog_path.iterdir()
+    assert allocated(segment) <= (256 + 8) << 10
+
+    def enospc(**_context: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    faults.register("before_reserve", enospc)
+    try:
+        refused = [s.put_message(Message(topic="T", body=body)).status for _ in range(100)]
+    finally:
+        faults.clear("before_reserve")
+    assert PutStatus.CREATE_MAPPED_FILE_FAILED in refused
+    stored = 200 + refused.count(PutStatus.PUT_OK)
+    for _ in range(100):  # space again: puts go on past the old reservation
+        assert s.put_message(Message(topic="T", body=body)).status is PutStatus.PUT_OK
+    assert s.wait_dispatched(30)
+    assert s.get_message("g", "T", 0, 0, 1).max_offset == stored + 100
+    cfg = s.cfg
+    s.close()
+    assert check_cq_consistency(cfg.root, cfg) == []
