@@ -1,4 +1,4 @@
-"""How a broker version writes a record's properties string (docs/format.md, properties).
+"""How a broker version writes a record's properties string (docs/format.md §1.6).
 
 Both versions write ``name \\x01 value \\x02`` per property, in the iteration order of
 the Java ``HashMap`` the broker serialises, but they differ in the map and the end:

@@ -1,5 +1,5 @@
-"""What a broker of the store's property format stores for a send (docs/format.md,
-properties; ``mqstore.property_format``).
+"""What a broker of the store's property format stores for a send (docs/format.md §1.6;
+``mqstore.property_format``).
 
 With the default 5.x format the sent messages are stored as they are (the project's
 broker has always done so). With ``property_format="4.9"`` the broker stores what a

@@ -2,8 +2,8 @@
 from the frames a scripted peer (name server and broker on 127.0.0.1) receives.
 
 A RocketMQ 4.9.x / 5.0-5.3.3 broker appends the SEND_BATCH_MESSAGE header's properties
-to every message of the batch (``CommitLog.MessageExtEncoder.encode(batch)``, docs/
-format.md): the header must carry only what the Java client's ``MessageBatch`` has
+to every message of the batch (``CommitLog.MessageExtEncoder.encode(batch)``,
+docs/format.md §1.6): the header must carry only what the Java client's ``MessageBatch`` has
 (``WAIT``), or every message inherits the first one's UNIQ_KEY and KEYS.
 """
 
