@@ -32,7 +32,7 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -67,6 +67,13 @@ def _field_offsets(s: struct.Struct) -> list[int]:
 
 _OFFSETS: Final = np.array([_field_offsets(L._HEADERS[c]) for c in _HOST_COMBOS], np.int64)
 _HEADER_SIZE: Final = np.array([L._HEADERS[c].size for c in _HOST_COMBOS], np.int64)
+_PREFIX_CODES: Final = {"i": ">i4", "q": ">i8"}
+_PREFIX_DTYPE: Final = np.dtype(
+    [(f"f{i}", _PREFIX_CODES[c]) for i, c in enumerate(L._PREFIX.format.lstrip("<>!=@"))]
+)
+_PREFIX_NAMES: Final = dict(zip(_field_offsets(L._PREFIX), _PREFIX_DTYPE.names or (), strict=True))
+"""Byte position -> field name in :data:`_PREFIX_DTYPE`."""
+assert _PREFIX_DTYPE.itemsize == L.BORN_HOST_POS
 _STORE_TS: Final = 10
 _BODY_LEN: Final = 14
 """Field numbers in the header formats (as ``_decode`` reads them)."""
@@ -220,13 +227,12 @@ def _scan(
     positions = walk(buf, start, end, lim, max_records)
     stop_pos = positions[-1] if positions else start
     u8 = np.frombuffer(buf, np.uint8, lim)
+    p = np.array(positions, np.int64)
+    prefix = _prefix(u8, p)
+    size = prefix["f0"].astype(np.int64)
     if positions:
-        p = np.array(positions, np.int64)
-        size = _be(u8, p + L.TOTAL_SIZE_POS, 4)
         stop_pos = int(p[-1] + size[-1])
-    else:
-        p = size = np.zeros(0, np.int64)
-    cols, first_bad = _validate(u8, p, size)
+    cols, first_bad = _validate(u8, p, size, prefix)
     if first_bad < p.size:
         stop_pos = int(p[first_bad])
         cols = {k: v[:first_bad] for k, v in cols.items()}
@@ -253,12 +259,22 @@ def _scan(
     return BulkScan(arrays, stop_pos, stop)
 
 
-def _validate(u8: NDArray[np.uint8], p: I64, size: I64) -> tuple[dict[str, I64], int]:
+def _prefix(u8: NDArray[np.uint8], p: I64) -> NDArray[Any]:
+    """The fixed-position fields before the born host of every record, in one gather
+    (a structured array with fields ``f0``.. in ``_layout._PREFIX``'s order)."""
+    grid = u8[np.minimum(p[:, None] + np.arange(_PREFIX_DTYPE.itemsize), u8.size - 1)]
+    out: NDArray[Any] = grid.view(_PREFIX_DTYPE).ravel()
+    return out
+
+
+def _validate(
+    u8: NDArray[np.uint8], p: I64, size: I64, prefix: NDArray[Any]
+) -> tuple[dict[str, I64], int]:
     """The header columns of walked records and the index of the first one that fails
     a length check of the codec (``p.size`` when none does)."""
-    magic = _be(u8, p + L.MAGIC_POS, 4)
+    magic = prefix[_PREFIX_NAMES[L.MAGIC_POS]]
     version = np.where(magic == L.MAGIC_V2, 2, 1)
-    sys_flag = _be(u8, p + L.SYSFLAG_POS, 4)
+    sys_flag = prefix[_PREFIX_NAMES[L.SYSFLAG_POS]].astype(np.int64)
     combo = 2 * ((sys_flag & L.BORNHOST_V6_FLAG) != 0) + ((sys_flag & L.STOREHOST_V6_FLAG) != 0)
     hdr = _HEADER_SIZE[combo]
     rec_end = p + size
@@ -276,12 +292,17 @@ def _validate(u8: NDArray[np.uint8], p: I64, size: I64) -> tuple[dict[str, I64],
     props_pos = t_pos + t_len + 2
     bad |= (props_len < 0) | (props_pos + props_len != rec_end)
     first_bad = int(np.argmax(bad)) if bad.any() else p.size
+
+    def field(pos: int) -> I64:
+        out: I64 = prefix[_PREFIX_NAMES[pos]].astype(np.int64)
+        return out
+
     cols = {
         "position": p, "size": size, "version": version,
-        "queue_id": _be(u8, p + L.QUEUE_ID_POS, 4), "flag": _be(u8, p + L.FLAG_POS, 4),
-        "queue_offset": _be(u8, p + L.QUEUE_OFFSET_POS, 8),
-        "physical_offset": _be(u8, p + L.PHYSICAL_OFFSET_POS, 8), "sys_flag": sys_flag,
-        "born_timestamp": _be(u8, p + L.BORN_TIMESTAMP_POS, 8),
+        "queue_id": field(L.QUEUE_ID_POS), "flag": field(L.FLAG_POS),
+        "queue_offset": field(L.QUEUE_OFFSET_POS),
+        "physical_offset": field(L.PHYSICAL_OFFSET_POS), "sys_flag": sys_flag,
+        "born_timestamp": field(L.BORN_TIMESTAMP_POS), "body_crc": field(L.BODY_CRC_POS),
         "store_timestamp": _be(u8, p + _OFFSETS[combo, _STORE_TS], 8),
         "body_pos": body_pos, "body_len": body_len, "topic_pos": t_pos, "topic_len": t_len,
         "props_pos": props_pos, "props_len": props_len,
@@ -291,7 +312,7 @@ def _validate(u8: NDArray[np.uint8], p: I64, size: I64) -> tuple[dict[str, I64],
 
 def _crc_ok(buf: Buffer, cols: dict[str, I64]) -> NDArray[np.bool_]:
     """BODYCRC verdict per record: zlib.crc32 of each body (C) against the field."""
-    stored = _be(np.frombuffer(buf, np.uint8), cols["position"] + L.BODY_CRC_POS, 4)
+    stored = cols["body_crc"]
     crc32 = zlib.crc32
     starts = cols["body_pos"].tolist()
     ends = (cols["body_pos"] + cols["body_len"]).tolist()
