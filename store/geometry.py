@@ -193,8 +193,12 @@ def commitlog_size(commitlog_dir: Path) -> tuple[int, str] | None:
 
 
 def _segment_ends_cleanly(path: Path) -> bool:
-    """True when the records of ``path`` end as they do in a segment of its length: at
-    an end-of-file blank record that reaches the last byte, or before >= 8 zero bytes."""
+    """False when ``path`` looks cut short: a record that runs past its end, or records
+    that reach its end without the end-of-file blank (a writer always leaves >= 8
+    bytes, and a blank names the rest of the file). A walk that ends at zeros, at a
+    blank that reaches the last byte, or at bytes that are no record (a torn or damaged
+    tail, which recovery cuts; not a sign of a shorter file) finds nothing against it.
+    """
     size = path.stat().st_size
     if size < fmt.END_FILE_MIN_BLANK_LENGTH:
         return False
@@ -203,11 +207,11 @@ def _segment_ends_cleanly(path: Path) -> bool:
         while pos + fmt.END_FILE_MIN_BLANK_LENGTH <= size:
             total = int.from_bytes(mm[pos : pos + 4], "big", signed=True)
             magic = int.from_bytes(mm[pos + 4 : pos + 8], "big", signed=True)
-            if total == 0 and magic == 0:
-                return True
             if magic == fmt.BLANK_MAGIC:
                 return pos + total == size
-            if total <= 0 or pos + total + fmt.END_FILE_MIN_BLANK_LENGTH > size:
+            if magic not in (fmt.MAGIC_V1, fmt.MAGIC_V2) or total <= 0:
+                return True  # zeros, or no record here: the length is not in question
+            if pos + total + fmt.END_FILE_MIN_BLANK_LENGTH > size:
                 return False
             pos += total
         return False

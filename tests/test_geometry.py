@@ -154,3 +154,18 @@ def test_a_lone_index_file_not_yet_full_shows_its_split(tmp_path: Path):
     _small_store(tmp_path / "s", 30, **SMALL)  # 60 entries of 120: no full file to go by
     (index,) = (tmp_path / "s" / "index").iterdir()
     assert geo.index_geometry_of(index) == {(37, 120)}
+
+
+def test_a_lone_segment_with_a_torn_tail_still_shows_its_size(tmp_path: Path):
+    cfg = _small_store(tmp_path / "s", 50, **SMALL)
+    with MessageStore.open(cfg) as s:
+        end = s.max_physical_offset
+    seg = tmp_path / "s" / "commitlog" / f"{0:020d}"
+    data = bytearray(seg.read_bytes())
+    data[end : end + 8] = b"\x7f\xff\xff\xf0\x11\x22\x33\x44"  # a torn, garbage header
+    seg.write_bytes(bytes(data))
+    (tmp_path / "s" / "abort").write_bytes(b"")  # as after the crash that tore it
+    assert geo.detect(tmp_path / "s")["commitlog_file_size"][0] == 64 * 1024
+    with MessageStore.open(StoreConfig(root_dir=tmp_path / "s")) as s:
+        assert s.max_physical_offset == end  # recovery cut the torn tail
+        assert s.max_offset_in_queue("T0", 0) == 25
