@@ -22,7 +22,6 @@ accepted at all is the lifecycle's :class:`~mqstore._lifecycle.StoreState`.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from itertools import repeat
 from operator import itemgetter
@@ -30,7 +29,7 @@ from typing import NamedTuple
 
 from mqstore._lifecycle import StoreState
 from mqstore.commitlog import format as fmt
-from mqstore.commitlog.commitlog import CommitLog, EncodedMessage, RollFailed
+from mqstore.commitlog.commitlog import V1_TOTAL, CommitLog, EncodedMessage, RollFailed
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
 from mqstore.ha.service import ReplicaWait
 from mqstore.message import Message
@@ -60,7 +59,7 @@ class PutResult(NamedTuple):
 
 # tuple.__new__ straight away: skips the generated __new__ of a NamedTuple.
 _tuple_new = tuple.__new__
-_TOTAL = itemgetter(9)  # a V1Record's TOTALSIZE
+_TOTAL = itemgetter(V1_TOTAL)
 
 
 def _refused(r: Refusal) -> PutResult:
@@ -122,13 +121,10 @@ class PutWriter:
             framed = self.framer.common(msg)
             if framed is not None:
                 record, uniq = framed
-                try:
-                    at = self._commitlog.append_v1(*record)
-                except struct.error:  # a field out of its range: the general path says which
-                    at = None
+                at = self._commitlog.append_v1(*record)
                 if at is not None:  # else the segment is full: the general path rolls
                     phys, qoff, ts = at
-                    total = record[9]
+                    total = record[V1_TOTAL]
                     status = self._flusher.wait_for(phys + total)
                     return _tuple_new(
                         PutResult,
@@ -192,19 +188,16 @@ class PutWriter:
     def _put_common_batch(self, msgs: Sequence[Message]) -> list[PutResult] | None:
         """put_messages of common messages framed in one pass and packed in place under
         one lock; None: take the general path (any other message in the batch, a
-        field out of range, or a roll is due)."""
+        number out of its field, or a roll is due)."""
         framed = self.framer.common_batch(msgs)
         if framed is None:
             return None
         records, uniqs = framed
-        try:
-            at = self._commitlog.append_v1_batch(records)
-        except struct.error:  # a field out of its range: the general path says which
-            return None
+        at = self._commitlog.append_v1_batch(records)
         if at is None:
             return None
         physs, qoffs, ts = at
-        status = self._flusher.wait_for(physs[-1] + records[-1][9])
+        status = self._flusher.wait_for(physs[-1] + records[-1][V1_TOTAL])
         # The results built by C loops (map/zip), no Python frame per message: the
         # msg ids by the host prefix's "%016X" format, the field tuples by zip.
         ids = map((self._host_hex + "%016X").__mod__, physs)

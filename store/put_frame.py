@@ -54,6 +54,11 @@ MAX_RECORD_SLACK = 64 * 1024
 
 _INT32 = range(-(1 << 31), 1 << 31)
 _INT64 = range(-(1 << 63), 1 << 63)
+# A common record's numbers are checked against their fields (Java ints, a long)
+# before any byte is written: the record is packed in place, and a pack that failed
+# halfway would leave part of a header past the write position.
+_I32_MIN, _I32_END = -(1 << 31), 1 << 31
+_I64_MIN, _I64_END = -(1 << 63), 1 << 63
 # tuple.__new__ straight away: skips the generated __new__ of a NamedTuple.
 _tuple_new = tuple.__new__
 
@@ -256,9 +261,20 @@ class MessageFramer:
         tail, version, total = self._frame(0, n, topic_bytes, props)
         if version != 1 or total > self.max_record:
             return None
+        flag, reconsume, born_ts = msg.flag, msg.reconsume_times, msg.born_timestamp
+        try:  # not numbers: the general path says which field is wrong
+            if not (
+                _I32_MIN <= flag < _I32_END
+                and _I32_MIN <= reconsume < _I32_END
+                and qid < _I32_END
+                and (born_ts is None or _I64_MIN <= born_ts < _I64_END)
+            ):
+                return None
+        except TypeError:
+            return None
         crc = zlib.crc32(body) & 0x7FFFFFFF
-        record = (f"{msg.topic}-{qid}", qid, msg.flag, msg.born_timestamp, born,
-                  msg.reconsume_times, body, crc, tail, total)  # fmt: skip
+        record = (f"{msg.topic}-{qid}", qid, flag, born_ts, born, reconsume, body, crc, tail,
+                  total)  # fmt: skip
         return record, uniq
 
     def common_batch(self, msgs: Sequence[Message]) -> Framed | None:
@@ -281,6 +297,7 @@ class MessageFramer:
         max_record = self.max_record
         next_uniq = self.next_uniq
         crc32, max_props, ipv4 = zlib.crc32, fmt.MAX_PROPERTIES_LENGTH, fmt.IPV4_HOST_LEN
+        i32_min, i32_end, i64_min, i64_end = _I32_MIN, _I32_END, _I64_MIN, _I64_END
         framers: dict[str, _TopicFramer] = {}
         records: list[V1Record] = []
         made: list[str] = []
@@ -316,9 +333,20 @@ class MessageFramer:
             tail, total = framer[0](n, props)
             if total > max_record:
                 return None
+            flag, reconsume, born_ts = msg.flag, msg.reconsume_times, msg.born_timestamp
+            try:  # the numbers' fields, as in common()
+                if not (
+                    i32_min <= flag < i32_end
+                    and i32_min <= reconsume < i32_end
+                    and qid < i32_end
+                    and (born_ts is None or i64_min <= born_ts < i64_end)
+                ):
+                    return None
+            except TypeError:
+                return None
             records.append(
-                (framer[1] + str(qid), qid, msg.flag, msg.born_timestamp, born,
-                 msg.reconsume_times, body, crc32(body) & 0x7FFFFFFF, tail, total)
+                (framer[1] + str(qid), qid, flag, born_ts, born, reconsume, body,
+                 crc32(body) & 0x7FFFFFFF, tail, total)
             )  # fmt: skip
             if uniqs is None:
                 made.append(uniq)

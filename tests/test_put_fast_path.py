@@ -1,4 +1,4 @@
-"""The put fast paths (``MessageStore._frame_common`` + ``CommitLog.append_v1`` and
+"""The put fast paths (``MessageFramer.common`` + ``CommitLog.append_v1`` and
 ``append_v1_batch``) write exactly the bytes of the general paths, and hand over to
 them whenever they must."""
 
@@ -7,11 +7,13 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqstore import Message, MessageStore, PutStatus
 from mqstore.commitlog import format as fmt
+from mqstore.errors import IllegalMessageError
 from mqstore.message import decode_offset_msg_id
 from tests.helpers import make_store
 
@@ -169,5 +171,42 @@ def test_batch_results_carry_offset_msg_ids_and_record_sizes(tmp_path: Path) -> 
             assert host == s.cfg.store_host
             rec = s.look_message_by_offset(r.physical_offset)
             assert rec is not None and rec.queue_offset == r.queue_offset
+    finally:
+        s.close()
+
+
+def _tail_after_write_position(s: MessageStore) -> bytes:
+    mf = s.segments.last
+    assert mf is not None
+    return bytes(mf.view[mf.wrote_position : mf.wrote_position + 256])
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"flag": 2**31},
+        {"flag": -(2**31) - 1},
+        {"reconsume_times": 2**31},
+        {"queue_id": 2**31},
+        {"born_timestamp": 2**63},
+    ],
+)
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_number_out_of_its_field_is_refused_before_any_byte_is_written(
+    tmp_path: Path, field: dict[str, int], batch: bool
+) -> None:
+    s = make_store(tmp_path)
+    try:
+        s.put_message(Message(topic="T", body=b"first sight of the topic and host"))
+        before = s.max_physical_offset
+        assert _tail_after_write_position(s) == bytes(256)
+        bad = Message(topic="T", body=b"abc", **field)  # common in every other way
+        with pytest.raises(IllegalMessageError):
+            if batch:
+                s.put_messages([Message(topic="T", body=b"fine"), bad])
+            else:
+                s.put_message(bad)
+        assert s.max_physical_offset == before
+        assert _tail_after_write_position(s) == bytes(256)
     finally:
         s.close()

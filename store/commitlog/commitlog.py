@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.mapped_file import MappedFile
@@ -33,8 +33,6 @@ _TX_PREPARED = fmt.TRANSACTION_PREPARED_TYPE
 _TX_ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
 _NO_QUEUE_OFFSET = frozenset((_TX_PREPARED, _TX_ROLLBACK))
 _MIN_BLANK = fmt.END_FILE_MIN_BLANK_LENGTH
-_V1_KEY = itemgetter(0)  # a V1Record's queue key
-_V1_TOTAL = itemgetter(9)  # and its TOTALSIZE
 
 
 class EncodedMessage(NamedTuple):
@@ -62,7 +60,14 @@ class EncodedMessage(NamedTuple):
 V1Record = tuple[str, int, int, "int | None", bytes, int, bytes, int, bytes, int]
 """The arguments of :meth:`CommitLog.append_v1` as one tuple (queue key, queue id,
 flag, born timestamp or None, IPv4 born host, reconsume times, body, BODYCRC, tail,
-TOTALSIZE): a batch's records for :meth:`CommitLog.append_v1_batch`."""
+TOTALSIZE): a batch's records for :meth:`CommitLog.append_v1_batch`. A plain tuple,
+built once per put: its fields are read by the names below, never by number."""
+V1_KEY: Final = 0
+"""Index of a :data:`V1Record`'s queue key."""
+V1_TOTAL: Final = 9
+"""Index of a :data:`V1Record`'s TOTALSIZE."""
+_V1_KEY = itemgetter(V1_KEY)
+_V1_TOTAL = itemgetter(V1_TOTAL)
 
 
 def queue_key(topic: str, queue_id: int) -> str:
