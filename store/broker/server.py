@@ -46,6 +46,10 @@ paused meanwhile), so a flood of pipelined requests delays a new client by one r
 not by the flood. Idle connections (nothing read or written for
 ``idle_timeout_s``, RocketMQ's ``channelMaxIdleTimeSeconds`` = 120) are closed.
 
+Rule 7. With ``acl`` (:class:`~mqstore.broker.acl.AccessControl`), every request is
+checked before it runs, on the loop thread; a refused request gets NO_PERMISSION (16)
+with the reason as remark (a oneway one gets nothing) and never reaches a processor.
+
 Lifecycle: :meth:`BrokerServer.start` also starts the core (long polling);
 :meth:`BrokerServer.stop` closes every connection and the loop but leaves the core
 running: call ``core.shutdown()`` (persists offsets) and then close the store.
@@ -68,6 +72,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TypeVar
 
+from mqstore.broker.acl import AccessControl, AclDenied
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.processors import Records, RequestContext, process, process_pull
 from mqstore.config import BrokerRole, FlushDiskType
@@ -304,6 +309,14 @@ class _Connection(asyncio.Protocol):
         ctx = self.ctx
         assert ctx is not None
         oneway = cmd.is_oneway
+        acl = self.server.acl
+        if acl is not None:
+            try:
+                acl.check(cmd.code, cmd.ext_fields, cmd.body, self.peer[0])
+            except AclDenied as e:  # RocketMQ answers an AclException with its message
+                if not oneway:
+                    self.write(cmd.make_response(ResponseCode.NO_PERMISSION, str(e)))
+                return
         if oneway:  # processors build a response regardless; it is dropped below
             cmd = replace(cmd, flag=cmd.flag & ~RemotingFlag.ONEWAY.value)
         inline = cmd.code in self.server.inline_codes
@@ -410,8 +423,11 @@ class BrokerServer:
         workers: int = 16,
         serve_name_server: bool = True,
         limits: ServerLimits | None = None,
+        acl: AccessControl | None = None,
     ) -> None:
         self.core = core
+        self.acl = acl
+        """When set, every request passes :meth:`AccessControl.check` first (Rule 7)."""
         self.limits = limits or ServerLimits()
         self.buffered_total = 0
         """Bytes received and not yet decoded, over all connections (loop thread)."""

@@ -35,6 +35,7 @@ import json
 from collections.abc import Sequence
 
 from mqstore.client import wire
+from mqstore.client.acl_hook import RpcHook
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.remote_routing import Router, expect
 from mqstore.client.remoting_client import RemotingClient
@@ -64,18 +65,24 @@ class RemoteTransport:
             its own port).
         client_host: this client's address, for client ids built on top.
         timeout_s: RPC timeout of every call (pulls add their suspend time).
+        rpc_hook: sees every request, e.g. ``AclSigner(ak, sk)`` for an ACL broker.
 
     Thread-safe: one transport serves any number of threads over one connection per
     broker.
     """
 
     def __init__(
-        self, namesrv_addr: str, client_host: str = "127.0.0.1", timeout_s: float = 3.0
+        self,
+        namesrv_addr: str,
+        client_host: str = "127.0.0.1",
+        timeout_s: float = 3.0,
+        *,
+        rpc_hook: RpcHook | None = None,
     ) -> None:
         self.namesrv_addr = namesrv_addr
         self.client_host = client_host
         self.timeout_s = timeout_s
-        self._client = RemotingClient(self._on_broker_request)
+        self._client = RemotingClient(self._on_broker_request, rpc_hook=rpc_hook)
         self._router = Router(namesrv_addr, self._client, timeout_s)
         self._ids_changed: ConsumerIdsChanged | None = None
 

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Final
 
+from mqstore.client.acl_hook import RpcHook
 from mqstore.client.transport import TransportError
 from mqstore.remoting.codec import (
     CLOSED,
@@ -233,6 +234,7 @@ class RemotingClient:
         request_handler: serves requests the broker sends (see the module doc).
         connect_timeout_s: how long a dial may take before :class:`TransportError`.
         language: the language code put on our commands (PYTHON).
+        rpc_hook: called on every outgoing request (:mod:`mqstore.client.acl_hook`).
     """
 
     def __init__(
@@ -241,8 +243,11 @@ class RemotingClient:
         *,
         connect_timeout_s: float = 3.0,
         language: LanguageCode = LanguageCode.PYTHON,
+        rpc_hook: RpcHook | None = None,
     ) -> None:
         self._handler = request_handler
+        self.rpc_hook = rpc_hook
+        """Sees every request before it is sent (e.g. :class:`AclSigner` for ACL brokers)."""
         self._connect_timeout_s = connect_timeout_s
         self.language = language
         self._connections: dict[str, _Connection] = {}
@@ -266,6 +271,8 @@ class RemotingClient:
             TransportError: cannot connect, the connection broke, or no response came
                 within ``timeout_s``.
         """
+        if self.rpc_hook is not None:
+            request = self.rpc_hook.before_request(request)
         cmd = RemotingCommand(  # the constructor: dataclasses.replace costs 3x more
             request.code,
             self.language,
@@ -285,6 +292,8 @@ class RemotingClient:
         Raises:
             TransportError: cannot connect or the write failed.
         """
+        if self.rpc_hook is not None:
+            request = self.rpc_hook.before_request(request)
         cmd = replace(
             request,
             opaque=next_opaque(),
