@@ -129,7 +129,7 @@ class Logics:
         before) are cut first, so the replay writes them afresh instead of keeping
         whatever a power loss left.
         """
-        self.queues.recover()
+        self.queues.recover(clean=last_exit_ok)
         if last_exit_ok or not self.segments.files:
             return None
         start = self.segments.files[abnormal_start_index(self.segments, self.checkpoint)]

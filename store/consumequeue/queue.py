@@ -49,6 +49,7 @@ them.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +63,7 @@ from mqstore.consumequeue.format import (
     UNIT_SIZE,
     encode_unit,
     is_blank,
+    iter_units,
     unpack_unit,
 )
 from mqstore.consumequeue.mappings import MappingPool
@@ -75,6 +77,21 @@ UnitCheck = Callable[["ConsumeQueue", int, tuple[int, int, int]], bool]
 """(queue, queue offset, unit) -> whether the unit matches its CommitLog record."""
 
 
+def _written_part(mf: MappedFile) -> bytes:
+    """The file's bytes up to its first hole, whole units only (``pread``)."""
+    fd = os.open(mf.path, os.O_RDONLY)
+    try:
+        try:
+            length = os.lseek(fd, 0, os.SEEK_HOLE)
+        except OSError:
+            length = mf.file_size
+        length = min(length, mf.file_size)
+        data = os.pread(fd, length, 0)
+    finally:
+        os.close(fd)
+    return data[: len(data) - len(data) % UNIT_SIZE]
+
+
 class ConsumeQueue:
     """The consume queue of one topic/queue in ``directory``.
 
@@ -83,6 +100,7 @@ class ConsumeQueue:
     """
 
     __slots__ = (
+        "_head",
         "_lock",
         "_min_basis",
         "_pool",
@@ -122,6 +140,9 @@ class ConsumeQueue:
         """Following: (CommitLog start, first file held, max offset) the minimum was
         computed from (:meth:`follow_min`)."""
         self._lock = threading.Lock()
+        self._head: tuple[int, int, int, int] | None = None
+        """(logical offset, unit) of the queue's first unit as :meth:`recover` read it,
+        for the :meth:`correct_min_offset` that follows (used once)."""
 
     def _view(self, mf: MappedFile) -> memoryview:
         """The file's bytes, mapped through the pool (valid even if unmapped later)."""
@@ -168,13 +189,18 @@ class ConsumeQueue:
         self.segments.load()
         self.min_logic_offset = self.segments.min_offset
 
-    def recover(self) -> int:
+    def recover(self, *, clean: bool = False) -> int:
         """Find the end of the valid units and cut what follows; return the end (bytes).
 
         The scan starts at the third-to-last file (older files were flushed long
         ago) and stops at the first unit with ``offset < 0`` or ``size <= 0``; a
         fully valid file continues into the next. Files after the end are deleted
-        and the rest of the containing file is zeroed.
+        and the rest of the containing file is zeroed, unless the store was closed
+        ``clean``-ly (nothing but zeros can follow the end then: units are written in
+        order and every cut zeroes what it drops).
+
+        The files are read, not mapped (a store opens thousands of queues), and only
+        up to their first hole: what follows it reads as zeros.
         """
         files = self.segments.files
         if not files:
@@ -182,15 +208,16 @@ class ConsumeQueue:
         index = max(0, len(files) - 3)
         end = files[index].file_from_offset
         max_phys = 0
+        self._head = None
         while index < len(files):
             mf = files[index]
             pos = 0
-            view = self._view(mf)
             size = self.file_size
-            while pos < size:
-                phys, sz, tags = unpack_unit(view, pos)
+            for phys, sz, tags in iter_units(_written_part(mf)):
                 if phys < 0 or sz <= 0:
                     break
+                if pos == 0 and mf is files[0]:
+                    self._head = (mf.file_from_offset, phys, sz, tags)
                 if not is_blank(phys, sz, tags):
                     max_phys = phys + sz
                 pos += UNIT_SIZE
@@ -198,7 +225,8 @@ class ConsumeQueue:
             if pos < size:
                 break
             index += 1
-        self._truncate_to(end)
+        if not clean or files[-1].file_from_offset > end:
+            self._truncate_to(end)
         last = self.segments.last
         if last is not None and last.file_from_offset <= end:
             last.set_positions(end - last.file_from_offset)
@@ -498,6 +526,17 @@ class ConsumeQueue:
             if low >= top:
                 self.min_logic_offset = max(self.min_logic_offset, self.segments.min_offset)
                 return
+            head, self._head = self._head, None
+            if head is not None and head[0] == low * UNIT_SIZE:
+                u: tuple[int, int, int] | None = head[1:]  # read by recover(): no mapping
+            else:
+                u = self.unit_at(low)
+            if u is not None and not is_blank(*u) and u[0] >= min_physical_offset:
+                # Already right. Also the only safe answer when blank units sit in the
+                # middle (a CommitLog damaged range fenced off), which the search below
+                # takes for the leading pre-fill.
+                self.min_logic_offset = low * UNIT_SIZE
+                return
             first = self._first_at_or_after(low, top, min_physical_offset)
             self.min_logic_offset = first * UNIT_SIZE
 
@@ -515,6 +554,7 @@ class ConsumeQueue:
         unit), else None.
         """
         with self._lock:
+            self._head = None
             top = self.max_offset
             low = self.segments.min_offset // UNIT_SIZE
             cut = top

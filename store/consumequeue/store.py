@@ -134,21 +134,25 @@ class ConsumeQueueStore:
         """
         if not self.directory.is_dir():
             return
-        for topic in sorted(os.listdir(self.directory)):
-            topic_dir = self.directory / topic
-            if not topic_dir.is_dir() or not TOPIC_PATTERN.fullmatch(topic):
+        # scandir: whether an entry is a directory comes with the listing, no stat each.
+        topics = sorted(e.name for e in os.scandir(self.directory) if e.is_dir())
+        for topic in topics:
+            if not TOPIC_PATTERN.fullmatch(topic):
                 continue
-            for qid in sorted(os.listdir(topic_dir)):
-                if not qid.isdigit() or not (topic_dir / qid).is_dir():
+            topic_dir = self.directory / topic
+            qids = sorted(e.name for e in os.scandir(topic_dir) if e.is_dir())
+            for qid in qids:
+                if not qid.isdigit():
                     continue
                 cq = ConsumeQueue(topic_dir / qid, topic, int(qid), self.file_size, self.pool)
                 cq.load()
                 self.queues[topic, int(qid)] = cq
 
-    def recover(self) -> None:
-        """Recover every queue (see :meth:`ConsumeQueue.recover`)."""
+    def recover(self, *, clean: bool = False) -> None:
+        """Recover every queue (see :meth:`ConsumeQueue.recover`; ``clean``: the store
+        was closed cleanly)."""
         for cq in self.queues.values():
-            cq.recover()
+            cq.recover(clean=clean)
             if not cq.flushed_all:
                 self._dirty.add(cq)
 

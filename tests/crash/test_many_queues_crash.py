@@ -1,0 +1,106 @@
+"""SIGKILL during puts over thousands of queues, then reopen (issue 14).
+
+A producer process puts one message after another round-robin over 5,000 queues
+(250 topics of 20), with sparse queue files, a small mapping pool (so queues are
+mapped and unmapped all the time) and small files, and is SIGKILLed after a random
+number of acknowledged puts, typically with the dispatcher behind and many queue
+files half created. Reopened (abnormal recovery re-dispatches), the store must hold
+every acknowledged message at its queue offset, and its files must pass
+:func:`check_cq_consistency`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mqstore import GetStatus, MessageStore, StoreConfig
+from tests.cq_consistency import check_cq_consistency
+
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+TOPICS, QUEUES = 250, 20
+SIZES = {
+    "commitlog_file_size": 256 * 1024,
+    "commitlog_reserve_chunk": 64 * 1024,
+    "mapped_file_size_consume_queue": 64 * 20,
+    "max_mapped_consume_queue_files": 32,
+    "max_hash_slot_num": 1024,
+    "max_index_num": 4096,
+    "flush_interval_consume_queue_ms": 50,
+    "flush_consume_queue_thorough_interval_ms": 300,
+}
+
+PRODUCER = r"""
+import json, os, sys
+from mqstore import Message, MessageStore, StoreConfig
+root, sizes, topics, queues = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+store = MessageStore.open(StoreConfig(root_dir=root, **sizes))
+out = sys.stdout.fileno()
+os.write(out, b"open\n")
+seq = 0
+while True:
+    q = seq % (topics * queues)
+    topic, qid = f"T{q // queues}", q % queues
+    r = store.put_message(Message(topic=topic, body=b"%d|" % seq, queue_id=qid))
+    if r.status.name == "PUT_OK":
+        os.write(out, f"{seq} {topic} {qid} {r.queue_offset}\n".encode())
+    seq += 1
+"""
+
+
+def run_and_kill(root: Path, acks: int) -> list[tuple[int, str, int, int]]:
+    """Start the producer, SIGKILL it after ``acks`` acknowledgements, return them all."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PRODUCER, str(root), json.dumps(SIZES), str(TOPICS), str(QUEUES)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    lines: list[bytes] = []
+    deadline = time.monotonic() + 120
+    try:
+        assert proc.stdout.readline() == b"open\n", proc.stderr.read() if proc.stderr else ""
+        while len(lines) < acks and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        rest = proc.stdout.read()
+        proc.communicate(timeout=30)
+    assert len(lines) >= acks, "the producer died or stalled"
+    out = []
+    for line in [*lines, *rest.splitlines(keepends=True)]:
+        if line.endswith(b"\n"):  # a line cut by the kill was not acknowledged to us
+            seq, topic, qid, qoff = line.split()
+            out.append((int(seq), topic.decode(), int(qid), int(qoff)))
+    return out
+
+
+def test_sigkill_during_puts_over_thousands_of_queues_then_reopen_is_consistent(
+    tmp_path: Path,
+):
+    root = tmp_path / "s"
+    acked = run_and_kill(root, 6000 + random.randrange(3000))
+    assert len({(t, q) for _s, t, q, _o in acked}) == TOPICS * QUEUES  # every queue written
+    cfg = StoreConfig(root_dir=root, **SIZES)  # type: ignore[arg-type]
+    with MessageStore.open(cfg) as s:
+        assert not s.last_exit_ok
+        for seq, topic, qid, qoff in acked:
+            got = s.get_message("g", topic, qid, qoff, 1)
+            assert got.status is GetStatus.FOUND, (seq, topic, qid, qoff, got.status)
+            assert got.messages[0].body == b"%d|" % seq
+    assert check_cq_consistency(root, cfg) == []
+    assert os.path.isdir(cfg.consume_queue_path)
