@@ -380,6 +380,12 @@ class Message:
     holds user properties (names must not contain ``\\x01``/``\\x02``). ``queue_id`` picks
     the queue of ``topic``. ``born_timestamp`` (ms) and ``born_host`` default to now and
     127.0.0.1:0. The body must be non-empty bytes, as RocketMQ requires.
+
+    ``stored_properties``: the exact properties string to store instead of one built
+    from the fields (a broker reproducing another version's bytes,
+    ``mqstore.broker.as_stored``). Only the store's general path honours it, so a
+    message that carries it also carries its ``properties`` (which keep it off the
+    fast path); None, the default: built from the fields.
     """
 
     topic: str
@@ -395,6 +401,7 @@ class Message:
     born_host: tuple[str, int] = ("127.0.0.1", 0)
     reconsume_times: int = 0
     sys_flag: int = 0
+    stored_properties: str | None = None
 
     def validate(self) -> None:
         """Check what can be checked without a store.

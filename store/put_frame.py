@@ -44,6 +44,7 @@ from mqstore.message import (
     new_uniq_keys,
     properties_to_string,
     standard_properties_string,
+    uniq_key_of,
     validate_topic,
 )
 from mqstore.property_format import PropertyFormat
@@ -136,6 +137,9 @@ class MessageFramer:
         Raises:
             IllegalMessageError: an empty property name, or one with \\x01/\\x02.
         """
+        raw = msg.stored_properties
+        if raw is not None:  # verbatim (mqstore.broker.as_stored)
+            return raw.encode("utf-8"), uniq_key_of(raw) or ""
         if self._format is not PropertyFormat.V5:
             return self._format.properties_of(msg)
         props = msg.properties

@@ -104,7 +104,9 @@ def process_send(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         )
         for flag, body, props in entries
     ]
-    messages = as_stored(ctx.core.store.cfg, messages, h.properties, batch=batch)
+    sent = [props for _flag, _body, props in entries]
+    messages = as_stored(ctx.core.store.cfg, messages, h.properties, batch=batch,
+                         sent_properties=sent)  # fmt: skip
     out = ctx.core.send(
         h.topic,
         h.queue_id,

@@ -72,7 +72,8 @@ def test_batch_messages_keep_their_own_keys_and_get_wait_and_cluster(broker49):
         props = string_to_properties(rec.properties_string)
         assert props["KEYS"] == f"bkey-{i}" and props["UNIQ_KEY"] == uniq
         assert props["WAIT"] == "true" and props["CLUSTER"] == "c1"
-        assert not rec.properties_string.endswith("\x02")
+        own = f"UNIQ_KEY\x01{uniq}\x02TAGS\x01Batch\x02KEYS\x01bkey-{i}\x02"  # as sent
+        assert rec.properties_string == own + "CLUSTER\x01c1\x02WAIT\x01true"
 
 
 def test_a_header_with_one_messages_keys_spreads_them_as_on_rocketmq(broker49):
@@ -88,6 +89,9 @@ def test_a_header_with_one_messages_keys_spreads_them_as_on_rocketmq(broker49):
     assert resp.code == 0, resp.remark
     records = _stored(store, resp.ext_fields["msgId"])
     assert [string_to_properties(r.properties_string)["KEYS"] for r in records] == ["k0"] * 3
+    assert records[1].properties_string == (
+        "UNIQ_KEY\x01U1\x02KEYS\x01k1\x02KEYS\x01k0\x02UNIQ_KEY\x01U0\x02CLUSTER\x01c1"
+    )  # 4.9.8's bytes: the message's string, then the batch's (HashMap(16), no last \x02)
 
 
 def test_a_single_message_gets_cluster_and_no_wait(broker49):
