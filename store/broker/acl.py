@@ -223,8 +223,7 @@ _PUB_TOPIC = {RequestCode.SEND_MESSAGE: "topic", RequestCode.SEND_MESSAGE_V2: "b
 _TOPIC_AND_GROUP = frozenset({RequestCode.PULL_MESSAGE, RequestCode.QUERY_CONSUMER_OFFSET,
                               RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.POP_MESSAGE,
                               RequestCode.ACK_MESSAGE, RequestCode.LITE_PULL_MESSAGE})  # fmt: skip
-_GROUP_ONLY = {RequestCode.UNREGISTER_CLIENT: "consumerGroup",
-               RequestCode.GET_CONSUMER_LIST_BY_GROUP: "consumerGroup",
+_GROUP_ONLY = {RequestCode.GET_CONSUMER_LIST_BY_GROUP: "consumerGroup",
                RequestCode.CONSUMER_SEND_MSG_BACK: "group"}  # fmt: skip
 
 UPSTREAM_ADMIN_CODES: frozenset[int] = frozenset({17, 25, 215, 200, 207})
@@ -271,6 +270,9 @@ def resources_of(code: int, ext: Mapping[str, str], body: bytes) -> dict[str, Pe
         need[retry_topic(field_of("consumerGroup"))] = Perm.SUB
     elif code == RequestCode.QUERY_MESSAGE:
         need[field_of("topic")] = Perm.SUB
+    elif code == RequestCode.UNREGISTER_CLIENT:  # a producer unregisters without one
+        if ext.get("consumerGroup"):
+            need[retry_topic(ext["consumerGroup"])] = Perm.SUB
     elif code in _GROUP_ONLY:
         need[retry_topic(field_of(_GROUP_ONLY[RequestCode(code)]))] = Perm.SUB
     elif code == RequestCode.HEART_BEAT:
