@@ -4,13 +4,16 @@ what is dirty (issue 14).
 Queue files are sized but allocated as units are written (a page reserved ahead of
 the write position); only the files in use are mapped (``MappingPool``); a reader
 whose file was unmapped mid-read keeps its view and remaps for the next read; a full
-disk at a reservation is an ``OSError`` from ``put`` (nothing written), never SIGBUS.
+disk at a reservation is an ``OSError`` from ``put`` (nothing written), never SIGBUS;
+for a store, a refused put (CREATE_MAPPED_FILE_FAILED) with nothing acknowledged lost.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +24,7 @@ from mqstore.consumequeue.mappings import MappingPool
 from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.consumequeue.store import ConsumeQueueStore
 from tests.cq_consistency import check_cq_consistency
-from tests.helpers import make_store, reopen
+from tests.helpers import make_store, mounted_tmpfs, reopen
 
 FILE_SIZE = 300_000 * UNIT_SIZE  # RocketMQ's default queue file: 5.7 MiB
 
@@ -188,3 +191,66 @@ def test_a_commitlog_segment_reserves_ahead_and_a_full_disk_refuses_the_put(tmp_
     cfg = s.cfg
     s.close()
     assert check_cq_consistency(cfg.root, cfg) == []
+
+
+FULL_DISK_CHILD = r"""
+import os, sys, time
+from pathlib import Path
+from mqstore import Message, PutStatus
+from tests.helpers import make_store, mounted_tmpfs, reopen
+from tests.cq_consistency import check_cq_consistency
+
+mnt = Path(sys.argv[1])
+# Sparse CommitLog segments and queue files on a 4 MiB tmpfs, the disk guard off (ratio
+# 1.0): only the reservations stand between a full disk and SIGBUS.
+s = make_store(mnt, commitlog_file_size=1 << 20, commitlog_reserve_chunk=64 << 10,
+               mapped_file_size_consume_queue=3000 * 20, max_hash_slot_num=256,
+               max_index_num=2048, max_mapped_consume_queue_files=16,
+               disk_space_warning_level_ratio=1.0, clean_resource_interval_ms=50)
+with open(mnt / "filler", "wb", buffering=0) as f:  # leave 256 KiB
+    st = os.statvfs(mnt)
+    f.write(bytes(max(0, st.f_bavail * st.f_frsize - (256 << 10))))
+acked, refused = [], []
+for i in range(5000):  # a new queue per message
+    topic, qid = f"T{i // 100}", i % 100
+    r = s.put_message(Message(topic=topic, body=b"m%d" % i, queue_id=qid))
+    if r.status is PutStatus.PUT_OK:
+        acked.append((topic, qid, r.queue_offset, b"m%d" % i))
+    else:
+        refused.append(r)
+        if len(refused) > 20:
+            break
+assert refused, "the disk never filled"
+assert {r.status for r in refused} <= {PutStatus.CREATE_MAPPED_FILE_FAILED}, refused[:3]
+assert all("No space" in r.error for r in refused), refused[0]
+(mnt / "filler").unlink()
+assert s.put_message(Message(topic="after", body=b"after")).status is PutStatus.PUT_OK
+end = time.monotonic() + 60
+while time.monotonic() < end and s.dispatch_behind_bytes:
+    time.sleep(0.05)
+assert s.dispatch_behind_bytes == 0, "dispatch did not resume"
+for topic, qid, qoff, body in acked:
+    got = s.get_message("g", topic, qid, qoff, 1)
+    assert [m.body for m in got.messages] == [body], (topic, qid, qoff, got.status)
+cfg = s.cfg
+s.close()
+assert check_cq_consistency(cfg.root, cfg) == []
+print("ok", len(acked), len(refused))
+"""
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_many_queues_are_created_refuses_puts_and_loses_nothing(
+    tmp_path: Path,
+):
+    with mounted_tmpfs(tmp_path, "4m") as mnt:
+        child = subprocess.run(
+            [sys.executable, "-c", FULL_DISK_CHILD, str(mnt)],
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert child.returncode == 0, f"child exited {child.returncode}:\n{child.stderr[-3000:]}"
+    assert child.stdout.startswith("ok ")
