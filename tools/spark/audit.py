@@ -22,13 +22,17 @@ What is checked (finding kinds are listed in :mod:`mqstore.tools.spark.report`):
    used entry against the record at its physical offset (key hash, time diff), see
    :mod:`mqstore.tools.spark.indexcheck`; skipped (noted in ``checks``) without ``index/``.
 
-Design: one Spark job. Segment byte ranges are parsed in ``mapInArrow`` tasks (each mmaps
-its file), the rows are grouped by (topic, queue) with ``applyInArrow`` and each group is
-checked with numpy against its own ConsumeQueue files (:mod:`mqstore.tools.spark.queues`); only
-findings and per-queue statistics come back to the driver. When ``index/`` has files, a
-second job reads them (one task per file) and joins their entries with a per-record
-DataFrame of offsets and key hashes from a second parse of the segments
-(:mod:`mqstore.tools.spark.indexcheck`); only findings come back.
+Design: one Spark job. Segment byte ranges are read in ``mapInArrow`` tasks (each mmaps
+its file and reads it with the bulk scanner, :mod:`mqstore.commitlog.bulk`), the rows are
+grouped by (topic, queue) with ``applyInArrow`` and each group is checked with numpy against
+its own ConsumeQueue files (:mod:`mqstore.tools.spark.queues`). The index is checked by the
+same scan tasks: each reads the index entries that point into its range and looks them up
+in its own records (keys hashed in the same pass; no second parse, no join), and checks the
+header and chains of the index files assigned to it (:mod:`mqstore.tools.spark.indexcheck`).
+Only findings and per-queue statistics come back to the driver; findings are capped per
+kind with a count, so any damage gives a report of bounded size. A task that cannot read a
+store file ends the run with exit 2 and one line naming the path: every Spark worker must
+see the store at the same path as the driver.
 """
 
 from __future__ import annotations
@@ -215,7 +219,7 @@ def audit_with(
     state["checkpoint"] = "checked" if cp_fields is not None else "skipped (no checkpoint file)"
     state["geometry"] = _geometry_state(layout)
     if geo is not None:
-        findings += indexcheck.file_findings(spark, layout, geo, ifiles)
+        findings += indexcheck.order_findings(layout, geo, ifiles)
         state["index"] = f"checked ({len(ifiles)} files, {geo.slots} slots x {geo.num} entries)"
     else:
         state["index"] = "skipped (no index/ files)"

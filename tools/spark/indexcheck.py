@@ -1,7 +1,8 @@
 """Index files against the CommitLog: the audit's ``index`` check.
 
 Every ``index/*`` file is read with the project's codec (``mqstore.index.format``: header,
-slots, entries) in one Spark task per file, which checks the file on its own:
+slots, entries) by one of the audit's segment scan tasks (file k by range k modulo the
+range count: no job of its own), which checks the file on its own:
 
 * ``index_header``: the file size does not match the index geometry, ``indexCount``
   outside [1, indexNum], ``hashSlotCount`` not the number of used slots, begin/end
@@ -37,7 +38,6 @@ matches, else inferred from a file with entries (:func:`infer_geometry`).
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -57,14 +57,11 @@ from mqstore.tools.spark.segscan import (
 )
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from numpy.typing import NDArray
-    from pyspark.sql import SparkSession
 
     from mqstore.tools.spark.layout import StoreLayout
 
 FILE_SCHEMA: Final = "path string, rel string, prev_end_ts long, slots int, num int"
-JOIN_SCHEMA: Final = "rel string, entry long, kind string, detail string"
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,24 +193,6 @@ def check_file(buf: Buffer, rel: str, g: Geometry) -> tuple[list[Finding], Any, 
     return out + chain, ents, h.begin_timestamp
 
 
-def _file_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """One task per index file: its header and chain findings."""
-    import pyarrow as pa
-
-    for batch in batches:
-        for d in batch.to_pylist():
-            g = Geometry(d["slots"], d["num"])
-            with open_mapped(d["path"]) as data:
-                found, _, _ = check_file(data, d["rel"], g)
-            if found:
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array([x.file for x in found]),
-                     pa.array([x.offset for x in found], pa.int64()),
-                     pa.array([x.kind for x in found]), pa.array([x.detail for x in found])],
-                    names=["rel", "entry", "kind", "detail"],
-                )  # fmt: skip
-
-
 @dataclass(frozen=True, slots=True)
 class IndexFileInfo:
     """What a scan task needs to check the entries of one index file."""
@@ -236,10 +215,14 @@ class IndexPlan:
     geometry: Geometry
     min_offset: int
     territory: dict[tuple[str, int], tuple[int, int]]
+    file_checks: dict[tuple[str, int], tuple[tuple[str, str], ...]]
+    """Per range, the index files (path, name) whose header and chains its task checks:
+    file k goes to range k modulo the range count, so no extra job is needed."""
 
     def check_range(self, rng: ByteRange, cols: RecordColumns, rows: list[Row]) -> list[Row]:
         """Findings for the entries of this range's territory against its records
-        (``rows``: the scan's findings so far, for the torn tail)."""
+        (``rows``: the scan's findings so far, for the torn tail), then the header and
+        chain findings of the index files assigned to this range."""
         lo, hi = self.territory[(rng.path, rng.start)]
         torn = [r.offset for r in rows if r.kind == "torn_tail" and r.file == rng.name]
         cut = rng.base_offset + min(torn) if torn else None
@@ -247,6 +230,13 @@ class IndexPlan:
         out: list[Row] = []
         for info in self.files:
             out += _check_entries(info, self, recs, max(lo, self.min_offset), hi, cut)
+        for path, rel in self.file_checks.get((rng.path, rng.start), ()):
+            with open_mapped(path) as data:
+                found, _, _ = check_file(data, rel, self.geometry)
+            out += [
+                Row(RowType.FINDING.value, f.file, f.offset, kind=f.kind, detail=f.detail)
+                for f in found
+            ]
         return out
 
 
@@ -272,7 +262,14 @@ def plan(
         lo = starts[i][0] if i else -(1 << 63)
         hi = starts[i + 1][0] if i + 1 < len(starts) else 1 << 63
         territory[(path, start)] = (lo, hi)
-    return IndexPlan(tuple(infos), geometry, layout.min_offset, territory)
+    checks: dict[tuple[str, int], list[tuple[str, str]]] = {}
+    for k, (path, rel, *_rest) in enumerate(rows):
+        _, rpath, rstart = starts[k % len(starts)]
+        checks.setdefault((rpath, rstart), []).append((path, rel))
+    return IndexPlan(
+        tuple(infos), geometry, layout.min_offset, territory,
+        {key: tuple(v) for key, v in checks.items()},
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,19 +403,11 @@ class _Rows:
         return self.rows
 
 
-def file_findings(
-    spark: SparkSession, layout: StoreLayout, geometry: Geometry, files: list[Path]
-) -> list[Finding]:
-    """Header and chain findings of every index file (one task per file) and of their
-    order; the entries are checked by the segment scan (:class:`IndexPlan`)."""
-    file_rows, found = _file_rows(layout, geometry, files)
-    if not file_rows:
-        return found
-    sc = spark.sparkContext
-    fdf = spark.createDataFrame(sc.parallelize(file_rows, len(file_rows)), FILE_SCHEMA)
-    for r in fdf.mapInArrow(_file_task, JOIN_SCHEMA).collect():
-        found.append(Finding(r.rel, r.entry, r.kind, r.detail))
-    return found
+def order_findings(layout: StoreLayout, geometry: Geometry, files: list[Path]) -> list[Finding]:
+    """Findings of the index files' order (a file starting before the previous one
+    ended), from their headers on the driver; everything else is checked in the scan
+    tasks (:class:`IndexPlan`)."""
+    return _file_rows(layout, geometry, files)[1]
 
 
 def _file_rows(
