@@ -32,9 +32,9 @@ from mqstore.cleanup import DiskGuard
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.commitlog import CommitLog
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
-from mqstore.commitlog.recovery import RecoveryResult, recover
+from mqstore.commitlog.recovery import RecoveryResult, dispatch_kept, recover
 from mqstore.commitlog.segments import Segments
-from mqstore.config import BrokerRole, FlushDiskType, StoreConfig
+from mqstore.config import BrokerRole, FlushDiskType, RecoveryPolicy, StoreConfig
 from mqstore.errors import StoreClosedError, StoreLockedError
 from mqstore.ha import service as ha_service
 from mqstore.logics import Logics
@@ -169,6 +169,7 @@ class StoreLifecycle:
             cfg.commitlog_path, cfg.commitlog_file_size, reserve_chunk=cfg.commitlog_reserve_chunk
         )
         self.segments.durable_entries = True
+        self.segments.fill_gaps = cfg.recovery_policy is RecoveryPolicy.KEEP
         self._loaded.append(self.segments)
         self.segments.load()
         self.checkpoint = Checkpoint(self.root / "checkpoint")
@@ -187,7 +188,17 @@ class StoreLifecycle:
             last_exit_ok=self.last_exit_ok,
             check_crc=cfg.check_crc_on_recover,
             on_record=self.logics.recover(last_exit_ok=self.last_exit_ok),
+            policy=cfg.recovery_policy,
         )
+        if self.recovery.damaged and self.last_exit_ok:
+            # Normal recovery re-dispatches nothing: units built before the damage
+            # point into it. Rebuild the queues from the first damaged byte on.
+            first = self.recovery.damaged[0].start
+            self.logics.queues.truncate_dirty(first)
+            d = self.logics.dispatcher
+            defer, d.defer_index = d.defer_index, True  # the index has the kept records
+            dispatch_kept(self.segments, first, self.recovery, d)
+            d.defer_index = defer
         self.commitlog.topic_queue_table.update(
             self.logics.after_log_recovery(
                 end=self.recovery.end_offset, last_exit_ok=self.last_exit_ok

@@ -26,6 +26,17 @@ class FlushDiskType(enum.Enum):
     ASYNC_FLUSH = "ASYNC_FLUSH"
 
 
+class RecoveryPolicy(enum.Enum):
+    """What CommitLog recovery does at a record that fails its checks (``recovery_policy``).
+
+    ``TRUNCATE`` is RocketMQ's: the log ends there. ``KEEP`` fences off damage that valid
+    records follow and keeps them (``mqstore.commitlog.recovery``).
+    """
+
+    KEEP = "keep"
+    TRUNCATE = "truncate"
+
+
 class BrokerRole(enum.Enum):
     """Replication role of the store (``brokerRole``)."""
 
@@ -78,6 +89,9 @@ class StoreConfig:
     flush_commitlog_thorough_interval_ms: int = 10_000
     # recovery
     check_crc_on_recover: bool = True
+    # Not RocketMQ's default (TRUNCATE): damage in the middle of the log does not
+    # delete the valid records after it. "keep" or "truncate" are accepted too.
+    recovery_policy: RecoveryPolicy = RecoveryPolicy.KEEP
     # producer-side body compression applied by put_message (brief: LZ4 frame)
     compress_msg_body_over: int = 4096
     compress_type: str = "LZ4"
@@ -161,6 +175,14 @@ class StoreConfig:
             )
         if self.sync_flush_timeout_ms <= 0:
             raise ConfigError("sync_flush_timeout_ms must be positive")
+        if not isinstance(self.recovery_policy, RecoveryPolicy):
+            try:
+                policy = RecoveryPolicy(str(self.recovery_policy).lower())
+            except ValueError:
+                raise ConfigError(
+                    f"recovery_policy must be keep or truncate, got {self.recovery_policy!r}"
+                ) from None
+            object.__setattr__(self, "recovery_policy", policy)
         if self.commitlog_reserve_chunk < 0 or self.max_mapped_consume_queue_files < 1:
             raise ConfigError(
                 "commitlog_reserve_chunk must be >= 0 and max_mapped_consume_queue_files "

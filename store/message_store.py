@@ -34,7 +34,7 @@ from mqstore.cleanup import CleanupResult, DiskGuard
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.commitlog import CommitLog, queue_key
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
-from mqstore.commitlog.recovery import RecoveryResult, scan_headers
+from mqstore.commitlog.recovery import DamagedRange, RecoveryResult, scan_headers
 from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
 from mqstore.consumequeue.dispatch import (
@@ -166,6 +166,13 @@ class MessageStore:
     def recovery(self) -> RecoveryResult | None:
         """What the open's CommitLog recovery found."""
         return self._life.recovery
+
+    @property
+    def damage(self) -> tuple[DamagedRange, ...]:
+        """CommitLog ranges the open's recovery fenced off as damaged (``recovery_policy``
+        KEEP): no record in them is served; the valid records after them are."""
+        r = self._life.recovery
+        return r.damaged if r is not None else ()
 
     @property
     def last_exit_ok(self) -> bool:

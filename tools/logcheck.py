@@ -19,12 +19,16 @@ The checks, each a plain function over a :class:`LogScan` so more can be added
 5. per topic-queue, queue offsets are contiguous without duplicates (``0..n-1``
    when the log starts at offset 0); PREPARED and ROLLBACK transaction records
    carry queue offset 0 and take no offset (RocketMQ semantics).
+
+``damaged`` ranges (what a store's recovery fenced off, ``MessageStore.damage``) are
+jumped over: the scan goes on at each range's end, and a queue's offsets may jump
+across one (the messages lost in it).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +56,7 @@ class LogScan:
     records: list[tuple[int, fmt.RecordInfo]] = field(default_factory=list)
     bodies: dict[int, bytes] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    damaged: list[tuple[int, int]] = field(default_factory=list)
 
     def by_offset(self) -> dict[int, fmt.RecordInfo]:
         """Records keyed by physical offset."""
@@ -88,19 +93,27 @@ def _first_nonzero(data: bytes, pos: int) -> int:
     return -1 if not stripped else pos + len(rest) - len(stripped)
 
 
-def scan_log(root: Path | str, file_size: int, commitlog_dir: Path | str | None = None) -> LogScan:
+def scan_log(
+    root: Path | str,
+    file_size: int,
+    commitlog_dir: Path | str | None = None,
+    damaged: Sequence[tuple[int, int]] = (),
+) -> LogScan:
     """Decode a store's CommitLog from its files, recording layout problems as it goes.
 
     Checks 1-4 of the module docstring happen here; the scan stops at the first
-    structural problem because nothing after it can be located reliably.
+    structural problem because nothing after it can be located reliably, except at
+    the start of a ``damaged`` range, where it goes on at the range's end.
     """
     directory = Path(commitlog_dir) if commitlog_dir else Path(root) / "commitlog"
-    log = LogScan(directory, file_size)
+    log = LogScan(directory, file_size, damaged=sorted(damaged))
     files = _segment_files(directory, file_size, log.problems)
     if not files:
         return log
     log.start = log.end = int(files[0].name)
     for i, path in enumerate(files):
+        if log.end >= int(path.name) + file_size:
+            continue  # inside a damaged range
         if not _scan_segment(log, path, file_size, last=i == len(files) - 1):
             return log
     return log
@@ -110,8 +123,15 @@ def _scan_segment(log: LogScan, path: Path, file_size: int, *, last: bool) -> bo
     """Scan one segment file into ``log``; False when the scan must stop (no blank)."""
     base = int(path.name)
     data = path.read_bytes()
-    pos = 0
+    pos = max(0, log.end - base) if log.end > base else 0
     while True:
+        fence = next((b for a, b in log.damaged if a == base + pos), None)
+        if fence is not None:
+            if fence >= base + file_size:  # the range goes on into a later segment
+                log.end = fence
+                return True
+            pos = fence - base
+            continue
         r = fmt.scan(data, pos, file_size, check_crc=True)
         if isinstance(r, fmt.RecordInfo):
             if r.physical_offset != base + pos:
@@ -167,10 +187,12 @@ def queue_next_offsets(
 ) -> dict[tuple[str, int], int]:
     """The next queue offset of every topic-queue in the log (what a reopen must restore).
 
-    Appends queue-offset problems to ``problems`` when given.
+    Appends queue-offset problems to ``problems`` when given. A queue's offsets may
+    jump forward across a damaged range (never back).
     """
     sink: list[str] = [] if problems is None else problems
     next_offset: dict[tuple[str, int], int] = {}
+    last_at: dict[tuple[str, int], int] = {}
     for phys, r in log.records:
         tx = r.sys_flag & fmt.TRANSACTION_MASK
         if tx in (fmt.TRANSACTION_PREPARED_TYPE, fmt.TRANSACTION_ROLLBACK_TYPE):
@@ -182,13 +204,16 @@ def queue_next_offsets(
             continue
         key = (r.topic, r.queue_id)
         want = next_offset.get(key, 0 if log.start == 0 else r.queue_offset)
-        if r.queue_offset != want:
+        since = last_at.get(key, log.start - 1)
+        skipped = any(since < a and b <= phys for a, b in log.damaged)
+        if r.queue_offset != want and not (skipped and r.queue_offset > want):
             kind = "duplicate" if r.queue_offset < want else "gap"
             sink.append(
                 f"{kind}: {r.topic}-{r.queue_id} record at {phys} has queue offset "
                 f"{r.queue_offset}, expected {want}"
             )
         next_offset[key] = r.queue_offset + 1
+        last_at[key] = phys
     return next_offset
 
 
@@ -203,6 +228,7 @@ def check_consistency(
     *,
     end: int | None = None,
     commitlog_dir: Path | str | None = None,
+    damaged: Sequence[tuple[int, int]] = (),
 ) -> list[str]:
     """Every problem found in the store at ``root`` (empty list: consistent).
 
@@ -212,7 +238,7 @@ def check_consistency(
     ``max_physical_offset``). Each check reports at most
     :data:`MAX_PROBLEMS_PER_CHECK` problems.
     """
-    log = scan_log(root, file_size, commitlog_dir)
+    log = scan_log(root, file_size, commitlog_dir, damaged)
     problems = log.problems[:MAX_PROBLEMS_PER_CHECK]
     if end is not None and not log.problems and log.end != end:
         problems.append(f"data ends at {log.end}, expected {end}")

@@ -44,7 +44,6 @@ from mqstore.errors import SegmentLoadError
 NAME_DIGITS = 20
 _ZERO_CHUNK_LEN = 64 * 1024
 _ZERO_CHUNK = bytes(_ZERO_CHUNK_LEN)
-_QUIET_CHUNKS = 16
 UNMAPPED = memoryview(b"")
 UNMAPPED.release()
 """``view`` of an unmapped file: any access raises ``ValueError`` (as a closed file's)."""
@@ -385,37 +384,31 @@ class MappedFile:
     # ------------------------------------------------------------ truncation
 
     def truncate_to(self, pos: int) -> int:
-        """Cut the file at ``pos``: zero stale bytes after it and move both positions there.
+        """Cut the file at ``pos``: zero every byte after it and move both positions there.
 
         Zeroing makes a later scan stop exactly at ``pos`` (all-zero = never written),
         so an old record beyond the cut can never be read back as data once new
-        records end next to it. Only the dirty region is touched: the scan goes in
-        64 KiB chunks and stops after 1 MiB of consecutive zero chunks, because
-        segments are written front to back and a torn tail is contiguous except for
-        pages the power loss dropped. Returns the bytes from ``pos`` to the end of
+        records end next to it. It covers the whole rest of the file: a power loss can
+        drop any run of unsynced pages (megabytes of them, background writeback does
+        not go front to back) and keep the pages after it, so no run of zeros means
+        that nothing follows. Holes (``SEEK_DATA``) are skipped and chunks already
+        zero are only read, not written. Returns the bytes from ``pos`` to the end of
         the last non-zero chunk found (the "torn" size).
         """
         chunk = _ZERO_CHUNK_LEN
         zero = _ZERO_CHUNK
         torn_end = pos
-        quiet = 0
         a = pos
         size = self.file_size
         mm = self._mm if self._mm is not None else self._mapped()
-        while a < size and quiet < _QUIET_CHUNKS:
+        while a < size:
+            data = self._next_data(a)  # a hole reads as zeros: jump over it
+            if data >= size:
+                break
+            a = max(a, data - data % chunk)
             b = min(size, (a // chunk + 1) * chunk)
-            if mm[a:b] == zero[: b - a]:  # mmap slices compare by memcmp
-                quiet += 1
-                # A hole reads as zeros: jump over it (past the end: nothing left).
-                data = self._next_data(b)
-                if data >= b + (_QUIET_CHUNKS - quiet) * chunk:
-                    break
-                if data - data % chunk > b:
-                    quiet += (data - data % chunk - b) // chunk
-                    b = data - data % chunk
-            else:  # non-zero bytes are allocated: zeroing them cannot hit a hole
-                quiet = 0
-                mm[a:b] = zero[: b - a]
+            if mm[a:b] != zero[: b - a]:  # mmap slices compare by memcmp
+                mm[a:b] = zero[: b - a]  # non-zero bytes are allocated: no hole is hit
                 torn_end = b
             a = b
         self.wrote_position = pos

@@ -9,17 +9,42 @@ scans from there, reporting *every* valid record to ``on_record`` so the caller 
 re-dispatch.
 
 The scan checks each record fully (magic, lengths, body CRC when enabled, and
-properties not ending in a zero byte: see :data:`TORN_PROPERTIES`). It stops at the
-first record that is not valid: everything from there on is the torn tail,
-which is truncated (zeroed and synced before anything is appended), not reported
-as corruption. Worked example: segments
-of 8192 bytes holding 47 records of 172 bytes and a blank at 8084 recover to 8084;
-the next append writes the blank again and rolls to the segment at 8192.
+properties not ending in a zero byte: see :data:`TORN_PROPERTIES`). At the first
+record that is not valid, what happens depends on the policy
+(:class:`~mqstore.config.RecoveryPolicy`):
+
+* ``TRUNCATE`` (RocketMQ): everything from there on is the torn tail, truncated
+  (zeroed to the end of its segment, later segments deleted, synced before anything
+  is appended).
+* ``KEEP`` (the default): the scan looks for the next record that checks out (BODYCRC
+  included) *and* whose PHYSICALOFFSET field is its own position. If there is one and
+  the bytes in between are damage rather than a torn tail (:func:`is_damage`), they
+  are fenced off as a :class:`DamagedRange` and the scan goes on from that record;
+  otherwise the log is cut there as with ``TRUNCATE``.
+
+Damage versus torn tail: a power loss only loses bytes that no completed sync
+covered, and what it leaves instead is what the disk held before, zeros (segments
+are created zeroed and every cut is zeroed and synced before the log grows again).
+So a bad region is damage when the record after it is older than the checkpoint's
+flushed timestamp (it, and so every byte before it, had been synced), or when no
+512-byte sector's part inside the region is all zeros (a lost sector's part there
+would be: :data:`MIN_LOST_RUN`).
+Anything else may be a torn tail whose later pages survived, and keeping what follows
+it would serve records whose predecessors were lost: the log is cut.
+
+Worked example: segments of 8192 bytes holding 47 records of 172 bytes and a blank
+at 8084 recover to 8084; the next append writes the blank again and rolls to the
+segment at 8192.
 """
 
 from __future__ import annotations
 
 import enum
+import errno
+import logging
+import os
+import re
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +53,23 @@ from mqstore import _platform
 from mqstore.checkpoint import Checkpoint
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
+from mqstore.config import RecoveryPolicy
+
+log = logging.getLogger(__name__)
+
+SECTOR = 512
+"""The unit a disk writes atomically: a lost write leaves whole sectors of old bytes."""
+_ZERO_SECTOR = bytes(SECTOR)
+MIN_LOST_RUN = 4
+"""A lost sector shows, inside the bad range, as zeros from the range's start or up to
+its end, or across the whole sector. Shorter runs than this cannot be told from a
+record's own zeros, and cannot hide a loss either: they would be inside a record's
+TOTALSIZE, whose high bytes are zero anyway."""
+_RECORD_MAGIC = re.compile(rb"\xda\xa3\x20[\xa7\xab]")
+"""MAGICCODE of a V1 or V2 record (the four bytes after TOTALSIZE)."""
+_OFFSET = struct.Struct(">q")
+LOST_LOOKAHEAD = 4096
+"""Records read after a damaged range to find each queue's next offset (lost counts)."""
 
 TORN_PROPERTIES = "properties end in a zero byte"
 """Why a record that passes the codec's checks still ends recovery.
@@ -53,8 +95,35 @@ class RecoveryMode(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class DamagedRange:
+    """Bytes of the log that hold no valid record, fenced off with valid records after.
+
+    ``start`` is where the first bad record begins, ``end`` where the next record that
+    checks out begins. ``messages_lost`` counts the queue offsets missing between the
+    records on either side, for the queues seen on both sides (a lower bound: a queue
+    whose every message was inside is not seen).
+    """
+
+    start: int
+    end: int
+    reason: str
+    messages_lost: int
+
+    @property
+    def size(self) -> int:
+        """Bytes fenced off."""
+        return self.end - self.start
+
+    def __str__(self) -> str:
+        return (
+            f"[{self.start}, {self.end}) ({self.size} bytes, at least "
+            f"{self.messages_lost} messages lost): {self.reason}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class RecoveryResult:
-    """What recovery found and did."""
+    """What recovery found and did. ``damaged``: ranges fenced off (``KEEP`` policy)."""
 
     mode: RecoveryMode
     start_offset: int
@@ -64,6 +133,22 @@ class RecoveryResult:
     scanned_bytes: int
     stop_reason: str
     seconds: float
+    damaged: tuple[DamagedRange, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KeepRule:
+    """What :func:`is_damage` needs: the checkpoint's flushed store timestamp and
+    whether the last shutdown was clean (then records stored at that very
+    millisecond were flushed too)."""
+
+    flushed_timestamp: int
+    clean_shutdown: bool
+
+    def durable(self, store_timestamp: int) -> bool:
+        """A record stored at ``store_timestamp`` was synced before the last shutdown."""
+        t = self.flushed_timestamp
+        return store_timestamp < t or (self.clean_shutdown and store_timestamp == t)
 
 
 def _first_record_ok(segments: Segments, index: int, checkpoint: Checkpoint) -> bool:
@@ -89,11 +174,15 @@ def scan(
     *,
     check_crc: bool,
     on_record: OnRecord | None = None,
+    keep: KeepRule | None = None,
+    damaged: list[DamagedRange] | None = None,
 ) -> tuple[int, int, int, str]:
     """Scan from the start of segment ``start_index``; return (end, records, bytes, why).
 
     ``end`` is the log offset just past the last valid record (or blank-ended segment
-    followed by another segment). Segment positions are not changed here.
+    followed by another segment). With ``keep`` (and a ``damaged`` list to fill),
+    damage followed by valid records is fenced off and the scan goes on after it.
+    Segment positions are not changed here.
     """
     files = segments.files
     end = files[start_index].file_from_offset
@@ -101,36 +190,179 @@ def scan(
     scanned = 0
     why = "end of last segment"
     i = start_index
+    pos = 0
     scan_one = fmt.scan
     info_type = fmt.RecordInfo
     while i < len(files):
         mf = files[i]
         view = mf.view
         size = mf.file_size
-        pos = 0
         while True:
             r = scan_one(view, pos, size, check_crc=check_crc)
             if type(r) is info_type:
                 if r.properties_string.endswith("\x00"):
-                    scanned += pos
-                    why = f"torn record at {mf.file_from_offset + pos}: {TORN_PROPERTIES}"
-                    return end, records, scanned, why
-                if on_record is not None:
-                    on_record(r, r.size)
-                pos += r.size
-                records += 1
-                end = mf.file_from_offset + pos
-                continue
-            if isinstance(r, fmt.EndOfSegment):
+                    bad = f"torn record at {mf.file_from_offset + pos}: {TORN_PROPERTIES}"
+                elif keep is not None and r.physical_offset != mf.file_from_offset + pos:
+                    bad = (
+                        f"record at {mf.file_from_offset + pos} says PHYSICALOFFSET "
+                        f"{r.physical_offset}"
+                    )
+                else:
+                    if on_record is not None:
+                        on_record(r, r.size)
+                    pos += r.size
+                    records += 1
+                    end = mf.file_from_offset + pos
+                    continue
+            elif isinstance(r, fmt.EndOfSegment):
                 scanned += pos
                 if i + 1 < len(files):
                     end = files[i + 1].file_from_offset
                     break
                 end = mf.file_from_offset + pos
                 return end, records, scanned, "blank record in last segment"
-            return end, records, scanned + pos, _corrupt_why(r, mf.file_from_offset + pos)
+            else:
+                bad = _corrupt_why(r, mf.file_from_offset + pos)
+            if keep is not None and damaged is not None:
+                found = _fence(segments, i, pos, bad, keep, check_crc)
+                if found is not None:
+                    damage, j, next_pos = found
+                    damaged.append(damage)
+                    scanned += sum(f.file_size for f in files[i:j])
+                    i, pos = j, next_pos
+                    mf, view, size = files[i], files[i].view, files[i].file_size
+                    continue
+            return end, records, scanned + pos, bad
         i += 1
+        pos = 0
     return end, records, scanned, why
+
+
+def _fence(
+    segments: Segments, i: int, pos: int, why: str, keep: KeepRule, check_crc: bool
+) -> tuple[DamagedRange, int, int] | None:
+    """The damaged range starting at ``pos`` of segment ``i`` and where the scan goes
+    on (segment index, position); None when the log must end there."""
+    found = resync(segments, i, pos + 1, check_crc=check_crc)
+    if found is None:
+        return None
+    j, next_pos, record = found
+    files = segments.files
+    start = files[i].file_from_offset + pos
+    end = files[j].file_from_offset + next_pos
+    if not is_damage(segments, start, end, record.store_timestamp, keep):
+        return None
+    lost = messages_lost(segments, i, pos, j, next_pos)
+    return DamagedRange(start, end, why, lost), j, next_pos
+
+
+def resync(
+    segments: Segments, i: int, pos: int, *, check_crc: bool = True
+) -> tuple[int, int, fmt.RecordInfo] | None:
+    """The first record at or after ``pos`` of segment ``i`` (then in later segments)
+    that checks out and whose PHYSICALOFFSET field is its own position:
+    (segment index, position, record), or None.
+
+    Candidates are found by their MAGICCODE (a regex over the mapping, holes skipped),
+    so the search reads each byte once.
+    """
+    files = segments.files
+    magic_at = fmt.MAGIC_POS
+    phys_at = fmt.PHYSICAL_OFFSET_POS
+    while i < len(files):
+        mf = files[i]
+        view, size, base = mf.view, mf.file_size, mf.file_from_offset
+        at = max(pos, 0) + magic_at
+        while at < size:
+            data = _next_data(mf.path, at - magic_at)
+            if data >= size:
+                break
+            m = _RECORD_MAGIC.search(view, max(at, data + magic_at))
+            if m is None:
+                break
+            c = m.start() - magic_at
+            at = m.start() + 1
+            if c + phys_at + 8 > size or _OFFSET.unpack_from(view, c + phys_at)[0] != base + c:
+                continue
+            r = fmt.scan(view, c, size, check_crc=check_crc)
+            if isinstance(r, fmt.RecordInfo) and not r.properties_string.endswith("\x00"):
+                return i, c, r
+        i += 1
+        pos = 0
+    return None
+
+
+def _next_data(path: os.PathLike[str] | str, pos: int) -> int:
+    """The first offset at or after ``pos`` that is not a hole (``SEEK_DATA``; ``pos``
+    where holes cannot be told, a huge value when only holes follow)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return pos
+    try:
+        return os.lseek(fd, pos, os.SEEK_DATA)
+    except OSError as e:
+        return 1 << 62 if e.errno == errno.ENXIO else pos
+    finally:
+        os.close(fd)
+
+
+def is_damage(
+    segments: Segments, start: int, end: int, next_timestamp: int, keep: KeepRule
+) -> bool:
+    """Whether the bad bytes ``[start, end)`` are damage (fence them, keep what follows)
+    rather than a torn tail (cut): see the module docstring."""
+    if keep.durable(next_timestamp):
+        return True
+    sector = start - start % SECTOR
+    while sector < end:
+        a, b = max(sector, start), min(sector + SECTOR, end)
+        mf = segments.find(a)
+        if mf is None:
+            return False  # a segment is missing in between: nothing says it was synced
+        rel = a - mf.file_from_offset
+        if b - a >= MIN_LOST_RUN and mf.view[rel : rel + b - a] == _ZERO_SECTOR[: b - a]:
+            return False
+        sector += SECTOR
+    return True
+
+
+def messages_lost(segments: Segments, i: int, pos: int, j: int, next_pos: int) -> int:
+    """Queue offsets missing between the bad record at (``i``, ``pos``) and the
+    record at (``j``, ``next_pos``): per queue seen on both sides, the first offset
+    after minus the one that should have followed the last before. The records before
+    are read from the start of segment ``i``, those after up to
+    :data:`LOST_LOOKAHEAD` records."""
+    before: dict[tuple[str, int], int] = {}
+    mf = segments.files[i]
+    p = 0
+    while p < pos:
+        r = fmt.scan(mf.view, p, pos, check_crc=False)
+        if not isinstance(r, fmt.RecordInfo):  # an earlier damaged range: go past it
+            found = resync(segments, i, p + 1, check_crc=False)
+            if found is None or found[0] != i or found[1] >= pos:
+                break
+            p = found[1]
+            continue
+        before[(r.topic, r.queue_id)] = r.queue_offset + 1
+        p += r.size
+    lost = 0
+    seen: set[tuple[str, int]] = set()
+    mf = segments.files[j]
+    p = next_pos
+    for _ in range(LOST_LOOKAHEAD):
+        r = fmt.scan(mf.view, p, mf.file_size, check_crc=False)
+        if not isinstance(r, fmt.RecordInfo):
+            break
+        key = (r.topic, r.queue_id)
+        if key not in seen:
+            seen.add(key)
+            if key in before:
+                lost += max(0, r.queue_offset - before[key])
+            if len(seen) >= len(before) and before.keys() <= seen:
+                break
+        p += r.size
+    return lost
 
 
 def _corrupt_why(r: fmt.ScanResult, offset: int) -> str:
@@ -146,12 +378,15 @@ def recover(
     last_exit_ok: bool,
     check_crc: bool,
     on_record: OnRecord | None = None,
+    policy: RecoveryPolicy = RecoveryPolicy.TRUNCATE,
 ) -> RecoveryResult:
-    """Recover the log in place: scan, truncate the torn tail, set positions.
+    """Recover the log in place: scan, fence damage (``KEEP``), truncate the torn tail,
+    set positions.
 
     After this, every segment before the last is full and flushed, the last one's
     write and flush positions are at the recovered end, and bytes past the end are
-    zero.
+    zero. Each damaged range fenced, and a cut that drops data, is logged as one
+    WARNING line.
     """
     t0 = time.perf_counter()
     if not segments.files:
@@ -162,14 +397,24 @@ def recover(
     else:
         mode = RecoveryMode.ABNORMAL
         start_index = abnormal_start_index(segments, checkpoint)
+    if segments.patched:  # files load() had to patch: scan them, whatever the mode
+        start_index = min(start_index, _index_of(segments, min(segments.patched)))
     start = segments.files[start_index].file_from_offset
+    keep = None
+    damaged: list[DamagedRange] = []
+    if policy is RecoveryPolicy.KEEP:
+        keep = KeepRule(checkpoint.physic_msg_timestamp, last_exit_ok)
     end, records, scanned, why = scan(
-        segments, start_index, check_crc=check_crc, on_record=on_record
-    )
+        segments, start_index, check_crc=check_crc, on_record=on_record,
+        keep=keep, damaged=damaged,
+    )  # fmt: skip
+    for d in damaged:
+        log.warning("CommitLog damage fenced off, valid records after it kept: %s", d)
     files_before = len(segments.files)
     truncated = segments.truncate_to(end)
     if truncated:
         _make_cut_durable(segments, deleted=len(segments.files) < files_before)
+        log.warning("CommitLog cut at %d: %d bytes after it dropped (%s)", end, truncated, why)
     for mf in segments.files:
         if mf.file_from_offset + mf.file_size <= end:
             mf.set_positions(mf.file_size)
@@ -178,8 +423,16 @@ def recover(
         last.set_positions(end - last.file_from_offset)
     segments.flushed_where = end
     return RecoveryResult(
-        mode, start, end, truncated, records, scanned, why, time.perf_counter() - t0
-    )
+        mode, start, end, truncated, records, scanned, why, time.perf_counter() - t0,
+        tuple(damaged),
+    )  # fmt: skip
+
+
+def _index_of(segments: Segments, start: int) -> int:
+    for i, mf in enumerate(segments.files):
+        if mf.file_from_offset >= start:
+            return i
+    return len(segments.files) - 1
 
 
 def _make_cut_durable(segments: Segments, *, deleted: bool) -> None:
@@ -221,4 +474,21 @@ def scan_headers(segments: Segments, start: int, end: int, on_record: OnRecord) 
             offset = segments.roll_next_offset(offset)
         else:
             break
+    return count
+
+
+def dispatch_kept(
+    segments: Segments, start: int, result: RecoveryResult, on_record: OnRecord
+) -> int:
+    """Walk the records in [``start``, ``result.end_offset``) jumping over
+    ``result.damaged``, calling ``on_record`` for each (rebuilding the queues around
+    fenced damage); return the count."""
+    count = 0
+    offset = start
+    for d in (*result.damaged, None):
+        stop = result.end_offset if d is None else d.start
+        if stop > offset:
+            count += scan_headers(segments, offset, stop, on_record)
+        if d is not None:
+            offset = max(offset, d.end)
     return count

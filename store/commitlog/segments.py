@@ -13,13 +13,17 @@ out (``read``) or tolerate ``None``.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from mqstore import _platform
 from mqstore.commitlog.mapped_file import MappedFile, name_to_offset, offset_to_name
 from mqstore.errors import SegmentLoadError
+
+log = logging.getLogger(__name__)
 
 
 class Segments:
@@ -37,10 +41,12 @@ class Segments:
         "durable_entries",
         "file_size",
         "files",
+        "fill_gaps",
         "flushed_store_timestamp",
         "flushed_where",
         "lazy",
         "on_create",
+        "patched",
         "reserve_chunk",
     )
 
@@ -61,18 +67,27 @@ class Segments:
         """Sync the directory (and create it durably) when a segment file is created: on
         for the CommitLog, whose acknowledged data must be reachable after a power loss;
         off for files that recovery rebuilds (consume queues)."""
+        self.patched: list[int] = []
+        """Starts of the files :meth:`load` extended or created with zeros (recovery
+        scans from the first, so what they lost is found)."""
+        self.fill_gaps = False
+        """At load, put a zero-filled file where a segment is missing between two others
+        (logged), so the log opens and recovery fences that range off, instead of
+        refusing to open (the CommitLog with ``recovery_policy`` KEEP)."""
 
     # ------------------------------------------------------------------ loading
 
     def load(self) -> None:
         """Map every segment file, sorted by name; positions start at "full".
 
-        A zero-length *last* file (a crash during creation) is deleted.
+        A zero-length *last* file (a crash during creation) is deleted; with
+        ``durable_entries`` a file cut short by a power loss is extended with zeros;
+        with ``fill_gaps`` a missing file between two others is created zero-filled.
 
         Raises:
             SegmentLoadError: a file with a bad name or size, or a gap between files.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._make_directory()
         names = sorted(n for n in os.listdir(self.directory) if not n.startswith("."))
         for i, name in enumerate(names):
             path = self.directory / name
@@ -80,9 +95,22 @@ class Segments:
                 continue
             if not (len(name) == 20 and name.isdigit()):
                 raise SegmentLoadError(f"{path}: unexpected file in segment directory")
-            if i == len(names) - 1 and path.stat().st_size == 0:
+            size = path.stat().st_size
+            if i == len(names) - 1 and size == 0:
                 path.unlink()
                 continue
+            if size < self.file_size and self.durable_entries:
+                # A power loss can leave a segment shorter than it was allocated: its size
+                # is metadata, durable only through a sync. What is there is what was
+                # synced; the rest reads as never written, and recovery cuts the log
+                # where the records stop.
+                log.warning("%s: %d bytes, not %d: extended with zeros (power loss?)",
+                            path, size, self.file_size)
+                os.truncate(path, self.file_size)
+                self.patched.append(name_to_offset(name))
+            if self.fill_gaps and self.files:
+                self._fill_gap(self.files[-1].file_from_offset + self.file_size,
+                               name_to_offset(name))  # fmt: skip
             mf = self._open(path, create=False)
             if (
                 self.files
@@ -97,6 +125,27 @@ class Segments:
                 mf.close()
                 raise SegmentLoadError(f"{path}: start is not a multiple of {self.file_size}")
             self._add(mf)
+
+    def _fill_gap(self, expected: int, start: int) -> None:
+        """Create zero-filled (sparse) segments for [``expected``, ``start``), if any."""
+        if start <= expected or (start - expected) % self.file_size:
+            return
+        log.warning(
+            "CommitLog segments missing from %d to %d (%d files): zero-filled files put in "
+            "their place, recovery fences the range off", expected, start,
+            (start - expected) // self.file_size,
+        )  # fmt: skip
+        for offset in range(expected, start, self.file_size):
+            path = self.directory / offset_to_name(offset)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.ftruncate(fd, self.file_size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._add(self._open(path, create=False))
+            self.patched.append(offset)
+        _platform.fsync_dir(self.directory)
 
     def _open(self, path: Path, *, create: bool) -> MappedFile:
         lazy = self.lazy
@@ -153,12 +202,20 @@ class Segments:
             raise ValueError(f"segment start {start_offset} is not a multiple of {self.file_size}")
         if self.files and start_offset != self.files[-1].file_from_offset + self.file_size:
             raise ValueError(f"segment start {start_offset} would leave a gap")
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._make_directory()
         mf = self._open(self.directory / offset_to_name(start_offset), create=True)
+        if self.durable_entries:  # before any acknowledgement can rest on the new file
+            _platform.fsync_dir(self.directory)
         self._add(mf)
         if self.on_create is not None:
             self.on_create()
         return mf
+
+    def _make_directory(self) -> None:
+        if self.durable_entries:
+            _platform.make_dirs_durable(self.directory)
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
 
     def last_for_write(self, start_offset: int = 0) -> MappedFile:
         """The last segment if it has room, else a newly created next one.

@@ -10,6 +10,7 @@ from mqstore.checkpoint import Checkpoint
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.recovery import RecoveryMode, abnormal_start_index
 from mqstore.commitlog.segments import Segments
+from mqstore.config import RecoveryPolicy
 
 SIZE = 16 * 1024
 
@@ -71,7 +72,7 @@ def test_stale_bytes_after_cut_are_zeroed(tmp_path: Path):
     data = bytearray(path.read_bytes())
     data[offs[1] + 95] ^= 0xFF  # corrupt record 1's body: records 1 and 2 are cut
     path.write_bytes(bytes(data))
-    with MessageStore.open(cfg(tmp_path)) as s:
+    with MessageStore.open(cfg(tmp_path, recovery_policy=RecoveryPolicy.TRUNCATE)) as s:
         assert s.max_physical_offset == offs[1]
     assert path.read_bytes()[offs[1] : offs[1] + 2000] == bytes(2000)
 
@@ -82,7 +83,7 @@ def test_crc_failure_stops_recovery_at_that_record(tmp_path: Path):
     data = bytearray(path.read_bytes())
     data[offs[2] + 100] ^= 0x01
     path.write_bytes(bytes(data))
-    with MessageStore.open(cfg(tmp_path)) as s:
+    with MessageStore.open(cfg(tmp_path, recovery_policy=RecoveryPolicy.TRUNCATE)) as s:
         assert s.recovery is not None
         assert "bad_crc" in s.recovery.stop_reason
         assert [r.physical_offset for r in s.iter_records()] == offs[:2]
