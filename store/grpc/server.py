@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -23,12 +23,48 @@ from typing import Any
 import grpc
 
 from mqstore.broker.core import BrokerCore
-from mqstore.grpc.protocol import svc_grpc
-from mqstore.grpc.service import MessagingService, ServiceConfig
+from mqstore.grpc.protocol import SERVICE_NAME, svc
+from mqstore.grpc.service import MALFORMED_REQUEST, MessagingService, ServiceConfig
 from mqstore.message_store import MessageStore
 
 DEFAULT_PORT = 8081
 """The proxy's gRPC port."""
+STOP_WAIT_S = 5.0
+"""How long :meth:`GrpcEndpoint.stop` waits past the grace for calls to end."""
+
+
+def _lenient(message_class: Any) -> Callable[[bytes], Any]:
+    """A request parser that gives :data:`MALFORMED_REQUEST` for bytes that do not parse,
+    so the handler answers BAD_REQUEST in the protocol's own terms (and a stream goes
+    on) rather than gRPC failing the call inside its machinery (None is gRPC's own
+    sentinel for a failed parse, so it cannot be used)."""
+
+    def parse(data: bytes) -> Any:
+        try:
+            return message_class.FromString(data)
+        except Exception:  # DecodeError, or anything the parser raises on junk
+            return MALFORMED_REQUEST
+
+    return parse
+
+
+def _handlers(service: MessagingService) -> Any:
+    """The method handlers of every RPC of the service descriptor, on ``service``."""
+    makers = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }
+    handlers = {}
+    for m in svc.DESCRIPTOR.services_by_name["MessagingService"].methods:
+        make = makers[(m.client_streaming, m.server_streaming)]
+        handlers[m.name] = make(
+            getattr(service, m.name),
+            request_deserializer=_lenient(getattr(svc, m.input_type.name)),
+            response_serializer=getattr(svc, m.output_type.name).SerializeToString,
+        )
+    return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +141,7 @@ class GrpcEndpoint:
             self.core.start()
         svc_cfg = dataclasses.replace(cfg.service, host=self._advertised, port=self.port)
         self.service = MessagingService(self.core, svc_cfg)
-        svc_grpc.add_MessagingServiceServicer_to_server(self.service, server)
+        server.add_generic_rpc_handlers((_handlers(self.service),))
         server.start()
         self._server = server
         return self.port
@@ -118,7 +154,8 @@ class GrpcEndpoint:
             return
         if self.service is not None:
             self.service.close()
-        server.stop(grace).wait()
+        # bounded: a call gRPC itself failed to end must not hold the broker's shutdown
+        server.stop(grace).wait(grace + STOP_WAIT_S)
         if self._owns_core:
             self.core.shutdown()
 

@@ -40,6 +40,15 @@ MAX_INVISIBLE_MS = 12 * 3600 * 1000
 """``maxInvisibleTimeMills``: the longest invisible time a receive may ask for."""
 MAX_BATCH = 32
 """Most messages one ReceiveMessage returns (POP's own cap)."""
+MALFORMED = "malformed request: the bytes do not parse as the method's message"
+
+
+class _Malformed:
+    """The type of :data:`MALFORMED_REQUEST`."""
+
+
+MALFORMED_REQUEST = _Malformed()
+"""What the endpoint's request parser gives for bytes that do not parse."""
 POLL_BUFFER_S = 0.3
 """A long poll ends this long before the client's deadline, so the answer arrives."""
 
@@ -85,6 +94,8 @@ def _guarded(response: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         def handler(self: MessagingService, request: Any, context: Any) -> Any:
             try:
+                if request is MALFORMED_REQUEST:
+                    raise _refuse(Code.BAD_REQUEST, MALFORMED)
                 return fn(self, request, context)
             except Exception as e:
                 out = getattr(svc, response)()
@@ -258,6 +269,9 @@ class MessagingService:
             for cmd in request_iterator:
                 if self._closed:
                     return
+                if cmd is MALFORMED_REQUEST:
+                    yield svc.TelemetryCommand(status=status(Code.BAD_REQUEST, MALFORMED))
+                    continue
                 if not cmd.HasField("settings"):
                     continue
                 client = cmd.settings
@@ -361,6 +375,8 @@ class MessagingService:
         stream them: a status, the delivery time, then the messages; no message:
         MESSAGE_NOT_FOUND."""
         try:
+            if request is MALFORMED_REQUEST:
+                raise _refuse(Code.BAD_REQUEST, MALFORMED)
             group = _group(request.group)
             tc = self._topic(request.message_queue.topic, create=False)
             if request.batch_size <= 0:

@@ -164,12 +164,18 @@ def test_body_over_the_store_maximum_is_message_body_too_large(
 
 def test_garbage_telemetry_stream_ends_without_harm(channel: grpc.Channel) -> None:
     call = channel.stream_stream(f"/{SERVICE_NAME}/Telemetry")(
-        iter([b"\xff\xfe garbage", b""]), timeout=DEADLINE
+        iter([b"\xff\xfe garbage", b"\x0a\xff"]), timeout=DEADLINE
     )
-    with pytest.raises(grpc.RpcError) as e:
-        list(call)
-    assert e.value.code() != grpc.StatusCode.DEADLINE_EXCEEDED
+    answers = [svc.TelemetryCommand.FromString(b) for b in call]
+    assert [a.status.code for a in answers] == [pb.Code.BAD_REQUEST] * 2
     still_serving(channel)
+
+
+def test_bytes_that_do_not_parse_are_bad_request(channel: grpc.Channel) -> None:
+    raw_reply = channel.unary_unary(f"/{SERVICE_NAME}/SendMessage")(b"\xff\xff", timeout=DEADLINE)
+    assert svc.SendMessageResponse.FromString(raw_reply).status.code == pb.Code.BAD_REQUEST
+    (item,) = channel.unary_stream(f"/{SERVICE_NAME}/ReceiveMessage")(b"\xff", timeout=DEADLINE)
+    assert svc.ReceiveMessageResponse.FromString(item).status.code == pb.Code.BAD_REQUEST
 
 
 def test_nothing_stored_is_lost_after_fuzzing(
