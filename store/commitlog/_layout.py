@@ -115,6 +115,13 @@ def store_timestamp_pos(sys_flag: int) -> int:
     return BORN_HOST_POS + (IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN)
 
 
+def header_length(born_len: int, store_len: int) -> int:
+    """Bytes before the body (TOTALSIZE through the body length field) for these host
+    widths: TOTALSIZE is this, the body, and the topic/properties tail with its length
+    fields (``version`` + 2 bytes)."""
+    return _HEADERS[(born_len, store_len)].size
+
+
 def record_length(
     sys_flag: int, version: int, body_len: int, topic_len: int, props_len: int
 ) -> int:
@@ -123,9 +130,9 @@ def record_length(
     >>> record_length(0, 1, 14, 9, 95)
     209
     """
-    b = 12 if sys_flag & BORNHOST_V6_FLAG else 0
-    s = 12 if sys_flag & STOREHOST_V6_FLAG else 0
-    return 91 + b + s + (version - 1) + body_len + topic_len + props_len
+    born = IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN
+    store = IPV6_HOST_LEN if sys_flag & STOREHOST_V6_FLAG else IPV4_HOST_LEN
+    return header_length(born, store) + body_len + version + topic_len + 2 + props_len
 
 
 def body_crc(body: bytes | bytearray | memoryview) -> int:

@@ -18,8 +18,6 @@ from mqstore.commitlog._encode import EncodeError
 from mqstore.commitlog._layout import (
     _BYTE_VALUES,
     _HEADERS,
-    _TAIL,
-    BORN_HOST_POS,
     BORNHOST_V6_FLAG,
     IPV4_HOST_LEN,
     IPV6_HOST_LEN,
@@ -50,7 +48,8 @@ class RecordEncoder:
 
     __slots__ = (
         "_body4_pos",
-        "_fixed",
+        "_header4",
+        "_header6",
         "_into4",
         "_pack4",
         "_pack6",
@@ -64,7 +63,9 @@ class RecordEncoder:
         self.store_v6_flag = STOREHOST_V6_FLAG if slen == IPV6_HOST_LEN else 0
         self._pack4 = _HEADERS[(IPV4_HOST_LEN, slen)].pack
         self._pack6 = _HEADERS[(IPV6_HOST_LEN, slen)].pack
-        self._fixed = BORN_HOST_POS + 8 + slen + _TAIL.size
+        # TOTALSIZE = the layout's header length + body + tail (with its length fields)
+        self._header4 = _layout.header_length(IPV4_HOST_LEN, slen)
+        self._header6 = _layout.header_length(IPV6_HOST_LEN, slen)
         self._into4 = _HEADERS[(IPV4_HOST_LEN, slen)].pack_into
         self._body4_pos = _HEADERS[(IPV4_HOST_LEN, slen)].size
 
@@ -102,8 +103,8 @@ class RecordEncoder:
             version = 1
         else:
             tail, version = self.tail(topic, properties)
-        born = IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN
-        return tail, version, self._fixed + born + body_len + len(tail)
+        header = self._header6 if sys_flag & BORNHOST_V6_FLAG else self._header4
+        return tail, version, header + body_len + len(tail)
 
     def v1_framer(self, topic: bytes) -> Callable[[int, bytes], tuple[bytes, int]] | None:
         """:meth:`frame` specialised for one topic, for records with SYSFLAG 0 (IPv4
@@ -114,7 +115,7 @@ class RecordEncoder:
         if len(topic) > MAX_TOPIC_LENGTH_V1:
             return None
         head = _BYTE_VALUES[len(topic)] + topic
-        base = self._fixed + IPV4_HOST_LEN + len(head) + 2
+        base = self._header4 + len(head) + 2
         join = b"".join
 
         def frame(body_len: int, properties: bytes) -> tuple[bytes, int]:
@@ -125,8 +126,8 @@ class RecordEncoder:
 
     def size(self, sys_flag: int, body_len: int, tail_len: int) -> int:
         """TOTALSIZE of a record with this body and tail."""
-        born = IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN
-        return BORN_HOST_POS + born + 8 + len(self.store_host) + _TAIL.size + body_len + tail_len
+        header = self._header6 if sys_flag & BORNHOST_V6_FLAG else self._header4
+        return header + body_len + tail_len
 
     def encode(
         self,
