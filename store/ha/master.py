@@ -31,6 +31,7 @@ from typing import Protocol
 
 from mqstore.ha import transport
 from mqstore.ha.group_transfer import GroupTransfer
+from mqstore.ha.handshake import PROOF_SIZE, HandshakeState, MasterHandshake
 from mqstore.ha.protocol import (
     MAX_TRANSFER,
     NEED_DATA,
@@ -97,6 +98,8 @@ class SlaveLink:
         self._wake = threading.Event()
         self._closed = threading.Event()
         self.sent_bytes = 0
+        self.authenticated = master.secret is None
+        """False until the slave passed the handshake (always True without a secret)."""
         self._threads = [
             threading.Thread(target=self._guard, args=(self._read_loop,), daemon=True,
                              name=f"ha-read-{channel.peer}"),
@@ -153,8 +156,38 @@ class SlaveLink:
 
     # ------------------------------------------------------------------ reader
 
+    def _authenticate(self) -> bytes | None:
+        """Run the handshake (Rules H1, H2 of :mod:`mqstore.ha.handshake`) when the
+        master has a secret; the bytes read past the proof, or None if the link closed."""
+        assert self._master.secret is not None
+        hs = MasterHandshake(self._master.secret)
+        self.channel.send_all(hs.challenge())
+        deadline = time.monotonic() + self._master.housekeeping_interval
+        while hs.state is HandshakeState.PENDING:
+            if self._closed.is_set():
+                return None
+            data = self.channel.recv(PROOF_SIZE)
+            if data is None:
+                if time.monotonic() > deadline:
+                    raise _LinkError(f"slave {self.channel.peer} sent no HA handshake proof")
+                continue
+            if not data:
+                raise _LinkError(f"slave {self.channel.peer} closed during the HA handshake")
+            hs.receive_data(data)
+        if hs.state is HandshakeState.REFUSED:
+            raise _LinkError(f"refused slave {self.channel.peer}: wrong HA secret")
+        self.authenticated = True
+        return hs.leftover
+
     def _read_loop(self) -> None:
         housekeeping = self._master.housekeeping_interval
+        if self._master.secret is not None:
+            leftover = self._authenticate()
+            if leftover is None:
+                return
+            if leftover:
+                with self._lock:
+                    self._conn.receive_data(leftover)
         last_read = time.monotonic()
         while not self._closed.is_set():
             data = self.channel.recv(READ_BUFFER)
@@ -183,6 +216,8 @@ class SlaveLink:
                     event = self._conn.next_event()
 
     def _on_report(self, offset: int) -> None:
+        if not self.authenticated:  # unreachable: reports are read only after the proof
+            raise _LinkError(f"report from unauthenticated slave {self.channel.peer}")
         if not self._started.is_set():
             with self._lock:
                 start = self._conn.start_offset(self._log.max_offset, self._log.file_size)
@@ -240,6 +275,11 @@ class HAMaster:
         fallbehind_max: docs/protocol.md §2.2-2.6 (``haSendHeartbeatInterval``,
             ``haHousekeepingInterval``, ``slaveTimeout``, ``haSlaveFallbehindMax``).
         poll_interval_ms: how often an idle writer looks for new data unprompted.
+        secret: when set, a slave must pass the handshake of
+            :mod:`mqstore.ha.handshake` before anything is streamed or acked (our
+            addition; RocketMQ slaves cannot, so leave it unset for them).
+        allowed_hosts: when set, connections from other peer addresses are closed at
+            accept.
 
     Thread-safe. ``start()`` binds (raising OSError if the port is taken);
     ``stop()`` closes every link and joins the threads.
@@ -259,8 +299,12 @@ class HAMaster:
         poll_interval_ms: int = 10,
         max_transfer: int = MAX_TRANSFER,
         max_links: int = MAX_LINKS,
+        secret: bytes | None = None,
+        allowed_hosts: frozenset[str] | None = None,
     ) -> None:
         self.log = log
+        self.secret = secret or None
+        self.allowed_hosts = allowed_hosts
         self.max_links = max_links
         self.host = host
         self._requested_port = port
@@ -322,6 +366,11 @@ class HAMaster:
                 return
             if channel is None:
                 continue
+            host = channel.peer.rsplit(":", 1)[0].strip("[]")
+            if self.allowed_hosts is not None and host not in self.allowed_hosts:
+                channel.close()
+                self._note_error(f"refused {channel.peer}: not an allowed slave address")
+                continue
             with self._links_lock:
                 full = len(self._links) >= self.max_links
             if full:  # each link costs two threads: a flood of connections may not
@@ -360,9 +409,9 @@ class HAMaster:
         return self.errors[-1] if self.errors else None
 
     def connection_count(self) -> int:
-        """Slaves connected now."""
+        """Slaves connected now (past the handshake, when there is one)."""
         with self._links_lock:
-            return len(self._links)
+            return sum(1 for link in self._links if link.authenticated)
 
     def links(self) -> list[LinkInfo]:
         """A snapshot of every connected slave."""

@@ -62,6 +62,12 @@ Rule 6. Breaking a rule raises: :class:`LocalProtocolError` when we try to send 
 Rule 7. ``receive_data(b"")`` means EOF: ``next_event()`` then returns
 :class:`ConnectionClosed` between frames and raises ``RemoteProtocolError`` in one.
 
+Rule 8 (our addition, :mod:`mqstore.ha.handshake`). A master configured with a
+shared secret first sends a CHALLENGE and streams nothing, and counts no report as an
+ack, until the slave answered it with the right PROOF; a wrong proof closes the
+connection. Rule 1 then applies to the bytes after the handshake. Without a secret
+there is no handshake (RocketMQ's protocol as is).
+
 Theory of operation
 -------------------
 The states and the moves between them are one table, :data:`TRANSITIONS`, per role::
@@ -112,6 +118,13 @@ from mqstore.ha._events import (
     Transfer,
 )
 from mqstore.ha._state import TRANSITIONS, Action, Role, State
+from mqstore.ha.handshake import (
+    Challenge,
+    HandshakeState,
+    MasterHandshake,
+    SlaveHandshake,
+    proof_for,
+)
 
 __all__ = [
     "HEARTBEAT_INTERVAL_MS",
@@ -123,20 +136,25 @@ __all__ = [
     "TRANSFER_HEADER_SIZE",
     "TRANSITIONS",
     "Action",
+    "Challenge",
     "ConnectionClosed",
     "Event",
+    "HandshakeState",
     "Heartbeat",
     "LocalProtocolError",
     "MasterConnection",
+    "MasterHandshake",
     "NeedData",
     "ProtocolError",
     "RemoteProtocolError",
     "ReportOffset",
     "Role",
     "SlaveConnection",
+    "SlaveHandshake",
     "State",
     "Transfer",
     "chunk",
+    "proof_for",
 ]
 
 

@@ -89,7 +89,24 @@ def master_for(cfg: StoreConfig, commitlog: LogSource) -> HAMaster:
         housekeeping_interval_ms=cfg.ha_housekeeping_interval_ms,
         slave_timeout_ms=cfg.slave_timeout_ms,
         fallbehind_max=cfg.ha_slave_fallbehind_max,
+        secret=ha_secret(cfg),
+        allowed_hosts=_allowed_slaves(cfg),
     )
+
+
+def ha_secret(cfg: StoreConfig) -> bytes | None:
+    """``cfg.extra["ha_secret"]``: the shared secret of the HA handshake
+    (:mod:`mqstore.ha.handshake`), or None for RocketMQ's unauthenticated protocol."""
+    secret = cfg.extra.get("ha_secret")
+    return secret.encode("utf-8") if secret else None
+
+
+def _allowed_slaves(cfg: StoreConfig) -> frozenset[str] | None:
+    """``cfg.extra["ha_allowed_slaves"]``: comma-separated slave IPs, or None (any)."""
+    raw = cfg.extra.get("ha_allowed_slaves")
+    if not raw:
+        return None
+    return frozenset(h.strip() for h in raw.split(",") if h.strip())
 
 
 def slave_for(cfg: StoreConfig, commitlog: LogSink) -> HASlave:
@@ -109,6 +126,7 @@ def slave_for(cfg: StoreConfig, commitlog: LogSink) -> HASlave:
             heartbeat_interval_ms=cfg.ha_send_heartbeat_interval_ms,
             housekeeping_interval_ms=cfg.ha_housekeeping_interval_ms,
             reconnect_interval_ms=int(reconnect),
+            secret=ha_secret(cfg),
         )
     except ValueError as e:
         raise ConfigError(f"bad HA slave configuration: {e}") from e

@@ -30,6 +30,7 @@ from typing import Protocol
 from mqstore.commitlog.commitlog import RollFailed
 from mqstore.ha import transport
 from mqstore.ha.continuity import DivergenceError, LogContinuity
+from mqstore.ha.handshake import CHALLENGE_SIZE, SlaveHandshake
 from mqstore.ha.protocol import (
     MAX_TRANSFER,
     NEED_DATA,
@@ -70,6 +71,8 @@ class HASlave:
         master_address: ``"HOST:PORT"`` of the master's HA port.
         heartbeat_interval_ms, housekeeping_interval_ms: docs/protocol.md §2.2 and §2.5.
         reconnect_interval_ms: wait after a failed or closed session (RocketMQ: 5 s).
+        secret: the master's HA secret, answered in the handshake of
+            :mod:`mqstore.ha.handshake` (our addition; only for a master that has one).
 
     ``start()``/``stop()``; the status properties are safe to read from any thread.
     """
@@ -84,8 +87,10 @@ class HASlave:
         reconnect_interval_ms: int = 5_000,
         connect_timeout_ms: int = 3_000,
         max_transfer: int = MAX_TRANSFER,
+        secret: bytes | None = None,
     ) -> None:
         self.log = log
+        self._secret = secret or None
         self.master_address = master_address
         self._host, self._port = transport.parse_address(master_address)
         self._heartbeat = heartbeat_interval_ms / 1000.0
@@ -175,6 +180,8 @@ class HASlave:
         self._continuity.reset(end or None)
         conn = SlaveConnection(end, file_size=self.log.file_size, max_transfer=self._max_transfer)
         log.info("HA slave connected to %s at offset %d", channel.peer, end)
+        if self._secret is not None:
+            self._answer_challenge(channel, self._secret)
         channel.send_all(conn.send(ReportOffset(end)))
         last_report = last_read = time.monotonic()
         frames = 0
@@ -194,6 +201,23 @@ class HASlave:
             if end > (conn.last_reported_offset or 0) or now - last_report >= self._heartbeat:
                 channel.send_all(conn.send(ReportOffset(end)))
                 last_report = now
+
+    def _answer_challenge(self, channel: transport.Channel, secret: bytes) -> None:
+        """Rule H3 of :mod:`mqstore.ha.handshake`: read the challenge, send the proof."""
+        hs = SlaveHandshake(secret)
+        deadline = time.monotonic() + self._housekeeping
+        while True:
+            data = channel.recv(CHALLENGE_SIZE)
+            if data is None:
+                if time.monotonic() > deadline:
+                    raise _SessionEnded("the master sent no HA challenge")
+                continue
+            if not data:
+                raise _SessionEnded("the master closed during the HA handshake")
+            proof = hs.receive_data(data)
+            if proof is not None:
+                channel.send_all(proof)
+                return
 
     def _apply(self, conn: SlaveConnection) -> int:
         """Append every complete Transfer in the buffer; return how many frames were read."""
