@@ -254,6 +254,19 @@ def _add_broker_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="the master's HA address (required with --role SLAVE)",
     )
     b.add_argument("--ha-bind", default="127.0.0.1", help="HA listen address")
+    b.add_argument(
+        "--acl", default=None, metavar="FILE",
+        help="RocketMQ plain_acl.yml: requests must be signed by its accounts (docs/acl.md)",
+    )  # fmt: skip
+    b.add_argument(
+        "--ha-secret", default=None,
+        help="HA handshake secret, master and slave alike (default with --acl: the first "
+        "admin account's secretKey; our addition, RocketMQ slaves cannot answer it)",
+    )  # fmt: skip
+    b.add_argument(
+        "--ha-allow", default=None, metavar="IPS",
+        help="comma-separated slave IPs the HA master serves (default: any)",
+    )  # fmt: skip
     _add_geometry_args(b)
     b.add_argument(
         "--property-format",
@@ -536,6 +549,11 @@ def _broker(args: argparse.Namespace) -> int:
     if role is BrokerRole.SLAVE and not args.master_ha:
         raise CliError("a SLAVE needs --master-ha HOST:PORT")
     _require_directory(args.store)
+    from mqstore.broker.exposure import BrokerAccess
+
+    args.access = BrokerAccess.from_flags(args.acl, args.ha_secret, args.ha_allow)
+    for line in args.access.warnings(args.host, args.ha_bind, role is not BrokerRole.SLAVE):
+        print(f"mqstore broker: {line}", file=sys.stderr, flush=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -616,6 +634,7 @@ def _broker_config(args: argparse.Namespace, role: BrokerRole, port: int) -> Sto
         ha_master_address=args.master_ha, store_host=(args.host, port),
         flush_disk_type=FlushDiskType[args.flush], dispatch_process=args.dispatch_process,
         dispatch_cpus=dispatch_cpus, property_format=args.property_format,
+        extra=args.access.store_extra(),
     )  # fmt: skip
 
 
@@ -645,7 +664,7 @@ def _serve_broker(
         what = f"HA port {master.address}"
     broker_id = 1 if role is BrokerRole.SLAVE else 0  # routes list a slave as id 1
     core = BrokerCore(store, BrokerConfig(broker_name=args.broker_name, broker_id=broker_id))
-    server = BrokerServer(core, args.host, port, sock=sock)
+    server = BrokerServer(core, args.host, port, sock=sock, acl=args.access.acl)
     try:
         server.start()
     except OSError as e:

@@ -50,14 +50,14 @@ from typing import Any
 
 import yaml
 
-from mqstore.errors import StoreError
+from mqstore.errors import ConfigError, StoreError
 from mqstore.remoting.codes import RequestCode
 from mqstore.remoting.signing import ACCESS_KEY, SIGNATURE, content_of, sign
 
 RETRY_PREFIX = "%RETRY%"
 
 
-class AclConfigError(StoreError):
+class AclConfigError(ConfigError):
     """``plain_acl.yml`` cannot be read or is not a valid ACL file."""
 
 
@@ -194,10 +194,18 @@ def _perm_list(raw: Any, what: str, group: bool) -> dict[str, Perm]:
     return out
 
 
+def _scalar(value: object) -> object:
+    """A key as text: YAML reads ``secretKey: 12345678`` (upstream's own example) as a
+    number, which upstream's loader turns back into its digits; so do we."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
 def _account(raw: object) -> Account:
     if not isinstance(raw, dict):
         raise AclConfigError(f"an account must be a mapping, got {raw!r}")
-    ak, sk = raw.get("accessKey"), raw.get("secretKey")
+    ak, sk = _scalar(raw.get("accessKey")), _scalar(raw.get("secretKey"))
     if not isinstance(ak, str) or not ak or not isinstance(sk, str) or not sk:
         raise AclConfigError("an account needs a non-empty accessKey and secretKey")
     if len(sk) < 6:  # upstream's AclUtils refuses shorter keys too
