@@ -33,13 +33,17 @@ import pytest
 
 from mqstore import FlushDiskType, Message, MessageStore, PutStatus, StoreConfig
 from mqstore.commitlog.recovery import RecoveryMode
+from mqstore.tools._pageloss import Decide
 from tests.crash.workload import STATS, Put, message_for, put_from, verify
 from tests.helpers import check_consistency, queue_next_offsets, scan_log, store_config
-from tests.powerloss import DiskModel, PowerLossReport, power_loss
+from tests.powerloss import PAGE, DiskModel, PowerLossReport, power_loss
 
 pytestmark = pytest.mark.crash
 
 FILE_SIZE = 16 * 1024
+LARGE_FILE_SIZE = 2 << 20
+"""Above 1 MiB: what a limit tied to sizes (a zero-run cap, a chunk count) must survive."""
+HOLE = 3 << 19
 THREADS = 4
 LIVES = 3
 TRIALS = int(os.environ.get("MQSTORE_POWERLOSS_TRIALS", "16"))
@@ -47,11 +51,11 @@ PER_THREAD = {FlushDiskType.SYNC_FLUSH: 50, FlushDiskType.ASYNC_FLUSH: 150}
 CRASH_KINDS = ("acks", "acks", "before_fdatasync", "after_fdatasync", "before_allocate", "end")
 
 
-def _config(tmp_path: Path, mode: FlushDiskType) -> StoreConfig:
+def _config(tmp_path: Path, mode: FlushDiskType, file_size: int = FILE_SIZE) -> StoreConfig:
     return store_config(
         tmp_path,
         flush_disk_type=mode,
-        commitlog_file_size=FILE_SIZE,
+        commitlog_file_size=file_size,
         sync_flush_timeout_ms=3000,
         flush_interval_commitlog_ms=2,
         flush_commitlog_least_pages=1,
@@ -136,9 +140,10 @@ def _judge(
     stats: Counter[str],
 ) -> None:
     """Assert what a recovered store must satisfy after the previous life's power loss."""
-    problems = check_consistency(cfg.root, FILE_SIZE, end=store.max_physical_offset)
+    size = cfg.commitlog_file_size
+    problems = check_consistency(cfg.root, size, end=store.max_physical_offset)
     assert problems == [], f"inconsistent after {report.reason}: {problems}"
-    log = scan_log(cfg.root, FILE_SIZE)
+    log = scan_log(cfg.root, size)
     acked = [p for p in puts if p.acked]
     assert report.claimed_flushed <= report.durable_end, "the store claims unsynced bytes"
     if mode is FlushDiskType.SYNC_FLUSH:
@@ -172,10 +177,35 @@ def _judge(
         assert store.next_queue_offset(topic, qid) == n, (topic, qid)
 
 
-def _trial(tmp_path: Path, seed: int, mode: FlushDiskType) -> None:
+def _hole(rng: random.Random, span: int) -> Decide:
+    """A power loss that drops a contiguous run of at least 1.5 MiB of the CommitLog's
+    unsynced pages and keeps every other page (writeback that wrapped around)."""
+    first = rng.randrange(max(1, span - HOLE)) // PAGE
+    last = first + HOLE // PAGE
+
+    def decide(path: str, page: int) -> str:
+        name = Path(path).name
+        if not name.isdigit():
+            return "kept"
+        at = (int(name) + page * PAGE) // PAGE
+        return "dropped" if first <= at < last else "kept"
+
+    return decide
+
+
+def _trial(
+    tmp_path: Path,
+    seed: int,
+    mode: FlushDiskType,
+    *,
+    file_size: int = FILE_SIZE,
+    holes: bool = False,
+) -> None:
     rng = random.Random(seed)
-    cfg = _config(tmp_path, mode)
+    cfg = _config(tmp_path, mode, file_size)
     fixed_size = rng.choice([None, None, 180])  # fixed: old and new records align
+    if holes:
+        fixed_size = rng.choice([None, 4000])  # megabytes per life
     batches = rng.random() < 0.5
     stats = STATS[f"power loss {mode.value}"]
     stats["trials"] += 1
@@ -205,10 +235,12 @@ def _trial(tmp_path: Path, seed: int, mode: FlushDiskType) -> None:
             cut_after = _arm(model, rng, PER_THREAD[mode] * THREADS)
             puts = _produce(store, model, life, PER_THREAD[mode], cut_after, fixed_size, batches)
             image = store.abandon()
-        report = power_loss(image, rng, model)
+        written = max(int(p.name) + p.stat().st_size for p in cfg.commitlog_path.iterdir())
+        decide = _hole(rng, written) if holes else None
+        report = power_loss(image, rng, model, decide=decide)
         assert report.violations == [], report.violations
         previous = (puts, report)
-    assert check_consistency(cfg.root, FILE_SIZE) == []
+    assert check_consistency(cfg.root, file_size) == []
 
 
 @pytest.mark.parametrize("seed", range(TRIALS))
@@ -219,3 +251,10 @@ def test_sync_flush_power_loss_keeps_every_acked_message(tmp_path: Path, seed: i
 @pytest.mark.parametrize("seed", range(TRIALS))
 def test_async_flush_power_loss_loses_only_unflushed_messages(tmp_path: Path, seed: int):
     _trial(tmp_path, 1000 + seed, FlushDiskType.ASYNC_FLUSH)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_async_flush_power_loss_with_a_multi_mib_hole_in_large_segments(tmp_path: Path, seed: int):
+    """2 MiB segments, megabytes per life, and a power loss dropping 1.5 MiB of pages in
+    one run while keeping those after it: no phantom, nothing durable lost."""
+    _trial(tmp_path, 2000 + seed, FlushDiskType.ASYNC_FLUSH, file_size=LARGE_FILE_SIZE, holes=True)
