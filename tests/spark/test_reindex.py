@@ -93,13 +93,14 @@ def test_reindex_refuses_an_open_store(spark, tmp_path):
 def test_reindex_survives_task_retries(spark, engine_store, tmp_path):
     """local[2,4] retries each task; attempt 0 of every task dies after half a file."""
     from mqstore.tools.spark.reindex import FAIL_ENV
+    from mqstore.tools.spark.session import LOG_LEVEL_ENV
 
     out = tmp_path / "retried"
     proc = subprocess.run(
         [sys.executable, "-m", "mqstore.tools.spark.reindex", str(engine_store), "--out", str(out),
          "--master", "local[2,4]"],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=300,
-        env=os.environ | {FAIL_ENV: "1"},
+        env=os.environ | {FAIL_ENV: "1", LOG_LEVEL_ENV: "warn"},  # Spark logs the lost tasks
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "injected failure" in proc.stderr
