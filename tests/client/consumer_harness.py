@@ -82,7 +82,9 @@ def produce(
 def wait_dispatched(core: BrokerCore, expect: dict[MessageQueue, int], timeout: float = 10) -> None:
     """Wait until the reput thread has built the consume queues up to ``expect``."""
     ok = wait_until(
-        lambda: all(core.queries.max_offset(mq.topic, mq.queue_id) >= n for mq, n in expect.items()),
+        lambda: all(
+            core.queries.max_offset(mq.topic, mq.queue_id) >= n for mq, n in expect.items()
+        ),
         timeout,
     )
     assert ok, "consume queues not dispatched in time"
