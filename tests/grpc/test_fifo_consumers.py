@@ -66,3 +66,37 @@ def test_fifo_groups_stay_in_order_across_two_consumers_with_failures(
     assert not errors, errors
     assert acked == {g: list(range(PER_GROUP)) for g in GROUPS}
     assert failed_once  # the failures happened and were redelivered in order
+
+
+def test_push_consumer_of_a_fifo_group_consumes_each_group_in_order(
+    producer: Any, endpoint: GrpcEndpoint
+) -> None:
+    from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
+
+    from tests.grpc.conftest import TOPIC, client_config, until
+
+    for i in range(PER_GROUP):
+        for g in GROUPS:
+            producer.send(message(f"{g}:{i}".encode(), message_group=g))
+    seen: dict[str, list[int]] = {g: [] for g in GROUPS}
+    lock = threading.Lock()
+    failed: set[bytes] = set()
+
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, msg: Any) -> Any:
+            g, i = msg.body.decode().split(":")
+            with lock:
+                if i == "2" and msg.body not in failed:  # one failure per group
+                    failed.add(msg.body)
+                    return ConsumeResult.FAILURE
+                seen[g].append(int(i))
+            return ConsumeResult.SUCCESS
+
+    pc = PushConsumer(client_config(endpoint), FIFO_GROUP, Listener(),
+                      {TOPIC: FilterExpression()}, consumption_thread_count=4)  # fmt: skip
+    pc.startup()
+    try:
+        until(lambda: all(len(v) >= PER_GROUP for v in seen.values()), timeout=30)
+    finally:
+        pc.shutdown()
+    assert seen == {g: list(range(PER_GROUP)) for g in GROUPS}
