@@ -13,14 +13,11 @@ from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2 as _definition
 from rocketmq.grpc_protocol import service_pb2 as _service
-from rocketmq.grpc_protocol import service_pb2_grpc as _service_grpc
 
 pb: Any = _definition
 """``definition.proto``: Message, Resource, Settings, Status, Code, ..."""
 svc: Any = _service
 """``service.proto``: the request and response messages."""
-svc_grpc: Any = _service_grpc
-"""The generated servicer registration (``add_MessagingServiceServicer_to_server``)."""
 
 SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
 
