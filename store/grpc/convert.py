@@ -1,6 +1,7 @@
 """Messages between the protobuf ``apache.rocketmq.v2.Message`` and the store.
 
-Send (proxy ``SendMessageActivity.buildMessage``, docs/grpc.md "Send"):
+Send (proxy ``SendMessageActivity.buildMessage``; docs/grpc.md, "What each request
+does here"):
 
 - ``system_properties.message_id`` (the client's id) -> ``UNIQ_KEY``, so a remoting
   consumer sees the same message id; tag -> ``TAGS``; keys -> ``KEYS``;

@@ -2,7 +2,7 @@
 
 A client writes its ``Settings`` (client type, access point, publishing topics or its
 subscription) on the stream; the server answers with the settings it is to use
-(proxy ``GrpcClientSettingsManager``, docs/grpc.md "Telemetry"):
+(proxy ``GrpcClientSettingsManager``, docs/grpc.md "Facts relied on"):
 
 - producer: ``backoff_policy`` with ``max_attempts`` and an exponential backoff, and
   ``publishing.max_body_size`` (the store's maximum message size) and
