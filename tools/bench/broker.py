@@ -14,6 +14,9 @@ ASYNC_FLUSH store, with the broker twice: a ``BrokerServer`` inside this process
 3. **Pull over TCP**: one ``RemoteTransport`` reads every queue from offset 0 to the
    end, 32 messages per PULL_MESSAGE, records decoded and tag-checked client side.
    Then the same with one thread and connection per queue.
+4. **The same with ACL**: the child broker again with ``--acl`` (one admin account),
+   every client request signed (``AclSigner``) and verified: the signing cost, against
+   the child-broker rows of the same run.
 
 Each TCP row also shows CPU per message: ``client`` is this process's CPU time
 (client threads; with the broker in-proc, the broker too) and ``broker`` the child
@@ -39,6 +42,7 @@ from typing import Any
 from mqstore import FlushDiskType, Message, MessageStore, StoreConfig
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.server import BrokerServer
+from mqstore.client.acl_hook import AclSigner
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.producer import Producer
 from mqstore.client.remote import RemoteTransport
@@ -53,6 +57,7 @@ from mqstore.tools.bench._harness import (
 )
 
 TOPIC = "bench"
+ACL_KEY, ACL_SECRET = "bench", "bench-secret"
 BATCH = 32
 QUEUES = 4  # what an auto-created topic gets (defaultTopicQueueNums)
 
@@ -140,10 +145,13 @@ def broker_here(root: Path) -> Iterator[tuple[str, int | None]]:
 
 
 @contextlib.contextmanager
-def broker_child(root: Path) -> Iterator[tuple[str, int | None]]:
-    """``mqstore broker`` in a child process (its own GIL), on a free port."""
+def broker_child(root: Path, acl: Path | None = None) -> Iterator[tuple[str, int | None]]:
+    """``mqstore broker`` in a child process (its own GIL), on a free port; with ``acl``,
+    ``--acl`` that file (every request then signed and checked)."""
     port = free_port()
-    proc = spawn_cli(["broker", "--store", str(root), "--port", str(port), "--ha-port", "0"])
+    extra = ["--acl", str(acl)] if acl is not None else []
+    proc = spawn_cli(["broker", "--store", str(root), "--port", str(port), "--ha-port", "0",
+                      *extra])  # fmt: skip
 
     def listening() -> bool:
         if proc.poll() is not None:
@@ -162,15 +170,22 @@ def broker_child(root: Path) -> Iterator[tuple[str, int | None]]:
 
 
 def over_tcp(
-    rows: Rows, addr: str, label: str, size: int, per: int, threads: int, broker_pid: int | None
+    rows: Rows,
+    addr: str,
+    label: str,
+    size: int,
+    per: int,
+    threads: int,
+    broker_pid: int | None,
+    rpc_hook: AclSigner | None = None,
 ) -> None:
     body = b"x" * size
     cpu = CpuMeter(broker_pid)
-    setup = RemoteTransport(addr)
+    setup = RemoteTransport(addr, rpc_hook=rpc_hook)
     for q in range(QUEUES):  # create the topic (4 queues) before timing
         mq = MessageQueue(TOPIC, setup.broker_name, q)
         Producer("bench", setup).start().send(Message(TOPIC, body), queue=mq)
-    transports = [RemoteTransport(addr) for _ in range(threads)]
+    transports = [RemoteTransport(addr, rpc_hook=rpc_hook) for _ in range(threads)]
 
     def send(i: int) -> int:
         producer = Producer("bench", transports[i]).start()
@@ -229,6 +244,12 @@ def bench_size(rows: Rows, root: Path, size: int, n: int, threads: int) -> None:
         over_tcp(rows, addr, "broker in-proc", size, per, threads, pid)
     with broker_child(root / f"child-{size}") as (addr, pid):
         over_tcp(rows, addr, "broker child", size, per, threads, pid)
+    acl = root / "plain_acl.yml"  # every request signed (client) and verified (broker)
+    acl.write_text(f"accounts:\n  - accessKey: {ACL_KEY}\n    secretKey: {ACL_SECRET}\n"
+                   "    admin: true\n")  # fmt: skip
+    with broker_child(root / f"child-acl-{size}", acl) as (addr, pid):
+        signer = AclSigner(ACL_KEY, ACL_SECRET)
+        over_tcp(rows, addr, "broker child, ACL", size, per, threads, pid, signer)
 
 
 def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
