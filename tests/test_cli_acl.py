@@ -55,7 +55,7 @@ def test_broker_with_acl_file_refuses_unsigned_and_serves_signed(tmp_path: Path)
         anon, signed = RemotingClient(), RemotingClient(rpc_hook=AclSigner("RocketMQ", "12345678"))
         try:
             refused = anon.invoke(address, route, 5)
-            assert (refused.code, refused.remark) == (16, "No acl config for None")
+            assert (refused.code, refused.remark) == (16, "No accessKey is configured")
             assert signed.invoke(address, route, 5).code != ResponseCode.NO_PERMISSION
         finally:
             anon.close()
@@ -67,12 +67,13 @@ def test_broker_with_acl_file_refuses_unsigned_and_serves_signed(tmp_path: Path)
 
 def test_bad_acl_file_is_one_line_and_usage_exit(tmp_path: Path) -> None:
     acl = tmp_path / "plain_acl.yml"
-    acl.write_text("accounts:\n  - accessKey: a\n    secretKey: short\n")
+    acl.write_text("accounts:\n  - accessKey: someone\n    secretKey: short\n")
     p = _cli("--store", str(tmp_path / "s"), *SMALL, "--port", "0", "--acl", str(acl))
     _, err = p.communicate(timeout=60)
     assert p.returncode == 2
     assert err.strip().splitlines() == [
-        "mqstore broker: account a: the secretKey must be at least 6 characters"
+        "mqstore broker: account someone: the accessKey and secretKey must be longer than 6 "
+        "characters"
     ]
 
 

@@ -14,11 +14,13 @@ content)) where content is the UTF-8 concatenation of every extFields *value* ex
 body bytes (:func:`sign`).
 
 Rule 2 (order of checks), as upstream: (a) a peer matching a
-``globalWhiteRemoteAddresses`` entry passes unchecked; (b) an unknown or missing
-AccessKey is refused ("No acl config for ..."); (c) a peer matching the account's
-``whiteRemoteAddress`` passes without signature or permission checks; (d) a wrong
-signature is refused; (e) admin-only codes need ``admin: true``; (f) every resource the
-request touches needs a permission (Rule 3).
+``globalWhiteRemoteAddresses`` entry passes unchecked; (b) a missing AccessKey is
+refused ("No accessKey is configured"), an unknown one too ("No acl config for ...");
+(c) a peer matching the account's ``whiteRemoteAddress`` passes without signature or
+permission checks; (d) a wrong signature is refused; (e) admin-only codes need
+``admin: true``; (f) every resource the request touches needs a permission (Rule 3).
+A failed permission says "No default permission for ..." whether or not the resource
+was listed: that is upstream's remark.
 
 Rule 3 (permissions). Permissions are DENY=1, ANY=2, PUB=4, SUB=8. A group is checked
 as its retry topic ``%RETRY%group``. An owned DENY refuses everything; a needed ANY is
@@ -55,6 +57,8 @@ from mqstore.remoting.codes import RequestCode
 from mqstore.remoting.signing import ACCESS_KEY, SIGNATURE, content_of, sign
 
 RETRY_PREFIX = "%RETRY%"
+KEY_MIN_LENGTH = 6
+"""Upstream's ``ACCESS_KEY_MIN_LENGTH``/``SECRET_KEY_MIN_LENGTH``: keys must be longer."""
 
 
 class AclConfigError(ConfigError):
@@ -208,8 +212,11 @@ def _account(raw: object) -> Account:
     ak, sk = _scalar(raw.get("accessKey")), _scalar(raw.get("secretKey"))
     if not isinstance(ak, str) or not ak or not isinstance(sk, str) or not sk:
         raise AclConfigError("an account needs a non-empty accessKey and secretKey")
-    if len(sk) < 6:  # upstream's AclUtils refuses shorter keys too
-        raise AclConfigError(f"account {ak}: the secretKey must be at least 6 characters")
+    if len(ak) <= KEY_MIN_LENGTH or len(sk) <= KEY_MIN_LENGTH:  # as upstream's loader
+        raise AclConfigError(
+            f"account {ak}: the accessKey and secretKey must be longer than {KEY_MIN_LENGTH} "
+            "characters"
+        )
     white = raw.get("whiteRemoteAddress")
     perms = _perm_list(raw.get("topicPerms"), "topicPerms", False)
     perms.update(_perm_list(raw.get("groupPerms"), "groupPerms", True))
@@ -360,7 +367,9 @@ class AccessControl:
         if any(p.matches(peer_host) for p in self.global_white):
             return
         access_key = ext.get(ACCESS_KEY)
-        account = self.accounts.get(access_key) if access_key else None
+        if access_key is None:
+            raise AclDenied("No accessKey is configured")
+        account = self.accounts.get(access_key)
         if account is None:
             raise AclDenied(f"No acl config for {access_key}")
         wra = account.white_remote_address
@@ -383,5 +392,5 @@ class AccessControl:
                 default = account.default_group_perm if is_group else account.default_topic_perm
                 if not perm_allows(perm, default):
                     raise AclDenied(f"No default permission for {_printable(resource)}")
-            elif not perm_allows(perm, owned):
-                raise AclDenied(f"No permission for {_printable(resource)}")
+            elif not perm_allows(perm, owned):  # upstream's remark says "default" here too
+                raise AclDenied(f"No default permission for {_printable(resource)}")

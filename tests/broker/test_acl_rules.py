@@ -21,7 +21,7 @@ from mqstore.client.acl_hook import AclSigner
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.signing import content_of, sign
 
-DOC = {"accounts": [{"accessKey": "ak", "secretKey": "sk-123456", "defaultTopicPerm": "PUB"}]}
+DOC = {"accounts": [{"accessKey": "ak-12345", "secretKey": "sk-123456", "defaultTopicPerm": "PUB"}]}
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ ext_fields = st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=8
 @given(ext_fields, st.binary(max_size=64))
 def test_a_signed_request_verifies(ext: dict[str, str], body: bytes) -> None:
     acl = AccessControl.from_dict(DOC)
-    cmd = AclSigner("ak", "sk-123456").before_request(
+    cmd = AclSigner("ak-12345", "sk-123456").before_request(
         RemotingCommand(105, ext_fields=ext, body=body)
     )
     acl.check(cmd.code, cmd.ext_fields, cmd.body, "1.2.3.4")
@@ -74,7 +74,7 @@ def test_a_signed_request_verifies(ext: dict[str, str], body: bytes) -> None:
 @given(ext_fields, st.binary(min_size=1, max_size=64))
 def test_a_changed_body_fails(ext: dict[str, str], body: bytes) -> None:
     acl = AccessControl.from_dict(DOC)
-    cmd = AclSigner("ak", "sk-123456").before_request(
+    cmd = AclSigner("ak-12345", "sk-123456").before_request(
         RemotingCommand(105, ext_fields=ext, body=body)
     )
     with pytest.raises(AclDenied, match="Check signature failed"):

@@ -80,7 +80,7 @@ def test_ali_ons_with_keys_produces_and_consumes(node: str, acl_broker: str) -> 
 def test_ali_ons_without_keys_is_refused(node: str, acl_broker: str) -> None:
     opts = {"nameSrv": acl_broker, "topic": TOPIC, "group": "g", "count": 1}
     err = _run_failing(node, opts)
-    assert "No acl config for" in err
+    assert "No accessKey is configured" in err
 
 
 def test_ali_ons_with_a_wrong_secret_is_refused(node: str, acl_broker: str) -> None:

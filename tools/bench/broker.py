@@ -57,7 +57,7 @@ from mqstore.tools.bench._harness import (
 )
 
 TOPIC = "bench"
-ACL_KEY, ACL_SECRET = "bench", "bench-secret"
+ACL_KEY, ACL_SECRET = "benchmark", "bench-secret"
 BATCH = 32
 QUEUES = 4  # what an auto-created topic gets (defaultTopicQueueNums)
 
