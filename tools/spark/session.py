@@ -3,7 +3,7 @@
 Two environment variables are set before the JVM starts (docs/design.md §3.1):
 
 * ``PYSPARK_PYTHON`` defaults to this interpreter, so Python workers have pyarrow and
-  can import ``store`` even from a venv that is not activated;
+  can import ``mqstore`` even from a venv that is not activated;
 * ``SPARK_LOCAL_IP`` defaults to 127.0.0.1 for local masters and for a standalone master
   on loopback, so nothing listens on external interfaces. For a remote cluster it is left
   alone: executors must reach the driver.
@@ -17,7 +17,7 @@ Python as exceptions either way.
 Under ``spark-submit`` the JVM starts before this code runs: export
 ``SPARK_LOCAL_IP=127.0.0.1`` (and PYSPARK_PYTHON) yourself there.
 
-On a non-local master the ``store`` and ``tools`` packages are zipped and shipped with
+On a non-local master the ``mqstore`` package (store/ and tools/) is zipped and shipped with
 ``addPyFile``, so executors need only Python, pyarrow and numpy. Segment files are read
 by path inside tasks: on a cluster they must be on a filesystem every worker mounts at
 the same path (NFS, a shared volume), as with any ``file://`` input.
@@ -164,26 +164,31 @@ def _is_loopback_master(master: str) -> bool:
 def set_environment(master: str) -> None:
     """Set PYSPARK_PYTHON and (for loopback masters) SPARK_LOCAL_IP unless already set."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # Local Python workers inherit this: they import store/ and tools/ even when the
-    # project is not installed (spark-submit puts only the script's folder on sys.path).
-    repo = str(Path(__file__).resolve().parents[2])
-    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    if repo not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (repo, *paths) if p)
     if _is_loopback_master(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("SPARK_MASTER_HOST", "127.0.0.1")
 
 
 def _package_zip() -> Path:
-    """Zip ``store/`` and ``tools/`` (sources only) for executors on a cluster."""
-    repo = Path(__file__).resolve().parents[2]
+    """Zip the ``mqstore`` package (sources only) as installed, for executors on a cluster.
+
+    The package's folders are named by the repository (``store/``, ``tools/``), so the
+    archive lays them out under their import names: ``mqstore/`` and ``mqstore/tools/``.
+    """
+    import mqstore
+    import mqstore.tools
+
+    engine = Path(mqstore.__file__).resolve().parent
+    tools = Path(mqstore.tools.__file__).resolve().parent
     fd, name = tempfile.mkstemp(prefix="mqstore-py-", suffix=".zip")
     os.close(fd)
     with zipfile.ZipFile(name, "w", zipfile.ZIP_DEFLATED) as zf:
-        for pkg in ("store", "tools"):
-            for path in sorted((repo / pkg).rglob("*.py")):
-                zf.write(path, path.relative_to(repo).as_posix())
+        for root, prefix in ((engine, "mqstore"), (tools, "mqstore/tools")):
+            for path in sorted(root.rglob("*.py")):
+                rel = path.relative_to(root)
+                if prefix == "mqstore" and rel.parts[0] == "tools":
+                    continue  # an installed layout nests tools/ in the engine already
+                zf.write(path, f"{prefix}/{rel.as_posix()}")
     return Path(name)
 
 
