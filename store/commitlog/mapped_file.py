@@ -146,13 +146,15 @@ class MappedFile:
         reserve_chunk: int = 0,
         mapped: bool = True,
         random_access: bool = False,
+        st: os.stat_result | None = None,
     ) -> None:
         """Open (or create) a segment.
 
         ``reserve_chunk`` 0 allocates every byte at creation; otherwise the file is
         created sparse and space is reserved that far ahead of each write past
         ``reserved``. ``mapped`` False opens nothing yet (:meth:`map` does, on use).
-        ``random_access`` maps without readahead (small, scattered accesses).
+        ``random_access`` maps without readahead (small, scattered accesses). ``st``:
+        the existing file's ``stat`` if the caller has it.
 
         Raises:
             SegmentLoadError: an existing file has the wrong size or name.
@@ -172,7 +174,8 @@ class MappedFile:
             self._create()
             self.reserved = 0 if reserve_chunk else file_size
         else:
-            st = os.stat(path)
+            if st is None:
+                st = os.stat(path)
             if st.st_size != file_size:
                 raise SegmentLoadError(
                     f"{path}: size {st.st_size} != configured segment size {file_size}"

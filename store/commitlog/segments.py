@@ -87,16 +87,17 @@ class Segments:
         Raises:
             SegmentLoadError: a file with a bad name or size, or a gap between files.
         """
-        self._make_directory()
-        names = sorted(n for n in os.listdir(self.directory) if not n.startswith("."))
-        for i, name in enumerate(names):
+        entries = self._listing()
+        for i, entry in enumerate(entries):
+            name = entry.name
             path = self.directory / name
-            if not path.is_file():
+            if not entry.is_file():
                 continue
             if not (len(name) == 20 and name.isdigit()):
                 raise SegmentLoadError(f"{path}: unexpected file in segment directory")
-            size = path.stat().st_size
-            if i == len(names) - 1 and size == 0:
+            st: os.stat_result | None = entry.stat()  # one stat: the MappedFile takes it
+            size = entry.stat().st_size
+            if i == len(entries) - 1 and size == 0:
                 path.unlink()
                 continue
             if size < self.file_size and self.durable_entries:
@@ -108,10 +109,11 @@ class Segments:
                             path, size, self.file_size)
                 os.truncate(path, self.file_size)
                 self.patched.append(name_to_offset(name))
+                st = None
             if self.fill_gaps and self.files:
                 self._fill_gap(self.files[-1].file_from_offset + self.file_size,
                                name_to_offset(name))  # fmt: skip
-            mf = self._open(path, create=False)
+            mf = self._open(path, create=False, st=st)
             if (
                 self.files
                 and mf.file_from_offset != self.files[-1].file_from_offset + self.file_size
@@ -125,6 +127,19 @@ class Segments:
                 mf.close()
                 raise SegmentLoadError(f"{path}: start is not a multiple of {self.file_size}")
             self._add(mf)
+
+    def _listing(self) -> list[os.DirEntry[str]]:
+        """The directory's entries by name (hidden ones left out), creating it if
+        needed; an existing directory of files not kept durable costs one scandir."""
+        if self.durable_entries:
+            self._make_directory()
+        try:
+            with os.scandir(self.directory) as it:
+                entries = [e for e in it if not e.name.startswith(".")]
+        except FileNotFoundError:
+            self._make_directory()
+            entries = []
+        return sorted(entries, key=_entry_name)
 
     def _fill_gap(self, expected: int, start: int) -> None:
         """Create zero-filled (sparse) segments for [``expected``, ``start``), if any."""
@@ -147,10 +162,12 @@ class Segments:
             self.patched.append(offset)
         _platform.fsync_dir(self.directory)
 
-    def _open(self, path: Path, *, create: bool) -> MappedFile:
+    def _open(
+        self, path: Path, *, create: bool, st: os.stat_result | None = None
+    ) -> MappedFile:
         lazy = self.lazy
         return MappedFile(path, self.file_size, create=create, reserve_chunk=self.reserve_chunk,
-                          mapped=not lazy, random_access=lazy)  # fmt: skip
+                          mapped=not lazy, random_access=lazy, st=st)  # fmt: skip
 
     def _add(self, mf: MappedFile) -> None:
         self.files.append(mf)
@@ -378,6 +395,10 @@ class Segments:
     def names(self) -> list[str]:
         """File names in order (diagnostics)."""
         return [mf.path.name for mf in self.files]
+
+
+def _entry_name(entry: os.DirEntry[str]) -> str:
+    return entry.name
 
 
 def now_ms() -> int:
