@@ -179,3 +179,33 @@ def test_global_white_list_admits_unsigned_peers(core: BrokerCore) -> None:
 def test_peer_outside_every_white_list_still_needs_a_signature(acl_address: str) -> None:
     # 127.0.0.1 is not in 10.10.*.*: the global list does not admit this test's client
     assert _call(acl_address, _send("orders"), None).code == Rs.NO_PERMISSION
+
+
+def test_python_producer_and_pull_through_a_signing_transport(acl_address: str) -> None:
+    from mqstore.client.producer import Producer
+    from mqstore.client.remote import RemoteTransport
+    from mqstore.message import Message
+
+    transport = RemoteTransport(acl_address, rpc_hook=APP)
+    try:
+        Producer("pg-python", transport).start().send(Message("orders", b"signed"))
+        queues = transport.topic_queues("orders")
+        deadline = time.monotonic() + 5
+        bodies: list[bytes] = []
+        while not bodies and time.monotonic() < deadline:
+            bodies = [m.body for q in queues for m in transport.pull("g2", q, 0, 8).messages]
+        assert bodies == [b"signed"]
+    finally:
+        transport.close()
+
+
+def test_python_transport_without_keys_is_refused(acl_address: str) -> None:
+    from mqstore.client.remote import RemoteTransport
+    from mqstore.client.transport import BrokerError
+
+    transport = RemoteTransport(acl_address)
+    try:
+        with pytest.raises(BrokerError, match="No accessKey is configured"):
+            transport.route("orders")
+    finally:
+        transport.close()
