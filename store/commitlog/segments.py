@@ -35,7 +35,10 @@ class Segments:
     readahead (consume queues: many small files, a few units touched in each).
     """
 
+    # Slots keep a queue's Segments small (a store may hold 100,000); "__dict__" still
+    # lets a test replace a method on one instance (its dict is made only then).
     __slots__ = (
+        "__dict__",
         "_starts",
         "directory",
         "durable_entries",
