@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqstore.broker.connections import ConnectionTable
 from mqstore.broker.consumers import ClientChannel, ConsumerManager
 from mqstore.broker.hold import PullHoldService
 from mqstore.broker.locks import RebalanceLockManager
@@ -140,6 +142,8 @@ class BrokerCore:
         )
         self.sender = MessageSender(store, self.topics, self.groups, cfg.default_topic_queue_nums)
         self.consumers = ConsumerManager(cfg.channel_expired_ms, self._notify_enabled)
+        self.connections = ConnectionTable()  # client addresses, producer groups (admin)
+        self.boot_timestamp_ms = int(time.time() * 1000)
         self.locks = RebalanceLockManager(cfg.rebalance_lock_max_live_ms)
         self.hold = PullHoldService(
             self._reexecute, store.max_offset_in_queue, cfg.hold_check_interval_ms
@@ -351,6 +355,7 @@ class BrokerCore:
     def channel_closed(self, channel: ClientChannel) -> None:
         """A client connection closed: its registrations go, its groups rebalance."""
         self.consumers.channel_closed(channel)
+        self.connections.channel_closed(channel)
 
     def consumer_ids(self, group: str) -> list[str]:
         """GET_CONSUMER_LIST_BY_GROUP."""

@@ -67,6 +67,14 @@ class ConsumerOffsetManager:
             queues = self._table.get(self.key(topic, group))
             return None if queues is None else queues.get(queue_id)
 
+    def drop_topic(self, topic: str) -> None:
+        """Forget every group's offsets of ``topic`` (the topic was deleted)."""
+        prefix = topic + TOPIC_GROUP_SEPARATOR
+        with self._lock:
+            for key in [k for k in self._table if k.startswith(prefix)]:
+                del self._table[key]
+                self._dirty = True
+
     def table(self) -> dict[str, dict[int, int]]:
         """A deep snapshot of the table."""
         with self._lock:

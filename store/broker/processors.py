@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from mqstore.broker.admin import ADMIN_PROCESSORS
 from mqstore.broker.as_stored import as_stored
 from mqstore.broker.consumers import ClientChannel
 from mqstore.broker.core import BrokerCore
@@ -309,7 +310,11 @@ def process_send_back(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComm
 
 def process_heartbeat(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """HEART_BEAT (34)."""
-    ctx.core.heartbeat(parse_heartbeat(cmd.body), ctx.channel)
+    hb = parse_heartbeat(cmd.body)
+    ctx.core.heartbeat(hb, ctx.channel)
+    ctx.core.connections.heartbeat(hb.client_id, hb.producer_groups, ctx.channel,
+                                   f"{ctx.peer[0]}:{ctx.peer[1]}", cmd.language.name,
+                                   cmd.version)  # fmt: skip
     return _ok(cmd)
 
 
@@ -433,6 +438,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.LOCK_BATCH_MQ: process_lock,
     RequestCode.UNLOCK_BATCH_MQ: process_unlock,
     **POP_PROCESSORS,  # 5.x POP codes (mqstore.broker.pop_processors)
+    **ADMIN_PROCESSORS,  # mqadmin / dashboard codes (mqstore.broker.admin)
 }
 """Broker request codes (PULL_MESSAGE is handled by :func:`process_pull`)."""
 

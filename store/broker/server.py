@@ -384,6 +384,17 @@ class _Connection(asyncio.Protocol):
         )
         self.server.call_soon(self.write, cmd)
 
+    def send_oneway(self, code: int, ext: dict[str, str], body: bytes) -> None:
+        """Push a oneway request to the client (RESET_CONSUMER_CLIENT_OFFSET); any thread."""
+        cmd = RemotingCommand(
+            code=code,
+            opaque=next(self.server.opaques),
+            flag=RemotingFlag.ONEWAY.value,
+            ext_fields=ext,
+            body=body,
+        )
+        self.server.call_soon(self.write, cmd)
+
 
 class _Responder:
     """Answers one counted request (``conn.in_flight``) from any thread, exactly once

@@ -212,6 +212,14 @@ class TopicConfigManager:
             self._persist_locked()
             return created
 
+    def delete(self, topic: str) -> bool:
+        """Drop a topic's config (DELETE_TOPIC_IN_BROKER) and persist; False if unknown."""
+        with self._lock:
+            if self._table.pop(topic, None) is None:
+                return False
+            self._persist_locked()
+            return True
+
     def persist(self) -> None:
         """Write ``topics.json`` now."""
         with self._lock:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -276,6 +277,19 @@ class ConsumeQueueStore:
                 cq.follow_min(min_physical_offset)
             return dropped
         return sum(cq.delete_expired(min_physical_offset) for cq in self.all())
+
+    def drop_topic(self, topic: str) -> int:
+        """Forget the topic's queues and delete their files (the topic was deleted);
+        returns how many queues went. A reader holding one finishes on its mappings."""
+        with self._lock:
+            doomed = [cq for key, cq in self.queues.items() if key[0] == topic]
+            for cq in doomed:
+                del self.queues[cq.topic, cq.queue_id]
+                self._dirty.discard(cq)
+        for cq in doomed:
+            cq.destroy()
+        shutil.rmtree(self.directory / topic, ignore_errors=True)
+        return len(doomed)
 
     def destroy(self) -> None:
         """Delete every queue (the CommitLog has no files)."""

@@ -1,0 +1,384 @@
+"""The admin requests operators send (``mqadmin``, the dashboard), answered from the
+broker's own tables (docs/admin.md).
+
+====  ===================================  ==========================================
+code  request                              answer
+====  ===================================  ==========================================
+26    GET_BROKER_CONFIG                    properties text; header ``version``
+28    GET_BROKER_RUNTIME_INFO              ``KVTable`` of the keys we can fill
+200   UPDATE_AND_CREATE_SUBSCRIPTIONGROUP  body ``SubscriptionGroupConfig`` -> persisted
+202   GET_TOPIC_STATS_INFO                 ``TopicStatsTable`` (per write queue)
+203   GET_CONSUMER_CONNECTION_LIST         ``ConsumerConnection``
+204   GET_PRODUCER_CONNECTION_LIST         ``ProducerConnection``
+208   GET_CONSUME_STATS                    ``ConsumeStats`` (per read queue)
+215   DELETE_TOPIC_IN_BROKER               config, offsets and consume queues removed
+222   INVOKE_BROKER_TO_RESET_OFFSET        ``ResetOffsetBody``; RESET_CONSUMER_CLIENT_OFFSET
+                                           pushed to the group's online clients
+====  ===================================  ==========================================
+
+Rules
+-----
+Rule 1. Queue ranges follow the upstream processor: topic stats walk
+``[0, writeQueueNums)``, consume stats ``[0, readQueueNums)``. A missing offset (never
+committed) counts as 0, and a last timestamp is the store time of the message just
+before the offset (0 when the offset is 0 or the message is gone).
+
+Rule 2. Reset by time: per write queue, the offset of the first message stored at or
+after ``timestamp`` (``-1``: the queue's max offset); it replaces the committed offset
+when ``isForce`` or when it is lower. With no online member the answer is
+CONSUMER_NOT_ONLINE (``mqadmin`` then falls back to committing offsets itself, as it
+does against a Java broker). With members the offsets are committed in the broker's
+table too (our addition: ``consumerProgress`` shows them at once, and a client that
+does not handle the push picks them up at its next rebalance) and pushed oneway.
+
+Rule 3. Delete topic drops the topic config (persisted), the topic's committed
+offsets, and its consume queues with their files. A pull in flight on a dropped queue
+finishes on the mappings it holds; later pulls see TOPIC_NOT_EXIST. In dispatch-process
+mode the child owns the queue files, so they are left to it.
+
+ACL: 200 and 215 are admin-only (``mqstore.broker.acl.UPSTREAM_ADMIN_CODES``), as
+upstream's ``Permission.ADMIN_CODE``; the read-only views need no resource permission.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol, runtime_checkable
+
+from mqstore.broker.admin_bodies import (
+    QueueProgress,
+    TopicOffset,
+    consume_stats_body,
+    consumer_connection_body,
+    kv_table_body,
+    producer_connection_body,
+    properties_text,
+    reset_offset_body,
+    topic_stats_body,
+)
+from mqstore.broker.core import BrokerCore
+from mqstore.broker.offsets import TOPIC_GROUP_SEPARATOR
+from mqstore.broker.subscriptions import SubscriptionGroupConfig
+from mqstore.broker.wire import BadRequestError, ext_group, ext_int, ext_str
+from mqstore.errors import IllegalTopicError
+from mqstore.message import validate_topic
+from mqstore.remoting.codec import RemotingCommand
+from mqstore.remoting.codes import RequestCode, ResponseCode
+from mqstore.remoting.fastjson import FastjsonError, dumps, loads
+from mqstore.remoting.values import MessageQueue
+
+GET_BROKER_CONFIG = 26
+INVOKE_BROKER_TO_RESET_OFFSET = 222
+DELETE_TOPIC_IN_BROKER = 215
+
+
+class RequestContext(Protocol):
+    """What an admin processor needs of ``mqstore.broker.processors.RequestContext``."""
+
+    @property
+    def core(self) -> BrokerCore: ...
+
+    @property
+    def broker_addr(self) -> str: ...
+
+
+Processor = Callable[[RequestContext, RemotingCommand], RemotingCommand]
+
+
+@runtime_checkable
+class PushChannel(Protocol):
+    """A client channel that can carry a broker-initiated oneway request."""
+
+    def send_oneway(self, code: int, ext: dict[str, str], body: bytes) -> None:
+        """Send a oneway request to the client (must not raise)."""
+        ...
+
+
+def _ok(
+    cmd: RemotingCommand, body: bytes = b"", ext: dict[str, object] | None = None
+) -> RemotingCommand:
+    return cmd.make_response(ResponseCode.SUCCESS, None, ext, body)
+
+
+def _last_time(core: BrokerCore, topic: str, queue_id: int, offset: int) -> int:
+    if offset <= 0:
+        return 0
+    return max(0, core.store.message_store_timestamp(topic, queue_id, offset - 1))
+
+
+# ------------------------------------------------------------------- stats views
+
+
+def topic_stats(core: BrokerCore, topic: str) -> list[TopicOffset] | None:
+    """Rule 1: per write queue of ``topic``; None if the topic is unknown."""
+    config = core.topic_config(topic)
+    if config is None:
+        return None
+    store, name = core.store, core.config.broker_name
+    out = []
+    for qid in range(config.write_queue_nums):
+        max_off = max(0, store.max_offset_in_queue(topic, qid))
+        out.append(
+            TopicOffset(
+                MessageQueue(topic, name, qid),
+                store.min_offset_in_queue(topic, qid),
+                max_off,
+                _last_time(core, topic, qid, max_off),
+            )
+        )
+    return out
+
+
+def topics_of_group(core: BrokerCore, group: str) -> list[str]:
+    """Topics the group has committed offsets for (``whichTopicByConsumer``)."""
+    suffix = TOPIC_GROUP_SEPARATOR + group
+    return sorted(k[: -len(suffix)] for k in core.offsets.table() if k.endswith(suffix))
+
+
+def consume_stats(core: BrokerCore, group: str, topic: str | None) -> list[QueueProgress]:
+    """Rule 1: the group's progress per read queue of ``topic`` (every topic it
+    committed offsets for when None); unknown topics are skipped."""
+    store, name = core.store, core.config.broker_name
+    out = []
+    for t in [topic] if topic else topics_of_group(core, group):
+        config = core.topic_config(t)
+        if config is None:
+            continue
+        for qid in range(config.read_queue_nums):
+            broker = max(0, store.max_offset_in_queue(t, qid))
+            consumer = max(0, core.offsets.query(group, t, qid) or 0)
+            out.append(
+                QueueProgress(
+                    MessageQueue(t, name, qid), broker, consumer, _last_time(core, t, qid, consumer)
+                )
+            )
+    return out
+
+
+# ---------------------------------------------------------------- processors
+
+
+def process_topic_stats(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_TOPIC_STATS_INFO (202)."""
+    topic = ext_str(cmd.ext_fields, "topic")
+    stats = topic_stats(ctx.core, topic)
+    if stats is None:
+        return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+    return _ok(cmd, topic_stats_body(stats))
+
+
+def process_consume_stats(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_CONSUME_STATS (208): header ``consumerGroup``, optional ``topic``."""
+    ext = cmd.ext_fields
+    group = ext_group(ext, "consumerGroup")
+    stats = consume_stats(ctx.core, group, ext.get("topic") or None)
+    return _ok(cmd, consume_stats_body(stats))
+
+
+def process_consumer_connections(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_CONSUMER_CONNECTION_LIST (203)."""
+    core = ctx.core
+    group = ext_group(cmd.ext_fields, "consumerGroup")
+    info = core.consumers.group_info(group)
+    if info is None:
+        return cmd.make_response(
+            ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
+        )
+    conns = [c for c in (core.connections.client(cid) for cid in sorted(info.clients)) if c]
+    version = max((c.last_update_ms for c in info.clients.values()), default=0)
+    return _ok(cmd, consumer_connection_body(conns, info.data, version))
+
+
+def process_producer_connections(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_PRODUCER_CONNECTION_LIST (204)."""
+    group = ext_str(cmd.ext_fields, "producerGroup")
+    conns = ctx.core.connections.producers(group)
+    if not conns:
+        return cmd.make_response(
+            ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist"
+        )
+    return _ok(cmd, producer_connection_body(conns))
+
+
+def _uptime(ms: int) -> str:
+    s = ms // 1000
+    return (
+        f" [ {s // 86400} days, {s // 3600 % 24} hours, {s // 60 % 60} minutes, {s % 60} seconds ]"
+    )
+
+
+def runtime_info(core: BrokerCore) -> dict[str, str]:
+    """The ``brokerStatus`` keys this broker can fill honestly (docs/admin.md)."""
+    store = core.store
+    now = int(time.time() * 1000)
+    boot = core.boot_timestamp_ms
+    return {
+        "bootTimestamp": str(boot),
+        "runtime": _uptime(now - boot),
+        "brokerVersionDesc": "mqstore (RocketMQ 4.x protocol)",
+        "commitLogMinOffset": str(store.min_physical_offset),
+        "commitLogMaxOffset": str(store.max_physical_offset),
+        "commitLogDiskRatio": str(store.check_disk()),
+        "dispatchBehindBytes": str(store.dispatch_behind_bytes),
+        "earliestMessageTimeStamp": str(store.earliest_message_time()),
+        "brokerRole": store.cfg.broker_role.name,
+        "flushDiskType": store.cfg.flush_disk_type.name,
+        "topicCount": str(len(core.topics.all())),
+    }
+
+
+def process_runtime_info(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_BROKER_RUNTIME_INFO (28)."""
+    return _ok(cmd, kv_table_body(runtime_info(ctx.core)))
+
+
+def broker_properties(ctx: RequestContext) -> dict[str, object]:
+    """The settings in force, under RocketMQ's ``BrokerConfig`` /
+    ``MessageStoreConfig`` names."""
+    bc, sc = ctx.core.config, ctx.core.store.cfg
+    return {
+        "brokerName": bc.broker_name,
+        "brokerClusterName": bc.cluster_name,
+        "brokerId": bc.broker_id,
+        "listenPort": ctx.broker_addr.rsplit(":", 1)[-1],
+        "autoCreateTopicEnable": bc.auto_create_topic_enable,
+        "defaultTopicQueueNums": bc.default_topic_queue_nums,
+        "autoCreateSubscriptionGroup": bc.auto_create_subscription_group,
+        "longPollingEnable": bc.long_polling_enable,
+        "shortPollingTimeMills": bc.short_polling_time_ms,
+        "notifyConsumerIdsChangedEnable": bc.notify_consumer_ids_changed_enable,
+        "flushConsumerOffsetInterval": bc.consumer_offset_persist_interval_ms,
+        "slaveReadEnable": bc.slave_read_enable,
+        "storePathRootDir": str(sc.root_dir),
+        "brokerRole": sc.broker_role.name,
+        "flushDiskType": sc.flush_disk_type.name,
+        "mappedFileSizeCommitLog": sc.commitlog_file_size,
+        "mappedFileSizeConsumeQueue": sc.mapped_file_size_consume_queue,
+        "maxMessageSize": sc.max_message_size,
+        "syncFlushTimeout": sc.sync_flush_timeout_ms,
+        "flushIntervalCommitLog": sc.flush_interval_commitlog_ms,
+        "fileReservedTime": sc.file_reserved_time_hours,
+        "deleteWhen": sc.delete_when,
+        "diskMaxUsedSpaceRatio": sc.disk_max_used_space_ratio,
+        "messageIndexEnable": sc.message_index_enable,
+        "maxHashSlotNum": sc.max_hash_slot_num,
+        "maxIndexNum": sc.max_index_num,
+        "messageDelayLevel": sc.message_delay_level,
+        "offsetCheckInSlave": sc.offset_check_in_slave,
+        "accessMessageInMemoryMaxRatio": sc.access_message_in_memory_max_ratio,
+        "haListenPort": sc.ha_listen_port,
+    }
+
+
+def process_broker_config(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_BROKER_CONFIG (26): header ``version`` is a ``DataVersion`` JSON."""
+    version = dumps({"counter": 0, "timestamp": ctx.core.boot_timestamp_ms})
+    body = properties_text(broker_properties(ctx)).encode()
+    return _ok(cmd, body, {"version": version})
+
+
+def process_update_group(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): body ``SubscriptionGroupConfig``."""
+    try:
+        obj = loads(cmd.body or b"null")
+    except FastjsonError as e:
+        raise BadRequestError(f"subscription group body: {e}") from None
+    if not isinstance(obj, dict) or not obj.get("groupName"):
+        raise BadRequestError("subscription group body names no groupName")
+    try:
+        cfg = SubscriptionGroupConfig.from_json(str(obj["groupName"]), obj)
+    except (TypeError, ValueError) as e:
+        raise BadRequestError(f"subscription group body: {e}") from None
+    ext_group({"g": cfg.group_name}, "g")  # BadRequestError for an illegal name
+    if cfg.retry_queue_nums < 0 or cfg.retry_max_times < -1:
+        raise BadRequestError("retryQueueNums and retryMaxTimes must not be negative")
+    ctx.core.groups.put(replace(cfg))
+    return _ok(cmd)
+
+
+def delete_topic(core: BrokerCore, topic: str) -> None:
+    """Rule 3."""
+    core.topics.delete(topic)
+    core.offsets.drop_topic(topic)
+    if not core.store.queues.following:
+        core.store.queues.drop_topic(topic)
+
+
+def process_delete_topic(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """DELETE_TOPIC_IN_BROKER (215)."""
+    topic = ext_str(cmd.ext_fields, "topic")
+    try:
+        validate_topic(topic)
+    except IllegalTopicError as e:
+        return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+    delete_topic(ctx.core, topic)
+    return _ok(cmd)
+
+
+def reset_offsets(
+    core: BrokerCore, topic: str, group: str, timestamp: int, force: bool
+) -> dict[MessageQueue, int] | str:
+    """Rule 2: the new offset per write queue, or the remark of a refusal."""
+    config = core.topic_config(topic)
+    if config is None:
+        return f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}"
+    store, name = core.store, core.config.broker_name
+    table: dict[MessageQueue, int] = {}
+    for qid in range(config.write_queue_nums):
+        committed = core.offsets.query(group, topic, qid)
+        if committed is None:
+            return f"THe consumer group <{group}> not exist"
+        if timestamp == -1:
+            target = store.max_offset_in_queue(topic, qid)
+        else:
+            target = store.offset_by_time(topic, qid, timestamp)
+        target = max(0, target)
+        table[MessageQueue(topic, name, qid)] = target if force or target < committed else committed
+    return table
+
+
+def process_reset_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """INVOKE_BROKER_TO_RESET_OFFSET (222): header topic, group, timestamp, isForce."""
+    ext = cmd.ext_fields
+    core = ctx.core
+    topic, group = ext_str(ext, "topic"), ext_group(ext, "group")
+    timestamp, force = ext_int(ext, "timestamp"), ext.get("isForce", "false") == "true"
+    table = reset_offsets(core, topic, group, timestamp, force)
+    if isinstance(table, str):
+        return cmd.make_response(ResponseCode.SYSTEM_ERROR, table)
+    info = core.consumers.group_info(group)
+    if info is None or not info.clients:
+        remark = (
+            f"Consumer not online, so can not reset offset, Group: {group} "
+            f"Topic: {topic} Timestamp: {timestamp}"
+        )
+        return cmd.make_response(ResponseCode.CONSUMER_NOT_ONLINE, remark)
+    for mq, offset in table.items():
+        core.offsets.commit(group, topic, mq.queue_id, offset)
+    body = reset_offset_body(table)
+    header = {
+        "topic": topic,
+        "group": group,
+        "timestamp": str(timestamp),
+        "isForce": "true" if force else "false",
+    }
+    for client in list(info.clients.values()):
+        if isinstance(client.channel, PushChannel):
+            client.channel.send_oneway(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, header, body)
+    return _ok(cmd, body)
+
+
+ADMIN_PROCESSORS: dict[int, Processor] = {
+    GET_BROKER_CONFIG: process_broker_config,
+    RequestCode.GET_BROKER_RUNTIME_INFO: process_runtime_info,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: process_update_group,
+    RequestCode.GET_TOPIC_STATS_INFO: process_topic_stats,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: process_consumer_connections,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: process_producer_connections,
+    RequestCode.GET_CONSUME_STATS: process_consume_stats,
+    DELETE_TOPIC_IN_BROKER: process_delete_topic,
+    INVOKE_BROKER_TO_RESET_OFFSET: process_reset_offset,
+}
+"""The admin request codes (registered by ``mqstore.broker.processors``)."""

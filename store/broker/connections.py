@@ -1,0 +1,67 @@
+"""Who is connected: client address, language and version per client id, and the
+producer groups each client announced (RocketMQ ``ProducerManager`` plus the
+``ClientChannelInfo`` both managers keep).
+
+A heartbeat (HEART_BEAT) refreshes the client's entry: its address is the peer of the
+connection it came on, its language and version are the request header's. The entry
+goes when that connection closes. GET_PRODUCER_CONNECTION_LIST and
+GET_CONSUMER_CONNECTION_LIST (``mqstore.broker.admin``) read it. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from mqstore.broker.consumers import ClientChannel
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnection:
+    """One client as RocketMQ's ``Connection`` body describes it."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+    producer_groups: tuple[str, ...]
+    channel: ClientChannel
+
+
+class ConnectionTable:
+    """Client id -> its latest connection; producer groups -> their client ids."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[str, ClientConnection] = {}
+
+    def heartbeat(
+        self,
+        client_id: str,
+        producer_groups: tuple[str, ...],
+        channel: ClientChannel,
+        client_addr: str,
+        language: str,
+        version: int,
+    ) -> None:
+        """Record or refresh ``client_id`` as seen on ``channel``."""
+        conn = ClientConnection(client_id, client_addr, language, version, producer_groups, channel)
+        with self._lock:
+            self._clients[client_id] = conn
+
+    def channel_closed(self, channel: ClientChannel) -> None:
+        """Forget every client whose latest heartbeat came on ``channel``."""
+        with self._lock:
+            for cid in [c for c, v in self._clients.items() if v.channel is channel]:
+                del self._clients[cid]
+
+    def client(self, client_id: str) -> ClientConnection | None:
+        """The client's latest connection, None if unknown."""
+        with self._lock:
+            return self._clients.get(client_id)
+
+    def producers(self, group: str) -> list[ClientConnection]:
+        """The live clients that announced producer ``group``, sorted by client id."""
+        with self._lock:
+            found = [c for c in self._clients.values() if group in c.producer_groups]
+        return sorted(found, key=lambda c: c.client_id)
