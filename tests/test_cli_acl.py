@@ -104,3 +104,88 @@ def test_ha_secret_defaults_to_the_acl_admin_secret(tmp_path: Path) -> None:
     access = BrokerAccess.from_flags(str(acl), None, "10.0.0.2")
     assert access.store_extra() == {"ha_secret": "87654321", "ha_allowed_slaves": "10.0.0.2"}
     assert access.warnings("0.0.0.0", "0.0.0.0", serves_ha=True) == []
+
+
+def _address_of(p: subprocess.Popen[str]) -> str:
+    assert p.stdout is not None
+    for line in p.stdout:
+        if "remoting on" in line:
+            return line.rsplit(" ", 1)[1].strip()
+    raise AssertionError("the broker did not start")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.integration
+def test_sync_master_and_slave_sharing_the_acl_file_replicate(tmp_path: Path) -> None:
+    """The HA secret defaults to the ACL admin's secretKey on both sides: SEND_OK."""
+    import time
+
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_YML)
+    ha = _free_port()
+    master = _cli("--store", str(tmp_path / "m"), *SMALL, "--port", "0", "--role", "SYNC_MASTER",
+                  "--ha-port", str(ha), "--acl", str(acl))  # fmt: skip
+    procs = [master]
+    client = RemotingClient(rpc_hook=AclSigner("rocketmq2", "87654321"))
+    try:
+        address = _address_of(master)
+        ext = {"topic": "topicA", "readQueueNums": "1", "writeQueueNums": "1"}
+        create = RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext)
+        assert client.invoke(address, create, 5).code == ResponseCode.SUCCESS
+        send_ext = {"producerGroup": "pg", "topic": "topicA", "defaultTopic": "TBW102",
+                    "defaultTopicQueueNums": "1", "queueId": "0", "sysFlag": "0",
+                    "bornTimestamp": "1", "flag": "0", "properties": ""}  # fmt: skip
+        send = RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=send_ext, body=b"x")
+        assert client.invoke(address, send, 5).code == ResponseCode.SLAVE_NOT_AVAILABLE
+        slave = _cli("--store", str(tmp_path / "s"), *SMALL, "--port", "0", "--role", "SLAVE",
+                     "--master-ha", f"127.0.0.1:{ha}", "--ha-port", "0", "--acl", str(acl))  # fmt: skip
+        procs.append(slave)
+        _address_of(slave)
+        deadline = time.monotonic() + 20
+        while (code := client.invoke(address, send, 5).code) != ResponseCode.SUCCESS:
+            assert code == ResponseCode.SLAVE_NOT_AVAILABLE and time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        client.close()
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+            p.communicate(timeout=60)
+
+
+@pytest.mark.integration
+def test_slave_with_a_wrong_ha_secret_never_makes_send_ok(tmp_path: Path) -> None:
+    import time
+
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_YML)
+    ha = _free_port()
+    master = _cli("--store", str(tmp_path / "m"), *SMALL, "--port", "0", "--role", "SYNC_MASTER",
+                  "--ha-port", str(ha), "--acl", str(acl))  # fmt: skip
+    procs = [master]
+    client = RemotingClient(rpc_hook=AclSigner("rocketmq2", "87654321"))
+    try:
+        address = _address_of(master)
+        slave = _cli("--store", str(tmp_path / "s"), *SMALL, "--port", "0", "--role", "SLAVE",
+                     "--master-ha", f"127.0.0.1:{ha}", "--ha-port", "0",
+                     "--ha-secret", "not-the-admin-secret")  # fmt: skip
+        procs.append(slave)
+        _address_of(slave)
+        send_ext = {"producerGroup": "pg", "topic": "TBW102", "queueId": "0", "sysFlag": "0",
+                    "bornTimestamp": "1", "flag": "0", "properties": ""}  # fmt: skip
+        send = RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=send_ext, body=b"x")
+        end = time.monotonic() + 2  # the slave has connected and answered by then
+        while time.monotonic() < end:
+            assert client.invoke(address, send, 5).code == ResponseCode.SLAVE_NOT_AVAILABLE
+            time.sleep(0.1)
+    finally:
+        client.close()
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+            p.communicate(timeout=60)
