@@ -28,7 +28,8 @@ met by PUB or SUB; otherwise the needed and owned bits must meet. A resource not
 in ``topicPerms``/``groupPerms`` falls back to ``defaultTopicPerm``/``defaultGroupPerm``
 (absent: DENY). An admin account without any listed perm passes every resource check.
 
-Rule 4 (resources of a request, :func:`resources_of`): sends PUB their topic; pulls,
+Rule 4 (resources of a request, :func:`resources_of`): sends PUB their topic (SUB
+the group when the topic is a retry topic ``%RETRY%group``); pulls,
 offset queries and updates, and QUERY_MESSAGE SUB their topic and group; heartbeats SUB
 every announced group and subscribed topic; UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP
 and CONSUMER_SEND_MSG_BACK SUB their group. Our additions (documented in docs/acl.md):
@@ -279,7 +280,9 @@ def resources_of(code: int, ext: Mapping[str, str], body: bytes) -> dict[str, Pe
         return value
 
     if code in _PUB_TOPIC:
-        need[field_of(_PUB_TOPIC[RequestCode(code)])] = Perm.PUB
+        topic = field_of(_PUB_TOPIC[RequestCode(code)])
+        # a consumer re-sending to its group's retry topic needs SUB on that group
+        need[topic] = Perm.SUB if topic.startswith(RETRY_PREFIX) else Perm.PUB
     elif code in _TOPIC_AND_GROUP:
         need[field_of("topic")] = Perm.SUB
         need[retry_topic(field_of("consumerGroup"))] = Perm.SUB

@@ -209,3 +209,9 @@ def test_python_transport_without_keys_is_refused(acl_address: str) -> None:
             transport.route("orders")
     finally:
         transport.close()
+
+
+def test_send_to_a_retry_topic_needs_sub_on_its_group(acl_address: str) -> None:
+    assert _call(acl_address, _send("%RETRY%g1"), APP).code == Rs.SUCCESS  # default SUB
+    resp = _call(acl_address, _send("%RETRY%banned"), APP)
+    assert (resp.code, resp.remark) == (Rs.NO_PERMISSION, "No default permission for group:banned")
