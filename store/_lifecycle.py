@@ -193,15 +193,20 @@ class StoreLifecycle:
         if self.recovery.damaged and self.last_exit_ok:
             # Normal recovery re-dispatches nothing: units built before the damage
             # point into it. Rebuild the queues from the first damaged byte on.
+            queues = self.logics.queues
             first = self.recovery.damaged[0].start
-            self.logics.queues.truncate_dirty(first)
+            queues.truncate_dirty(first)
             d = self.logics.dispatcher
             defer, d.defer_index = d.defer_index, True  # the index has the kept records
-            dispatch_kept(self.segments, first, self.recovery, d)
+            begin = max(min(queues.max_physic_offset, first), self.segments.min_offset)
+            dispatch_kept(self.segments, begin, self.recovery, d)
             d.defer_index = defer
+        # Dispatched up to the end either way once damage was fenced: the reput must
+        # not start before a fenced range (as after an abnormal recovery's replay).
+        dispatched = not self.last_exit_ok or bool(self.recovery.damaged)
         self.commitlog.topic_queue_table.update(
             self.logics.after_log_recovery(
-                end=self.recovery.end_offset, last_exit_ok=self.last_exit_ok
+                end=self.recovery.end_offset, last_exit_ok=not dispatched
             )
         )
 

@@ -67,7 +67,10 @@ record's own zeros, and cannot hide a loss either: they would be inside a record
 TOTALSIZE, whose high bytes are zero anyway."""
 _RECORD_MAGIC = re.compile(rb"\xda\xa3\x20[\xa7\xab]")
 """MAGICCODE of a V1 or V2 record (the four bytes after TOTALSIZE)."""
+_BLANK_MAGIC = re.compile(rb"\xcb\xd4\x31\x94")
+"""MAGICCODE of the blank record that ends a segment."""
 _OFFSET = struct.Struct(">q")
+_SIZE = struct.Struct(">i")
 LOST_LOOKAHEAD = 4096
 """Records read after a damaged range to find each queue's next offset (lost counts)."""
 
@@ -226,8 +229,8 @@ def scan(
             if keep is not None and damaged is not None:
                 found = _fence(segments, i, pos, bad, keep, check_crc)
                 if found is not None:
-                    damage, j, next_pos = found
-                    damaged.append(damage)
+                    ranges, j, next_pos = found
+                    damaged.extend(ranges)
                     scanned += sum(f.file_size for f in files[i:j])
                     i, pos = j, next_pos
                     mf, view, size = files[i], files[i].view, files[i].file_size
@@ -240,9 +243,11 @@ def scan(
 
 def _fence(
     segments: Segments, i: int, pos: int, why: str, keep: KeepRule, check_crc: bool
-) -> tuple[DamagedRange, int, int] | None:
-    """The damaged range starting at ``pos`` of segment ``i`` and where the scan goes
-    on (segment index, position); None when the log must end there."""
+) -> tuple[list[DamagedRange], int, int] | None:
+    """The damaged ranges from ``pos`` of segment ``i`` on and where the scan goes on
+    (segment index, position); None when the log must end there. A segment's blank
+    record after the damage ends a range (the bytes from it on are not data): then the
+    damage left in later segments, if any, is a second range."""
     found = resync(segments, i, pos + 1, check_crc=check_crc)
     if found is None:
         return None
@@ -250,10 +255,29 @@ def _fence(
     files = segments.files
     start = files[i].file_from_offset + pos
     end = files[j].file_from_offset + next_pos
-    if not is_damage(segments, start, end, record.store_timestamp, keep):
+    spans = [(start, end)]
+    if j > i:
+        blank = _blank_after(files[i].view, pos + 1, files[i].file_size)
+        if blank is not None:
+            spans = [(start, files[i].file_from_offset + blank)]
+            if (j, next_pos) != (i + 1, 0):
+                spans.append((files[i + 1].file_from_offset, end))
+    if not all(is_damage(segments, a, b, record.store_timestamp, keep) for a, b in spans):
         return None
     lost = messages_lost(segments, i, pos, j, next_pos)
-    return DamagedRange(start, end, why, lost), j, next_pos
+    ranges = [DamagedRange(a, b, why, 0) for a, b in spans[:-1]]
+    ranges.append(DamagedRange(*spans[-1], why, lost))
+    return ranges, j, next_pos
+
+
+def _blank_after(view: memoryview, pos: int, size: int) -> int | None:
+    """Where a blank record that claims exactly the rest of the segment starts, at or
+    after ``pos``; None if there is none."""
+    for m in _BLANK_MAGIC.finditer(view, pos + fmt.MAGIC_POS):
+        c = m.start() - fmt.MAGIC_POS
+        if _SIZE.unpack_from(view, c)[0] == size - c:
+            return c
+    return None
 
 
 def resync(
@@ -408,6 +432,11 @@ def recover(
         segments, start_index, check_crc=check_crc, on_record=on_record,
         keep=keep, damaged=damaged,
     )  # fmt: skip
+    if keep is not None:
+        tail = _damaged_tail(segments, end, why)
+        if tail is not None:
+            damaged.append(tail)
+            end = tail.end
     for d in damaged:
         log.warning("CommitLog damage fenced off, valid records after it kept: %s", d)
     files_before = len(segments.files)
@@ -426,6 +455,22 @@ def recover(
         mode, start, end, truncated, records, scanned, why, time.perf_counter() - t0,
         tuple(damaged),
     )  # fmt: skip
+
+
+def _damaged_tail(segments: Segments, end: int, why: str) -> DamagedRange | None:
+    """The rest of the segment from ``end`` as a damaged range, when the scan stopped
+    there at bytes that are damage, not a torn tail (no part of a sector reads as
+    zeros, see :func:`is_damage`), though nothing valid follows: kept on disk for an
+    operator, and the log goes on in the next segment. None otherwise."""
+    if why in ("blank record in last segment", "end of last segment"):
+        return None
+    size = segments.file_size
+    seg_end = end - end % size + size
+    if seg_end - end < SECTOR or segments.find(end) is None:
+        return None
+    if not is_damage(segments, end, seg_end, 0, KeepRule(0, clean_shutdown=False)):
+        return None
+    return DamagedRange(end, seg_end, f"{why}; no valid record after it in its segment", 0)
 
 
 def _index_of(segments: Segments, start: int) -> int:

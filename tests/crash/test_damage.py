@@ -272,3 +272,24 @@ def test_random_damage_in_generated_stores_loses_only_what_it_hits(
         _check(s, puts, bad)
     finally:
         s.close()
+
+
+def test_a_commitlog_of_random_bytes_is_fenced_not_zeroed(tmp_path: Path):
+    """Nothing valid, nothing that looks like a torn tail: the bytes stay for an
+    operator, the store opens and writes in a new segment."""
+    size = 1 << 20
+    s = make_store(tmp_path, commitlog_file_size=size, message_index_enable=False)
+    s.close()
+    seg = s.root / "commitlog" / f"{0:020d}"
+    junk = random.Random(9).randbytes(size)
+    seg.write_bytes(junk)
+    s = reopen(s.cfg)
+    try:
+        assert [(d.start, d.end) for d in s.damage] == [(0, size)]
+        r = s.put_message(Message(topic=TOPIC, body=b"after the junk"))
+        assert r.status is PutStatus.PUT_OK and r.physical_offset == size
+        assert s.wait_dispatched()
+        assert s.get_message("g", TOPIC, 0, 0, 8).messages[0].body == b"after the junk"
+    finally:
+        s.close()
+    assert seg.read_bytes() == junk
