@@ -1,5 +1,5 @@
 """The admin requests operators send (``mqadmin``, the dashboard), answered from the
-broker's own tables (docs/admin.md).
+broker's own tables (docs/admin.md §1-9).
 
 ====  ===================================  ==========================================
 code  request                              answer

@@ -1,7 +1,7 @@
 """Response bodies of the admin requests, in RocketMQ's JSON (fastjson rules).
 
 Each function writes the body of one ``common/.../protocol/body`` class as a Java
-broker sends it (docs/admin.md):
+broker sends it (docs/admin.md §2-6):
 
 =======================  ==========================================================
 ``TopicStatsTable``      ``{"offsetTable":{<MessageQueue>:<TopicOffset>}}``

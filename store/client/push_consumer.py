@@ -30,6 +30,7 @@ from mqstore.client.listener import ConcurrentListener, OrderlyListener
 from mqstore.client.process_queue import ProcessQueue
 from mqstore.client.pull_service import PullContext, PullLoop
 from mqstore.client.rebalance import PullRequest, RebalanceImpl, compute_pull_from_where
+from mqstore.client.remote import RemoteTransport
 from mqstore.client.transport import Transport
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,9 @@ class PushConsumer(ConsumerBase):
             on_offset_illegal=self._on_offset_illegal, relocate_offset=self._relocate,
         )
         self._start_services(rebalance)
+        for t in self.brokers:
+            if isinstance(t, RemoteTransport):
+                t.reset_handlers.register(self.group, self.reset_offset)
         if orderly is not None:
             orderly.start()  # the lock renewal schedule
 
@@ -104,6 +108,9 @@ class PushConsumer(ConsumerBase):
         if self.state is not ServiceState.RUNNING:
             return
         self._stop_rebalance()
+        for t in self.brokers:
+            if isinstance(t, RemoteTransport):
+                t.reset_handlers.unregister(self.group)
         self.consume_service.shutdown(wait=True)
         self._finish_shutdown()
         with self._loops_lock:
@@ -140,6 +147,25 @@ class PushConsumer(ConsumerBase):
             with self._loops_lock:
                 self._loops[req.mq] = loop
             loop.start()
+
+    def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (docs/admin.md §9): drop the topic's process
+        queues, commit ``offsets`` and rebalance, so pulls restart there.
+
+        Called on a transport's reader thread, which must not wait for a broker
+        answer: the work runs on the consumer's scheduler."""
+        self.scheduler.schedule(0, lambda: self._reset_offset_now(topic, dict(offsets)))
+
+    def _reset_offset_now(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        if self.rebalance is None or self.stopped.is_set():
+            return
+        for mq in self.rebalance.owned():
+            if mq.topic == topic:
+                self.rebalance.remove_process_queue(mq)
+        for mq, offset in offsets.items():
+            self.offset_store.update_offset(mq, offset, increase_only=False)
+            self.offset_store.persist(mq)
+        self.rebalance_now()
 
     # -- pull-loop callbacks ------------------------------------------------------------
 

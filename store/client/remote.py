@@ -39,6 +39,7 @@ from mqstore.client.acl_hook import RpcHook
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.remote_routing import Router, expect
 from mqstore.client.remoting_client import RemotingClient
+from mqstore.client.reset_offset import ResetOffsetHandlers
 from mqstore.client.route import TopicRoute
 from mqstore.client.transport import (
     BrokerError,
@@ -85,6 +86,7 @@ class RemoteTransport:
         self._client = RemotingClient(self._on_broker_request, rpc_hook=rpc_hook)
         self._router = Router(namesrv_addr, self._client, timeout_s)
         self._ids_changed: ConsumerIdsChanged | None = None
+        self.reset_handlers = ResetOffsetHandlers()  # RESET_CONSUMER_CLIENT_OFFSET, by group
 
     def route(self, topic: str) -> TopicRoute | None:
         """The topic's route from the name server; ``None`` for TOPIC_NOT_EXIST.
@@ -95,6 +97,9 @@ class RemoteTransport:
         return self._router.route(topic)
 
     def _on_broker_request(self, addr: str, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            self.reset_handlers.dispatch(request)
+            return None if request.is_oneway else request.make_response(ResponseCode.SUCCESS)
         if request.code != RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             return None  # REQUEST_CODE_NOT_SUPPORTED, as the Java client answers
         handler = self._ids_changed
