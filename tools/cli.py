@@ -110,6 +110,15 @@ def _port(text: str) -> int:
     return value
 
 
+def _namesrv_addrs(text: str) -> list[str]:
+    from mqstore.namesrv.registration import parse_namesrv_addrs
+
+    try:
+        return parse_namesrv_addrs(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _integer(text: str) -> int:
     try:
         return int(text)
@@ -292,6 +301,26 @@ def _add_broker_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         metavar="LIST",
         help="run the dispatcher process on these CPUs (with --dispatch-process)",
     )
+    b.add_argument(
+        "--namesrv", type=_namesrv_addrs, default=None, metavar="HOST:PORT",
+        help="register with these name servers (';'-separated) every --register-interval s",
+    )  # fmt: skip
+    b.add_argument("--register-interval", type=float, default=30.0, help=argparse.SUPPRESS)
+
+
+def _add_namesrv_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """Add the ``namesrv`` subcommand (a RocketMQ name server brokers register with)."""
+    n = sub.add_parser(
+        "namesrv", help="run a name server (brokers register with --namesrv)",
+        formatter_class=_Formatter, epilog=EXIT_CODES_HELP,
+    )  # fmt: skip
+    n.add_argument("--port", type=_port, default=9876, help="remoting port (0: any free port)")
+    n.add_argument("--host", default="127.0.0.1", help="listen address")
+    n.add_argument(
+        "--expiry", type=float, default=120.0, metavar="S",
+        help="drop a broker not registered for S seconds (RocketMQ: 120)",
+    )  # fmt: skip
+    n.add_argument("--scan-interval", type=float, default=10.0, help=argparse.SUPPRESS)
 
 
 def _add_spark_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -376,6 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--tags", default="*", help='subscription, e.g. "TagA || TagB"')
 
     _add_broker_parser(sub)
+    _add_namesrv_parser(sub)
     _add_spark_parsers(sub)
 
     be = add("bench", "benchmarks")
@@ -653,6 +683,7 @@ def _serve_broker(
     from mqstore.ha import service as ha_service
     from mqstore.ha.master import HAMaster
 
+    ha_addr = ""  # what a slave registers as its HA address
     if role is BrokerRole.SLAVE:
         what = f"replicating from {args.master_ha}"
     else:
@@ -662,6 +693,7 @@ def _serve_broker(
             sock.close()
             raise _ha_listen_error(args, port, e) from None
         what = f"HA port {master.address}"
+        ha_addr = master.address
     broker_id = 1 if role is BrokerRole.SLAVE else 0  # routes list a slave as id 1
     core = BrokerCore(store, BrokerConfig(broker_name=args.broker_name, broker_id=broker_id))
     server = BrokerServer(core, args.host, port, sock=sock, acl=args.access.acl)
@@ -673,15 +705,65 @@ def _serve_broker(
     print(f"mqstore broker: {role.value} store {args.store}, {what}", flush=True)
     print(f"mqstore broker: remoting on {server.address}", flush=True)
     grpc = _start_grpc(args, core, server)
+    registrar = _start_registrar(args, core, server.address, ha_addr)
     try:
         while not stop.wait(1.0):
             pass
     finally:
+        if registrar is not None:
+            registrar.shutdown()
         if grpc is not None:
             grpc.stop()
         server.stop()
         core.shutdown()
     print("mqstore broker: stopped, offsets persisted", flush=True)
+    return Exit.OK
+
+
+def _start_registrar(args: argparse.Namespace, core: Any, addr: str, ha: str) -> Any:
+    """The name-server registration of ``--namesrv`` (None without it)."""
+    if args.namesrv is None:
+        return None
+    from mqstore.namesrv.registration import BrokerRegistrar
+
+    registrar = BrokerRegistrar(
+        args.namesrv, cluster=core.config.cluster_name,
+        broker_name=core.config.broker_name, broker_id=core.config.broker_id,
+        broker_addr=addr, ha_server_addr=ha,
+        topics=core.topics.all, interval_s=args.register_interval,
+    )  # fmt: skip
+    registrar.start()
+    print(f"mqstore broker: registering with {';'.join(args.namesrv)}", flush=True)
+    return registrar
+
+
+def _namesrv(args: argparse.Namespace) -> int:
+    """Serve a name server until SIGTERM/SIGINT; prints ``mqstore namesrv: on HOST:PORT``."""
+    import logging
+    import signal
+    import threading
+
+    from mqstore.namesrv.server import NameServer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        server = NameServer(
+            args.host, args.port, expiry_s=args.expiry, scan_interval_s=args.scan_interval
+        )
+        server.start()
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    except OSError as e:
+        raise _listen_error(f"cannot listen on {args.host}:{args.port}", e, "--port") from None
+    print(f"mqstore namesrv: on {server.address}", flush=True)
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        server.stop()
     return Exit.OK
 
 
@@ -702,6 +784,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "produce": _produce,
         "consume": _consume,
         "broker": _broker,
+        "namesrv": _namesrv,
         "audit": _spark,
         "reindex": _spark,
         "export": _spark,

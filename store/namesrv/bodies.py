@@ -1,0 +1,117 @@
+"""The name server's wire bodies (fastjson, as RocketMQ writes and reads them).
+
+In: ``RegisterBrokerBody`` (uncompressed, RocketMQ's default ``compressedRegister=false``)::
+
+    {"filterServerList":[],"topicConfigSerializeWrapper":{
+      "dataVersion":{"counter":3,"timestamp":1700000000000},
+      "topicConfigTable":{"T":{"order":false,"perm":6,"readQueueNums":4,
+        "topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}}}}
+
+Out: ``TopicRouteData`` (brokerAddrs with unquoted long keys unless the client asked
+``acceptStandardJsonOnly``), ``ClusterInfo``, ``TopicList``; ``topicSynFlag`` (4.x) and
+``topicSysFlag`` (5.x) are both written, as :mod:`mqstore.broker.namesrv` does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mqstore.broker.topics import TopicConfig
+from mqstore.errors import StoreError
+from mqstore.namesrv.routes import BrokerData, DataVersion, TopicRoute
+from mqstore.remoting.fastjson import Bean, FastjsonError, dumps, loads
+
+
+class RegisterBodyError(StoreError, ValueError):
+    """A REGISTER_BROKER body that is not a RegisterBrokerBody."""
+
+
+def register_body(
+    topics: list[TopicConfig] | tuple[TopicConfig, ...], version: DataVersion
+) -> bytes:
+    """The RegisterBrokerBody a broker sends (uncompressed)."""
+    wrapper = Bean(
+        dataVersion=Bean(counter=version.counter, timestamp=version.timestamp),
+        topicConfigTable={t.topic_name: t.to_bean() for t in topics},
+    )
+    return dumps(Bean(filterServerList=[], topicConfigSerializeWrapper=wrapper)).encode()
+
+
+def parse_register_body(body: bytes) -> tuple[DataVersion, tuple[TopicConfig, ...]]:
+    """The data version and topic configs of a RegisterBrokerBody; empty body: none.
+
+    Raises:
+        RegisterBodyError: not JSON, or not shaped as RegisterBrokerBody.
+    """
+    if not body:
+        return DataVersion(), ()
+    try:
+        doc: Any = loads(body)
+        wrapper = doc.get("topicConfigSerializeWrapper") or {}
+        dv = wrapper.get("dataVersion") or {}
+        version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+        table = wrapper.get("topicConfigTable") or {}
+        topics = tuple(TopicConfig.from_json(str(name), obj) for name, obj in table.items())
+    except (FastjsonError, AttributeError, TypeError, ValueError) as e:
+        raise RegisterBodyError(f"malformed RegisterBrokerBody: {e}") from None
+    return version, topics
+
+
+def _broker_bean(b: BrokerData) -> Bean:
+    return Bean(brokerAddrs=dict(b.addrs), brokerName=b.broker_name, cluster=b.cluster)
+
+
+def _encode(doc: Bean, standard_json: bool) -> bytes:
+    if not standard_json:
+        return dumps(doc).encode()
+
+    def conv(v: object) -> object:
+        if isinstance(v, dict):
+            items = sorted(v.items()) if isinstance(v, Bean) else v.items()
+            return {str(k): conv(x) for k, x in items if x is not None}
+        if isinstance(v, list | tuple):
+            return [conv(x) for x in v]
+        return v
+
+    return json.dumps(conv(doc), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def route_body(route: TopicRoute, *, standard_json: bool = False) -> bytes:
+    """GET_ROUTEINFO_BY_TOPIC response body (``TopicRouteData``)."""
+    queues = [
+        Bean(
+            brokerName=q.broker_name,
+            perm=q.perm,
+            readQueueNums=q.read_queue_nums,
+            topicSynFlag=q.topic_sys_flag,
+            topicSysFlag=q.topic_sys_flag,
+            writeQueueNums=q.write_queue_nums,
+        )
+        for q in route.queue_datas
+    ]
+    doc = Bean(
+        brokerDatas=[_broker_bean(b) for b in route.broker_datas],
+        filterServerTable={},
+        queueDatas=queues,
+    )
+    return _encode(doc, standard_json)
+
+
+def cluster_info_body(brokers: dict[str, BrokerData], clusters: dict[str, list[str]]) -> bytes:
+    """GET_BROKER_CLUSTER_INFO response body (``ClusterInfo``)."""
+    doc = Bean(
+        brokerAddrTable={name: _broker_bean(b) for name, b in brokers.items()},
+        clusterAddrTable=clusters,
+    )
+    return _encode(doc, False)
+
+
+def topic_list_body(topics: list[str]) -> bytes:
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER response body (``TopicList``)."""
+    return dumps(Bean(topicList=topics)).encode()
+
+
+def kv_table_body() -> bytes:
+    """The REGISTER_BROKER response body: the (empty) ORDER_TOPIC_CONFIG KV table."""
+    return dumps(Bean(table={})).encode()

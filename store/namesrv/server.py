@@ -1,0 +1,275 @@
+"""The name server's network front end: RocketMQ remoting on one port, and the scan.
+
+:class:`NameServer` runs an asyncio loop in a background thread; every request is
+memory-only (:class:`~mqstore.namesrv.routes.RouteInfoManager`), so it is processed on
+the loop thread. Codes served, as RocketMQ's ``DefaultRequestProcessor``:
+
+- REGISTER_BROKER (103): header ``clusterName``, ``brokerName``, ``brokerAddr``,
+  ``brokerId``, ``haServerAddr``, ``compressed``; body RegisterBrokerBody. Response
+  header ``masterAddr``/``haServerAddr`` (for a slave), body the KV table.
+- UNREGISTER_BROKER (104): header ``clusterName``, ``brokerName``, ``brokerAddr``,
+  ``brokerId``.
+- GET_ROUTEINFO_BY_TOPIC (105): header ``topic``; TOPIC_NOT_EXIST (17) when no live
+  broker holds it.
+- GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206).
+- GET_KV_CONFIG (101): QUERY_NOT_FOUND (no KV config is kept).
+
+Anything else gets REQUEST_CODE_NOT_SUPPORTED. A malformed frame closes its connection.
+
+Liveness (RocketMQ's ``scanNotActiveBroker``): every ``scan_interval_s`` (10 s) addresses
+not registered for ``expiry_s`` (120 s) are dropped. A connection that registered
+brokers and closes drops them at once (``BrokerHousekeepingService``); a broker that is
+alive but silent (hung, stopped) is dropped only by the scan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from types import TracebackType
+
+from mqstore.broker.wire import ext_int, ext_str
+from mqstore.namesrv import bodies
+from mqstore.namesrv.routes import (
+    DEFAULT_EXPIRY_S,
+    DEFAULT_SCAN_INTERVAL_S,
+    Registration,
+    RouteInfoManager,
+)
+from mqstore.remoting.codec import (
+    CLOSED,
+    NEED_DATA,
+    FrameDecoder,
+    ProtocolError,
+    RemotingCommand,
+    encode,
+)
+from mqstore.remoting.codes import RequestCode, ResponseCode
+from mqstore.remoting.errors import BadRequestError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9876
+_FAQ = "See http://rocketmq.apache.org/docs/faq/ for further details."
+
+Handler = Callable[["_Connection", RemotingCommand], RemotingCommand]
+
+
+class _Connection(asyncio.Protocol):
+    """One client or broker connection; loop thread only."""
+
+    def __init__(self, server: NameServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder()
+        self.transport: asyncio.Transport | None = None
+        self.registered: set[str] = set()
+        """Broker addresses registered over this connection (dropped when it closes)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.decoder.receive_data(data)
+        try:
+            while True:
+                cmd = self.decoder.next_command()
+                if cmd is NEED_DATA or cmd is CLOSED:
+                    return
+                assert isinstance(cmd, RemotingCommand)
+                if cmd.is_response:
+                    continue
+                resp = self.server.process(self, cmd)
+                if not cmd.is_oneway and self.transport is not None:
+                    self.transport.write(encode(resp))
+        except ProtocolError as e:
+            log.info("namesrv: closing a connection: %s", e)
+            if self.transport is not None:
+                self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.server.connections.discard(self)
+        for addr in self.registered:
+            self.server.routes.channel_closed(addr)
+
+
+class NameServer:
+    """A RocketMQ name server on ``host:port`` (0: any free port), with its own tables."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        expiry_s: float = DEFAULT_EXPIRY_S,
+        scan_interval_s: float = DEFAULT_SCAN_INTERVAL_S,
+    ) -> None:
+        if scan_interval_s <= 0:
+            raise ValueError("scan_interval_s must be > 0")
+        self.host = host
+        self.port = port
+        self.routes = RouteInfoManager(expiry_s=expiry_s)
+        self.scan_interval_s = scan_interval_s
+        self.loop = asyncio.new_event_loop()
+        self.connections: set[_Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._handlers: dict[int, Handler] = {
+            RequestCode.REGISTER_BROKER: self._register,
+            RequestCode.UNREGISTER_BROKER: self._unregister,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self._route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._topic_list,
+            RequestCode.GET_KV_CONFIG: self._kv_config,
+        }
+
+    @property
+    def address(self) -> str:
+        """``host:port`` clients connect to."""
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+        return f"{host}:{self.port}"
+
+    # ---------------------------------------------------------------- requests
+
+    def process(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """The response to one request (never raises)."""
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            remark = f" request type {cmd.code} not supported"
+            return cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
+        try:
+            return handler(conn, cmd)
+        except (BadRequestError, bodies.RegisterBodyError) as e:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+
+    def _register(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
+        ext = cmd.ext_fields
+        if ext.get("compressed", "false").lower() == "true":
+            raise BadRequestError("compressed broker registration is not supported")
+        version, topics = bodies.parse_register_body(cmd.body)
+        reg = Registration(
+            cluster=ext_str(ext, "clusterName"),
+            broker_name=ext_str(ext, "brokerName"),
+            broker_addr=ext_str(ext, "brokerAddr"),
+            broker_id=ext_int(ext, "brokerId"),
+            ha_server_addr=ext_str(ext, "haServerAddr", ""),
+            data_version=version,
+            topics=topics,
+        )
+        result = self.routes.register(reg)
+        conn.registered.add(reg.broker_addr)
+        header = {"masterAddr": result.master_addr, "haServerAddr": result.ha_server_addr}
+        return cmd.make_response(
+            ResponseCode.SUCCESS,
+            ext_fields={k: v for k, v in header.items() if v},
+            body=bodies.kv_table_body(),
+        )
+
+    def _unregister(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
+        ext = cmd.ext_fields
+        addr = ext_str(ext, "brokerAddr")
+        self.routes.unregister(
+            ext_str(ext, "clusterName"), ext_str(ext, "brokerName"), addr, ext_int(ext, "brokerId")
+        )
+        conn.registered.discard(addr)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    def _route(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = ext_str(cmd.ext_fields, "topic")
+        route = self.routes.route(topic)
+        if route is None:
+            remark = f"No topic route info in name server for the topic: {topic}\n{_FAQ}"
+            return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, remark)
+        standard = cmd.ext_fields.get("acceptStandardJsonOnly", "false").lower() == "true"
+        return cmd.make_response(
+            ResponseCode.SUCCESS, body=bodies.route_body(route, standard_json=standard)
+        )
+
+    def _cluster_info(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
+        brokers, clusters = self.routes.cluster_info()
+        return cmd.make_response(
+            ResponseCode.SUCCESS, body=bodies.cluster_info_body(brokers, clusters)
+        )
+
+    def _topic_list(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.make_response(
+            ResponseCode.SUCCESS, body=bodies.topic_list_body(self.routes.topics())
+        )
+
+    def _kv_config(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
+        ext = cmd.ext_fields
+        remark = f"No config item, Namespace: {ext.get('namespace')} Key: {ext.get('key')}"
+        return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, remark)
+
+    # --------------------------------------------------------------- lifecycle
+
+    async def _scan(self) -> None:
+        while True:
+            await asyncio.sleep(self.scan_interval_s)
+            for addr in self.routes.scan_not_active():
+                log.warning("namesrv: broker %s expired (no registration)", addr)
+
+    def start(self) -> int:
+        """Bind and serve in a background thread; returns the bound port.
+
+        Raises:
+            OSError: the port could not be bound.
+        """
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            try:
+                self._server = self.loop.run_until_complete(
+                    self.loop.create_server(lambda: _Connection(self), self.host, self.port)
+                )
+                self.port = int(self._server.sockets[0].getsockname()[1])
+                scan = self.loop.create_task(self._scan())
+            except BaseException as e:
+                failure.append(e)
+                ready.set()
+                return
+            ready.set()
+            self.loop.run_forever()
+            scan.cancel()
+            self._server.close()
+            for conn in list(self.connections):
+                if conn.transport is not None:
+                    conn.transport.abort()
+            for task in asyncio.all_tasks(self.loop):
+                task.cancel()
+            self.loop.run_until_complete(self._server.wait_closed())
+            self.loop.close()
+
+        self._thread = threading.Thread(target=run, name="namesrv", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._thread.join()
+            raise failure[0]
+        return self.port
+
+    def stop(self) -> None:
+        """Close the listener and stop the loop."""
+        if self._thread is None:
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self._thread = None
+
+    def __enter__(self) -> NameServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
