@@ -35,7 +35,8 @@ every announced group and subscribed topic; UNREGISTER_CLIENT, GET_CONSUMER_LIST
 and CONSUMER_SEND_MSG_BACK SUB their group. Our additions (documented in docs/acl.md):
 LOCK/UNLOCK_BATCH_MQ SUB their group, POP/ACK SUB topic and group, and the table dumps
 (GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET,
-GET_ALL_DELAY_OFFSET) and RESET_CONSUMER_CLIENT_OFFSET are admin-only.
+GET_ALL_DELAY_OFFSET), RESET_CONSUMER_CLIENT_OFFSET and INVOKE_BROKER_TO_RESET_OFFSET
+(222, docs/admin.md §1) are admin-only.
 
 Pure apart from reading the YAML file; thread-safe (immutable after load).
 """
@@ -251,6 +252,7 @@ ADMIN_CODES: frozenset[int] = UPSTREAM_ADMIN_CODES | {
     RequestCode.GET_ALL_CONSUMER_OFFSET,
     RequestCode.GET_ALL_DELAY_OFFSET,
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+    222,  # INVOKE_BROKER_TO_RESET_OFFSET: what mqadmin resetOffsetByTime sends
 }
 """Upstream's admin codes plus ours (Rule 4)."""
 

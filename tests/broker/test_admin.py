@@ -350,3 +350,13 @@ def test_reset_offset_of_a_group_without_offsets_is_a_system_error(
     send(client, "T", 0, 1, store)
     r = client.call(222, {"topic": "T", "group": "g", "timestamp": 0, "isForce": "true"})
     assert (r.code, r.remark) == (Rs.SYSTEM_ERROR, "THe consumer group <g> not exist")
+
+
+def test_a_deleted_topic_created_again_starts_empty(client: WireClient, store: MessageStore) -> None:
+    send(client, "D", 0, 3, store)
+    assert client.call(215, {"topic": "D"}).code == Rs.SUCCESS
+    ext = {"topic": "D", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}
+    assert client.call(Rq.UPDATE_AND_CREATE_TOPIC, ext).code == Rs.SUCCESS
+    r = pull(client, "D")
+    assert r.code == Rs.PULL_NOT_FOUND  # NO_MATCHED_LOGIC_QUEUE in the store: nothing old
+    assert r.ext_fields["maxOffset"] == "0"
