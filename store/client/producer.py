@@ -22,9 +22,15 @@ What a send does, as the Java producer does it:
    round-robin over the topic's queues. A topic that does not exist yet gets
    ``TBW102``'s stand-in of 4 queues, and the broker auto-creates it on send.
 4. **Send** and map the response (``SendResult.status``); a :class:`TransportError`
-   is retried ``retries`` times on the next queue in round-robin mode (never with an
-   explicit queue or a selector: that would break ordering), a
-   :class:`BrokerError` is raised at once.
+   is retried ``retries`` times on the next queue of another broker when the route has
+   one, in round-robin mode (never with an explicit queue or a selector: that would
+   break ordering), a :class:`BrokerError` is raised at once.
+
+With ``send_latency_fault_enable`` (off by default, as in RocketMQ 4.x) round-robin
+skips brokers inside their latency penalty window (:mod:`mqstore.client.fault`): a
+broker that failed is skipped for 600 s, a slow one for 30-600 s by its latency.
+Over a :class:`~mqstore.client.remote.RemoteTransport` given a name server, a topic's
+queues span every broker of its route.
 
 Thread-safe: many threads may share one producer.
 """
@@ -40,7 +46,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from mqstore.client.allocate import MessageQueue
-from mqstore.client.transport import SendResult, Transport, TransportError
+from mqstore.client.fault import FaultStrategy
+from mqstore.client.transport import BrokerError, SendResult, Transport, TransportError
 from mqstore.client.wire import DEFAULT_TOPIC_QUEUE_NUMS, with_uniq_key
 from mqstore.compression import COMPRESSED_FLAG, CompressionType, compress
 from mqstore.errors import IllegalMessageError
@@ -84,6 +91,8 @@ class Producer:
         compression: codec for compressed bodies.
         retries: extra attempts on another queue after a TransportError (round-robin
             sends only; ``retryTimesWhenSendFailed``).
+        send_latency_fault_enable: skip brokers in their latency penalty window
+            (``sendLatencyFaultEnable``; :attr:`faults`).
     """
 
     def __init__(
@@ -95,6 +104,7 @@ class Producer:
         compression: CompressionType = CompressionType.ZLIB,
         compress_level: int = 5,
         retries: int = 2,
+        send_latency_fault_enable: bool = False,
     ) -> None:
         self.group = group
         self.transport = transport
@@ -102,6 +112,8 @@ class Producer:
         self.compression = compression
         self.compress_level = compress_level
         self.retries = retries
+        self.faults = FaultStrategy(send_latency_fault_enable)
+        """Queue choice and the brokers' latency records (:mod:`mqstore.client.fault`)."""
         self._routes: dict[str, tuple[float, list[MessageQueue]]] = {}
         self._counters: dict[str, Iterator[int]] = {}
         self._lock = threading.Lock()
@@ -226,12 +238,20 @@ class Producer:
                 queue = selector(self.queues(topic), msgs[0], arg)
             return self.transport.send(self.group, queue, msgs)
         error: TransportError | None = None
+        last_failed: str | None = None
         for _ in range(self.retries + 1):
             queues = self.queues(topic)
-            mq = queues[self._next_index(topic) % len(queues)]
+            mq = self.faults.select(queues, self._next_index(topic), last_failed)
+            start = time.monotonic()
             try:
-                return self.transport.send(self.group, mq, msgs)
-            except TransportError as e:
-                error = e
+                result = self.transport.send(self.group, mq, msgs)
+            except (TransportError, BrokerError) as e:
+                self.faults.update(mq.broker_name, 0.0, failed=True)
+                if isinstance(e, BrokerError):
+                    raise
+                error, last_failed = e, mq.broker_name
+                continue
+            self.faults.update(mq.broker_name, (time.monotonic() - start) * 1000, failed=False)
+            return result
         assert error is not None
         raise error

@@ -1,0 +1,91 @@
+"""The Python Producer over a name-server route spanning two broker processes."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from mqstore.client.allocate import MessageQueue
+from mqstore.client.producer import Producer
+from mqstore.client.remote import RemoteTransport
+from mqstore.client.remoting_client import RemotingClient
+from mqstore.client.transport import SendResult, TransportError
+from mqstore.message import Message
+from tests.namesrv.processes import broker, create_topic, namesrv, route_brokers, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+class CountingTransport:
+    """The real RemoteTransport, counting the send attempts per broker."""
+
+    def __init__(self, inner: RemoteTransport) -> None:
+        self.inner = inner
+        self.attempts: Counter[str] = Counter()
+        self.broker_name = inner.broker_name
+
+    def topic_queues(self, topic: str) -> list[MessageQueue]:
+        return self.inner.topic_queues(topic)
+
+    def send(self, group: str, queue: MessageQueue, messages: Sequence[Message]) -> SendResult:
+        self.attempts[queue.broker_name] += 1
+        return self.inner.send(group, queue, messages)
+
+
+@pytest.fixture
+def client() -> Iterator[RemotingClient]:
+    c = RemotingClient()
+    yield c
+    c.close()
+
+
+def _send(producer: Producer, n: int) -> tuple[Counter[str], int]:
+    """Send ``n`` messages; (stored per broker, failures)."""
+    stored: Counter[str] = Counter()
+    failed = 0
+    for i in range(n):
+        try:
+            stored[producer.send(Message("Orders", b"m%d" % i)).queue.broker_name] += 1
+        except TransportError:
+            failed += 1
+    return stored, failed
+
+
+@pytest.mark.parametrize("fault_tolerance", [False, True])
+def test_sends_spread_over_both_brokers_and_skip_a_killed_one(
+    tmp_path: Path, client: RemotingClient, fault_tolerance: bool
+):
+    with (
+        namesrv(expiry_s=60.0) as (_, ns),
+        broker(tmp_path / "a", "broker-a", ns) as (_, a),
+        broker(tmp_path / "b", "broker-b", ns) as (pb, b),
+    ):
+        create_topic(client, a, "Orders", 4)
+        create_topic(client, b, "Orders", 4)
+        wait_for(lambda: route_brokers(client, ns, "Orders") == ["broker-a", "broker-b"])
+        remote = RemoteTransport(ns)
+        transport = CountingTransport(remote)
+        producer = Producer("pg", transport, send_latency_fault_enable=fault_tolerance)  # type: ignore[arg-type]
+        with producer:
+            stored, failed = _send(producer, 100)
+            assert failed == 0 and sum(stored.values()) == 100
+            # round-robin; with fault tolerance a slow first send (>= 550 ms, dialling on
+            # a loaded machine) may rightly skip a broker for a while
+            assert min(stored["broker-a"], stored["broker-b"]) >= (30 if fault_tolerance else 50)
+            pb.kill()
+            pb.wait()
+            transport.attempts.clear()
+            start = time.monotonic()
+            stored, failed = _send(producer, 100)
+            elapsed = time.monotonic() - start
+        remote.close()
+        assert failed == 0 and stored == Counter({"broker-a": 100})  # retried on broker-a
+        print(f"fault tolerance {fault_tolerance}: {dict(transport.attempts)}, {elapsed:.2f} s")
+        if fault_tolerance:
+            assert transport.attempts["broker-b"] <= 1  # the failure opens a 600 s window
+        else:
+            assert transport.attempts["broker-b"] >= 30  # round-robin keeps landing on it
