@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from mqstore.tools import admin as _admin
 from mqstore.tools import quickstart as _quickstart
 from mqstore.tools.bench import BENCHMARKS
 
@@ -407,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_broker_parser(sub)
     _add_namesrv_parser(sub)
     _add_spark_parsers(sub)
+    _admin.add_parser(sub, _Formatter, EXIT_CODES_HELP)
 
     be = add("bench", "benchmarks")
     be.add_argument("what", choices=BENCHMARKS, help="which benchmark (see README, Benchmarks)")
@@ -789,6 +791,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "reindex": _spark,
         "export": _spark,
         "bench": _bench,
+        "admin": _admin_command,
     }
     if args.command in _SPARK_COMMANDS:
         _quiet_py4j()
@@ -811,6 +814,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # a bug: keep the traceback
         _say(args, _describe(e))
         return code
+
+
+def _admin_command(args: argparse.Namespace) -> int:
+    """``mqstore admin``: a broker's or store's operator views (mqstore.tools.admin)."""
+    from mqstore.client.transport import TransportError
+
+    try:
+        _admin.main(args)
+    except (_admin.AdminError, TransportError) as e:
+        raise CliError(f"mqstore admin: {e}") from None
+    return Exit.OK
 
 
 def _user_error_code(e: Exception) -> Exit | None:

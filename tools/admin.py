@@ -1,0 +1,229 @@
+"""``mqstore admin progress``: a consumer group's lag per queue, as ``mqadmin
+consumerProgress`` prints it (docs/admin.md §4).
+
+Two sources, same rows:
+
+- ``--broker HOST:PORT``: GET_CONSUME_STATS (208) to a running broker (ours or a Java
+  one), its ``ConsumeStats`` body read with its MessageQueue-keyed map (docs/admin.md §2).
+- ``--store DIR``: read-only, from the directory's ``config/consumerOffset.json`` and the
+  consume queue files (a queue's next offset = the units written); safe beside a
+  running broker since nothing is opened for writing. Last timestamps are not read
+  there (0).
+
+Output: a table (topic, broker, queue, broker offset, consumer offset, diff, last time)
+and the total diff; ``--json`` prints ``{"group":..,"rows":[..],"diffTotal":..}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+CQ_UNIT = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressRow:
+    """One queue of a group's progress."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def diff(self) -> int:
+        """Messages not yet consumed."""
+        return max(0, self.broker_offset - self.consumer_offset)
+
+
+class AdminError(Exception):
+    """The broker refused or the input is not usable (one line for the user)."""
+
+
+def mq_keyed(text: str) -> list[tuple[dict[str, Any], Any]]:
+    """Entries of a fastjson ``Map<MessageQueue, V>`` text (bean keys, unquoted).
+
+    Raises:
+        ValueError: not of that shape.
+    """
+    dec = json.JSONDecoder()
+    if not text.startswith("{"):
+        raise ValueError("not a map")
+    out, pos = [], 1
+    while pos < len(text) and text[pos] != "}":
+        key, pos = dec.raw_decode(text, pos)
+        if text[pos : pos + 1] != ":" or not isinstance(key, dict):
+            raise ValueError(f"bad entry at {pos}")
+        value, pos = dec.raw_decode(text, pos + 1)
+        out.append((key, value))
+        if text[pos : pos + 1] == ",":
+            pos += 1
+    return out
+
+
+def rows_of_consume_stats(body: bytes) -> list[ProgressRow]:
+    """The rows of a ``ConsumeStats`` body.
+
+    Raises:
+        ValueError: the body is not a ``ConsumeStats``.
+    """
+    text = body.decode()
+    _, sep, rest = text.partition('"offsetTable":')
+    if not sep:
+        raise ValueError("no offsetTable")
+    end = rest.rindex("}")  # the ConsumeStats object's own closing brace
+    rows = [
+        ProgressRow(
+            str(k["topic"]),
+            str(k["brokerName"]),
+            int(k["queueId"]),
+            int(v["brokerOffset"]),
+            int(v["consumerOffset"]),
+            int(v.get("lastTimestamp", 0)),
+        )
+        for k, v in mq_keyed(rest[:end])
+    ]
+    return sorted(rows, key=lambda r: (r.topic, r.broker_name, r.queue_id))
+
+
+def progress_from_broker(addr: str, group: str, topic: str | None) -> list[ProgressRow]:
+    """GET_CONSUME_STATS over TCP.
+
+    Raises:
+        AdminError: the broker answered an error. TransportError: no answer.
+    """
+    from mqstore.client.remoting_client import RemotingClient
+    from mqstore.remoting.codec import RemotingCommand
+    from mqstore.remoting.codes import RequestCode, ResponseCode
+
+    ext = {"consumerGroup": group}
+    if topic:
+        ext["topic"] = topic
+    client = RemotingClient()
+    try:
+        resp = client.invoke(
+            addr, RemotingCommand(RequestCode.GET_CONSUME_STATS, ext_fields=ext), 5.0
+        )
+    finally:
+        client.close()
+    if resp.code != ResponseCode.SUCCESS:
+        raise AdminError(f"broker answered {resp.code}: {resp.remark}")
+    try:
+        return rows_of_consume_stats(resp.body)
+    except (ValueError, KeyError, TypeError) as e:
+        raise AdminError(f"cannot read the broker's ConsumeStats: {e}") from None
+
+
+def _queue_units(folder: Path) -> int:
+    """The next queue offset of a consume queue folder (units written so far)."""
+    files = sorted((int(p.name), p) for p in folder.iterdir() if p.name.isdigit())
+    for start, path in reversed(files):
+        with open(path, "rb") as f:
+            data = f.read()
+        n = 0
+        while (n + 1) * CQ_UNIT <= len(data) and any(data[n * CQ_UNIT : (n + 1) * CQ_UNIT]):
+            n += 1
+        if n or start == files[0][0]:
+            return start // CQ_UNIT + n
+    return 0
+
+
+def progress_from_store(
+    root: str | os.PathLike[str], group: str, topic: str | None
+) -> list[ProgressRow]:
+    """Read-only progress from a store directory (see the module doc).
+
+    Raises:
+        AdminError: not a store directory, or its offsets file is unreadable.
+    """
+    from mqstore.remoting.fastjson import FastjsonError, read_config_file
+
+    base = Path(root)
+    if not (base / "commitlog").is_dir():
+        raise AdminError(f"{base} holds no store (no commitlog/ directory)")
+    try:
+        loaded = read_config_file(base / "config" / "consumerOffset.json") or {}
+    except FastjsonError as e:
+        raise AdminError(f"consumerOffset.json: {e}") from None
+    table = loaded.get("offsetTable") or {} if isinstance(loaded, dict) else {}
+    rows = []
+    for key, queues in table.items():
+        t, _, g = str(key).rpartition("@")
+        if g != group or (topic and t != topic) or not isinstance(queues, dict):
+            continue
+        cq = base / "consumequeue" / t
+        ids = {int(q) for q in queues} | {
+            int(p.name) for p in (cq.iterdir() if cq.is_dir() else []) if p.name.isdigit()
+        }
+        for qid in sorted(ids):
+            folder = cq / str(qid)
+            broker = _queue_units(folder) if folder.is_dir() else 0
+            rows.append(ProgressRow(t, "-", qid, broker, int(queues.get(qid, 0)), 0))
+    return sorted(rows, key=lambda r: (r.topic, r.queue_id))
+
+
+def render(group: str, rows: list[ProgressRow], as_json: bool) -> str:
+    """The table (or JSON) ``mqstore admin progress`` prints."""
+    total = sum(r.diff for r in rows)
+    if as_json:
+        doc = {
+            "group": group,
+            "rows": [{**asdict(r), "diff": r.diff} for r in rows],
+            "diffTotal": total,
+        }
+        return json.dumps(doc)
+    lines = [
+        f"{'#Topic':<32} {'#Broker':<16} {'#QID':>4} {'#Broker Offset':>15} "
+        f"{'#Consumer Offset':>16} {'#Diff':>8}  #LastTime"
+    ]
+    for r in rows:
+        lines.append(
+            f"{r.topic:<32} {r.broker_name:<16} {r.queue_id:>4} {r.broker_offset:>15} "
+            f"{r.consumer_offset:>16} {r.diff:>8}  {r.last_timestamp}"
+        )
+    lines.append(f"\nDiff Total: {total}")
+    return "\n".join(lines)
+
+
+def add_parser(sub: Any, formatter: type[argparse.HelpFormatter], epilog: str) -> None:
+    """Add ``admin`` (with its ``progress`` view) to the CLI's subcommands."""
+    a = sub.add_parser(
+        "admin",
+        help="operator views of a broker or store (consumer lag)",
+        formatter_class=formatter,
+        epilog=epilog,
+    )
+    views = a.add_subparsers(dest="view", metavar="VIEW", required=True)
+    p = views.add_parser(
+        "progress",
+        help="a consumer group's lag per queue (consumerProgress)",
+        formatter_class=formatter,
+        epilog=epilog,
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--broker", metavar="HOST:PORT", help="ask a running broker")
+    src.add_argument("--store", metavar="DIR", help="read a store directory (read-only)")
+    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument("--topic", default=None, help="only this topic (default: the group's)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def main(args: argparse.Namespace) -> list[ProgressRow]:
+    """Run ``mqstore admin progress`` and print; returns the rows.
+
+    Raises:
+        AdminError: see the sources. TransportError: the broker did not answer.
+    """
+    if args.broker:
+        rows = progress_from_broker(args.broker, args.group, args.topic)
+    else:
+        rows = progress_from_store(args.store, args.group, args.topic)
+    print(render(args.group, rows, args.json))
+    return rows
