@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,3 +110,26 @@ def test_a_stopped_broker_unregisters(tmp_path: Path, client: RemotingClient):
         assert route(client, ns, "OnlyB") is None
         resp = call(client, ns, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         assert "OnlyB" not in json.loads(resp.body)["topicList"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_slave_is_routed_under_its_masters_name(tmp_path: Path, client: RemotingClient):
+    ha = f"127.0.0.1:{_free_port()}"
+    slave_args = ("--role", "SLAVE", "--master-ha", ha)
+    with (
+        namesrv(expiry_s=60.0) as (_, ns),
+        broker(tmp_path / "m", "broker-a", ns, "--ha-port", ha.split(":")[1]) as (_, m),
+        broker(tmp_path / "s", "broker-a", ns, *slave_args) as (_, s),
+    ):
+        create_topic(client, m, "T", 4)
+
+        def addrs() -> dict[str, str]:
+            doc = route(client, ns, "T")
+            return {} if doc is None else dict(doc["brokerDatas"][0]["brokerAddrs"])
+
+        wait_for(lambda: addrs() == {"0": m, "1": s})
