@@ -174,7 +174,9 @@ def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
 
 
 def spark_runs(root: Path, master: str, work: Path) -> dict[str, Any]:
-    """Session start-up, audit (cold, warm), reindex --out and export --parquet."""
+    """Session start-up, audit (cold, warm), reindex --out and export --parquet; each job
+    is bracketed by a numpy scan just before and after it (``ref_<job>``: their mean), so
+    its ratio holds even when the machine's load changes during the run."""
     from mqstore.tools.spark.audit import audit_with
     from mqstore.tools.spark.export import export_with
     from mqstore.tools.spark.layout import discover
@@ -185,13 +187,19 @@ def spark_runs(root: Path, master: str, work: Path) -> dict[str, Any]:
     spark = build_session(master, "mqstore-benchmark")
     spark.range(1).count()
     out: dict[str, Any] = {"startup": time.perf_counter() - t0}
-    for run in ("audit_cold", "audit_warm"):
-        report, out[run] = _timed(audit_with, spark, discover(root))
-        print(f"{run}: {out[run]:.2f} s", flush=True)
+
+    def bracket(key: str, fn: Any, *args: Any) -> Any:
+        before = _timed(numpy_scan, root)[1]
+        result, out[key] = _timed(fn, *args)
+        out[f"ref_{key}"] = (before + _timed(numpy_scan, root)[1]) / 2
+        print(f"{key}: {out[key]:.2f} s (numpy scan around it {out[f'ref_{key}']:.2f} s)")
+        return result
+
+    for run in ("audit_cold", "audit_warm", "audit_warm2"):
+        report = bracket(run, audit_with, spark, discover(root))
         out["findings"], out["records"] = len(report.findings), report.records
         out["index_check"] = report.checks.get("index", "")
-    summary, out["reindex"] = _timed(reindex_with, spark, root, work / "reindexed")
-    print(f"reindex: {out['reindex']:.2f} s", flush=True)
+    summary = bracket("reindex", reindex_with, spark, root, work / "reindexed")
     out["reindex_units"] = summary["units"]
     out["reindex_identical"] = all(
         p.read_bytes() == (work / "reindexed" / p.relative_to(root)).read_bytes()
@@ -199,8 +207,7 @@ def spark_runs(root: Path, master: str, work: Path) -> dict[str, Any]:
         for p in (root / d).rglob("*")
         if p.is_file()
     )
-    result, out["export"] = _timed(export_with, spark, root, work / "export.parquet")
-    print(f"export: {out['export']:.2f} s", flush=True)
+    result = bracket("export", export_with, spark, root, work / "export.parquet")
     out["export_rows"] = result.rows
     spark.stop()
     return out
@@ -224,36 +231,38 @@ def main(argv: list[str] | None = None) -> int:
         print(f"store: {n} records of {args.body_bytes} B bodies, {total / 2**20:.0f} MiB of"
               f" CommitLog in {args.segment_mib} MiB segments, {entries} index files,"
               f" built in {secs:.1f} s")  # fmt: skip
-        rows: list[tuple[str, int, float]] = []
+        rows: list[tuple[str, int, float, float]] = []
         for name, fn, fargs in (
             ("numpy scan, 1 process", numpy_scan, (root,)),
             ("recovery scan, 1 process", recovery_scan, (root, args.segment_mib << 20)),
             ("bulk scan, 1 process", bulk_scan, (root,)),
         ):
             recs, secs = _timed(fn, *fargs)
-            rows.append((name, recs, secs))
+            rows.append((name, recs, secs, 0.0))
             print(f"{name}: {recs} records in {secs:.2f} s", flush=True)
         sp = spark_runs(root, args.master, work)
         for key, label in (
             ("audit_cold", "audit (cold)"),
             ("audit_warm", "audit (warm)"),
+            ("audit_warm2", "audit (warm, again)"),
             ("reindex", "reindex --out"),
             ("export", "export --parquet"),
         ):
-            rows.append((f"{label}, {args.master}", int(sp["records"]), sp[key]))  # fmt: skip
+            rows.append((f"{label}, {args.master}", int(sp["records"]), sp[key], sp[f"ref_{key}"]))
         _print(rows, total, sp)
     return 0
 
 
-def _print(rows: list[tuple[str, int, float]], total: int, sp: dict[str, Any]) -> None:
+def _print(rows: list[tuple[str, int, float, float]], total: int, sp: dict[str, Any]) -> None:
     ref_np = rows[0][1] / rows[0][2]
     ref_rec = rows[1][1] / rows[1][2]
     print(f"\n{'':36} {'records':>9} {'s':>6} {'records/s':>10} {'MB/s':>6}"
-          f" {'x numpy':>7} {'x recov':>7}")  # fmt: skip
-    for name, recs, secs in rows:
+          f" {'x numpy':>7} {'x recov':>7} {'x numpy around':>14}")  # fmt: skip
+    for name, recs, secs, around in rows:
         rate = recs / secs
+        near = f"{around / secs:>14.2f}" if around else f"{'':>14}"
         print(f"{name:36} {recs:>9} {secs:>6.2f} {rate:>10,.0f} {total / secs / 1e6:>6.0f}"
-              f" {rate / ref_np:>7.2f} {rate / ref_rec:>7.2f}")  # fmt: skip
+              f" {rate / ref_np:>7.2f} {rate / ref_rec:>7.2f} {near}")  # fmt: skip
     print(
         f"Spark start-up {sp['startup']:.1f} s not included; audit findings {sp['findings']}"
         f" ({sp['index_check']}); reindex {sp['reindex_units']} units, consumequeue/ and"
