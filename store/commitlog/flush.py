@@ -22,20 +22,28 @@ power loss loses at most the messages appended since the last completed sync
 **Failure.** If ``fdatasync`` raises, nobody can tell which of the unflushed bytes
 reached the disk. The service calls ``on_error`` (the store poisons itself: later
 puts fail with SERVICE_NOT_AVAILABLE until reopened, when recovery re-validates the
-tail), and every waiter gets FLUSH_DISK_TIMEOUT.
+tail), and every waiter gets FLUSH_DISK_TIMEOUT. Any other exception (a bug, an
+``on_flushed`` callback that raises) is not the kernel's verdict on the bytes: it is
+counted in ``failures`` (logged once per kind), the waiters of that round get
+FLUSH_DISK_TIMEOUT, the flushed offset has not moved, and the next round syncs again,
+so PUT_OK still only follows a sync that returned. The thread goes on.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mqstore.commitlog.segments import Segments
+from mqstore.failures import FailureCounter
 from mqstore.status import PutStatus
 
 ErrorHandler = Callable[[BaseException], None]
+
+log = logging.getLogger(__name__)
 
 
 def _held_lock() -> threading.Lock:
@@ -83,6 +91,8 @@ class _Service:
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._wake = threading.Event()
+        self.failures = FailureCounter(log, self.name)
+        """Unexpected (non-OSError) failures of a round, by kind: ``flush``, ``on_flushed``."""
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
@@ -210,6 +220,11 @@ class GroupCommitter(_Service):
             for r in batch:
                 r.complete(PutStatus.FLUSH_DISK_TIMEOUT)
             return
+        except Exception as e:  # not the disk's verdict: durability unknown, retry next round
+            self.failures.record("flush", e)
+            for r in batch:
+                r.complete(PutStatus.FLUSH_DISK_TIMEOUT)
+            return
         flushed = self._segments.flushed_where
         ok = PutStatus.PUT_OK
         prev: FlushRequest | None = None
@@ -222,8 +237,7 @@ class GroupCommitter(_Service):
             prev = r
         if batch:
             self._wake_next(batch[0])
-        if self._on_flushed is not None:
-            self._on_flushed()
+        _notify(self._on_flushed, self.failures)
 
 
 class AsyncFlusher(_Service):
@@ -274,8 +288,8 @@ class AsyncFlusher(_Service):
             self.syncs += 1
             if seg.flushed_where >= seg.max_offset:
                 break
-        if progressed and self._on_flushed is not None:
-            self._on_flushed()
+        if progressed:
+            _notify(self._on_flushed, self.failures)
 
     def _run(self) -> None:
         while not self._stopped.is_set():
@@ -287,3 +301,15 @@ class AsyncFlusher(_Service):
             except OSError as e:
                 self._on_error(e)
                 return
+            except Exception as e:  # not the disk's verdict: the next round syncs again
+                self.failures.record("flush", e)
+
+
+def _notify(callback: Callable[[], None] | None, failures: FailureCounter) -> None:
+    """Run the after-flush callback; its failure is counted, never the flusher's end."""
+    if callback is None:
+        return
+    try:
+        callback()
+    except Exception as e:
+        failures.record("on_flushed", e)

@@ -37,6 +37,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
 from mqstore.consumequeue.catch_up import IndexCatchUp
 from mqstore.consumequeue.store import ConsumeQueueStore
+from mqstore.failures import FailureCounter
 from mqstore.index.service import IndexService
 from mqstore.message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -263,6 +264,9 @@ class ReputService(ServiceThread):
         self.limit = limit
         self.reput_from = reput_from
         self.skipped_bytes = 0
+        self.failures = FailureCounter(log, self.name)
+        """Records skipped because their dispatch raised something other than OSError
+        (kind ``dispatch``; the first is logged with its offset)."""
         self.last_error: BaseException | None = None
         self.catch_up: IndexCatchUp | None = None
         self._progress = threading.Condition()
@@ -336,7 +340,10 @@ class ReputService(ServiceThread):
         """Dispatch everything up to the limit now; return the records dispatched.
 
         A record whose dispatch raises OSError stays undispatched (retried next
-        round); the error is kept in :attr:`last_error`. ``interruptible``: give up
+        round); the error is kept in :attr:`last_error`. Any other exception is the
+        record's own (a bug, a property its consume queue or index cannot take):
+        retrying would stop the dispatch of every record after it, so the record is
+        counted in :attr:`failures` and skipped. ``interruptible``: give up
         between chunks of records once :meth:`stop` was called (the thread's own
         rounds; a drain runs to the end).
         """
@@ -393,6 +400,8 @@ class ReputService(ServiceThread):
                     except OSError as e:
                         self._failed(e, base + pos)
                         return done, True
+                    except Exception as e:  # this record cannot be dispatched: skip it
+                        self.failures.record("dispatch", e, base + pos)
                     pos += size
                     self.reput_from = base + pos
                     done += 1
@@ -406,6 +415,8 @@ class ReputService(ServiceThread):
                 except OSError as e:
                     self._failed(e, base + pos)
                     return done, True
+                except Exception as e:  # this record cannot be dispatched: skip it
+                    self.failures.record("dispatch", e, base + pos)
                 pos += r.size
                 self.reput_from = base + pos
                 done += 1
