@@ -82,6 +82,8 @@ class ConsumerBase:
         self.rebalance: RebalanceImpl | None = None
         self._rebalance_service: ServiceThread | None = None
         self._watch_tokens: list[tuple[Transport, int]] = []
+        self.paused = threading.Event()
+        """Set while suspended (:meth:`PushConsumer.pause`): no rebalance, no pulls."""
 
     # -- subscriptions ------------------------------------------------------------
 
@@ -145,7 +147,8 @@ class ConsumerBase:
         self.heartbeat()
 
         def run() -> bool:
-            rebalance.do_rebalance()
+            if not self.paused.is_set():  # RocketMQ: doRebalance skips while paused
+                rebalance.do_rebalance()
             return rebalance.balanced
 
         self._rebalance_service = ServiceThread(

@@ -5,7 +5,7 @@ RocketMQ multiplexes async pulls over one ``PullMessageService`` thread; our
 queue gets its own loop thread, which ends when the queue is dropped or the consumer
 stops. Per iteration (docs/client.md §2.2):
 
-1. stop if the process queue is dropped;
+1. stop if the process queue is dropped; while the consumer is paused, wait 1 s;
 2. flow control (count, size, span) -> wait 50 ms and re-check;
 3. orderly and not locked -> wait the exception delay;
 4. pull with the memory offset piggy-backed as ``commit_offset`` (CLUSTERING);
@@ -37,6 +37,10 @@ from mqstore.records import StoredMessage
 
 log = logging.getLogger(__name__)
 
+PULL_DELAY_WHEN_SUSPEND_MS = 1000
+"""How long a paused consumer's pull waits before it looks again (RocketMQ's
+``PULL_TIME_DELAY_MILLS_WHEN_SUSPEND``)."""
+
 
 class ConsumeSubmitter(Protocol):
     """The consume service, as a pull loop sees it."""
@@ -62,6 +66,8 @@ class PullContext:
     orderly: bool
     on_offset_illegal: Callable[[MessageQueue], None]
     relocate_offset: Callable[[MessageQueue], int]
+    paused: threading.Event | None = None
+    """While set, pulls wait (the consumer is suspended); None: never paused."""
 
 
 class PullLoop:
@@ -90,6 +96,9 @@ class PullLoop:
         ctx, pq = self._ctx, self.pq
         locked_first = False
         while not pq.dropped and not ctx.stopped.is_set():
+            if ctx.paused is not None and ctx.paused.is_set():
+                self._wait(PULL_DELAY_WHEN_SUSPEND_MS)
+                continue
             if flow_control.check(pq, ctx.config, orderly=ctx.orderly) is not None:
                 self.flow_control_times += 1
                 self._wait(ctx.config.flow_control_delay_ms)

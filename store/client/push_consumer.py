@@ -95,6 +95,7 @@ class PushConsumer(ConsumerBase):
             self.group, self.config, self.brokers, self.offset_store, self.subscriptions,
             self.consume_service, self.stopped, self.orderly,
             on_offset_illegal=self._on_offset_illegal, relocate_offset=self._relocate,
+            paused=self.paused,
         )
         self._start_services(rebalance)
         for t in self.brokers:
@@ -118,6 +119,18 @@ class PushConsumer(ConsumerBase):
             self._loops.clear()
         for loop in loops:
             loop.join(0.05)
+
+    def pause(self) -> None:
+        """Suspend consuming (RocketMQ ``suspend``): pulls wait and the group is not
+        rebalanced from here until :meth:`resume`; messages already pulled are still
+        consumed."""
+        self.paused.set()
+
+    def resume(self) -> None:
+        """Resume pulling and rebalancing (RocketMQ ``resume``); rebalances at once."""
+        self.paused.clear()
+        if self.state is ServiceState.RUNNING:
+            self.rebalance_now()
 
     # -- RebalanceHooks -----------------------------------------------------------------
 
