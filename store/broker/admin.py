@@ -210,11 +210,17 @@ def _uptime(ms: int) -> str:
 
 
 def runtime_info(core: BrokerCore) -> dict[str, str]:
-    """The ``brokerStatus`` keys this broker can fill honestly (docs/admin.md)."""
+    """The ``brokerStatus`` keys this broker can fill honestly (docs/admin.md §6)."""
     store = core.store
     now = int(time.time() * 1000)
     boot = core.boot_timestamp_ms
+    put_tps, get_tps = core.traffic.tps_lines()
+    puts, gets = core.traffic.totals()
     return {
+        "putTps": put_tps,
+        "getTransferedTps": get_tps,
+        "msgPutTotalTodayNow": str(puts),
+        "msgGetTotalTodayNow": str(gets),
         "bootTimestamp": str(boot),
         "runtime": _uptime(now - boot),
         "brokerVersionDesc": "mqstore (RocketMQ 4.x protocol)",

@@ -57,6 +57,7 @@ from mqstore.broker.topics import (
     TopicConfigManager,
     system_topics,
 )
+from mqstore.broker.traffic import TrafficStats
 from mqstore.config import BrokerRole
 from mqstore.consumequeue.get import total_physical_memory
 from mqstore.failures import FailureCounter
@@ -144,6 +145,7 @@ class BrokerCore:
         self.consumers = ConsumerManager(cfg.channel_expired_ms, self._notify_enabled)
         self.connections = ConnectionTable()  # client addresses, producer groups (admin)
         self.boot_timestamp_ms = int(time.time() * 1000)
+        self.traffic = TrafficStats()  # put / pulled message counts (runtime info)
         self.locks = RebalanceLockManager(cfg.rebalance_lock_max_live_ms)
         self.hold = PullHoldService(
             self._reexecute, store.max_offset_in_queue, cfg.hold_check_interval_ms
@@ -235,7 +237,7 @@ class BrokerCore:
         max_reconsume_times: int | None = None,
     ) -> SendOutcome:
         """SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE (:meth:`MessageSender.send`)."""
-        return self.sender.send(
+        out = self.sender.send(
             topic,
             queue_id,
             messages,
@@ -243,6 +245,8 @@ class BrokerCore:
             default_queue_nums=default_queue_nums,
             max_reconsume_times=max_reconsume_times,
         )
+        self.traffic.record_put(sum(1 for r in out.results if r.status.stored))
+        return out
 
     # --------------------------------------------------------------------- pull
 
@@ -262,6 +266,7 @@ class BrokerCore:
         after the start (looked up in the store on a miss), so an embedded writer's
         topics stay pullable.
         """
+        on_done = self._counted(on_done)
         config = self._pull_topic_config(request.topic)
         if config is None:
             remark = f"topic[{request.topic}] not exist, apply first please!"
@@ -286,6 +291,13 @@ class BrokerCore:
             self.hold.hold(request, on_done, hold_ms)
             return
         on_done(outcome)
+
+    def _counted(self, on_done: PullCallback) -> PullCallback:
+        def done(out: PullOutcome) -> None:
+            self.traffic.record_get(len(out.buffers) + len(out.messages))
+            on_done(out)
+
+        return done
 
     def _reexecute(self, request: PullRequest, on_done: PullCallback) -> None:
         try:

@@ -360,3 +360,15 @@ def test_a_deleted_topic_created_again_starts_empty(client: WireClient, store: M
     r = pull(client, "D")
     assert r.code == Rs.PULL_NOT_FOUND  # NO_MATCHED_LOGIC_QUEUE in the store: nothing old
     assert r.ext_fields["maxOffset"] == "0"
+
+
+def test_runtime_info_counts_puts_and_pulled_messages(
+    client: WireClient, store: MessageStore
+) -> None:
+    send(client, "T", 0, 4, store)
+    assert pull(client, "T").code == Rs.SUCCESS
+    table = loads(client.call(Rq.GET_BROKER_RUNTIME_INFO).body)["table"]
+    assert (table["msgPutTotalTodayNow"], table["msgGetTotalTodayNow"]) == ("4", "4")
+    put_tps = [float(x) for x in table["putTps"].split(" ")]
+    assert len(put_tps) == 3 and put_tps[0] > 0
+    assert len(table["getTransferedTps"].split(" ")) == 3

@@ -1,0 +1,34 @@
+"""TrafficStats: totals and the 10 s / 60 s / 600 s rates of runtime info."""
+
+from __future__ import annotations
+
+from mqstore.broker.traffic import TrafficStats
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_rates_average_each_window_after_a_long_uptime() -> None:
+    clock = Clock()
+    t = TrafficStats(clock)
+    clock.now += 700
+    t.record_put(600)  # 600 s ago relative to the read below: out of every window
+    clock.now += 600
+    t.record_put(120)  # 30 s before the read: in the 60 s and 600 s windows
+    clock.now += 30
+    t.record_put(50)  # now: in every window
+    assert t.tps_lines()[0] == "5.00 2.83 0.28"
+    assert t.totals() == (770, 0)
+
+
+def test_a_young_broker_averages_over_its_uptime() -> None:
+    clock = Clock()
+    t = TrafficStats(clock)
+    clock.now += 4
+    t.record_get(20)
+    assert t.tps_lines() == ("0.00 0.00 0.00", "5.00 5.00 5.00")
