@@ -18,6 +18,12 @@ group pops it again. Here:
   checkpoint being revived is never behind a saved revive offset before its copies
   are flushed.
 
+A bad checkpoint (one that cannot be parsed or replayed, or whose revive raises, e.g.
+a group whose retry topic is illegal) is skipped and counted (``Reviver.failures``,
+logged once per kind) rather than ending the revive thread, which would stop every
+later checkpoint from coming back. A failed round or save of the thread is counted
+and retried next round (``ReviveThread.failures``).
+
 A crash after a copy is written but before the revive offset that passes its
 checkpoint is saved revives that checkpoint again: a duplicate, never a loss (at least
 once).
@@ -32,6 +38,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mqstore.errors import CorruptRecordError
+from mqstore.failures import FailureCounter
 from mqstore.pop.inflight import InFlight, Pending
 from mqstore.pop.records import (
     ACK_TAG,
@@ -98,7 +105,7 @@ def _replay_one(
         elif tag in (ACK_TAG, BATCH_ACK_TAG):
             ack = AckMsg.from_json(m.body)
             inflight.ack(ack.key, list(ack.ack_offsets))
-    except CorruptRecordError:
+    except (CorruptRecordError, ValueError, IndexError):  # e.g. a checkpoint of no offsets
         log.warning("revive queue %d offset %d: unreadable %s record", revive_qid,
                     m.queue_offset, tag)  # fmt: skip
 
@@ -123,13 +130,19 @@ class Reviver:
         """Messages copied to a retry topic so far."""
         self.dead = 0
         """Messages sent to a dead-letter queue so far."""
+        self.failures = FailureCounter(log, "pop-revive")
+        """Checkpoints dropped because their revive raised (kind ``checkpoint``)."""
 
     def revive_due(self) -> int:
         """Revive every checkpoint due now; return how many messages were copied."""
         now = int(self._clock() * 1000)
         n = 0
         for p in self._inflight.take_due(now):
-            n += self._revive(p)
+            try:
+                n += self._revive(p)
+            except Exception as e:  # this checkpoint's own fault: skip it, revive the rest
+                ck = p.ck
+                self.failures.record("checkpoint", e, (ck.topic, ck.group, ck.queue_id))
         return n
 
     def _revive(self, p: Pending) -> int:
@@ -188,13 +201,21 @@ class ReviveThread(ServiceThread):
         self._persist_ms = persist_ms
         self._clock = clock
         self._last_persist = clock()
+        self.failures = FailureCounter(log, self.name)
+        """Failed rounds by kind (``revive``, ``persist``); each is retried next round."""
 
     def run_once(self) -> None:
-        self._revive()
+        try:
+            self._revive()
+        except Exception as e:
+            self.failures.record("revive", e)
         now = self._clock()
         if (now - self._last_persist) * 1000 >= self._persist_ms:
-            self._persist()
             self._last_persist = now
+            try:
+                self._persist()
+            except Exception as e:
+                self.failures.record("persist", e)
         due = self._next_due()
         wait = 0.05 if due is None else due / 1000 - self._clock()
         self.interval = min(max(wait, 0.002), REVIVE_TICK_MS / 1000)
