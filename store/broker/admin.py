@@ -34,10 +34,12 @@ does not handle the push picks them up at its next rebalance) and pushed oneway.
 Rule 3. Delete topic drops the topic config (persisted), the topic's committed
 offsets, and its consume queues with their files. A pull in flight on a dropped queue
 finishes on the mappings it holds; later pulls see TOPIC_NOT_EXIST. In dispatch-process
-mode the child owns the queue files, so they are left to it.
+mode the child owns the queue files and the broker would learn the topic again from
+them, so the request is refused (SYSTEM_ERROR) and nothing changes.
 
 ACL: 200 and 215 are admin-only (``mqstore.broker.acl.UPSTREAM_ADMIN_CODES``), as
-upstream's ``Permission.ADMIN_CODE``; the read-only views need no resource permission.
+upstream's ``Permission.ADMIN_CODE``, and 222 too (ours); the read-only views need no
+resource permission.
 """
 
 from __future__ import annotations
@@ -304,12 +306,17 @@ def process_update_group(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
     return _ok(cmd)
 
 
+DELETE_REFUSED_FOLLOWING = (
+    "delete topic is not supported with dispatch_process: the dispatch child owns the "
+    "consume queues"
+)
+
+
 def delete_topic(core: BrokerCore, topic: str) -> None:
-    """Rule 3."""
+    """Rule 3 (the caller has checked the store is not following a dispatch child)."""
     core.topics.delete(topic)
     core.offsets.drop_topic(topic)
-    if not core.store.queues.following:
-        core.store.queues.drop_topic(topic)
+    core.store.queues.drop_topic(topic)
 
 
 def process_delete_topic(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -319,6 +326,8 @@ def process_delete_topic(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
         validate_topic(topic)
     except IllegalTopicError as e:
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+    if ctx.core.store.queues.following:
+        return cmd.make_response(ResponseCode.SYSTEM_ERROR, DELETE_REFUSED_FOLLOWING)
     delete_topic(ctx.core, topic)
     return _ok(cmd)
 

@@ -372,3 +372,22 @@ def test_runtime_info_counts_puts_and_pulled_messages(
     put_tps = [float(x) for x in table["putTps"].split(" ")]
     assert len(put_tps) == 3 and put_tps[0] > 0
     assert len(table["getTransferedTps"].split(" ")) == 3
+
+
+def test_delete_topic_is_refused_when_a_dispatch_child_owns_the_queues(tmp_path: Path) -> None:
+    from mqstore.broker.core import BrokerConfig
+    from tests.helpers import make_store
+
+    with make_store(tmp_path, dispatch_process=True) as store:
+        core = BrokerCore(store, BrokerConfig())
+        srv = BrokerServer(core, host="127.0.0.1", port=0)
+        srv.start()
+        try:
+            with WireClient(srv.address) as c:
+                send(c, "D", 0, 2, store)
+                r = c.call(215, {"topic": "D"})
+                assert r.code == Rs.SYSTEM_ERROR and "dispatch_process" in (r.remark or "")
+                assert c.call(Rq.GET_TOPIC_STATS_INFO, {"topic": "D"}).code == Rs.SUCCESS
+        finally:
+            srv.stop()
+            core.shutdown()
