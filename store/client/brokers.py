@@ -2,7 +2,9 @@
 
 RocketMQ routes by the name server; our clients are given their transports directly
 (one per broker), and route a :class:`MessageQueue` to the transport whose
-``broker_name`` it carries.
+``broker_name`` it carries. A client given one transport that reaches every broker
+of a route itself (``spans_brokers``: a RemoteTransport over a name server) sends
+every queue's calls to it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ class Brokers:
             if t.broker_name in self._by_name:
                 raise ValueError(f"two transports for broker {t.broker_name!r}")
             self._by_name[t.broker_name] = t
+        spans = len(seq) == 1 and getattr(seq[0], "spans_brokers", False)
+        self._spanning = seq[0] if spans else None
+        """The one transport that reaches every broker of a route itself (a
+        RemoteTransport over a name server): queues of any broker go to it."""
 
     def __iter__(self) -> Iterator[Transport]:
         return iter(self._by_name.values())
@@ -45,6 +51,8 @@ class Brokers:
         try:
             return self._by_name[mq.broker_name]
         except KeyError:
+            if self._spanning is not None:
+                return self._spanning
             raise TransportError(f"no transport for broker {mq.broker_name!r}") from None
 
     def topic_queues(self, topic: str) -> list[MessageQueue]:

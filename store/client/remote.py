@@ -109,6 +109,10 @@ class RemoteTransport:
 
     # ------------------------------------------------------------------ Transport
 
+    spans_brokers = True
+    """Calls about any broker's queue go through this one transport (the router finds
+    the broker's master), so consumers use it for every broker of a route."""
+
     @property
     def broker_name(self) -> str:
         """The first known broker's name (looked up through ``TBW102`` if needed)."""

@@ -89,3 +89,52 @@ def test_sends_spread_over_both_brokers_and_skip_a_killed_one(
             assert transport.attempts["broker-b"] <= 1  # the failure opens a 600 s window
         else:
             assert transport.attempts["broker-b"] >= 30  # round-robin keeps landing on it
+
+
+def test_a_push_group_consumes_every_message_of_both_brokers(
+    tmp_path: Path, client: RemotingClient
+):
+    import dataclasses
+    import threading
+
+    from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+    from mqstore.client.consumer_config import ConsumerConfig
+
+    cfg = dataclasses.replace(
+        ConsumerConfig(),
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        suspend_ms=200,
+        rebalance_interval_ms=1000,
+    )
+    with (
+        namesrv(expiry_s=60.0) as (_, ns),
+        broker(tmp_path / "a", "broker-a", ns) as (_, a),
+        broker(tmp_path / "b", "broker-b", ns) as (_, b),
+    ):
+        create_topic(client, a, "Orders", 4)
+        create_topic(client, b, "Orders", 4)
+        wait_for(lambda: route_brokers(client, ns, "Orders") == ["broker-a", "broker-b"])
+        remote = RemoteTransport(ns)
+        with Producer("pg", remote) as producer:
+            stored, failed = _send(producer, 100)
+        assert failed == 0 and set(stored) == {"broker-a", "broker-b"}
+        seen: Counter[str] = Counter()
+        lock = threading.Lock()
+
+        def on_msgs(msgs, ctx):  # type: ignore[no-untyped-def]
+            with lock:
+                seen.update(m.body.decode() for m in msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer_transport = RemoteTransport(ns)
+        c = PushConsumer("cg", consumer_transport, cfg)
+        c.subscribe("Orders")
+        c.register_message_listener(on_msgs)
+        c.start()
+        try:
+            wait_for(lambda: len(seen) == 100, timeout_s=20)
+        finally:
+            c.shutdown()
+            consumer_transport.close()
+            remote.close()
+        assert max(seen.values()) == 1
