@@ -4,13 +4,17 @@ producer groups each client announced (RocketMQ ``ProducerManager`` plus the
 
 A heartbeat (HEART_BEAT) refreshes the client's entry: its address is the peer of the
 connection it came on, its language and version are the request header's. The entry
-goes when that connection closes. GET_PRODUCER_CONNECTION_LIST and
+goes when that connection closes, or when the client has sent no heartbeat for
+``channel_expired_ms`` (:meth:`ConnectionTable.scan_expired`, the broker's housekeeping,
+as ``ClientHousekeepingService`` expires producers). GET_PRODUCER_CONNECTION_LIST and
 GET_CONSUMER_CONNECTION_LIST (``mqstore.broker.admin``) read it. Thread-safe.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mqstore.broker.consumers import ClientChannel
@@ -26,12 +30,14 @@ class ClientConnection:
     version: int
     producer_groups: tuple[str, ...]
     channel: ClientChannel
+    last_update_ms: int = 0
 
 
 class ConnectionTable:
     """Client id -> its latest connection; producer groups -> their client ids."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], int] = lambda: time.monotonic_ns() // 1_000_000) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._clients: dict[str, ClientConnection] = {}
 
@@ -45,7 +51,9 @@ class ConnectionTable:
         version: int,
     ) -> None:
         """Record or refresh ``client_id`` as seen on ``channel``."""
-        conn = ClientConnection(client_id, client_addr, language, version, producer_groups, channel)
+        conn = ClientConnection(
+            client_id, client_addr, language, version, producer_groups, channel, self._clock()
+        )
         with self._lock:
             self._clients[client_id] = conn
 
@@ -54,6 +62,15 @@ class ConnectionTable:
         with self._lock:
             for cid in [c for c, v in self._clients.items() if v.channel is channel]:
                 del self._clients[cid]
+
+    def scan_expired(self, expired_ms: int) -> list[str]:
+        """Forget clients silent for longer than ``expired_ms``; returns their ids."""
+        limit = self._clock() - expired_ms
+        with self._lock:
+            gone = [c for c, v in self._clients.items() if v.last_update_ms < limit]
+            for cid in gone:
+                del self._clients[cid]
+        return gone
 
     def client(self, client_id: str) -> ClientConnection | None:
         """The client's latest connection, None if unknown."""

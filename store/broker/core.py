@@ -118,6 +118,10 @@ class _Housekeeping(ServiceThread):
         else:
             if expired:
                 log.info("dropped expired consumer channels: %s", expired)
+        try:
+            self.core.connections.scan_expired(self.core.config.channel_expired_ms)
+        except Exception as e:
+            self.failures.record("expiring client connections", e)
 
 
 class BrokerCore:

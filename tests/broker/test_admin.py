@@ -391,3 +391,16 @@ def test_delete_topic_is_refused_when_a_dispatch_child_owns_the_queues(tmp_path:
         finally:
             srv.stop()
             core.shutdown()
+
+
+def test_a_silent_client_connection_expires() -> None:
+    from mqstore.broker.connections import ConnectionTable
+
+    now = [0]
+    table = ConnectionTable(clock=lambda: now[0])
+    table.heartbeat("p1", ("PG",), object(), "127.0.0.1:1", "JAVA", 1)  # type: ignore[arg-type]
+    now[0] = 60_000
+    table.heartbeat("p2", ("PG",), object(), "127.0.0.1:2", "JAVA", 1)  # type: ignore[arg-type]
+    now[0] = 120_001
+    assert table.scan_expired(120_000) == ["p1"]
+    assert [c.client_id for c in table.producers("PG")] == ["p2"]
