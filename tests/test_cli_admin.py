@@ -78,3 +78,30 @@ def test_progress_from_no_broker_is_one_line_and_exit_2() -> None:
     out = admin("--broker", "127.0.0.1:1", "--group", "g")
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "mqstore admin:" in out.stderr
+
+
+def view(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mqstore.tools.cli", "admin", *args],
+        check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_topic_status_view_lists_each_queue(server: BrokerServer) -> None:
+    consume_part(server)
+    out = view("topic-status", "--broker", server.address, "--topic", "T", "--json")
+    assert out.returncode == 0, out.stderr
+    queues = json.loads(out.stdout)["queues"]
+    assert [(q["queueId"], q["maxOffset"]) for q in queues] == [(0, 7), (1, 2)]
+
+
+def test_broker_status_view_prints_the_runtime_table(server: BrokerServer) -> None:
+    out = view("broker-status", "--broker", server.address)
+    assert out.returncode == 0, out.stderr
+    assert any(line.startswith("bootTimestamp") for line in out.stdout.splitlines())
+
+
+def test_consumer_connections_of_an_offline_group_is_one_line(server: BrokerServer) -> None:
+    out = view("consumer-connections", "--broker", server.address, "--group", "none")
+    assert out.returncode == 2
+    assert "not online" in out.stderr and out.stderr.count("\n") == 1

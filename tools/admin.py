@@ -1,5 +1,9 @@
-"""``mqstore admin progress``: a consumer group's lag per queue, as ``mqadmin
-consumerProgress`` prints it (docs/admin.md §4).
+"""``mqstore admin VIEW``: operator views of a broker, as ``mqadmin`` prints them
+(docs/admin.md §10).
+
+``progress`` is a consumer group's lag per queue (``consumerProgress``, docs/admin.md §4);
+``topic-status`` (``topicStatus``, §3), ``consumer-connections`` / ``producer-connections``
+(§5) and ``broker-status`` (``brokerStatus``, §6) ask a running broker (``--broker``).
 
 Two sources, same rows:
 
@@ -93,30 +97,38 @@ def rows_of_consume_stats(body: bytes) -> list[ProgressRow]:
     return sorted(rows, key=lambda r: (r.topic, r.broker_name, r.queue_id))
 
 
-def progress_from_broker(addr: str, group: str, topic: str | None) -> list[ProgressRow]:
-    """GET_CONSUME_STATS over TCP.
+def call_broker(addr: str, code: int, ext: dict[str, str]) -> bytes:
+    """One admin request; the response body.
 
     Raises:
         AdminError: the broker answered an error. TransportError: no answer.
     """
     from mqstore.client.remoting_client import RemotingClient
     from mqstore.remoting.codec import RemotingCommand
-    from mqstore.remoting.codes import RequestCode, ResponseCode
+    from mqstore.remoting.codes import ResponseCode
 
-    ext = {"consumerGroup": group}
-    if topic:
-        ext["topic"] = topic
     client = RemotingClient()
     try:
-        resp = client.invoke(
-            addr, RemotingCommand(RequestCode.GET_CONSUME_STATS, ext_fields=ext), 5.0
-        )
+        resp = client.invoke(addr, RemotingCommand(code, ext_fields=ext), 5.0)
     finally:
         client.close()
     if resp.code != ResponseCode.SUCCESS:
         raise AdminError(f"broker answered {resp.code}: {resp.remark}")
+    return resp.body
+
+
+def progress_from_broker(addr: str, group: str, topic: str | None) -> list[ProgressRow]:
+    """GET_CONSUME_STATS over TCP.
+
+    Raises:
+        AdminError: the broker answered an error. TransportError: no answer.
+    """
+    ext = {"consumerGroup": group}
+    if topic:
+        ext["topic"] = topic
+    body = call_broker(addr, 208, ext)
     try:
-        return rows_of_consume_stats(resp.body)
+        return rows_of_consume_stats(body)
     except (ValueError, KeyError, TypeError) as e:
         raise AdminError(f"cannot read the broker's ConsumeStats: {e}") from None
 
@@ -213,14 +225,79 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter], epilog: str) -
     p.add_argument("--group", required=True, help="consumer group")
     p.add_argument("--topic", default=None, help="only this topic (default: the group's)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    others = (
+        ("topic-status", "a topic's queues: min/max offsets, last update (topicStatus)"),
+        ("consumer-connections", "a consumer group's live clients (consumerConnection)"),
+        ("producer-connections", "a producer group's live clients (producerConnection)"),
+        ("broker-status", "the broker's runtime info (brokerStatus)"),
+    )
+    for name, helptext in others:
+        v = views.add_parser(name, help=helptext, formatter_class=formatter, epilog=epilog)
+        v.add_argument("--broker", required=True, metavar="HOST:PORT", help="the broker")
+        if name == "topic-status":
+            v.add_argument("--topic", required=True, help="topic name")
+        elif name != "broker-status":
+            v.add_argument("--group", required=True, help="group name")
+        v.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _other_view(args: argparse.Namespace) -> str:
+    """The text of the broker views other than ``progress``."""
+    from mqstore.remoting.fastjson import FastjsonError, loads
+
+    if args.view == "topic-status":
+        body = call_broker(args.broker, 202, {"topic": args.topic})
+        _, _, rest = body.decode().partition('"offsetTable":')
+        try:
+            entries = mq_keyed(rest[: rest.rindex("}")])
+        except ValueError as e:
+            raise AdminError(f"cannot read the broker's TopicStatsTable: {e}") from None
+        rows = sorted(({**k, **v} for k, v in entries), key=lambda r: r["queueId"])
+        if args.json:
+            return json.dumps({"topic": args.topic, "queues": rows})
+        lines = [
+            f"{'#Broker Name':<16} {'#QID':>4} {'#Min Offset':>12} {'#Max Offset':>12}  "
+            "#Last Updated"
+        ]
+        lines += [
+            f"{r['brokerName']:<16} {r['queueId']:>4} {r['minOffset']:>12} "
+            f"{r['maxOffset']:>12}  {r['lastUpdateTimestamp']}"
+            for r in rows
+        ]
+        return "\n".join(lines)
+    code, ext = {
+        "consumer-connections": (203, {"consumerGroup": getattr(args, "group", "")}),
+        "producer-connections": (204, {"producerGroup": getattr(args, "group", "")}),
+        "broker-status": (28, {}),
+    }[args.view]
+    try:
+        doc = loads(call_broker(args.broker, code, ext))
+    except FastjsonError as e:
+        raise AdminError(f"cannot read the broker's answer: {e}") from None
+    if args.json:
+        return json.dumps(doc)
+    if args.view == "broker-status":
+        table = doc.get("table") or {}
+        return "\n".join(f"{k:<32}: {table[k]}" for k in sorted(table))
+    conns = sorted(doc.get("connectionSet") or [], key=lambda c: str(c.get("clientId")))
+    lines = [f"{'#ClientId':<40} {'#ClientAddr':<22} {'#Language':<10} #Version"]
+    lines += [
+        f"{c.get('clientId', ''):<40} {c.get('clientAddr', ''):<22} "
+        f"{c.get('language', ''):<10} {c.get('version', '')}"
+        for c in conns
+    ]
+    return "\n".join(lines)
 
 
 def main(args: argparse.Namespace) -> list[ProgressRow]:
-    """Run ``mqstore admin progress`` and print; returns the rows.
+    """Run ``mqstore admin VIEW`` and print; returns the rows of ``progress``.
 
     Raises:
         AdminError: see the sources. TransportError: the broker did not answer.
     """
+    if args.view != "progress":
+        print(_other_view(args))
+        return []
     if args.broker:
         rows = progress_from_broker(args.broker, args.group, args.topic)
     else:
