@@ -235,6 +235,10 @@ class MappedFile:
                 # No readahead on faults: a fault in a file of mostly holes otherwise
                 # zero-fills a whole readahead window, costing milliseconds per page.
                 mm.madvise(mmap.MADV_RANDOM)
+                # A file another thread may unmap keeps no descriptor (mmap holds its
+                # own): reserve/flush open theirs, so none is closed under them.
+                os.close(fd)
+                fd = -1
             self._fd = fd
             self._mm = mm
             self.view = memoryview(mm)
@@ -254,7 +258,8 @@ class MappedFile:
         with contextlib.suppress(AttributeError):
             del self.mapping
         fd, self._fd = self._fd, -1
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
 
     # ------------------------------------------------------------- allocation
 
@@ -271,12 +276,20 @@ class MappedFile:
         page_end = -(-end // OS_PAGE_SIZE) * OS_PAGE_SIZE
         ahead = (start + chunk) // OS_PAGE_SIZE * OS_PAGE_SIZE
         stop = min(self.file_size, max(page_end, ahead)) if chunk else self.file_size
-        fd = self._fd if self._fd >= 0 else os.open(self.path, os.O_RDWR)
+        shared = self._shared_fd()
+        fd = shared if shared >= 0 else os.open(self.path, os.O_RDWR)
         try:
             self.reserved = _reserve_range(fd, start, end, stop, what=str(self.path))
         finally:
-            if fd != self._fd:
+            if shared < 0:
                 os.close(fd)
+
+    def _shared_fd(self) -> int:
+        """The file's own descriptor if no other thread can close it (-1: open one).
+
+        Files mapped on use (``random_access``) are unmapped by whichever thread needs
+        a mapping, so their descriptor is never borrowed."""
+        return -1 if self.random_access else self._fd
 
     def allocated_bytes(self) -> int:
         """Bytes the file really occupies on disk (``st_blocks``; 0 if it is gone)."""
@@ -365,8 +378,9 @@ class MappedFile:
         return self.flushed_position
 
     def _fdatasync(self) -> None:
-        if self._fd >= 0:
-            _platform.fdatasync(self._fd, what=str(self.path))
+        shared = self._shared_fd()
+        if shared >= 0:
+            _platform.fdatasync(shared, what=str(self.path))
             return
         # Unmapped: the pages written through an earlier mapping are the file's, any
         # descriptor syncs them.
@@ -423,10 +437,18 @@ class MappedFile:
         ``file_size`` when only holes follow, ``pos`` where holes cannot be told)."""
         if pos >= self.file_size:
             return self.file_size
+        shared = self._shared_fd()
         try:
-            return os.lseek(self._fd, pos, os.SEEK_DATA)
+            fd = shared if shared >= 0 else os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return pos
+        try:
+            return os.lseek(fd, pos, os.SEEK_DATA)
         except OSError as e:
             return self.file_size if e.errno == errno.ENXIO else pos
+        finally:
+            if shared < 0:
+                os.close(fd)
 
     def set_positions(self, pos: int) -> None:
         """Set write and flushed positions (recovery: what is on disk is flushed)."""

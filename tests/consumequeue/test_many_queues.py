@@ -201,8 +201,10 @@ from tests.helpers import make_store, mounted_tmpfs, reopen
 from tests.cq_consistency import check_cq_consistency
 
 mnt = Path(sys.argv[1])
-# Sparse CommitLog segments and queue files on a 4 MiB tmpfs, the disk guard off (ratio
-# 1.0): only the reservations stand between a full disk and SIGBUS.
+# Sparse CommitLog segments and queue files on a small tmpfs, the disk guard off (ratio
+# 1.0): only the reservations stand between a full disk and SIGBUS. Puts are acked
+# ahead of the dispatcher, whose queue files (a page each) then need more than the
+# space left: the tmpfs is large enough to hold them once the filler goes.
 s = make_store(mnt, commitlog_file_size=1 << 20, commitlog_reserve_chunk=64 << 10,
                mapped_file_size_consume_queue=3000 * 20, max_hash_slot_num=256,
                max_index_num=2048, max_mapped_consume_queue_files=16,
@@ -243,7 +245,7 @@ print("ok", len(acked), len(refused))
 def test_a_full_disk_while_many_queues_are_created_refuses_puts_and_loses_nothing(
     tmp_path: Path,
 ):
-    with mounted_tmpfs(tmp_path, "4m") as mnt:
+    with mounted_tmpfs(tmp_path, "32m") as mnt:
         child = subprocess.run(
             [sys.executable, "-c", FULL_DISK_CHILD, str(mnt)],
             cwd=Path(__file__).resolve().parents[2],
