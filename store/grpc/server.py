@@ -8,7 +8,12 @@ Plaintext only, bound to 127.0.0.1 unless told otherwise (8081 as the proxy). A
 request larger than :attr:`GrpcConfig.max_request_bytes` is refused by gRPC itself
 (RESOURCE_EXHAUSTED) before any handler runs; at most ``max_concurrent_rpcs`` calls
 run at once (long polls and telemetry streams hold a worker each), more are refused
-with RESOURCE_EXHAUSTED rather than queued without end.
+with RESOURCE_EXHAUSTED rather than queued without end. At most
+``ServiceConfig.max_long_polls`` receives wait at once (kept below ``max_workers``, so
+workers stay free for every other call); one connection opens at most
+``max_streams_per_connection`` concurrent streams (HTTP/2 SETTINGS); a connection with
+no call for ``idle_timeout_ms`` is closed (120 s, as the remoting server), and the
+server pings a connection quiet for ``keepalive_ms`` to find dead peers.
 """
 
 from __future__ import annotations
@@ -80,6 +85,14 @@ class GrpcConfig:
     max_concurrent_rpcs: int = 256
     max_request_bytes: int | None = None
     """Largest request accepted (default: the store's max message size + 64 KiB)."""
+    max_streams_per_connection: int = 100
+    """Concurrent calls one HTTP/2 connection may have open (``grpc.max_concurrent_streams``)."""
+    idle_timeout_ms: int = 120_000
+    """A connection without a call this long is closed (``grpc.max_connection_idle_ms``)."""
+    keepalive_ms: int = 60_000
+    """The server pings a connection quiet this long; no answer within
+    ``keepalive_timeout_ms`` closes it."""
+    keepalive_timeout_ms: int = 20_000
     service: ServiceConfig = dataclasses.field(default_factory=ServiceConfig)
 
 
@@ -128,6 +141,10 @@ class GrpcEndpoint:
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.so_reuseport", 0),
+                ("grpc.max_concurrent_streams", cfg.max_streams_per_connection),
+                ("grpc.max_connection_idle_ms", cfg.idle_timeout_ms),
+                ("grpc.keepalive_time_ms", cfg.keepalive_ms),
+                ("grpc.keepalive_timeout_ms", cfg.keepalive_timeout_ms),
             ],
         )
         try:
@@ -139,7 +156,10 @@ class GrpcEndpoint:
         self.port = int(port)
         if self._owns_core:
             self.core.start()
-        svc_cfg = dataclasses.replace(cfg.service, host=self._advertised, port=self.port)
+        polls = min(cfg.service.max_long_polls, max(1, cfg.max_workers // 2))
+        svc_cfg = dataclasses.replace(
+            cfg.service, host=self._advertised, port=self.port, max_long_polls=polls
+        )
         self.service = MessagingService(self.core, svc_cfg)
         server.add_generic_rpc_handlers((_handlers(self.service),))
         server.start()

@@ -14,6 +14,7 @@ and one popped over remoting are the same in-flight state.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -85,6 +86,12 @@ class ServiceConfig:
     min_invisible_ms: int = 1000
     fifo_groups: frozenset[str] = frozenset()
     """Groups that consume in order (RocketMQ ``consumeMessageOrderly``)."""
+    max_long_polls: int = 32
+    """Receives that may hold a worker thread waiting for messages at once. A long poll
+    holds a server thread for its whole wait, so without a bound a flood of receives
+    takes every worker and no other call of any client runs. A receive past the bound
+    does not wait: it answers what is there now, or TOO_MANY_REQUESTS (the client
+    retries after its backoff)."""
 
 
 def _guarded(response: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -162,6 +169,9 @@ class MessagingService:
         self.clients = ClientTable()
         self._delay_levels = DelayLevels.parse(core.store.cfg.message_delay_level)
         self._closed = False
+        self._polls = threading.BoundedSemaphore(max(1, config.max_long_polls))
+        self.polls_refused = 0
+        """Receives answered without waiting because ``max_long_polls`` were waiting."""
 
     def close(self) -> None:
         """Answer long polls now; later requests are refused."""
@@ -385,12 +395,24 @@ class MessagingService:
             sub = self._filter(request)
             fifo = group in self.config.fifo_groups
             self.clients.seen(group, _client_id(context))
-            r = self.pop.pop(
-                group, tc.topic_name, min(request.batch_size, MAX_BATCH), invisible,
-                queue_id=-1, subscription=sub, fifo=fifo,
-                wait_ms=0 if self._closed else self._poll_ms(request, context),
-            )  # fmt: skip
+            wait_ms = 0 if self._closed else self._poll_ms(request, context)
+            held = wait_ms > 0 and self._polls.acquire(blocking=False)
+            busy = wait_ms > 0 and not held
+            try:
+                r = self.pop.pop(
+                    group, tc.topic_name, min(request.batch_size, MAX_BATCH), invisible,
+                    queue_id=-1, subscription=sub, fifo=fifo, wait_ms=wait_ms if held else 0,
+                )  # fmt: skip
+            finally:
+                if held:
+                    self._polls.release()
             msgs = [convert.to_proto(m, r.invisible_time or invisible) for m in r.messages]
+            if busy and not msgs:
+                self.polls_refused += 1
+                raise _refuse(
+                    Code.TOO_MANY_REQUESTS,
+                    f"{self.config.max_long_polls} receives are already long polling; retry later",
+                )
         except Exception as e:
             yield svc.ReceiveMessageResponse(status=_status_of(e, "ReceiveMessage"))
             return

@@ -1,0 +1,125 @@
+"""Limits of the gRPC endpoint (issue 17): a flood of long-polling receives takes a
+bounded number of workers, so another client's calls keep their latency and memory
+stays bounded; idle connections are closed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as svc
+from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
+
+from mqstore.broker.core import BrokerCore
+from mqstore.grpc import GrpcConfig, GrpcEndpoint, ServiceConfig
+from tests.grpc.conftest import GROUP, TOPIC
+
+WORKERS = 16
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / (1 << 20)
+
+
+@pytest.fixture
+def small(core: BrokerCore) -> Iterator[GrpcEndpoint]:
+    cfg = GrpcConfig(
+        port=0, max_workers=WORKERS, idle_timeout_ms=800,
+        service=ServiceConfig(long_polling_ms=4000),
+    )  # fmt: skip
+    ep = GrpcEndpoint(core, cfg)
+    ep.start()
+    yield ep
+    ep.stop(grace=0.2)
+
+
+def _receive(stub: MessagingServiceStub, poll_ms: int = 4000) -> list[int]:
+    req = svc.ReceiveMessageRequest(batch_size=8)
+    req.group.name = GROUP
+    req.message_queue.topic.name = TOPIC
+    req.long_polling_timeout.FromMilliseconds(poll_ms)
+    req.invisible_duration.FromMilliseconds(30_000)
+    return [r.status.code for r in stub.ReceiveMessage(req, timeout=10) if r.HasField("status")]
+
+
+def _route(stub: MessagingServiceStub) -> float:
+    req = svc.QueryRouteRequest()
+    req.topic.name = TOPIC
+    t0 = time.monotonic()
+    assert stub.QueryRoute(req, timeout=10).status.code == pb.Code.OK
+    return time.monotonic() - t0
+
+
+def test_receive_flood_does_not_starve_another_client_and_memory_stays_bounded(
+    small: GrpcEndpoint,
+):
+    stop = threading.Event()
+    codes: list[int] = []
+    lock = threading.Lock()
+    channels = [grpc.insecure_channel(small.address) for _ in range(4)]
+
+    def flood(ch: grpc.Channel) -> None:
+        stub = MessagingServiceStub(ch)
+        while not stop.is_set():
+            got = _receive(stub)
+            with lock:
+                codes.extend(got)
+
+    victim_ch = grpc.insecure_channel(small.address)
+    victim = MessagingServiceStub(victim_ch)
+    _route(victim)
+    rss0 = _rss_mib()
+    flooders = [threading.Thread(target=flood, args=(ch,)) for ch in channels for _ in range(12)]
+    for t in flooders:
+        t.start()
+    try:
+        time.sleep(0.5)
+        latencies = []
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            latencies.append(_route(victim))
+            time.sleep(0.1)
+        rss1 = _rss_mib()
+    finally:
+        stop.set()
+        for t in flooders:
+            t.join(15)
+        for ch in [*channels, victim_ch]:
+            ch.close()
+    assert max(latencies) < 1.0, f"max {max(latencies):.3f} s over {len(latencies)} calls"
+    assert pb.Code.TOO_MANY_REQUESTS in codes
+    assert small.service is not None and small.service.polls_refused > 0
+    assert rss1 - rss0 < 64, f"RSS {rss0:.1f} -> {rss1:.1f} MiB"
+
+
+def test_receive_past_the_bound_answers_at_once(small: GrpcEndpoint):
+    bound = WORKERS // 2
+    with grpc.insecure_channel(small.address) as ch:
+        stub = MessagingServiceStub(ch)
+        holders = [threading.Thread(target=_receive, args=(stub, 1500)) for _ in range(bound)]
+        for t in holders:
+            t.start()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        assert _receive(stub) == [pb.Code.TOO_MANY_REQUESTS]
+        assert time.monotonic() - t0 < 1.0
+        for t in holders:
+            t.join(10)
+        assert _receive(stub, 200) == [pb.Code.MESSAGE_NOT_FOUND]
+
+
+def test_idle_connection_is_closed_by_the_server(small: GrpcEndpoint):
+    states: list[grpc.ChannelConnectivity] = []
+    with grpc.insecure_channel(small.address) as ch:
+        _route(MessagingServiceStub(ch))
+        ch.subscribe(states.append, try_to_connect=False)
+        deadline = time.monotonic() + 5
+        while grpc.ChannelConnectivity.IDLE not in states[1:] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert states[0] is grpc.ChannelConnectivity.READY
+        assert grpc.ChannelConnectivity.IDLE in states[1:]
