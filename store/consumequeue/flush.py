@@ -6,16 +6,24 @@ and then the checkpoint, whose ``logicsMsgTimestamp`` becomes the store time of 
 last unit written *before* that flush started (RocketMQ snapshots it the same way),
 so the checkpoint never claims units that might still be only in the page cache.
 Abnormal recovery re-dispatches every message stored after that time.
+
+A failed sync (OSError) ends the service and poisons the store (``on_error``): which
+bytes reached the disk is unknown. Any other exception of a round is counted in
+``failures`` (logged once per kind) and the next round runs.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
 from mqstore.checkpoint import Checkpoint
 from mqstore.consumequeue.store import ConsumeQueueStore
+from mqstore.failures import FailureCounter
 from mqstore.service import ServiceThread
+
+log = logging.getLogger(__name__)
 
 
 class ConsumeQueueFlusher(ServiceThread):
@@ -40,6 +48,7 @@ class ConsumeQueueFlusher(ServiceThread):
         self._thorough = thorough_interval_ms / 1000.0
         self._last_thorough = time.monotonic()
         self._on_error = on_error
+        self.failures = FailureCounter(log, self.name)
 
     def flush_once(self, *, thorough: bool = False) -> None:
         """One round; ``thorough`` forces the full flush and the checkpoint.
@@ -61,7 +70,12 @@ class ConsumeQueueFlusher(ServiceThread):
             self._checkpoint.flush()
 
     def run_once(self) -> None:
-        self.flush_once()
+        try:
+            self.flush_once()
+        except OSError:
+            raise  # the disk's verdict: the thread ends and the store is poisoned
+        except Exception as e:
+            self.failures.record("flush", e)
 
     def on_error(self, err: BaseException) -> None:
         self._on_error(err)

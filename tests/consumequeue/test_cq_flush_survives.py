@@ -1,0 +1,42 @@
+"""The consume-queue flusher survives a round that raises something other than OSError
+(issue 17): counted, the next round runs. A failed sync still poisons the store."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mqstore import Message, MessageStore, StoreConfig
+
+
+def test_cq_flusher_goes_on_after_a_non_oserror_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    cfg = StoreConfig(
+        root_dir=tmp_path, commitlog_file_size=1 << 20, flush_interval_consume_queue_ms=20
+    )
+    with MessageStore.open(cfg) as s:
+        logics = s._life.logics
+        flusher = logics.flusher
+        assert flusher is not None
+        real_flush = logics.queues.flush
+        calls = 0
+
+        def flush(*args: Any, **kw: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise RuntimeError("a bug in one round")
+            return real_flush(*args, **kw)
+
+        monkeypatch.setattr(logics.queues, "flush", flush)
+        deadline = time.monotonic() + 5
+        while calls < 3:
+            assert time.monotonic() < deadline, "the consume-queue flusher stopped"
+            time.sleep(0.02)
+        assert flusher.running and flusher.error is None
+        assert flusher.failures.counts() == {"flush": 1}
+        assert s.put_message(Message(topic="t", body=b"still accepted")).status.ok
