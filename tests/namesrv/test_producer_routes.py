@@ -43,13 +43,14 @@ def client() -> Iterator[RemotingClient]:
     c.close()
 
 
-def _send(producer: Producer, n: int) -> tuple[Counter[str], int]:
-    """Send ``n`` messages; (stored per broker, failures)."""
+def _send(producer: Producer, n: int, prefix: str = "m") -> tuple[Counter[str], int]:
+    """Send ``n`` messages (bodies ``prefix<i>``); (stored per broker, failures)."""
     stored: Counter[str] = Counter()
     failed = 0
     for i in range(n):
         try:
-            stored[producer.send(Message("Orders", b"m%d" % i)).queue.broker_name] += 1
+            body = f"{prefix}{i}".encode()
+            stored[producer.send(Message("Orders", body)).queue.broker_name] += 1
         except TransportError:
             failed += 1
     return stored, failed
@@ -182,3 +183,80 @@ def test_a_killed_broker_is_skipped_until_its_penalty_ends_then_used_again(
                 stored, failed = _send(producer, 40)
                 assert failed == 0 and stored["broker-b"] >= 10  # back in the rotation
         remote.close()
+
+
+def test_a_push_group_keeps_consuming_when_a_broker_dies_and_returns(
+    tmp_path: Path, client: RemotingClient
+):
+    import dataclasses
+    import threading
+
+    from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+    from mqstore.client.consumer_config import ConsumerConfig
+
+    cfg = dataclasses.replace(
+        ConsumerConfig(),
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        suspend_ms=200,
+        rebalance_interval_ms=500,
+        poll_name_server_interval_ms=300,
+        heartbeat_interval_ms=500,
+        persist_offset_interval_ms=200,
+    )
+    seen: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def on_msgs(msgs, ctx):  # type: ignore[no-untyped-def]
+        with lock:
+            seen.update(m.body.decode() for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def sent_on(stored: Counter[str], name: str) -> bool:
+        return stored[name] > 0
+
+    port_b = str(_free_port())
+    with (
+        namesrv(expiry_s=60.0) as (_, ns),
+        broker(tmp_path / "a", "broker-a", ns) as (_, a),
+    ):
+        create_topic(client, a, "Orders", 4)
+        remote = RemoteTransport(ns)
+        consumer_transport = RemoteTransport(ns)
+        c = PushConsumer("cg", consumer_transport, cfg)
+        c.subscribe("Orders")
+        c.register_message_listener(on_msgs)
+        try:
+            with Producer("pg", remote) as producer:
+                with broker(tmp_path / "b", "broker-b", ns, "--port", port_b) as (pb, b):
+                    create_topic(client, b, "Orders", 4)
+                    wait_for(
+                        lambda: route_brokers(client, ns, "Orders") == ["broker-a", "broker-b"]
+                    )
+                    c.start()
+                    stored, _ = _send(producer, 40)
+                    assert sent_on(stored, "broker-b")
+                    wait_for(lambda: len(seen) == 40, timeout_s=20)
+                    pb.kill()
+                    pb.wait()
+                # the route poll sees broker-b gone and the group drops its queues
+                wait_for(lambda: {q.broker_name for q in c.owned()} == {"broker-a"}, 20)
+                stored, failed = _send(producer, 40, "dead-b-")
+                assert failed == 0 and stored == Counter({"broker-a": 40})
+                wait_for(lambda: len(seen) == 80, timeout_s=20)
+                with broker(tmp_path / "b", "broker-b", ns, "--port", port_b):
+                    wait_for(
+                        lambda: route_brokers(client, ns, "Orders") == ["broker-a", "broker-b"]
+                    )
+                    wait_for(lambda: any(q.broker_name == "broker-b" for q in c.owned()), 20)
+                    stored = Counter()
+                    for r in range(50):  # until the producer reaches broker-b again
+                        stored += _send(producer, 10, f"back-{r}-")[0]
+                        if sent_on(stored, "broker-b"):
+                            break
+                    assert sent_on(stored, "broker-b")
+                    total = 80 + sum(stored.values())
+                    wait_for(lambda: len(seen) == total, timeout_s=20)
+        finally:
+            c.shutdown()
+            consumer_transport.close()
+            remote.close()
