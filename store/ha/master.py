@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from mqstore.failures import FailureCounter
 from mqstore.ha import transport
 from mqstore.ha.group_transfer import GroupTransfer
 from mqstore.ha.handshake import PROOF_SIZE, HandshakeState, MasterHandshake
@@ -153,6 +154,9 @@ class SlaveLink:
             self.close(str(e))
         except OSError as e:
             self.close(None if self.closed else f"socket error with {self.channel.peer}: {e}")
+        except Exception as e:  # a bug on this link: close it (it still holds a slot), go on
+            self._master.failures.record("link", e, self.channel.peer)
+            self.close(f"link to {self.channel.peer} failed: {type(e).__name__}: {e}")
 
     # ------------------------------------------------------------------ reader
 
@@ -315,6 +319,8 @@ class HAMaster:
         self.max_transfer = max_transfer
         self._links: list[SlaveLink] = []
         self._links_lock = threading.Lock()
+        self.failures = FailureCounter(logging.getLogger(__name__), "ha-master")
+        """Links closed by an unexpected exception of their threads (kind ``link``)."""
         self.group = GroupTransfer(
             timeout_ms=slave_timeout_ms,
             fallbehind_max=fallbehind_max,

@@ -77,3 +77,26 @@ def test_connections_past_the_cap_are_refused_and_the_rest_stay(master: HAMaster
     finally:
         for s in socks:
             s.close()
+
+
+def test_a_link_whose_thread_raises_is_closed_and_others_are_still_served(
+    master: HAMaster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = master.group.notify_ack
+    calls = 0
+
+    def notify_ack(offset: int) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("a bug handling one report")
+        real(offset)
+
+    monkeypatch.setattr(master.group, "notify_ack", notify_ack)
+    with socket.create_connection(("127.0.0.1", master.port)) as s:
+        s.sendall(struct.pack(">q", 0))
+        assert wait_for(lambda: master.failures.counts() == {"link": 1})
+        assert wait_for(lambda: master.links() == [])
+    with socket.create_connection(("127.0.0.1", master.port)) as s:
+        s.sendall(struct.pack(">q", 0))
+        assert wait_for(lambda: calls >= 2 and len(master.links()) == 1)
