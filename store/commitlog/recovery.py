@@ -298,12 +298,15 @@ def resync(
         view, size, base = mf.view, mf.file_size, mf.file_from_offset
         at = max(pos, 0) + magic_at
         while at < size:
-            data = _next_data(mf.path, at - magic_at)
+            data, hole = _data_run(mf.path, at - magic_at, size)
             if data >= size:
                 break
-            m = _RECORD_MAGIC.search(view, max(at, data + magic_at))
+            # Search one run of data at a time: a regex over the mapping would fault in
+            # every page of the holes too (a sparse 1 GiB segment read whole).
+            m = _RECORD_MAGIC.search(view, max(at, data + magic_at), min(size, hole + magic_at))
             if m is None:
-                break
+                at = hole + magic_at
+                continue
             c = m.start() - magic_at
             at = m.start() + 1
             if c + phys_at + 8 > size or _OFFSET.unpack_from(view, c + phys_at)[0] != base + c:
@@ -316,17 +319,23 @@ def resync(
     return None
 
 
-def _next_data(path: os.PathLike[str] | str, pos: int) -> int:
-    """The first offset at or after ``pos`` that is not a hole (``SEEK_DATA``; ``pos``
-    where holes cannot be told, a huge value when only holes follow)."""
+def _data_run(path: os.PathLike[str] | str, pos: int, size: int) -> tuple[int, int]:
+    """The run of data at or after ``pos``: (its start, where the next hole starts).
+    ``(size, size)`` when only holes follow; ``(pos, size)`` where holes cannot be told."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
-        return pos
+        return pos, size
     try:
-        return os.lseek(fd, pos, os.SEEK_DATA)
-    except OSError as e:
-        return 1 << 62 if e.errno == errno.ENXIO else pos
+        try:
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as e:
+            return (size, size) if e.errno == errno.ENXIO else (pos, size)
+        try:
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+        except OSError:
+            hole = size
+        return data, min(hole, size)
     finally:
         os.close(fd)
 
