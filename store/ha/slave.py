@@ -28,6 +28,7 @@ import time
 from typing import Protocol
 
 from mqstore.commitlog.commitlog import RollFailed
+from mqstore.failures import FailureCounter
 from mqstore.ha import transport
 from mqstore.ha.continuity import DivergenceError, LogContinuity
 from mqstore.ha.handshake import CHALLENGE_SIZE, SlaveHandshake
@@ -106,6 +107,8 @@ class HASlave:
         self.last_error: str | None = None
         self.diverged = False
         self.received_bytes = 0
+        self.failures = FailureCounter(logging.getLogger(__name__), "ha-slave")
+        """Sessions ended by an unexpected exception (kind ``session``); each reconnects."""
 
     # ------------------------------------------------------------- lifecycle
 
@@ -159,6 +162,11 @@ class HASlave:
                     return
                 self.last_error = f"session with {self.master_address} ended: {e}"
                 log.warning("HA slave: %s; retry in %.1f s", self.last_error, self._reconnect)
+            except Exception as e:  # a bug in one session: count it, reconnect like any end
+                if self._stopped.is_set():
+                    return
+                self.failures.record("session", e, self.master_address)
+                self.last_error = f"session with {self.master_address} failed: {e!r}"
             self._stopped.wait(self._reconnect)
 
     # --------------------------------------------------------------- session

@@ -100,3 +100,29 @@ def test_a_link_whose_thread_raises_is_closed_and_others_are_still_served(
     with socket.create_connection(("127.0.0.1", master.port)) as s:
         s.sendall(struct.pack(">q", 0))
         assert wait_for(lambda: calls >= 2 and len(master.links()) == 1)
+
+
+def test_a_slave_session_that_raises_is_counted_and_the_slave_reconnects(
+    master: HAMaster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mqstore.ha import slave as slave_module
+
+    real = slave_module.transport.connect
+    calls = 0
+
+    def connect(*args, **kw):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("a bug in one session")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(slave_module.transport, "connect", connect)
+    cfg = StoreConfig(root_dir=tmp_path / "s", broker_role=BrokerRole.SLAVE,
+                      ha_master_address=f"127.0.0.1:{master.port}", commitlog_file_size=1 << 20,
+                      extra={"ha_reconnect_interval_ms": "100"})  # fmt: skip
+    with MessageStore.open(cfg) as store:
+        slave = store.ha
+        assert isinstance(slave, slave_module.HASlave)
+        assert wait_for(lambda: slave.sessions >= 1 and len(master.links()) == 1)
+        assert slave.failures.counts() == {"session": 1}
