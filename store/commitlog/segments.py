@@ -84,7 +84,8 @@ class Segments:
         """Map every segment file, sorted by name; positions start at "full".
 
         A zero-length *last* file (a crash during creation) is deleted; with
-        ``durable_entries`` a file cut short by a power loss is extended with zeros;
+        ``durable_entries`` and ``fill_gaps`` a file cut short by a power loss is extended
+        with zeros;
         with ``fill_gaps`` a missing file between two others is created zero-filled.
 
         Raises:
@@ -103,11 +104,12 @@ class Segments:
             if i == len(entries) - 1 and size == 0:
                 path.unlink()
                 continue
-            if size < self.file_size and self.durable_entries:
+            if size < self.file_size and self.durable_entries and self.fill_gaps:
                 # A power loss can leave a segment shorter than it was allocated: its size
                 # is metadata, durable only through a sync. What is there is what was
                 # synced; the rest reads as never written, and recovery cuts the log
-                # where the records stop.
+                # where the records stop (or, past damage, fences it off). RocketMQ's
+                # policy (no fill_gaps) refuses such a file instead.
                 log.warning("%s: %d bytes, not %d: extended with zeros (power loss?)",
                             path, size, self.file_size)
                 os.truncate(path, self.file_size)
