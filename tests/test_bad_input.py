@@ -594,8 +594,11 @@ def test_missing_middle_segment_is_segment_load_error_under_rocketmqs_policy(tmp
     assert len(segs) >= 3
     segs[1].unlink()
     with pytest.raises(SegmentLoadError) as e:
-        MessageStore.open(store_config(tmp_path, commitlog_file_size=4096,
-                                       recovery_policy=RecoveryPolicy.TRUNCATE))
+        MessageStore.open(
+            store_config(
+                tmp_path, commitlog_file_size=4096, recovery_policy=RecoveryPolicy.TRUNCATE
+            )
+        )
     assert str(segs[2]) in str(e.value)
     assert "missing" in str(e.value)
 

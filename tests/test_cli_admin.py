@@ -35,8 +35,19 @@ def consume_part(server: BrokerServer) -> None:
     with WireClient(server.address) as c:
         for qid, n in ((0, 7), (1, 2)):
             for i in range(n):
-                ext = {"a": "pg", "b": "T", "c": "TBW102", "d": 2, "e": qid, "f": 0,
-                       "g": int(time.time() * 1000), "h": 0, "i": "", "j": 0, "k": "false"}
+                ext = {
+                    "a": "pg",
+                    "b": "T",
+                    "c": "TBW102",
+                    "d": 2,
+                    "e": qid,
+                    "f": 0,
+                    "g": int(time.time() * 1000),
+                    "h": 0,
+                    "i": "",
+                    "j": 0,
+                    "k": "false",
+                }
                 assert c.call(Rq.SEND_MESSAGE_V2, ext, b"m%d" % i).code == Rs.SUCCESS
         for qid, off in ((0, 4), (1, 2)):
             ext = {"consumerGroup": "g", "topic": "T", "queueId": qid, "commitOffset": off}

@@ -361,7 +361,18 @@ def test_pull_benchmark_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     from mqstore.tools.bench import pull as bench
 
     out = tmp_path / "bench.json"
-    args = ["--messages", "2000", "--lag-rate", "2000", "--lag-seconds", "0.5", "--dir", str(tmp_path), "--json", str(out)]
+    args = [
+        "--messages",
+        "2000",
+        "--lag-rate",
+        "2000",
+        "--lag-seconds",
+        "0.5",
+        "--dir",
+        str(tmp_path),
+        "--json",
+        str(out),
+    ]
     assert bench.main(args) == 0
     printed = capsys.readouterr().out
     assert "pull_raw_8q" in printed and "dispatch lag" in printed

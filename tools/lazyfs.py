@@ -138,7 +138,7 @@ class DurableImage:
         moved = {p: i for p, i in self.ids.items() if p == old or p.startswith(old + "/")}
         for p, i in moved.items():
             del self.ids[p]
-            self.ids[new + p[len(old):]] = i
+            self.ids[new + p[len(old) :]] = i
 
     def removed(self, path: str) -> None:
         self.ids.pop(path, None)
@@ -197,11 +197,19 @@ class DurableImage:
         rng = random.Random(policy.seed)
         counts = {"pending": 0, "kept": 0, "torn": 0, "files": 0}
         self._write_dir(ROOT_ID, out, "/", policy, rng, counts)
-        return CutReport(counts["pending"], counts["kept"], counts["torn"], counts["files"],
-                         self.syncs, since)
+        return CutReport(
+            counts["pending"], counts["kept"], counts["torn"], counts["files"], self.syncs, since
+        )
 
-    def _write_dir(self, ident: int, out: Path, path: str, policy: CutPolicy,
-                   rng: random.Random, counts: dict[str, int]) -> None:
+    def _write_dir(
+        self,
+        ident: int,
+        out: Path,
+        path: str,
+        policy: CutPolicy,
+        rng: random.Random,
+        counts: dict[str, int],
+    ) -> None:
         out.mkdir(parents=True, exist_ok=True)
         live_by_id = {i: p for p, i in self.ids.items()}
         for name, child in sorted(self.nodes[ident].entries.items()):
@@ -221,8 +229,14 @@ class DurableImage:
                 self._pending_pages(node, self.live_path(live), target, policy, rng, counts)
 
     @staticmethod
-    def _pending_pages(node: _Node, live: str, target: Path, policy: CutPolicy,
-                       rng: random.Random, counts: dict[str, int]) -> None:
+    def _pending_pages(
+        node: _Node,
+        live: str,
+        target: Path,
+        policy: CutPolicy,
+        rng: random.Random,
+        counts: dict[str, int],
+    ) -> None:
         """Pages written but not synced: each reached the disk, or not, or in part.
 
         Only within the file's durable size: a size change is metadata, durable only
@@ -255,8 +269,18 @@ def _join(parent: str, name: str) -> str:
 
 
 def _attrs(st: os.stat_result) -> dict[str, Any]:
-    keys = ("st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_blocks", "st_blksize",
-            "st_atime", "st_mtime", "st_ctime")
+    keys = (
+        "st_mode",
+        "st_nlink",
+        "st_uid",
+        "st_gid",
+        "st_size",
+        "st_blocks",
+        "st_blksize",
+        "st_atime",
+        "st_mtime",
+        "st_ctime",
+    )
     return {k: getattr(st, k) for k in keys}
 
 
@@ -283,8 +307,18 @@ def _operations(image: DurableImage) -> Any:
 
         def statfs(self, path: str) -> dict[str, int]:
             sv = os.statvfs(self._live(path))
-            keys = ("f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail", "f_ffree",
-                    "f_files", "f_flag", "f_frsize", "f_namemax")
+            keys = (
+                "f_bavail",
+                "f_bfree",
+                "f_blocks",
+                "f_bsize",
+                "f_favail",
+                "f_ffree",
+                "f_files",
+                "f_flag",
+                "f_frsize",
+                "f_namemax",
+            )
             return {k: getattr(sv, k) for k in keys}
 
         def access(self, path: str, amode: int) -> int:
@@ -415,9 +449,12 @@ def _control(ops: Any, image: DurableImage, sock_path: str) -> None:
                         policy = CutPolicy(req["keep"], req["tear"], req["seed"])
                         report = image.write_image(Path(req["out"]), policy)
                     reply: dict[str, Any] = {
-                        "pending_pages": report.pending_pages, "kept_pages": report.kept_pages,
-                        "torn_pages": report.torn_pages, "files": report.files,
-                        "syncs": report.syncs, "since_last_sync_s": report.since_last_sync_s,
+                        "pending_pages": report.pending_pages,
+                        "kept_pages": report.kept_pages,
+                        "torn_pages": report.torn_pages,
+                        "files": report.files,
+                        "syncs": report.syncs,
+                        "since_last_sync_s": report.since_last_sync_s,
                     }
                 else:
                     with ops.lock:
@@ -471,9 +508,17 @@ class Mount:
         for d in (self.path, self._live, self._data):
             d.mkdir(parents=True, exist_ok=True)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "mqstore.tools.lazyfs", str(self._live), str(self._data),
-             str(self.path), self._control],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                sys.executable,
+                "-m",
+                "mqstore.tools.lazyfs",
+                str(self._live),
+                str(self._data),
+                str(self.path),
+                self._control,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 15
         while not (os.path.ismount(self.path) and os.path.exists(self._control)):
@@ -494,10 +539,23 @@ class Mount:
 
     def cut(self, out: Path, policy: CutPolicy = CutPolicy()) -> CutReport:
         """Power off: freeze the durable image and write it to ``out``."""
-        r = self._request({"cmd": "cut", "out": str(out), "keep": policy.keep,
-                           "tear": policy.tear, "seed": policy.seed})
-        return CutReport(r["pending_pages"], r["kept_pages"], r["torn_pages"], r["files"],
-                         r["syncs"], r["since_last_sync_s"])
+        r = self._request(
+            {
+                "cmd": "cut",
+                "out": str(out),
+                "keep": policy.keep,
+                "tear": policy.tear,
+                "seed": policy.seed,
+            }
+        )
+        return CutReport(
+            r["pending_pages"],
+            r["kept_pages"],
+            r["torn_pages"],
+            r["files"],
+            r["syncs"],
+            r["since_last_sync_s"],
+        )
 
     def syncs(self) -> int:
         """How many fsync/fdatasync/directory syncs the layer has served."""
@@ -506,8 +564,12 @@ class Mount:
     def _stop(self) -> None:
         tool = shutil.which("fusermount3") or shutil.which("fusermount") or "fusermount"
         if os.path.ismount(self.path):
-            subprocess.run([tool, "-u", "-z", str(self.path)], check=False,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [tool, "-u", "-z", str(self.path)],
+                check=False,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         if self._proc is not None:
             self._proc.kill()
             self._proc.wait()

@@ -200,9 +200,7 @@ class ConsumeMessageOrderlyService:
                 if not self._consume_batch(pq, mq, msgs):
                     return
 
-    def _consume_batch(
-        self, pq: ProcessQueue, mq: MessageQueue, msgs: list[StoredMessage]
-    ) -> bool:
+    def _consume_batch(self, pq: ProcessQueue, mq: MessageQueue, msgs: list[StoredMessage]) -> bool:
         """Run the listener on one taken batch; False when the request must end."""
         ctx = ConsumeOrderlyContext(mq)
         status: ConsumeOrderlyStatus | None

@@ -187,7 +187,6 @@ class ConsumerBase:
             try:
                 t.unregister(self.client_id, self.group)
             except (TransportError, BrokerError) as e:
-                log.warning("%s unregister from %s failed: %s", self.client_id,
-                            t.broker_name, e)
+                log.warning("%s unregister from %s failed: %s", self.client_id, t.broker_name, e)
         self.scheduler.stop()
         self.state = ServiceState.SHUTDOWN_ALREADY

@@ -80,13 +80,27 @@ class LitePullConsumer(ConsumerBase):
         if not self.subscriptions:
             raise RuntimeError("subscribe() or assign() before start()")
         self._ctx = PullContext(
-            self.group, self.config, self.brokers, self.offset_store, self.subscriptions,
-            self, self.stopped, False,
-            on_offset_illegal=self._on_offset_illegal, relocate_offset=self._relocate,
+            self.group,
+            self.config,
+            self.brokers,
+            self.offset_store,
+            self.subscriptions,
+            self,
+            self.stopped,
+            False,
+            on_offset_illegal=self._on_offset_illegal,
+            relocate_offset=self._relocate,
         )
         rebalance = RebalanceImpl(
-            self.group, self.client_id, self.config, self.strategy, self.brokers,
-            self.offset_store, self.subscriptions, self, push=False,
+            self.group,
+            self.client_id,
+            self.config,
+            self.strategy,
+            self.brokers,
+            self.offset_store,
+            self.subscriptions,
+            self,
+            push=False,
         )
         if self._assigned is None:
             self._start_services(rebalance)

@@ -249,8 +249,12 @@ class LocalFileOffsetStore:
         table = self._mem.snapshot()
         doc = {
             "offsetTable": [
-                {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
-                 "offset": off}
+                {
+                    "topic": mq.topic,
+                    "brokerName": mq.broker_name,
+                    "queueId": mq.queue_id,
+                    "offset": off,
+                }
                 for mq, off in sorted(table.items())
             ]
         }

@@ -155,8 +155,9 @@ class PullLoop:
             if pq.msg_count == 0:
                 ctx.offset_store.update_offset(mq, self.next_offset, increase_only=True)
         else:  # OFFSET_ILLEGAL
-            log.warning("%s offset %d illegal, next %d", mq, self.next_offset,
-                        reply.next_begin_offset)
+            log.warning(
+                "%s offset %d illegal, next %d", mq, self.next_offset, reply.next_begin_offset
+            )
             pq.dropped = True
             ctx.offset_store.update_offset(mq, reply.next_begin_offset, increase_only=False)
             ctx.offset_store.persist(mq)

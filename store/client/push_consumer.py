@@ -78,23 +78,47 @@ class PushConsumer(ConsumerBase):
         orderly: ConsumeMessageOrderlyService | None = None
         if self.orderly:
             orderly = ConsumeMessageOrderlyService(
-                self.group, self.client_id, self.config, self._listener,  # type: ignore[arg-type]
-                self.brokers, self.offset_store, self.scheduler, self._table,
+                self.group,
+                self.client_id,
+                self.config,
+                self._listener,  # type: ignore[arg-type]
+                self.brokers,
+                self.offset_store,
+                self.scheduler,
+                self._table,
             )
             self.consume_service = orderly
         else:
             self.consume_service = ConsumeMessageConcurrentlyService(
-                self.group, self.config, self._listener,  # type: ignore[arg-type]
-                self.brokers, self.offset_store, self.scheduler,
+                self.group,
+                self.config,
+                self._listener,  # type: ignore[arg-type]
+                self.brokers,
+                self.offset_store,
+                self.scheduler,
             )
         rebalance = RebalanceImpl(
-            self.group, self.client_id, self.config, self.strategy, self.brokers,
-            self.offset_store, self.subscriptions, self, orderly=self.orderly,
+            self.group,
+            self.client_id,
+            self.config,
+            self.strategy,
+            self.brokers,
+            self.offset_store,
+            self.subscriptions,
+            self,
+            orderly=self.orderly,
         )
         self._pull_ctx = PullContext(
-            self.group, self.config, self.brokers, self.offset_store, self.subscriptions,
-            self.consume_service, self.stopped, self.orderly,
-            on_offset_illegal=self._on_offset_illegal, relocate_offset=self._relocate,
+            self.group,
+            self.config,
+            self.brokers,
+            self.offset_store,
+            self.subscriptions,
+            self.consume_service,
+            self.stopped,
+            self.orderly,
+            on_offset_illegal=self._on_offset_illegal,
+            relocate_offset=self._relocate,
             paused=self.paused,
         )
         self._start_services(rebalance)

@@ -198,8 +198,13 @@ class RebalanceImpl:
             with self._lock:
                 seen = self._routes.get(topic, frozenset())
             if now != seen:
-                log.info("%s: queues of %s changed (%d -> %d), rebalancing",
-                         self.client_id, topic, len(seen), len(now))
+                log.info(
+                    "%s: queues of %s changed (%d -> %d), rebalancing",
+                    self.client_id,
+                    topic,
+                    len(seen),
+                    len(now),
+                )
                 changed = True
         return changed
 

@@ -110,8 +110,12 @@ class Segments:
                 # synced; the rest reads as never written, and recovery cuts the log
                 # where the records stop (or, past damage, fences it off). RocketMQ's
                 # policy (no fill_gaps) refuses such a file instead.
-                log.warning("%s: %d bytes, not %d: extended with zeros (power loss?)",
-                            path, size, self.file_size)
+                log.warning(
+                    "%s: %d bytes, not %d: extended with zeros (power loss?)",
+                    path,
+                    size,
+                    self.file_size,
+                )
                 os.truncate(path, self.file_size)
                 self.patched.append(name_to_offset(name))
                 st = None
@@ -167,9 +171,7 @@ class Segments:
             self.patched.append(offset)
         _platform.fsync_dir(self.directory)
 
-    def _open(
-        self, path: Path, *, create: bool, st: os.stat_result | None = None
-    ) -> MappedFile:
+    def _open(self, path: Path, *, create: bool, st: os.stat_result | None = None) -> MappedFile:
         lazy = self.lazy
         return MappedFile(path, self.file_size, create=create, reserve_chunk=self.reserve_chunk,
                           mapped=not lazy, random_access=lazy, st=st)  # fmt: skip

@@ -78,9 +78,7 @@ class GroupTransfer:
 
     def slave_ok(self, next_offset: int) -> bool:
         """4.9 ``isSlaveOK``: a slave is connected and less than ``fallbehind_max`` behind."""
-        return (
-            self._connections() > 0 and next_offset - self._acked < self._fallbehind_max
-        )
+        return self._connections() > 0 and next_offset - self._acked < self._fallbehind_max
 
     def wait_for_replica(self, next_offset: int) -> PutStatus:
         """Block until a slave acked ``next_offset``; see the module rules for the statuses."""

@@ -352,7 +352,9 @@ def test_reset_offset_of_a_group_without_offsets_is_a_system_error(
     assert (r.code, r.remark) == (Rs.SYSTEM_ERROR, "THe consumer group <g> not exist")
 
 
-def test_a_deleted_topic_created_again_starts_empty(client: WireClient, store: MessageStore) -> None:
+def test_a_deleted_topic_created_again_starts_empty(
+    client: WireClient, store: MessageStore
+) -> None:
     send(client, "D", 0, 3, store)
     assert client.call(215, {"topic": "D"}).code == Rs.SUCCESS
     ext = {"topic": "D", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}

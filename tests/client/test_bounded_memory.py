@@ -34,8 +34,14 @@ def fill(core, qs, n):
     per = n // len(qs)
     for mq in qs:
         for start in range(0, per, 256):
-            t.send("pg", mq, [Message(mq.topic, b"%08d" % i, queue_id=mq.queue_id)
-                              for i in range(start, min(per, start + 256))])
+            t.send(
+                "pg",
+                mq,
+                [
+                    Message(mq.topic, b"%08d" % i, queue_id=mq.queue_id)
+                    for i in range(start, min(per, start + 256))
+                ],
+            )
     wait_dispatched(core, {mq: per for mq in qs}, timeout=60)
 
 
@@ -54,7 +60,8 @@ def test_a_slow_consumer_holds_at_most_the_flow_control_limit(tmp_path):
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
         cfg = dataclasses.replace(
-            FAST, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            FAST,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
             consume_thread_max=2,
         )
         c = PushConsumer("g", InProcessTransport(core), cfg)
@@ -76,9 +83,11 @@ def test_a_slow_consumer_holds_at_most_the_flow_control_limit(tmp_path):
         finally:
             c.shutdown()
         limit = cfg.pull_threshold_for_queue + cfg.pull_batch_size
-        print(f"\nbacklog={BACKLOG} consumed={consumed} peak held/queue={peak_held} "
-              f"(limit {limit}) flow-control pauses={paused} "
-              f"RSS growth={(peak_rss - rss0) / 2**20:.1f} MiB")
+        print(
+            f"\nbacklog={BACKLOG} consumed={consumed} peak held/queue={peak_held} "
+            f"(limit {limit}) flow-control pauses={paused} "
+            f"RSS growth={(peak_rss - rss0) / 2**20:.1f} MiB"
+        )
         assert peak_held <= limit
         assert paused > 0
         assert consumed < BACKLOG // 10  # the backlog really outran the consumer

@@ -10,8 +10,12 @@ from tests.client.test_process_queue import msg
 
 def test_default_thresholds_are_rocketmq_values():
     c = ConsumerConfig()
-    assert (c.pull_threshold_for_queue, c.pull_threshold_size_for_queue_mib,
-            c.consume_concurrently_max_span, c.flow_control_delay_ms) == (1000, 100, 2000, 50)
+    assert (
+        c.pull_threshold_for_queue,
+        c.pull_threshold_size_for_queue_mib,
+        c.consume_concurrently_max_span,
+        c.flow_control_delay_ms,
+    ) == (1000, 100, 2000, 50)
 
 
 def test_pull_pauses_above_1000_held_messages():
@@ -25,8 +29,10 @@ def test_pull_pauses_above_1000_held_messages():
 def test_pull_pauses_above_the_size_threshold_in_mib():
     pq = ProcessQueue()
     pq.put_messages([msg(0, b"x" * (2 * MIB))])
-    assert check(pq, ConsumerConfig(pull_threshold_size_for_queue_mib=1),
-                 orderly=False) is FlowControl.CACHE_SIZE
+    assert (
+        check(pq, ConsumerConfig(pull_threshold_size_for_queue_mib=1), orderly=False)
+        is FlowControl.CACHE_SIZE
+    )
 
 
 def test_concurrent_pull_pauses_when_the_span_passes_2000():

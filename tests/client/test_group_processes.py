@@ -31,7 +31,8 @@ N = 4000
 def spawn(namesrv: str, name: str, out: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.client.group_member", namesrv, name, str(out)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 
 
@@ -101,8 +102,10 @@ def test_group_survives_a_sigkill_and_a_join(tmp_path):
             by_body: dict[str, set[str]] = {}
             for who, b, _, _ in rows:
                 by_body.setdefault(b, set()).add(who)
-            print(f"\nproduced={len(bodies)} delivered={len(rows)} duplicates={len(dups)} "
-                  f"owned after settle={owned(out, live)}")
+            print(
+                f"\nproduced={len(bodies)} delivered={len(rows)} duplicates={len(dups)} "
+                f"owned after settle={owned(out, live)}"
+            )
             # A duplicate only comes from a queue changing hands: two consumers saw it.
             assert all(len(by_body[b]) >= 2 for b in dups)
             assert len(dups) < len(bodies) // 4

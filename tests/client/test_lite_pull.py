@@ -95,10 +95,13 @@ def test_two_subscribed_lite_consumers_split_the_queues(core):
         c.subscribe("T")
         c.start()
     try:
+
         def split():
             owned = [{mq.queue_id for mq in c.owned() if mq.topic == "T"} for c in cs]
-            return owned[0].isdisjoint(owned[1]) and owned[0] | owned[1] == {0, 1, 2, 3} \
-                and all(owned)
+            return (
+                owned[0].isdisjoint(owned[1]) and owned[0] | owned[1] == {0, 1, 2, 3} and all(owned)
+            )
+
         assert wait_until(split, 5)
     finally:
         for c in cs:

@@ -186,24 +186,25 @@ def test_last_offset_without_an_offset_starts_at_the_queue_end(tmp_path):
     with broker(tmp_path / "b") as core:
         mqs = create_topic(core, "T", 1)
         produce(core, mqs, 10)
-        assert _where_unknown(tmp_path, core, mqs[0],
-                              ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET) == 10
+        assert (
+            _where_unknown(tmp_path, core, mqs[0], ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET) == 10
+        )
 
 
 def test_last_offset_on_a_retry_topic_starts_at_zero(tmp_path):
     with broker(tmp_path / "b") as core:
         mqs = create_topic(core, "%RETRY%g", 1)
         produce(core, mqs, 10)
-        assert _where_unknown(tmp_path, core, mqs[0],
-                              ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET) == 0
+        assert (
+            _where_unknown(tmp_path, core, mqs[0], ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET) == 0
+        )
 
 
 def test_timestamp_on_a_retry_topic_starts_at_the_queue_end(tmp_path):
     with broker(tmp_path / "b") as core:
         mqs = create_topic(core, "%RETRY%g", 1)
         produce(core, mqs, 10)
-        assert _where_unknown(tmp_path, core, mqs[0],
-                              ConsumeFromWhere.CONSUME_FROM_TIMESTAMP) == 10
+        assert _where_unknown(tmp_path, core, mqs[0], ConsumeFromWhere.CONSUME_FROM_TIMESTAMP) == 10
 
 
 def test_timestamp_searches_the_queue_by_store_time(tmp_path):
@@ -211,5 +212,4 @@ def test_timestamp_searches_the_queue_by_store_time(tmp_path):
         mqs = create_topic(core, "T", 1)
         produce(core, mqs, 10)
         # consume_timestamp 0: every message is newer, so the search gives the head.
-        assert _where_unknown(tmp_path, core, mqs[0],
-                              ConsumeFromWhere.CONSUME_FROM_TIMESTAMP) == 0
+        assert _where_unknown(tmp_path, core, mqs[0], ConsumeFromWhere.CONSUME_FROM_TIMESTAMP) == 0

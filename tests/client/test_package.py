@@ -15,8 +15,7 @@ def test_importing_the_package_loads_no_client_module():
         "import sys, mqstore.client; "
         "print(sorted(m for m in sys.modules if m.startswith('mqstore.client.')))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 

@@ -10,8 +10,7 @@ from mqstore.consumequeue.results import StoredMessage
 
 
 def msg(offset: int, body: bytes = b"x") -> StoredMessage:
-    return StoredMessage("T", 0, offset, offset * 100, 100, body, 0, 0, 0, 0, 0, 0, "", 0,
-                         b"", b"")
+    return StoredMessage("T", 0, offset, offset * 100, 100, body, 0, 0, 0, 0, 0, 0, "", 0, b"", b"")
 
 
 def held(pq: ProcessQueue, *offsets: int) -> list[StoredMessage]:
@@ -95,8 +94,7 @@ def test_orderly_take_from_empty_ends_the_consume_request():
 
 @given(
     st.integers(1, 60).flatmap(
-        lambda n: st.tuples(st.just(n), st.lists(st.permutations(range(n)), min_size=1,
-                                                 max_size=1))
+        lambda n: st.tuples(st.just(n), st.lists(st.permutations(range(n)), min_size=1, max_size=1))
     ),
     st.integers(1, 7),
 )

@@ -35,7 +35,9 @@ def start_consumer(core, seen, name, *, orderly=False, cfg=CFG, topic="T", work_
             time.sleep(work_s)  # keeps batches in flight while the group rebalances
         for m in msgs:
             seen.add(name, m.body.decode(), m.queue_id, m.queue_offset)
-        return ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        return (
+            ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        )
 
     c.register_message_listener(on_msgs, orderly=orderly)
     c.start()
@@ -140,8 +142,9 @@ def test_orderly_consumption_keeps_per_queue_order_across_a_rebalance(core):
     qs = create_topic(core, "T", 8)
     seen = Seen()
     cfg = dataclasses.replace(CFG, consume_message_batch_max_size=4)
-    cs = [start_consumer(core, seen, f"c{i}", orderly=True, cfg=cfg, work_s=0.002)
-          for i in range(2)]
+    cs = [
+        start_consumer(core, seen, f"c{i}", orderly=True, cfg=cfg, work_s=0.002) for i in range(2)
+    ]
     try:
         assert wait_until(lambda: settled(cs), 5)
         produce(core, qs, 800)

@@ -106,8 +106,7 @@ def test_two_members_split_the_grown_topic_without_overlap(tmp_path):
             assert wait_until(lambda: sorted(len(ids(c)) for c in cs) == [2, 2], 5)
             core.create_topic(TopicConfig("T", 8, 8))
             assert wait_until(
-                lambda: [len(ids(c)) for c in cs] == [4, 4]
-                and ids(cs[0]).isdisjoint(ids(cs[1])),
+                lambda: [len(ids(c)) for c in cs] == [4, 4] and ids(cs[0]).isdisjoint(ids(cs[1])),
                 3,
             )
         finally:

@@ -130,9 +130,11 @@ def raw_hosts(draw):
     born = draw(st.sampled_from([8, 20]))
     store = draw(st.sampled_from([8, 20]))
     flags = (BORNHOST_V6_FLAG if born == 20 else 0) | (STOREHOST_V6_FLAG if store == 20 else 0)
-    return draw(st.binary(min_size=born, max_size=born)), draw(
-        st.binary(min_size=store, max_size=store)
-    ), flags
+    return (
+        draw(st.binary(min_size=born, max_size=born)),
+        draw(st.binary(min_size=store, max_size=store)),
+        flags,
+    )
 
 
 @st.composite

@@ -25,7 +25,9 @@ def config(tmp_path: Path, **kw) -> StoreConfig:
 def filled(tmp_path: Path, n: int = 100, **kw) -> MessageStore:
     s = MessageStore.open(config(tmp_path, **kw))
     for i in range(n):
-        s.put_message(Message(topic="T", body=b"x" * 100 + b"%d" % i, keys=[f"k{i}"], queue_id=i % 2))
+        s.put_message(
+            Message(topic="T", body=b"x" * 100 + b"%d" % i, keys=[f"k{i}"], queue_id=i % 2)
+        )
     assert s.wait_dispatched(10)
     return s
 
@@ -92,7 +94,11 @@ def test_the_last_file_and_undispatched_files_stay(tmp_path: Path):
 def test_queue_and_index_files_follow_and_minimums_are_corrected(tmp_path: Path):
     with filled(tmp_path, n=200) as s:
         r = s.clean_expired_files(immediately=True)
-        assert r.commitlog_files == min(10, len(s.segments.files) + r.commitlog_files - 1) and r.consume_queue_files > 0 and r.index_files > 0
+        assert (
+            r.commitlog_files == min(10, len(s.segments.files) + r.commitlog_files - 1)
+            and r.consume_queue_files > 0
+            and r.index_files > 0
+        )
         low = s.segments.min_offset
         for qid in (0, 1):
             cq = s.consume_queue("T", qid)

@@ -14,7 +14,9 @@ from tests.cq_consistency import check_cq_consistency
 
 
 def config(root: Path) -> StoreConfig:
-    return StoreConfig(root_dir=root, commitlog_file_size=8192, max_hash_slot_num=64, max_index_num=256)
+    return StoreConfig(
+        root_dir=root, commitlog_file_size=8192, max_hash_slot_num=64, max_index_num=256
+    )
 
 
 def test_rocketmq_commitlog_is_dispatched_into_a_consume_queue(real_store_copy: Path):
@@ -33,6 +35,8 @@ def test_rocketmq_commitlog_is_dispatched_into_a_consume_queue(real_store_copy: 
         found = s.query_by_key("abc", m.keys[0]).messages  # KEYS is a millisecond time: shared
         assert found[0].physical_offset == 46 * 172 and all(x.keys == m.keys for x in found)
         assert s.next_queue_offset("abc", 0) == 47
-    unit = (real_store_copy / "consumequeue" / "abc" / "0" / f"{0:020d}").read_bytes()[46 * 20 : 47 * 20]
+    unit = (real_store_copy / "consumequeue" / "abc" / "0" / f"{0:020d}").read_bytes()[
+        46 * 20 : 47 * 20
+    ]
     assert unit == encode_unit(46 * 172, 172, 2567159)  # "TAG1".hashCode()
     assert check_cq_consistency(real_store_copy, config(real_store_copy)) == []

@@ -45,12 +45,8 @@ def _config(args: argparse.Namespace) -> StoreConfig:
         "extra": extra,
     }
     if args.cmd == "slave":
-        return StoreConfig(
-            broker_role=BrokerRole.SLAVE, ha_master_address=args.master, **common
-        )
-    return StoreConfig(
-        broker_role=BrokerRole[args.role], ha_listen_port=args.ha_port, **common
-    )
+        return StoreConfig(broker_role=BrokerRole.SLAVE, ha_master_address=args.master, **common)
+    return StoreConfig(broker_role=BrokerRole[args.role], ha_listen_port=args.ha_port, **common)
 
 
 def streaming(master: HAMaster) -> bool:

@@ -33,7 +33,9 @@ def boundaries(data: bytes, starts: list[int]) -> set[int]:
     return {*starts, *ends, *range(0, len(data) + 1, FILE)}
 
 
-def replay(check: LogContinuity, data: bytes, start: int, max_transfer: int) -> list[tuple[int, bytes]]:
+def replay(
+    check: LogContinuity, data: bytes, start: int, max_transfer: int
+) -> list[tuple[int, bytes]]:
     """Feed ``data[start:]`` in protocol-sized frames; return the released pieces."""
     out = []
     for offset, length in chunk(start, len(data), FILE, max_transfer):

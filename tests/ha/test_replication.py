@@ -110,7 +110,9 @@ def test_master_under_load_and_slave_process_end_byte_identical(
     slave = None
     try:
         port = master.wait_for(lambda s: s.get("port"), 20, "listening")["port"]
-        slave = HAProcess("slave", tmp_path / "s", tmp_path, "slave", "--master", f"127.0.0.1:{port}")
+        slave = HAProcess(
+            "slave", tmp_path / "s", tmp_path, "slave", "--master", f"127.0.0.1:{port}"
+        )
         done = master.wait_for(lambda s: s["produced_all"], 60, "producing everything")
         assert sum(done["statuses"].values()) == count
         if role == "SYNC_MASTER":
@@ -141,7 +143,9 @@ def test_master_and_slave_processes_have_identical_consume_queues(tmp_path: Path
     slave = None
     try:
         port = master.wait_for(lambda s: s.get("port"), 20, "listening")["port"]
-        slave = HAProcess("slave", tmp_path / "s", tmp_path, "slave", "--master", f"127.0.0.1:{port}")
+        slave = HAProcess(
+            "slave", tmp_path / "s", tmp_path, "slave", "--master", f"127.0.0.1:{port}"
+        )
         final = master.wait_for(lambda s: s["produced_all"], 60, "producing")["max_offset"]
         slave.wait_for(lambda s: s["max_offset"] == final, 30, "slave caught up")
         slave.terminate()
@@ -272,7 +276,10 @@ def test_failed_flush_wins_over_the_replica_wait(tmp_path: Path, monkeypatch):
 
 def test_sync_flush_and_sync_replication_both_ok(tmp_path: Path):
     cfg = master_cfg(tmp_path / "m", flush_disk_type=FlushDiskType.SYNC_FLUSH)
-    with MessageStore.open(cfg) as m, MessageStore.open(slave_cfg(tmp_path / "s", ha_master(m).port)):
+    with (
+        MessageStore.open(cfg) as m,
+        MessageStore.open(slave_cfg(tmp_path / "s", ha_master(m).port)),
+    ):
         wait_until(lambda: ha_master(m).connection_count(), 10, "slave connected")
         r = m.put_message(msg(0))
         assert r.status is PutStatus.PUT_OK
@@ -367,7 +374,10 @@ def test_slave_serves_pulls_and_key_lookups_of_replicated_messages(tmp_path: Pat
         MessageStore.open(slave_cfg(tmp_path / "s", ha_master(m).port)) as s,
     ):
         wait_until(lambda: ha_master(m).connection_count(), 10, "slave connected")
-        sent = [m.put_message(Message(topic="ha", body=f"b{i}".encode(), tags="T", keys=[f"k{i}"])) for i in range(20)]
+        sent = [
+            m.put_message(Message(topic="ha", body=f"b{i}".encode(), tags="T", keys=[f"k{i}"]))
+            for i in range(20)
+        ]
         assert {r.status for r in sent} == {PutStatus.PUT_OK}
         wait_until(lambda: s.max_offset_in_queue("ha", 0) == 20, 10, "slave dispatched")
         g = s.get_message("g", "ha", 0, 0, 32, "T")

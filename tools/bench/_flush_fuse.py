@@ -79,8 +79,9 @@ def _produce(root: Path, mode: FlushDiskType, seed: int) -> None:
         t.join()
 
 
-def _read_acks(proc: subprocess.Popen[str], acks: list[tuple[int, int, int]],
-               first_ack: threading.Event) -> None:
+def _read_acks(
+    proc: subprocess.Popen[str], acks: list[tuple[int, int, int]], first_ack: threading.Event
+) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith("A "):
@@ -90,8 +91,9 @@ def _read_acks(proc: subprocess.Popen[str], acks: list[tuple[int, int, int]],
     first_ack.set()
 
 
-def trial(work: Path, mode: FlushDiskType, seed: int, policy_keep: float = 0.3,
-          run_s: float | None = None) -> dict[str, Any]:
+def trial(
+    work: Path, mode: FlushDiskType, seed: int, policy_keep: float = 0.3, run_s: float | None = None
+) -> dict[str, Any]:
     """One cut on the FUSE layer, ``run_s`` after the producers start (random by default);
     what the reopened store lost."""
     if run_s is None:
@@ -101,9 +103,17 @@ def trial(work: Path, mode: FlushDiskType, seed: int, policy_keep: float = 0.3,
     err_path = work / "producer.err"
     with Mount(work / "fs") as mount, open(err_path, "w") as err_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mqstore.tools.bench._flush_fuse", str(mount.path / "store"),
-             mode.value, str(seed)],
-            stdout=subprocess.PIPE, stderr=err_file, text=True,
+            [
+                sys.executable,
+                "-m",
+                "mqstore.tools.bench._flush_fuse",
+                str(mount.path / "store"),
+                mode.value,
+                str(seed),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err_file,
+            text=True,
         )
         first_ack = threading.Event()
         reader = threading.Thread(target=_read_acks, args=(proc, acks, first_ack), daemon=True)
@@ -126,9 +136,13 @@ def trial(work: Path, mode: FlushDiskType, seed: int, policy_keep: float = 0.3,
         result["problems"].insert(0, f"the producer exited ({early}) before the cut: {last[0]}")
     shutil.rmtree(image, ignore_errors=True)
     result.update(
-        seed=seed, run_s=round(run_s, 3), acked_at_cut=acked_at_cut,
-        pending_pages=report.pending_pages, kept_pages=report.kept_pages,
-        torn_pages=report.torn_pages, syncs=report.syncs,
+        seed=seed,
+        run_s=round(run_s, 3),
+        acked_at_cut=acked_at_cut,
+        pending_pages=report.pending_pages,
+        kept_pages=report.kept_pages,
+        torn_pages=report.torn_pages,
+        syncs=report.syncs,
         since_last_sync_s=report.since_last_sync_s,
     )
     return result
@@ -138,8 +152,13 @@ def verify(root: Path, mode: FlushDiskType, acks: list[tuple[int, int, int]]) ->
     """Open the store the cut left and judge it against the acknowledgements."""
     problems: list[str] = []
     if not root.exists():
-        return {"acked": len(acks), "acked_lost": len(acks), "problems": ["no store directory"],
-                "suffix_only": not acks, "recovered": 0}
+        return {
+            "acked": len(acks),
+            "acked_lost": len(acks),
+            "problems": ["no store directory"],
+            "suffix_only": not acks,
+            "recovered": 0,
+        }
     store = MessageStore.open(trial_config(root, mode))
     try:
         problems += check_consistency(root, FILE_SIZE, end=store.max_physical_offset)
@@ -152,20 +171,30 @@ def verify(root: Path, mode: FlushDiskType, acks: list[tuple[int, int, int]]) ->
             if want is not None and want != got:
                 problems.append(f"record at {off} is not the message acknowledged there")
         first_lost = lost[0] if lost else None
-        suffix_only = first_lost is None or (all(off >= first_lost for off in lost) and all(
-            by_offset.get(off) == acked[off] for off in acked if off < first_lost))
+        suffix_only = first_lost is None or (
+            all(off >= first_lost for off in lost)
+            and all(by_offset.get(off) == acked[off] for off in acked if off < first_lost)
+        )
         after = store.put_message(Message("FlushLab", b"after the cut"))
         if after.status is not PutStatus.PUT_OK:
             problems.append(f"put after recovery returned {after.status}")
     finally:
         store.close()
-    return {"acked": len(acks), "acked_lost": len(lost), "problems": problems[:5],
-            "suffix_only": suffix_only, "recovered": len(log.records)}
+    return {
+        "acked": len(acks),
+        "acked_lost": len(lost),
+        "problems": problems[:5],
+        "suffix_only": suffix_only,
+        "recovered": len(log.records),
+    }
 
 
-def durability(work: Path, n_trials: int, seed: int,
-               modes: tuple[FlushDiskType, ...] = (FlushDiskType.ASYNC_FLUSH,
-                                                    FlushDiskType.SYNC_FLUSH)) -> dict[str, Any]:
+def durability(
+    work: Path,
+    n_trials: int,
+    seed: int,
+    modes: tuple[FlushDiskType, ...] = (FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH),
+) -> dict[str, Any]:
     """``n_trials`` cuts per mode on the layer (modes interleaved), summed per mode."""
     trials: dict[str, list[dict[str, Any]]] = {m.value: [] for m in modes}
     with progress(n_trials * len(modes), "flush lab: power cuts on the FUSE layer") as bar:

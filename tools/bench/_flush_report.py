@@ -50,8 +50,11 @@ def format_report(result: dict[str, Any]) -> str:
 def _quick_warning(meta: dict[str, Any]) -> list[str]:
     if not meta.get("quick"):
         return []
-    return [f"QUICK RUN ({meta['duration_s']:g} s per contender, {meta['repetitions']} "
-            "repetition): a smoke test; its figures are noise, not results", ""]
+    return [
+        f"QUICK RUN ({meta['duration_s']:g} s per contender, {meta['repetitions']} "
+        "repetition): a smoke test; its figures are noise, not results",
+        "",
+    ]
 
 
 def _contender_lines(contenders: dict[str, Any]) -> list[str]:
@@ -149,14 +152,17 @@ def write_plot(result: dict[str, Any], path: str) -> None:
     _plot_acked_lost(a3, result["durability"])
     _plot_loss_window(a4, result["durability"])
     meta = result["meta"]
-    run = (f"{meta['duration_s']:g} s per contender, median of {meta['repetitions']} "
-           "interleaved repetitions (bars: min-max)")
+    run = (
+        f"{meta['duration_s']:g} s per contender, median of {meta['repetitions']} "
+        "interleaved repetitions (bars: min-max)"
+    )
     if meta.get("quick"):
         run = "QUICK RUN, a smoke test: " + run + ": noise, not results"
     fig.suptitle(
         f"mqstore bench flush: {meta['cpu_count']} CPUs, {meta['fs_type']}; {run}; "
         f"power cuts on the {result['durability'].get('layer', 'model')} layer",
-        fontsize=11, color="tab:red" if meta.get("quick") else "black",
+        fontsize=11,
+        color="tab:red" if meta.get("quick") else "black",
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -183,8 +189,7 @@ def _plot_throughput(a1: Any, cs: dict[str, Any]) -> None:
         ys = [p[1] for p in pts]
         lo = [max(0.0, y - min(p[2])) for y, p in zip(ys, pts, strict=True)]
         hi = [max(0.0, max(p[2]) - y) for y, p in zip(ys, pts, strict=True)]
-        a1.errorbar(xs, ys, yerr=[lo, hi], fmt=ls, marker="o", color=color, label=label,
-                    capsize=3)
+        a1.errorbar(xs, ys, yerr=[lo, hi], fmt=ls, marker="o", color=color, label=label, capsize=3)
     raw_lines = (
         ("raw_fdatasync_1t_100b", "raw write+fdatasync, 1 thr"),
         ("raw_group_commit_16t_100b", "raw write+fdatasync shared by 16 thr"),
@@ -200,8 +205,11 @@ def _plot_throughput(a1: Any, cs: dict[str, Any]) -> None:
     a1.set_xticks(THREADS, [str(t) for t in THREADS])
     a1.set_xlabel("producer threads")
     a1.set_ylabel("messages per second (log)")
-    a1.set_title("Throughput vs producer threads\n(raw lines: the disk alone, no store; "
-                 "group commit can beat them by syncing more per call)", fontsize=9)
+    a1.set_title(
+        "Throughput vs producer threads\n(raw lines: the disk alone, no store; "
+        "group commit can beat them by syncing more per call)",
+        fontsize=9,
+    )
     a1.grid(True, which="both", alpha=0.3)
     a1.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=2, frameon=False)
 
@@ -255,22 +263,43 @@ def _plot_loss_window(a4: Any, dur: dict[str, Any]) -> None:
     """Right panel: per ASYNC_FLUSH cut, acked messages lost against the time since the
     store's last CommitLog sync: the loss window, not the trial's length."""
     trials = dur.get("ASYNC_FLUSH", {}).get("per_trial", [])
-    pts = [(t["since_last_sync_s"] * 1000, t["acked_lost"]) for t in trials
-           if t.get("since_last_sync_s") is not None]
-    never = [t["acked_lost"] for t in trials
-             if "since_last_sync_s" in t and t["since_last_sync_s"] is None]
-    a4.set_title("ASYNC_FLUSH loss window: acked lost per cut\nvs time since the last "
-                 "CommitLog sync", fontsize=10)
+    pts = [
+        (t["since_last_sync_s"] * 1000, t["acked_lost"])
+        for t in trials
+        if t.get("since_last_sync_s") is not None
+    ]
+    never = [
+        t["acked_lost"]
+        for t in trials
+        if "since_last_sync_s" in t and t["since_last_sync_s"] is None
+    ]
+    a4.set_title(
+        "ASYNC_FLUSH loss window: acked lost per cut\nvs time since the last CommitLog sync",
+        fontsize=10,
+    )
     a4.set_xlabel("ms since the last sync at the cut")
     a4.set_ylabel("acknowledged messages lost")
     a4.grid(True, alpha=0.3)
     if not pts:
-        a4.text(0.5, 0.5, "needs the per-cut sync times of\n--layer fuse", ha="center",
-                va="center", transform=a4.transAxes, fontsize=9)
+        a4.text(
+            0.5,
+            0.5,
+            "needs the per-cut sync times of\n--layer fuse",
+            ha="center",
+            va="center",
+            transform=a4.transAxes,
+            fontsize=9,
+        )
         return
     a4.scatter(*zip(*pts, strict=True), color="tab:blue", s=14)
     a4.axvline(500, color="black", lw=0.8, ls="--")
     a4.text(500, a4.get_ylim()[1], " flush interval 500 ms", va="top", fontsize=7)
     if never:
-        a4.text(0.02, 0.98, f"{len(never)} cut(s) before any sync: "
-                f"{sum(never):,} acked lost", transform=a4.transAxes, va="top", fontsize=7)
+        a4.text(
+            0.02,
+            0.98,
+            f"{len(never)} cut(s) before any sync: {sum(never):,} acked lost",
+            transform=a4.transAxes,
+            va="top",
+            fontsize=7,
+        )

@@ -140,8 +140,11 @@ def _durability(work: Path, layer: str, trials: int, seed: int) -> dict[str, Any
                 dur = fuse_durability(work, trials, seed)
             dur["store_log_messages"] = {"count": len(logs.messages), "first": logs.messages[:10]}
             return dur
-        print(f"mqstore bench flush: the FUSE layer is unavailable ({reason}); "
-              "power cuts on the page model instead", file=sys.stderr)
+        print(
+            f"mqstore bench flush: the FUSE layer is unavailable ({reason}); "
+            "power cuts on the page model instead",
+            file=sys.stderr,
+        )
     dur = durability(work, trials, seed)
     dur["layer"] = "model"
     return dur
