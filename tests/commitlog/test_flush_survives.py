@@ -17,10 +17,12 @@ SIZE = 1 << 20
 
 
 def _once(exc: BaseException) -> Any:
+    """Raise ``exc`` from the first sync of a CommitLog segment (not of a consume queue,
+    the checkpoint or a config file, whose flushers also pass this point)."""
     fired = threading.Event()
 
-    def hook(**_: Any) -> None:
-        if not fired.is_set():
+    def hook(what: str = "", **_: Any) -> None:
+        if "commitlog" in what and not fired.is_set():
             fired.set()
             raise exc
 
