@@ -376,6 +376,8 @@ def messages_lost(segments: Segments, i: int, pos: int, j: int, next_pos: int) -
             if found is None or found[0] != i or found[1] >= pos:
                 break
             p = found[1]
+            # A gap left by that earlier range is its own loss, not this range's.
+            before.clear()
             continue
         before[(r.topic, r.queue_id)] = r.queue_offset + 1
         p += r.size
