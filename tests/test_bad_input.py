@@ -563,12 +563,25 @@ def test_failed_open_leaves_no_file_descriptors_behind(tmp_path: Path):
     s.close()
     last = sorted((s.root / "commitlog").iterdir())[-1]
     last.write_bytes(b"short")
-    before = len(os.listdir("/proc/self/fd"))
     cfg = store_config(tmp_path, commitlog_file_size=4096, recovery_policy=RecoveryPolicy.TRUNCATE)
     for _ in range(3):
         with pytest.raises(SegmentLoadError):
             MessageStore.open(cfg)
-    assert len(os.listdir("/proc/self/fd")) == before
+    # Only descriptors into this store count: other tests' background threads
+    # may open or close unrelated descriptors while this one runs.
+    assert _fds_under(tmp_path) == []
+
+
+def _fds_under(root: Path) -> list[str]:
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(root)):
+            found.append(target)
+    return found
 
 
 def test_short_segment_is_zero_extended_and_what_precedes_it_served(tmp_path: Path):
