@@ -17,7 +17,7 @@ answers (a message arrives or the suspend time runs out).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.pulls import PullOutcome, PullRequest
@@ -38,6 +38,27 @@ from mqstore.remoting.values import (
 
 HOLD_MARGIN_S = 30.0
 """How long past ``suspend_ms`` a pull waits before declaring the broker lost."""
+
+
+class _AsyncPull:
+    """An outstanding :meth:`InProcessTransport.pull_async`: answered or cancelled,
+    whichever comes first."""
+
+    __slots__ = ("_lock", "_open")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = True
+
+    def finish(self) -> bool:
+        """Close the handle; True for the first caller only."""
+        with self._lock:
+            was, self._open = self._open, False
+            return was
+
+    def cancel(self) -> bool:
+        """Drop the answer when it comes; False if it already came."""
+        return self.finish()
 
 
 def pull_reply(outcome: PullOutcome) -> PullReply:
@@ -155,6 +176,44 @@ class InProcessTransport:
         if not done.wait(suspend_ms / 1000 + HOLD_MARGIN_S):
             raise TransportError(f"pull of {queue} not answered within {suspend_ms} ms")
         return pull_reply(box[0])
+
+    def pull_async(
+        self,
+        group: str,
+        queue: MessageQueue,
+        offset: int,
+        max_count: int,
+        expression: str = "*",
+        *,
+        commit_offset: int | None = None,
+        suspend_ms: int = 0,
+        callback: Callable[[PullReply | None, BrokerError | TransportError | None], None],
+    ) -> _AsyncPull:
+        """PULL_MESSAGE without blocking: ``callback`` gets the reply (or BrokerError)
+        on the broker's thread that answers (the hold service for a held pull).
+
+        Raises:
+            TransportError: this transport is closed.
+        """
+        self._check()
+        request = PullRequest(
+            group, queue.topic, queue.queue_id, offset, max_count, expression,
+            commit_offset, suspend_ms, decoded=True, client_host=self.client_host,
+        )  # fmt: skip
+        handle = _AsyncPull()
+
+        def on_done(outcome: PullOutcome) -> None:
+            if not handle.finish():
+                return
+            try:
+                reply = pull_reply(outcome)
+            except BrokerError as e:
+                callback(None, e)
+                return
+            callback(reply, None)
+
+        self.core.pull(request, on_done)
+        return handle
 
     def query_offset(self, group: str, queue: MessageQueue) -> int | None:
         """The group's committed offset; None for QUERY_NOT_FOUND."""

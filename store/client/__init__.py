@@ -20,7 +20,7 @@ Module map (one job each):
   heartbeats, offset persistence, rebalance service, route poll).
 - ``rebalance``: which queues this member owns and their process queues;
   ``process_queue`` and ``flow_control``: fetched messages and pull throttling;
-  ``pull_service``: one pull loop per owned queue.
+  ``pull_service``: one thread pulling every owned queue (async long polls).
 - ``consume_concurrently`` / ``consume_orderly``: the consume services (retry via
   send-back, DLQ; broker queue locks); ``listener``: statuses and contexts.
 - ``offset_store``: broker (CLUSTERING) and local-file (BROADCASTING) offsets.

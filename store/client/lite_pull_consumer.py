@@ -31,7 +31,7 @@ from mqstore.client.consumer_config import ConsumerConfig
 from mqstore.client.listener import user_view
 from mqstore.client.offset_store import ReadOffsetType
 from mqstore.client.process_queue import ProcessQueue
-from mqstore.client.pull_service import PullContext, PullLoop
+from mqstore.client.pull_service import PullContext, PullMessageService, PullTask
 from mqstore.client.rebalance import PullRequest, RebalanceImpl, compute_pull_from_where
 from mqstore.client.transport import ConsumeType, Transport
 from mqstore.records import StoredMessage
@@ -91,6 +91,8 @@ class LitePullConsumer(ConsumerBase):
             on_offset_illegal=self._on_offset_illegal,
             relocate_offset=self._relocate,
         )
+        self._pull_service = PullMessageService(f"{self.group}-pull", self._ctx)
+        self._pull_service.start()
         rebalance = RebalanceImpl(
             self.group,
             self.client_id,
@@ -130,6 +132,7 @@ class LitePullConsumer(ConsumerBase):
             return
         self._mark_done()
         self._stop_rebalance()
+        self._pull_service.stop()
         self.persist_offsets()
         if self._assigned is None:
             self._finish_shutdown()
@@ -208,7 +211,7 @@ class LitePullConsumer(ConsumerBase):
         for req in requests:
             with self._lock:
                 self._pqs[req.mq] = req.pq
-            PullLoop(self._ctx, req).start()
+            self._pull_service.execute_now(PullTask(req))
 
     def remove_unnecessary_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         with self._lock:

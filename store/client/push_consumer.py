@@ -10,8 +10,9 @@ RocketMQ ``DefaultMQPushConsumer``::
     ...
     consumer.shutdown()   # offsets persisted, group rebalances at once
 
-Each owned queue has a pull thread (:mod:`mqstore.client.pull_service`); messages go to
-the concurrent or orderly consume service. CLUSTERING consumers also subscribe to
+Every owned queue is pulled by one service thread (:mod:`mqstore.client.pull_service`,
+async long polls), so threads do not grow with queues; messages go to the concurrent
+or orderly consume service. CLUSTERING consumers also subscribe to
 ``%RETRY%<group>``, where RECONSUME_LATER messages come back.
 """
 
@@ -28,7 +29,7 @@ from mqstore.client.consumer_base import ConsumerBase, ServiceState
 from mqstore.client.consumer_config import ConsumerConfig
 from mqstore.client.listener import ConcurrentListener, OrderlyListener
 from mqstore.client.process_queue import ProcessQueue
-from mqstore.client.pull_service import PullContext, PullLoop
+from mqstore.client.pull_service import PullContext, PullMessageService, PullTask
 from mqstore.client.rebalance import PullRequest, RebalanceImpl, compute_pull_from_where
 from mqstore.client.remote import RemoteTransport
 from mqstore.client.transport import Transport
@@ -57,8 +58,9 @@ class PushConsumer(ConsumerBase):
         self._listener: ConcurrentListener | OrderlyListener | None = None
         self.orderly = False
         self.consume_service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService
-        self._loops: dict[MessageQueue, PullLoop] = {}
+        self._loops: dict[MessageQueue, PullTask] = {}
         self._loops_lock = threading.Lock()
+        self._pull_service: PullMessageService | None = None
 
     def register_message_listener(
         self, listener: ConcurrentListener | OrderlyListener, *, orderly: bool = False
@@ -121,6 +123,8 @@ class PushConsumer(ConsumerBase):
             relocate_offset=self._relocate,
             paused=self.paused,
         )
+        self._pull_service = PullMessageService(f"{self.group}-pull", self._pull_ctx)
+        self._pull_service.start()
         self._start_services(rebalance)
         for t in self.brokers:
             if isinstance(t, RemoteTransport):
@@ -133,16 +137,15 @@ class PushConsumer(ConsumerBase):
         if self.state is not ServiceState.RUNNING:
             return
         self._stop_rebalance()
+        if self._pull_service is not None:
+            self._pull_service.stop()
         for t in self.brokers:
             if isinstance(t, RemoteTransport):
                 t.reset_handlers.unregister(self.group)
         self.consume_service.shutdown(wait=True)
         self._finish_shutdown()
         with self._loops_lock:
-            loops = list(self._loops.values())
             self._loops.clear()
-        for loop in loops:
-            loop.join(0.05)
 
     def pause(self) -> None:
         """Suspend consuming (RocketMQ ``suspend``): pulls wait and the group is not
@@ -177,13 +180,13 @@ class PushConsumer(ConsumerBase):
         return True
 
     def dispatch(self, requests: list[PullRequest]) -> None:
-        if self.stopped.is_set():
+        if self.stopped.is_set() or self._pull_service is None:
             return
         for req in requests:
-            loop = PullLoop(self._pull_ctx, req)
+            task = PullTask(req)
             with self._loops_lock:
-                self._loops[req.mq] = loop
-            loop.start()
+                self._loops[req.mq] = task
+            self._pull_service.execute_now(task)
 
     def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET (docs/admin.md §9): drop the topic's process

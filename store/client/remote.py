@@ -43,11 +43,14 @@ from mqstore.client.reset_offset import ResetOffsetHandlers
 from mqstore.client.route import TopicRoute
 from mqstore.client.transport import (
     BrokerError,
+    Cancellable,
     ConsumerIdsChanged,
     Heartbeat,
+    PullCallback,
     PullReply,
     PullStatus,
     SendResult,
+    TransportError,
 )
 from mqstore.message import Message
 from mqstore.records import StoredMessage
@@ -160,44 +163,57 @@ class RemoteTransport:
         suspend_ms: int = 0,
     ) -> PullReply:
         """PULL_MESSAGE, long-polling for up to ``suspend_ms``."""
-        sys_flag = PullSysFlag.SUBSCRIPTION
-        if commit_offset is not None:
-            sys_flag |= PullSysFlag.COMMIT_OFFSET
-        if suspend_ms > 0:
-            sys_flag |= PullSysFlag.SUSPEND
-        header = {
-            "consumerGroup": group,
-            "topic": queue.topic,
-            "queueId": queue.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": max_count,
-            "sysFlag": int(sys_flag),
-            "commitOffset": commit_offset if commit_offset is not None else 0,
-            "suspendTimeoutMillis": suspend_ms,
-            "subscription": expression or "*",
-            "subVersion": 0,
-            "expressionType": "TAG",
-        }
+        header = _pull_header(
+            group, queue, offset, max_count, expression, commit_offset, suspend_ms
+        )
         resp = self._router.call(
             self._router.addr(queue.broker_name, queue.topic),
             RequestCode.PULL_MESSAGE,
             header,
             timeout_s=self.timeout_s + max(suspend_ms, 0) / 1000,
         )
-        status = wire.PULL_STATUS.get(resp.code)
-        if status is None:
-            raise BrokerError(resp.code, resp.remark or "")
-        messages: tuple[StoredMessage, ...] = ()
-        if status is PullStatus.FOUND:
-            messages = wire.decode_pull_body(resp.body, expression)
-        return PullReply(
-            status=status,
-            next_begin_offset=wire.ext_int(resp, "nextBeginOffset"),
-            min_offset=wire.ext_int(resp, "minOffset"),
-            max_offset=wire.ext_int(resp, "maxOffset"),
-            messages=messages,
-            suggest_which_broker_id=wire.ext_int(resp, "suggestWhichBrokerId"),
+        return _pull_reply(resp, expression)
+
+    def pull_async(
+        self,
+        group: str,
+        queue: MessageQueue,
+        offset: int,
+        max_count: int,
+        expression: str = "*",
+        *,
+        commit_offset: int | None = None,
+        suspend_ms: int = 0,
+        callback: PullCallback,
+    ) -> Cancellable:
+        """PULL_MESSAGE without waiting: ``callback`` gets the reply (or the
+        BrokerError/TransportError) on the connection's reader thread, which also
+        decodes the body (RocketMQ's ``pullMessageAsync``).
+
+        Raises:
+            TransportError: the broker's address is unknown or the write failed (the
+                callback is not called then).
+        """
+        header = _pull_header(
+            group, queue, offset, max_count, expression, commit_offset, suspend_ms
         )
+
+        def done(resp: RemotingCommand | None, error: TransportError | None) -> None:
+            if resp is None:
+                callback(None, error or TransportError("pull failed"))
+                return
+            try:
+                reply = _pull_reply(resp, expression)
+            except (BrokerError, TransportError) as e:
+                callback(None, e)
+                return
+            except Exception as e:  # a body we cannot decode: the pull failed
+                callback(None, TransportError(f"bad pull response: {e}"))
+                return
+            callback(reply, None)
+
+        addr = self._router.addr(queue.broker_name, queue.topic)
+        return self._router.call_async(addr, RequestCode.PULL_MESSAGE, header, done)
 
     def query_offset(self, group: str, queue: MessageQueue) -> int | None:
         """QUERY_CONSUMER_OFFSET; ``None`` when the broker has none (22)."""
@@ -334,3 +350,55 @@ class RemoteTransport:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _pull_header(
+    group: str,
+    queue: MessageQueue,
+    offset: int,
+    max_count: int,
+    expression: str,
+    commit_offset: int | None,
+    suspend_ms: int,
+) -> dict[str, object]:
+    """PULL_MESSAGE's request header (``PullMessageRequestHeader``)."""
+    sys_flag = PullSysFlag.SUBSCRIPTION
+    if commit_offset is not None:
+        sys_flag |= PullSysFlag.COMMIT_OFFSET
+    if suspend_ms > 0:
+        sys_flag |= PullSysFlag.SUSPEND
+    return {
+        "consumerGroup": group,
+        "topic": queue.topic,
+        "queueId": queue.queue_id,
+        "queueOffset": offset,
+        "maxMsgNums": max_count,
+        "sysFlag": int(sys_flag),
+        "commitOffset": commit_offset if commit_offset is not None else 0,
+        "suspendTimeoutMillis": suspend_ms,
+        "subscription": expression or "*",
+        "subVersion": 0,
+        "expressionType": "TAG",
+    }
+
+
+def _pull_reply(resp: RemotingCommand, expression: str) -> PullReply:
+    """A PULL_MESSAGE response as a :class:`PullReply`.
+
+    Raises:
+        BrokerError: a code that is not a pull status.
+    """
+    status = wire.PULL_STATUS.get(resp.code)
+    if status is None:
+        raise BrokerError(resp.code, resp.remark or "")
+    messages: tuple[StoredMessage, ...] = ()
+    if status is PullStatus.FOUND:
+        messages = wire.decode_pull_body(resp.body, expression)
+    return PullReply(
+        status=status,
+        next_begin_offset=wire.ext_int(resp, "nextBeginOffset"),
+        min_offset=wire.ext_int(resp, "minOffset"),
+        max_offset=wire.ext_int(resp, "maxOffset"),
+        messages=messages,
+        suggest_which_broker_id=wire.ext_int(resp, "suggestWhichBrokerId"),
+    )

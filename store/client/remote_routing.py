@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping
 
 from mqstore.client import wire
-from mqstore.client.remoting_client import RemotingClient
+from mqstore.client.remoting_client import AsyncCall, RemotingClient, ResponseCallback
 from mqstore.client.route import RouteError, TopicRoute, parse_route
 from mqstore.client.transport import BrokerError, TransportError
 from mqstore.remoting.codec import RemotingCommand
@@ -60,12 +60,41 @@ class Router:
         try:
             return self._client.invoke(addr, request, wait_s)
         except TransportError:
-            # A broker that stopped answering may come back elsewhere: forget its
-            # address so the next call asks the name server again.
-            with self._lock:
-                for name in [n for n, a in self._brokers.items() if a == addr]:
-                    del self._brokers[name]
+            self._forget(addr)
             raise
+
+    def call_async(
+        self,
+        addr: str,
+        code: RequestCode,
+        ext: Mapping[str, object],
+        callback: ResponseCallback,
+    ) -> AsyncCall:
+        """One request to ``addr`` whose response goes to ``callback`` (on the reader
+        thread); a transport failure forgets the brokers at ``addr`` as :meth:`call`.
+
+        Raises:
+            TransportError: cannot connect or write (the callback is not called).
+        """
+        request = RemotingCommand(code=int(code), ext_fields=wire.ext(ext))
+
+        def done(resp: RemotingCommand | None, error: TransportError | None) -> None:
+            if error is not None:
+                self._forget(addr)
+            callback(resp, error)
+
+        try:
+            return self._client.invoke_async(addr, request, done)
+        except TransportError:
+            self._forget(addr)
+            raise
+
+    def _forget(self, addr: str) -> None:
+        # A broker that stopped answering may come back elsewhere: forget its
+        # address so the next call asks the name server again.
+        with self._lock:
+            for name in [n for n, a in self._brokers.items() if a == addr]:
+                del self._brokers[name]
 
     def route(self, topic: str) -> TopicRoute | None:
         """The topic's route from the name server; ``None`` for TOPIC_NOT_EXIST.

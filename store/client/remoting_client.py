@@ -7,8 +7,11 @@ threads around it, as RocketMQ's ``NettyRemotingClient`` does:
   numbered with a process-wide opaque counter; each connection keeps a table
   opaque -> waiting call, and a reader thread matches responses to calls.
 - **invoke** (request/response) blocks the calling thread until the response arrives
-  or the timeout passes (:class:`TransportError`); **invoke_oneway** writes and
-  returns (flag bit 1, no response expected).
+  or the timeout passes (:class:`TransportError`); **invoke_async** writes and returns
+  a handle, and the response (or the connection's failure) is handed to a callback on
+  the reader thread (RocketMQ's ``invokeAsync``: how one pull thread keeps many long
+  polls outstanding); the caller owns the timeout (``handle.cancel()``);
+  **invoke_oneway** writes and returns (flag bit 1, no response expected).
 - **Broker-originated requests** (``NOTIFY_CONSUMER_IDS_CHANGED`` and any other
   request the broker sends) go to the ``request_handler``, called on the reader
   thread. It must return quickly; for a request that is not oneway its answer is
@@ -52,6 +55,11 @@ log = logging.getLogger(__name__)
 RequestHandler = Callable[[str, RemotingCommand], RemotingCommand | None]
 """Handler of a broker-originated request: ``(address, request) -> response or None``."""
 
+ResponseCallback = Callable[[RemotingCommand | None, TransportError | None], None]
+"""Completion of an async call: ``(response, None)`` or ``(None, error)``, called once,
+on the connection's reader thread (or the caller's, if the write fails); it must be
+quick and must not wait for another response."""
+
 _RECV_SIZE: Final = 256 * 1024
 _COALESCE_BELOW: Final = 64 * 1024
 _opaques = itertools.count(1)  # next() is atomic under the GIL
@@ -75,15 +83,44 @@ def parse_address(addr: str) -> tuple[str, int]:
 
 
 class _Call:
-    """One outstanding request: the caller sleeps on ``done`` until the reader sets it."""
+    """One outstanding request: the caller sleeps on ``done`` until the reader sets it,
+    or (async) the reader calls ``callback``."""
 
-    __slots__ = ("done", "error", "response")
+    __slots__ = ("callback", "done", "error", "response")
 
-    def __init__(self) -> None:
+    def __init__(self, callback: ResponseCallback | None = None) -> None:
         self.done = threading.Lock()
         self.done.acquire()  # released once, by whoever completes the call
         self.response: RemotingCommand | None = None
         self.error: TransportError | None = None
+        self.callback = callback
+
+    def complete(self, response: RemotingCommand | None, error: TransportError | None) -> None:
+        """Hand the outcome to the waiting caller or to the callback (exactly once:
+        whoever popped the call from the table calls this)."""
+        if self.callback is None:
+            self.response, self.error = response, error
+            self.done.release()
+            return
+        try:
+            self.callback(response, error)
+        except Exception:  # a callback bug must not kill the reader
+            log.exception("response callback failed")
+
+
+class AsyncCall:
+    """Handle of an outstanding :meth:`RemotingClient.invoke_async` request."""
+
+    __slots__ = ("_conn", "_opaque")
+
+    def __init__(self, conn: _Connection, opaque: int) -> None:
+        self._conn = conn
+        self._opaque = opaque
+
+    def cancel(self) -> bool:
+        """Forget the request (its response, if any, is dropped); False if it already
+        completed. The callback is not called."""
+        return self._conn.forget(self._opaque)
 
 
 class _Connection:
@@ -151,6 +188,31 @@ class _Connection:
         assert pending.response is not None
         return pending.response
 
+    def call_async(self, cmd: RemotingCommand, callback: ResponseCallback) -> AsyncCall:
+        """Send a request; ``callback`` gets the response with the same opaque.
+
+        Raises:
+            TransportError: the connection is closed or the write failed (the callback
+                is then not called).
+        """
+        pending = _Call(callback)
+        with self._calls_lock:
+            if self.closed:
+                raise TransportError(f"connection to {self.addr} is closed")
+            self._calls[cmd.opaque] = pending
+        try:
+            self.write(cmd)
+        except TransportError:
+            with self._calls_lock:
+                self._calls.pop(cmd.opaque, None)
+            raise
+        return AsyncCall(self, cmd.opaque)
+
+    def forget(self, opaque: int) -> bool:
+        """Drop an outstanding call; False if it is no longer outstanding."""
+        with self._calls_lock:
+            return self._calls.pop(opaque, None) is not None
+
     # ----------------------------------------------------------------- reading
 
     def _read_loop(self) -> None:
@@ -178,8 +240,7 @@ class _Connection:
             with self._calls_lock:
                 pending = self._calls.pop(cmd.opaque, None)
             if pending is not None:  # None: the caller already timed out
-                pending.response = cmd
-                pending.done.release()
+                pending.complete(cmd, None)
             return
         self._serve(cmd)
 
@@ -214,8 +275,7 @@ class _Connection:
             self.closed = True
             calls, self._calls = self._calls, {}
         for pending in calls.values():
-            pending.error = error
-            pending.done.release()
+            pending.complete(None, error)
         with contextlib.suppress(OSError):  # already closed by the peer or by us
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
@@ -285,6 +345,31 @@ class RemotingClient:
             request.serialize_type,
         )
         return self._connection(addr).call(cmd, timeout_s)
+
+    def invoke_async(
+        self, addr: str, request: RemotingCommand, callback: ResponseCallback
+    ) -> AsyncCall:
+        """Send ``request`` to ``addr``; ``callback`` gets the response or the
+        connection's failure (see :data:`ResponseCallback`). No timeout here: the caller
+        cancels the handle when it stops waiting.
+
+        Raises:
+            TransportError: cannot connect or the write failed (no callback then).
+        """
+        if self.rpc_hook is not None:
+            request = self.rpc_hook.before_request(request)
+        cmd = RemotingCommand(
+            request.code,
+            self.language,
+            request.version,
+            next_opaque(),
+            request.flag,
+            request.remark,
+            request.ext_fields,
+            request.body,
+            request.serialize_type,
+        )
+        return self._connection(addr).call_async(cmd, callback)
 
     def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         """Send ``request`` with the oneway flag and return once it is written.

@@ -21,7 +21,7 @@ arrives (RocketMQ ``PullRequestHoldService``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from mqstore.message import Message
@@ -42,8 +42,23 @@ from mqstore.remoting.values import (
     SubscriptionData,
 )
 
+PullCallback = Callable[[PullReply | None, BrokerError | TransportError | None], None]
+"""Completion of :meth:`Transport.pull_async`: ``(reply, None)`` or ``(None, error)``,
+called once, on a transport thread: it must be quick and must not call the broker."""
+
+
+class Cancellable(Protocol):
+    """An outstanding async request."""
+
+    def cancel(self) -> bool:
+        """Stop waiting for it (its callback will not be called); False if it already
+        completed."""
+        ...
+
+
 __all__ = [
     "BrokerError",
+    "Cancellable",
     "ConsumeFromWhere",
     "ConsumeType",
     "ConsumerData",
@@ -51,6 +66,7 @@ __all__ = [
     "Heartbeat",
     "MessageModel",
     "MessageQueue",
+    "PullCallback",
     "PullReply",
     "PullStatus",
     "SendResult",
@@ -95,6 +111,27 @@ class Transport(Protocol):
         """PULL_MESSAGE. ``commit_offset`` piggy-backs the group's offset (sysflag
         0x1). With ``suspend_ms`` > 0 the broker holds the pull until a message
         arrives or the time runs out (sysflag 0x2)."""
+        ...
+
+    def pull_async(
+        self,
+        group: str,
+        queue: MessageQueue,
+        offset: int,
+        max_count: int,
+        expression: str = "*",
+        *,
+        commit_offset: int | None = None,
+        suspend_ms: int = 0,
+        callback: PullCallback,
+    ) -> Cancellable:
+        """PULL_MESSAGE as :meth:`pull`, without holding the calling thread: the reply
+        goes to ``callback``. Lets one thread keep every owned queue's long poll
+        outstanding (RocketMQ ``PullMessageService``). The caller owns the timeout.
+
+        Raises:
+            TransportError: the request could not be sent (no callback then).
+        """
         ...
 
     def query_offset(self, group: str, queue: MessageQueue) -> int | None:

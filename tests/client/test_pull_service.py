@@ -1,0 +1,122 @@
+"""The pull service: one thread pulls every owned queue (RocketMQ ``PullMessageService``).
+
+A consumer owning 1,000 queues of a ``mqstore broker`` process keeps a long poll
+outstanding on each of them from one thread, and its thread count does not grow
+with the queues (before: one pull thread per owned queue, 1,003 threads).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mqstore.client.producer import Producer
+from mqstore.client.remote import RemoteTransport
+from mqstore.client.remoting_client import RemotingClient
+from mqstore.message import Message
+from mqstore.remoting.codec import RemotingCommand
+from mqstore.remoting.codes import RequestCode, ResponseCode
+from tests.client.consumer_harness import FAST, wait_until
+from tests.interop.broker_harness import BrokerProcess
+
+pytestmark = pytest.mark.integration
+
+QUEUES = 1000
+MESSAGES = 2000
+THREAD_BOUND = 10
+CFG = dataclasses.replace(
+    FAST,
+    consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    suspend_ms=2000,
+    consume_thread_max=4,
+)
+
+
+@pytest.fixture(scope="module")
+def big_topic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker process with topic ``Big`` of 1,000 queues holding 2,000 messages."""
+    b = BrokerProcess(Path(tmp_path_factory.mktemp("pull-service")) / "store").start()
+    try:
+        create_topic(b.address, "Big", QUEUES)
+        with RemoteTransport(b.address) as t, Producer("pg", t) as p:
+            for i in range(MESSAGES):
+                p.send(Message("Big", f"m-{i}".encode()))
+        yield b
+    finally:
+        b.stop()
+
+
+def create_topic(addr: str, topic: str, queues: int) -> None:
+    """UPDATE_AND_CREATE_TOPIC, as ``mqadmin updateTopic`` sends it."""
+    client = RemotingClient()
+    try:
+        ext = {"topic": topic, "readQueueNums": str(queues), "writeQueueNums": str(queues)}
+        resp = client.invoke(addr, RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                                   ext_fields=ext), 10)  # fmt: skip
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+    finally:
+        client.close()
+
+
+class Bodies:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: list[str] = []
+
+    def __call__(self, msgs, ctx):
+        with self.lock:
+            self.seen.extend(m.body.decode() for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+def test_a_consumer_owning_1000_queues_runs_on_a_bounded_number_of_threads(big_topic):
+    before = set(threading.enumerate())
+    bodies = Bodies()
+    transport = RemoteTransport(big_topic.address)
+    c = PushConsumer("g-threads", transport, CFG)
+    c.subscribe("Big")
+    c.register_message_listener(bodies)
+    c.start()
+    peak: set[threading.Thread] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(bodies.seen) < MESSAGES and time.monotonic() < deadline:
+            peak |= set(threading.enumerate()) - before
+            time.sleep(0.01)
+        peak |= set(threading.enumerate()) - before
+        owned = [mq for mq in c.owned() if mq.topic == "Big"]
+    finally:
+        c.shutdown()
+        transport.close()
+    assert len(owned) == QUEUES
+    names = sorted(t.name for t in peak)
+    assert len(peak) <= THREAD_BOUND, names
+    assert sorted(bodies.seen) == sorted(f"m-{i}" for i in range(MESSAGES))
+
+
+def test_every_idle_owned_queue_keeps_a_long_poll_outstanding_from_one_thread(big_topic):
+    transport = RemoteTransport(big_topic.address)
+    c = PushConsumer(
+        "g-idle",
+        transport,
+        dataclasses.replace(CFG, consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET),
+    )
+    c.subscribe("Big")
+    c.register_message_listener(Bodies())
+    c.start()
+    try:
+        service = c._pull_service
+        assert service is not None
+        # every queue is caught up: each pull is held by the broker at the same time
+        assert wait_until(lambda: service.outstanding >= QUEUES, 20)
+        pull_threads = [t for t in threading.enumerate() if t.name == "g-idle-pull"]
+    finally:
+        c.shutdown()
+        transport.close()
+    assert len(pull_threads) == 1
