@@ -1,0 +1,114 @@
+"""Issue 14 over the broker: a topic with 1,000 queues on a ``mqstore broker`` process
+is routed (GET_ROUTEINFO_BY_TOPIC) and consumed whole by node ali-ons and by a group
+of two Python push consumers that share its queues."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mqstore.client.producer import Producer
+from mqstore.client.remote import RemoteTransport
+from mqstore.message import Message
+from tests.client.consumer_harness import FAST
+from tests.client.test_pull_service import create_topic
+from tests.interop.broker_harness import BrokerProcess, run_node
+
+pytestmark = [pytest.mark.interop, pytest.mark.integration]
+
+TOPIC = "Thousand"
+QUEUES = 1000
+MESSAGES = 3000
+CFG = dataclasses.replace(
+    FAST,
+    consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    suspend_ms=2000,
+    rebalance_interval_ms=1000,
+)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker process whose topic of 1,000 queues holds 3 messages in each queue."""
+    b = BrokerProcess(Path(tmp_path_factory.mktemp("thousand")) / "store").start()
+    try:
+        create_topic(b.address, TOPIC, QUEUES)
+        with RemoteTransport(b.address) as t, Producer("pg", t) as p:
+            for i in range(MESSAGES):
+                p.send(Message(TOPIC, f"m-{i}".encode(), tags="T"))
+        yield b
+    finally:
+        b.stop()
+
+
+def test_the_route_of_a_1000_queue_topic_lists_every_queue(broker):
+    with RemoteTransport(broker.address) as t:
+        route = t.route(TOPIC)
+        queues = t.topic_queues(TOPIC)
+    assert route is not None
+    assert [(q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas] == [(1000, 1000)]
+    assert [mq.queue_id for mq in queues] == list(range(QUEUES))
+
+
+def test_ali_ons_consumes_every_message_of_a_1000_queue_topic(node, broker):
+    lines = run_node(
+        node, "ons_consume.js",
+        {"nameSrv": broker.address, "group": "ons-thousand", "topic": TOPIC,
+         "expect": MESSAGES, "timeoutMs": 90_000, "settleMs": 500},
+        timeout_s=150,
+    )  # fmt: skip
+    msgs, summary = lines[:-1], lines[-1]
+    assert summary == {"done": True, "count": MESSAGES}
+    assert sorted(m["body"] for m in msgs if m["topic"] == TOPIC) == sorted(
+        f"m-{i}" for i in range(MESSAGES)
+    )
+    assert {m["queueId"] for m in msgs} == set(range(QUEUES))
+
+
+def test_two_python_push_consumers_share_a_1000_queue_topic_and_consume_every_message(broker):
+    lock = threading.Lock()
+    seen: Counter[str] = Counter()
+    by: dict[str, set[int]] = {"c0": set(), "c1": set()}
+
+    def listener(name: str):
+        def on_msgs(msgs, ctx):
+            with lock:
+                for m in msgs:
+                    seen[m.body.decode()] += 1
+                    by[name].add(m.queue_id)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        return on_msgs
+
+    transports = [RemoteTransport(broker.address) for _ in range(2)]
+    consumers = []
+    for name, t in zip(("c0", "c1"), transports, strict=True):
+        c = PushConsumer("py-thousand", t, CFG)
+        c.subscribe(TOPIC)
+        c.register_message_listener(listener(name))
+        consumers.append(c)
+    try:
+        for c in consumers:
+            c.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            mine = [{mq.queue_id for mq in c.owned() if mq.topic == TOPIC} for c in consumers]
+            if len(seen) == MESSAGES and all(len(m) == QUEUES // 2 for m in mine):
+                break
+            time.sleep(0.05)
+    finally:
+        for c in consumers:
+            c.shutdown()
+        for t in transports:
+            t.close()
+    assert [len(m) for m in mine] == [QUEUES // 2, QUEUES // 2]
+    assert mine[0].isdisjoint(mine[1])
+    assert set(seen) == {f"m-{i}" for i in range(MESSAGES)}
+    assert by["c0"] and by["c1"]  # both members consumed
