@@ -4,6 +4,10 @@
 ``progress`` is a consumer group's lag per queue (``consumerProgress``, docs/admin.md §4);
 ``topic-status`` (``topicStatus``, §3), ``consumer-connections`` / ``producer-connections``
 (§5) and ``broker-status`` (``brokerStatus``, §6) ask a running broker (``--broker``).
+``rebalance GROUP`` makes every online member of a consumer group rebalance now: it
+sends NOTIFY_CONSUMER_IDS_CHANGED to the broker, which relays it to the group's clients
+as it does when membership changes (``mqstore.broker.admin``, Rule 4); a group with no
+online member is an error (exit 2).
 
 Two sources, same rows:
 
@@ -231,6 +235,15 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter], epilog: str) -
         ("producer-connections", "a producer group's live clients (producerConnection)"),
         ("broker-status", "the broker's runtime info (brokerStatus)"),
     )
+    r = views.add_parser(
+        "rebalance",
+        help="make a consumer group's online members rebalance now (NOTIFY_CONSUMER_IDS_CHANGED)",
+        formatter_class=formatter,
+        epilog=epilog,
+    )
+    r.add_argument("group", metavar="GROUP", help="consumer group")
+    r.add_argument("--broker", required=True, metavar="HOST:PORT", help="a broker of the group")
+    r.add_argument("--json", action="store_true", help="print JSON")
     for name, helptext in others:
         v = views.add_parser(name, help=helptext, formatter_class=formatter, epilog=epilog)
         v.add_argument("--broker", required=True, metavar="HOST:PORT", help="the broker")
@@ -289,12 +302,34 @@ def _other_view(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def rebalance(addr: str, group: str) -> list[str]:
+    """Ask the broker at ``addr`` to notify ``group``'s members; the notified client ids.
+
+    Raises:
+        AdminError: no online member (CONSUMER_NOT_ONLINE) or another refusal.
+        TransportError: the broker did not answer.
+    """
+    body = call_broker(addr, 40, {"consumerGroup": group})
+    try:
+        ids = json.loads(body)["clientIds"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise AdminError(f"cannot read the broker's answer: {e}") from None
+    return [str(i) for i in ids]
+
+
 def main(args: argparse.Namespace) -> list[ProgressRow]:
     """Run ``mqstore admin VIEW`` and print; returns the rows of ``progress``.
 
     Raises:
         AdminError: see the sources. TransportError: the broker did not answer.
     """
+    if args.view == "rebalance":
+        ids = rebalance(args.broker, args.group)
+        if args.json:
+            print(json.dumps({"consumerGroup": args.group, "clientIds": ids}))
+        else:
+            print(f"rebalance of {args.group}: notified {len(ids)} client(s): {', '.join(ids)}")
+        return []
     if args.view != "progress":
         print(_other_view(args))
         return []

@@ -5,6 +5,7 @@ broker's own tables (docs/admin.md §1-9).
 code  request                              answer
 ====  ===================================  ==========================================
 26    GET_BROKER_CONFIG                    properties text; header ``version``
+40    NOTIFY_CONSUMER_IDS_CHANGED          relayed to the group's online clients (Rule 4)
 28    GET_BROKER_RUNTIME_INFO              ``KVTable`` of the keys we can fill
 200   UPDATE_AND_CREATE_SUBSCRIPTIONGROUP  body ``SubscriptionGroupConfig`` -> persisted
 202   GET_TOPIC_STATS_INFO                 ``TopicStatsTable`` (per write queue)
@@ -37,6 +38,15 @@ finishes on the mappings it holds; later pulls see TOPIC_NOT_EXIST. In dispatch-
 mode the child owns the queue files and the broker would learn the topic again from
 them, so the request is refused (SYSTEM_ERROR) and nothing changes.
 
+Rule 4. NOTIFY_CONSUMER_IDS_CHANGED is what RocketMQ brokers push to a group's clients
+when its membership changes; sent *to* the broker (header ``consumerGroup``, by
+``mqstore admin rebalance GROUP``) it is relayed, oneway, to every online member of the
+group, whatever ``notifyConsumerIdsChangedEnable`` says (an operator asked), so each
+member rebalances at once instead of at its next 20 s timer. A client connected to
+several brokers hears it from this one. The answer lists the notified client ids
+(``{"consumerGroup":..,"clientIds":[..]}``); with no online member it is
+CONSUMER_NOT_ONLINE.
+
 ACL: 200 and 215 are admin-only (``mqstore.broker.acl.UPSTREAM_ADMIN_CODES``), as
 upstream's ``Permission.ADMIN_CODE``, and 222 too (ours); the read-only views need no
 resource permission.
@@ -44,6 +54,7 @@ resource permission.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -385,7 +396,22 @@ def process_reset_offset(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
     return _ok(cmd, body)
 
 
+def process_notify_group(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """NOTIFY_CONSUMER_IDS_CHANGED (40) from an operator: Rule 4."""
+    group = ext_group(cmd.ext_fields, "consumerGroup")
+    info = ctx.core.consumers.group_info(group)
+    clients = sorted(info.clients.items()) if info is not None else []
+    if not clients:
+        remark = f"the consumer group[{group}] not online"
+        return cmd.make_response(ResponseCode.CONSUMER_NOT_ONLINE, remark)
+    for _, client in clients:
+        client.channel.notify_consumer_ids_changed(group)
+    body = {"consumerGroup": group, "clientIds": [cid for cid, _ in clients]}
+    return _ok(cmd, json.dumps(body).encode())
+
+
 ADMIN_PROCESSORS: dict[int, Processor] = {
+    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: process_notify_group,
     GET_BROKER_CONFIG: process_broker_config,
     RequestCode.GET_BROKER_RUNTIME_INFO: process_runtime_info,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: process_update_group,
