@@ -622,7 +622,8 @@ def _start_grpc(args: argparse.Namespace, core: Any, server: Any) -> Any:
         hint = "pip install 'mqstore[grpc]'"
         raise CliError(f"--grpc-port needs the grpc extra ({hint}): {e}") from None
     try:
-        endpoint = serve_beside(core, args.grpc_host, args.grpc_port, args.grpc_fifo_group)
+        endpoint = serve_beside(core, args.grpc_host, args.grpc_port, args.grpc_fifo_group,
+                                acl=args.access.acl)  # fmt: skip
     except OSError as e:
         server.stop()
         core.shutdown()

@@ -28,15 +28,25 @@ met by PUB or SUB; otherwise the needed and owned bits must meet. A resource not
 in ``topicPerms``/``groupPerms`` falls back to ``defaultTopicPerm``/``defaultGroupPerm``
 (absent: DENY). An admin account without any listed perm passes every resource check.
 
-Rule 4 (resources of a request, :func:`resources_of`): sends PUB their topic (SUB
-the group when the topic is a retry topic ``%RETRY%group``); pulls,
-offset queries and updates, and QUERY_MESSAGE SUB their topic and group; heartbeats SUB
-every announced group and subscribed topic; UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP
-and CONSUMER_SEND_MSG_BACK SUB their group. Our additions (documented in docs/acl.md):
-LOCK/UNLOCK_BATCH_MQ SUB their group, POP/ACK SUB topic and group, and the table dumps
-(GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET,
-GET_ALL_DELAY_OFFSET), RESET_CONSUMER_CLIENT_OFFSET and INVOKE_BROKER_TO_RESET_OFFSET
-(222, docs/admin.md §1) are admin-only.
+Rule 4 (resources of a request, :func:`resources_of`), as upstream's
+``PlainAccessResource.parse`` (docs/acl.md §3 has the table): SEND_MESSAGE,
+SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE PUB their topic, or SUB it when it is a retry
+topic ``%RETRY%group`` (a consumer re-sending; upstream 5.x, where 4.9 took the group
+from a header field); PULL_MESSAGE and UPDATE_CONSUMER_OFFSET SUB topic and group;
+QUERY_MESSAGE SUBs its topic; HEART_BEAT SUBs every announced group and subscribed
+topic; UNREGISTER_CLIENT (of a consumer), GET_CONSUMER_LIST_BY_GROUP and
+CONSUMER_SEND_MSG_BACK SUB their group. Every other code needs only the signature.
+Our additions (docs/acl.md §5): QUERY_CONSUMER_OFFSET, POP/ACK and LITE_PULL SUB topic
+and group, LOCK/UNLOCK_BATCH_MQ SUB their group, a missing naming field is refused
+(upstream skips a null resource), and the table dumps (GET_ALL_TOPIC_CONFIG,
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET),
+RESET_CONSUMER_CLIENT_OFFSET and INVOKE_BROKER_TO_RESET_OFFSET (222, docs/admin.md §1)
+are admin-only.
+
+Rule 5 (remarks). A permission failure names the resource as upstream's ``printStr``
+does: ``topic:T`` or ``group:G``. :class:`AclDenied` carries a :class:`Refusal`: a
+missing or unknown key and a wrong signature are UNAUTHENTICATED, the rest FORBIDDEN
+(the gRPC endpoint answers UNAUTHORIZED / FORBIDDEN by it, ``mqstore.grpc.access``).
 
 Pure apart from reading the YAML file; thread-safe (immutable after load).
 """
@@ -47,7 +57,7 @@ import enum
 import hmac
 import ipaddress
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,8 +77,21 @@ class AclConfigError(ConfigError):
     """``plain_acl.yml`` cannot be read or is not a valid ACL file."""
 
 
+class Refusal(enum.Enum):
+    """Why a request is refused: the caller is not who it claims (or claims no one), or
+    it is but may not do this. Remoting answers both with NO_PERMISSION; gRPC tells
+    them apart (UNAUTHORIZED / FORBIDDEN)."""
+
+    UNAUTHENTICATED = "unauthenticated"
+    FORBIDDEN = "forbidden"
+
+
 class AclDenied(StoreError):
-    """A request is refused; ``str(e)`` is the remark the client gets."""
+    """A request is refused; ``str(e)`` is the remark the client gets, ``refusal`` why."""
+
+    def __init__(self, message: str, refusal: Refusal = Refusal.FORBIDDEN) -> None:
+        super().__init__(message)
+        self.refusal = refusal
 
 
 class Perm(enum.IntFlag):
@@ -311,9 +334,10 @@ def resources_of(code: int, ext: Mapping[str, str], body: bytes) -> dict[str, Pe
 
 
 def _printable(resource: str) -> str:
+    """Upstream's ``PlainAccessResource.printStr``: ``group:G`` or ``topic:T``."""
     if resource.startswith(RETRY_PREFIX):
         return f"group:{resource[len(RETRY_PREFIX) :]}"
-    return resource
+    return f"topic:{resource}"
 
 
 # ------------------------------------------------------------------------ checks
@@ -364,38 +388,66 @@ class AccessControl:
         return next((a for a in self.accounts.values() if a.admin), None)
 
     def check(self, code: int, ext: Mapping[str, str], body: bytes, peer_host: str) -> None:
-        """Rule 2 for one request from ``peer_host``.
+        """Rule 2 for one remoting request from ``peer_host``.
 
         Raises:
             AclDenied: refused; the message is the remark for the client.
         """
+        signature = ext.get(SIGNATURE, "")
+
+        def signed_by(secret_key: str) -> bool:
+            return hmac.compare_digest(sign(content_of(ext, body), secret_key), signature)
+
+        account = self.authenticate(ext.get(ACCESS_KEY), peer_host, signed_by)
+        if account is not None:
+            self.authorize(account, resources_of(code, ext, body), code)
+
+    def authenticate(
+        self, access_key: str | None, peer_host: str, signed_by: Callable[[str], bool]
+    ) -> Account | None:
+        """Rule 2 (a)-(d), for any transport: ``signed_by(secret_key)`` tells whether the
+        request's signature was made with that secret. Returns the account whose
+        permissions apply, or None when a white list lets the peer in unchecked.
+
+        Raises:
+            AclDenied: (``Refusal.UNAUTHENTICATED``) no key, an unknown key or a wrong
+                signature.
+        """
         if any(p.matches(peer_host) for p in self.global_white):
-            return
-        access_key = ext.get(ACCESS_KEY)
+            return None
         if access_key is None:
-            raise AclDenied("No accessKey is configured")
+            raise AclDenied("No accessKey is configured", Refusal.UNAUTHENTICATED)
         account = self.accounts.get(access_key)
         if account is None:
-            raise AclDenied(f"No acl config for {access_key}")
+            raise AclDenied(f"No acl config for {access_key}", Refusal.UNAUTHENTICATED)
         wra = account.white_remote_address
         if wra is not None and wra.matches(peer_host):
-            return
-        expected = sign(content_of(ext, body), account.secret_key)
-        if not hmac.compare_digest(expected, ext.get(SIGNATURE, "")):
-            raise AclDenied(f"Check signature failed for accessKey={access_key}")
-        if code in ADMIN_CODES and not account.admin:
+            return None
+        if not signed_by(account.secret_key):
             raise AclDenied(
-                f"Need admin permission for request code={code}, but accessKey={access_key} is not"
+                f"Check signature failed for accessKey={access_key}", Refusal.UNAUTHENTICATED
             )
-        need = resources_of(code, ext, body)
+        return account
+
+    @staticmethod
+    def authorize(account: Account, need: Mapping[str, Perm], code: int | None = None) -> None:
+        """Rule 2 (e)-(f): the admin flag for an admin-only remoting ``code`` (None: no
+        request code, as for gRPC), then every needed resource's permission (Rule 3).
+
+        Raises:
+            AclDenied: (``Refusal.FORBIDDEN``) the account may not do this.
+        """
+        if code is not None and code in ADMIN_CODES and not account.admin:
+            raise AclDenied(
+                f"Need admin permission for request code={code}, but accessKey="
+                f"{account.access_key} is not"
+            )
         if account.admin and not account.resource_perms:
             return
         for resource, perm in need.items():
             owned = account.resource_perms.get(resource)
             if owned is None:
                 is_group = resource.startswith(RETRY_PREFIX)
-                default = account.default_group_perm if is_group else account.default_topic_perm
-                if not perm_allows(perm, default):
-                    raise AclDenied(f"No default permission for {_printable(resource)}")
-            elif not perm_allows(perm, owned):  # upstream's remark says "default" here too
+                owned = account.default_group_perm if is_group else account.default_topic_perm
+            if not perm_allows(perm, owned):  # upstream says "default" for listed ones too
                 raise AclDenied(f"No default permission for {_printable(resource)}")

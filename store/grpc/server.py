@@ -27,7 +27,9 @@ from typing import Any
 
 import grpc
 
+from mqstore.broker.acl import AccessControl
 from mqstore.broker.core import BrokerCore
+from mqstore.grpc.access import GrpcAccess, guard
 from mqstore.grpc.protocol import SERVICE_NAME, svc
 from mqstore.grpc.service import MALFORMED_REQUEST, MessagingService, ServiceConfig
 from mqstore.message_store import MessageStore
@@ -53,8 +55,9 @@ def _lenient(message_class: Any) -> Callable[[bytes], Any]:
     return parse
 
 
-def _handlers(service: MessagingService) -> Any:
-    """The method handlers of every RPC of the service descriptor, on ``service``."""
+def _handlers(service: MessagingService, access: GrpcAccess | None = None) -> Any:
+    """The method handlers of every RPC of the service descriptor, on ``service``; with
+    ``access``, each request is checked against the ACL first (``mqstore.grpc.access``)."""
     makers = {
         (False, False): grpc.unary_unary_rpc_method_handler,
         (False, True): grpc.unary_stream_rpc_method_handler,
@@ -64,8 +67,9 @@ def _handlers(service: MessagingService) -> Any:
     handlers = {}
     for m in svc.DESCRIPTOR.services_by_name["MessagingService"].methods:
         make = makers[(m.client_streaming, m.server_streaming)]
+        behaviour = getattr(service, m.name)
         handlers[m.name] = make(
-            getattr(service, m.name),
+            behaviour if access is None else guard(access, m, behaviour),
             request_deserializer=_lenient(getattr(svc, m.input_type.name)),
             response_serializer=getattr(svc, m.output_type.name).SerializeToString,
         )
@@ -94,6 +98,9 @@ class GrpcConfig:
     ``keepalive_timeout_ms`` closes it."""
     keepalive_timeout_ms: int = 20_000
     service: ServiceConfig = dataclasses.field(default_factory=ServiceConfig)
+    acl: AccessControl | None = None
+    """The broker's plain ACL: every request must then be signed by one of its accounts
+    and hold the permissions its RPC needs (docs/acl.md §6)."""
 
 
 class GrpcEndpoint:
@@ -161,7 +168,8 @@ class GrpcEndpoint:
             cfg.service, host=self._advertised, port=self.port, max_long_polls=polls
         )
         self.service = MessagingService(self.core, svc_cfg)
-        server.add_generic_rpc_handlers((_handlers(self.service),))
+        access = GrpcAccess(cfg.acl) if cfg.acl is not None else None
+        server.add_generic_rpc_handlers((_handlers(self.service, access),))
         server.start()
         self._server = server
         return self.port
@@ -197,16 +205,20 @@ def _probe(host: str, port: int) -> None:
 
 
 def serve_beside(
-    core: BrokerCore, host: str, port: int, fifo_groups: Iterable[str] = ()
+    core: BrokerCore,
+    host: str,
+    port: int,
+    fifo_groups: Iterable[str] = (),
+    acl: AccessControl | None = None,
 ) -> GrpcEndpoint:
     """Start an endpoint over a running broker's ``core`` (``mqstore broker
-    --grpc-port``, ``--grpc-fifo-group``); the caller stops it before shutting the core
-    down.
+    --grpc-port``, ``--grpc-fifo-group``, ``--acl``); the caller stops it before
+    shutting the core down.
 
     Raises:
         OSError: the address cannot be bound.
     """
     service = ServiceConfig(fifo_groups=frozenset(fifo_groups))
-    endpoint = GrpcEndpoint(core, GrpcConfig(host=host, port=port, service=service))
+    endpoint = GrpcEndpoint(core, GrpcConfig(host=host, port=port, service=service, acl=acl))
     endpoint.start()
     return endpoint

@@ -120,17 +120,17 @@ def test_tampered_body_breaks_the_signature(acl_address: str) -> None:
 def test_pub_without_sub_cannot_pull(acl_address: str) -> None:
     assert _call(acl_address, _send("audit"), APP).code == Rs.SUCCESS
     resp = _call(acl_address, _pull("audit", "g1"), APP)
-    assert (resp.code, resp.remark) == (Rs.NO_PERMISSION, "No default permission for audit")
+    assert (resp.code, resp.remark) == (Rs.NO_PERMISSION, "No default permission for topic:audit")
 
 
 def test_denied_topic_refuses_send(acl_address: str) -> None:
     resp = _call(acl_address, _send("secret"), APP)
-    assert (resp.code, resp.remark) == (Rs.NO_PERMISSION, "No default permission for secret")
+    assert (resp.code, resp.remark) == (Rs.NO_PERMISSION, "No default permission for topic:secret")
 
 
 def test_default_topic_perm_deny_refuses_unlisted_topic(acl_address: str) -> None:
     resp = _call(acl_address, _send("other"), APP)
-    assert (resp.code, resp.remark) == (Rs.NO_PERMISSION, "No default permission for other")
+    assert (resp.code, resp.remark) == (Rs.NO_PERMISSION, "No default permission for topic:other")
 
 
 def test_denied_group_cannot_pull_or_commit_offsets(acl_address: str) -> None:

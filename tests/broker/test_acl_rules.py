@@ -14,8 +14,10 @@ from mqstore.broker.acl import (
     AclDenied,
     AddressPattern,
     Perm,
+    Refusal,
     parse_perm,
     perm_allows,
+    resources_of,
 )
 from mqstore.client.acl_hook import AclSigner
 from mqstore.remoting.codec import RemotingCommand
@@ -111,3 +113,68 @@ def test_not_yaml_is_a_config_error(tmp_path: Path) -> None:
     f.write_text("accounts: [unclosed\n")
     with pytest.raises(AclConfigError, match="not valid YAML"):
         AccessControl.load(f)
+
+
+# ------------------------------------------------- resources per remoting request code
+# Upstream PlainAccessResource.parse(RemotingCommand, ...): which resource each request
+# code touches and the permission it needs (docs/acl.md §3), then our additions (§5).
+
+_HB = (
+    b'{"clientID":"c","producerDataSet":[{"groupName":"pg"}],"consumerDataSet":[{"groupName":'
+    b'"cg","subscriptionDataSet":[{"topic":"t1"},{"topic":"%RETRY%cg"}]}]}'
+)
+_UPSTREAM_TABLE = [
+    (10, {"topic": "t", "producerGroup": "pg"}, b"", {"t": Perm.PUB}),
+    (10, {"topic": "%RETRY%g", "producerGroup": "pg"}, b"", {"%RETRY%g": Perm.SUB}),
+    (310, {"a": "pg", "b": "t"}, b"", {"t": Perm.PUB}),
+    (310, {"a": "pg", "b": "%RETRY%g"}, b"", {"%RETRY%g": Perm.SUB}),
+    (320, {"a": "pg", "b": "t"}, b"", {"t": Perm.PUB}),
+    (36, {"group": "g", "originTopic": "t", "offset": "0"}, b"", {"%RETRY%g": Perm.SUB}),
+    (11, {"topic": "t", "consumerGroup": "g"}, b"", {"t": Perm.SUB, "%RETRY%g": Perm.SUB}),
+    (12, {"topic": "t", "key": "k"}, b"", {"t": Perm.SUB}),
+    (34, {}, _HB, {"%RETRY%cg": Perm.SUB, "t1": Perm.SUB}),
+    (35, {"clientID": "c", "consumerGroup": "g"}, b"", {"%RETRY%g": Perm.SUB}),
+    (35, {"clientID": "c", "producerGroup": "pg"}, b"", {}),
+    (38, {"consumerGroup": "g"}, b"", {"%RETRY%g": Perm.SUB}),
+    (15, {"topic": "t", "consumerGroup": "g", "queueId": "0"}, b"", {"t": Perm.SUB,
+                                                                      "%RETRY%g": Perm.SUB}),
+    (30, {"topic": "t", "queueId": "0"}, b"", {}),  # GET_MAX_OFFSET: signature only
+    (29, {"topic": "t", "queueId": "0", "timestamp": "0"}, b"", {}),  # SEARCH_OFFSET_BY_TIMESTAMP
+    (33, {"offset": "0"}, b"", {}),  # VIEW_MESSAGE_BY_ID
+    (105, {"topic": "t"}, b"", {}),  # GET_ROUTEINFO_BY_TOPIC
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("code", "ext", "body", "need"), _UPSTREAM_TABLE)
+def test_resources_of_each_request_code_follow_upstream(
+    code: int, ext: dict[str, str], body: bytes, need: dict[str, Perm]
+) -> None:
+    assert resources_of(code, ext, body) == need
+
+
+def test_query_consumer_offset_needs_topic_and_group_as_our_addition() -> None:
+    need = resources_of(14, {"topic": "t", "consumerGroup": "g", "queueId": "0"}, b"")
+    assert need == {"t": Perm.SUB, "%RETRY%g": Perm.SUB}
+
+
+def _signed(secret: str, code: int, ext: dict[str, str]) -> RemotingCommand:
+    return AclSigner("ak-12345", secret).before_request(RemotingCommand(code, ext_fields=ext))
+
+
+def test_a_refused_topic_is_named_topic_colon_as_upstream_print_str() -> None:
+    acl = AccessControl.from_dict(
+        {"accounts": [{"accessKey": "ak-12345", "secretKey": "sk-123456"}]}
+    )
+    cmd = _signed("sk-123456", 11, {"topic": "t", "consumerGroup": "g"})
+    with pytest.raises(AclDenied) as e:
+        acl.check(cmd.code, cmd.ext_fields, cmd.body, "127.0.0.1")
+    assert str(e.value) == "No default permission for topic:t"
+    assert e.value.refusal is Refusal.FORBIDDEN
+
+
+def test_a_wrong_signature_is_an_authentication_refusal() -> None:
+    acl = AccessControl.from_dict(DOC)
+    cmd = _signed("not-the-secret", 10, {"topic": "t"})
+    with pytest.raises(AclDenied) as e:
+        acl.check(cmd.code, cmd.ext_fields, cmd.body, "127.0.0.1")
+    assert e.value.refusal is Refusal.UNAUTHENTICATED
