@@ -125,7 +125,6 @@ class CommitLog:
         self.topic_queue_table: dict[str, int] = {}
         self._clock = clock or _now_ms
         self.encoder = fmt.RecordEncoder(store_host)
-        self._pack = self.encoder.encode
         self.last_store_timestamp = 0
 
     # ------------------------------------------------------------------ offsets
@@ -171,6 +170,7 @@ class CommitLog:
     # ------------------------------------------------------------------ append
 
     def _encode(self, m: EncodedMessage, queue_offset: int, physical_offset: int, ts: int) -> bytes:
+        """The record bytes of ``m`` at its place in the log (the general path)."""
         return self.encoder.encode(
             m.total,
             m.version,
@@ -214,6 +214,74 @@ class CommitLog:
         mf.mark_full()
         return self._writable()
 
+    # The write pipeline: every append takes its place in the log by :meth:`_claim`,
+    # writes its bytes there and ends with :meth:`_commit`, all under the put lock.
+
+    def _claim(
+        self, need: int, keys: Sequence[str | None], roll: bool
+    ) -> tuple[MappedFile, int, int, list[int] | None] | None:
+        """The reservation step: ``need`` bytes at the end of the log for records of
+        the queues ``keys`` (one key a record, in order).
+
+        The caller holds :attr:`put_lock`. Rolls to a new segment when the records do
+        not fit the current one (``roll``), or returns None with nothing changed (no
+        ``roll``: the fast path, which also declines when disk is not yet reserved
+        that far). Returns (segment, store timestamp, first queue offset, queue
+        offsets): the records go at ``segment.wrote_position``. When every key is the
+        same queue (a single put, a broker's batch) the queue offsets are None and
+        the records take ``first, first + 1, ...``; otherwise they are listed, a key
+        of None (PREPARED, ROLLBACK: no queue offset) getting 0. The topic-queue
+        table is advanced by :meth:`_commit`, after the write, so a write that fails
+        leaves it as it was.
+
+        Raises:
+            RollFailed: with ``roll``, a segment could not be created or disk reserved.
+        """
+        mf = self.segments.last
+        if roll:
+            if mf is None or need + _MIN_BLANK > mf.file_size - mf.wrote_position:
+                mf = self._writable() if mf is None or mf.is_full else self._roll(mf)
+            if mf.wrote_position + need > mf.reserved:
+                self._reserve(mf, mf.wrote_position + need)
+        elif mf is None or need + _MIN_BLANK > mf.reserved - mf.wrote_position:
+            return None
+        first = keys[0]
+        n = len(keys)
+        if first is not None and (n == 1 or keys.count(first) == n):  # one queue: the usual
+            return mf, self._clock(), self.topic_queue_table.get(first, 0), None
+        table = self.topic_queue_table
+        qoffs: list[int] = []
+        after: dict[str, int] = {}
+        for key in keys:
+            if key is None:
+                qoffs.append(0)
+                continue
+            q = after.get(key)
+            if q is None:
+                q = table.get(key, 0)
+            after[key] = q + 1
+            qoffs.append(q)
+        return mf, self._clock(), qoffs[0], qoffs
+
+    def _commit(
+        self,
+        mf: MappedFile,
+        ts: int,
+        keys: Sequence[str | None],
+        first: int,
+        qoffs: list[int] | None,
+    ) -> None:
+        """After the write of what :meth:`_claim` reserved: stamp the segment and
+        advance the topic-queue table past the records (their queue's next offsets)."""
+        mf.last_store_timestamp = ts
+        table = self.topic_queue_table
+        if qoffs is None:
+            table[keys[0]] = first + len(keys)  # type: ignore[index]
+            return
+        for key, q in zip(keys, qoffs, strict=True):  # a queue's last record wins
+            if key is not None:
+                table[key] = q + 1
+
     def append(self, m: EncodedMessage) -> tuple[int, int, int]:
         """Append one record; return (physical offset, size, queue offset).
 
@@ -225,41 +293,14 @@ class CommitLog:
                 beyond a blank record (which readers skip), so the log stays valid.
         """
         total = m.total
-        tx = m.sys_flag & _TX_MASK
-        counts = tx not in _NO_QUEUE_OFFSET
-        key = m.queue_key
-        table = self.topic_queue_table
+        keys = (m.queue_key if m.sys_flag & _TX_MASK not in _NO_QUEUE_OFFSET else None,)
         with self.put_lock:
-            mf = self.segments.last
-            if mf is None or total + 8 > mf.file_size - mf.wrote_position:
-                mf = self._writable() if mf is None or mf.is_full else self._roll(mf)
-            if mf.wrote_position + total > mf.reserved:
-                self._reserve(mf, mf.wrote_position + total)
-            qoff = table.get(key, 0) if counts else 0
-            ts = self._clock()
+            claimed = self._claim(total, keys, True)
+            assert claimed is not None  # a rolling claim returns or raises
+            mf, ts, qoff, qoffs = claimed
             phys = mf.file_from_offset + mf.wrote_position
-            mf.append(
-                self._pack(
-                    total,
-                    m.version,
-                    m.crc,
-                    m.queue_id,
-                    m.flag,
-                    qoff,
-                    phys,
-                    m.sys_flag,
-                    ts if m.born_timestamp is None else m.born_timestamp,
-                    m.born_host,
-                    ts,
-                    m.reconsume_times,
-                    m.prepared_transaction_offset,
-                    m.body,
-                    m.tail,
-                )
-            )
-            mf.last_store_timestamp = ts
-            if counts:
-                table[key] = qoff + 1
+            mf.append(self._encode(m, qoff, phys, ts))
+            self._commit(mf, ts, keys, qoff, qoffs)
         self.last_store_timestamp = ts
         return phys, total, qoff
 
@@ -286,24 +327,21 @@ class CommitLog:
         None leaves everything untouched; the caller then uses :meth:`append`, which
         rolls. Returns (physical offset, queue offset, store timestamp).
         """
-        encode_into = self.encoder.encode_v1_into
-        table = self.topic_queue_table
         with self.put_lock:
-            mf = self.segments.last
-            if mf is None or total + _MIN_BLANK > mf.reserved - mf.wrote_position:
+            claimed = self._claim(total, (key,), False)
+            if claimed is None:
                 return None
-            qoff = table.get(key, 0)
-            ts = self._clock()
+            mf, ts, qoff, _ = claimed
             pos = mf.wrote_position
             phys = mf.file_from_offset + pos
-            encode_into(
+            self.encoder.encode_v1_into(
                 mf.mapping, pos, total, crc, queue_id, flag, qoff, phys,
                 ts if born_timestamp is None else born_timestamp, born_host, ts,
                 reconsume_times, body, tail,
             )  # fmt: skip
             mf.wrote_position = pos + total
-            mf.last_store_timestamp = ts
-            table[key] = qoff + 1
+            mf.last_store_timestamp = ts  # _commit of one record, inline: the hottest path
+            self.topic_queue_table[key] = qoff + 1
         self.last_store_timestamp = ts
         return phys, qoff, ts
 
@@ -317,44 +355,22 @@ class CommitLog:
         caller uses :meth:`append_batch`, which rolls). Returns (physical offsets,
         queue offsets, store timestamp).
         """
-        encode_many = self.encoder.encode_v1_many_into
-        table = self.topic_queue_table
         need = sum(map(_V1_TOTAL, records))
         keys = list(map(_V1_KEY, records))
-        n = len(keys)
-        one_queue = keys.count(keys[0]) == n  # the usual batch (a broker's always is)
         with self.put_lock:
-            mf = self.segments.last
-            if mf is None or need + _MIN_BLANK > mf.reserved - mf.wrote_position:
+            claimed = self._claim(need, keys, False)
+            if claimed is None:
                 return None
-            ts = self._clock()
-            if one_queue:
-                q0 = table.get(keys[0], 0)
-                qoffs = list(range(q0, q0 + n))
-                pending = {keys[0]: q0 + n}
-            else:
-                qoffs, pending = self._queue_offsets(keys)
+            mf, ts, q0, listed = claimed
+            qoffs = list(range(q0, q0 + len(keys))) if listed is None else listed
             pos = mf.wrote_position
-            physs = encode_many(mf.mapping, pos, mf.file_from_offset, ts, records, qoffs)
+            physs = self.encoder.encode_v1_many_into(
+                mf.mapping, pos, mf.file_from_offset, ts, records, qoffs
+            )
             mf.wrote_position = pos + need
-            mf.last_store_timestamp = ts
-            table.update(pending)
+            self._commit(mf, ts, keys, q0, listed)
         self.last_store_timestamp = ts
         return physs, qoffs, ts
-
-    def _queue_offsets(self, keys: list[str]) -> tuple[list[int], dict[str, int]]:
-        """Queue offsets of a batch spanning several queues, and each queue's next
-        offset after it (the caller holds the put lock)."""
-        table = self.topic_queue_table
-        qoffs: list[int] = []
-        pending: dict[str, int] = {}
-        for key in keys:
-            q = pending.get(key)
-            if q is None:
-                q = table.get(key, 0)
-            pending[key] = q + 1
-            qoffs.append(q)
-        return qoffs, pending
 
     def append_batch(self, msgs: Sequence[EncodedMessage]) -> AppendResult:
         """Append records contiguously in one segment, under one lock acquisition.
@@ -362,21 +378,25 @@ class CommitLog:
         Raises:
             RollFailed: as :meth:`append`.
         """
+        total = sum(m.total for m in msgs)
+        keys = [
+            m.queue_key if m.sys_flag & _TX_MASK not in _NO_QUEUE_OFFSET else None for m in msgs
+        ]
         with self.put_lock:
-            mf = self._writable()
-            ts = self._clock()
-            total = sum(m.total for m in msgs)
-            if total + fmt.END_FILE_MIN_BLANK_LENGTH > mf.free:
-                mf = self._roll(mf)
-            if mf.wrote_position + total > mf.reserved:
-                self._reserve(mf, mf.wrote_position + total)
-            datas, qoffs, physs = self._encode_batch(msgs, mf, ts)
-            mf.append(b"".join(datas))
-            mf.last_store_timestamp = ts
+            claimed = self._claim(total, keys, True)
+            assert claimed is not None  # a rolling claim returns or raises
+            mf, ts, q0, listed = claimed
+            qoffs = list(range(q0, q0 + len(keys))) if listed is None else listed
+            phys = mf.file_from_offset + mf.wrote_position
+            datas: list[bytes] = []
+            physs: list[int] = []
             for m, q in zip(msgs, qoffs, strict=True):
-                tx = m.sys_flag & _TX_MASK
-                if tx not in _NO_QUEUE_OFFSET:
-                    self.topic_queue_table[m.queue_key] = q + 1
+                d = self._encode(m, q, phys, ts)
+                datas.append(d)
+                physs.append(phys)
+                phys += len(d)
+            mf.append(b"".join(datas))
+            self._commit(mf, ts, keys, q0, listed)
         self.last_store_timestamp = ts
         return AppendResult(
             AppendStatus.PUT_OK,
@@ -388,31 +408,6 @@ class CommitLog:
             tuple(qoffs),
             tuple(physs),
         )
-
-    def _encode_batch(
-        self, msgs: Sequence[EncodedMessage], mf: MappedFile, ts: int
-    ) -> tuple[list[bytes], list[int], list[int]]:
-        table = self.topic_queue_table
-        pending: dict[str, int] = {}
-        phys = mf.file_from_offset + mf.wrote_position
-        datas: list[bytes] = []
-        qoffs: list[int] = []
-        physs: list[int] = []
-        for m in msgs:
-            tx = m.sys_flag & _TX_MASK
-            if tx not in _NO_QUEUE_OFFSET:
-                q = pending.get(m.queue_key)
-                if q is None:
-                    q = table.get(m.queue_key, 0)
-                pending[m.queue_key] = q + 1
-            else:
-                q = 0
-            d = self._encode(m, q, phys, ts)
-            datas.append(d)
-            qoffs.append(q)
-            physs.append(phys)
-            phys += len(d)
-        return datas, qoffs, physs
 
     def append_raw_at(self, offset: int, data: bytes | memoryview) -> None:
         """Append raw log bytes at exactly ``offset`` (HA slave, reput tests).

@@ -97,6 +97,21 @@ def test_batch_is_never_split_across_segments(log: CommitLog):
     assert all(SIZE <= p < 2 * SIZE for p in r.physical_offsets)
 
 
+def test_batch_over_several_queues_numbers_each_queue_and_skips_prepared(log: CommitLog):
+    log.append(encoded(queue_id=0))
+    prepared = encoded(queue_id=0, sys_flag=fmt.TRANSACTION_PREPARED_TYPE)
+    batch = [encoded(queue_id=0), encoded(queue_id=1), prepared, encoded(queue_id=0)]
+    r = log.append_batch(batch)
+    assert list(r.queue_offsets) == [1, 0, 0, 2]
+    assert (log.append(encoded(queue_id=0))[2], log.append(encoded(queue_id=1))[2]) == (3, 1)
+
+
+def test_batch_and_single_appends_share_one_numbering_per_queue(log: CommitLog):
+    log.append_batch([encoded(queue_id=2)] * 3)
+    assert log.append(encoded(queue_id=2))[2] == 3
+    assert list(log.append_batch([encoded(queue_id=2)] * 2).queue_offsets) == [4, 5]
+
+
 def test_read_returns_none_past_written_data(log: CommitLog):
     phys, size, _ = log.append(encoded())
     assert log.read(phys, size) is not None
