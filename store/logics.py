@@ -67,6 +67,7 @@ class Logics:
             cfg.consume_queue_path,
             cfg.consume_queue_file_size,
             max_mapped_files=cfg.max_mapped_consume_queue_files,
+            log_start=lambda: segments.min_offset,
         )
         self.index = IndexService.for_store(cfg, self._index_file_full)
         self.delay_levels = DelayLevels.parse(cfg.message_delay_level)
@@ -114,7 +115,7 @@ class Logics:
             SegmentLoadError: a queue file has a bad name or size.
             CorruptIndexError: an index file has the wrong size.
         """
-        self.queues.load()
+        self.queues.load(clean=last_exit_ok)
         if self.index is not None:
             self._index_rebuild_from = self.index.load(
                 last_exit_ok=last_exit_ok,
@@ -174,6 +175,7 @@ class Logics:
             if self.index is not None:
                 self.index.destroy()
             return {}
+        self.queues.check_log_end(end)
         if self.queues.max_physic_offset > end:
             self.queues.truncate_dirty(end)
         self.queues.correct_min_offset(self.segments.min_offset)
@@ -328,6 +330,11 @@ class Logics:
         except OSError as e:
             log.error("flushing consume queues / index at shutdown failed: %s", e)
             clean = False
+        if clean:
+            try:  # the next open reads each queue on first use instead of all at once
+                self.queues.save_summary(self.segments.max_offset)
+            except OSError as e:
+                log.error("writing the consume-queue summary at shutdown failed: %s", e)
         self.close()
         return clean
 

@@ -67,6 +67,7 @@ from mqstore.consumequeue.format import (
     unpack_unit,
 )
 from mqstore.consumequeue.mappings import MappingPool
+from mqstore.consumequeue.summary import QueueSummary
 
 log = logging.getLogger(__name__)
 
@@ -357,6 +358,34 @@ class ConsumeQueue:
             return self._view(mf)[pos:end]
         except (ValueError, OSError):
             return None
+
+    def summary(self) -> QueueSummary:
+        """The queue's state for the clean-close summary (``mqstore.consumequeue.summary``).
+
+        The unit at the minimum is read from the mapping if the file is mapped, else
+        with ``pread`` (a close must not map every queue it summarises).
+        """
+        low, top = self.min_offset, self.max_offset
+        min_physical = -1
+        if low < top:
+            found = self._file_of(low)
+            if found is not None:
+                mf, pos = found
+                if mf.is_mapped:
+                    u = self.unit_at(low)
+                    min_physical = u[0] if u is not None else -1
+                else:
+                    with open(mf.path, "rb", buffering=0) as f:
+                        raw = os.pread(f.fileno(), UNIT_SIZE, pos)
+                    if len(raw) == UNIT_SIZE:
+                        min_physical = unpack_unit(raw, 0)[0]
+        return QueueSummary(
+            max_offset=top,
+            min_offset=low,
+            max_physic_offset=self.max_physic_offset,
+            first_file=self.segments.min_offset,
+            min_physical=min_physical,
+        )
 
     def last_unit(self) -> tuple[int, int, int] | None:
         """The last unit written, if any."""

@@ -11,6 +11,15 @@ holds no mapping and no descriptor), :meth:`ConsumeQueueStore.flush` visits only
 queues written since their last complete flush, and :meth:`ConsumeQueueStore.close`
 unmaps only what is mapped.
 
+Open after a clean close reads one file, not every queue: :meth:`ConsumeQueueStore.save_summary`
+records each queue's state at the close (``mqstore.consumequeue.summary``), and
+:meth:`ConsumeQueueStore.load` takes it back, so a queue's files are read (loaded and
+recovered) when it is first used: found, written, or concerned by a whole-store
+operation (a CommitLog cut or expiry below its units). Whole-store questions (the
+topic-queue table, the largest CommitLog offset a unit points at) are answered from
+the summary for queues not read yet. After a crash, or without a usable summary,
+every queue is read at open as before.
+
 Thread-safety: queues are created under a lock; the table is read without one
 (``dict`` lookups are atomic under the GIL). The dirty set is changed by the writer
 (adds after writing) and the flusher (removes before flushing, adds back what is
@@ -28,8 +37,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mqstore import faults
+from mqstore.consumequeue import summary
+from mqstore.consumequeue.format import UNIT_SIZE
 from mqstore.consumequeue.mappings import DEFAULT_CAPACITY, MappingPool
 from mqstore.consumequeue.queue import ConsumeQueue, UnitCheck
+from mqstore.consumequeue.summary import QueueSummary
 from mqstore.message import TOPIC_PATTERN
 
 log = logging.getLogger(__name__)
@@ -65,8 +77,15 @@ class ConsumeQueueStore:
     """The consume queues under one directory."""
 
     def __init__(
-        self, directory: Path, file_size: int, *, max_mapped_files: int = DEFAULT_CAPACITY
+        self,
+        directory: Path,
+        file_size: int,
+        *,
+        max_mapped_files: int = DEFAULT_CAPACITY,
+        log_start: Callable[[], int] = lambda: 0,
     ) -> None:
+        """``log_start()``: the CommitLog's first offset now (a queue read after open
+        corrects its minimum against it)."""
         self.directory = directory
         self.file_size = file_size
         self.pool = MappingPool(max_mapped_files)
@@ -78,6 +97,11 @@ class ConsumeQueueStore:
         """Store time of the message of the last unit written (checkpoint field)."""
         self._dispatched: Callable[[], int] | None = None
         self._min_physical: Callable[[], int] = lambda: 0
+        self._log_start = log_start
+        self._closed: dict[tuple[str, int], QueueSummary] = {}
+        """Queues not read since open, as the clean close's summary describes them."""
+        self._log_end = -1
+        """The CommitLog end the summary was written at (-1: no summary taken)."""
 
     # -------------------------------------------------------------- following
 
@@ -92,6 +116,8 @@ class ConsumeQueueStore:
         """
         self._dispatched = dispatched
         self._min_physical = min_physical
+        # The child writes the queues: a queue is discovered on disk on first use.
+        self._closed.clear()
 
     @property
     def following(self) -> bool:
@@ -127,12 +153,23 @@ class ConsumeQueueStore:
 
     # ----------------------------------------------------------------- loading
 
-    def load(self) -> None:
-        """Map every queue found on disk.
+    def load(self, *, clean: bool = False) -> None:
+        """Take the clean close's summary if ``clean`` (the store was closed cleanly)
+        and it describes these queues: each queue is then read on first use. Else
+        load every queue found on disk. The summary file is removed either way.
 
         Raises:
             SegmentLoadError: a queue file with a bad name or size.
+            OSError: the summary file could not be removed.
         """
+        taken = summary.take(self.directory, self.file_size, use=clean)
+        if taken is not None:
+            self._closed = taken.queues
+            self._log_end = taken.log_end
+            return
+        self._load_all()
+
+    def _load_all(self) -> None:
         if not self.directory.is_dir():
             return
         # scandir: whether an entry is a directory comes with the listing, no stat each.
@@ -150,12 +187,53 @@ class ConsumeQueueStore:
                 self.queues[topic, int(qid)] = cq
 
     def recover(self, *, clean: bool = False) -> None:
-        """Recover every queue (see :meth:`ConsumeQueue.recover`; ``clean``: the store
-        was closed cleanly)."""
-        for cq in self.queues.values():
+        """Recover every queue read at open (see :meth:`ConsumeQueue.recover`;
+        ``clean``: the store was closed cleanly)."""
+        for cq in list(self.queues.values()):
             cq.recover(clean=clean)
             if not cq.flushed_all:
                 self._dirty.add(cq)
+
+    def check_log_end(self, end: int) -> None:
+        """Read every queue now unless the CommitLog ends at ``end`` where the summary
+        says it ended at the close (else the log changed since, and the summary with
+        it may not describe the queues)."""
+        if self._closed and end != self._log_end:
+            log.warning(
+                "CommitLog ends at %d, the queue summary was written at %d: reading "
+                "every queue", end, self._log_end,
+            )  # fmt: skip
+            self._open_closed(list(self._closed))
+
+    def _open_closed(self, keys: list[tuple[str, int]]) -> None:
+        for key in keys:
+            self._open_one(key)
+
+    def _open_one(self, key: tuple[str, int]) -> ConsumeQueue | None:
+        """Read a queue the summary describes (load, recover, correct its minimum);
+        None if it is not one (any more).
+
+        Raises:
+            SegmentLoadError: a queue file with a bad name or size.
+        """
+        with self._lock:
+            cq = self.queues.get(key)
+            if cq is not None:
+                return cq
+            s = self._closed.get(key)
+            if s is None:
+                return None
+            topic, queue_id = key
+            cq = ConsumeQueue(
+                self.directory / topic / str(queue_id), topic, queue_id, self.file_size, self.pool
+            )
+            cq.load()
+            end = cq.recover(clean=True)
+            cq.min_logic_offset = min(max(cq.min_logic_offset, s.min_offset * UNIT_SIZE), end)
+            cq.correct_min_offset(self._log_start())
+            self.queues[key] = cq
+            del self._closed[key]
+        return cq
 
     # ------------------------------------------------------------------ access
 
@@ -163,6 +241,8 @@ class ConsumeQueueStore:
         """The queue of (topic, queue_id), or None if it has never been written."""
         cq = self.queues.get((topic, queue_id))
         if self._dispatched is None:
+            if cq is None and self._closed:
+                return self._open_one((topic, queue_id))
             return cq
         if cq is None:
             cq = self._discover(topic, queue_id)
@@ -174,6 +254,8 @@ class ConsumeQueueStore:
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         """The queue of (topic, queue_id), created (without files) if needed."""
         cq = self.queues.get((topic, queue_id))
+        if cq is None and self._closed:
+            cq = self._open_one((topic, queue_id))
         if cq is None:
             with self._lock:
                 cq = self.queues.get((topic, queue_id))
@@ -211,10 +293,22 @@ class ConsumeQueueStore:
         return False
 
     def all(self) -> list[ConsumeQueue]:
-        """A snapshot of every queue."""
+        """A snapshot of every queue (each read now if it was not yet)."""
         if self._dispatched is not None:
             self._discover_all()
+        if self._closed:
+            self._open_closed(list(self._closed))
         return list(self.queues.values())
+
+    def keys(self) -> list[tuple[str, int]]:
+        """(topic, queue id) of every queue, without reading any."""
+        if self._dispatched is not None:
+            self._discover_all()
+        return [*self.queues, *self._closed]
+
+    def queue_ids(self, topic: str) -> list[int]:
+        """The topic's queue ids, sorted, without reading any queue."""
+        return sorted(qid for t, qid in self.keys() if t == topic)
 
     def _discover_all(self) -> None:
         """Following: map queues created since, and catch every queue up."""
@@ -238,11 +332,23 @@ class ConsumeQueueStore:
     @property
     def max_physic_offset(self) -> int:
         """The largest CommitLog end any queue points at (0 with no units)."""
-        return max((cq.max_physic_offset for cq in self.all()), default=0)
+        if self._dispatched is not None:
+            self._discover_all()
+        closed = max((s.max_physic_offset for s in list(self._closed.values())), default=0)
+        return max(max((cq.max_physic_offset for cq in list(self.queues.values())), default=0),
+                   closed)  # fmt: skip
 
     def topic_queue_table(self) -> dict[str, int]:
         """``topic-queueId`` -> next queue offset, for every queue with units."""
-        return {f"{cq.topic}-{cq.queue_id}": cq.max_offset for cq in self.all() if cq.max_offset}
+        if self._dispatched is not None:
+            self._discover_all()
+        table = {
+            f"{t}-{q}": s.max_offset for (t, q), s in list(self._closed.items()) if s.max_offset
+        }
+        for cq in list(self.queues.values()):
+            if cq.max_offset:
+                table[f"{cq.topic}-{cq.queue_id}"] = cq.max_offset
+        return table
 
     # ---------------------------------------------------------- maintenance
 
@@ -250,8 +356,14 @@ class ConsumeQueueStore:
         """Drop units pointing at or past ``physical_offset`` in every queue (and, with
         ``verify``, torn units just before). Returns the lowest CommitLog offset whose
         records must be dispatched again because torn units were cut, else None."""
+        if verify is not None:
+            self.all()
+        else:  # only queues pointing past the cut are concerned
+            self._open_closed(
+                [k for k, s in list(self._closed.items()) if s.max_physic_offset > physical_offset]
+            )
         replay: int | None = None
-        for cq in self.all():
+        for cq in self._snapshot():
             if verify is not None or cq.max_physic_offset > physical_offset:
                 r = cq.truncate_dirty(physical_offset, verify)
                 self._dirty.add(cq)
@@ -260,9 +372,22 @@ class ConsumeQueueStore:
         return replay
 
     def correct_min_offset(self, min_physical_offset: int) -> None:
-        """Correct every queue's minimum against the CommitLog's first offset."""
-        for cq in self.all():
+        """Correct every queue's minimum against the CommitLog's first offset (a queue
+        not read yet is read if the offset concerns it)."""
+        self._open_concerned(min_physical_offset)
+        for cq in self._snapshot():
             cq.correct_min_offset(min_physical_offset)
+
+    def _open_concerned(self, log_start: int) -> None:
+        size = self.file_size
+        self._open_closed(
+            [k for k, s in list(self._closed.items()) if s.concerned_by(log_start, size)]
+        )
+
+    def _snapshot(self) -> list[ConsumeQueue]:
+        if self._dispatched is not None:
+            self._discover_all()
+        return list(self.queues.values())
 
     def delete_expired(self, min_physical_offset: int) -> int:
         """Delete queue files pointing only below ``min_physical_offset``; count deleted.
@@ -276,12 +401,15 @@ class ConsumeQueueStore:
                 dropped += cq.forget_deleted_files()
                 cq.follow_min(min_physical_offset)
             return dropped
-        return sum(cq.delete_expired(min_physical_offset) for cq in self.all())
+        self._open_concerned(min_physical_offset)
+        return sum(cq.delete_expired(min_physical_offset) for cq in self._snapshot())
 
     def drop_topic(self, topic: str) -> int:
         """Forget the topic's queues and delete their files (the topic was deleted);
         returns how many queues went. A reader holding one finishes on its mappings."""
         with self._lock:
+            for key in [k for k in self._closed if k[0] == topic]:
+                del self._closed[key]
             doomed = [cq for key, cq in self.queues.items() if key[0] == topic]
             for cq in doomed:
                 del self.queues[cq.topic, cq.queue_id]
@@ -345,9 +473,23 @@ class ConsumeQueueStore:
         """Queues with units not flushed yet."""
         return len(self._dirty)
 
+    def save_summary(self, log_end: int) -> None:
+        """Write the clean-close summary of every queue (``log_end``: the CommitLog's
+        end, which the next open compares with its recovered end). Call it after a
+        complete flush, once no unit can be written.
+
+        Raises:
+            OSError: writing failed (nothing is left behind; the next open reads every
+                queue).
+        """
+        entries = [((cq.topic, cq.queue_id), cq.summary()) for cq in list(self.queues.values())]
+        entries += list(self._closed.items())
+        summary.write(self.directory, self.file_size, log_end, entries)
+
     def close(self) -> None:
         """Unmap every queue (and stop following)."""
         self._dispatched = None
+        self._closed.clear()
         self.pool.unmap_all()
         for cq in list(self.queues.values()):
             cq.close()

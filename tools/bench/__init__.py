@@ -13,7 +13,9 @@ and documents what it measures in its docstring:
 * ``consume``: produce-to-consume through a consumer group;
 * ``ha``: replication throughput and SYNC/ASYNC_MASTER put latency;
 * ``spark_audit``: the Spark audit and reindex against single-process scans;
-* ``grpc``: the 5.x client's send and receive+ack over gRPC against the remoting path.
+* ``grpc``: the 5.x client's send and receive+ack over gRPC against the remoting path;
+* ``queues``: what a queue costs in a store of 10,000 or 100,000 (disk, memory, put
+  rate, open and close) against 4 queues.
 """
 
 BENCHMARKS = (
@@ -26,5 +28,6 @@ BENCHMARKS = (
     "ha",
     "spark_audit",
     "grpc",
+    "queues",
 )
 """The module names ``mqstore bench`` accepts."""

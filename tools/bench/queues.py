@@ -1,24 +1,27 @@
-"""Issue-14 benchmark: what a queue costs when a store holds thousands of them::
+"""``mqstore bench queues``: what a queue costs when a store holds thousands of them.
 
-    python benchmarks/bench_queues.py [--quick] [--scenarios 10000x1,10000x10] [--dir DIR]
+``mqstore bench queues [--quick] [--scenarios 10000x1,10000x10] [--json FILE] [--dir DIR]``
 
-Each scenario runs in a fresh child process (so its RSS is its own) on an embedded
-store with the default sizes, given in its config (1 GiB CommitLog segments,
-300,000-unit consume-queue files, 5M-slot index files; ASYNC_FLUSH, dispatch in a
-thread) and measures, for ``Q`` queues with ``M``
-messages each (topics of 20 queues, 100-byte bodies, one ``put_message`` per
-message, queues taken round-robin):
+Each scenario ``QxM`` puts ``M`` messages into each of ``Q`` queues (topics of 20
+queues, 100-byte bodies, one ``put_message`` per message, queues taken round-robin)
+on an embedded store with the default sizes, given in its config (1 GiB CommitLog
+segments, 300,000-unit consume-queue files, 5M-slot index files; ASYNC_FLUSH,
+dispatch in a thread), and a reference that puts the same number of messages over
+4 queues. Each runs in a fresh child process (so its RSS is its own) and measures:
 
-* **put rate**: messages / wall time of the puts, against a reference scenario in
-  the same run that puts the same number of messages over 4 queues;
+* **put rate**: messages / wall time of the puts, against the reference's;
+* **dispatch done**: time from the last put until every message is dispatched;
 * **disk**: real allocated bytes (``st_blocks * 512``, what ``du`` shows) of
   ``consumequeue/`` and of the whole store, after ``close()``; per queue;
 * **RSS**: the process's resident set after dispatch, minus the reference's (the
   same messages over 4 queues): divided by Q, the memory a queue costs;
-* **close()** after the puts, then **open()** of the cleanly closed store, and
-  whether every queue reads back its messages (``get_message`` of each queue).
+* **close()** after the puts, then **open()** of the cleanly closed store, the time
+  to read every queue once after it (a queue's files are read on first use), whether
+  every queue reads back its messages (``get_message`` of each queue), and the RSS
+  after those reads.
 
-Figures vary with the load of this shared machine: compare within one run only.
+Figures vary with the load of this shared machine: compare within one run only (the
+load average is printed).
 """
 
 from __future__ import annotations
@@ -30,13 +33,16 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from mqstore.tools.bench._harness import Option, bench_main
+
 QUEUES_PER_TOPIC = 20
 BODY = b"x" * 100
+DEFAULT_SCENARIOS = "10000x1,10000x10"
+QUICK_SCENARIOS = "500x1,100x5"
 
 
 def allocated_bytes(path: Path) -> int:
@@ -59,7 +65,7 @@ def rss_bytes() -> int:
 
 
 def run_child(root: Path, queues: int, per_queue: int, total: int) -> dict[str, Any]:
-    """One scenario: ``total`` messages over ``queues`` queues, measured."""
+    """One scenario in this process: ``total`` messages over ``queues`` queues."""
     from mqstore import Message, MessageStore, StoreConfig
 
     topics = [f"T{t}" for t in range(-(-queues // QUEUES_PER_TOPIC))]
@@ -86,7 +92,7 @@ def run_child(root: Path, queues: int, per_queue: int, total: int) -> dict[str, 
         if not r.status.stored:
             raise SystemExit(f"put failed: {r}")
     put_s = time.perf_counter() - t0
-    store.wait_dispatched(600)
+    store.wait_dispatched(3600)
     dispatched_s = time.perf_counter() - t0 - put_s
     rss_open = rss_bytes()
     t1 = time.perf_counter()
@@ -99,14 +105,17 @@ def run_child(root: Path, queues: int, per_queue: int, total: int) -> dict[str, 
     store = MessageStore.open(cfg)
     open_s = time.perf_counter() - t2
     readable = 0
+    expected = min(per_queue, total // queues)
+    t3 = time.perf_counter()
     for topic, qid in targets:
         got = store.get_message("bench", topic, qid, 0, per_queue)
-        if len(got.messages) == min(per_queue, total // queues):
+        if len(got.messages) == expected:
             readable += 1
+    reads_s = time.perf_counter() - t3
     rss_reopened = rss_bytes()
-    t3 = time.perf_counter()
+    t4 = time.perf_counter()
     store.close()
-    reclose_s = time.perf_counter() - t3
+    reclose_s = time.perf_counter() - t4
     return {
         "queues": queues,
         "per_queue": per_queue,
@@ -118,6 +127,7 @@ def run_child(root: Path, queues: int, per_queue: int, total: int) -> dict[str, 
         "rss_after_reopen_reads": rss_reopened,
         "close_s": close_s,
         "open_s": open_s,
+        "read_every_queue_s": reads_s,
         "close_after_reads_s": reclose_s,
         "cq_disk": cq_disk,
         "store_disk": store_disk,
@@ -126,20 +136,50 @@ def run_child(root: Path, queues: int, per_queue: int, total: int) -> dict[str, 
 
 
 def scenario(base: Path, queues: int, per_queue: int, total: int) -> dict[str, Any]:
+    """Run one scenario in a child process under ``base`` (removed after)."""
     root = base / f"q{queues}x{per_queue}-{total}"
     shutil.rmtree(root, ignore_errors=True)
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", str(root), str(queues), str(per_queue), str(total)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    shutil.rmtree(root, ignore_errors=True)
+    child = [sys.executable, "-m", "mqstore.tools.bench.queues", "--child", str(root)]
+    try:
+        out = subprocess.run(
+            [*child, str(queues), str(per_queue), str(total)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
-def report(many: dict[str, Any], ref: dict[str, Any]) -> str:
+def parse_scenarios(spec: str) -> list[tuple[int, int]]:
+    """``"10000x1,2000x20"`` -> ``[(10000, 1), (2000, 20)]``.
+
+    >>> parse_scenarios("10000x1, 4x5")
+    [(10000, 1), (4, 5)]
+    """
+    out = []
+    for part in spec.split(","):
+        q, _, per = part.strip().partition("x")
+        out.append((int(q), int(per)))
+    return out
+
+
+def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Every scenario of ``args.scenarios`` and its 4-queue reference, in this order."""
+    results = []
+    for q, per in parse_scenarios(args.scenarios):
+        total = q * per
+        ref = scenario(work, 4, -(-total // 4), total)
+        many = scenario(work, q, per, total)
+        results.append({"many": many, "reference": ref})
+    return {"scenarios": results, "loadavg_after": list(os.getloadavg()),
+            "cpu_count": os.cpu_count()}  # fmt: skip
+
+
+def report_one(many: dict[str, Any], ref: dict[str, Any]) -> str:
+    """The lines of one scenario against its reference."""
     q = many["queues"]
     mib = 1024 * 1024
     extra_rss = many["rss_after_dispatch"] - ref["rss_after_dispatch"]
@@ -154,49 +194,43 @@ def report(many: dict[str, Any], ref: dict[str, Any]) -> str:
         f"{ref['store_disk'] / mib:.1f} MiB)",
         f"  RSS after dispatch {many['rss_after_dispatch'] / mib:9.1f} MiB vs "
         f"{ref['rss_after_dispatch'] / mib:.1f} MiB: {extra_rss / q / 1024:.2f} KiB per queue",
-        f"  RSS after reopen + reading every queue {many['rss_after_reopen_reads'] / mib:.1f} MiB",
         f"  dispatch done      {many['dispatch_after_puts_s']:9.2f} s after the last put "
         f"(4 queues: {ref['dispatch_after_puts_s']:.2f} s)",
-        f"  close()            {many['close_s']:9.2f} s (4 queues: {ref['close_s']:.2f} s); "
-        f"after reading every queue {many['close_after_reads_s']:.2f} s",
-        f"  open() after clean close {many['open_s']:9.2f} s (4 queues: {ref['open_s']:.2f} s)",
+        f"  close()            {many['close_s']:9.2f} s (4 queues: {ref['close_s']:.2f} s)",
+        f"  open() after clean close {many['open_s']:7.2f} s (4 queues: {ref['open_s']:.2f} s)",
+        f"  first read of every queue after open {many['read_every_queue_s']:.2f} s; "
+        f"RSS then {many['rss_after_reopen_reads'] / mib:.1f} MiB; "
+        f"close() then {many['close_after_reads_s']:.2f} s",
         f"  readable queues    {many['readable_queues']} of {q}",
     ]
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--child", nargs=4, metavar=("ROOT", "QUEUES", "PER", "TOTAL"))
-    ap.add_argument("--scenarios", default="10000x1,2000x20,10000x10",
-                    help="QUEUESxMESSAGES, comma-separated (default: %(default)s)")  # fmt: skip
-    ap.add_argument("--quick", action="store_true", help="1000x1 and 200x20 only")
-    ap.add_argument("--dir", default=None, help="where the stores go (default: a temp dir)")
-    ap.add_argument("--json", default=None, help="write the results here too")
-    args = ap.parse_args()
-    if args.child:
-        root, q, per, total = args.child
+def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
+    """The printed table: each scenario against its reference, then the load."""
+    parts = [report_one(r["many"], r["reference"]) for r in out["scenarios"]]
+    load = out["loadavg_after"][0]
+    parts.append(f"load average {load:.1f} on {out['cpu_count']} CPUs")
+    return "\n".join(parts)
+
+
+OPTIONS: tuple[Option, ...] = (
+    ("--scenarios", str, DEFAULT_SCENARIOS, "QUEUESxMESSAGES, comma-separated"),
+)
+QUICK = {"scenarios": QUICK_SCENARIOS}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the scenarios and print the table; 0. ``--child ROOT Q M TOTAL`` runs one
+    scenario in this process and prints its figures as JSON (what :func:`scenario`
+    starts)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--child"]:
+        root, q, per, total = args[1:5]
         print(json.dumps(run_child(Path(root), int(q), int(per), int(total))))
-        return
-    specs = "1000x1,200x20" if args.quick else args.scenarios
-    base = Path(args.dir or tempfile.mkdtemp(prefix="bench-queues-"))
-    base.mkdir(parents=True, exist_ok=True)
-    results = []
-    try:
-        for spec in specs.split(","):
-            q, per = (int(x) for x in spec.split("x"))
-            total = q * per
-            ref = scenario(base, 4, -(-total // 4), total)
-            many = scenario(base, q, per, total)
-            print(report(many, ref), flush=True)
-            results.append({"many": many, "reference": ref})
-    finally:
-        if args.dir is None:
-            shutil.rmtree(base, ignore_errors=True)
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+        return 0
+    return bench_main("queues", __doc__, args, measure, report, OPTIONS, QUICK)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
