@@ -13,7 +13,10 @@ with RESOURCE_EXHAUSTED rather than queued without end. At most
 workers stay free for every other call); one connection opens at most
 ``max_streams_per_connection`` concurrent streams (HTTP/2 SETTINGS); a connection with
 no call for ``idle_timeout_ms`` is closed (120 s, as the remoting server), and the
-server pings a connection quiet for ``keepalive_ms`` to find dead peers.
+server pings a connection quiet for ``keepalive_ms`` to find dead peers. With
+:attr:`GrpcConfig.acl`, every request must be signed by an account of the broker's
+plain ACL and hold the permissions its RPC needs, else it is answered UNAUTHORIZED or
+FORBIDDEN without running (``mqstore.grpc.access``).
 """
 
 from __future__ import annotations
