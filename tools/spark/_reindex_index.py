@@ -1,122 +1,226 @@
-"""The index half of :mod:`mqstore.tools.spark.reindex`: read the keys, write index/ in one task.
+"""The file writers of :mod:`mqstore.tools.spark.reindex`: index/ and consumequeue/ from arrays.
 
-An index file's content depends on arrival order, so the rows are sorted by log offset
-into one partition and written by the store's own ``IndexService`` (see reindex.py).
+The range tasks hash every index key in their one bulk scan; the driver gets, in CommitLog
+order, one ``(physical offset, store timestamp, key hash)`` triple per key and writes the
+index files with numpy, byte for byte what ``IndexService.build`` + ``IndexFile.put_hashes``
+write when fed the same messages in the same order:
+
+* keys fill the files in arrival order, ``indexNum - 1`` entries a file (a message's keys
+  may straddle two files, as ``put_hashes`` returns how many fit);
+* entry ``k`` of a file (numbers from 1) links to the previous entry of its slot
+  (``keyHash % hashSlotNum``) in the same file, 0 for the first: a stable sort by slot
+  gives each chain in arrival order; the slot table holds each chain's newest entry;
+* time diffs are seconds from the file's begin timestamp (the first entry's store time),
+  except the first entry's, which is measured from the header's begin when the file was
+  created: the previous file's end timestamp (0 for the first file, which gives 0);
+* the header: first and last entry's timestamp and offset, slots in use, entries + 1;
+* names are creation times: the given names in order, then the clock, each after the
+  previous one (``IndexService._new_path``).
+
+A message whose physical offset is not above the previous message's would be skipped or
+completed key by key by the service (``IndexService._boundary``); such offsets cannot come
+from a CommitLog read in order, but a damaged store's header fields could repeat one: a key
+already indexed at the same offset (same hash) by an earlier message is then skipped, as
+``_has`` finds it (the service looks only in its two newest files, so when one message's
+keys span more than two files the two can differ; the byte-for-byte contract holds for
+increasing offsets).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from mqstore.commitlog import bulk
-from mqstore.commitlog import format as fmt
-from mqstore.tools.spark.segscan import Buffer, ByteRange
+import numpy as np
+
+from mqstore.consumequeue import format as cqfmt
+from mqstore.index import format as ifmt
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    from numpy.typing import NDArray
 
-INDEX_ROWS: Final = "offset long, store_ts long, topic string, uniq string, keys string"
-INDEX_MANIFEST: Final = "name string, path string, entries long"
 FAIL_ENV: Final = "MQSTORE_REINDEX_FAIL_FIRST_ATTEMPT"
 """Test hook: when set, attempt 0 of every task fails after writing half a file."""
+_PAGE: Final = 4096
+_ENTRY_DTYPE: Final = np.dtype([("h", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
+_UNIT_DTYPE: Final = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+assert _ENTRY_DTYPE.itemsize == ifmt.ENTRY_SIZE and _UNIT_DTYPE.itemsize == cqfmt.UNIT_SIZE
 
 
-def index_batch(buf: Buffer, rng: ByteRange, arr: bulk.RecordArrays) -> pa.RecordBatch:
-    """INDEX_ROWS (offset, store timestamp, topic, UNIQ_KEY, KEYS) of the records of
-    ``arr`` the dispatcher indexes (every type but ROLLBACK): the numbers from the bulk
-    scan, the two key strings read from each record's properties."""
-    import numpy as np
-    import pyarrow as pa
-
-    from mqstore.message import PROPERTY_KEYS, property_of, uniq_key_of
-
-    tx = arr.sys_flag & fmt.TRANSACTION_MASK
-    keep = np.flatnonzero(tx != fmt.TRANSACTION_ROLLBACK_TYPE)
-    uniq: list[str | None] = []
-    keys: list[str | None] = []
-    with memoryview(buf) as view:
-        for a, n in zip(arr.props_pos[keep].tolist(), arr.props_len[keep].tolist(), strict=True):
-            props = str(view[a : a + n], "utf-8")
-            uniq.append(uniq_key_of(props))
-            keys.append(property_of(props, PROPERTY_KEYS))
-    topics = pa.array(arr.topics, pa.string())
-    names = [c.split()[0] for c in INDEX_ROWS.split(",")]
-    return pa.RecordBatch.from_arrays(
-        [pa.array(arr.physical_offset[keep], pa.int64()),
-         pa.array(arr.store_timestamp[keep], pa.int64()),
-         topics.take(pa.array(arr.topic_id[keep])), pa.array(uniq, pa.string()),
-         pa.array(keys, pa.string())],
-        names=names,
-    )  # fmt: skip
-
-
-def _index_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
-    import pyarrow as pa
-
-    types = [pa.int64(), pa.int64(), pa.string(), pa.string(), pa.string()]
-    names = [c.split()[0] for c in INDEX_ROWS.split(",")]
-    cols = list(zip(*rows, strict=True))
-    return pa.RecordBatch.from_arrays(
-        [pa.array(c, ty) for c, ty in zip(cols, types, strict=True)], names=names
-    )
-
-
-def write_index(
-    batches: Iterator[pa.RecordBatch], attempts: str, names: list[str], slots: int, num: int
-) -> Iterator[pa.RecordBatch]:
-    """The single index-writing task: records in CommitLog order through IndexService."""
-    import pyarrow as pa
-    from pyspark import TaskContext
-
-    from mqstore.index import IndexService
-    from mqstore.index import format as ifmt
-
-    ctx = TaskContext.get()
-    attempt = ctx.taskAttemptId() if ctx is not None else 0
-    fail = bool(os.environ.get(FAIL_ENV)) and ctx is not None and ctx.attemptNumber() == 0
-    folder = Path(attempts) / str(attempt) / "index"
-    planned = iter([ifmt.name_to_millis(n) for n in names])
-
-    def clock() -> int:
-        return next(planned, time.time_ns() // 1_000_000)
-
-    service = IndexService(folder, slots, num, clock=clock)
-    service.load(last_exit_ok=True, index_msg_timestamp=0)
+def _write_file(path: Path, size: int, parts: list[tuple[int, bytes | memoryview]]) -> None:
+    """Create ``path`` of ``size`` bytes (sparse), write ``parts`` (position, bytes), fsync."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        for batch in batches:
-            for off, ts, topic, uniq, keys in zip(
-                *(batch.column(i).to_pylist() for i in range(5)), strict=True
-            ):
-                service.build(topic, off, ts, uniq, keys.split(" ") if keys else ())
-            if fail and service.files:
-                raise RuntimeError(f"injected failure ({FAIL_ENV}) while writing {folder}")
-        service.flush()
-        rows = [(f.path.name, str(f.path), f.index_count - 1) for f in service.files]
+        os.ftruncate(fd, size)
+        for start, data in parts:
+            view, at = memoryview(data), start
+            while view:
+                n = os.pwrite(fd, view, at)
+                view, at = view[n:], at + n
+        os.fsync(fd)
     finally:
-        service.close()
-    if fail:
-        raise RuntimeError(f"injected failure ({FAIL_ENV}) after writing {folder}")
-    cols = list(zip(*rows, strict=True)) if rows else [(), (), ()]
-    types = [pa.string(), pa.string(), pa.int64()]
-    yield pa.RecordBatch.from_arrays(
-        [pa.array(c, t) for c, t in zip(cols, types, strict=True)],
-        names=["name", "path", "entries"],
-    )
+        os.close(fd)
 
 
-def _install_index(manifest: list[Any], staging: Path) -> int:
-    """Move the index manifest's files into ``staging/index``; return the file count."""
-    final = staging / "index"
-    final.mkdir(parents=True, exist_ok=True)
-    names = [r.name for r in manifest]
-    if len(set(names)) != len(names):
-        raise RuntimeError(f"duplicate index files in the manifest: {names}")
-    for r in manifest:
-        os.replace(r.path, final / r.name)
-    shutil.rmtree(staging / "attempts", ignore_errors=True)
-    return len(names)
+def dedupe_repeated_offsets(
+    offsets: NDArray[Any], records: NDArray[Any], hashes: NDArray[Any]
+) -> NDArray[np.bool_]:
+    """Which keys to index, given keys in order (``records``: the message of each key,
+    ``offsets`` non-decreasing): all, except the keys of a message that repeats an earlier
+    message's offset whose hash that offset already has (see the module doc)."""
+    keep = np.ones(offsets.size, np.bool_)
+    repeats = (offsets[1:] == offsets[:-1]) & (records[1:] != records[:-1])
+    if not np.any(repeats):
+        return keep
+    indexed: dict[int, set[int]] = {}  # offset -> hashes indexed by earlier messages
+    owner: dict[int, int] = {}  # offset -> its first message
+    adding: set[int] = set()
+    current: int | None = None
+    prev_off = 0
+    for i, (off, rec, h) in enumerate(
+        zip(offsets.tolist(), records.tolist(), hashes.tolist(), strict=True)
+    ):
+        if rec != current:
+            if current is not None:
+                indexed.setdefault(prev_off, set()).update(adding)
+            current, prev_off, adding = rec, off, set()
+        if owner.setdefault(off, rec) != rec and h in indexed.get(off, ()):
+            keep[i] = False
+            continue
+        adding.add(h)
+    return keep
+
+
+def index_names(given: list[str], count: int, clock: Callable[[], int] | None = None) -> list[str]:
+    """``count`` file names: ``given`` in order, then the clock's, each after the last."""
+    now = clock or (lambda: time.time_ns() // 1_000_000)
+    planned = iter([ifmt.name_to_millis(n) for n in given])
+    names: list[str] = []
+    for _ in range(count):
+        ts = next(planned, None)
+        if ts is None:
+            ts = now()
+        if names and ifmt.file_name(ts) <= names[-1]:
+            ts = ifmt.name_to_millis(names[-1]) + 1
+        while ifmt.file_name(ts) in names:
+            ts += 1
+        names.append(ifmt.file_name(ts))
+    return names
+
+
+def _time_diffs(ts: NDArray[np.int64], begin: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``time_diff_seconds`` element-wise (0 where begin <= 0)."""
+    diff = np.trunc((ts - begin) / 1000.0)
+    diff = np.clip(diff, 0, ifmt.INT_MAX).astype(np.int64)
+    return np.where(begin > 0, diff, 0)
+
+
+def write_index_files(
+    folder: Path, given_names: list[str], slots: int, num: int,
+    offsets: NDArray[Any], records: NDArray[Any], timestamps: NDArray[Any],
+    hashes: NDArray[Any], clock: Callable[[], int] | None = None,
+) -> list[tuple[str, int]]:  # fmt: skip
+    """Write the index files of the keys (one element per key, CommitLog order;
+    ``records`` numbers their messages) into ``folder``; return (name, entries) per file.
+    ``clock`` (ms) names the files beyond ``given_names``."""
+    offsets = np.asarray(offsets, np.int64)
+    timestamps = np.asarray(timestamps, np.int64)
+    hashes = np.asarray(hashes, np.int64)
+    keep = dedupe_repeated_offsets(offsets, np.asarray(records, np.int64), hashes)
+    if not keep.all():
+        offsets, timestamps, hashes = offsets[keep], timestamps[keep], hashes[keep]
+    per_file = num - 1
+    total = int(offsets.size)
+    if total == 0 or per_file <= 0:
+        return []
+    n_files = -(-total // per_file)
+    names = index_names(given_names, n_files, clock)
+    size = ifmt.file_size(slots, num)
+    entries_at = ifmt.entry_position(slots, 1)
+    out: list[tuple[str, int]] = []
+    prev_end_ts = 0
+    for k in range(n_files):
+        a, b = k * per_file, min(total, (k + 1) * per_file)
+        n = b - a
+        off, ts, h = offsets[a:b], timestamps[a:b], hashes[a:b]
+        begin = np.full(n, ts[0], np.int64)
+        begin[0] = prev_end_ts
+        slot = h % slots
+        order = np.argsort(slot, kind="stable")
+        s_sorted = slot[order]
+        same = np.r_[False, s_sorted[1:] == s_sorted[:-1]]
+        prev = np.zeros(n, np.int64)
+        prev[order[same]] = order[np.flatnonzero(same) - 1] + 1
+        entries = np.empty(n, _ENTRY_DTYPE)
+        entries["h"], entries["phy"] = h, off
+        entries["diff"], entries["prev"] = _time_diffs(ts, begin), prev
+        last_of_slot = np.r_[~same[1:], True]
+        used_slots = s_sorted[last_of_slot]
+        newest = order[last_of_slot] + 1
+        header = ifmt.HEADER.pack(
+            int(ts[0]), int(ts[-1]), int(off[0]), int(off[-1]), int(used_slots.size), n + 1
+        )
+        parts: list[tuple[int, bytes | memoryview]] = [(0, header)]
+        parts.extend(_slot_pages(slots, used_slots, newest))
+        parts.append((entries_at, entries.tobytes()))
+        _write_file(folder / names[k], size, parts)
+        out.append((names[k], n))
+        prev_end_ts = int(ts[-1])
+    return out
+
+
+def _slot_pages(
+    slots: int, used: NDArray[np.int64], newest: NDArray[np.int64]
+) -> list[tuple[int, bytes | memoryview]]:
+    """The slot table's non-zero values as writes: the whole table when dense, else
+    only the pages holding used slots (the rest of the file stays a hole of zeros)."""
+    pos = ifmt.HEADER_SIZE + used * ifmt.SLOT_SIZE
+    pages = np.unique(pos // _PAGE)
+    if pages.size * _PAGE * 4 >= slots * ifmt.SLOT_SIZE:
+        table = np.zeros(slots, ">i4")
+        table[used] = newest
+        return [(ifmt.HEADER_SIZE, table.tobytes())]
+    first = np.maximum(pages * _PAGE, ifmt.HEADER_SIZE)
+    last = np.minimum((pages + 1) * _PAGE, ifmt.HEADER_SIZE + slots * ifmt.SLOT_SIZE)
+    out: list[tuple[int, bytes | memoryview]] = []
+    page_of = np.searchsorted(pages, pos // _PAGE)
+    for i, (lo, hi) in enumerate(zip(first.tolist(), last.tolist(), strict=True)):
+        buf = np.zeros((hi - lo) // ifmt.SLOT_SIZE, ">i4")
+        mine = page_of == i
+        buf[(pos[mine] - lo) // ifmt.SLOT_SIZE] = newest[mine]
+        out.append((lo, buf.tobytes()))
+    return out
+
+
+def write_queue_files(
+    folder: Path, qoff: NDArray[Any], phys: NDArray[Any], size: NDArray[Any],
+    tags: NDArray[Any], file_size: int = cqfmt.FILE_SIZE,
+) -> list[tuple[str, int]]:  # fmt: skip
+    """Write one queue's files into ``folder`` as the dispatcher writes them (see
+    reindex.py); return (name, units that point at a message) per file."""
+    if qoff.size == 0:
+        return []
+    order = np.argsort(phys, kind="stable")
+    q, p, s, t = qoff[order], phys[order], size[order], tags[order]
+    before = np.r_[-1, np.maximum.accumulate(q)[:-1]]
+    keep = q > before  # a unit below the queue's next offset is a re-dispatch: skipped
+    q, p, s, t = q[keep], p[keep], s[keep], t[keep]
+    per_file = file_size // cqfmt.UNIT_SIZE
+    first = int(q[0]) // per_file * per_file
+    span = int(q[-1]) - first + 1
+    units = np.empty(span, _UNIT_DTYPE)
+    units["phy"], units["size"], units["tags"] = 0, cqfmt.BLANK_SIZE, 0
+    at = q - first
+    units["phy"][at], units["size"][at], units["tags"][at] = p, s, t
+    real = np.bincount(at // per_file)
+    data = units.view(np.uint8).data
+    out: list[tuple[str, int]] = []
+    for i, start in enumerate(range(0, span * cqfmt.UNIT_SIZE, file_size)):
+        name = f"{first * cqfmt.UNIT_SIZE + start:020d}"
+        _write_file(folder / name, file_size, [(0, data[start : start + file_size])])
+        out.append((name, int(real[i]) if i < real.size else 0))
+    return out

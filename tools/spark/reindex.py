@@ -16,28 +16,27 @@ blank units; files are 6,000,000 bytes, the unwritten rest zero.
 
 Safe under task retries and aborts:
 
-1. records are grouped by (topic, queue) and each group's files are written by the task
-   into its own attempt folder ``.reindex-<id>/attempts/<task attempt id>/`` and
-   fsynced; the task returns a manifest row per file;
-2. only after the one Spark action succeeded, the driver moves the files named by the
-   manifest (successful attempts only) into ``.reindex-<id>/consumequeue/`` with
-   ``os.replace`` and deletes the attempt folders, so a failed or speculative attempt's
-   partial files never reach the result;
-3. the new ``consumequeue/`` is swapped in by two renames (old one aside, new one in) and
-   the old one deleted; with ``--out`` it is written under OUT and nothing is swapped.
+1. each range is scanned once in a task (:mod:`mqstore.commitlog.bulk`, index keys hashed
+   in the same scan); the task saves the range's units and index keys as arrays in its own
+   attempt folder ``.reindex-<id>/attempts/<task attempt id>/`` and returns their path;
+2. only after the one Spark action succeeded, the driver reads the files the job's result
+   names (successful attempts only: a failed or speculative attempt's partial files are
+   never read) and writes ``.reindex-<id>/consumequeue/`` and ``.reindex-<id>/index/``
+   with numpy, each file fsynced (:mod:`mqstore.tools.spark._reindex_index`);
+3. the new ``consumequeue/`` and ``index/`` are each swapped in by two renames (old one
+   aside, new one in) and the old one deleted; with ``--out`` they are written under OUT
+   and nothing is swapped.
 
-index/ is rebuilt by the same staging + manifest + swap machinery, but not in parallel:
-an index file's content depends on arrival order and on where the previous file became
-full, so it is written by the store's own ``IndexService``/``IndexFile`` code in ONE task
-that receives every indexable record (ROLLBACK excepted) sorted by CommitLog offset
-(correctness over parallelism; the parsing is still parallel). The files are then
-byte-identical to the dispatcher's. Their *names* are creation times: the existing
-``index/`` file names are reused in order (so rebuilding a store's index gives the same
-names), and files beyond them are named like the service names them (the clock, always
-after the previous name). The geometry (slots, entries per file) is ``--index-slots``/
-``--index-num``, else inferred from the existing files, else the StoreConfig defaults
-(:func:`mqstore.tools.spark.indexcheck.resolve_geometry`). consumequeue/ and index/ are each
-swapped in atomically, one after the other.
+index/ is byte-identical to what the dispatcher's ``IndexService`` writes when it indexes
+the same messages in CommitLog order (every type but ROLLBACK; UNIQ_KEY then each KEYS
+token): an index file's content depends on arrival order and on where the previous file
+became full, which the driver reproduces from the keys sorted by CommitLog offset. The
+files' *names* are creation times: the existing ``index/`` file names are reused in order
+(so rebuilding a store's index gives the same names), and files beyond them are named
+like the service names them (the clock, always after the previous name). The geometry
+(slots, entries per file) is ``--index-slots``/``--index-num``, else inferred from the
+existing files, else the StoreConfig defaults
+(:func:`mqstore.tools.spark.indexcheck.resolve_geometry`).
 
 The store must not be open (its ``lock`` file is checked).
 
@@ -47,6 +46,7 @@ Exit status: 0 rebuilt, 2 usage or I/O error (not a store, store in use).
 from __future__ import annotations
 
 import argparse
+import mmap
 import os
 import shutil
 import sys
@@ -59,18 +59,9 @@ from typing import TYPE_CHECKING, Any, Final
 if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR ...
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
-from mqstore.consumequeue import format as cqfmt
 from mqstore.errors import ConfigError
-from mqstore.tools.spark._reindex_index import (
-    FAIL_ENV,
-    INDEX_MANIFEST,
-    INDEX_ROWS,
-    _install_index,
-    index_batch,
-    write_index,
-)
+from mqstore.tools.spark._reindex_index import FAIL_ENV, write_index_files, write_queue_files
 from mqstore.tools.spark.indexcheck import index_files, resolve_geometry
 from mqstore.tools.spark.layout import (
     LayoutError,
@@ -81,7 +72,8 @@ from mqstore.tools.spark.layout import (
 from mqstore.tools.spark.queues import SCHEDULE_TOPIC
 from mqstore.tools.spark.reader import (
     DEFAULT_SPLIT_BYTES,
-    map_bulk,
+    bulk_records,
+    open_mapped,
     plan_ranges,
     ranges_dataframe,
     unreadable,
@@ -90,11 +82,9 @@ from mqstore.tools.spark.segscan import Buffer, ByteRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from numpy.typing import NDArray
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
-UNIT_ROWS: Final = "topic string, queue_id int, queue_offset long, offset long, size int, tags long"
-MANIFEST: Final = "topic string, queue_id int, name string, path string, units long"
+MANIFEST: Final = "range_key long, path string, units long, keys long"
 _IN_QUEUE: Final = (fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE)
 
 
@@ -112,107 +102,152 @@ def _tags_coder() -> Any:
     return Dispatcher(None, None, levels).tags_code_of  # type: ignore[arg-type]
 
 
-def unit_batch(buf: Buffer, rng: ByteRange, arr: bulk.RecordArrays) -> pa.RecordBatch:
-    """UNIT_ROWS of the records of ``arr`` the dispatcher would give a unit (transaction
-    type NOT or COMMIT): tag codes from the bulk scan, except for delayed records
-    (SCHEDULE_TOPIC_XXXX), whose code the dispatcher's own ``tags_code_of`` computes."""
+def _scan_range(buf: Buffer, rng: ByteRange) -> dict[str, Any]:
+    """One range's consume-queue units and index keys as arrays (one bulk scan).
+
+    Units: the records the dispatcher gives a unit (transaction type NOT or COMMIT), tag
+    codes from the scan except for delayed records (SCHEDULE_TOPIC_XXXX), whose code the
+    dispatcher's own ``tags_code_of`` computes. Keys: every key hash of the records the
+    dispatcher indexes (all types but ROLLBACK) with its record's offset, store time and
+    log position (which numbers the messages)."""
     import numpy as np
-    import pyarrow as pa
 
     from mqstore.message import string_to_properties
 
-    tx = arr.sys_flag & fmt.TRANSACTION_MASK
-    keep = np.flatnonzero((tx == fmt.TRANSACTION_NOT_TYPE) | (tx == fmt.TRANSACTION_COMMIT_TYPE))
-    tags = arr.tags_code[keep]
-    topic_id = arr.topic_id[keep]
-    if SCHEDULE_TOPIC in arr.topics:
-        code_of = _tags_coder()
-        for i in np.flatnonzero(topic_id == arr.topics.index(SCHEDULE_TOPIC)).tolist():
-            j = int(keep[i])
-            a, n = int(arr.props_pos[j]), int(arr.props_len[j])
-            props = string_to_properties(bytes(buf[a : a + n]).decode())
-            tags[i] = code_of(SCHEDULE_TOPIC, props, int(arr.store_timestamp[j]))
-    topics = pa.array(arr.topics, pa.string())
-    names = [c.split()[0] for c in UNIT_ROWS.split(",")]
-    return pa.RecordBatch.from_arrays(
-        [topics.take(pa.array(topic_id)), pa.array(arr.queue_id[keep], pa.int32()),
-         pa.array(arr.queue_offset[keep], pa.int64()),
-         pa.array(arr.physical_offset[keep], pa.int64()), pa.array(arr.size[keep], pa.int32()),
-         pa.array(tags, pa.int64())],
-        names=names,
-    )  # fmt: skip
+    topics: dict[str, int] = {}
+    parts: dict[str, list[Any]] = {k: [] for k in _COLUMNS}
+    code_of = None
+    for arr in bulk_records(buf, rng, keys=True):
+        tx = arr.sys_flag & fmt.TRANSACTION_MASK
+        keep = np.flatnonzero(np.isin(tx, _IN_QUEUE))
+        ids = np.array([topics.setdefault(t, len(topics)) for t in arr.topics], np.int64)
+        tags = arr.tags_code[keep]
+        if SCHEDULE_TOPIC in arr.topics:
+            code_of = code_of or _tags_coder()
+            at = arr.topics.index(SCHEDULE_TOPIC)
+            for i in np.flatnonzero(arr.topic_id[keep] == at).tolist():
+                j = int(keep[i])
+                a, n = int(arr.props_pos[j]), int(arr.props_len[j])
+                props = string_to_properties(bytes(buf[a : a + n]).decode())
+                tags[i] = code_of(SCHEDULE_TOPIC, props, int(arr.store_timestamp[j]))
+        parts["u_topic"].append(ids[arr.topic_id[keep]])
+        parts["u_queue"].append(arr.queue_id[keep])
+        parts["u_qoff"].append(arr.queue_offset[keep])
+        parts["u_phys"].append(arr.physical_offset[keep])
+        parts["u_size"].append(arr.size[keep])
+        parts["u_tags"].append(tags)
+        rec = arr.key_record[tx[arr.key_record] != fmt.TRANSACTION_ROLLBACK_TYPE]
+        hashes = arr.key_hash[tx[arr.key_record] != fmt.TRANSACTION_ROLLBACK_TYPE]
+        parts["k_phys"].append(arr.physical_offset[rec])
+        parts["k_pos"].append(arr.position[rec] + rng.base_offset)
+        parts["k_ts"].append(arr.store_timestamp[rec])
+        parts["k_hash"].append(hashes.astype(np.int64))
+    out: dict[str, Any] = {
+        k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()
+    }
+    out["topics"] = np.array(list(topics), dtype=object)
+    return out
 
 
-def queue_files(
-    qoff: NDArray[Any], phys: NDArray[Any], size: NDArray[Any], tags: NDArray[Any],
-    file_size: int = cqfmt.FILE_SIZE,
-) -> dict[str, tuple[bytes, int]]:  # fmt: skip
-    """The files of one queue as the dispatcher writes them: name -> (bytes, units that
-    point at a message)."""
-    import numpy as np
-
-    if qoff.size == 0:
-        return {}
-    order = np.argsort(phys, kind="stable")
-    q, p, s, t = qoff[order], phys[order], size[order], tags[order]
-    before = np.r_[-1, np.maximum.accumulate(q)[:-1]]
-    keep = q > before  # a unit below the queue's next offset is a re-dispatch: skipped
-    q, p, s, t = q[keep], p[keep], s[keep], t[keep]
-    per_file = file_size // cqfmt.UNIT_SIZE
-    first = int(q[0]) // per_file * per_file
-    span = int(q[-1]) - first + 1
-    data = bytearray(cqfmt.BLANK_UNIT * span)
-    for qo, po, so, to in zip(q.tolist(), p.tolist(), s.tolist(), t.tolist(), strict=True):
-        at = (qo - first) * cqfmt.UNIT_SIZE
-        data[at : at + cqfmt.UNIT_SIZE] = cqfmt.encode_unit(po, so, to)
-    real = np.bincount((q - first) // per_file)
-    files: dict[str, tuple[bytes, int]] = {}
-    for i, start in enumerate(range(0, len(data), file_size)):
-        chunk = bytes(data[start : start + file_size])
-        name = f"{first * cqfmt.UNIT_SIZE + start:020d}"
-        files[name] = (chunk + bytes(file_size - len(chunk)), int(real[i]) if i < real.size else 0)
-    return files
+_COLUMNS: Final = (
+    "u_topic", "u_queue", "u_qoff", "u_phys", "u_size", "u_tags",
+    "k_phys", "k_pos", "k_ts", "k_hash",
+)  # fmt: skip
 
 
-def _write(path: Path, data: bytes, fail_half: bool) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        if fail_half:
-            f.write(data[: len(data) // 2])
-            f.flush()
-            raise RuntimeError(f"injected failure ({FAIL_ENV}) after half of {path}")
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def write_group(
-    key: tuple[Any, ...], table: pa.Table, attempts: str, file_size: int = cqfmt.FILE_SIZE
-) -> pa.Table:
-    """applyInArrow body: build one queue's files (of ``file_size`` bytes, the store's)
-    into this attempt's folder."""
+def scan_task(batches: Iterator[pa.RecordBatch], attempts: str) -> Iterator[pa.RecordBatch]:
+    """Task body: scan each range and save its arrays (``.npz``) in this attempt's folder;
+    one MANIFEST row per range. A failed or speculative attempt's files are never read:
+    the driver reads only the paths the job's result names."""
     import numpy as np
     import pyarrow as pa
     from pyspark import TaskContext
 
-    topic, queue_id = (k.as_py() if hasattr(k, "as_py") else k for k in key)
-    cols = {
-        c: np.asarray(table[c].to_numpy(), dtype=np.int64)
-        for c in ("queue_offset", "offset", "size", "tags")
-    }
-    files = queue_files(cols["queue_offset"], cols["offset"], cols["size"], cols["tags"], file_size)
     ctx = TaskContext.get()
     attempt = ctx.taskAttemptId() if ctx is not None else 0
     fail = bool(os.environ.get(FAIL_ENV)) and ctx is not None and ctx.attemptNumber() == 0
-    folder = Path(attempts) / str(attempt) / topic / str(queue_id)
-    rows = []
-    for name, (data, units) in files.items():
-        _write(folder / name, data, fail)
-        rows.append((topic, queue_id, name, str(folder / name), units))
+    folder = Path(attempts) / str(attempt)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows: list[tuple[int, str, int, int]] = []
+    for batch in batches:
+        for d in batch.to_pylist():
+            rng = ByteRange(**d)
+            with open_mapped(rng.path) as mm:
+                if not isinstance(mm, mmap.mmap):
+                    continue
+                arrays = _scan_range(mm, rng)
+            path = folder / f"{rng.base_offset + rng.start:020d}.npz"
+            with open(path, "wb") as f:
+                np.savez(f, **arrays)
+                if fail:
+                    f.truncate(f.tell() // 2)
+                    raise RuntimeError(f"injected failure ({FAIL_ENV}) after half of {path}")
+            key = rng.base_offset + rng.start
+            rows.append((key, str(path), arrays["u_phys"].size, arrays["k_phys"].size))
+    cols = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
+    types = [pa.int64(), pa.string(), pa.int64(), pa.int64()]
     names = [c.split()[0] for c in MANIFEST.split(",")]
-    types = [pa.string(), pa.int32(), pa.string(), pa.string(), pa.int64()]
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in types]
-    return pa.table([pa.array(c, ty) for c, ty in zip(columns, types, strict=True)], names=names)
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(c, t) for c, t in zip(cols, types, strict=True)], names=names
+    )
+
+
+def _load(manifest: list[Any]) -> dict[str, Any]:
+    """The ranges' arrays (in log order) concatenated, topic ids made global."""
+    import numpy as np
+
+    parts: dict[str, list[Any]] = {k: [] for k in _COLUMNS}
+    topics: dict[str, int] = {}
+    for r in sorted(manifest, key=lambda r: r.range_key):
+        with np.load(r.path, allow_pickle=True) as z:
+            local = np.array([topics.setdefault(t, len(topics)) for t in z["topics"]], np.int64)
+            for k in _COLUMNS:
+                v = z[k]
+                parts[k].append(local[v] if k == "u_topic" and v.size else v)
+    out: dict[str, Any] = {
+        k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()
+    }
+    out["topics"] = list(topics)
+    return out
+
+
+def write_queues(arrays: dict[str, Any], folder: Path, file_size: int) -> tuple[int, int, int]:
+    """Write every queue's files under ``folder``; (queues, files, units)."""
+    import numpy as np
+
+    topic, queue = arrays["u_topic"], arrays["u_queue"]
+    if topic.size == 0:
+        return 0, 0, 0
+    order = np.lexsort((queue, topic))
+    key = (topic[order] << 32) | (queue[order] & 0xFFFFFFFF)
+    bounds = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1, key.size]
+    files = units = 0
+    names = arrays["topics"]
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        rows = order[a:b]
+        t, q = names[int(topic[rows[0]])], int(queue[rows[0]])
+        written = write_queue_files(
+            folder / t / str(q), arrays["u_qoff"][rows], arrays["u_phys"][rows],
+            arrays["u_size"][rows], arrays["u_tags"][rows], file_size,
+        )  # fmt: skip
+        files += len(written)
+        units += sum(n for _, n in written)
+    return bounds.size - 1, files, units
+
+
+def write_index(
+    arrays: dict[str, Any], folder: Path, names: list[str], slots: int, num: int
+) -> tuple[int, int]:
+    """Write index/ under ``folder``; (files, entries)."""
+    import numpy as np
+
+    folder.mkdir(parents=True, exist_ok=True)
+    order = np.argsort(arrays["k_phys"], kind="stable")
+    written = write_index_files(
+        folder, names, slots, num, arrays["k_phys"][order], arrays["k_pos"][order],
+        arrays["k_ts"][order], arrays["k_hash"][order],
+    )  # fmt: skip
+    return len(written), sum(n for _, n in written)
 
 
 def _check_not_open(root: Path) -> None:
@@ -228,23 +263,6 @@ def _check_not_open(root: Path) -> None:
         _platform.unlock(fd)
     finally:
         os.close(fd)
-
-
-def _install(manifest: list[Any], staging: Path) -> int:
-    """Move the manifest's files into ``staging/consumequeue``; return the file count."""
-    final = staging / "consumequeue"
-    seen: set[tuple[str, int, str]] = set()
-    for r in manifest:
-        key = (r.topic, r.queue_id, r.name)
-        if key in seen:
-            raise RuntimeError(f"two manifest entries for {key}")
-        seen.add(key)
-        dest = final / r.topic / str(r.queue_id) / r.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(r.path, dest)
-    final.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(staging / "attempts", ignore_errors=True)
-    return len(seen)
 
 
 def _swap(staging: Path, target_root: Path, name: str = "consumequeue") -> None:
@@ -288,16 +306,16 @@ def reindex_with(
     attempts = str(staging / "attempts")
     t0 = time.perf_counter()
     ranges = plan_ranges(layout, split_bytes)
-    units = _units_frame(spark, ranges)
     old_index = index_files(layout.index_dir)
     geo = resolve_geometry(old_index, *(layout.index_geometry() or (index_slots, index_num)))
-    names = [p.name for p in old_index]
-    one_task = _index_frame(spark, ranges)
     try:
-        manifest = _write_queues(units, attempts, layout.cq_file_size)
-        files = _install(manifest, staging)
-        imanifest = _write_index(one_task, attempts, names, geo.slots, geo.num)
-        ifiles = _install_index(imanifest, staging)
+        manifest = _scan_ranges(spark, ranges, attempts)
+        arrays = _load(manifest)
+        queues, files, units = write_queues(arrays, staging / "consumequeue", layout.cq_file_size)
+        (staging / "consumequeue").mkdir(parents=True, exist_ok=True)
+        names = [p.name for p in old_index]
+        ifiles, entries = write_index(arrays, staging / "index", names, geo.slots, geo.num)
+        shutil.rmtree(attempts, ignore_errors=True)
         _swap(staging, target, "consumequeue")
         _swap(staging, target, "index")
     finally:
@@ -305,12 +323,12 @@ def reindex_with(
     return {
         "store": str(layout.root),
         "target": str(target / "consumequeue"),
-        "queues": len({(r.topic, r.queue_id) for r in manifest}),
+        "queues": queues,
         "files": files,
-        "units": sum(r.units for r in manifest),
+        "units": units,
         "index_target": str(target / "index"),
         "index_files": ifiles,
-        "index_entries": sum(r.entries for r in imanifest),
+        "index_entries": entries,
         "index_geometry": (geo.slots, geo.num),
         "cq_file_size": layout.cq_file_size,
         "geometry": layout.geometry.report() if layout.geometry is not None else {},
@@ -318,43 +336,13 @@ def reindex_with(
     }
 
 
-def _units_frame(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
-    """The consume-queue units (UNIT_ROWS) of the records in ``ranges`` (lazy)."""
+def _scan_ranges(spark: SparkSession, ranges: list[ByteRange], attempts: str) -> list[Any]:
+    """Scan every range in a task (one Spark action); the manifest of their array files."""
 
-    def scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return map_bulk(batches, unit_batch)
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return scan_task(batches, attempts)
 
-    return ranges_dataframe(spark, ranges).mapInArrow(scan, UNIT_ROWS)
-
-
-def _index_frame(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
-    """The index rows (INDEX_ROWS) of ``ranges`` in one partition, in log order (lazy)."""
-
-    def scan_index(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return map_bulk(batches, index_batch)
-
-    keyed = ranges_dataframe(spark, ranges).mapInArrow(scan_index, INDEX_ROWS)
-    return keyed.repartition(1).sortWithinPartitions("offset")
-
-
-def _write_queues(units: DataFrame, attempts: str, file_size: int) -> list[Any]:
-    """Write each topic-queue's files under ``attempts`` (one Spark action); the manifest."""
-
-    def write(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        return write_group(key, table, attempts, file_size)
-
-    return units.groupBy("topic", "queue_id").applyInArrow(write, MANIFEST).collect()
-
-
-def _write_index(
-    one_task: DataFrame, attempts: str, names: list[str], slots: int, num: int
-) -> list[Any]:
-    """Write the index files under ``attempts`` in one task (one Spark action); the manifest."""
-
-    def write_idx(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return write_index(batches, attempts, names, slots, num)
-
-    return one_task.mapInArrow(write_idx, INDEX_MANIFEST).collect()
+    return ranges_dataframe(spark, ranges).mapInArrow(task, MANIFEST).collect()
 
 
 def run_reindex(
