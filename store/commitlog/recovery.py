@@ -40,9 +40,7 @@ segment at 8192.
 from __future__ import annotations
 
 import enum
-import errno
 import logging
-import os
 import re
 import struct
 import time
@@ -52,6 +50,7 @@ from dataclasses import dataclass
 from mqstore import _platform
 from mqstore.checkpoint import Checkpoint
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog.recovery_extents import data_runs
 from mqstore.commitlog.segments import Segments
 from mqstore.config import RecoveryPolicy
 
@@ -60,6 +59,7 @@ log = logging.getLogger(__name__)
 SECTOR = 512
 """The unit a disk writes atomically: a lost write leaves whole sectors of old bytes."""
 _ZERO_SECTOR = bytes(SECTOR)
+_ZERO_CHUNK = bytes(1 << 20)
 MIN_LOST_RUN = 4
 """A lost sector shows, inside the bad range, as zeros from the range's start or up to
 its end, or across the whole sector. Shorter runs than this cannot be told from a
@@ -137,6 +137,15 @@ class RecoveryResult:
     stop_reason: str
     seconds: float
     damaged: tuple[DamagedRange, ...] = ()
+    searched_bytes: int = 0
+    """Bytes searched for a record after bad bytes (:func:`resync`)."""
+
+
+@dataclass(slots=True)
+class SearchCounter:
+    """Bytes :func:`resync` searched, summed over the calls it is passed to."""
+
+    bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +188,7 @@ def scan(
     on_record: OnRecord | None = None,
     keep: KeepRule | None = None,
     damaged: list[DamagedRange] | None = None,
+    searched: SearchCounter | None = None,
 ) -> tuple[int, int, int, str]:
     """Scan from the start of segment ``start_index``; return (end, records, bytes, why).
 
@@ -227,7 +237,7 @@ def scan(
             else:
                 bad = _corrupt_why(r, mf.file_from_offset + pos)
             if keep is not None and damaged is not None:
-                found = _fence(segments, i, pos, bad, keep, check_crc)
+                found = _fence(segments, i, pos, bad, keep, check_crc, searched)
                 if found is not None:
                     ranges, j, next_pos = found
                     damaged.extend(ranges)
@@ -242,13 +252,19 @@ def scan(
 
 
 def _fence(
-    segments: Segments, i: int, pos: int, why: str, keep: KeepRule, check_crc: bool
+    segments: Segments,
+    i: int,
+    pos: int,
+    why: str,
+    keep: KeepRule,
+    check_crc: bool,
+    searched: SearchCounter | None = None,
 ) -> tuple[list[DamagedRange], int, int] | None:
     """The damaged ranges from ``pos`` of segment ``i`` on and where the scan goes on
     (segment index, position); None when the log must end there. A segment's blank
     record after the damage ends a range (the bytes from it on are not data): then the
     damage left in later segments, if any, is a second range."""
-    found = resync(segments, i, pos + 1, check_crc=check_crc)
+    found = resync(segments, i, pos + 1, check_crc=check_crc, searched=searched)
     if found is None:
         return None
     j, next_pos, record = found
@@ -281,14 +297,22 @@ def _blank_after(view: memoryview, pos: int, size: int) -> int | None:
 
 
 def resync(
-    segments: Segments, i: int, pos: int, *, check_crc: bool = True
+    segments: Segments,
+    i: int,
+    pos: int,
+    *,
+    check_crc: bool = True,
+    searched: SearchCounter | None = None,
 ) -> tuple[int, int, fmt.RecordInfo] | None:
     """The first record at or after ``pos`` of segment ``i`` (then in later segments)
     that checks out and whose PHYSICALOFFSET field is its own position:
     (segment index, position, record), or None.
 
-    Candidates are found by their MAGICCODE (a regex over the mapping, holes skipped),
-    so the search reads each byte once.
+    Candidates are found by their MAGICCODE (a regex over the mapping), run by run of
+    bytes that may hold data (:func:`~mqstore.commitlog.recovery_extents.data_runs`):
+    holes and unwritten extents (the reservation past the last record) read as zeros
+    and are never searched, so past the end of the log nothing is read. Each byte
+    searched is counted in ``searched``.
     """
     files = segments.files
     magic_at = fmt.MAGIC_POS
@@ -296,48 +320,26 @@ def resync(
     while i < len(files):
         mf = files[i]
         view, size, base = mf.view, mf.file_size, mf.file_from_offset
-        at = max(pos, 0) + magic_at
-        while at < size:
-            data, hole = _data_run(mf.path, at - magic_at, size)
-            if data >= size:
-                break
-            # Search one run of data at a time: a regex over the mapping would fault in
-            # every page of the holes too (a sparse 1 GiB segment read whole).
-            m = _RECORD_MAGIC.search(view, max(at, data + magic_at), min(size, hole + magic_at))
-            if m is None:
-                at = hole + magic_at
-                continue
-            c = m.start() - magic_at
-            at = m.start() + 1
-            if c + phys_at + 8 > size or _OFFSET.unpack_from(view, c + phys_at)[0] != base + c:
-                continue
-            r = fmt.scan(view, c, size, check_crc=check_crc)
-            if isinstance(r, fmt.RecordInfo) and not r.properties_string.endswith("\x00"):
-                return i, c, r
+        for a, b in data_runs(mf.path, max(pos, 0), size):
+            at = max(a, pos + magic_at)
+            while at < b:
+                if searched is not None:
+                    searched.bytes += b - at
+                m = _RECORD_MAGIC.search(view, at, b)
+                if m is None:
+                    break
+                c = m.start() - magic_at
+                at = m.start() + 1
+                if searched is not None:
+                    searched.bytes -= b - at
+                if c + phys_at + 8 > size or _OFFSET.unpack_from(view, c + phys_at)[0] != base + c:
+                    continue
+                r = fmt.scan(view, c, size, check_crc=check_crc)
+                if isinstance(r, fmt.RecordInfo) and not r.properties_string.endswith("\x00"):
+                    return i, c, r
         i += 1
         pos = 0
     return None
-
-
-def _data_run(path: os.PathLike[str] | str, pos: int, size: int) -> tuple[int, int]:
-    """The run of data at or after ``pos``: (its start, where the next hole starts).
-    ``(size, size)`` when only holes follow; ``(pos, size)`` where holes cannot be told."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return pos, size
-    try:
-        try:
-            data = os.lseek(fd, pos, os.SEEK_DATA)
-        except OSError as e:
-            return (size, size) if e.errno == errno.ENXIO else (pos, size)
-        try:
-            hole = os.lseek(fd, data, os.SEEK_HOLE)
-        except OSError:
-            hole = size
-        return data, min(hole, size)
-    finally:
-        os.close(fd)
 
 
 def is_damage(
@@ -437,11 +439,12 @@ def recover(
     start = segments.files[start_index].file_from_offset
     keep = None
     damaged: list[DamagedRange] = []
+    searched = SearchCounter()
     if policy is RecoveryPolicy.KEEP:
         keep = KeepRule(checkpoint.physic_msg_timestamp, last_exit_ok)
     end, records, scanned, why = scan(
         segments, start_index, check_crc=check_crc, on_record=on_record,
-        keep=keep, damaged=damaged,
+        keep=keep, damaged=damaged, searched=searched,
     )  # fmt: skip
     if keep is not None:
         tail = _damaged_tail(segments, end, why)
@@ -451,7 +454,7 @@ def recover(
     for d in damaged:
         log.warning("CommitLog damage fenced off, valid records after it kept: %s", d)
     files_before = len(segments.files)
-    truncated = segments.truncate_to(end)
+    truncated = 0 if _only_zeros_after(segments, end) else segments.truncate_to(end)
     if truncated:
         _make_cut_durable(segments, deleted=len(segments.files) < files_before)
         log.warning("CommitLog cut at %d: %d bytes after it dropped (%s)", end, truncated, why)
@@ -464,7 +467,7 @@ def recover(
     segments.flushed_where = end
     return RecoveryResult(
         mode, start, end, truncated, records, scanned, why, time.perf_counter() - t0,
-        tuple(damaged),
+        tuple(damaged), searched.bytes,
     )  # fmt: skip
 
 
@@ -482,6 +485,22 @@ def _damaged_tail(segments: Segments, end: int, why: str) -> DamagedRange | None
     if not is_damage(segments, end, seg_end, 0, KeepRule(0, clean_shutdown=False)):
         return None
     return DamagedRange(end, seg_end, f"{why}; no valid record after it in its segment", 0)
+
+
+def _only_zeros_after(segments: Segments, end: int) -> bool:
+    """Whether nothing but zeros follows ``end`` (no later segment, and the runs that
+    may hold data in the rest of its segment read as zeros): then there is nothing to
+    cut, and the reserved space past the log (unwritten extents, holes) is not read."""
+    last = segments.last
+    if last is None or last.file_from_offset > end or end > last.file_from_offset + last.file_size:
+        return False
+    view = last.view
+    for a, b in data_runs(last.path, end - last.file_from_offset, last.file_size):
+        for c in range(a, b, len(_ZERO_CHUNK)):
+            n = min(b - c, len(_ZERO_CHUNK))
+            if view[c : c + n] != _ZERO_CHUNK[:n]:
+                return False
+    return True
 
 
 def _index_of(segments: Segments, start: int) -> int:
