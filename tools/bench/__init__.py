@@ -10,6 +10,7 @@ and documents what it measures in its docstring:
 * ``putpath``: what one put costs, and its pieces;
 * ``pull``: sequential pulls and dispatch lag;
 * ``broker``: sends and pulls over TCP against in-process puts;
+* ``brokers``: sends over a name-server route spanning two brokers against one;
 * ``consume``: produce-to-consume through a consumer group;
 * ``ha``: replication throughput and SYNC/ASYNC_MASTER put latency;
 * ``spark_audit``: the Spark audit and reindex against single-process scans;
@@ -24,6 +25,7 @@ BENCHMARKS = (
     "putpath",
     "pull",
     "broker",
+    "brokers",
     "consume",
     "ha",
     "spark_audit",
