@@ -1,12 +1,14 @@
-"""SIGKILL during puts over thousands of queues, then reopen (issue 14).
+"""SIGKILL during puts over 10,000 queues, then reopen (issue 14).
 
-A producer process puts one message after another round-robin over 5,000 queues
-(250 topics of 20), with sparse queue files, a small mapping pool (so queues are
-mapped and unmapped all the time) and small files, and is SIGKILLed after a random
-number of acknowledged puts, typically with the dispatcher behind and many queue
-files half created. Reopened (abnormal recovery re-dispatches), the store must hold
-every acknowledged message at its queue offset, and its files must pass
-:func:`check_cq_consistency`.
+The store first gets one message in each of 10,000 queues (500 topics of 20) and is
+closed cleanly, so the next open takes the queues' summary and reads each queue on
+first use. A producer process then opens it and puts round-robin over the same
+queues, with a small mapping pool (queues mapped and unmapped all the time) and
+small sparse files, and is SIGKILLed after a random number of acknowledged puts,
+more than one per queue, typically with the dispatcher behind. Reopened (abnormal
+recovery: every queue read, the CommitLog's tail re-dispatched), the store must hold
+the first messages and every acknowledged one at its queue offset, and its files
+must pass :func:`check_cq_consistency`.
 """
 
 from __future__ import annotations
@@ -22,15 +24,17 @@ from pathlib import Path
 
 import pytest
 
-from mqstore import GetStatus, MessageStore, StoreConfig
+from mqstore import GetStatus, Message, MessageStore, StoreConfig
+from mqstore.consumequeue.summary import path_for
 from tests.cq_consistency import check_cq_consistency
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-TOPICS, QUEUES = 250, 20
+TOPICS, QUEUES = 500, 20
+ALL = TOPICS * QUEUES
 SIZES = {
-    "commitlog_file_size": 256 * 1024,
+    "commitlog_file_size": 512 * 1024,
     "commitlog_reserve_chunk": 64 * 1024,
     "mapped_file_size_consume_queue": 64 * 20,
     "max_mapped_consume_queue_files": 32,
@@ -46,7 +50,7 @@ from mqstore import Message, MessageStore, StoreConfig
 root, sizes, topics, queues = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 store = MessageStore.open(StoreConfig(root_dir=root, **sizes))
 out = sys.stdout.fileno()
-os.write(out, b"open\n")
+os.write(out, b"open %d\n" % store.last_exit_ok)
 seq = 0
 while True:
     q = seq % (topics * queues)
@@ -56,6 +60,22 @@ while True:
         os.write(out, f"{seq} {topic} {qid} {r.queue_offset}\n".encode())
     seq += 1
 """
+
+
+def target(q: int) -> tuple[str, int]:
+    return f"T{q // QUEUES}", q % QUEUES
+
+
+def fill_and_close(cfg: StoreConfig) -> None:
+    """One message ``first|q`` in each queue, then a clean close (summary written)."""
+    with MessageStore.open(cfg) as s:
+        for q in range(ALL):
+            topic, qid = target(q)
+            assert s.put_message(
+                Message(topic=topic, body=b"first|%d" % q, queue_id=qid)
+            ).status.stored
+        assert s.wait_dispatched(120)
+    assert path_for(cfg.consume_queue_path).exists()
 
 
 def run_and_kill(root: Path, acks: int) -> list[tuple[int, str, int, int]]:
@@ -68,9 +88,10 @@ def run_and_kill(root: Path, acks: int) -> list[tuple[int, str, int, int]]:
     )
     assert proc.stdout is not None
     lines: list[bytes] = []
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 180
     try:
-        assert proc.stdout.readline() == b"open\n", proc.stderr.read() if proc.stderr else ""
+        first = proc.stdout.readline()
+        assert first == b"open 1\n", (first, proc.stderr.read() if proc.stderr else "")
         while len(lines) < acks and time.monotonic() < deadline:
             line = proc.stdout.readline()
             if not line:
@@ -89,16 +110,23 @@ def run_and_kill(root: Path, acks: int) -> list[tuple[int, str, int, int]]:
     return out
 
 
-def test_sigkill_during_puts_over_thousands_of_queues_then_reopen_is_consistent(
+def test_sigkill_during_puts_over_10000_queues_after_a_clean_open_is_consistent(
     tmp_path: Path,
 ):
     root = tmp_path / "s"
-    acked = run_and_kill(root, 6000 + random.randrange(3000))
-    assert len({(t, q) for _s, t, q, _o in acked}) == TOPICS * QUEUES  # every queue written
     cfg = StoreConfig(root_dir=root, **SIZES)  # type: ignore[arg-type]
+    fill_and_close(cfg)
+    acked = run_and_kill(root, ALL + 1000 + random.randrange(4000))
+    assert len({(t, q) for _s, t, q, _o in acked}) == ALL  # every queue written again
     with MessageStore.open(cfg) as s:
         assert not s.last_exit_ok
+        for q in range(ALL):
+            topic, qid = target(q)
+            got = s.get_message("g", topic, qid, 0, 1)
+            assert got.status is GetStatus.FOUND, (topic, qid, got.status)
+            assert got.messages[0].body == b"first|%d" % q
         for seq, topic, qid, qoff in acked:
+            assert qoff >= 1
             got = s.get_message("g", topic, qid, qoff, 1)
             assert got.status is GetStatus.FOUND, (seq, topic, qid, qoff, got.status)
             assert got.messages[0].body == b"%d|" % seq
