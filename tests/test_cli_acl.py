@@ -98,6 +98,17 @@ def test_exposed_ports_without_protection_are_named() -> None:
     assert open_.warnings("127.0.0.1", "127.0.0.1", serves_ha=True) == []
 
 
+def test_exposed_grpc_port_without_acl_is_named(tmp_path: Path) -> None:
+    open_ = BrokerAccess(None, None, None)
+    (line,) = open_.warnings("127.0.0.1", "127.0.0.1", serves_ha=True, grpc_host="0.0.0.0")
+    assert line.startswith("warning: gRPC on 0.0.0.0 without --acl")
+    assert open_.warnings("127.0.0.1", "127.0.0.1", serves_ha=True, grpc_host="127.0.0.1") == []
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_YML)
+    guarded = BrokerAccess.from_flags(str(acl), None, None)
+    assert guarded.warnings("127.0.0.1", "127.0.0.1", serves_ha=True, grpc_host="0.0.0.0") == []
+
+
 def test_ha_secret_defaults_to_the_acl_admin_secret(tmp_path: Path) -> None:
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL_YML)

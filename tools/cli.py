@@ -584,7 +584,9 @@ def _broker(args: argparse.Namespace) -> int:
     from mqstore.broker.exposure import BrokerAccess
 
     args.access = BrokerAccess.from_flags(args.acl, args.ha_secret, args.ha_allow)
-    for line in args.access.warnings(args.host, args.ha_bind, role is not BrokerRole.SLAVE):
+    grpc_host = args.grpc_host if args.grpc_port is not None else None
+    for line in args.access.warnings(args.host, args.ha_bind, role is not BrokerRole.SLAVE,
+                                     grpc_host):  # fmt: skip
         print(f"mqstore broker: {line}", file=sys.stderr, flush=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = threading.Event()

@@ -12,8 +12,9 @@ admin account of the ACL file: a master and a slave started with the same
 
 Rule 2. A listen address that is not loopback is *exposed*. An exposed remoting port
 without ACL lets anyone read any topic, move any group's offsets, change topics and lock
-queues; an exposed HA port without a secret lets anyone stream the whole CommitLog and
-ack SYNC_MASTER puts for data it does not hold. Each gets one warning line.
+queues; an exposed gRPC port without ACL lets anyone send to and receive from any
+topic as any group; an exposed HA port without a secret lets anyone stream the whole
+CommitLog and ack SYNC_MASTER puts for data it does not hold. Each gets one warning line.
 """
 
 from __future__ import annotations
@@ -56,13 +57,21 @@ class BrokerAccess:
             extra["ha_allowed_slaves"] = self.ha_allowed
         return extra
 
-    def warnings(self, host: str, ha_bind: str, serves_ha: bool) -> list[str]:
-        """Rule 2: one line per exposed, unprotected port."""
+    def warnings(
+        self, host: str, ha_bind: str, serves_ha: bool, grpc_host: str | None = None
+    ) -> list[str]:
+        """Rule 2: one line per exposed, unprotected port (``grpc_host``: the gRPC
+        endpoint's address, None when it is not served)."""
         out = []
         if self.acl is None and not is_loopback(host):
             out.append(
                 f"warning: remoting on {host} without --acl: anyone who can connect may read "
                 "any topic, reset any group's offsets, change topics and lock queues"
+            )
+        if self.acl is None and grpc_host is not None and not is_loopback(grpc_host):
+            out.append(
+                f"warning: gRPC on {grpc_host} without --acl: anyone who can connect may send "
+                "to and receive from any topic as any group"
             )
         if serves_ha and self.ha_secret is None and not is_loopback(ha_bind):
             out.append(
