@@ -13,7 +13,7 @@ and documents what it measures in its docstring:
 * ``brokers``: sends over a name-server route spanning two brokers against one;
 * ``consume``: produce-to-consume through a consumer group;
 * ``ha``: replication throughput and SYNC/ASYNC_MASTER put latency;
-* ``spark_audit``: the Spark audit and reindex against single-process scans;
+* ``spark_audit``: the Spark audit, reindex and export against single-process scans;
 * ``grpc``: the 5.x client's send and receive+ack over gRPC against the remoting path;
 * ``queues``: what a queue costs in a store of 10,000 or 100,000 (disk, memory, put
   rate, open and close) against 4 queues.

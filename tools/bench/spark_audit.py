@@ -1,31 +1,35 @@
-"""``mqstore bench spark_audit``: the Spark audit against single-process scans of one store.
+"""``mqstore bench spark_audit``: the Spark jobs against single-process scans of one store.
 
-Measures, on one generated store (files in the page cache after generation):
+Builds a store as a broker leaves it (CommitLog segments, consume queues and ``index/``
+built by the store's IndexService, every message with TAGS, a KEYS token and a UNIQ_KEY
+of its own, as the dispatcher indexes them) and times, on the same files in the page
+cache:
 
-* ``recovery.scan``: the engine's own single-process recovery scan (decode + body CRC,
-  no per-record checks beyond that), the baseline the issue asks for;
-* ``segscan, 1 process``: the audit's per-range record checks run in this process,
-  one range after another (what each Spark task does, without Spark);
-* ``spark audit``: the whole audit (records, queue continuity, ConsumeQueue units,
-  checkpoint) on ``--master``, run twice: cold (the first job starts the Python
-  workers) and warm; session start-up excluded and reported separately;
-* ``spark reindex``: consumequeue/ rebuilt into a temp dir (compared byte for byte with
-  the generated one, which follows the dispatcher's rules).
+* ``numpy scan``: the minimal single-process reference: the TOTALSIZE walk, the header
+  fields read with numpy, ``zlib.crc32`` of every body;
+* ``recovery scan``: the engine's own single-process recovery scan (codec + CRC);
+* ``bulk scan``: :mod:`mqstore.commitlog.bulk` in one process (CRC, index key hashes);
+* ``audit`` (records, consume queues and index; cold, then warm twice), ``reindex --out``
+  (checked byte-identical to the generated consumequeue/ and index/) and
+  ``export --parquet`` on ``--master``; the session start-up is timed on its own.
 
-Records/s counts CommitLog records; MB/s is CommitLog bytes (segment lengths) / time.
-By default about 2 GiB of CommitLog in 1 GiB segments, as RocketMQ's default
-(``--quick``: 64 MiB in 16 MiB segments). Needs the ``spark`` extra and Java.
+Every Spark figure is printed as records/s and as a ratio to the numpy and recovery scans
+of this run, and to the mean of a numpy scan run just before and just after the job
+(``x numpy around``: the ratio that holds when the machine's load changes during a run).
+Default 512 MiB of CommitLog in 256 MiB segments (``--quick``: 64 MiB in 16 MiB
+segments); the store is deleted afterwards. Needs the ``spark`` extra and Java.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
+from mqstore.commitlog import _layout
 from mqstore.commitlog import format as fmt
 from mqstore.consumequeue import format as cqfmt
 from mqstore.message import host_bytes, tags_code
@@ -34,32 +38,32 @@ from mqstore.tools.bench._harness import Option, bench_main
 TOPICS = ("bench-a", "bench-b")
 QUEUES = 4
 BASE_TS = 1_700_000_000_000
+INDEX_SLOTS = 100_000
+INDEX_NUM = 400_000
 
 
 def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) -> int:
-    """Write a store of about ``size_bytes`` of CommitLog; return the record count."""
+    """Write a store of about ``size_bytes`` of CommitLog with consume queues and
+    ``index/`` (built by the store's IndexService); return the record count."""
+    from mqstore.index import IndexService
+
     (root / "commitlog").mkdir(parents=True)
     enc = fmt.RecordEncoder(host_bytes(("127.0.0.1", 10911)))
     born = host_bytes(("10.0.0.7", 50000))
     bodies = [bytes([i]) * body_bytes for i in range(16)]
     crcs = [fmt.body_crc(b) for b in bodies]
-    tails: dict[tuple[str, str], tuple[tuple[bytes, int], int]] = {}
-    for t in TOPICS:
-        for tags in ("TagA", "TagB"):
-            props = f"TAGS\x01{tags}\x02KEYS\x01k\x02"
-            tails[t, tags] = (enc.tail(t.encode(), props.encode()), tags_code(tags))
+    index = IndexService(root / "index", INDEX_SLOTS, INDEX_NUM, clock=lambda: BASE_TS)
+    index.load(last_exit_ok=True, index_msg_timestamp=0)
     units: dict[tuple[str, int], bytearray] = {}
     next_qoff: dict[tuple[str, int], int] = {}
-    phys = 0
-    count = 0
+    phys = count = 0
     while phys < size_bytes:
-        seg_base = phys
-        chunks: list[bytes] = []
-        pos = 0
+        seg_base, pos, chunks = phys, 0, []
         while phys < size_bytes:
-            topic = TOPICS[count % 2]
-            qid = (count // 2) % QUEUES
-            (tail, version), tcode = tails[topic, ("TagA", "TagB")[count % 3 % 2]]
+            topic, qid, tags = TOPICS[count % 2], (count // 2) % QUEUES, f"Tag{count % 3}"
+            uniq, key = f"0A000007C35018B4AAC2{count:012X}", f"order-{count}"
+            props = f"TAGS\x01{tags}\x02KEYS\x01{key}\x02UNIQ_KEY\x01{uniq}\x02"
+            tail, version = enc.tail(topic.encode(), props.encode())
             body = bodies[count % 16]
             size = enc.size(0, len(body), len(tail))
             if pos + size + fmt.END_FILE_MIN_BLANK_LENGTH > segment_size:
@@ -68,17 +72,21 @@ def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) ->
                 break
             qoff = next_qoff.get((topic, qid), 0)
             next_qoff[topic, qid] = qoff + 1
+            ts = BASE_TS + count
             chunks.append(
-                enc.encode(size, version, crcs[count % 16], qid, 0, qoff, phys, 0,
-                           BASE_TS + count, born, BASE_TS + count, 0, 0, body, tail)
+                enc.encode(size, version, crcs[count % 16], qid, 0, qoff, phys, 0, ts, born,
+                           ts, 0, 0, body, tail)
             )  # fmt: skip
-            units.setdefault((topic, qid), bytearray()).extend(cqfmt.encode_unit(phys, size, tcode))
-            pos += size
-            phys += size
-            count += 1
+            units.setdefault((topic, qid), bytearray()).extend(
+                cqfmt.encode_unit(phys, size, tags_code(tags))
+            )
+            index.build(topic, phys, ts, uniq, [key])
+            pos, phys, count = pos + size, phys + size, count + 1
         with open(root / "commitlog" / f"{seg_base:020d}", "wb") as f:
             f.write(b"".join(chunks))
             f.truncate(segment_size)
+    index.flush()
+    index.close()
     for (topic, qid), data in units.items():
         qdir = root / "consumequeue" / topic / str(qid)
         qdir.mkdir(parents=True)
@@ -89,119 +97,196 @@ def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) ->
     return count
 
 
-def bench_recovery_scan(root: Path, segment_size: int) -> tuple[int, float]:
+def numpy_scan(root: Path) -> int:
+    """The minimal reference: walk the sizes, read the header fields with numpy, CRC
+    every body with zlib. Returns the record count (CRC failures are counted out)."""
+    import mmap
+
+    total = 0
+    for seg in sorted((root / "commitlog").iterdir()):
+        with open(seg, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            total += _numpy_segment(mm)
+    return total
+
+
+def _numpy_segment(mm: Any) -> int:
+    import numpy as np
+
+    unpack = _layout._SIZE_MAGIC.unpack_from
+    hdr = _layout._HEADERS[(_layout.IPV4_HOST_LEN, _layout.IPV4_HOST_LEN)].size
+    pos, end, starts = 0, len(mm) - 8, []
+    while pos <= end:
+        size, magic = unpack(mm, pos)
+        if magic not in (_layout.MAGIC_V1, _layout.MAGIC_V2):
+            break
+        starts.append(pos)
+        pos += size
+    p = np.asarray(starts, np.int64)
+    u8 = np.frombuffer(mm, np.uint8)
+
+    def field(at: int, width: int) -> Any:
+        return u8[p[:, None] + at + np.arange(width)].view(f">i{width}").ravel()
+
+    qid, qoff = field(_layout.QUEUE_ID_POS, 4), field(_layout.QUEUE_OFFSET_POS, 8)
+    crc, body_len = field(_layout.BODY_CRC_POS, 4), field(hdr - 4, 4)
+    with memoryview(mm) as v:
+        ok = np.fromiter(
+            (zlib.crc32(v[a : a + n]) & 0x7FFFFFFF
+             for a, n in zip((p + hdr).tolist(), body_len.tolist(), strict=True)),
+            np.int64, p.size,
+        ) == crc  # fmt: skip
+    return int(ok.sum()) + 0 * int(qid.sum() + qoff.sum())
+
+
+def recovery_scan(root: Path, segment_size: int) -> int:
     """The engine's recovery scan over every segment, with CRC checks."""
     from mqstore.commitlog.recovery import scan
     from mqstore.commitlog.segments import Segments
 
     segs = Segments(root / "commitlog", segment_size)
     segs.load()
-    t0 = time.perf_counter()
-    _, records, _, _ = scan(segs, 0, check_crc=True)
-    elapsed = time.perf_counter() - t0
-    segs.close()
-    return records, elapsed
+    try:
+        return scan(segs, 0, check_crc=True)[1]
+    finally:
+        segs.close()
 
 
-def bench_segscan(root: Path) -> tuple[int, float]:
-    """The audit's per-range checks, one process, no Spark."""
+def bulk_scan(root: Path) -> int:
+    """:mod:`mqstore.commitlog.bulk` over every segment, CRC and index keys included."""
     import mmap
 
-    from mqstore.tools.spark.layout import discover
-    from mqstore.tools.spark.reader import plan_ranges
-    from mqstore.tools.spark.segscan import RecordColumns, scan_range
+    from mqstore.commitlog import bulk
 
+    total = 0
+    for seg in sorted((root / "commitlog").iterdir()):
+        with open(seg, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            pos = 0
+            while True:
+                b = bulk.scan(mm, pos, len(mm), keys=True)
+                total += len(b.records)
+                if b.stop is not None or b.end >= len(mm):
+                    break
+                pos = b.end
+    return total
+
+
+def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
     t0 = time.perf_counter()
-    records = 0
-    for rng in plan_ranges(discover(root)):
-        with open(rng.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            cols = RecordColumns()
-            for _ in scan_range(mm, rng, int(time.time() * 1000), cols):
-                pass
-            records += len(cols)
-    return records, time.perf_counter() - t0
+    out = fn(*args)
+    return out, time.perf_counter() - t0
 
 
-def bench_spark(root: Path, master: str) -> dict[str, Any]:
-    """Audit twice (a cold first run starts the Python workers) and reindex once."""
+def spark_runs(root: Path, master: str, work: Path) -> dict[str, Any]:
+    """Session start-up, audit (cold, warm), reindex --out and export --parquet; each job
+    is bracketed by a numpy scan just before and after it (``ref_<job>``: their mean), so
+    its ratio holds even when the machine's load changes during the run."""
     from mqstore.tools.spark.audit import audit_with
+    from mqstore.tools.spark.export import export_with
     from mqstore.tools.spark.layout import discover
     from mqstore.tools.spark.reindex import reindex_with
     from mqstore.tools.spark.session import build_session
 
     t0 = time.perf_counter()
-    spark = build_session(master, "bench-spark-audit", progress=True)
+    spark = build_session(master, "mqstore-benchmark")
     spark.range(1).count()
     out: dict[str, Any] = {"startup": time.perf_counter() - t0}
-    for run in ("audit_cold", "audit_warm"):
-        t1 = time.perf_counter()
-        report = audit_with(spark, discover(root))
-        out[run] = time.perf_counter() - t1
-        out["findings"] = len(report.findings)
-        out["records"] = report.records
-    with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
-        t1 = time.perf_counter()
-        summary = reindex_with(spark, root, tmp)
-        out["reindex"] = time.perf_counter() - t1
-        out["reindex_units"] = summary["units"]
-        cq = root / "consumequeue"
-        out["reindex_identical"] = all(
-            p.read_bytes() == (Path(tmp) / "consumequeue" / p.relative_to(cq)).read_bytes()
-            for p in cq.rglob("*")
-            if p.is_file()
-        )
+
+    def bracket(key: str, fn: Any, *args: Any) -> Any:
+        before = _timed(numpy_scan, root)[1]
+        result, out[key] = _timed(fn, *args)
+        out[f"ref_{key}"] = (before + _timed(numpy_scan, root)[1]) / 2
+        print(f"{key}: {out[key]:.2f} s (numpy scan around it {out[f'ref_{key}']:.2f} s)")
+        return result
+
+    for run in ("audit_cold", "audit_warm", "audit_warm2"):
+        report = bracket(run, audit_with, spark, discover(root))
+        out["findings"], out["records"] = len(report.findings), report.records
+        out["index_check"] = report.checks.get("index", "")
+    summary = bracket("reindex", reindex_with, spark, root, work / "reindexed")
+    out["reindex_units"] = summary["units"]
+    out["reindex_identical"] = all(
+        p.read_bytes() == (work / "reindexed" / p.relative_to(root)).read_bytes()
+        for d in ("consumequeue", "index")
+        for p in (root / d).rglob("*")
+        if p.is_file()
+    )
+    result = bracket("export", export_with, spark, root, work / "export.parquet")
+    out["export_rows"] = result.rows
     spark.stop()
     return out
 
 
+ROWS = (
+    ("audit_cold", "audit (cold)"),
+    ("audit_warm", "audit (warm)"),
+    ("audit_warm2", "audit (warm, again)"),
+    ("reindex", "reindex --out"),
+    ("export", "export --parquet"),
+)
+
+
 def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Generate the store under ``work``, then the two single-process scans and Spark."""
+    """Generate the store under ``work``, run the three scans, then the Spark jobs."""
     root = work / "store"
-    t0 = time.perf_counter()
-    n = generate(root, args.size_mib << 20, args.segment_mib << 20, args.body_bytes)
+    n, secs = _timed(generate, root, args.size_mib << 20, args.segment_mib << 20,
+                     args.body_bytes)  # fmt: skip
     total = sum(f.stat().st_size for f in (root / "commitlog").iterdir())
-    print(f"generated {n} records, {total / 2**20:.0f} MiB of CommitLog"
-          f" in {time.perf_counter() - t0:.1f} s")  # fmt: skip
-    rows = [
-        ("recovery.scan, 1 process", *bench_recovery_scan(root, args.segment_mib << 20)),
-        ("segscan, 1 process", *bench_segscan(root)),
-    ]
-    sp = bench_spark(root, args.master)
-    records = int(sp["records"])
-    rows.append((f"spark audit (cold), {args.master}", records, sp["audit_cold"]))
-    rows.append((f"spark audit (warm), {args.master}", records, sp["audit_warm"]))
-    rows.append((f"spark reindex, {args.master}", int(sp["reindex_units"]), sp["reindex"]))
-    return {"records": n, "commitlog_bytes": total, "spark": sp,
-            "rows": [{"scan": a, "records": r, "seconds": s} for a, r, s in rows]}  # fmt: skip
+    files = sum(1 for _ in (root / "index").iterdir())
+    print(f"store: {n} records of {args.body_bytes} B bodies, {total / 2**20:.0f} MiB of"
+          f" CommitLog in {args.segment_mib} MiB segments, {files} index files,"
+          f" built in {secs:.1f} s", flush=True)  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    for name, fn, fargs in (
+        ("numpy scan, 1 process", numpy_scan, (root,)),
+        ("recovery scan, 1 process", recovery_scan, (root, args.segment_mib << 20)),
+        ("bulk scan, 1 process", bulk_scan, (root,)),
+    ):
+        recs, secs = _timed(fn, *fargs)
+        rows.append({"scan": name, "records": recs, "seconds": secs, "around": 0.0})
+        print(f"{name}: {recs} records in {secs:.2f} s", flush=True)
+    sp = spark_runs(root, args.master, work)
+    for key, label in ROWS:
+        rows.append({"scan": f"{label}, {args.master}", "records": int(sp["records"]),
+                     "seconds": sp[key], "around": sp[f"ref_{key}"]})  # fmt: skip
+    return {"records": n, "commitlog_bytes": total, "spark": sp, "rows": rows,
+            "load_average": os.getloadavg()[0]}  # fmt: skip
 
 
 def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
-    """The printed table."""
-    total, sp = out["commitlog_bytes"], out["spark"]
-    lines = [f"\n{'scan':30} {'records':>10} {'seconds':>8} {'records/s':>11} {'MB/s':>8}"]
-    for row in out["rows"]:
-        recs, secs = row["records"], row["seconds"]
-        lines.append(f"{row['scan']:34} {recs:>10} {secs:>8.1f} {recs / secs:>11,.0f} "
-                     f"{total / secs / 1e6:>8.1f}")  # fmt: skip
+    """The printed table: records/s, MB/s and the ratios of every row."""
+    rows, total, sp = out["rows"], out["commitlog_bytes"], out["spark"]
+    ref_np = rows[0]["records"] / rows[0]["seconds"]
+    ref_rec = rows[1]["records"] / rows[1]["seconds"]
+    lines = [f"\n{'':36} {'records':>9} {'s':>6} {'records/s':>10} {'MB/s':>6}"
+             f" {'x numpy':>7} {'x recov':>7} {'x numpy around':>14}"]  # fmt: skip
+    for r in rows:
+        rate = r["records"] / r["seconds"]
+        near = f"{r['around'] / r['seconds']:>14.2f}" if r["around"] else f"{'':>14}"
+        lines.append(
+            f"{r['scan']:36} {r['records']:>9} {r['seconds']:>6.2f} {rate:>10,.0f}"
+            f" {total / r['seconds'] / 1e6:>6.0f} {rate / ref_np:>7.2f} {rate / ref_rec:>7.2f}"
+            f" {near}"
+        )
     lines.append(
-        f"(Spark session start-up {sp['startup']:.1f} s not included; audit findings:"
-        f" {int(sp['findings'])}; reindex byte-identical to the generated consumequeue/:"
-        f" {bool(sp['reindex_identical'])}; load average {os.getloadavg()[0]:.1f})"
+        f"Spark start-up {sp['startup']:.1f} s not included; audit findings {sp['findings']}"
+        f" ({sp['index_check']}); reindex {sp['reindex_units']} units, consumequeue/ and"
+        f" index/ byte-identical: {sp['reindex_identical']}; export rows {sp['export_rows']};"
+        f" load average {out['load_average']:.1f}"
     )
     return "\n".join(lines)
 
 
 OPTIONS: tuple[Option, ...] = (
-    ("--size-mib", int, 2048, "CommitLog size in MiB"),
-    ("--segment-mib", int, 1024, "segment size in MiB"),
+    ("--size-mib", int, 512, "CommitLog size in MiB"),
+    ("--segment-mib", int, 256, "segment size in MiB"),
     ("--body-bytes", int, 1000, "body size"),
-    ("--master", str, "local[*]", "Spark master"),
+    ("--master", str, "local[2]", "Spark master"),
 )
 QUICK = {"size_mib": 64, "segment_mib": 16}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Generate a store, run the scans, print records/s and MB/s; 0."""
+    """Generate a store, run the scans and the Spark jobs, print the table; 0."""
     return bench_main("spark_audit", __doc__, argv, measure, report, OPTIONS, QUICK)
 
 
