@@ -238,15 +238,16 @@ def refusal_status(e: AclDenied) -> Any:
 def guard(access: GrpcAccess, method: Any, behaviour: Callable[..., Any]) -> Callable[..., Any]:
     """``behaviour`` (a handler of ``method``, a MethodDescriptor) that first checks each
     request with ``access`` and answers a refusal instead of running (Rule 3). A request
-    the endpoint could not parse is passed on: the handler answers BAD_REQUEST to it."""
+    the endpoint could not parse names no resource: it is only authenticated, then the
+    handler answers BAD_REQUEST to it."""
     name = str(method.name)
     response = getattr(svc, method.output_type.name)
 
     def refused(request: Any, context: Any) -> Any | None:
-        if not hasattr(request, "DESCRIPTOR"):  # the endpoint's MALFORMED_REQUEST
-            return None
+        parsed = hasattr(request, "DESCRIPTOR")  # else the endpoint's MALFORMED_REQUEST
         try:
-            access.check(name, request, context.invocation_metadata(), context.peer())
+            access.check(name if parsed else "", request, context.invocation_metadata(),
+                         context.peer())  # fmt: skip
         except AclDenied as e:
             return response(status=refusal_status(e))
         return None

@@ -191,6 +191,21 @@ def test_unsigned_send_is_unauthorized_and_stores_nothing(
     assert acl_endpoint.core.store.max_offset_in_queue(TOPIC, 0) == 0
 
 
+def test_unparsable_request_is_still_authenticated(acl_endpoint: GrpcEndpoint) -> None:
+    import grpc
+
+    call = grpc.insecure_channel(acl_endpoint.address).unary_unary(
+        "/apache.rocketmq.v2.MessagingService/SendMessage",
+        request_serializer=lambda b: b,
+        response_deserializer=svc.SendMessageResponse.FromString,
+    )
+    junk = b"\xff\xff\xff"
+    unsigned = call(junk, timeout=5)
+    assert (unsigned.status.code, unsigned.status.message) == (
+        Code.UNAUTHORIZED, "No accessKey is configured")  # fmt: skip
+    assert call(junk, metadata=signed(), timeout=5).status.code == Code.BAD_REQUEST
+
+
 def test_send_without_pub_is_forbidden(acl_endpoint: GrpcEndpoint) -> None:
     from rocketmq.v5.exception import ForbiddenException
 
