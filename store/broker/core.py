@@ -165,8 +165,8 @@ class BrokerCore:
 
     def _learn_store_topics(self) -> None:
         widest: dict[str, int] = {}
-        for cq in self.store.queues.all():
-            widest[cq.topic] = max(widest.get(cq.topic, 0), cq.queue_id + 1)
+        for topic, queue_id in self.store.queues.queue_keys():  # reads no queue's files
+            widest[topic] = max(widest.get(topic, 0), queue_id + 1)
         for topic, n in widest.items():
             if topic != SCHEDULE_TOPIC:
                 self.topics.learn(topic, n)
@@ -178,7 +178,7 @@ class BrokerCore:
         config = self.topics.get(topic)
         if config is not None or not TOPIC_PATTERN.fullmatch(topic):
             return config
-        ids = [cq.queue_id for cq in self.store.queues.all() if cq.topic == topic]
+        ids = self.store.queues.queue_ids(topic)
         if not ids or topic == SCHEDULE_TOPIC:
             return None
         self.topics.learn(topic, max(ids) + 1)

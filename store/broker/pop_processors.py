@@ -90,7 +90,7 @@ class BrokerPop:
         tc = self.core.topics.get(topic)
         if tc is not None:
             return range(tc.read_queue_nums)
-        return sorted(cq.queue_id for cq in self.core.store.queues.all() if cq.topic == topic)
+        return self.core.store.queues.queue_ids(topic)
 
     def _max_attempts(self, group: str) -> int:
         g = self.core.groups.find(group)

@@ -300,7 +300,7 @@ class ConsumeQueueStore:
             self._open_closed(list(self._closed))
         return list(self.queues.values())
 
-    def keys(self) -> list[tuple[str, int]]:
+    def queue_keys(self) -> list[tuple[str, int]]:
         """(topic, queue id) of every queue, without reading any."""
         if self._dispatched is not None:
             self._discover_all()
@@ -308,7 +308,7 @@ class ConsumeQueueStore:
 
     def queue_ids(self, topic: str) -> list[int]:
         """The topic's queue ids, sorted, without reading any queue."""
-        return sorted(qid for t, qid in self.keys() if t == topic)
+        return sorted(qid for t, qid in self.queue_keys() if t == topic)
 
     def _discover_all(self) -> None:
         """Following: map queues created since, and catch every queue up."""

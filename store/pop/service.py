@@ -682,7 +682,7 @@ class PopService:
     # ------------------------------------------------------------------ misc
 
     def _store_queue_ids(self, topic: str) -> list[int]:
-        return sorted(cq.queue_id for cq in self.store.queues.all() if cq.topic == topic)
+        return self.store.queues.queue_ids(topic)
 
     def offset_of(self, group: str, topic: str, queue_id: int) -> int | None:
         """The next offset ``group`` pops from the queue (None: never popped)."""

@@ -44,7 +44,7 @@ def test_a_clean_open_reads_no_queue_until_one_is_used(tmp_path: Path):
     store = ConsumeQueueStore(cq_dir, FILE_SIZE)
     store.load(clean=True)
     assert store.queues == {}
-    assert len(store.keys()) == 40
+    assert len(store.queue_keys()) == 40
     cq = store.find("T2", 5)
     assert cq is not None
     assert [cq.unit_at(i) for i in range(3)] == [(250_000 + 100 * i, 50, 0) for i in range(3)]
