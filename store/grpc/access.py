@@ -3,7 +3,7 @@ the 5.x clients' requests, as RocketMQ's proxy applies them (docs/acl.md §6).
 
 One job: decide, from a call's metadata, its peer and its request message, whether one
 request of ``apache.rocketmq.v2.MessagingService`` may run, and answer a refusal in the
-protocol's own terms. The accounts, white lists, signature-independent steps and
+protocol's own terms. The accounts, white lists, order of checks and
 permission rules are :class:`mqstore.broker.acl.AccessControl`'s, so the two transports
 cannot disagree on who may do what.
 
