@@ -33,6 +33,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.commitlog.commitlog import CommitLog
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
 from mqstore.commitlog.recovery import RecoveryResult, dispatch_kept, recover
+from mqstore.commitlog.recovery_damage import DAMAGE_FILE, Quarantine
 from mqstore.commitlog.segments import Segments
 from mqstore.config import BrokerRole, FlushDiskType, RecoveryPolicy, StoreConfig
 from mqstore.errors import StoreClosedError, StoreLockedError
@@ -137,6 +138,8 @@ class StoreLifecycle:
         per created segment or index file, never per put."""
         self.ha: ha_service.HAService | None = None
         self.recovery: RecoveryResult | None = None
+        self.quarantine = Quarantine(cfg.root / DAMAGE_FILE)
+        """The fenced CommitLog ranges, loaded and updated by recovery."""
         self.last_exit_ok = True
         self.lock_fd = -1
         self._loaded: list[Segments | Checkpoint | Logics] = []
@@ -182,6 +185,9 @@ class StoreLifecycle:
         self.logics.dispatcher.on_no_space = self.disk_guard.check
         self.logics.load(last_exit_ok=self.last_exit_ok)
         self.commitlog = CommitLog(self.segments, host_bytes(cfg.store_host))
+        self.quarantine = Quarantine.load(self.root / DAMAGE_FILE)
+        if self.logics.index is not None:  # no key lookup serves a fenced record
+            self.logics.index.fenced = self.quarantine.covers
         self.recovery = recover(
             self.segments,
             self.checkpoint,
@@ -189,6 +195,7 @@ class StoreLifecycle:
             check_crc=cfg.check_crc_on_recover,
             on_record=self.logics.recover(last_exit_ok=self.last_exit_ok),
             policy=cfg.recovery_policy,
+            quarantine=self.quarantine,
         )
         if self.recovery.damaged and self.last_exit_ok:
             # Normal recovery re-dispatches nothing: units built before the damage

@@ -34,7 +34,8 @@ from mqstore.cleanup import CleanupResult, DiskGuard
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.commitlog import CommitLog, queue_key
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
-from mqstore.commitlog.recovery import DamagedRange, RecoveryResult, scan_headers
+from mqstore.commitlog.recovery import RecoveryResult, scan_headers
+from mqstore.commitlog.recovery_damage import DamagedRange
 from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
 from mqstore.consumequeue.dispatch import (
@@ -169,10 +170,13 @@ class MessageStore:
 
     @property
     def damage(self) -> tuple[DamagedRange, ...]:
-        """CommitLog ranges the open's recovery fenced off as damaged (``recovery_policy``
-        KEEP): no record in them is served; the valid records after them are."""
-        r = self._life.recovery
-        return r.damaged if r is not None else ()
+        """CommitLog ranges recovery fenced off as damaged (``recovery_policy`` KEEP),
+        this open's and earlier ones' (kept in ``damage.json``, see
+        ``mqstore.commitlog.recovery_damage``) while their bytes are still held: no
+        record in them is served, by queue offset or by key; the valid records after
+        them are."""
+        low = self._life.segments.min_offset if self._life.recovery is not None else 0
+        return tuple(r for r in self._life.quarantine.ranges if r.end > low)
 
     @property
     def last_exit_ok(self) -> bool:

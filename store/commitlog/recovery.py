@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from mqstore import _platform
 from mqstore.checkpoint import Checkpoint
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog.recovery_damage import DamagedRange, Quarantine
 from mqstore.commitlog.recovery_extents import data_runs
 from mqstore.commitlog.segments import Segments
 from mqstore.config import RecoveryPolicy
@@ -95,33 +96,6 @@ class RecoveryMode(enum.Enum):
     NORMAL = "normal"
     ABNORMAL = "abnormal"
     EMPTY = "empty"
-
-
-@dataclass(frozen=True, slots=True)
-class DamagedRange:
-    """Bytes of the log that hold no valid record, fenced off with valid records after.
-
-    ``start`` is where the first bad record begins, ``end`` where the next record that
-    checks out begins. ``messages_lost`` counts the queue offsets missing between the
-    records on either side, for the queues seen on both sides (a lower bound: a queue
-    whose every message was inside is not seen).
-    """
-
-    start: int
-    end: int
-    reason: str
-    messages_lost: int
-
-    @property
-    def size(self) -> int:
-        """Bytes fenced off."""
-        return self.end - self.start
-
-    def __str__(self) -> str:
-        return (
-            f"[{self.start}, {self.end}) ({self.size} bytes, at least "
-            f"{self.messages_lost} messages lost): {self.reason}"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,17 +390,23 @@ def recover(
     check_crc: bool,
     on_record: OnRecord | None = None,
     policy: RecoveryPolicy = RecoveryPolicy.TRUNCATE,
+    quarantine: Quarantine | None = None,
 ) -> RecoveryResult:
     """Recover the log in place: scan, fence damage (``KEEP``), truncate the torn tail,
-    set positions.
+    set positions, and bring ``quarantine`` (the store's damage list) up to date.
 
     After this, every segment before the last is full and flushed, the last one's
     write and flush positions are at the recovered end, and bytes past the end are
     zero. Each damaged range fenced, and a cut that drops data, is logged as one
     WARNING line.
+
+    Raises:
+        OSError: the cut or the damage list could not be made durable.
     """
     t0 = time.perf_counter()
     if not segments.files:
+        if quarantine is not None and quarantine.update((), min_offset=0, end=0):
+            quarantine.save()
         return RecoveryResult(RecoveryMode.EMPTY, 0, 0, 0, 0, 0, "no segments", 0.0)
     if last_exit_ok:
         mode = RecoveryMode.NORMAL
@@ -465,6 +445,10 @@ def recover(
     if last is not None and last.file_from_offset <= end:
         last.set_positions(end - last.file_from_offset)
     segments.flushed_where = end
+    if quarantine is not None and quarantine.update(
+        tuple(damaged), min_offset=segments.min_offset, end=end
+    ):
+        quarantine.save()
     return RecoveryResult(
         mode, start, end, truncated, records, scanned, why, time.perf_counter() - t0,
         tuple(damaged), searched.bytes,

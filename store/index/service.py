@@ -46,6 +46,10 @@ class QueryOffsetResult:
     index_last_update_phy_offset: int
 
 
+def _nothing_fenced(_offset: int) -> bool:
+    return False
+
+
 class IndexService:
     """All index files of one directory."""
 
@@ -72,6 +76,9 @@ class IndexService:
         self.following = False
         """True when another process writes the files (``dispatch_process``): queries
         then first map new files, re-read headers and let go of deleted files."""
+        self.fenced: Callable[[int], bool] = _nothing_fenced
+        """Whether a CommitLog offset lies in a range recovery fenced off as damaged
+        (the store's quarantine): :meth:`query` leaves such entries out."""
 
     def refresh(self) -> None:
         """Following: catch up with the files as the writing process left them."""
@@ -287,7 +294,8 @@ class IndexService:
             if i == len(files) - 1:
                 last_ts, last_phy = f.end_timestamp, f.end_phy_offset
             if f.time_matched(begin, end):
-                out.extend(f.select_phy_offsets(full_key, max_num - len(out), begin, end))
+                found = f.select_phy_offsets(full_key, max_num - len(out), begin, end)
+                out.extend(p for p in found if not self.fenced(p))
             if f.begin_timestamp < begin or len(out) >= max_num:
                 break
         return QueryOffsetResult(tuple(out), last_ts, last_phy)

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqstore import Message, MessageStore, PutStatus
+from mqstore.commitlog.recovery_damage import read_ranges
 from mqstore.config import RecoveryPolicy
 from tests.helpers import check_consistency, make_store, reopen
 
@@ -100,6 +101,7 @@ def _check(store: MessageStore, puts: list[Put], bad: list[tuple[int, int]]) -> 
             spans.append([p.phys, p.phys + p.size])
     assert [(d.start, d.end) for d in store.damage] == [tuple(s) for s in spans]
     assert sum(d.messages_lost for d in store.damage) <= len(hit)
+    assert read_ranges(store.root) == store.damage  # the list ``mqstore audit`` reports
 
 
 def test_random_bytes_in_a_middle_segment_lose_only_the_records_they_hit(
@@ -270,6 +272,52 @@ def test_random_damage_in_generated_stores_loses_only_what_it_hits(
     s = reopen(s.cfg)
     try:
         _check(s, puts, bad)
+    finally:
+        s.close()
+    s = reopen(s.cfg)  # a later open: the same records served, the same list reported
+    try:
+        _check(s, puts, bad)
+    finally:
+        s.close()
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(0, 2**32 - 1), remove=st.booleans(), data=st.data())
+def test_a_segment_truncated_or_removed_in_generated_stores_loses_only_its_lost_bytes(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, remove: bool, data: st.DataObject
+):
+    tmp_path = tmp_path_factory.mktemp("segment")
+    s, puts = _write(tmp_path, 500, seed=seed)
+    s.close()
+    segs = sorted((s.root / "commitlog").iterdir())
+    victim = segs[data.draw(st.integers(1, len(segs) - 2), label="segment")]
+    start = int(victim.name)
+    cut = 0 if remove else data.draw(st.integers(0, FILE_SIZE - 1), label="length")
+    if remove:
+        victim.unlink()
+    else:
+        with open(victim, "r+b") as f:
+            f.truncate(cut)
+    inside = [p for p in puts if start <= p.phys < start + FILE_SIZE]
+    blank = max(p.phys + p.size for p in inside)  # the segment's blank record starts here
+    lost = [p for p in inside if p.phys + p.size > start + cut]
+    if lost:
+        expected = [(lost[0].phys, start + FILE_SIZE)]
+    elif start + cut < blank + 8:  # the blank's header is cut: a range with no record
+        expected = [(blank, start + FILE_SIZE)]
+    else:
+        expected = []
+    s = reopen(s.cfg)
+    try:
+        served = _served(s)
+        for p in puts:
+            key = (p.queue_id, p.queue_offset)
+            assert served.get(key) == (None if p in lost else p.body), f"record at {p.phys}"
+        assert [(d.start, d.end) for d in s.damage] == expected
+        assert read_ranges(s.root) == s.damage
+        assert sum(d.messages_lost for d in s.damage) <= len(lost)
     finally:
         s.close()
 

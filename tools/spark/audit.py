@@ -20,7 +20,11 @@ What is checked (finding kinds are listed in :mod:`mqstore.tools.spark.report`):
 5. the checkpoint: no timestamp after the newest record (+3 s, RocketMQ's slack);
 6. index files (``index/``): header, slot and chain consistency per file, and every
    used entry against the record at its physical offset (key hash, time diff), see
-   :mod:`mqstore.tools.spark.indexcheck`; skipped (noted in ``checks``) without ``index/``.
+   :mod:`mqstore.tools.spark.indexcheck`; skipped (noted in ``checks``) without ``index/``;
+7. the ranges recovery fenced off as damaged (``damage.json``,
+   :mod:`mqstore.commitlog.recovery_damage`): one ``fenced_damage`` finding each (file and
+   position of its start, log range, reason); and segments that hold bytes but not one
+   valid record are a ``no_valid_record`` finding, never CLEAN.
 
 Design: one Spark job. Segment byte ranges are read in ``mapInArrow`` tasks (each mmaps
 its file and reads it with the bulk scanner, :mod:`mqstore.commitlog.bulk`), the rows are
@@ -207,6 +211,7 @@ def audit_with(
     rows = grouped_dataframe(spark, layout, ctx, split_bytes, index).collect()
     findings, stats, n_records = _collect(rows, layout)
     findings += cq_found + _segment_series(layout)
+    findings += _damage_findings(layout, n_records, findings)
     state = {"records": "checked", "queue offsets": "checked"}
     state["consumequeue"] = (
         f"checked ({len(layout.cq_queues)} queues)"
@@ -236,6 +241,32 @@ def audit_with(
         master=master_url(spark),
         elapsed_s=time.perf_counter() - t0,
     )
+
+
+def _damage_findings(layout: StoreLayout, records: int, found: list[Finding]) -> list[Finding]:
+    """``fenced_damage`` per range in the store's damage list; ``no_valid_record`` when
+    the segments hold something (a finding or a fenced range) but no valid record."""
+    from mqstore.commitlog.recovery_damage import read_ranges
+
+    ranges = read_ranges(layout.root)
+    if not ranges and layout.commitlog_dir == layout.root:  # DIR is the segments' directory
+        ranges = read_ranges(layout.root.parent)
+    out: list[Finding] = []
+    for r in ranges:
+        seg = next((s for s in layout.segments if s.base_offset <= r.start < s.base_offset
+                    + max(s.length, layout.segment_size)), None)  # fmt: skip
+        name = queues.rel_name(layout, seg.path) if seg is not None else "commitlog"
+        at = r.start - seg.base_offset if seg is not None else r.start
+        detail = (
+            f"log bytes [{r.start}, {r.end}) fenced off by recovery ({r.size} bytes, at "
+            f"least {r.messages_lost} messages lost): {r.reason}"
+        )
+        out.append(Finding(name, at, "fenced_damage", detail))
+    names = {queues.rel_name(layout, s.path) for s in layout.segments}
+    if records == 0 and (out or any(f.file in names for f in found)):
+        first = min(names, default="commitlog")
+        out.append(Finding(first, 0, "no_valid_record", "the segments hold no valid record"))
+    return out
 
 
 def _geometry_state(layout: StoreLayout) -> str:
