@@ -26,6 +26,7 @@ PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL: Final = 50
 PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION: Final = 1000
 PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL: Final = 20
 BROKER_SUSPEND_MAX_TIME_MILLIS: Final = 15_000
+CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND: Final = 30_000
 SEND_BACK_FAILED_RETRY_MS: Final = 5000
 """A message whose send-back failed is consumed again locally after this delay."""
 MAX_TIME_CONSUME_CONTINUOUSLY_MS: Final = 60_000
@@ -55,6 +56,10 @@ class ConsumerConfig:
     member that cannot renew stops before another member may take the queue.
     ``poll_name_server_interval_ms`` is the route poll: a subscribed topic whose queue
     set changed since the last rebalance triggers a rebalance at once.
+    ``pull_reply_margin_ms``: a pull not answered within ``suspend_ms`` plus this counts
+    as failed and is sent again after ``exception_delay_ms`` (RocketMQ's
+    ``consumerTimeoutMillisWhenSuspend``, 30 s, bounds the whole pull; here it is added
+    to the suspend, so a long suspend never times out early).
     """
 
     message_model: MessageModel = MessageModel.CLUSTERING
@@ -77,6 +82,7 @@ class ConsumerConfig:
     lock_interval_ms: int = REBALANCE_LOCK_INTERVAL_MS
     lock_max_live_ms: int = REBALANCE_LOCK_MAX_LIVE_TIME_MS
     suspend_ms: int = BROKER_SUSPEND_MAX_TIME_MILLIS
+    pull_reply_margin_ms: int = CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND
     flow_control_delay_ms: int = PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
     exception_delay_ms: int = PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
     send_back_failed_retry_ms: int = SEND_BACK_FAILED_RETRY_MS

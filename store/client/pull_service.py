@@ -22,7 +22,8 @@ Per task (docs/client.md §2.2):
    (increase only) so an idle queue's offset follows filtered-out messages;
    OFFSET_ILLEGAL -> record the broker's next offset, persist it, drop the queue and
    rebalance (RocketMQ 5.2+ behaviour);
-   broker/transport error, or no reply within ``suspend_ms`` + the RPC margin -> look
+   broker/transport error, or no reply within ``suspend_ms`` +
+   ``pull_reply_margin_ms`` (a broker lost without the connection closing) -> look
    again after the exception delay.
 """
 
@@ -35,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Protocol
 
 from mqstore.client import flow_control
 from mqstore.client.allocate import MessageQueue
@@ -59,10 +60,6 @@ log = logging.getLogger(__name__)
 PULL_DELAY_WHEN_SUSPEND_MS = 1000
 """How long a paused consumer's pull waits before it looks again (RocketMQ's
 ``PULL_TIME_DELAY_MILLS_WHEN_SUSPEND``)."""
-
-REPLY_MARGIN_MS: Final = 30_000
-"""How long past ``suspend_ms`` a pull may stay unanswered before it counts as failed
-(the broker or the connection is lost without the connection closing)."""
 
 
 class ConsumeSubmitter(Protocol):
@@ -256,7 +253,8 @@ class PullMessageService:
                 self._replies.append((task, slot[0], reply, error))
                 self._cond.notify()
 
-        deadline = time.monotonic() + (max(ctx.config.suspend_ms, 0) + REPLY_MARGIN_MS) / 1000
+        wait_ms = max(ctx.config.suspend_ms, 0) + ctx.config.pull_reply_margin_ms
+        deadline = time.monotonic() + wait_ms / 1000
         try:
             handle = ctx.brokers.for_queue(mq).pull_async(
                 ctx.group,

@@ -120,3 +120,71 @@ def test_every_idle_owned_queue_keeps_a_long_poll_outstanding_from_one_thread(bi
         c.shutdown()
         transport.close()
     assert len(pull_threads) == 1
+
+
+# -- a pull the broker never answers ------------------------------------------------------
+
+
+def test_a_pull_the_broker_never_answers_is_sent_again_after_suspend_plus_margin():
+    """A scripted peer serves the route and swallows the first PULL_MESSAGE (a broker
+    lost without the connection closing); the service sends the pull again once
+    ``suspend_ms + pull_reply_margin_ms`` and the exception delay have passed."""
+    import json as _json
+    import queue
+
+    from mqstore.client.allocate import MessageQueue
+    from mqstore.client.brokers import Brokers
+    from mqstore.client.offset_store import RemoteBrokerOffsetStore
+    from mqstore.client.process_queue import ProcessQueue
+    from mqstore.client.pull_service import PullContext, PullMessageService, PullTask
+    from mqstore.client.rebalance import PullRequest
+    from tests.client.scripted_peer import ScriptedPeer
+
+    pulls: queue.Queue[float] = queue.Queue()
+    peer: ScriptedPeer
+
+    def respond(req: RemotingCommand) -> list[RemotingCommand]:
+        if req.is_oneway or req.is_response:
+            return []
+        if req.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            route = {
+                "brokerDatas": [{"brokerAddrs": {"0": peer.address}, "brokerName": "broker-a",
+                                 "cluster": "c"}],
+                "queueDatas": [{"brokerName": "broker-a", "perm": 6, "readQueueNums": 1,
+                                "writeQueueNums": 1}],
+            }  # fmt: skip
+            return [req.make_response(0, body=_json.dumps(route).encode())]
+        if req.code == RequestCode.PULL_MESSAGE:
+            pulls.put(time.monotonic())
+            if pulls.qsize() == 1:
+                return []  # swallowed
+            ext = {"nextBeginOffset": "0", "minOffset": "0", "maxOffset": "0"}
+            return [req.make_response(ResponseCode.PULL_NOT_FOUND, ext_fields=ext)]
+        return [req.make_response(0)]
+
+    peer = ScriptedPeer(respond).start()
+    transport = RemoteTransport(peer.address)
+    brokers = Brokers(transport)
+    cfg = dataclasses.replace(
+        CFG, suspend_ms=100, pull_reply_margin_ms=300, exception_delay_ms=100, pull_interval_ms=0
+    )
+    stopped = threading.Event()
+    ctx = PullContext(
+        "g", cfg, brokers, RemoteBrokerOffsetStore("g", brokers), {"T": "*"},
+        consumer=Bodies(), stopped=stopped, orderly=False,  # type: ignore[arg-type]
+        on_offset_illegal=lambda mq: None, relocate_offset=lambda mq: 0,
+    )  # fmt: skip
+    service = PullMessageService("g-pull", ctx)
+    service.start()
+    try:
+        mq = MessageQueue("T", "broker-a", 0)
+        service.execute_now(PullTask(PullRequest("g", mq, ProcessQueue(), 0)))
+        first = pulls.get(timeout=5)
+        second = pulls.get(timeout=5)
+    finally:
+        stopped.set()
+        service.stop()
+        transport.close()
+        peer.stop()
+    assert second - first >= 0.1 + 0.3 + 0.1 - 0.02
+    assert second - first < 3.0

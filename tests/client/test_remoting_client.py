@@ -208,3 +208,66 @@ def test_garbage_from_the_peer_fails_the_call_without_hanging(client: RemotingCl
     conn.sendall(b"\xff\xff\xff\xff garbage")  # a negative frame length
     assert "bad frame" in str(result.get(timeout=5))
     peer.stop()
+
+
+# -- invoke_async: how one pull thread keeps many requests outstanding --------------------
+
+
+def test_async_calls_get_their_own_responses_on_callbacks_without_a_waiting_thread(
+    client: RemotingClient,
+) -> None:
+    held: list[RemotingCommand] = []
+    lock = threading.Lock()
+
+    def answer_all_at_the_hundredth(req: RemotingCommand) -> list[RemotingCommand]:
+        with lock:
+            held.append(req)
+            if len(held) < 100:
+                return []
+            batch = held[::-1]
+        return [r.make_response(0, ext_fields=r.ext_fields) for r in batch]
+
+    peer = ScriptedPeer(answer_all_at_the_hundredth).start()
+    got: queue.Queue[tuple[int, str]] = queue.Queue()
+    threads_before = threading.active_count()
+    for n in range(100):  # all sent from this one thread, none waits
+        client.invoke_async(
+            peer.address,
+            request(n),
+            lambda resp, err, n=n: got.put((n, resp.ext_fields["n"] if resp else str(err))),
+        )
+    threads_during = threading.active_count()
+    pairs = [got.get(timeout=10) for _ in range(100)]
+    peer.stop()
+    assert sorted(pairs) == [(n, str(n)) for n in range(100)]
+    assert threads_during <= threads_before + 2  # our reader and the peer's connection
+
+
+def test_an_async_call_fails_on_its_callback_when_the_connection_drops(
+    client: RemotingClient,
+) -> None:
+    peer = ScriptedPeer(lambda req: []).start()
+    errors: queue.Queue[BaseException | None] = queue.Queue()
+    client.invoke_async(peer.address, request(1), lambda resp, err: errors.put(err))
+    peer.received.get(timeout=5)
+    peer.stop()
+    assert isinstance(errors.get(timeout=5), TransportError)
+
+
+def test_a_cancelled_async_call_drops_its_late_response(client: RemotingClient) -> None:
+    release = threading.Event()
+
+    def late(req: RemotingCommand) -> list[RemotingCommand]:
+        if req.ext_fields["n"] == "1":
+            release.wait(5)
+        return echo(req)
+
+    peer = ScriptedPeer(late).start()
+    calls: list[object] = []
+    handle = client.invoke_async(peer.address, request(1), lambda r, e: calls.append(r))
+    assert handle.cancel() is True
+    release.set()
+    assert client.invoke(peer.address, request(2), timeout_s=5).ext_fields["n"] == "2"
+    peer.stop()
+    assert calls == []
+    assert handle.cancel() is False
