@@ -298,6 +298,36 @@ class MappedFile:
         except FileNotFoundError:
             return 0
 
+    def write_unmapped(self, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data`` at the write position with ``pwrite``, for a file that is not
+        mapped (a new consume-queue file's first units: mapping a file to write one
+        unit costs several system calls more than writing it). The write allocates
+        its pages itself (a full disk is an ``OSError`` from it, position unchanged);
+        the descriptor creation left open is used and closed.
+
+        Raises:
+            OSError: the write failed (ENOSPC, ...).
+            ValueError: the file is mapped or closed.
+        """
+        if self._mm is not None or self._closed:
+            raise ValueError(f"{self.path} is mapped or closed")
+        pos = self.wrote_position
+        faults.point("before_reserve", offset=pos, size=len(data), what=str(self.path))
+        fd, self._fd = self._fd, -1
+        if fd < 0:
+            fd = os.open(self.path, os.O_RDWR)
+        try:
+            written = os.pwrite(fd, data, pos)
+        finally:
+            os.close(fd)
+        end = pos + len(data)
+        if written != len(data):
+            raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)})", str(self.path))
+        self.reserved = max(
+            self.reserved, min(self.file_size, -(-end // OS_PAGE_SIZE) * OS_PAGE_SIZE)
+        )
+        self.wrote_position = end
+
     # ------------------------------------------------------------------ writing
 
     @property

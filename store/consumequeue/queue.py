@@ -104,6 +104,7 @@ class ConsumeQueue:
         "_head",
         "_lock",
         "_min_basis",
+        "_min_unit",
         "_pool",
         "directory",
         "file_size",
@@ -142,6 +143,10 @@ class ConsumeQueue:
         computed from (:meth:`follow_min`)."""
         self._lock = threading.Lock()
         self._head: tuple[int, int, int, int] | None = None
+        self._min_unit: tuple[int, int] = (-1, -1)
+        """(logical offset, physical offset) of a unit known without reading it: the
+        minimum's, when the offset still equals ``min_logic_offset`` (for
+        :meth:`summary`, which a close calls for every queue)."""
         """(logical offset, unit) of the queue's first unit as :meth:`recover` read it,
         for the :meth:`correct_min_offset` that follows (used once)."""
 
@@ -156,6 +161,10 @@ class ConsumeQueue:
             OSError: ENOSPC reserving (nothing written), or the file cannot be mapped.
         """
         pos = mf.wrote_position
+        if pos == 0 and not mf.is_mapped:
+            # A new file's first units (a new queue): one pwrite, no mapping.
+            mf.write_unmapped(data)
+            return
         end = pos + len(data)
         view = self._view(mf)  # mapped first: the reservation then uses its descriptor
         if end > mf.reserved:
@@ -299,6 +308,8 @@ class ConsumeQueue:
                 mf = self._pad_to(expected)
             self._write(mf, encode_unit(physical_offset, size, tags_code))
             self.max_physic_offset = physical_offset + size
+            if expected == self.min_logic_offset:
+                self._min_unit = (expected, physical_offset)
         return True
 
     def _fill_blank(self, mf: MappedFile, until: int) -> None:
@@ -359,15 +370,24 @@ class ConsumeQueue:
         except (ValueError, OSError):
             return None
 
+    def known_min_unit(self, logical: int, physical: int) -> None:
+        """Record that the unit at logical byte ``logical`` points at ``physical``
+        (the summary this queue was read from says so)."""
+        self._min_unit = (logical, physical)
+
     def summary(self) -> QueueSummary:
         """The queue's state for the clean-close summary (``mqstore.consumequeue.summary``).
 
-        The unit at the minimum is read from the mapping if the file is mapped, else
-        with ``pread`` (a close must not map every queue it summarises).
+        The unit at the minimum is known when the queue wrote it or was read from a
+        summary; else it is read from the mapping if the file is mapped, else with
+        ``pread`` (a close must not map every queue it summarises).
         """
         low, top = self.min_offset, self.max_offset
         min_physical = -1
-        if low < top:
+        known_at, known = self._min_unit
+        if low < top and known_at == self.min_logic_offset:
+            min_physical = known
+        elif low < top:
             found = self._file_of(low)
             if found is not None:
                 mf, pos = found

@@ -230,6 +230,8 @@ class ConsumeQueueStore:
             cq.load()
             end = cq.recover(clean=True)
             cq.min_logic_offset = min(max(cq.min_logic_offset, s.min_offset * UNIT_SIZE), end)
+            if s.min_physical >= 0:
+                cq.known_min_unit(s.min_offset * UNIT_SIZE, s.min_physical)
             cq.correct_min_offset(self._log_start())
             self.queues[key] = cq
             del self._closed[key]

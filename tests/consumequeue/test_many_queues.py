@@ -256,3 +256,37 @@ def test_a_full_disk_while_many_queues_are_created_refuses_puts_and_loses_nothin
         )
     assert child.returncode == 0, f"child exited {child.returncode}:\n{child.stderr[-3000:]}"
     assert child.stdout.startswith("ok ")
+
+
+def test_a_new_queue_writes_its_first_unit_without_mapping_its_file(tmp_path: Path):
+    pool = MappingPool(4)
+    cq = ConsumeQueue(tmp_path / "T" / "0", "T", 0, FILE_SIZE, pool)
+    fds = open_fds()
+    assert cq.put(1000, 200, 7, 0)
+    assert len(pool) == 0
+    assert open_fds() == fds  # the creation descriptor is closed after the write
+    assert allocated(tmp_path / "T" / "0") <= 8 * 1024
+    assert cq.unit_at(0) == (1000, 200, 7)
+    assert cq.put(1200, 200, 7, 1)  # later units go through the mapping
+    assert [cq.unit_at(q) for q in (0, 1)] == [(1000, 200, 7), (1200, 200, 7)]
+    cq.close()
+
+
+def test_a_full_disk_at_a_new_queues_first_unit_fails_it_and_the_same_unit_goes_in_later(
+    tmp_path: Path,
+):
+    cq = ConsumeQueue(tmp_path / "T" / "0", "T", 0, FILE_SIZE)
+
+    def enospc(**_context: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    faults.register("before_reserve", enospc)
+    try:
+        with pytest.raises(OSError, match="No space"):
+            cq.put(1000, 10, 0, 0)
+        assert cq.max_offset == 0
+    finally:
+        faults.clear("before_reserve")
+    assert cq.put(1000, 10, 0, 0)
+    assert cq.unit_at(0) == (1000, 10, 0)
+    cq.close()
