@@ -826,7 +826,7 @@ def _admin_command(args: argparse.Namespace) -> int:
     try:
         _admin.main(args)
     except (_admin.AdminError, TransportError) as e:
-        raise CliError(f"mqstore admin: {e}") from None
+        raise CliError(str(e)) from None  # main prefixes "mqstore admin: "
     return Exit.OK
 
 
