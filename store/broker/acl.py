@@ -40,8 +40,9 @@ Our additions (docs/acl.md §5): QUERY_CONSUMER_OFFSET, POP/ACK and LITE_PULL SU
 and group, LOCK/UNLOCK_BATCH_MQ SUB their group, a missing naming field is refused
 (upstream skips a null resource), and the table dumps (GET_ALL_TOPIC_CONFIG,
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET),
-RESET_CONSUMER_CLIENT_OFFSET and INVOKE_BROKER_TO_RESET_OFFSET (222, docs/admin.md §1)
-are admin-only.
+RESET_CONSUMER_CLIENT_OFFSET, INVOKE_BROKER_TO_RESET_OFFSET (222, docs/admin.md §1) and
+NOTIFY_CONSUMER_IDS_CHANGED sent to the broker (40, ``mqstore admin rebalance``) are
+admin-only.
 
 Rule 5 (remarks). A permission failure names the resource as upstream's ``printStr``
 does: ``topic:T`` or ``group:G``. :class:`AclDenied` carries a :class:`Refusal`: a
@@ -276,6 +277,7 @@ ADMIN_CODES: frozenset[int] = UPSTREAM_ADMIN_CODES | {
     RequestCode.GET_ALL_DELAY_OFFSET,
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
     222,  # INVOKE_BROKER_TO_RESET_OFFSET: what mqadmin resetOffsetByTime sends
+    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,  # sent to a broker: mqstore admin rebalance
 }
 """Upstream's admin codes plus ours (Rule 4)."""
 

@@ -217,9 +217,10 @@ def test_send_to_a_retry_topic_needs_sub_on_its_group(acl_address: str) -> None:
     assert (resp.code, resp.remark) == (Rs.NO_PERMISSION, "No default permission for group:banned")
 
 
-@pytest.mark.parametrize("code", [215, 200, 222])
+@pytest.mark.parametrize("code", [215, 200, 222, 40])
 def test_admin_tool_changes_need_admin(acl_address: str, code: int) -> None:
-    ext = {"topic": "orders", "group": "g", "timestamp": "0", "isForce": "true"}
+    ext = {"topic": "orders", "group": "g", "timestamp": "0", "isForce": "true",
+           "consumerGroup": "g"}  # fmt: skip
     resp = _call(acl_address, RemotingCommand(code, ext_fields=ext), APP)
     assert resp.code == Rs.NO_PERMISSION
     assert resp.remark.startswith(f"Need admin permission for request code={code},")
