@@ -12,7 +12,6 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from mqstore.commitlog import _layout
 from mqstore.commitlog._layout import (
     _HEADERS,
     BORNHOST_V6_FLAG,
@@ -20,11 +19,6 @@ from mqstore.commitlog._layout import (
     MAGIC_V1,
     STOREHOST_V6_FLAG,
 )
-
-# Assigned, not imported: CPython 3.11 compiles ``name.method(...)`` on a name bound by an
-# import to LOAD_ATTR (a bound method built per call) instead of LOAD_METHOD. These
-# structs are called per record, so they keep the bytecode they had beside the layout.
-_INT: Final = _layout._INT
 
 _TRUSTED: Final = _HEADERS[(IPV4_HOST_LEN, IPV4_HOST_LEN)]
 _TRUSTED_BODY_POS: Final = _TRUSTED.size
@@ -92,19 +86,3 @@ def unpack_trusted(rec: bytes, queue_offset: int | None = None) -> MessageFields
         )
     except (struct.error, IndexError, UnicodeDecodeError):
         return None
-
-
-def unpack_trusted_at(buf: bytes | memoryview, pos: int, end: int) -> MessageFields | None:
-    """:func:`unpack_trusted` of the record starting at ``buf[pos]``, sized by its
-    TOTALSIZE, which must fit before ``end``; its queue offset is the record's.
-
-    The reput thread's and the index catch-up's fast path over a segment's view.
-    None as :func:`unpack_trusted` (and for a size that does not fit); the record's
-    size is the tuple's ``size`` field. Raises ValueError only for a released view.
-    """
-    if pos + 4 > end:
-        return None
-    size = _INT.unpack_from(buf, pos)[0]
-    if not 0 < size <= end - pos:
-        return None
-    return unpack_trusted(bytes(buf[pos : pos + size]))

@@ -88,7 +88,6 @@ from mqstore.commitlog._trusted import (
     MESSAGE_FIELDS,
     MessageFields,
     unpack_trusted,
-    unpack_trusted_at,
 )
 
 __all__ = [
@@ -149,5 +148,4 @@ __all__ = [
     "scan",
     "store_timestamp_pos",
     "unpack_trusted",
-    "unpack_trusted_at",
 ]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
+from mqstore.commitlog.walk import next_record
 
 if TYPE_CHECKING:
     from mqstore.consumequeue.dispatch import Dispatcher
@@ -50,10 +50,7 @@ class IndexCatchUp:
             OSError: an index file could not be created (retried next step).
         """
         segs = self._segments
-        index_record = self._dispatcher.index_record
         index_fields = self._dispatcher.index_fields
-        trusted_at = fmt.unpack_trusted_at
-        info_type = fmt.RecordInfo
         n = 0
         while n < max_records and self.position < upto:
             pos = self.position
@@ -64,31 +61,22 @@ class IndexCatchUp:
             if mf is None:
                 break
             base = mf.file_from_offset
+            rel = pos - base
+            end = min(mf.wrote_position, upto - base)
+            if rel >= end:
+                break
             try:
                 view = mf.view
-                rel = pos - base
-                end = min(mf.wrote_position, upto - base)
-                # Dispatched records were validated: the trusted decode, else a scan.
-                fields = trusted_at(view, rel, end)
-                r = fmt.scan(view, rel, end, check_crc=False) if fields is None else None
+                # Damage is skipped as reput skipped it (it logged the [BUG]).
+                while rel < end and n < max_records:
+                    item, rel = next_record(view, rel, end, mf.file_size)
+                    if type(item) is tuple:  # a record's DispatchFields
+                        topic, _qid, _qoff, phys, _size, sys_flag, store_ts, props = item
+                        index_fields(topic, phys, store_ts, sys_flag, props)
+                        n += 1
+                    self.position = base + rel
             except ValueError:  # the file was deleted while we read it: next step
                 break
-            if fields is not None:
-                index_fields(fields[0], fields[3], fields[9], fields[6], fields[12])
-                self.position = pos + fields[4]
-                n += 1
-            elif type(r) is info_type:
-                index_record(r)
-                self.position = pos + r.size
-                n += 1
-            elif isinstance(r, fmt.EndOfSegment):
-                self.position = base + mf.file_size
-            else:  # what reput skipped as undispatchable ([BUG], logged there): skip too
-                assert isinstance(r, fmt.Corrupt)
-                left = min(base + mf.wrote_position, upto) - pos
-                if left <= 0:
-                    break
-                self.position = pos + (r.size if 0 < r.size <= left else left)
         return self._settle(upto)
 
     def _settle(self, upto: int) -> bool:

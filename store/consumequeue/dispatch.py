@@ -35,6 +35,7 @@ from typing import NamedTuple, Protocol
 
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
+from mqstore.commitlog.walk import next_record
 from mqstore.consumequeue.catch_up import IndexCatchUp
 from mqstore.consumequeue.store import ConsumeQueueStore
 from mqstore.failures import FailureCounter
@@ -77,8 +78,7 @@ class Arrival(NamedTuple):
 
 ArrivalListener = Callable[[Arrival], None]
 DispatchFields = Callable[[str, int, int, int, int, int, int, str], None]
-"""``Dispatcher.dispatch_one``: (topic, queue id, queue offset, physical offset, size,
-SYSFLAG, store timestamp, properties string)."""
+"""``Dispatcher.dispatch_one``: a record's ``mqstore.commitlog.walk.DispatchFields``."""
 
 
 class DispatchProgress(Protocol):
@@ -213,22 +213,12 @@ class Dispatcher:
         if self.on_no_space is not None:
             self.on_no_space()
 
-    def index_record(self, info: fmt.RecordInfo) -> None:
+    def index_fields(self, topic: str, phys: int, store_ts: int, sys_flag: int, props: str) -> None:
         """Index one record only (its unit is already there): the catch-up's callback.
 
         Raises:
             OSError: a new index file could not be created.
         """
-        self.index_fields(
-            info.topic,
-            info.physical_offset,
-            info.store_timestamp,
-            info.sys_flag,
-            info.properties_string,
-        )
-
-    def index_fields(self, topic: str, phys: int, store_ts: int, sys_flag: int, props: str) -> None:
-        """:meth:`index_record` from the fields it uses."""
         index = self.index
         if index is None or sys_flag & _TX_MASK == _ROLLBACK:
             return
@@ -250,7 +240,7 @@ class ReputService(ServiceThread):
     def __init__(
         self,
         segments: Segments,
-        dispatch: Callable[[fmt.RecordInfo, int], None],
+        dispatcher: Dispatcher,
         *,
         reput_from: int,
         limit: Callable[[], int],
@@ -259,8 +249,9 @@ class ReputService(ServiceThread):
     ) -> None:
         super().__init__(interval)
         self._segments = segments
-        self._dispatch = dispatch
-        self._dispatch_fields = dispatch_fields
+        self._dispatch_fields = dispatch_fields or dispatcher.dispatch_one
+        """What each record's ``DispatchFields`` are given to (by default the
+        dispatcher's ``dispatch_one``, whose parameters they are)."""
         self.limit = limit
         self.reput_from = reput_from
         self.skipped_bytes = 0
@@ -270,7 +261,7 @@ class ReputService(ServiceThread):
         self.last_error: BaseException | None = None
         self.catch_up: IndexCatchUp | None = None
         self._progress = threading.Condition()
-        self._dispatcher = dispatch if isinstance(dispatch, Dispatcher) else None
+        self._dispatcher = dispatcher
         self._catch_up_retry_at = 0.0
         self.chunk = CHUNK
         """Records dispatched between two progress notifications."""
@@ -386,54 +377,32 @@ class ReputService(ServiceThread):
         pos = self.reput_from - base
         end = min(wrote, limit - base)
         done = 0
-        dispatch, fast, chunk = self._dispatch, self._dispatch_fields, self.chunk
-        trusted_at, info_type = fmt.unpack_trusted_at, fmt.RecordInfo
+        dispatch, chunk = self._dispatch_fields, self.chunk
         while pos < end:
-            if fast is not None:
-                # The common record takes the trusted decode (cheaper than a scan;
-                # it declines whatever it does not vouch for, which the scan then judges).
-                f = trusted_at(view, pos, end)
-                if f is not None:
-                    size = f[4]
-                    try:
-                        fast(f[0], f[1], f[2], f[3], size, f[6], f[9], f[12])
-                    except OSError as e:
-                        self._failed(e, base + pos)
-                        return done, True
-                    except Exception as e:  # this record cannot be dispatched: skip it
-                        self.failures.record("dispatch", e, base + pos)
-                    pos += size
-                    self.reput_from = base + pos
-                    done += 1
-                    if done >= chunk:
-                        return done, False
-                    continue
-            r = fmt.scan(view, pos, end, check_crc=False)
-            if type(r) is info_type:
+            item, after = next_record(view, pos, end, file_size)
+            if type(item) is tuple:  # a record's DispatchFields
                 try:
-                    dispatch(r, r.size)
+                    dispatch(*item)
                 except OSError as e:
                     self._failed(e, base + pos)
                     return done, True
                 except Exception as e:  # this record cannot be dispatched: skip it
                     self.failures.record("dispatch", e, base + pos)
-                pos += r.size
-                self.reput_from = base + pos
                 done += 1
-                if done >= chunk:
-                    return done, False
-            elif isinstance(r, fmt.EndOfSegment):
-                self.reput_from = base + file_size
+            elif isinstance(item, fmt.EndOfSegment):
+                self.reput_from = base + after
                 return done, False
             else:
-                pos += self._skip_corrupt(r, base + pos, end - pos)
-                self.reput_from = base + pos
+                assert isinstance(item, fmt.Corrupt)
+                self._skip_corrupt(item, base + pos, after - pos)
+            pos = after
+            self.reput_from = base + pos
+            if done >= chunk:
+                return done, False
         return done, pos >= wrote < file_size or base + pos >= limit
 
-    def _skip_corrupt(self, r: fmt.ScanResult, offset: int, left: int) -> int:
-        """Log and count the undispatchable (corrupt) record at ``offset``; bytes to skip."""
-        assert isinstance(r, fmt.Corrupt)
-        skip = r.size if 0 < r.size <= left else left
+    def _skip_corrupt(self, r: fmt.Corrupt, offset: int, skip: int) -> None:
+        """Log and count the undispatchable (corrupt) record at ``offset`` (``skip`` bytes)."""
         log.error(
             "[BUG] undispatchable record at %d (%s: %s); skipping %d bytes",
             offset,
@@ -442,7 +411,6 @@ class ReputService(ServiceThread):
             skip,
         )
         self.skipped_bytes += skip
-        return skip
 
     def _failed(self, e: OSError, offset: int) -> None:
         if self.last_error is None or str(e) != str(self.last_error):

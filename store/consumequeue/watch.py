@@ -17,6 +17,7 @@ from collections.abc import Callable
 from mqstore.checkpoint import Checkpoint
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
+from mqstore.commitlog.walk import next_record
 from mqstore.consumequeue.dispatch import Dispatcher
 from mqstore.consumequeue.shared import SharedState, Slot
 
@@ -96,24 +97,15 @@ class Watcher:
             try:
                 view = mf.view
                 while rel < stop:
-                    f = fmt.unpack_trusted_at(view, rel, stop)
-                    if f is not None:
-                        a = arrival_of(f[0], f[1], f[2], f[6], f[9], f[12])
-                        rel += f[4]
-                    else:
-                        r = fmt.scan(view, rel, stop, check_crc=False)
-                        if isinstance(r, fmt.EndOfSegment):
-                            rel = mf.file_size
-                            break
-                        if not isinstance(r, fmt.RecordInfo):
-                            return  # the child skipped it too (and logged it)
-                        a = arrival_of(
-                            r.topic, r.queue_id, r.queue_offset, r.sys_flag,
-                            r.store_timestamp, r.properties_string,
-                        )  # fmt: skip
-                        rel += r.size
-                    if a is not None:
-                        notify(a)
+                    item, after = next_record(view, rel, stop, mf.file_size)
+                    if isinstance(item, fmt.Corrupt):
+                        return  # the child skipped it too (and logged it)
+                    if type(item) is tuple:  # a record's DispatchFields
+                        topic, qid, qoff, _phys, _size, sys_flag, store_ts, props = item
+                        a = arrival_of(topic, qid, qoff, sys_flag, store_ts, props)
+                        if a is not None:
+                            notify(a)
+                    rel = after
             except ValueError:  # the file was deleted under us
                 return
             if base + rel <= pos:

@@ -17,7 +17,6 @@ from mqstore.commitlog.format import (
     make_record,
     scan,
     unpack_trusted,
-    unpack_trusted_at,
 )
 from mqstore.consumequeue.results import StoredMessage
 from tests.commitlog.test_format_properties import records
@@ -76,18 +75,3 @@ def test_damaged_record_is_never_a_message_scan_rejects(rec, flips):
 def test_any_bytes_never_raise(buf):
     fields = unpack_trusted(buf, 0)
     assert fields is None or fields == scanned_fields(buf, 0)
-
-
-def test_trusted_at_reads_each_record_of_a_segment_view():
-    a = encode(make_record(topic="T", body=b"one", queue_offset=4))
-    b = encode(make_record(topic="U", body=b"two!", queue_offset=9))
-    view = memoryview(a + b + bytes(8))
-    assert unpack_trusted_at(view, 0, len(view)) == unpack_trusted(a)
-    assert unpack_trusted_at(view, len(a), len(view)) == unpack_trusted(b)
-
-
-def test_trusted_at_declines_a_record_past_the_end():
-    raw = encode(make_record(topic="T", body=b"one"))
-    assert unpack_trusted_at(raw, 0, len(raw) - 1) is None
-    assert unpack_trusted_at(raw, 0, 3) is None
-    assert unpack_trusted_at(bytes(16), 0, 16) is None
