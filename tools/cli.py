@@ -512,7 +512,9 @@ def _spark(args: argparse.Namespace) -> int:
     from mqstore.tools.progress import SparkProgress
 
     print(f"mqstore {args.command}: starting Spark ...", file=sys.stderr, flush=True)
-    spark = build_session(args.master, f"mqstore-{args.command}")
+    from mqstore.tools.spark.layout import input_bytes
+
+    spark = build_session(args.master, f"mqstore-{args.command}", input_bytes=input_bytes(args.dir))
     with SparkProgress(spark, sys.stderr, f"mqstore {args.command}: "):
         rc: int = mod.main(argv)
     return rc

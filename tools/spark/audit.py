@@ -303,7 +303,9 @@ def run_audit(
     from mqstore.tools.spark.session import build_session
 
     layout = discover(store_dir, flags=geometry_flags, broker_config=broker_config)
-    spark = build_session(master, "mqstore-audit", progress=progress)
+    spark = build_session(
+        master, "mqstore-audit", progress=progress, input_bytes=layout.data_bytes()
+    )
     result = audit_with(
         spark, layout, split_bytes=split_bytes, index_slots=index_slots, index_num=index_num
     )

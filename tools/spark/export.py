@@ -209,7 +209,7 @@ def export_rows(buf: Buffer, rng: ByteRange, schema: pa.Schema) -> Iterator[pa.R
             part = _take(arr, first)
             if len(part):
                 yield export_batch(buf, rng, part, schema)
-            pos = resync(buf, rng.base_offset, int(arr.position[first]) + 1, end)
+            pos = resync(buf, rng.base_offset, int(arr.position[first]) + 1, end, rng.path)
             if pos < 0:
                 return
             continue
@@ -220,7 +220,7 @@ def export_rows(buf: Buffer, rng: ByteRange, schema: pa.Schema) -> Iterator[pa.R
             continue
         if isinstance(b.stop, fmt.EndOfSegment):
             return
-        pos = resync(buf, rng.base_offset, pos + 1, end)
+        pos = resync(buf, rng.base_offset, pos + 1, end, rng.path)
         if pos < 0:
             return
 
@@ -295,8 +295,10 @@ def run_export(
     """Export ``store_dir`` to Parquet at ``out`` (reusing an active session if any)."""
     from mqstore.tools.spark.session import build_session
 
-    discover(store_dir)  # fail on a bad directory before starting Spark
-    spark = build_session(master, "mqstore-export", progress=progress)
+    layout = discover(store_dir)  # fail on a bad directory before starting Spark
+    spark = build_session(
+        master, "mqstore-export", progress=progress, input_bytes=layout.data_bytes()
+    )
     return export_with(spark, store_dir, out, partition_by=partition_by)
 
 

@@ -13,6 +13,8 @@ Everything here runs on the driver and only lists directories and stats files.
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +95,33 @@ class StoreLayout:
     def total_bytes(self) -> int:
         """Sum of the segment file lengths."""
         return sum(s.length for s in self.segments)
+
+    def data_bytes(self) -> int:
+        """Bytes the segments occupy on disk (:func:`allocated_bytes`)."""
+        return allocated_bytes(self.segments)
+
+
+def allocated_bytes(segments: Iterable[SegmentFile]) -> int:
+    """Bytes ``segments`` occupy on disk (allocated blocks: a file's holes, such as the
+    unwritten tail of a preallocated segment, do not count), at most their lengths; a
+    file whose block count is unknown counts its length."""
+    total = 0
+    for seg in segments:
+        try:
+            blocks = getattr(os.stat(seg.path), "st_blocks", None)
+        except OSError:
+            blocks = None
+        total += seg.length if blocks is None else min(seg.length, blocks * 512)
+    return total
+
+
+def input_bytes(store_dir: str | Path) -> int | None:
+    """:func:`allocated_bytes` of the segments of ``store_dir``; None when it holds none
+    or they cannot be listed (the job reports that itself)."""
+    try:
+        return allocated_bytes(list_segments(find_commitlog_dir(Path(store_dir))))
+    except OSError:
+        return None
 
 
 def _is_segment_name(name: str) -> bool:

@@ -239,7 +239,7 @@ def bulk_records(buf: Buffer, rng: ByteRange, *, keys: bool = False) -> Iterator
                 continue
             if isinstance(b.stop, fmt.EndOfSegment):
                 return
-            pos = resync(buf, rng.base_offset, pos + 1, end)
+            pos = resync(buf, rng.base_offset, pos + 1, end, rng.path)
             if pos < 0:
                 return
 

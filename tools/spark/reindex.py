@@ -359,8 +359,10 @@ def run_reindex(
     """Reindex with a session for ``master`` (or the active one)."""
     from mqstore.tools.spark.session import build_session
 
-    discover(store_dir, flags=geometry_flags, broker_config=broker_config)
-    spark = build_session(master, "mqstore-reindex", progress=progress)
+    layout = discover(store_dir, flags=geometry_flags, broker_config=broker_config)
+    spark = build_session(
+        master, "mqstore-reindex", progress=progress, input_bytes=layout.data_bytes()
+    )
     return reindex_with(
         spark, store_dir, out, index_slots=index_slots, index_num=index_num,
         geometry_flags=geometry_flags, broker_config=broker_config,

@@ -236,9 +236,16 @@ def first_nonzero(buf: Buffer, start: int, end: int, path: str | None = None) ->
     return -1
 
 
-def resync(buf: Buffer, base_offset: int, start: int, end: int) -> int:
+def resync(buf: Buffer, base_offset: int, start: int, end: int, path: str | None = None) -> int:
     """First position >= ``start`` holding a valid record that names its own position
-    in PHYSICALOFFSET, or -1. Magic bytes are searched, so damage costs one pass."""
+    in PHYSICALOFFSET, or -1. Magic bytes are searched, so damage costs one pass. Zero
+    bytes are skipped first (numpy, and the holes of ``path`` unread): a record's first
+    non-zero byte is among its first 8 (size, magic), so none starts before the first
+    non-zero byte minus 8, and the unwritten tail of a preallocated segment is not searched."""
+    data = first_nonzero(buf, start, end, path)
+    if data < 0:
+        return -1
+    start = max(start, data - 8)
     find = buf.find
     hits = [find(m, start + fmt.MAGIC_POS, end) for m in _MAGICS]
     while True:
@@ -437,14 +444,14 @@ def _damage(
                     f"data ends at {pos} of {file_end} bytes without an end-of-file record",
                 )
             return -1
-        nxt = resync(buf, rng.base_offset, pos + 1, file_end)
+        nxt = resync(buf, rng.base_offset, pos + 1, file_end, rng.path)
         where = f"resumes at {nxt}" if nxt >= 0 else "no valid record follows"
         yield _finding(name, pos, "zeroed_gap", f"zero bytes followed by data at {data}; {where}")
         return nxt
     if bad.kind is fmt.CorruptKind.BAD_TEXT and pos + bad.size <= file_end:
         yield _finding(name, pos, bad.kind.value, bad.detail)
         return pos + bad.size
-    nxt = resync(buf, rng.base_offset, pos + 1, file_end)
+    nxt = resync(buf, rng.base_offset, pos + 1, file_end, rng.path)
     if nxt < 0 and rng.is_last_file and _is_torn(buf, pos, bad, file_end, rng.path):
         yield _finding(
             name, pos, "torn_tail", f"incomplete last record ({bad.kind.value}: {bad.detail})"
