@@ -56,3 +56,19 @@ def test_pull_quick_reports_every_walk_and_the_dispatch_lag(tmp_path: Path) -> N
         assert report[f"pull_{walk}"]["messages"] == 5_000, walk
     lag = report["dispatch_lag"]
     assert lag["messages"] > 0 and 0 < lag["p50_ms"] <= lag["p99_ms"] <= lag["max_ms"]
+
+
+@pytest.mark.slow
+def test_pop_quick_reports_every_receive_rate_and_each_redelivery(tmp_path: Path) -> None:
+    from mqstore.tools.bench import pop
+
+    out = tmp_path / "pop.json"
+    assert pop.main(["--quick", "--dir", str(tmp_path), "--json", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        rates = report[flush]
+        assert set(rates) == {"embedded_pop", "embedded_pull", "tcp_pop", "tcp_pull"}, flush
+        assert all(v > 0 for v in rates.values())
+    assert {int(k) for k in report["redelivery_ms"]} == set(pop.INVISIBLE_MS)
+    assert all(len(v) == 3 for v in report["redelivery_ms"].values())
+    assert [p.name for p in tmp_path.iterdir()] == ["pop.json"]  # work dir removed

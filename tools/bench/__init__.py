@@ -15,6 +15,8 @@ and documents what it measures in its docstring:
 * ``ha``: replication throughput and SYNC/ASYNC_MASTER put latency;
 * ``spark_audit``: the Spark audit, reindex and export against single-process scans;
 * ``grpc``: the 5.x client's send and receive+ack over gRPC against the remoting path;
+* ``pop``: POP receive+ack (embedded and over TCP) against queue-level pull, and the
+  redelivery delay against the invisible time;
 * ``queues``: what a queue costs in a store of 10,000 or 100,000 (disk, memory, put
   rate, open and close) against 4 queues.
 """
@@ -31,5 +33,6 @@ BENCHMARKS = (
     "spark_audit",
     "grpc",
     "queues",
+    "pop",
 )
 """The module names ``mqstore bench`` accepts."""

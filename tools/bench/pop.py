@@ -1,11 +1,9 @@
-"""Issue-15 benchmark: POP (message-level) consumption against queue-level pull::
+"""``mqstore bench pop``: POP (message-level) consumption against queue-level pull.
 
-    python benchmarks/bench_pop.py [--quick] [--messages N] [--json FILE]
-
-In one run, on fresh stores under a temporary directory (64 MiB segments, 100-byte
+In one run, on fresh stores under one temporary directory (64 MiB segments, 100-byte
 bodies, 4 queues, one topic), measures:
 
-* **receive+ack throughput**, messages / second to consume N messages:
+* **receive+ack throughput**, messages / second to consume ``--messages`` messages:
   - embedded: a SimpleConsumer over a PopService in this process (receive 32, ack each:
     one checkpoint record per receive and queue, one ack record per message) against
     queue-level pull of the same messages with ``store.get_message`` (32 per call);
@@ -14,17 +12,16 @@ bodies, 4 queues, one topic), measures:
   each under ASYNC_FLUSH and SYNC_FLUSH (where an ack returns after its record is on
   disk);
 * **redelivery delay**: a message popped and not acknowledged, for several invisible
-  times: when it is received again (long polling), against the time asked for.
+  times: when it is received again (long polling), against the time asked for
+  (``--rounds`` times each).
 
-Figures vary with the load of this shared machine: compare within one run only.
+Figures vary with the load of the machine: compare within one run only.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +35,7 @@ from mqstore.client.remote import RemoteTransport
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.simple_consumer import EmbeddedPop, PopTransport, SimpleConsumer
 from mqstore.pop import PopService
+from mqstore.tools.bench._harness import Option, bench_main
 
 TOPIC = "BenchPop"
 QUEUES = 4
@@ -45,6 +43,7 @@ BODY = b"x" * 100
 
 
 def open_store(root: Path, flush: FlushDiskType) -> MessageStore:
+    """A fresh store of 64 MiB segments under ``root``."""
     return MessageStore.open(
         StoreConfig(
             root_dir=root, flush_disk_type=flush, commitlog_file_size=64 << 20,
@@ -55,11 +54,13 @@ def open_store(root: Path, flush: FlushDiskType) -> MessageStore:
 
 
 def fill(store: MessageStore, n: int) -> None:
+    """Put ``n`` messages spread over the topic's queues, and wait until dispatched."""
     store.put_messages([Message(topic=TOPIC, body=BODY, queue_id=i % QUEUES) for i in range(n)])
     assert store.wait_dispatched(60)
 
 
 def pop_rate(transport: PopTransport, n: int) -> float:
+    """Messages per second to receive (32 at a time) and ack ``n`` messages by POP."""
     c = SimpleConsumer("pop-group", {TOPIC: "*"}, transport, await_duration=0.2)
     got, t0 = 0, time.perf_counter()
     while got < n:
@@ -73,6 +74,7 @@ def pop_rate(transport: PopTransport, n: int) -> float:
 
 
 def store_pull_rate(store: MessageStore, n: int) -> float:
+    """Messages per second to read ``n`` messages with ``get_message`` (32 per call)."""
     got, t0 = 0, time.perf_counter()
     for q in range(QUEUES):
         offset = 0
@@ -87,6 +89,7 @@ def store_pull_rate(store: MessageStore, n: int) -> float:
 
 
 def lite_pull_rate(address: str, n: int) -> float:
+    """Messages per second for a LitePullConsumer over TCP to poll ``n`` messages."""
     with RemoteTransport(address) as t:
         c = LitePullConsumer("pull-group", t)
         c.subscribe(TOPIC)
@@ -103,6 +106,7 @@ def lite_pull_rate(address: str, n: int) -> float:
 
 
 def throughput(root: Path, flush: FlushDiskType, n: int) -> dict[str, float]:
+    """The four receive rates (embedded and TCP, POP and pull) under ``flush``."""
     out: dict[str, float] = {}
     store = open_store(root / f"emb-{flush.name}", flush)
     fill(store, n)
@@ -131,6 +135,7 @@ def throughput(root: Path, flush: FlushDiskType, n: int) -> dict[str, float]:
 
 
 def redelivery(root: Path, invisible_ms: list[int], rounds: int) -> dict[int, list[float]]:
+    """For each invisible time, ms until an unacknowledged message is received again."""
     store = open_store(root / "redelivery", FlushDiskType.ASYNC_FLUSH)
     delays: dict[int, list[float]] = {}
     with PopService(store) as pop:
@@ -149,30 +154,46 @@ def redelivery(root: Path, invisible_ms: list[int], rounds: int) -> dict[int, li
     return delays
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="2,000 messages, 3 rounds")
-    ap.add_argument("--messages", type=int, default=20_000)
-    ap.add_argument("--json", type=Path, default=None, help="write the figures here")
-    a = ap.parse_args()
-    n = 2_000 if a.quick else a.messages
-    rounds = 3 if a.quick else 5
-    result: dict[str, Any] = {"messages": n}
-    with tempfile.TemporaryDirectory(prefix="bench-pop-") as d:
-        root = Path(d)
-        for flush in (FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH):
-            rates = throughput(root, flush, n)
-            result[flush.name] = rates
-            print(f"{flush.name}: " + ", ".join(f"{k} {v:,.0f} msg/s" for k, v in rates.items()))
-        delays = redelivery(root, [200, 500, 1000, 2000], rounds)
-    result["redelivery_ms"] = {str(k): v for k, v in delays.items()}
-    print("redelivery: invisible ms -> received again after ms (median, max; late by)")
-    for inv, v in delays.items():
-        med = statistics.median(v)
-        print(f"  {inv:5d} -> {med:7.1f} median, {max(v):7.1f} max; late by {med - inv:5.1f}")
-    if a.json:
-        a.json.write_text(json.dumps(result, indent=2))
+INVISIBLE_MS = (200, 500, 1000, 2000)
+"""The invisible times whose redelivery delay is measured."""
+
+
+def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Every figure: throughput under both flush modes, then the redelivery delays."""
+    n = args.messages
+    out: dict[str, Any] = {"messages": n}
+    for flush in (FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH):
+        out[flush.name] = throughput(work, flush, n)
+    delays = redelivery(work, list(INVISIBLE_MS), args.rounds)
+    out["redelivery_ms"] = {str(k): v for k, v in delays.items()}
+    return out
+
+
+def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
+    """The printed table."""
+    lines = []
+    for flush in (FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH):
+        rates = out[flush.name]
+        lines.append(f"{flush.name}: " + ", ".join(f"{k} {v:,.0f} msg/s" for k, v in rates.items()))
+    lines.append("redelivery: invisible ms -> received again after ms (median, max; late by)")
+    for key, v in out["redelivery_ms"].items():
+        inv, med = int(key), statistics.median(v)
+        late = med - inv
+        lines.append(f"  {inv:5d} -> {med:7.1f} median, {max(v):7.1f} max; late by {late:5.1f}")
+    return "\n".join(lines)
+
+
+OPTIONS: tuple[Option, ...] = (
+    ("--messages", int, 20_000, "messages consumed per contender"),
+    ("--rounds", int, 5, "redeliveries timed per invisible time"),
+)
+QUICK = {"messages": 2_000, "rounds": 3}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the POP benchmark and print its table; 0."""
+    return bench_main("pop", __doc__, argv, measure, report, OPTIONS, QUICK)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
