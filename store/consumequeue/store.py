@@ -92,6 +92,9 @@ class ConsumeQueueStore:
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._dirty: set[ConsumeQueue] = set()
         """Queues with units (or a cut) not yet flushed: what :meth:`flush` visits."""
+        self._touched: set[ConsumeQueue] = set()
+        """Queues written since the last periodic flush: the only ones that can have
+        reached ``least_pages`` since (a queue below it stays below until written)."""
         self._lock = threading.Lock()
         self.logics_msg_timestamp = 0
         """Store time of the message of the last unit written (checkpoint field)."""
@@ -290,6 +293,7 @@ class ConsumeQueueStore:
         cq = self.queues.get((topic, queue_id)) or self.find_or_create(topic, queue_id)
         if cq.put(physical_offset, size, tags_code, queue_offset):
             self._dirty.add(cq)
+            self._touched.add(cq)
             self.logics_msg_timestamp = store_timestamp
             return True
         return False
@@ -416,6 +420,7 @@ class ConsumeQueueStore:
             for cq in doomed:
                 del self.queues[cq.topic, cq.queue_id]
                 self._dirty.discard(cq)
+                self._touched.discard(cq)
         for cq in doomed:
             cq.destroy()
         shutil.rmtree(self.directory / topic, ignore_errors=True)
@@ -428,16 +433,26 @@ class ConsumeQueueStore:
 
     def flush(self, least_pages: int) -> None:
         """Flush the due pages of the queues written since their last complete flush
-        (every such queue to its end when ``least_pages`` is 0).
+        (every such queue to its end when ``least_pages`` is 0). With ``least_pages``,
+        only the queues written since the previous such round are looked at: a round
+        costs what was written, not the number of queues waiting for a complete flush.
 
         Raises:
             OSError: a sync failed (the queue stays to be flushed).
         """
         dirty = self._dirty
-        if least_pages == 0 and len(dirty) >= SYNCFS_FROM and _syncfs_works():
-            self._flush_by_syncfs()
-            return
-        for cq in list(dirty):
+        if least_pages == 0:
+            self._touched = set()
+            if len(dirty) >= SYNCFS_FROM and _syncfs_works():
+                self._flush_by_syncfs()
+                return
+            candidates = list(dirty)
+        else:
+            # Swapped, then copied: a unit written meanwhile lands in one of the two
+            # sets; one missed here is flushed by the next complete flush.
+            touched, self._touched = self._touched, set()
+            candidates = [cq for cq in list(touched) if cq in dirty]
+        for cq in candidates:
             # Removed before the flush: a unit written meanwhile adds the queue back.
             dirty.discard(cq)
             try:
@@ -475,6 +490,11 @@ class ConsumeQueueStore:
         """Queues with units not flushed yet."""
         return len(self._dirty)
 
+    @property
+    def touched_count(self) -> int:
+        """Queues written since the last periodic flush (what the next one looks at)."""
+        return len(self._touched)
+
     def save_summary(self, log_end: int) -> None:
         """Write the clean-close summary of every queue (``log_end``: the CommitLog's
         end, which the next open compares with its recovered end). Call it after a
@@ -497,3 +517,4 @@ class ConsumeQueueStore:
             cq.close()
         self.queues.clear()
         self._dirty.clear()
+        self._touched.clear()

@@ -290,3 +290,21 @@ def test_a_full_disk_at_a_new_queues_first_unit_fails_it_and_the_same_unit_goes_
     assert cq.put(1000, 10, 0, 0)
     assert cq.unit_at(0) == (1000, 10, 0)
     cq.close()
+
+
+def test_a_periodic_flush_looks_only_at_the_queues_written_since_the_last_one(tmp_path: Path):
+    queues = ConsumeQueueStore(tmp_path, 1000 * UNIT_SIZE)
+    for i in range(100):
+        queues.put("T", i, 100 + i * 10, 10, 0, 0, 1)
+    assert queues.touched_count == 100
+    queues.flush(2)  # one unit each: below two pages, nothing synced
+    assert (queues.dirty_count, queues.touched_count) == (100, 0)
+    for k in range(410):  # two pages of queue 7
+        queues.put("T", 7, 10_000 + k * 10, 10, 0, 1 + k, 2)
+    assert queues.touched_count == 1
+    queues.flush(2)
+    assert queues.dirty_count == 99  # queue 7 passed two pages: synced
+    assert queues.find("T", 7).flushed_all  # type: ignore[union-attr]
+    queues.flush(0)
+    assert (queues.dirty_count, queues.touched_count) == (0, 0)
+    queues.close()
