@@ -25,6 +25,12 @@ Per task (docs/client.md §2.2):
    broker/transport error, or no reply within ``suspend_ms`` +
    ``pull_reply_margin_ms`` (a broker lost without the connection closing) -> look
    again after the exception delay.
+
+A pull that fails before it is sent (no connection: a refused or hanging dial, no route)
+blocked the service thread for as long as it took, so the service leaves that broker's
+queues alone for the exception delay or three times that long, whichever is longer: an
+address that drops SYNs (a dial times out after 3 s) then costs the other brokers' queues
+at most a quarter of the thread.
 """
 
 from __future__ import annotations
@@ -127,6 +133,7 @@ class PullMessageService:
         self._deadlines: list[tuple[float, int, PullTask, Cancellable]] = []  # a heap
         self._seq = itertools.count()
         self._stopped = False
+        self._broker_down_until: dict[str, float] = {}  # service thread only
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
@@ -235,6 +242,10 @@ class PullMessageService:
 
     def _send(self, task: PullTask) -> None:
         ctx, mq = self._ctx, task.mq
+        down_until = self._broker_down_until.get(mq.broker_name, 0.0)
+        if down_until > time.monotonic():
+            self.execute_later(task, (down_until - time.monotonic()) * 1000)
+            return
         commit: int | None = None
         if ctx.config.message_model is MessageModel.CLUSTERING:
             mem = ctx.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
@@ -254,7 +265,8 @@ class PullMessageService:
                 self._cond.notify()
 
         wait_ms = max(ctx.config.suspend_ms, 0) + ctx.config.pull_reply_margin_ms
-        deadline = time.monotonic() + wait_ms / 1000
+        started = time.monotonic()
+        deadline = started + wait_ms / 1000
         try:
             handle = ctx.brokers.for_queue(mq).pull_async(
                 ctx.group,
@@ -267,8 +279,12 @@ class PullMessageService:
                 callback=on_reply,
             )
         except (TransportError, BrokerError) as e:
+            blocked = time.monotonic() - started
+            hold_off = max(ctx.config.exception_delay_ms / 1000, 3 * blocked)
+            self._broker_down_until[mq.broker_name] = time.monotonic() + hold_off
             self._failed(task, e)
             return
+        self._broker_down_until.pop(mq.broker_name, None)
         task.inflight = handle
         with self._cond:
             slot.append(handle)

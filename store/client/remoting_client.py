@@ -311,6 +311,7 @@ class RemotingClient:
         self._connect_timeout_s = connect_timeout_s
         self.language = language
         self._connections: dict[str, _Connection] = {}
+        self._dial_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -409,8 +410,21 @@ class RemotingClient:
             conn = self._connections.get(addr)
             if conn is not None and not conn.closed:
                 return conn
-            # Dial under the lock: concurrent first calls to one address share a socket.
-            conn = self._connections[addr] = self._dial(addr)
+            dial_lock = self._dial_locks.setdefault(addr, threading.Lock())
+        # Dial under the address's own lock: concurrent first calls to one address share
+        # a socket, and a dial that hangs (an address that drops SYNs) holds up only the
+        # calls to that address.
+        with dial_lock:
+            with self._lock:
+                conn = self._connections.get(addr)
+                if conn is not None and not conn.closed:
+                    return conn
+            conn = self._dial(addr)
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    raise TransportError("remoting client is closed")
+                self._connections[addr] = conn
             return conn
 
     def _dial(self, addr: str) -> _Connection:

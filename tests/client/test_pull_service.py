@@ -188,3 +188,92 @@ def test_a_pull_the_broker_never_answers_is_sent_again_after_suspend_plus_margin
         peer.stop()
     assert second - first >= 0.1 + 0.3 + 0.1 - 0.02
     assert second - first < 3.0
+
+
+# -- a broker whose address drops SYNs --------------------------------------------------
+
+
+def test_queues_of_a_broker_that_drops_syns_do_not_starve_a_live_brokers_queues(tmp_path):
+    """The route names broker-a (a real broker process with 40 messages) and broker-b at
+    an address whose accept queue is full, so every dial hangs until its 3 s timeout.
+    Twenty broker-b queues are queued before broker-a's four: the service tries broker-b
+    once, then leaves it alone long enough for broker-a's messages to come through."""
+    import json as _json
+    import socket
+
+    from mqstore.client.allocate import MessageQueue
+    from mqstore.client.brokers import Brokers
+    from mqstore.client.offset_store import RemoteBrokerOffsetStore
+    from mqstore.client.process_queue import ProcessQueue
+    from mqstore.client.pull_service import PullContext, PullMessageService, PullTask
+    from mqstore.client.rebalance import PullRequest
+    from tests.client.scripted_peer import ScriptedPeer
+
+    black = socket.socket()
+    black.bind(("127.0.0.1", 0))
+    black.listen(0)
+    fill = []
+    for _ in range(3):  # fill the accept queue: later SYNs are dropped
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(black.getsockname())
+        fill.append(s)
+    black_addr = f"127.0.0.1:{black.getsockname()[1]}"
+    b = BrokerProcess(tmp_path / "store").start()
+    create_topic(b.address, "T", 4)
+    with RemoteTransport(b.address) as t, Producer("pg", t) as p:
+        for i in range(40):
+            p.send(Message("T", f"m-{i}".encode()), queue=MessageQueue("T", "broker-a", i % 4))
+
+    def respond(req: RemotingCommand) -> list[RemotingCommand]:
+        if req.is_oneway or req.is_response:
+            return []
+        route = {
+            "brokerDatas": [
+                {"brokerAddrs": {"0": b.address}, "brokerName": "broker-a", "cluster": "c"},
+                {"brokerAddrs": {"0": black_addr}, "brokerName": "broker-b", "cluster": "c"},
+            ],
+            "queueDatas": [
+                {"brokerName": n, "perm": 6, "readQueueNums": q, "writeQueueNums": q}
+                for n, q in (("broker-a", 4), ("broker-b", 20))
+            ],
+        }
+        return [req.make_response(0, body=_json.dumps(route).encode())]
+
+    peer = ScriptedPeer(respond).start()
+    transport = RemoteTransport(peer.address)
+    brokers = Brokers(transport)
+    bodies = Bodies()
+
+    class Consumer:
+        def submit(self, msgs, pq, mq, dispatch):
+            bodies(msgs, None)
+
+    stopped = threading.Event()
+    cfg = dataclasses.replace(CFG, suspend_ms=200, exception_delay_ms=200)
+    ctx = PullContext(
+        "g", cfg, brokers, RemoteBrokerOffsetStore("g", brokers), {"T": "*"},
+        consumer=Consumer(), stopped=stopped, orderly=False,
+        on_offset_illegal=lambda mq: None, relocate_offset=lambda mq: 0,
+    )  # fmt: skip
+    service = PullMessageService("g-pull", ctx)
+    service.start()
+    try:
+        transport.route("T")  # both brokers known: no lookup on the service thread
+        for q in range(20):
+            mq = MessageQueue("T", "broker-b", q)
+            service.execute_now(PullTask(PullRequest("g", mq, ProcessQueue(), 0)))
+        for q in range(4):
+            mq = MessageQueue("T", "broker-a", q)
+            service.execute_now(PullTask(PullRequest("g", mq, ProcessQueue(), 0)))
+        got_all = wait_until(lambda: len(bodies.seen) == 40, 10)
+    finally:
+        stopped.set()
+        service.stop()
+        transport.close()
+        peer.stop()
+        b.stop()
+        for s in [*fill, black]:
+            s.close()
+    assert got_all, f"{len(bodies.seen)} of 40 consumed"
+    assert sorted(bodies.seen) == sorted(f"m-{i}" for i in range(40))
