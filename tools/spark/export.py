@@ -31,14 +31,7 @@ if not __package__:  # run as a script: spark-submit tools/spark/export.py DIR .
 
 from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
-from mqstore.compression import decompress
-from mqstore.message import (
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    bytes_host,
-    string_to_properties,
-)
+from mqstore.tools.spark import _export_columns as cols
 from mqstore.tools.spark.layout import LayoutError, discover
 from mqstore.tools.spark.reader import (
     DEFAULT_SPLIT_BYTES,
@@ -68,57 +61,50 @@ EXPORT_SCHEMA: Final = (
 _TX_NAMES: Final = tuple(fmt.TransactionType(t).name for t in range(0, 16, 4))
 
 
-def _host(raw: bytes) -> str:
-    ip, port = bytes_host(raw)
-    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-
-
 def export_batch(
     buf: Buffer, rng: ByteRange, arr: bulk.RecordArrays, schema: pa.Schema
 ) -> pa.RecordBatch:
-    """The rows of the records of ``arr`` whose body CRC is right: numbers from the bulk
-    arrays; properties, hosts, ids and bodies per record (a body that cannot be
-    decompressed is null with ``body_error``)."""
+    """The rows of the records of ``arr`` whose body CRC is right, every column built
+    from the bulk arrays (:mod:`mqstore.tools.spark._export_columns`)."""
     import numpy as np
     import pyarrow as pa
 
     keep = np.flatnonzero(arr.crc_ok)
     sys_flag = arr.sys_flag[keep]
-    host_at = {
-        n: bulk.field_position(arr, n)[keep].tolist()
-        for n in (bulk.HeaderField.BORN_HOST, bulk.HeaderField.STORE_HOST)
-    }
     ints = {
         n: bulk.read_ints(buf, bulk.field_position(arr, n)[keep], w)
         for n, w in ((bulk.HeaderField.BODY_CRC, 4), (bulk.HeaderField.RECONSUME_TIMES, 4),
                      (bulk.HeaderField.PREPARED_TRANSACTION_OFFSET, 8))
     }  # fmt: skip
-    hosts: dict[bytes, str] = {}
-    text = _Text(hosts)
-    with memoryview(buf) as view:
-        for i, j in enumerate(keep.tolist()):
-            v6 = int(sys_flag[i])
-            born_len = fmt.IPV6_HOST_LEN if v6 & fmt.BORNHOST_V6_FLAG else fmt.IPV4_HOST_LEN
-            store_len = fmt.IPV6_HOST_LEN if v6 & fmt.STOREHOST_V6_FLAG else fmt.IPV4_HOST_LEN
-            b, st = host_at[bulk.HeaderField.BORN_HOST][i], host_at[bulk.HeaderField.STORE_HOST][i]
-            text.add(
-                view, bytes(view[b : b + born_len]), bytes(view[st : st + store_len]),
-                int(arr.physical_offset[j]), int(arr.props_pos[j]), int(arr.props_len[j]),
-                int(arr.body_pos[j]), int(arr.body_len[j]), v6,
-            )  # fmt: skip
+    u8 = np.frombuffer(buf, np.uint8)
+    try:
+        born_v6 = (sys_flag & fmt.BORNHOST_V6_FLAG) != 0
+        store_v6 = (sys_flag & fmt.STOREHOST_V6_FLAG) != 0
+        born_at = bulk.field_position(arr, bulk.HeaderField.BORN_HOST)[keep]
+        store_at = bulk.field_position(arr, bulk.HeaderField.STORE_HOST)[keep]
+        phys = arr.physical_offset[keep]
+        props = cols.PropertyColumns(u8, arr.props_pos[keep], arr.props_len[keep])
+        body, error = cols.bodies(buf, u8, arr.body_pos[keep], arr.body_len[keep], sys_flag)
+        text = {
+            "store_host": cols.hosts(u8, store_at, store_v6),
+            "born_host": cols.hosts(u8, born_at, born_v6),
+            "msg_id": cols.msg_ids(u8, store_at, store_v6, phys),
+            "uniq_key": props.uniq(), "tags": props.tags(), "keys": props.keys(),
+            "properties": props.mapping(), "body": body, "body_error": error,
+        }  # fmt: skip
+    finally:
+        del u8
     m = keep.size
     topics = pa.array(arr.topics, pa.string())
     ts_type = schema.field("store_timestamp").type
-    cols: dict[str, Any] = {
+    columns: dict[str, Any] = {
         "topic": topics.take(pa.array(arr.topic_id[keep])),
         "queue_id": arr.queue_id[keep], "queue_offset": arr.queue_offset[keep],
-        "physical_offset": arr.physical_offset[keep], "size": arr.size[keep],
+        "physical_offset": phys, "size": arr.size[keep],
         "file": pa.array([rng.name] * m, pa.string()),
         "store_timestamp": _timestamps(arr.store_timestamp[keep], ts_type),
         "born_timestamp": _timestamps(arr.born_timestamp[keep], ts_type),
-        "store_host": text.store_host, "born_host": text.born_host, "msg_id": text.msg_id,
-        "uniq_key": text.uniq, "tags": text.tags, "keys": text.keys,
-        "properties": text.props, "sys_flag": sys_flag, "flag": arr.flag[keep],
+        **text, "sys_flag": sys_flag, "flag": arr.flag[keep],
         "transaction_type": pa.array(_TX_NAMES, pa.string()).take(
             pa.array((sys_flag & fmt.TRANSACTION_MASK) >> 2)
         ),
@@ -126,10 +112,12 @@ def export_batch(
         "reconsume_times": ints[bulk.HeaderField.RECONSUME_TIMES],
         "prepared_transaction_offset": ints[bulk.HeaderField.PREPARED_TRANSACTION_OFFSET],
         "body_crc": ints[bulk.HeaderField.BODY_CRC], "version": arr.version[keep],
-        "body": text.body, "body_error": text.error,
     }  # fmt: skip
-    arrays = [pa.array(cols[f.name], f.type) if not isinstance(cols[f.name], pa.Array)
-              else cols[f.name] for f in schema]  # fmt: skip
+    arrays = [
+        c if isinstance(c := columns[f.name], pa.Array) and c.type == f.type
+        else (c.cast(f.type) if isinstance(c, pa.Array) else pa.array(c, f.type))
+        for f in schema
+    ]  # fmt: skip
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
@@ -148,48 +136,6 @@ def _export_task(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterat
             with open_mapped(rng.path) as mm:
                 if isinstance(mm, mmap.mmap):
                     yield from export_rows(mm, rng, schema)
-
-
-class _Text:
-    """The per-record columns of an export batch (strings, maps, bodies)."""
-
-    def __init__(self, hosts: dict[bytes, str]) -> None:
-        self.hosts = hosts
-        self.store_host: list[str] = []
-        self.born_host: list[str] = []
-        self.msg_id: list[str] = []
-        self.uniq: list[str | None] = []
-        self.tags: list[str | None] = []
-        self.keys: list[list[str]] = []
-        self.props: list[list[tuple[str, str]]] = []
-        self.body: list[bytes | None] = []
-        self.error: list[str | None] = []
-
-    def _host(self, raw: bytes) -> str:
-        h = self.hosts.get(raw)
-        if h is None:
-            h = self.hosts[raw] = _host(raw)
-        return h
-
-    def add(
-        self, view: memoryview, born: bytes, store: bytes, phys: int, props_pos: int,
-        props_len: int, body_pos: int, body_len: int, sys_flag: int,
-    ) -> None:  # fmt: skip
-        self.born_host.append(self._host(born))
-        self.store_host.append(self._host(store))
-        self.msg_id.append(store.hex().upper() + f"{phys & 0xFFFFFFFFFFFFFFFF:016X}")
-        props = string_to_properties(str(view[props_pos : props_pos + props_len], "utf-8"))
-        self.props.append(list(props.items()))
-        self.uniq.append(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
-        self.tags.append(props.get(PROPERTY_TAGS))
-        self.keys.append([k for k in props.get(PROPERTY_KEYS, "").split(" ") if k])
-        body = bytes(view[body_pos : body_pos + body_len])
-        try:
-            self.body.append(decompress(body, sys_flag))
-            self.error.append(None)
-        except ValueError as e:
-            self.body.append(None)
-            self.error.append(str(e))
 
 
 def export_rows(buf: Buffer, rng: ByteRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
