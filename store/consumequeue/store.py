@@ -49,6 +49,11 @@ log = logging.getLogger(__name__)
 SYNCFS_FROM = 32
 """A complete flush of this many queues or more syncs their filesystem at once."""
 
+SYNCFS_BACKLOG = 1024
+"""A periodic flush that finds this many queues waiting syncs them all at once: queues
+with a unit or two never reach ``least_pages`` and would otherwise all wait for the
+complete flush (or the close), however many there are."""
+
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -435,7 +440,8 @@ class ConsumeQueueStore:
         """Flush the due pages of the queues written since their last complete flush
         (every such queue to its end when ``least_pages`` is 0). With ``least_pages``,
         only the queues written since the previous such round are looked at: a round
-        costs what was written, not the number of queues waiting for a complete flush.
+        costs what was written, not the number of queues waiting for a complete flush;
+        once :data:`SYNCFS_BACKLOG` queues wait, they are synced at once.
 
         Raises:
             OSError: a sync failed (the queue stays to be flushed).
@@ -447,6 +453,10 @@ class ConsumeQueueStore:
                 self._flush_by_syncfs()
                 return
             candidates = list(dirty)
+        elif len(dirty) >= SYNCFS_BACKLOG and _syncfs_works():
+            self._touched = set()
+            self._flush_by_syncfs()
+            return
         else:
             # Swapped, then copied: a unit written meanwhile lands in one of the two
             # sets; one missed here is flushed by the next complete flush.

@@ -308,3 +308,15 @@ def test_a_periodic_flush_looks_only_at_the_queues_written_since_the_last_one(tm
     queues.flush(0)
     assert (queues.dirty_count, queues.touched_count) == (0, 0)
     queues.close()
+
+
+def test_a_periodic_flush_syncs_a_backlog_of_small_queues_at_once(tmp_path: Path):
+    from mqstore.consumequeue.store import SYNCFS_BACKLOG
+
+    queues = ConsumeQueueStore(tmp_path, 1000 * UNIT_SIZE)
+    for i in range(SYNCFS_BACKLOG):
+        queues.put(f"T{i // 100}", i % 100, 100 + i * 10, 10, 0, 0, 1)
+    queues.flush(2)  # each below two pages, but too many waiting for the complete flush
+    assert queues.dirty_count == 0
+    assert all(cq.flushed_all for cq in queues.all())
+    queues.close()
