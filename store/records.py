@@ -13,26 +13,15 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog._derived import KEYS, PROPERTIES, TAGS, UNIQ_KEY
 from mqstore.compression import COMPRESSED_FLAG, decompress
-from mqstore.message import (
-    bytes_host,
-    keys_of,
-    string_to_properties,
-    tags_of,
-    uniq_key_of,
-)
+from mqstore.message import bytes_host
 
 _new = tuple.__new__
 
 
-class StoredMessage(NamedTuple):
-    """A message read back from the store, body decompressed.
-
-    ``body`` is what the producer sent; if the stored bytes do not decompress, the
-    stored bytes are kept and ``sys_flag`` still has the compressed bit, so the
-    caller can tell. Hosts are kept raw (address bytes + port); :attr:`born_host`
-    and :attr:`store_host` decode them.
-    """
+class _StoredFields(NamedTuple):
+    """The fields of :class:`StoredMessage`, in order."""
 
     topic: str
     queue_id: int
@@ -51,25 +40,19 @@ class StoredMessage(NamedTuple):
     born_host_raw: bytes
     store_host_raw: bytes
 
-    @property
-    def properties(self) -> dict[str, str]:
-        """Properties parsed with RocketMQ's rules."""
-        return string_to_properties(self.properties_string)
 
-    @property
-    def tags(self) -> str | None:
-        """The TAGS property, if any."""
-        return tags_of(self.properties_string)
+class StoredMessage(_StoredFields):
+    """A message read back from the store, body decompressed.
 
-    @property
-    def keys(self) -> list[str]:
-        """The KEYS property split on spaces."""
-        return keys_of(self.properties_string)
+    ``body`` is what the producer sent; if the stored bytes do not decompress, the
+    stored bytes are kept and ``sys_flag`` still has the compressed bit, so the
+    caller can tell. Hosts are kept raw (address bytes + port); :attr:`born_host`
+    and :attr:`store_host` decode them.
+    """
 
-    @property
-    def uniq_key(self) -> str | None:
-        """The UNIQ_KEY property (client message id), if any."""
-        return uniq_key_of(self.properties_string)
+    __slots__ = ()
+
+    properties, tags, keys, uniq_key = PROPERTIES, TAGS, KEYS, UNIQ_KEY
 
     @property
     def born_host(self) -> tuple[str, int]:

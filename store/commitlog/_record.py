@@ -11,6 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mqstore import compression
+from mqstore.commitlog._derived import (
+    KEYS,
+    PROPERTIES,
+    TAGS,
+    TAGS_CODE,
+    UNIQ_KEY,
+)
 from mqstore.commitlog._layout import (
     BORNHOST_V6_FLAG,
     MAX_TOPIC_LENGTH_V1,
@@ -20,14 +27,7 @@ from mqstore.commitlog._layout import (
     body_crc,
     record_length,
 )
-from mqstore.message import (
-    keys_of,
-    offset_msg_id,
-    string_to_properties,
-    tags_code,
-    tags_of,
-    uniq_key_of,
-)
+from mqstore.message import offset_msg_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,13 @@ class MessageRecord:
     body_crc: int
     version: int = 1
 
+    properties, tags, keys, uniq_key, tags_code = PROPERTIES, TAGS, KEYS, UNIQ_KEY, TAGS_CODE
+
+    @property
+    def transaction_type(self) -> TransactionType:
+        """Transaction type from SYSFLAG bits 2-3."""
+        return TransactionType(self.sys_flag & TRANSACTION_MASK)
+
     @property
     def total_size(self) -> int:
         """TOTALSIZE of this record when encoded."""
@@ -69,39 +76,9 @@ class MessageRecord:
         )
 
     @property
-    def properties(self) -> dict[str, str]:
-        """Properties parsed with RocketMQ's rules (a later duplicate wins)."""
-        return string_to_properties(self.properties_string)
-
-    @property
-    def tags(self) -> str | None:
-        """The TAGS property, if any."""
-        return tags_of(self.properties_string)
-
-    @property
-    def keys(self) -> list[str]:
-        """The KEYS property split on spaces."""
-        return keys_of(self.properties_string)
-
-    @property
-    def uniq_key(self) -> str | None:
-        """The UNIQ_KEY property (the client message id), if any."""
-        return uniq_key_of(self.properties_string)
-
-    @property
-    def tags_code(self) -> int:
-        """Consume-queue tag code for this record (delay records get theirs elsewhere)."""
-        return tags_code(self.tags)
-
-    @property
     def msg_id(self) -> str:
         """The offset message id (store host + physical offset)."""
         return offset_msg_id(self.store_host, self.physical_offset)
-
-    @property
-    def transaction_type(self) -> TransactionType:
-        """Transaction type from SYSFLAG bits 2-3."""
-        return TransactionType(self.sys_flag & TRANSACTION_MASK)
 
     @property
     def valid_crc(self) -> bool:

@@ -13,15 +13,15 @@ import enum
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from mqstore.commitlog._derived import (
+    KEYS,
+    PROPERTIES,
+    TAGS,
+    TAGS_CODE,
+    UNIQ_KEY,
+)
 from mqstore.commitlog._layout import TRANSACTION_MASK, TransactionType
 from mqstore.commitlog._record import MessageRecord
-from mqstore.message import (
-    keys_of,
-    string_to_properties,
-    tags_code,
-    tags_of,
-    uniq_key_of,
-)
 
 
 class CorruptKind(enum.Enum):
@@ -69,14 +69,8 @@ def _bad(kind: CorruptKind, detail: str, size: int = 0) -> Corrupt:
     return Corrupt(kind, detail, size)
 
 
-class RecordInfo(NamedTuple):
-    """A validated record's header fields, topic and properties, without copying its body.
-
-    What recovery, reput and audits need per record, at a fraction of the cost of a
-    :class:`MessageRecord` (a NamedTuple built with ``tuple.__new__`` against a
-    16-field frozen dataclass; much faster scans). The body is at
-    ``buf[body_pos : body_pos + body_len]`` of the scanned buffer.
-    """
+class _RecordInfoFields(NamedTuple):
+    """The fields of :class:`RecordInfo`, in scan order."""
 
     size: int
     version: int
@@ -97,30 +91,19 @@ class RecordInfo(NamedTuple):
     topic: str
     properties_string: str
 
-    @property
-    def properties(self) -> dict[str, str]:
-        """Properties parsed with RocketMQ's rules."""
-        return string_to_properties(self.properties_string)
 
-    @property
-    def tags(self) -> str | None:
-        """The TAGS property, if any."""
-        return tags_of(self.properties_string)
+class RecordInfo(_RecordInfoFields):
+    """A validated record's header fields, topic and properties, without copying its body.
 
-    @property
-    def keys(self) -> list[str]:
-        """The KEYS property split on spaces."""
-        return keys_of(self.properties_string)
+    What recovery, reput and audits need per record, at a fraction of the cost of a
+    :class:`MessageRecord` (a NamedTuple built with ``tuple.__new__`` against a
+    16-field frozen dataclass; much faster scans). The body is at
+    ``buf[body_pos : body_pos + body_len]`` of the scanned buffer.
+    """
 
-    @property
-    def uniq_key(self) -> str | None:
-        """The UNIQ_KEY property, if any."""
-        return uniq_key_of(self.properties_string)
+    __slots__ = ()
 
-    @property
-    def tags_code(self) -> int:
-        """Consume-queue tag code (Java hashCode of TAGS; 0 without tags)."""
-        return tags_code(self.tags)
+    properties, tags, keys, uniq_key, tags_code = PROPERTIES, TAGS, KEYS, UNIQ_KEY, TAGS_CODE
 
     @property
     def transaction_type(self) -> TransactionType:
