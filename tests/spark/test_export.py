@@ -75,3 +75,22 @@ def test_export_partitions_by_topic_with_timestamp_columns(spark, tmp_path):
     w = gen.records[7]
     row = df.where(f"physical_offset = {w.physical_offset}").collect()[0]
     assert round(row.store_timestamp.timestamp() * 1000) == storegen.BASE_TS + 7 * 10
+
+
+def test_export_partition_folders_give_back_escaped_topic_names(spark, tmp_path):
+    """Topics with characters Spark escapes in folder names (%) read back unchanged."""
+    from mqstore import Message, MessageStore, StoreConfig
+    from mqstore.tools.spark.export import export_with
+
+    topics = ("%RETRY%group-a", "%DLQ%group-a", "plain")
+    cfg = StoreConfig(root_dir=str(tmp_path / "s"), commitlog_file_size=64 * 1024)
+    with MessageStore.open(cfg) as store:
+        for i in range(30):
+            assert store.put_message(Message(topic=topics[i % 3], body=b"x" * (i + 1))).status.stored
+    result = export_with(spark, tmp_path / "s", tmp_path / "out.parquet", partition_by="topic")
+    assert result.rows == 30
+    assert (tmp_path / "out.parquet" / "topic=%25RETRY%25group-a").is_dir()
+    assert (tmp_path / "out.parquet" / "_SUCCESS").is_file()
+    df = spark.read.parquet(result.path)
+    assert {r.topic: r.n for r in df.groupBy("topic").count().withColumnRenamed("count", "n")
+            .collect()} == dict.fromkeys(topics, 10)  # fmt: skip

@@ -10,8 +10,10 @@ One row per valid record (see :data:`EXPORT_SCHEMA`; store and born times are Pa
 timestamps), bodies decompressed; a body whose
 compressed bytes cannot be inflated is exported as null with ``body_error`` set. Damaged
 records are skipped (the scan resumes at the next valid record as the audit does): run
-``mqstore audit`` to see them. Parquet files are written through Spark's commit protocol,
-so a retried task never leaves a partial file; OUT must not exist.
+``mqstore audit`` to see them. The tasks write the Parquet files with pyarrow (the rows
+never pass through the JVM) in the layout Spark's writer leaves, and the driver commits
+them after the job (:mod:`mqstore.tools.spark._parquet_out`), so a retried task never
+leaves a partial file; OUT must not exist.
 
 Exit status: 0 written, 2 usage or I/O error (OUT exists, DIR is not a store).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import mmap
+import shutil
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ if not __package__:  # run as a script: spark-submit tools/spark/export.py DIR .
 from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
 from mqstore.tools.spark import _export_columns as cols
+from mqstore.tools.spark import _parquet_out as parquet_out
 from mqstore.tools.spark.layout import LayoutError, discover
 from mqstore.tools.spark.reader import (
     DEFAULT_SPLIT_BYTES,
@@ -47,7 +51,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ROW_GROUP_BYTES: Final = 96 << 20
-"""Parquet row groups of about 96 MiB (64-128 MiB suits readers that split on them)."""
+"""Parquet row groups of about 96 MiB of Arrow data (64-128 MiB suits readers that split
+on them)."""
 EXPORT_SCHEMA: Final = (
     "topic string, queue_id int, queue_offset long, physical_offset long, size int,"
     " file string, store_timestamp timestamp, born_timestamp timestamp, store_host string,"
@@ -128,14 +133,21 @@ def _timestamps(ms: Any, ts_type: pa.DataType) -> pa.Array:
     return pa.array(ms * 1000, pa.int64()).cast(ts_type)
 
 
-def _export_task(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Task body: mmap each range's file and export its records."""
-    for batch in batches:
-        for d in batch.to_pylist():
-            rng = ByteRange(**d)
-            with open_mapped(rng.path) as mm:
-                if isinstance(mm, mmap.mmap):
-                    yield from export_rows(mm, rng, schema)
+def _export_task(
+    batches: Iterable[pa.RecordBatch], schema: pa.Schema, attempts: str, partition_by: str | None
+) -> Iterator[pa.RecordBatch]:
+    """Task body: mmap each range's file and write its records' Parquet files
+    (:mod:`mqstore.tools.spark._parquet_out`); the manifest of the files."""
+
+    def ranges() -> Iterator[tuple[str, Iterator[pa.RecordBatch]]]:
+        for batch in batches:
+            for d in batch.to_pylist():
+                rng = ByteRange(**d)
+                with open_mapped(rng.path) as mm:
+                    if isinstance(mm, mmap.mmap):
+                        yield f"{rng.base_offset + rng.start:020d}", export_rows(mm, rng, schema)
+
+    return parquet_out.write_task(ranges(), schema, attempts, partition_by, ROW_GROUP_BYTES)
 
 
 def export_rows(buf: Buffer, rng: ByteRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -217,16 +229,19 @@ def export_with(
     assert isinstance(ddl, StructType)
     schema = to_arrow_schema(ddl, timezone=spark.conf.get("spark.sql.session.timeZone"))
 
+    attempts = str(target / parquet_out.TEMPORARY)
+
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _export_task(batches, schema)
+        return _export_task(batches, schema, attempts, partition_by)
 
     ranges = plan_ranges(layout, split_bytes)
-    frame = ranges_dataframe(spark, ranges).mapInArrow(task, EXPORT_SCHEMA)
-    writer = frame.write.option("parquet.block.size", ROW_GROUP_BYTES)
-    if partition_by is not None:
-        writer = writer.partitionBy(partition_by)
-    writer.parquet(str(target))
-    rows = spark.read.parquet(str(target)).count()
+    target.mkdir(parents=True)
+    try:
+        manifest = ranges_dataframe(spark, ranges).mapInArrow(task, parquet_out.MANIFEST).collect()
+        rows = parquet_out.commit(target, manifest, schema)
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
     return ExportResult(str(target), rows)
 
 
