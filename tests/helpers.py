@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -88,3 +90,25 @@ def mounted_tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def until(cond: Callable[[], Any], timeout: float = 15.0, step: float = 0.01) -> Any:
+    """Poll ``cond`` until it is truthy (returned) or the deadline passes (AssertionError)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        time.sleep(step)
+
+
+def run_threads(target: Callable[..., object], args: list[tuple[Any, ...]], timeout: float) -> None:
+    """Run ``target(*a)`` for each ``a`` in ``args`` on its own thread, all started
+    together, and join them (each within ``timeout`` seconds)."""
+    threads = [threading.Thread(target=target, args=a) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)

@@ -4,8 +4,8 @@ a free port, and the official Python 5.x client (``rocketmq-python-client``) aga
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from mqstore.broker.core import BrokerCore
 from mqstore.broker.subscriptions import SubscriptionGroupConfig
 from mqstore.broker.topics import TopicConfig
 from mqstore.grpc import GrpcConfig, GrpcEndpoint, ServiceConfig
-from tests.helpers import make_store
+from tests.helpers import make_store, until  # noqa: F401  re-exported for the tests
 
 rmq = pytest.importorskip("rocketmq")
 
@@ -25,18 +25,6 @@ logging.getLogger("rocketmq-python-client").setLevel(logging.CRITICAL)
 TOPIC = "GrpcTopic"
 GROUP = "GrpcGroup"
 FIFO_GROUP = "GrpcFifoGroup"
-
-
-def until(cond: Callable[[], Any], timeout: float = 15.0, step: float = 0.02) -> Any:
-    """Poll ``cond`` until it is truthy (returned) or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        time.sleep(step)
 
 
 @pytest.fixture
@@ -91,6 +79,18 @@ def simple_consumer(ep: GrpcEndpoint, group: str = GROUP, topic: str = TOPIC, wa
     c = SimpleConsumer(client_config(ep), group, {topic: FilterExpression()}, await_duration=wait)
     c.startup()
     return c
+
+
+@contextmanager
+def consuming(
+    ep: GrpcEndpoint, group: str = GROUP, topic: str = TOPIC, wait: int = 1
+) -> Iterator[Any]:
+    """A started :func:`simple_consumer`, shut down when the block ends."""
+    c = simple_consumer(ep, group, topic, wait)
+    try:
+        yield c
+    finally:
+        c.shutdown()
 
 
 def message(body: bytes, topic: str = TOPIC, **kw: Any) -> Any:

@@ -11,7 +11,7 @@ import pytest
 
 from mqstore.broker.topics import TopicConfig
 from mqstore.grpc import GrpcConfig, GrpcEndpoint
-from tests.grpc.conftest import client_config, message, simple_consumer, until
+from tests.grpc.conftest import client_config, consuming, message, until
 from tests.interop.broker_harness import LiveBroker, run_node
 from tests.interop.conftest import node  # noqa: F401  (the fixture: node with ali-ons)
 
@@ -62,14 +62,11 @@ def test_the_5x_client_receives_what_ali_ons_sent(
         "nameSrv": broker.address, "group": "ons-pg", "topic": TOPIC,
         "messages": [{"tags": "TO", "keys": [f"k{i}"], "body": b} for i, b in enumerate(bodies)],
     })  # fmt: skip
-    c = simple_consumer(ep, "v5-readers", topic=TOPIC)
-    try:
+    with consuming(ep, "v5-readers", topic=TOPIC) as c:
         got: list[Any] = []
         until(lambda: got.extend(c.receive(32, 30)) or len(got) >= len(bodies))
         for m in got:
             c.ack(m)
-    finally:
-        c.shutdown()
     assert sorted(m.body.decode() for m in got) == bodies
     assert {m.tag for m in got} == {"TO"}
     assert not any(m.corrupted for m in got)

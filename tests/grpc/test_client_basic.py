@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from mqstore.grpc import GrpcEndpoint
-from tests.grpc.conftest import message, simple_consumer, until
+from tests.grpc.conftest import consuming, message, until
 
 
 def receive_all(consumer: Any, n: int, invisible: int = 10) -> list[Any]:
@@ -33,8 +33,7 @@ def test_simple_consumer_receives_what_was_sent_and_acks(
     producer: Any, endpoint: GrpcEndpoint
 ) -> None:
     ids = {producer.send(message(f"m{i}".encode(), tag="TagA")).message_id for i in range(5)}
-    c = simple_consumer(endpoint)
-    try:
+    with consuming(endpoint) as c:
         got = receive_all(c, 5)
         assert {m.message_id for m in got} == ids
         assert all(m.tag == "TagA" and m.delivery_attempt == 1 for m in got)
@@ -42,25 +41,19 @@ def test_simple_consumer_receives_what_was_sent_and_acks(
         for m in got:
             c.ack(m)
         assert c.receive(32, 1) == []
-    finally:
-        c.shutdown()
 
 
 def test_acked_message_is_not_delivered_again(producer: Any, endpoint: GrpcEndpoint) -> None:
     producer.send(message(b"once"))
-    c = simple_consumer(endpoint)
-    try:
+    with consuming(endpoint) as c:
         (m,) = receive_all(c, 1, invisible=1)
         c.ack(m)
         time.sleep(1.5)  # past the invisible time: an unacked message would be back
         assert c.receive(32, 1) == []
-    finally:
-        c.shutdown()
 
 
 def test_receive_long_polls_until_a_message_arrives(producer: Any, endpoint: GrpcEndpoint) -> None:
-    c = simple_consumer(endpoint, wait=5)
-    try:
+    with consuming(endpoint, wait=5) as c:
         timer = threading.Timer(0.5, lambda: producer.send(message(b"arrives")))
         t0 = time.monotonic()
         timer.start()
@@ -69,5 +62,3 @@ def test_receive_long_polls_until_a_message_arrives(producer: Any, endpoint: Grp
         timer.join()
         assert [m.body for m in got] == [b"arrives"]
         assert 0.4 <= waited < 3.0  # woken by the arrival, not by the 5 s poll's end
-    finally:
-        c.shutdown()

@@ -17,8 +17,8 @@ from tests.grpc.conftest import (
     GROUP,
     TOPIC,
     client_config,
+    consuming,
     message,
-    simple_consumer,
     until,
 )
 
@@ -52,14 +52,11 @@ def test_fifo_messages_of_one_group_go_to_one_queue_in_order(
     queues = {r.message_queue.message_queue0().id for r in receipts}
     offsets = [r.offset for r in receipts]
     assert offsets == sorted(offsets)
-    c = simple_consumer(endpoint, FIFO_GROUP)
-    try:
+    with consuming(endpoint, FIFO_GROUP) as c:
         got = receive_n(c, 6)
         assert [m.body for m in got] == [f"{i}".encode() for i in range(6)]
         assert {m.message_group for m in got} == {"g1"}
         assert all(m.message_type == 2 for m in got)  # FIFO
-    finally:
-        c.shutdown()
     assert len(queues) >= 1
 
 
@@ -68,8 +65,7 @@ def test_fifo_group_is_not_delivered_past_a_message_in_flight(
 ) -> None:
     for i in range(3):
         producer.send(message(f"{i}".encode(), message_group="held"))
-    c = simple_consumer(endpoint, FIFO_GROUP)
-    try:
+    with consuming(endpoint, FIFO_GROUP) as c:
         first = receive_n(c, 1, invisible=2)
         # held: nothing more while the batch is in flight and unacknowledged
         assert c.receive(32, 2) == []
@@ -77,8 +73,6 @@ def test_fifo_group_is_not_delivered_past_a_message_in_flight(
         again = receive_n(c, 1, invisible=10)
         assert again[0].body == first[0].body == b"0"
         assert again[0].delivery_attempt == 2
-    finally:
-        c.shutdown()
 
 
 def test_delayed_message_is_not_received_before_its_delivery_time(
@@ -87,59 +81,47 @@ def test_delayed_message_is_not_received_before_its_delivery_time(
     at = int(time.time()) + 2  # the Python client takes seconds
     r = producer.send(message(b"later", delivery_timestamp=at))
     assert r.message_id
-    c = simple_consumer(endpoint)
-    try:
+    with consuming(endpoint) as c:
         assert c.receive(32, 10) == []
         got = receive_n(c, 1)
         assert time.time() >= at - 0.05
         assert got[0].body == b"later"
         assert got[0].message_type == 3  # DELAY
-    finally:
-        c.shutdown()
 
 
 def test_unacked_message_comes_back_with_attempt_raised(
     producer: Any, endpoint: GrpcEndpoint
 ) -> None:
     producer.send(message(b"retry-me"))
-    c = simple_consumer(endpoint)
-    try:
+    with consuming(endpoint) as c:
         (m1,) = receive_n(c, 1, invisible=1)
         assert m1.delivery_attempt == 1
         (m2,) = receive_n(c, 1, invisible=10)
         assert m2.message_id == m1.message_id
         assert m2.delivery_attempt == 2
         c.ack(m2)
-    finally:
-        c.shutdown()
 
 
 def test_change_invisible_duration_extends_the_hold(producer: Any, endpoint: GrpcEndpoint) -> None:
     producer.send(message(b"extend"))
-    c = simple_consumer(endpoint)
-    try:
+    with consuming(endpoint) as c:
         (m,) = receive_n(c, 1, invisible=1)
         c.change_invisible_duration(m, 4)
         time.sleep(1.5)  # past the first invisible time
         assert c.receive(32, 1) == []
         c.ack(m)  # the handle the change returned (the client keeps it on the message)
-    finally:
-        c.shutdown()
 
 
 def test_message_goes_to_dlq_after_the_maximum_attempts(
     producer: Any, endpoint: GrpcEndpoint
 ) -> None:
     producer.send(message(b"poison"))  # GROUP: retryMaxTimes 1 -> 2 attempts
-    c = simple_consumer(endpoint)
-    try:
+    with consuming(endpoint) as c:
         (m1,) = receive_n(c, 1, invisible=1)
         (m2,) = receive_n(c, 1, invisible=1)
         assert (m1.delivery_attempt, m2.delivery_attempt) == (1, 2)
         until(lambda: dlq_bodies(endpoint, GROUP) == [b"poison"])
         assert c.receive(32, 1) == []
-    finally:
-        c.shutdown()
 
 
 def test_ack_of_a_handle_no_longer_in_flight_is_refused(
@@ -148,14 +130,11 @@ def test_ack_of_a_handle_no_longer_in_flight_is_refused(
     from rocketmq.v5.exception import BadRequestException
 
     producer.send(message(b"late"))
-    c = simple_consumer(endpoint)
-    try:
+    with consuming(endpoint) as c:
         (m,) = receive_n(c, 1, invisible=10)
         c.ack(m)
         with pytest.raises(BadRequestException):
             c.ack(m)
-    finally:
-        c.shutdown()
 
 
 def test_push_consumer_consumes_with_its_listener(producer: Any, endpoint: GrpcEndpoint) -> None:

@@ -16,7 +16,7 @@ from mqstore.client.lite_pull_consumer import LitePullConsumer
 from mqstore.client.producer import Producer as RemotingProducer
 from mqstore.client.remote import RemoteTransport
 from mqstore.grpc import GrpcEndpoint
-from tests.grpc.conftest import TOPIC, message, simple_consumer, until
+from tests.grpc.conftest import TOPIC, consuming, message, until
 
 
 @pytest.fixture
@@ -61,14 +61,11 @@ def test_remoting_sent_messages_are_received_over_grpc(
             p.send(Message(TOPIC, b, tags="TagR", keys=["kr"], properties={"k": "v"})).msg_id: b
             for b in bodies
         }
-    c = simple_consumer(endpoint)
-    try:
+    with consuming(endpoint) as c:
         got: list[Any] = []
         until(lambda: got.extend(c.receive(32, 10)) or len(got) >= 2)
         for m in got:
             c.ack(m)
-    finally:
-        c.shutdown()
     assert {m.message_id: m.body for m in got} == ids
     for m in got:
         assert m.tag == "TagR"

@@ -1,17 +1,22 @@
-"""Fixtures for POP tests: a small SYNC_FLUSH store with a started PopService."""
+"""Fixtures for POP tests: a small SYNC_FLUSH store with a started PopService, and a
+broker (store + core + server on a free port) with a remoting client for the TCP tests."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mqstore import FlushDiskType, Message, MessageStore
+from mqstore.broker.core import BrokerConfig, BrokerCore
+from mqstore.broker.server import BrokerServer
+from mqstore.client.remoting_client import RemotingClient
 from mqstore.pop import PopConfig, PopService
-from tests.helpers import make_store
+from tests.helpers import make_store, until
+
+__all__ = ["Broker", "put", "send", "until"]
 
 
 def put(store: MessageStore, topic: str, bodies: list[bytes], queue_id: int = 0, **kw: Any) -> None:
@@ -20,18 +25,6 @@ def put(store: MessageStore, topic: str, bodies: list[bytes], queue_id: int = 0,
         r = store.put_message(Message(topic=topic, body=b, queue_id=queue_id, **kw))
         assert r.status.ok, r
     assert store.wait_dispatched(10)
-
-
-def until(cond: Callable[[], Any], timeout: float = 10.0, step: float = 0.01) -> Any:
-    """Poll ``cond`` until it is truthy (returned) or the deadline passes (AssertionError)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        time.sleep(step)
 
 
 @pytest.fixture
@@ -47,3 +40,49 @@ def pop(store: MessageStore) -> Iterator[PopService]:
     svc.start()
     yield svc
     svc.close()
+
+
+class Broker:
+    """Store + core + server on a free port; ``restart`` keeps the directory."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self._open()
+
+    def _open(self) -> None:
+        self.store: MessageStore = make_store(
+            self.tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH
+        )
+        self.core = BrokerCore(self.store, BrokerConfig())
+        self.core.start()
+        self.server = BrokerServer(self.core, host="127.0.0.1", port=0)
+        self.server.start()
+
+    def close(self) -> None:
+        self.server.stop()
+        self.core.shutdown()
+        self.store.close()
+
+    def restart(self) -> None:
+        self.close()
+        self._open()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(tmp_path)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def client() -> Iterator[RemotingClient]:
+    c = RemotingClient()
+    yield c
+    c.close()
+
+
+def send(broker: Broker, bodies: list[bytes], queue_id: int = 0) -> None:
+    """Put ``bodies`` to topic T (4 queues) of the broker's store, pullable."""
+    broker.core.topics.learn("T", 4)
+    put(broker.store, "T", bodies, queue_id=queue_id)

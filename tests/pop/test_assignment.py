@@ -4,10 +4,7 @@ PopPushConsumer that relies on it, over TCP."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from mqstore.broker.pop_assignment import POP, PULL, RequestMode, RequestModeTable, assign
 from mqstore.client.pop_push_consumer import PopPushConsumer
@@ -16,22 +13,7 @@ from mqstore.client.simple_consumer import ReceivedMessage
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.fastjson import dumps, loads
-from tests.pop.conftest import until
-from tests.pop.test_tcp import Broker, send
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path)
-    yield b
-    b.close()
-
-
-@pytest.fixture
-def client() -> Iterator[RemotingClient]:
-    c = RemotingClient()
-    yield c
-    c.close()
+from tests.pop.conftest import Broker, send, until
 
 
 def test_pull_mode_assigns_averaged_shares() -> None:

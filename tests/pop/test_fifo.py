@@ -10,6 +10,7 @@ import time
 from mqstore import MessageStore
 from mqstore.pop import AckStatus, PopConfig, PopService
 from mqstore.pop.records import dlq_topic
+from tests.helpers import run_threads
 from tests.pop.conftest import put, until
 
 
@@ -94,11 +95,7 @@ def test_fifo_groups_stay_in_order_across_consumers_with_random_failures(
                     if pop.ack("g", "F", m.receipt_handle) is AckStatus.OK:
                         done[q].append(i)
 
-    threads = [threading.Thread(target=consumer, args=(s,)) for s in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    run_threads(consumer, [(s,) for s in range(3)], 120)
     assert violations == [], violations
     pop.close()
     assert all(done[q] == list(range(per_group)) for q in range(groups)), done

@@ -10,6 +10,7 @@ import time
 from mqstore import MessageStore
 from mqstore.pop import AckStatus, PopService, PopStatus, ReceiptHandle
 from mqstore.pop.records import dlq_topic, pop_retry_topic
+from tests.helpers import run_threads
 from tests.pop.conftest import put, until
 
 
@@ -175,11 +176,7 @@ def test_consumers_of_one_group_on_one_queue_never_hold_the_same_message(
                     with lock:
                         acked.append(m.body)
 
-    threads = [threading.Thread(target=consumer, args=(f"c{i}",)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    run_threads(consumer, [(f"c{i}",) for i in range(3)], 60)
     assert overlaps == []
     assert sorted(acked) == sorted(b"%d" % i for i in range(n))
 

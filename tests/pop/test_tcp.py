@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from mqstore import FlushDiskType, MessageStore
-from mqstore.broker.core import BrokerConfig, BrokerCore
-from mqstore.broker.server import BrokerServer
 from mqstore.broker.subscriptions import SubscriptionGroupConfig
 from mqstore.client.lite_pull_consumer import LitePullConsumer
 from mqstore.client.pop_remote import RemotePop
@@ -25,59 +20,14 @@ from mqstore.pop.records import dlq_topic
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.fastjson import dumps, loads
-from tests.helpers import make_store
-from tests.pop.conftest import put, until
-
-
-class Broker:
-    """Store + core + server on a free port; ``restart`` keeps the directory."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        self._open()
-
-    def _open(self) -> None:
-        self.store: MessageStore = make_store(
-            self.tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH
-        )
-        self.core = BrokerCore(self.store, BrokerConfig())
-        self.core.start()
-        self.server = BrokerServer(self.core, host="127.0.0.1", port=0)
-        self.server.start()
-
-    def close(self) -> None:
-        self.server.stop()
-        self.core.shutdown()
-        self.store.close()
-
-    def restart(self) -> None:
-        self.close()
-        self._open()
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path)
-    yield b
-    b.close()
-
-
-@pytest.fixture
-def client() -> Iterator[RemotingClient]:
-    c = RemotingClient()
-    yield c
-    c.close()
+from tests.helpers import run_threads
+from tests.pop.conftest import Broker, send, until
 
 
 def consumer(
     client: RemotingClient, broker: Broker, group: str = "g", **kw: object
 ) -> SimpleConsumer:
     return SimpleConsumer(group, {"T": "*"}, RemotePop(client, broker.server.address), **kw)  # type: ignore[arg-type]
-
-
-def send(broker: Broker, bodies: list[bytes], queue_id: int = 0) -> None:
-    broker.core.topics.learn("T", 4)
-    put(broker.store, "T", bodies, queue_id=queue_id)
 
 
 def test_tcp_consumers_of_one_group_never_hold_the_same_message(
@@ -109,11 +59,7 @@ def test_tcp_consumers_of_one_group_never_hold_the_same_message(
                 with lock:
                     acked.append(m.body)
 
-    threads = [threading.Thread(target=run) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    run_threads(run, [()] * 3, 60)
     assert overlaps == []
     assert sorted(acked) == sorted(b"%d" % i for i in range(n))
 
