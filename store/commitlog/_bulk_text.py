@@ -72,6 +72,27 @@ def flat_index(starts: I64, lens: I64) -> tuple[I64, I64]:
     return pos, offs
 
 
+_JOIN_MIN_MEAN: Final = 48
+"""Mean span length from which :func:`gather` joins slices instead of indexing bytes."""
+
+
+def gather(src: Any, starts: I64, lens: I64) -> tuple[U8, I64]:
+    """The spans ``src[start:start+len]`` concatenated, and where each begins in that
+    concatenation. Long spans (a properties string) are joined as memoryview slices
+    (one copy each in C, about a microsecond per span); short ones (topics, values) are
+    read with one index per byte (:func:`flat_index`), cheaper below ~48 bytes a span."""
+    if lens.size == 0 or int(lens.sum()) < _JOIN_MIN_MEAN * lens.size:
+        at, offs = flat_index(starts, lens)
+        flat: U8 = np.frombuffer(src, np.uint8)[at] if at.size else np.zeros(0, np.uint8)
+        return flat, offs
+    offs = np.cumsum(lens) - lens
+    with memoryview(src) as view:
+        data = b"".join(
+            [view[a : a + n] for a, n in zip(starts.tolist(), lens.tolist(), strict=True)]
+        )
+    return np.frombuffer(data, np.uint8), offs
+
+
 def merge_sorted(a: I64, b: I64) -> I64:
     """Two sorted arrays as one sorted array (``b``'s values first among equals)."""
     at = np.searchsorted(a, b, side="left") + np.arange(b.size)

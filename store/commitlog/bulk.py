@@ -344,9 +344,8 @@ def _text(
     position of that first rejected record, or -1."""
     t_pos, t_len = cols.pop("topic_pos"), cols.pop("topic_len")
     p_pos, p_len = cols["props_pos"], cols["props_len"]
-    t_idx, t_offs = text.flat_index(t_pos, t_len)
-    p_idx, p_offs = text.flat_index(p_pos, p_len)
-    t_flat, p_flat = u8[t_idx], u8[p_idx]
+    t_flat, t_offs = text.gather(buf, t_pos, t_len)
+    p_flat, p_offs = text.gather(buf, p_pos, p_len)
     wide = np.zeros(t_len.size, np.int64)
     if t_flat.size and t_flat.max() >= 0x80:
         wide += text.span_count(t_flat >= 0x80, t_offs, t_len)

@@ -108,8 +108,7 @@ def _strings(flat: U8, start: I64, length: I64) -> pa.Array:
 
     valid = length >= 0
     lens = np.where(valid, length, 0)
-    at, _ = text.flat_index(start, lens)
-    data = flat[at]
+    data, _ = text.gather(flat, start, lens)
     offsets = np.r_[0, np.cumsum(lens)].astype(np.int32)
     mask = None if valid.all() else pa.array(valid).buffers()[1]
     return pa.StringArray.from_buffers(
@@ -122,8 +121,7 @@ class PropertyColumns:
     spans ``(props_pos, props_len)`` of ``u8``."""
 
     def __init__(self, u8: U8, props_pos: I64, props_len: I64) -> None:
-        at, offs = text.flat_index(props_pos, props_len)
-        self.flat: U8 = u8[at]
+        self.flat, offs = text.gather(u8, props_pos, props_len)
         self.n = int(props_pos.size)
         self.props = text.Properties(self.flat, offs, props_len)
 
