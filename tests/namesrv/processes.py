@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.remoting.codec import RemotingCommand
@@ -99,3 +99,29 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0) -> float:
             raise AssertionError("condition not met in time")
         time.sleep(0.05)
     return time.monotonic() - start
+
+
+class TwoBrokers(NamedTuple):
+    """The addresses (and broker-b's process) of :func:`two_brokers`."""
+
+    namesrv: str
+    a: str
+    b: str
+    b_process: subprocess.Popen[str]
+
+
+@contextmanager
+def two_brokers(
+    root: Path, client: RemotingClient, topic: str, expiry_s: float = 60.0
+) -> Iterator[TwoBrokers]:
+    """A name server and two masters, broker-a and broker-b (stores under ``root``),
+    each with ``topic`` of 4 queues; yields once the name server routes it to both."""
+    with (
+        namesrv(expiry_s=expiry_s) as (_, ns),
+        broker(root / "a", "broker-a", ns) as (_, a),
+        broker(root / "b", "broker-b", ns) as (pb, b),
+    ):
+        create_topic(client, a, topic, 4)
+        create_topic(client, b, topic, 4)
+        wait_for(lambda: route_brokers(client, ns, topic) == ["broker-a", "broker-b"])
+        yield TwoBrokers(ns, a, b, pb)

@@ -20,6 +20,7 @@ from tests.namesrv.processes import (
     namesrv,
     route,
     route_brokers,
+    two_brokers,
     wait_for,
 )
 
@@ -69,14 +70,7 @@ def test_cluster_info_lists_both_brokers(tmp_path: Path, client: RemotingClient)
 
 
 def test_a_silent_broker_is_dropped_after_the_expiry(tmp_path: Path, client: RemotingClient):
-    with (
-        namesrv(expiry_s=2.0) as (_, ns),
-        broker(tmp_path / "a", "broker-a", ns) as (_, a),
-        broker(tmp_path / "b", "broker-b", ns) as (pb, b),
-    ):
-        create_topic(client, a, "T", 4)
-        create_topic(client, b, "T", 4)
-        wait_for(lambda: route_brokers(client, ns, "T") == ["broker-a", "broker-b"])
+    with two_brokers(tmp_path, client, "T", expiry_s=2.0) as (ns, _, _, pb):
         pb.send_signal(signal.SIGSTOP)  # alive, connection open, but no registrations
         stopped = time.monotonic()
         wait_for(lambda: route_brokers(client, ns, "T") == ["broker-a"], timeout_s=8.0)
@@ -89,14 +83,7 @@ def test_a_silent_broker_is_dropped_after_the_expiry(tmp_path: Path, client: Rem
 def test_a_killed_broker_is_dropped_when_its_connection_closes(
     tmp_path: Path, client: RemotingClient
 ):
-    with (
-        namesrv(expiry_s=60.0) as (_, ns),
-        broker(tmp_path / "a", "broker-a", ns) as (_, a),
-        broker(tmp_path / "b", "broker-b", ns) as (pb, b),
-    ):
-        create_topic(client, a, "T", 4)
-        create_topic(client, b, "T", 4)
-        wait_for(lambda: route_brokers(client, ns, "T") == ["broker-a", "broker-b"])
+    with two_brokers(tmp_path, client, "T") as (ns, _, _, pb):
         pb.kill()
         pb.wait()
         assert wait_for(lambda: route_brokers(client, ns, "T") == ["broker-a"]) < 2.0

@@ -15,7 +15,14 @@ from mqstore.client.remote import RemoteTransport
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.transport import SendResult, TransportError
 from mqstore.message import Message
-from tests.namesrv.processes import broker, create_topic, namesrv, route_brokers, wait_for
+from tests.namesrv.processes import (
+    broker,
+    create_topic,
+    namesrv,
+    route_brokers,
+    two_brokers,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -60,14 +67,7 @@ def _send(producer: Producer, n: int, prefix: str = "m") -> tuple[Counter[str], 
 def test_sends_spread_over_both_brokers_and_skip_a_killed_one(
     tmp_path: Path, client: RemotingClient, fault_tolerance: bool
 ):
-    with (
-        namesrv(expiry_s=60.0) as (_, ns),
-        broker(tmp_path / "a", "broker-a", ns) as (_, a),
-        broker(tmp_path / "b", "broker-b", ns) as (pb, b),
-    ):
-        create_topic(client, a, "Orders", 4)
-        create_topic(client, b, "Orders", 4)
-        wait_for(lambda: route_brokers(client, ns, "Orders") == ["broker-a", "broker-b"])
+    with two_brokers(tmp_path, client, "Orders") as (ns, _, _, pb):
         remote = RemoteTransport(ns)
         transport = CountingTransport(remote)
         producer = Producer("pg", transport, send_latency_fault_enable=fault_tolerance)  # type: ignore[arg-type]
@@ -107,14 +107,7 @@ def test_a_push_group_consumes_every_message_of_both_brokers(
         suspend_ms=200,
         rebalance_interval_ms=1000,
     )
-    with (
-        namesrv(expiry_s=60.0) as (_, ns),
-        broker(tmp_path / "a", "broker-a", ns) as (_, a),
-        broker(tmp_path / "b", "broker-b", ns) as (_, b),
-    ):
-        create_topic(client, a, "Orders", 4)
-        create_topic(client, b, "Orders", 4)
-        wait_for(lambda: route_brokers(client, ns, "Orders") == ["broker-a", "broker-b"])
+    with two_brokers(tmp_path, client, "Orders") as (ns, _, _, _):
         remote = RemoteTransport(ns)
         with Producer("pg", remote) as producer:
             stored, failed = _send(producer, 100)
