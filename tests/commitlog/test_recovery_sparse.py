@@ -8,6 +8,7 @@ reserved space: every open would otherwise read (and map in) megabytes of zeros.
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
@@ -82,3 +83,31 @@ def test_data_runs_leave_out_holes_and_unwritten_extents(tmp_path: Path):
     assert data_runs(path, 0, 64 * page) == [(2 * page, 3 * page), (40 * page, 42 * page)]
     assert data_runs(path, 41 * page, 64 * page) == [(41 * page, 42 * page)]
     assert data_runs(path, 50 * page, 64 * page) == []
+
+
+def test_a_torn_record_in_unsynced_pages_of_reserved_space_is_cut(tmp_path: Path):
+    """After a kill the torn tail sits in dirty pages of an unwritten extent: the extent
+    map must count them as data (it is asked after a writeback), or the cut is skipped
+    and the torn bytes stay after the end."""
+    size = 8 << 20  # one unwritten extent from the 64 MiB reservation
+    s = make_store(tmp_path, commitlog_file_size=size, message_index_enable=False)
+    for _ in range(50):
+        assert s.put_message(Message(topic="t", body=b"y" * 200)).status is PutStatus.PUT_OK
+    end = s.max_physical_offset
+    s.abandon()
+    seg = s.root / "commitlog" / f"{0:020d}"
+    fd = os.open(seg, os.O_RDWR)
+    try:
+        head = os.pread(fd, 120, 0)  # a record's first 120 bytes: torn after the header
+        with mmap.mmap(fd, size) as mm:
+            mm[end : end + len(head)] = head  # dirty in the page cache, never synced
+    finally:
+        os.close(fd)
+    s = reopen(s.cfg)
+    try:
+        assert s.max_physical_offset == end
+        with open(seg, "rb") as f:
+            f.seek(end)
+            assert f.read(4096) == bytes(4096)
+    finally:
+        s.close()
