@@ -37,6 +37,9 @@ index_dangling        error    an index entry's offset is not the start of a rec
 index_wrong_key       error    an entry's key hash is none of its record's index keys
 index_time            error    an entry's time diff disagrees with the record's store
                                timestamp and the file's begin
+fenced_damage         error    a range recovery fenced off as damaged (the store's
+                               ``damage.json``): log range, bytes, messages lost, reason
+no_valid_record       error    the segments hold bytes but not one valid record
 ===================== ======== ======================================================
 """
 
