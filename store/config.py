@@ -89,6 +89,10 @@ class StoreConfig:
     flush_commitlog_thorough_interval_ms: int = 10_000
     # recovery
     check_crc_on_recover: bool = True
+    # Pulls and key lookups check BODYCRC too: a record that fails is logged and not
+    # served. Off, as in RocketMQ (whose reads never check it): each read then hashes
+    # its body once more.
+    check_crc_on_read: bool = False
     # Not RocketMQ's default (TRUNCATE): damage in the middle of the log does not
     # delete the valid records after it. "keep" or "truncate" are accepted too.
     recovery_policy: RecoveryPolicy = RecoveryPolicy.KEEP

@@ -12,6 +12,7 @@ Reads take no lock and are safe from any thread while the store is open.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from mqstore._lifecycle import StoreState
@@ -38,15 +39,34 @@ INDEX_CATCH_UP_WAIT = 300.0
 answers from what is indexed)."""
 _INFO = fmt.RecordInfo
 _new = tuple.__new__
+log = logging.getLogger(__name__)
 
 
-def _decoder(sub: Subscription) -> Callable[[memoryview, int], StoredMessage | None]:
+def _crc_ok(view: memoryview, queue_offset: int) -> bool:
+    """Whether the record in ``view`` checks out, BODYCRC included (``check_crc_on_read``);
+    a record that does not is logged and not served."""
+    r = fmt.scan(view, 0, len(view), check_crc=True)
+    if type(r) is _INFO:
+        return True
+    log.warning("record at queue offset %d not served: %s", queue_offset, r)
+    return False
+
+
+def _crc_checked_view(view: memoryview, queue_offset: int) -> memoryview | None:
+    """A raw pull's record view, or None when it fails its checks (``check_crc_on_read``)."""
+    return view if _crc_ok(view, queue_offset) else None
+
+
+def _decoder(
+    sub: Subscription, check_crc: bool = False
+) -> Callable[[memoryview, int], StoredMessage | None]:
     """The record filter + decoder of a decoded pull: exact tag re-check, body inflated.
 
     Records come through consume-queue units, so the dispatcher validated them:
     the common shape (V1, IPv4 hosts, uncompressed) takes ``fmt.unpack_trusted``
     (one header unpack); anything else, or anything that does not add up,
-    takes the full ``fmt.scan``, whose verdict stands.
+    takes the full ``fmt.scan``, whose verdict stands. With ``check_crc``
+    (``check_crc_on_read``) a record whose BODYCRC fails is not served.
     """
     scan = fmt.scan
     trusted = fmt.unpack_trusted
@@ -55,6 +75,8 @@ def _decoder(sub: Subscription) -> Callable[[memoryview, int], StoredMessage | N
     compressed = COMPRESSED_FLAG
 
     def take(view: memoryview, queue_offset: int) -> StoredMessage | None:
+        if check_crc and not _crc_ok(view, queue_offset):
+            return None
         fields = trusted(view.tobytes(), queue_offset)
         if fields is None or fields[6] & compressed:
             info = scan(view, 0, len(view), check_crc=False)
@@ -161,7 +183,8 @@ class StoreReader:
         """
         cq, sub = self._queue_and_sub(topic, queue_id, subscription)
         sel = select(
-            cq, self._segments, offset, max_count, sub, self._pull_limits, _decoder(sub),
+            cq, self._segments, offset, max_count, sub, self._pull_limits,
+            _decoder(sub, self._cfg.check_crc_on_read),
             max_bytes=max_bytes, correct=self._correct,
         )  # fmt: skip
         return GetResult(
@@ -193,7 +216,8 @@ class StoreReader:
         """
         cq, sub = self._queue_and_sub(topic, queue_id, subscription)
         sel: Selection[memoryview] = select(
-            cq, self._segments, offset, max_count, sub, self._pull_limits, None,
+            cq, self._segments, offset, max_count, sub, self._pull_limits,
+            _crc_checked_view if self._cfg.check_crc_on_read else None,
             max_bytes=max_bytes, correct=self._correct,
         )  # fmt: skip
         return GetRawResult(
@@ -268,7 +292,7 @@ class StoreReader:
             return None
         rel = physical_offset - mf.file_from_offset
         try:
-            info = fmt.scan(mf.view, rel, mf.wrote_position, check_crc=False)
+            info = fmt.scan(mf.view, rel, mf.wrote_position, check_crc=self._cfg.check_crc_on_read)
             if type(info) is not _INFO:
                 return None
             return stored_message(info, mf.view)
