@@ -90,8 +90,8 @@ class StoreConfig:
     # recovery
     check_crc_on_recover: bool = True
     # Pulls and key lookups check BODYCRC too: a record that fails is logged and not
-    # served. Off, as in RocketMQ (whose reads never check it): each read then hashes
-    # its body once more.
+    # served. Off by default, as in RocketMQ (whose reads never check it): on, every
+    # read hashes its body.
     check_crc_on_read: bool = False
     # Not RocketMQ's default (TRUNCATE): damage in the middle of the log does not
     # delete the valid records after it. "keep" or "truncate" are accepted too.
