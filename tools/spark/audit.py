@@ -63,9 +63,9 @@ from mqstore.tools.spark.layout import (
     geometry_flags,
 )
 from mqstore.tools.spark.reader import (
-    DEFAULT_SPLIT_BYTES,
     SCAN_FIELDS,
     SCAN_SCHEMA,
+    balanced_split,
     plan_ranges,
     scan_dataframe,
     unreadable,
@@ -158,7 +158,7 @@ def grouped_dataframe(
     spark: SparkSession,
     layout: StoreLayout,
     ctx: queues.QueueContext,
-    split_bytes: int,
+    split_bytes: int | None,
     index: tuple[indexcheck.Geometry, list[Path]] | None = None,
 ) -> DataFrame:
     """Scan rows grouped by (topic, queue) and checked per group (see tools.spark.queues).
@@ -166,7 +166,8 @@ def grouped_dataframe(
     ConsumeQueue directories without records get a placeholder row so their units are
     still read (and reported as orphans). With ``index`` (geometry, files), the scan
     tasks also check the index entries (tools.spark.indexcheck.IndexPlan)."""
-    ranges = plan_ranges(layout, split_bytes)
+    split = split_bytes or balanced_split(layout, spark.sparkContext.defaultParallelism)
+    ranges = plan_ranges(layout, split)
     iplan = indexcheck.plan(layout, ranges, *index) if index else None
     print(
         f"audit: {len(layout.segments)} segments, {layout.total_bytes / 2**20:.1f} MiB,"
@@ -194,7 +195,7 @@ def audit_with(
     spark: SparkSession,
     layout: StoreLayout,
     *,
-    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    split_bytes: int | None = None,
     index_slots: int | None = None,
     index_num: int | None = None,
 ) -> AuditReport:
@@ -283,7 +284,7 @@ def run_audit(
     report: str | Path | None = None,
     *,
     progress: bool = False,
-    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    split_bytes: int | None = None,
     index_slots: int | None = None,
     index_num: int | None = None,
     geometry_flags: dict[str, int | None] | None = None,
@@ -321,8 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--report", default=None, metavar="FILE.json", help="write every finding")
     p.add_argument(
-        "--split-mib", type=int, default=DEFAULT_SPLIT_BYTES >> 20,
-        help="split segments larger than this into ranges (default 128)",
+        "--split-mib", type=int, default=None,
+        help="split segments larger than this into ranges (default: the data shared out over"
+        " the task slots, at least 128)",
     )  # fmt: skip
     add_geometry_args(p)
     return p
@@ -340,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             args.master,
             args.report,
             progress=True,
-            split_bytes=args.split_mib << 20,
+            split_bytes=args.split_mib << 20 if args.split_mib else None,
             index_slots=args.index_slots,
             index_num=args.index_num,
             geometry_flags=geometry_flags(args),

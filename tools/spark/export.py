@@ -38,7 +38,7 @@ from mqstore.tools.spark import _export_columns as cols
 from mqstore.tools.spark import _parquet_out as parquet_out
 from mqstore.tools.spark.layout import LayoutError, discover
 from mqstore.tools.spark.reader import (
-    DEFAULT_SPLIT_BYTES,
+    balanced_split,
     open_mapped,
     plan_ranges,
     ranges_dataframe,
@@ -207,12 +207,13 @@ def export_with(
     spark: SparkSession,
     store_dir: str | Path,
     out: str | Path,
-    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    split_bytes: int | None = None,
     *,
     partition_by: str | None = None,
 ) -> ExportResult:
     """Export with an existing session; ``partition_by="topic"`` writes one folder per
-    topic (``topic=NAME/``). Row groups are ROW_GROUP_BYTES.
+    topic (``topic=NAME/``). Row groups are ROW_GROUP_BYTES. ``split_bytes``: range size
+    (default :func:`mqstore.tools.spark.reader.balanced_split` over the parallelism).
 
     Raises:
         LayoutError: ``store_dir`` is not a store.
@@ -234,7 +235,8 @@ def export_with(
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return _export_task(batches, schema, attempts, partition_by)
 
-    ranges = plan_ranges(layout, split_bytes)
+    parallelism = spark.sparkContext.defaultParallelism
+    ranges = plan_ranges(layout, split_bytes or balanced_split(layout, parallelism))
     target.mkdir(parents=True)
     try:
         manifest = ranges_dataframe(spark, ranges).mapInArrow(task, parquet_out.MANIFEST).collect()

@@ -148,6 +148,8 @@ def record_cuts(buf: bytes | mmap.mmap, length: int, split_bytes: int) -> list[i
             if pos >= next_cut and pos < length:
                 cuts.append(pos)
                 next_cut = pos + split_bytes
+                if next_cut >= length:
+                    break  # no further cut: the rest is not walked
     return cuts
 
 
@@ -162,6 +164,14 @@ def last_data_index(layout: StoreLayout) -> int:
                 if f.read(8).strip(b"\0"):
                     last = i
     return last
+
+
+def balanced_split(layout: StoreLayout, parallelism: int) -> int:
+    """Range size for ``parallelism`` task slots: the segments' data (allocated bytes)
+    shared out evenly, at least :data:`DEFAULT_SPLIT_BYTES`. Fewer, larger ranges
+    than slots cost a task each and a pre-scan of cuts on the driver for nothing."""
+    share = -(-layout.data_bytes() // max(1, parallelism))
+    return max(DEFAULT_SPLIT_BYTES, share)
 
 
 def plan_ranges(layout: StoreLayout, split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[ByteRange]:

@@ -71,7 +71,7 @@ from mqstore.tools.spark.layout import (
 )
 from mqstore.tools.spark.queues import SCHEDULE_TOPIC
 from mqstore.tools.spark.reader import (
-    DEFAULT_SPLIT_BYTES,
+    balanced_split,
     bulk_records,
     open_mapped,
     plan_ranges,
@@ -279,7 +279,7 @@ def reindex_with(
     spark: SparkSession,
     store_dir: str | Path,
     out: str | Path | None = None,
-    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    split_bytes: int | None = None,
     *,
     index_slots: int | None = None,
     index_num: int | None = None,
@@ -290,7 +290,8 @@ def reindex_with(
 
     The files get the store's geometry: what its existing files show, else
     ``broker_config``, else the flags (``mqstore.geometry``), so an in-place rebuild
-    keeps it; the summary says which.
+    keeps it; the summary says which. ``split_bytes``: range size (default
+    :func:`mqstore.tools.spark.reader.balanced_split` over the session's parallelism).
 
     Raises:
         LayoutError: not a store.
@@ -305,7 +306,8 @@ def reindex_with(
     staging = target / f".reindex-{uuid.uuid4().hex[:12]}"
     attempts = str(staging / "attempts")
     t0 = time.perf_counter()
-    ranges = plan_ranges(layout, split_bytes)
+    parallelism = spark.sparkContext.defaultParallelism
+    ranges = plan_ranges(layout, split_bytes or balanced_split(layout, parallelism))
     old_index = index_files(layout.index_dir)
     geo = resolve_geometry(old_index, *(layout.index_geometry() or (index_slots, index_num)))
     try:
