@@ -31,6 +31,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.consumequeue import format as cqfmt
 from mqstore.tools.spark.cqscan import read_units
 from mqstore.tools.spark.layout import CqFile, StoreLayout
+from mqstore.tools.spark.reader import RECORD_DTYPE
 from mqstore.tools.spark.report import Finding, QueueStats
 
 if TYPE_CHECKING:
@@ -353,9 +354,8 @@ def group_task(key: tuple[Any, ...], table: pa.Table, ctx: QueueContext) -> pa.T
         rows = [{k: r.get(k) for k in OUT_TYPES} | {"bytes": r["size"]} for r in keep.to_pylist()]
         return _out_table(rows)
     recs = table.filter(pc.equal(table["row_type"], "record"))
-    cols = {
-        c: np.asarray(pc.list_flatten(recs[f"l_{c}"]).to_numpy(), dtype=np.int64) for c in _REC_COLS
-    }
+    packed = np.frombuffer(b"".join(recs["l_records"].to_pylist()), RECORD_DTYPE)
+    cols = {c: packed[c].astype(np.int64) for c in _REC_COLS}
     findings, stats = check_queue(topic, int(queue_id), cols, ctx)
     rows = [
         {

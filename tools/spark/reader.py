@@ -10,7 +10,7 @@ Plan on the driver, parse in tasks:
 2. :func:`scan_dataframe` makes one partition per range and runs ``mapInArrow``: each task
    mmaps its file read-only, checks its range with :func:`mqstore.tools.spark.segscan.scan_range`
    and emits Arrow batches: per range one row per (topic, queue) whose record fields are
-   arrays (``l_offset``, ``l_queue_offset``, ...), plus the findings and a range summary.
+   packed in one binary column (``l_records``), plus the findings and a range summary.
    Grouping by queue then shuffles a few large rows instead of one row per record.
    Bytes never travel through the JVM (``binaryFiles`` copies whole files into its
    heap; docs/design.md §3.2).
@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import astuple
 from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
 
 from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
@@ -81,10 +83,15 @@ LIST_COLUMNS: Final = {
     "offset": "long", "size": "int", "queue_offset": "long", "sys_flag": "int",
     "store_ts": "long", "tags_code": "long",
 }  # fmt: skip
-"""Record fields shipped per (range, queue) as arrays: one row per queue and range, not
-per record, so the shuffle moves a few large rows (primitive arrays) instead of
-millions of small ones."""
-_SCAN_TYPES.update({f"l_{k}": f"array<{v}>" for k, v in LIST_COLUMNS.items()})
+"""Record fields shipped per (range, queue): one row per queue and range, not per record,
+so the shuffle moves a few large rows instead of millions of small ones."""
+RECORD_DTYPE: Final = np.dtype(
+    [(k, "<i8" if v == "long" else "<i4") for k, v in LIST_COLUMNS.items()]
+)
+"""The LIST_COLUMNS of a row's records packed as one little-endian array in the binary
+column ``l_records``: the JVM moves it as one opaque value (no per-element conversion
+between Arrow and Spark rows on the way in, through the shuffle and out)."""
+_SCAN_TYPES["l_records"] = "binary"
 SCAN_FIELDS: Final = tuple(_SCAN_TYPES)
 SCAN_SCHEMA: Final = ", ".join(f"{k} {v}" for k, v in _SCAN_TYPES.items())
 
@@ -205,8 +212,7 @@ def _to_batch(rows: list[Row]) -> pa.RecordBatch:
         pa.array(col, type=types[t])
         for col, t in zip(columns, list(_SCAN_TYPES.values())[: len(ROW_FIELDS)], strict=True)
     ]
-    for name in LIST_COLUMNS:
-        arrays.append(pa.nulls(len(rows), pa.list_(types[LIST_COLUMNS[name]])))
+    arrays.append(pa.nulls(len(rows), pa.binary()))
     return pa.RecordBatch.from_arrays(arrays, names=list(_SCAN_TYPES))
 
 
@@ -282,17 +288,23 @@ def ranges_dataframe(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
 
 
 def _records_batch(cols: RecordColumns) -> pa.RecordBatch:
-    """One row per (topic, queue) of a range's records, fields as arrays (see LIST_COLUMNS)."""
-    import numpy as np
+    """One row per (topic, queue) of a range's records, packed (see RECORD_DTYPE)."""
     import pyarrow as pa
 
-    types = {"long": (pa.int64(), np.int64), "int": (pa.int32(), np.int32)}
     topic_id, queue_id = cols.column("topic_id"), cols.column("queue_id")
     key = (topic_id << 32) | (queue_id & 0xFFFFFFFF)
     order = np.argsort(key, kind="stable")
     _, first, sizes = np.unique(key[order], return_index=True, return_counts=True)
     heads = order[first]
-    offsets = pa.array(np.r_[0, np.cumsum(sizes)].astype(np.int32), pa.int32())
+    packed = np.empty(order.size, RECORD_DTYPE)
+    for name in LIST_COLUMNS:
+        packed[name] = cols.column(name)[order]
+    ends = np.r_[0, np.cumsum(sizes)] * RECORD_DTYPE.itemsize
+    records = pa.BinaryArray.from_buffers(
+        pa.binary(),
+        int(sizes.size),
+        [None, pa.py_buffer(ends.astype(np.int32)), pa.py_buffer(packed)],
+    )
     names = cols.topics
     m = sizes.size
     arrays = []
@@ -305,10 +317,8 @@ def _records_batch(cols: RecordColumns) -> pa.RecordBatch:
             arrays.append(pa.array(queue_id[heads], pa.int32()))
         elif name == "count":
             arrays.append(pa.array(sizes, pa.int64()))
-        elif name.startswith("l_"):
-            arrow_t, np_t = types[LIST_COLUMNS[name[2:]]]
-            values = cols.column(name[2:])[order].astype(np_t)
-            arrays.append(pa.ListArray.from_arrays(offsets, pa.array(values, arrow_t)))
+        elif name == "l_records":
+            arrays.append(records)
         else:
             base = {"string": pa.string(), "long": pa.int64(), "int": pa.int32()}
             arrays.append(pa.nulls(m, base.get(t, pa.bool_())))
