@@ -247,6 +247,25 @@ class ConsumeQueue:
         self.min_logic_offset = min(max(self.min_logic_offset, self.segments.min_offset), end)
         return end
 
+    def resume(self, end: int, max_physic_offset: int) -> bool:
+        """Take the queue's end (logical bytes) and last CommitLog end from a clean
+        close's summary instead of reading its files (:meth:`recover`); False, changing
+        nothing, when ``end`` does not lie in the last file (the caller recovers)."""
+        segs = self.segments
+        last = segs.last
+        if last is None or not (
+            max(last.file_from_offset, segs.min_offset)
+            <= end
+            <= last.file_from_offset + self.file_size
+        ):
+            return False
+        last.set_positions(end - last.file_from_offset)
+        segs.flushed_where = end
+        self._head = None
+        self.max_physic_offset = max_physic_offset
+        self.min_logic_offset = min(max(self.min_logic_offset, segs.min_offset), end)
+        return True
+
     def _last_real_end(self) -> int:
         """End (offset + size) of the last non-blank unit, 0 if there is none."""
         off = self.max_offset - 1

@@ -218,8 +218,9 @@ class ConsumeQueueStore:
             self._open_one(key)
 
     def _open_one(self, key: tuple[str, int]) -> ConsumeQueue | None:
-        """Read a queue the summary describes (load, recover, correct its minimum);
-        None if it is not one (any more).
+        """Read a queue the summary describes: list its files, take its end from the
+        summary (recover it if the end is not in its last file) and correct its minimum
+        if the CommitLog start concerns it; None if it is not one (any more).
 
         Raises:
             SegmentLoadError: a queue file with a bad name or size.
@@ -236,11 +237,15 @@ class ConsumeQueueStore:
                 self.directory / topic / str(queue_id), topic, queue_id, self.file_size, self.pool
             )
             cq.load()
-            end = cq.recover(clean=True)
+            end = s.max_offset * UNIT_SIZE
+            if not cq.resume(end, s.max_physic_offset):
+                end = cq.recover(clean=True)
             cq.min_logic_offset = min(max(cq.min_logic_offset, s.min_offset * UNIT_SIZE), end)
             if s.min_physical >= 0:
                 cq.known_min_unit(s.min_offset * UNIT_SIZE, s.min_physical)
-            cq.correct_min_offset(self._log_start())
+            log_start = self._log_start()
+            if s.concerned_by(log_start, self.file_size):
+                cq.correct_min_offset(log_start)
             self.queues[key] = cq
             del self._closed[key]
         return cq
