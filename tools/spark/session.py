@@ -64,10 +64,6 @@ JVM starts and warms up seconds sooner (most of a small job's time is the JVM co
 Spark's own code); a large input keeps the optimising compiler, which pays off over a
 long job (Parquet encoding, Arrow conversion run in the JVM)."""
 
-QUICK_START_CONF: dict[str, str] = {"spark.sql.adaptive.enabled": "false"}
-"""Settings for a small input: adaptive query execution re-plans each stage from its
-statistics, which costs time and gains nothing over a few small partitions."""
-
 LOG_LEVEL_ENV = "MQSTORE_SPARK_LOG"
 _LOG4J2 = """\
 rootLogger.level = {level}
@@ -238,7 +234,6 @@ def build_session(
     java = f"-Dlog4j2.configurationFile=file:{_log4j2_file(level)}"
     if input_bytes is not None and input_bytes <= QUICK_START_BYTES:
         java = f"{java} {QUICK_START_JVM}"
-        settings.update(QUICK_START_CONF)
     settings["spark.driver.extraJavaOptions"] = java
     settings["spark.executor.extraJavaOptions"] = java
     settings.update(conf or {})
