@@ -86,7 +86,8 @@ def test_export_partition_folders_give_back_escaped_topic_names(spark, tmp_path)
     cfg = StoreConfig(root_dir=str(tmp_path / "s"), commitlog_file_size=64 * 1024)
     with MessageStore.open(cfg) as store:
         for i in range(30):
-            assert store.put_message(Message(topic=topics[i % 3], body=b"x" * (i + 1))).status.stored
+            message = Message(topic=topics[i % 3], body=b"x" * (i + 1))
+            assert store.put_message(message).status.stored
     result = export_with(spark, tmp_path / "s", tmp_path / "out.parquet", partition_by="topic")
     assert result.rows == 30
     assert (tmp_path / "out.parquet" / "topic=%25RETRY%25group-a").is_dir()
