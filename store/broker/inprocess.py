@@ -160,22 +160,25 @@ class InProcessTransport:
             BrokerError: a non-pull response code (e.g. NO_PERMISSION).
             TransportError: the broker did not answer within ``suspend_ms`` + 30 s.
         """
-        self._check()
-        request = PullRequest(
-            group, queue.topic, queue.queue_id, offset, max_count, expression,
-            commit_offset, suspend_ms, decoded=True, client_host=self.client_host,
-        )  # fmt: skip
         done = threading.Event()
-        box: list[PullOutcome] = []
+        box: list[PullReply | BrokerError | TransportError | None] = []
 
-        def on_done(outcome: PullOutcome) -> None:
-            box.append(outcome)
+        def on_done(reply: PullReply | None, error: BrokerError | TransportError | None) -> None:
+            box.append(reply if error is None else error)
             done.set()
 
-        self.core.pull(request, on_done)
+        handle = self.pull_async(
+            group, queue, offset, max_count, expression,
+            commit_offset=commit_offset, suspend_ms=suspend_ms, callback=on_done,
+        )  # fmt: skip
         if not done.wait(suspend_ms / 1000 + HOLD_MARGIN_S):
+            handle.cancel()
             raise TransportError(f"pull of {queue} not answered within {suspend_ms} ms")
-        return pull_reply(box[0])
+        answer = box[0]
+        if isinstance(answer, PullReply):
+            return answer
+        assert answer is not None
+        raise answer
 
     def pull_async(
         self,

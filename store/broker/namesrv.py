@@ -18,31 +18,12 @@ client reads its own. With ``acceptStandardJsonOnly`` (5.x) the keys are quoted.
 
 from __future__ import annotations
 
-import json
-
 from mqstore.broker.topics import TopicConfig
-from mqstore.remoting.fastjson import Bean, dumps
+from mqstore.remoting.fastjson import Bean, dumps_body
 
 
 def _broker_data(cluster: str, broker_name: str, broker_id: int, addr: str) -> Bean:
     return Bean(brokerAddrs={broker_id: addr}, brokerName=broker_name, cluster=cluster)
-
-
-def _encode(doc: Bean, standard_json: bool) -> bytes:
-    text = _quote_int_keys(doc) if standard_json else dumps(doc)
-    return text.encode("utf-8")
-
-
-def _quote_int_keys(value: object) -> str:
-    def conv(v: object) -> object:
-        if isinstance(v, dict):
-            items = sorted(v.items()) if isinstance(v, Bean) else v.items()
-            return {str(k): conv(x) for k, x in items if x is not None}
-        if isinstance(v, list | tuple):
-            return [conv(x) for x in v]
-        return v
-
-    return json.dumps(conv(value), separators=(",", ":"), ensure_ascii=False)
 
 
 def route_body(
@@ -68,7 +49,7 @@ def route_body(
         filterServerTable={},
         queueDatas=[queue],
     )
-    return _encode(doc, standard_json)
+    return dumps_body(doc, standard_json=standard_json)
 
 
 def cluster_info_body(*, cluster: str, broker_name: str, broker_id: int, addr: str) -> bytes:
@@ -77,4 +58,4 @@ def cluster_info_body(*, cluster: str, broker_name: str, broker_id: int, addr: s
         brokerAddrTable={broker_name: _broker_data(cluster, broker_name, broker_id, addr)},
         clusterAddrTable={cluster: [broker_name]},
     )
-    return _encode(doc, False)
+    return dumps_body(doc)

@@ -163,9 +163,13 @@ class _Connection:
                 self._fail(TransportError(f"write to {self.addr} failed: {e}"))
                 raise TransportError(f"write to {self.addr} failed: {e}") from e
 
-    def call(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        """Send a request and wait for the response with the same opaque."""
-        pending = _Call()
+    def _send(self, cmd: RemotingCommand, pending: _Call) -> None:
+        """Enter ``pending`` in the call table under the request's opaque, then write
+        the request; a failed write takes the entry out again before raising.
+
+        Raises:
+            TransportError: the connection is closed or the write failed.
+        """
         with self._calls_lock:
             if self.closed:
                 raise TransportError(f"connection to {self.addr} is closed")
@@ -176,6 +180,11 @@ class _Connection:
             with self._calls_lock:
                 self._calls.pop(cmd.opaque, None)
             raise
+
+    def call(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send a request and wait for the response with the same opaque."""
+        pending = _Call()
+        self._send(cmd, pending)
         if not pending.done.acquire(timeout=timeout_s):
             with self._calls_lock:
                 self._calls.pop(cmd.opaque, None)
@@ -195,17 +204,7 @@ class _Connection:
             TransportError: the connection is closed or the write failed (the callback
                 is then not called).
         """
-        pending = _Call(callback)
-        with self._calls_lock:
-            if self.closed:
-                raise TransportError(f"connection to {self.addr} is closed")
-            self._calls[cmd.opaque] = pending
-        try:
-            self.write(cmd)
-        except TransportError:
-            with self._calls_lock:
-                self._calls.pop(cmd.opaque, None)
-            raise
+        self._send(cmd, _Call(callback))
         return AsyncCall(self, cmd.opaque)
 
     def forget(self, opaque: int) -> bool:

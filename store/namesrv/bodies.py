@@ -14,13 +14,12 @@ Out: ``TopicRouteData`` (brokerAddrs with unquoted long keys unless the client a
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mqstore.broker.topics import TopicConfig
 from mqstore.errors import StoreError
 from mqstore.namesrv.routes import BrokerData, DataVersion, TopicRoute
-from mqstore.remoting.fastjson import Bean, FastjsonError, dumps, loads
+from mqstore.remoting.fastjson import Bean, FastjsonError, dumps_body, loads
 
 
 class RegisterBodyError(StoreError, ValueError):
@@ -35,7 +34,7 @@ def register_body(
         dataVersion=Bean(counter=version.counter, timestamp=version.timestamp),
         topicConfigTable={t.topic_name: t.to_bean() for t in topics},
     )
-    return dumps(Bean(filterServerList=[], topicConfigSerializeWrapper=wrapper)).encode()
+    return dumps_body(Bean(filterServerList=[], topicConfigSerializeWrapper=wrapper))
 
 
 def parse_register_body(body: bytes) -> tuple[DataVersion, tuple[TopicConfig, ...]]:
@@ -62,21 +61,6 @@ def _broker_bean(b: BrokerData) -> Bean:
     return Bean(brokerAddrs=dict(b.addrs), brokerName=b.broker_name, cluster=b.cluster)
 
 
-def _encode(doc: Bean, standard_json: bool) -> bytes:
-    if not standard_json:
-        return dumps(doc).encode()
-
-    def conv(v: object) -> object:
-        if isinstance(v, dict):
-            items = sorted(v.items()) if isinstance(v, Bean) else v.items()
-            return {str(k): conv(x) for k, x in items if x is not None}
-        if isinstance(v, list | tuple):
-            return [conv(x) for x in v]
-        return v
-
-    return json.dumps(conv(doc), separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def route_body(route: TopicRoute, *, standard_json: bool = False) -> bytes:
     """GET_ROUTEINFO_BY_TOPIC response body (``TopicRouteData``)."""
     queues = [
@@ -95,7 +79,7 @@ def route_body(route: TopicRoute, *, standard_json: bool = False) -> bytes:
         filterServerTable={},
         queueDatas=queues,
     )
-    return _encode(doc, standard_json)
+    return dumps_body(doc, standard_json=standard_json)
 
 
 def cluster_info_body(brokers: dict[str, BrokerData], clusters: dict[str, list[str]]) -> bytes:
@@ -104,14 +88,14 @@ def cluster_info_body(brokers: dict[str, BrokerData], clusters: dict[str, list[s
         brokerAddrTable={name: _broker_bean(b) for name, b in brokers.items()},
         clusterAddrTable=clusters,
     )
-    return _encode(doc, False)
+    return dumps_body(doc)
 
 
 def topic_list_body(topics: list[str]) -> bytes:
     """GET_ALL_TOPIC_LIST_FROM_NAMESERVER response body (``TopicList``)."""
-    return dumps(Bean(topicList=topics)).encode()
+    return dumps_body(Bean(topicList=topics))
 
 
 def kv_table_body() -> bytes:
     """The REGISTER_BROKER response body: the (empty) ORDER_TOPIC_CONFIG KV table."""
-    return dumps(Bean(table={})).encode()
+    return dumps_body(Bean(table={}))

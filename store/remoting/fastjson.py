@@ -279,6 +279,28 @@ def dumps(value: object, *, pretty: bool = False) -> str:
     return "".join(out)
 
 
+def dumps_body(value: object, *, standard_json: bool = False) -> bytes:
+    """A response body in UTF-8: :func:`dumps`' form, or with ``standard_json`` (a
+    client that sent ``acceptStandardJsonOnly``) standard JSON with every key quoted,
+    in the same key order, ``None`` values of objects again left out.
+
+    Raises:
+        TypeError, ValueError: as :func:`dumps`.
+    """
+    if not standard_json:
+        return dumps(value).encode()
+
+    def conv(v: object) -> object:
+        if isinstance(v, dict):
+            items = sorted(v.items()) if isinstance(v, Bean) else v.items()
+            return {str(k): conv(x) for k, x in items if x is not None}
+        if isinstance(v, list | tuple):
+            return [conv(x) for x in v]
+        return v
+
+    return json.dumps(conv(value), separators=(",", ":"), ensure_ascii=False).encode()
+
+
 # ---------------------------------------------------------------------------- files
 
 

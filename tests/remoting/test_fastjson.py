@@ -139,6 +139,17 @@ def test_none_values_of_objects_are_left_out() -> None:
     assert dumps({"a": None}, pretty=True) == "{}"
 
 
+def test_a_standard_json_body_quotes_int_keys_in_the_same_order_without_nones() -> None:
+    doc = Bean(brokerAddrs={0: "h:1", 1: "h:2"}, remark=None, brokerName="b", lst=({2: "x"},))
+    assert (
+        fastjson.dumps_body(doc)
+        == b'{"brokerAddrs":{0:"h:1",1:"h:2"},"brokerName":"b","lst":[{2:"x"}]}'
+    )
+    assert fastjson.dumps_body(doc, standard_json=True) == (
+        b'{"brokerAddrs":{"0":"h:1","1":"h:2"},"brokerName":"b","lst":[{"2":"x"}]}'
+    )
+
+
 def test_pretty_format_quirks() -> None:
     value = {"offsetTable": {"t@g": {0: 250, 1: 250}}, "empty": {}, "list": [Bean(), Bean()]}
     assert dumps(value, pretty=True) == (
