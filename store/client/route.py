@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from mqstore.client.allocate import MessageQueue, sort_queues
 from mqstore.remoting.fastjson import FastjsonError, loads
+from mqstore.remoting.values import QueueData
 
 MASTER_ID = 0
 PERM_READ = 0x4
@@ -27,16 +28,6 @@ PERM_WRITE = 0x2
 
 class RouteError(ValueError):
     """A route body that does not have TopicRouteData's shape."""
-
-
-@dataclass(frozen=True, slots=True)
-class QueueData:
-    """One broker's queue counts and permissions for a topic."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
 
 
 @dataclass(frozen=True, slots=True)

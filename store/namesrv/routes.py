@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from mqstore.broker.topics import TopicConfig
+from mqstore.remoting.values import QueueData
 
 MASTER_ID = 0
 DEFAULT_EXPIRY_S = 120.0
@@ -42,17 +43,6 @@ class DataVersion:
 
     timestamp: int = 0
     counter: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class QueueData:
-    """One broker's queues of one topic."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,6 +83,22 @@ def sort_queues(queues: Iterable[MessageQueue]) -> list[MessageQueue]:
     return sorted(queues, key=MessageQueue.sort_key)
 
 
+@dataclass(frozen=True, slots=True)
+class QueueData:
+    """One broker's queues of one topic in a route (``TopicRouteData.queueDatas``).
+
+    ``perm`` holds ``PermName`` bits (0x4 readable, 0x2 writable). ``topic_sys_flag``
+    is what the broker registered; a client reading a route leaves it 0, since it
+    uses only the counts and ``perm``.
+    """
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+
 class SendStatus(enum.Enum):
     """RocketMQ ``SendStatus``, mapped from the send response code."""
 
