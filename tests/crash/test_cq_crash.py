@@ -16,20 +16,17 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from mqstore import FlushDiskType, GetStatus, Message, MessageStore, StoreConfig
 from tests.cq_consistency import check_cq_consistency
+from tests.crash.killed import REPO, acks_until_killed
 
 pytestmark = pytest.mark.crash
 
-REPO = Path(__file__).resolve().parents[2]
 SIZES = {
     "commitlog_file_size": 64 * 1024,
     "mapped_file_size_consume_queue": 50 * 20,
@@ -73,36 +70,14 @@ def config(root: Path, mode: str) -> StoreConfig:
 
 def run_and_kill(root: Path, mode: str, acks: int) -> list[tuple[int, int, str, int, int]]:
     """Start the producer, SIGKILL it after ``acks`` acknowledgements, return them all."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", PRODUCER, str(root), mode, json.dumps(SIZES)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-    )
-    assert proc.stdout is not None
-    lines: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        assert proc.stdout.readline() == b"open\n", proc.stderr.read() if proc.stderr else ""
-        while len(lines) < acks and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        # From the buffered reader: communicate() reads the raw pipe and would skip
-        # what readline() already buffered, leaving a line's tail as the first line.
-        rest = proc.stdout.read()
-        proc.communicate(timeout=30)
-    assert len(lines) >= acks, "the producer died or stalled"
-    out = []
-    for line in [*lines, *rest.splitlines(keepends=True)]:
-        if line.endswith(b"\n"):  # a line cut by the kill was not acknowledged to us
-            tid, seq, topic, qid, qoff = line.split()
-            out.append((int(tid), int(seq), topic.decode(), int(qid), int(qoff)))
-    return out
+    argv = [sys.executable, "-c", PRODUCER, str(root), mode, json.dumps(SIZES)]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return [
+        (int(tid), int(seq), topic.decode(), int(qid), int(qoff))
+        for tid, seq, topic, qid, qoff in acks_until_killed(
+            argv, ready=b"open\n", acks=acks, timeout_s=60, env=env
+        )
+    ]
 
 
 def pull_all(s: MessageStore, topic: str, qid: int) -> list[tuple[int, bytes]]:

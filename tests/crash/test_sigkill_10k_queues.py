@@ -16,10 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -27,10 +24,10 @@ import pytest
 from mqstore import GetStatus, Message, MessageStore, StoreConfig
 from mqstore.consumequeue.summary import path_for
 from tests.cq_consistency import check_cq_consistency
+from tests.crash.killed import acks_until_killed
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 TOPICS, QUEUES = 500, 20
 ALL = TOPICS * QUEUES
 SIZES = {
@@ -80,34 +77,13 @@ def fill_and_close(cfg: StoreConfig) -> None:
 
 def run_and_kill(root: Path, acks: int) -> list[tuple[int, str, int, int]]:
     """Start the producer, SIGKILL it after ``acks`` acknowledgements, return them all."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", PRODUCER, str(root), json.dumps(SIZES), str(TOPICS), str(QUEUES)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
-    )
-    assert proc.stdout is not None
-    lines: list[bytes] = []
-    deadline = time.monotonic() + 180
-    try:
-        first = proc.stdout.readline()
-        assert first == b"open 1\n", (first, proc.stderr.read() if proc.stderr else "")
-        while len(lines) < acks and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        rest = proc.stdout.read()
-        proc.communicate(timeout=30)
-    assert len(lines) >= acks, "the producer died or stalled"
-    out = []
-    for line in [*lines, *rest.splitlines(keepends=True)]:
-        if line.endswith(b"\n"):  # a line cut by the kill was not acknowledged to us
-            seq, topic, qid, qoff = line.split()
-            out.append((int(seq), topic.decode(), int(qid), int(qoff)))
-    return out
+    argv = [sys.executable, "-c", PRODUCER, str(root), json.dumps(SIZES), str(TOPICS), str(QUEUES)]
+    return [
+        (int(seq), topic.decode(), int(qid), int(qoff))
+        for seq, topic, qid, qoff in acks_until_killed(
+            argv, ready=b"open 1\n", acks=acks, timeout_s=180
+        )
+    ]
 
 
 def test_sigkill_during_puts_over_10000_queues_after_a_clean_open_is_consistent(
