@@ -16,14 +16,11 @@ from pathlib import Path
 import pytest
 
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from mqstore.client.producer import Producer
 from mqstore.client.remote import RemoteTransport
-from mqstore.client.remoting_client import RemotingClient
-from mqstore.message import Message
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
 from tests.client.consumer_harness import FAST, wait_until
-from tests.interop.broker_harness import BrokerProcess
+from tests.interop.broker_harness import BrokerProcess, broker_with_topic
 
 pytestmark = pytest.mark.integration
 
@@ -41,27 +38,10 @@ CFG = dataclasses.replace(
 @pytest.fixture(scope="module")
 def big_topic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker process with topic ``Big`` of 1,000 queues holding 2,000 messages."""
-    b = BrokerProcess(Path(tmp_path_factory.mktemp("pull-service")) / "store").start()
-    try:
-        create_topic(b.address, "Big", QUEUES)
-        with RemoteTransport(b.address) as t, Producer("pg", t) as p:
-            for i in range(MESSAGES):
-                p.send(Message("Big", f"m-{i}".encode()))
-        yield b
-    finally:
-        b.stop()
-
-
-def create_topic(addr: str, topic: str, queues: int) -> None:
-    """UPDATE_AND_CREATE_TOPIC, as ``mqadmin updateTopic`` sends it."""
-    client = RemotingClient()
-    try:
-        ext = {"topic": topic, "readQueueNums": str(queues), "writeQueueNums": str(queues)}
-        resp = client.invoke(addr, RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                   ext_fields=ext), 10)  # fmt: skip
-        assert resp.code == ResponseCode.SUCCESS, resp.remark
-    finally:
-        client.close()
+    root = Path(tmp_path_factory.mktemp("pull-service")) / "store"
+    b = broker_with_topic(root, "Big", QUEUES, MESSAGES)
+    yield b
+    b.stop()
 
 
 class Bodies:
@@ -219,11 +199,7 @@ def test_queues_of_a_broker_that_drops_syns_do_not_starve_a_live_brokers_queues(
         s.connect_ex(black.getsockname())
         fill.append(s)
     black_addr = f"127.0.0.1:{black.getsockname()[1]}"
-    b = BrokerProcess(tmp_path / "store").start()
-    create_topic(b.address, "T", 4)
-    with RemoteTransport(b.address) as t, Producer("pg", t) as p:
-        for i in range(40):
-            p.send(Message("T", f"m-{i}".encode()), queue=MessageQueue("T", "broker-a", i % 4))
+    b = broker_with_topic(tmp_path / "store", "T", 4, 40)
 
     def respond(req: RemotingCommand) -> list[RemotingCommand]:
         if req.is_oneway or req.is_response:

@@ -113,3 +113,32 @@ class BrokerProcess:
         code = self.proc.wait(30)
         self.proc = None
         return code
+
+
+def broker_with_topic(
+    root: Path, topic: str, queues: int, messages: int, *, tags: str | None = None
+) -> BrokerProcess:
+    """``mqstore broker`` started on ``root`` with ``topic`` created with ``queues``
+    queues (UPDATE_AND_CREATE_TOPIC, as ``mqadmin updateTopic`` sends it) and holding
+    ``messages`` messages with bodies ``m-0``, ``m-1``, ... sent by a producer (so
+    spread round-robin over the queues); stopped again if any of that fails."""
+    from mqstore.client.producer import Producer
+    from mqstore.client.remote import RemoteTransport
+    from mqstore.client.remoting_client import RemotingClient
+    from mqstore.message import Message
+    from tests.namesrv.processes import create_topic
+
+    b = BrokerProcess(root).start()
+    try:
+        client = RemotingClient()
+        try:
+            create_topic(client, b.address, topic, queues)
+        finally:
+            client.close()
+        with RemoteTransport(b.address) as t, Producer("pg", t) as p:
+            for i in range(messages):
+                p.send(Message(topic, f"m-{i}".encode(), tags=tags))
+    except BaseException:
+        b.stop()
+        raise
+    return b

@@ -14,12 +14,9 @@ from pathlib import Path
 import pytest
 
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from mqstore.client.producer import Producer
 from mqstore.client.remote import RemoteTransport
-from mqstore.message import Message
 from tests.client.consumer_harness import FAST
-from tests.client.test_pull_service import create_topic
-from tests.interop.broker_harness import BrokerProcess, run_node
+from tests.interop.broker_harness import BrokerProcess, broker_with_topic, run_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration]
 
@@ -37,15 +34,10 @@ CFG = dataclasses.replace(
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker process whose topic of 1,000 queues holds 3 messages in each queue."""
-    b = BrokerProcess(Path(tmp_path_factory.mktemp("thousand")) / "store").start()
-    try:
-        create_topic(b.address, TOPIC, QUEUES)
-        with RemoteTransport(b.address) as t, Producer("pg", t) as p:
-            for i in range(MESSAGES):
-                p.send(Message(TOPIC, f"m-{i}".encode(), tags="T"))
-        yield b
-    finally:
-        b.stop()
+    root = Path(tmp_path_factory.mktemp("thousand")) / "store"
+    b = broker_with_topic(root, TOPIC, QUEUES, MESSAGES, tags="T")
+    yield b
+    b.stop()
 
 
 def test_the_route_of_a_1000_queue_topic_lists_every_queue(broker):
