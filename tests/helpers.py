@@ -10,13 +10,15 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -112,3 +114,47 @@ def run_threads(target: Callable[..., object], args: list[tuple[Any, ...]], time
         t.start()
     for t in threads:
         t.join(timeout)
+
+
+CLI = [sys.executable, "-m", "mqstore.tools.cli"]
+"""The ``mqstore`` command, run by this interpreter."""
+
+SMALL_STORE_FLAGS = ["--file-size", "64K", "--cq-file-size", "4000", "--index-slots", "100"]
+SMALL_STORE_FLAGS += ["--index-num", "400"]
+"""CLI flags for a store of small files (64 KiB CommitLog segments, tiny queues and index)."""
+
+
+class Started(NamedTuple):
+    """A CLI process that printed its ready line: the address at the end of that line,
+    and its stdout lines up to and with it."""
+
+    proc: subprocess.Popen[str]
+    address: str
+    lines: list[str]
+
+
+@contextmanager
+def cli_process(args: list[str], ready: str = "remoting on") -> Iterator[Started]:
+    """``mqstore *args`` (stderr discarded) until a stdout line contains ``ready``;
+    SIGTERMed (after a SIGCONT, for a stopped one) and reaped at exit.
+
+    Raises:
+        AssertionError: the process ended before printing ``ready``.
+    """
+    p = subprocess.Popen(
+        [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert p.stdout is not None
+    try:
+        lines: list[str] = []
+        for line in p.stdout:
+            lines.append(line.rstrip())
+            if ready in line:
+                break
+        assert lines and ready in lines[-1], (args[0], "did not start", lines)
+        yield Started(p, lines[-1].rsplit(" ", 1)[1].strip(), lines)
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+            p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)

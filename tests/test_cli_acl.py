@@ -3,9 +3,8 @@ serves signed ones, refuses a bad ACL file in one line, and warns when it is exp
 
 from __future__ import annotations
 
-import signal
+import contextlib
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,8 @@ from mqstore.client.acl_hook import AclSigner
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
+from tests.helpers import CLI, SMALL_STORE_FLAGS, Started, cli_process
 
-SMALL = ["--file-size", "64K", "--cq-file-size", "4000", "--index-slots", "100",
-         "--index-num", "400"]  # fmt: skip
 ACL_YML = """\
 globalWhiteRemoteAddresses: []
 accounts:
@@ -35,40 +33,38 @@ accounts:
 
 
 def _cli(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "mqstore.tools.cli", "broker", *args],
+    return subprocess.Popen([*CLI, "broker", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
-def test_broker_with_acl_file_refuses_unsigned_and_serves_signed(tmp_path: Path) -> None:
+def _acl_file(tmp_path: Path) -> Path:
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL_YML)
-    p = _cli("--store", str(tmp_path / "s"), *SMALL, "--port", "0", "--acl", str(acl))
-    assert p.stdout is not None
-    try:
-        address = ""
-        for line in p.stdout:
-            if "remoting on" in line:
-                address = line.rsplit(" ", 1)[1].strip()
-                break
-        assert address, "the broker did not start"
+    return acl
+
+
+def _admin_client() -> contextlib.closing[RemotingClient]:
+    """A client signing as the ACL file's admin account; closed at exit."""
+    return contextlib.closing(RemotingClient(rpc_hook=AclSigner("rocketmq2", "87654321")))
+
+
+def test_broker_with_acl_file_refuses_unsigned_and_serves_signed(tmp_path: Path) -> None:
+    args = ["broker", "--store", str(tmp_path / "s"), *SMALL_STORE_FLAGS, "--port", "0"]
+    with (
+        cli_process([*args, "--acl", str(_acl_file(tmp_path))]) as started,
+        contextlib.closing(RemotingClient()) as anon,
+        contextlib.closing(RemotingClient(rpc_hook=AclSigner("RocketMQ", "12345678"))) as signed,
+    ):
         route = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": "t"})
-        anon, signed = RemotingClient(), RemotingClient(rpc_hook=AclSigner("RocketMQ", "12345678"))
-        try:
-            refused = anon.invoke(address, route, 5)
-            assert (refused.code, refused.remark) == (16, "No accessKey is configured")
-            assert signed.invoke(address, route, 5).code != ResponseCode.NO_PERMISSION
-        finally:
-            anon.close()
-            signed.close()
-    finally:
-        p.send_signal(signal.SIGTERM)
-        p.communicate(timeout=60)
+        refused = anon.invoke(started.address, route, 5)
+        assert (refused.code, refused.remark) == (16, "No accessKey is configured")
+        assert signed.invoke(started.address, route, 5).code != ResponseCode.NO_PERMISSION
 
 
 def test_bad_acl_file_is_one_line_and_usage_exit(tmp_path: Path) -> None:
     acl = tmp_path / "plain_acl.yml"
     acl.write_text("accounts:\n  - accessKey: someone\n    secretKey: short\n")
-    p = _cli("--store", str(tmp_path / "s"), *SMALL, "--port", "0", "--acl", str(acl))
+    p = _cli("--store", str(tmp_path / "s"), *SMALL_STORE_FLAGS, "--port", "0", "--acl", str(acl))
     _, err = p.communicate(timeout=60)
     assert p.returncode == 2
     assert err.strip().splitlines() == [
@@ -103,26 +99,14 @@ def test_exposed_grpc_port_without_acl_is_named(tmp_path: Path) -> None:
     (line,) = open_.warnings("127.0.0.1", "127.0.0.1", serves_ha=True, grpc_host="0.0.0.0")
     assert line.startswith("warning: gRPC on 0.0.0.0 without --acl")
     assert open_.warnings("127.0.0.1", "127.0.0.1", serves_ha=True, grpc_host="127.0.0.1") == []
-    acl = tmp_path / "plain_acl.yml"
-    acl.write_text(ACL_YML)
-    guarded = BrokerAccess.from_flags(str(acl), None, None)
+    guarded = BrokerAccess.from_flags(str(_acl_file(tmp_path)), None, None)
     assert guarded.warnings("127.0.0.1", "127.0.0.1", serves_ha=True, grpc_host="0.0.0.0") == []
 
 
 def test_ha_secret_defaults_to_the_acl_admin_secret(tmp_path: Path) -> None:
-    acl = tmp_path / "plain_acl.yml"
-    acl.write_text(ACL_YML)
-    access = BrokerAccess.from_flags(str(acl), None, "10.0.0.2")
+    access = BrokerAccess.from_flags(str(_acl_file(tmp_path)), None, "10.0.0.2")
     assert access.store_extra() == {"ha_secret": "87654321", "ha_allowed_slaves": "10.0.0.2"}
     assert access.warnings("0.0.0.0", "0.0.0.0", serves_ha=True) == []
-
-
-def _address_of(p: subprocess.Popen[str]) -> str:
-    assert p.stdout is not None
-    for line in p.stdout:
-        if "remoting on" in line:
-            return line.rsplit(" ", 1)[1].strip()
-    raise AssertionError("the broker did not start")
 
 
 def _free_port() -> int:
@@ -133,70 +117,56 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _sync_master(tmp_path: Path, ha: int) -> contextlib.AbstractContextManager[Started]:
+    """A SYNC_MASTER guarded by ``ACL_YML``, serving HA on port ``ha``."""
+    args = ["broker", "--store", str(tmp_path / "m"), *SMALL_STORE_FLAGS, "--port", "0"]
+    args += ["--role", "SYNC_MASTER", "--ha-port", str(ha), "--acl", str(_acl_file(tmp_path))]
+    return cli_process(args)
+
+
+def _slave(tmp_path: Path, ha: int, *extra: str) -> contextlib.AbstractContextManager[Started]:
+    """A SLAVE of the master whose HA port is ``ha``."""
+    args = ["broker", "--store", str(tmp_path / "s"), *SMALL_STORE_FLAGS, "--port", "0"]
+    args += ["--role", "SLAVE", "--master-ha", f"127.0.0.1:{ha}", "--ha-port", "0", *extra]
+    return cli_process(args)
+
+
 @pytest.mark.integration
 def test_sync_master_and_slave_sharing_the_acl_file_replicate(tmp_path: Path) -> None:
     """The HA secret defaults to the ACL admin's secretKey on both sides: SEND_OK."""
     import time
 
-    acl = tmp_path / "plain_acl.yml"
-    acl.write_text(ACL_YML)
     ha = _free_port()
-    master = _cli("--store", str(tmp_path / "m"), *SMALL, "--port", "0", "--role", "SYNC_MASTER",
-                  "--ha-port", str(ha), "--acl", str(acl))  # fmt: skip
-    procs = [master]
-    client = RemotingClient(rpc_hook=AclSigner("rocketmq2", "87654321"))
-    try:
-        address = _address_of(master)
+    with _sync_master(tmp_path, ha) as master, _admin_client() as client:
         ext = {"topic": "topicA", "readQueueNums": "1", "writeQueueNums": "1"}
         create = RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext)
-        assert client.invoke(address, create, 5).code == ResponseCode.SUCCESS
+        assert client.invoke(master.address, create, 5).code == ResponseCode.SUCCESS
         send_ext = {"producerGroup": "pg", "topic": "topicA", "defaultTopic": "TBW102",
                     "defaultTopicQueueNums": "1", "queueId": "0", "sysFlag": "0",
                     "bornTimestamp": "1", "flag": "0", "properties": ""}  # fmt: skip
         send = RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=send_ext, body=b"x")
-        assert client.invoke(address, send, 5).code == ResponseCode.SLAVE_NOT_AVAILABLE
-        slave = _cli("--store", str(tmp_path / "s"), *SMALL, "--port", "0", "--role", "SLAVE",
-                     "--master-ha", f"127.0.0.1:{ha}", "--ha-port", "0", "--acl", str(acl))  # fmt: skip
-        procs.append(slave)
-        _address_of(slave)
-        deadline = time.monotonic() + 20
-        while (code := client.invoke(address, send, 5).code) != ResponseCode.SUCCESS:
-            assert code == ResponseCode.SLAVE_NOT_AVAILABLE and time.monotonic() < deadline
-            time.sleep(0.1)
-    finally:
-        client.close()
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-            p.communicate(timeout=60)
+        assert client.invoke(master.address, send, 5).code == ResponseCode.SLAVE_NOT_AVAILABLE
+        with _slave(tmp_path, ha, "--acl", str(tmp_path / "plain_acl.yml")):
+            deadline = time.monotonic() + 20
+            while (code := client.invoke(master.address, send, 5).code) != ResponseCode.SUCCESS:
+                assert code == ResponseCode.SLAVE_NOT_AVAILABLE and time.monotonic() < deadline
+                time.sleep(0.1)
 
 
 @pytest.mark.integration
 def test_slave_with_a_wrong_ha_secret_never_makes_send_ok(tmp_path: Path) -> None:
     import time
 
-    acl = tmp_path / "plain_acl.yml"
-    acl.write_text(ACL_YML)
     ha = _free_port()
-    master = _cli("--store", str(tmp_path / "m"), *SMALL, "--port", "0", "--role", "SYNC_MASTER",
-                  "--ha-port", str(ha), "--acl", str(acl))  # fmt: skip
-    procs = [master]
-    client = RemotingClient(rpc_hook=AclSigner("rocketmq2", "87654321"))
-    try:
-        address = _address_of(master)
-        slave = _cli("--store", str(tmp_path / "s"), *SMALL, "--port", "0", "--role", "SLAVE",
-                     "--master-ha", f"127.0.0.1:{ha}", "--ha-port", "0",
-                     "--ha-secret", "not-the-admin-secret")  # fmt: skip
-        procs.append(slave)
-        _address_of(slave)
+    with (
+        _sync_master(tmp_path, ha) as master,
+        _admin_client() as client,
+        _slave(tmp_path, ha, "--ha-secret", "not-the-admin-secret"),
+    ):
         send_ext = {"producerGroup": "pg", "topic": "TBW102", "queueId": "0", "sysFlag": "0",
                     "bornTimestamp": "1", "flag": "0", "properties": ""}  # fmt: skip
         send = RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=send_ext, body=b"x")
         end = time.monotonic() + 2  # the slave has connected and answered by then
         while time.monotonic() < end:
-            assert client.invoke(address, send, 5).code == ResponseCode.SLAVE_NOT_AVAILABLE
+            assert client.invoke(master.address, send, 5).code == ResponseCode.SLAVE_NOT_AVAILABLE
             time.sleep(0.1)
-    finally:
-        client.close()
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-            p.communicate(timeout=60)

@@ -4,7 +4,6 @@ read command works on a store while a broker holds it."""
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
@@ -17,17 +16,7 @@ import pytest
 
 from mqstore.message import Message
 from mqstore.remoting import SendStatus
-
-SMALL = [
-    "--file-size",
-    "64K",
-    "--cq-file-size",
-    "4000",
-    "--index-slots",
-    "100",
-    "--index-num",
-    "400",
-]
+from tests.helpers import SMALL_STORE_FLAGS, cli_process
 
 
 def _free_port_pair() -> int:
@@ -49,24 +38,8 @@ def _free_port_pair() -> int:
 @contextmanager
 def broker(root: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
     """A broker process; yields it and its stdout lines up to ``remoting on``."""
-    p = subprocess.Popen(
-        [sys.executable, "-m", "mqstore.tools.cli", "broker", "--store", str(root), *SMALL, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert p.stdout is not None
-    lines: list[str] = []
-    try:
-        for line in p.stdout:
-            lines.append(line.rstrip())
-            if "remoting on" in line:
-                break
-        assert lines and "remoting on" in lines[-1], lines
-        yield p, lines
-    finally:
-        p.send_signal(signal.SIGTERM)
-        p.communicate(timeout=60)
+    with cli_process(["broker", "--store", str(root), *SMALL_STORE_FLAGS, *args]) as started:
+        yield started.proc, started.lines
 
 
 def test_two_brokers_start_side_by_side_with_only_their_ports(tmp_path: Path):

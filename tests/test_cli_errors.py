@@ -20,17 +20,9 @@ from pathlib import Path
 import pytest
 
 from mqstore import Message, MessageStore, StoreConfig
+from tests.helpers import SMALL_STORE_FLAGS
 
-SMALL = [
-    "--file-size",
-    "64K",
-    "--cq-file-size",
-    "4000",
-    "--index-slots",
-    "100",
-    "--index-num",
-    "400",
-]
+SMALL = SMALL_STORE_FLAGS
 USAGE, BUSY, INTERRUPTED, OUTPUT_CLOSED = 2, 3, 130, 141
 
 

@@ -4,9 +4,7 @@ and a small remoting client to ask them."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,32 +14,16 @@ from typing import Any, NamedTuple
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
+from tests.helpers import SMALL_STORE_FLAGS, cli_process
 
-SMALL = ["--file-size", "64K", "--cq-file-size", "4000", "--index-slots", "100"]
-SMALL += ["--index-num", "400"]
-CLI = [sys.executable, "-m", "mqstore.tools.cli"]
+SMALL = SMALL_STORE_FLAGS
 
 
 @contextmanager
 def process(args: list[str], ready: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """A CLI process; yields it and the address after ``ready`` in its stdout."""
-    p = subprocess.Popen(
-        [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    assert p.stdout is not None
-    try:
-        addr = ""
-        for line in p.stdout:
-            if ready in line:
-                addr = line.rsplit(" ", 1)[1].strip()
-                break
-        assert addr, f"{args[0]} did not start"
-        yield p, addr
-    finally:
-        if p.poll() is None:
-            p.send_signal(signal.SIGCONT)
-            p.send_signal(signal.SIGTERM)
-        p.communicate(timeout=60)
+    with cli_process(args, ready) as started:
+        yield started.proc, started.address
 
 
 @contextmanager
