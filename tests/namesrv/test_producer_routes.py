@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -10,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from mqstore.client.allocate import MessageQueue
+from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mqstore.client.consumer_config import ConsumerConfig
 from mqstore.client.producer import Producer
 from mqstore.client.remote import RemoteTransport
 from mqstore.client.remoting_client import RemotingClient
@@ -92,46 +96,51 @@ def test_sends_spread_over_both_brokers_and_skip_a_killed_one(
             assert transport.attempts["broker-b"] >= 30  # round-robin keeps landing on it
 
 
+class _CountingGroup:
+    """Push consumer group ``cg`` of topic ``Orders`` through the name server ``ns``,
+    from the first offset, counting every body it is given (``seen``); not started.
+    ``changes``: ConsumerConfig fields besides ``suspend_ms`` = 200."""
+
+    def __init__(self, ns: str, **changes: int) -> None:
+        self.seen: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        cfg = dataclasses.replace(
+            ConsumerConfig(),
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            suspend_ms=200,
+            **changes,
+        )
+        self.transport = RemoteTransport(ns)
+        self.consumer = PushConsumer("cg", self.transport, cfg)
+        self.consumer.subscribe("Orders")
+        self.consumer.register_message_listener(self._on_msgs)
+
+    def _on_msgs(self, msgs, ctx):  # type: ignore[no-untyped-def]
+        with self._lock:
+            self.seen.update(m.body.decode() for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def close(self) -> None:
+        self.consumer.shutdown()
+        self.transport.close()
+
+
 def test_a_push_group_consumes_every_message_of_both_brokers(
     tmp_path: Path, client: RemotingClient
 ):
-    import dataclasses
-    import threading
-
-    from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-    from mqstore.client.consumer_config import ConsumerConfig
-
-    cfg = dataclasses.replace(
-        ConsumerConfig(),
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        suspend_ms=200,
-        rebalance_interval_ms=1000,
-    )
     with two_brokers(tmp_path, client, "Orders") as (ns, _, _, _):
         remote = RemoteTransport(ns)
         with Producer("pg", remote) as producer:
             stored, failed = _send(producer, 100)
         assert failed == 0 and set(stored) == {"broker-a", "broker-b"}
-        seen: Counter[str] = Counter()
-        lock = threading.Lock()
-
-        def on_msgs(msgs, ctx):  # type: ignore[no-untyped-def]
-            with lock:
-                seen.update(m.body.decode() for m in msgs)
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-        consumer_transport = RemoteTransport(ns)
-        c = PushConsumer("cg", consumer_transport, cfg)
-        c.subscribe("Orders")
-        c.register_message_listener(on_msgs)
-        c.start()
+        group = _CountingGroup(ns, rebalance_interval_ms=1000)
+        group.consumer.start()
         try:
-            wait_for(lambda: len(seen) == 100, timeout_s=20)
+            wait_for(lambda: len(group.seen) == 100, timeout_s=20)
         finally:
-            c.shutdown()
-            consumer_transport.close()
+            group.close()
             remote.close()
-        assert max(seen.values()) == 1
+        assert max(group.seen.values()) == 1
 
 
 def _free_port() -> int:
@@ -181,29 +190,6 @@ def test_a_killed_broker_is_skipped_until_its_penalty_ends_then_used_again(
 def test_a_push_group_keeps_consuming_when_a_broker_dies_and_returns(
     tmp_path: Path, client: RemotingClient
 ):
-    import dataclasses
-    import threading
-
-    from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-    from mqstore.client.consumer_config import ConsumerConfig
-
-    cfg = dataclasses.replace(
-        ConsumerConfig(),
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        suspend_ms=200,
-        rebalance_interval_ms=500,
-        poll_name_server_interval_ms=300,
-        heartbeat_interval_ms=500,
-        persist_offset_interval_ms=200,
-    )
-    seen: Counter[str] = Counter()
-    lock = threading.Lock()
-
-    def on_msgs(msgs, ctx):  # type: ignore[no-untyped-def]
-        with lock:
-            seen.update(m.body.decode() for m in msgs)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
     def sent_on(stored: Counter[str], name: str) -> bool:
         return stored[name] > 0
 
@@ -214,10 +200,14 @@ def test_a_push_group_keeps_consuming_when_a_broker_dies_and_returns(
     ):
         create_topic(client, a, "Orders", 4)
         remote = RemoteTransport(ns)
-        consumer_transport = RemoteTransport(ns)
-        c = PushConsumer("cg", consumer_transport, cfg)
-        c.subscribe("Orders")
-        c.register_message_listener(on_msgs)
+        group = _CountingGroup(
+            ns,
+            rebalance_interval_ms=500,
+            poll_name_server_interval_ms=300,
+            heartbeat_interval_ms=500,
+            persist_offset_interval_ms=200,
+        )
+        c, seen = group.consumer, group.seen
         try:
             with Producer("pg", remote) as producer:
                 with broker(tmp_path / "b", "broker-b", ns, "--port", port_b) as (pb, b):
@@ -250,6 +240,5 @@ def test_a_push_group_keeps_consuming_when_a_broker_dies_and_returns(
                     total = 80 + sum(stored.values())
                     wait_for(lambda: len(seen) == total, timeout_s=20)
         finally:
-            c.shutdown()
-            consumer_transport.close()
+            group.close()
             remote.close()
