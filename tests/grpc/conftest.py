@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +15,8 @@ from mqstore.broker.core import BrokerCore
 from mqstore.broker.subscriptions import SubscriptionGroupConfig
 from mqstore.broker.topics import TopicConfig
 from mqstore.grpc import GrpcConfig, GrpcEndpoint, ServiceConfig
-from tests.helpers import make_store, until  # noqa: F401  re-exported for the tests
+from tests.broker import fixtures
+from tests.helpers import until  # noqa: F401  re-exported for the tests
 
 rmq = pytest.importorskip("rocketmq")
 
@@ -27,11 +27,7 @@ GROUP = "GrpcGroup"
 FIFO_GROUP = "GrpcFifoGroup"
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[MessageStore]:
-    s = make_store(tmp_path)
-    yield s
-    s.close()
+store = fixtures.store
 
 
 @pytest.fixture

@@ -299,7 +299,7 @@ def test_endpoint_without_acl_serves_unsigned_clients(endpoint: GrpcEndpoint) ->
 def test_cli_broker_with_acl_guards_its_grpc_port(tmp_path: Path) -> None:
     import signal
 
-    from tests.test_cli_broker import SMALL
+    from tests.helpers import SMALL_STORE_FLAGS as SMALL
 
     acl_file = tmp_path / "plain_acl.yml"
     acl_file.write_text(yaml.safe_dump(ACL_DOC))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.grpc.conftest import message
-from tests.test_cli_broker import SMALL
+from tests.helpers import SMALL_STORE_FLAGS as SMALL
 
 pytestmark = pytest.mark.integration
 

@@ -4,27 +4,19 @@ consumer, and what a remoting producer sends is received over gRPC."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from mqstore import Message
-from mqstore.broker.core import BrokerCore
 from mqstore.broker.server import BrokerServer
 from mqstore.client.lite_pull_consumer import LitePullConsumer
 from mqstore.client.producer import Producer as RemotingProducer
 from mqstore.client.remote import RemoteTransport
 from mqstore.grpc import GrpcEndpoint
+from tests.broker import fixtures
 from tests.grpc.conftest import TOPIC, consuming, message, until
 
-
-@pytest.fixture
-def remoting(core: BrokerCore) -> Iterator[BrokerServer]:
-    server = BrokerServer(core, host="127.0.0.1", port=0)
-    server.start()
-    yield server
-    server.stop()
+remoting = fixtures.server
+"""The grpc tests' ``core`` served over remoting on a free 127.0.0.1 port."""
 
 
 def test_grpc_sent_messages_are_read_by_a_remoting_consumer(
