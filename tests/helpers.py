@@ -106,6 +106,23 @@ def until(cond: Callable[[], Any], timeout: float = 15.0, step: float = 0.01) ->
         time.sleep(step)
 
 
+class FailsFirst:
+    """A stand-in for ``real`` (to monkeypatch in) whose first call raises
+    ``RuntimeError(message)``, a bug in one round; later calls go to ``real``.
+    ``calls`` counts every call."""
+
+    def __init__(self, real: Callable[..., Any], message: str) -> None:
+        self.real = real
+        self.message = message
+        self.calls = 0
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError(self.message)
+        return self.real(*args, **kw)
+
+
 def run_threads(target: Callable[..., object], args: list[tuple[Any, ...]], timeout: float) -> None:
     """Run ``target(*a)`` for each ``a`` in ``args`` on its own thread, all started
     together, and join them (each within ``timeout`` seconds)."""

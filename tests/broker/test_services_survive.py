@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,18 +19,9 @@ from mqstore.message import (
 )
 from mqstore.message_store import MessageStore
 from mqstore.schedule import SCHEDULE_TOPIC
-from tests.helpers import make_store
+from tests.helpers import make_store, until
 
 SURROGATE = "\ud800"
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 @pytest.fixture
@@ -52,9 +43,9 @@ def test_housekeeping_keeps_saving_offsets_after_an_unwritable_entry(
 ) -> None:
     fast_core.offsets.commit(SURROGATE, "T", 0, 5)  # got past the edge somehow
     fast_core.offsets.commit("good", "T", 0, 7)
-    assert wait_for(fast_core.offsets.path.exists)
+    until(fast_core.offsets.path.exists)
     fast_core.offsets.commit("good", "T", 0, 9)
-    assert wait_for(lambda: saved_offsets(fast_core) == {"T@good": {"0": 9}})
+    until(lambda: saved_offsets(fast_core) == {"T@good": {"0": 9}})
     assert fast_core.offsets.failures.total >= 1
     assert fast_core._housekeeping.running
 
@@ -65,9 +56,9 @@ def test_housekeeping_survives_a_failing_write_and_saves_once_it_can(
     blocker = fast_core.offsets.path.with_name(fast_core.offsets.path.name + ".tmp")
     blocker.mkdir(parents=True)  # every write of the file now fails
     fast_core.offsets.commit("g", "T", 0, 3)
-    assert wait_for(lambda: fast_core._housekeeping.failures.total >= 2)
+    until(lambda: fast_core._housekeeping.failures.total >= 2)
     blocker.rmdir()
-    assert wait_for(lambda: fast_core.offsets.path.exists() and bool(saved_offsets(fast_core)))
+    until(lambda: fast_core.offsets.path.exists() and bool(saved_offsets(fast_core)))
     assert saved_offsets(fast_core) == {"T@g": {"0": 3}}
     assert fast_core._housekeeping.failures.counts() == {
         "persisting consumer offsets": fast_core._housekeeping.failures.total
@@ -91,7 +82,7 @@ def test_the_schedule_service_skips_a_message_for_an_illegal_topic_and_delivers_
         put_due_schedule_record(store, "%RETRY%a/b", b"bad")
         put_due_schedule_record(store, "%RETRY%" + "g" * 121, b"too long")
         store.put_message(Message(topic="T", body=b"good", delay_level=1))
-        assert wait_for(lambda: store.max_offset_in_queue("T", 0) == 1, timeout=10)
+        until(lambda: store.max_offset_in_queue("T", 0) == 1, timeout=10)
         schedule = store.logics.schedule
         assert schedule is not None and schedule.running
         assert schedule.failures.total == 2
@@ -105,7 +96,7 @@ def test_a_skipped_schedule_message_is_not_retried_after_a_restart(tmp_path: Pat
     put_due_schedule_record(store, "a/b", b"bad")
     schedule = store.logics.schedule
     assert schedule is not None
-    assert wait_for(lambda: schedule.offsets.get(1) == 1)
+    until(lambda: schedule.offsets.get(1) == 1)
     store.close()
     store = make_store(tmp_path, message_delay_level="1s")
     try:
@@ -134,7 +125,7 @@ def test_the_cleanup_service_survives_a_round_that_fails(tmp_path: Path) -> None
     )  # fmt: skip
     cleaner.start()
     try:
-        assert wait_for(lambda: len(calls) >= 3)
+        until(lambda: len(calls) >= 3)
         assert cleaner.failures.counts() == {"cleaning expired files": 1}
     finally:
         cleaner.stop()

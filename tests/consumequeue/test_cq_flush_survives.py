@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from mqstore import Message, MessageStore, StoreConfig
+from tests.helpers import FailsFirst
 
 
 def test_cq_flusher_goes_on_after_a_non_oserror_round(
@@ -22,19 +22,10 @@ def test_cq_flusher_goes_on_after_a_non_oserror_round(
         logics = s._life.logics
         flusher = logics.flusher
         assert flusher is not None
-        real_flush = logics.queues.flush
-        calls = 0
-
-        def flush(*args: Any, **kw: Any) -> Any:
-            nonlocal calls
-            calls += 1
-            if calls == 1:
-                raise RuntimeError("a bug in one round")
-            return real_flush(*args, **kw)
-
+        flush = FailsFirst(logics.queues.flush, "a bug in one round")
         monkeypatch.setattr(logics.queues, "flush", flush)
         deadline = time.monotonic() + 5
-        while calls < 3:
+        while flush.calls < 3:
             assert time.monotonic() < deadline, "the consume-queue flusher stopped"
             time.sleep(0.02)
         assert flusher.running and flusher.error is None

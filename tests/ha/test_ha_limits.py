@@ -15,6 +15,7 @@ import pytest
 from mqstore import MessageStore, StoreConfig
 from mqstore.config import BrokerRole
 from mqstore.ha.master import HAMaster
+from tests.helpers import FailsFirst, until
 
 
 @pytest.fixture
@@ -27,15 +28,6 @@ def master(tmp_path: Path) -> Iterator[HAMaster]:
         yield store.ha
     finally:
         store.close()
-
-
-def wait_for(cond, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 class Collect(logging.Handler):
@@ -57,7 +49,7 @@ def test_a_protocol_error_is_logged_once(master: HAMaster) -> None:
     try:
         with socket.create_connection(("127.0.0.1", master.port)) as s:
             s.sendall(struct.pack(">q", -5))  # a negative reported offset
-            assert wait_for(lambda: master.last_error is not None)
+            until(lambda: master.last_error is not None)
         time.sleep(0.2)
     finally:
         logger.removeHandler(handler)
@@ -71,7 +63,7 @@ def test_connections_past_the_cap_are_refused_and_the_rest_stay(master: HAMaster
     master.max_links = 2
     socks = [socket.create_connection(("127.0.0.1", master.port)) for _ in range(4)]
     try:
-        assert wait_for(lambda: master.accepted == 2 and len(master.errors) >= 2)
+        until(lambda: master.accepted == 2 and len(master.errors) >= 2)
         assert master.connection_count() == 2
         assert all("slaves connected" in e for e in master.errors)
     finally:
@@ -82,24 +74,15 @@ def test_connections_past_the_cap_are_refused_and_the_rest_stay(master: HAMaster
 def test_a_link_whose_thread_raises_is_closed_and_others_are_still_served(
     master: HAMaster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = master.group.notify_ack
-    calls = 0
-
-    def notify_ack(offset: int) -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise RuntimeError("a bug handling one report")
-        real(offset)
-
+    notify_ack = FailsFirst(master.group.notify_ack, "a bug handling one report")
     monkeypatch.setattr(master.group, "notify_ack", notify_ack)
     with socket.create_connection(("127.0.0.1", master.port)) as s:
         s.sendall(struct.pack(">q", 0))
-        assert wait_for(lambda: master.failures.counts() == {"link": 1})
-        assert wait_for(lambda: master.links() == [])
+        until(lambda: master.failures.counts() == {"link": 1})
+        until(lambda: master.links() == [])
     with socket.create_connection(("127.0.0.1", master.port)) as s:
         s.sendall(struct.pack(">q", 0))
-        assert wait_for(lambda: calls >= 2 and len(master.links()) == 1)
+        until(lambda: notify_ack.calls >= 2 and len(master.links()) == 1)
 
 
 def test_a_slave_session_that_raises_is_counted_and_the_slave_reconnects(
@@ -107,16 +90,7 @@ def test_a_slave_session_that_raises_is_counted_and_the_slave_reconnects(
 ) -> None:
     from mqstore.ha import slave as slave_module
 
-    real = slave_module.transport.connect
-    calls = 0
-
-    def connect(*args, **kw):  # type: ignore[no-untyped-def]
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise RuntimeError("a bug in one session")
-        return real(*args, **kw)
-
+    connect = FailsFirst(slave_module.transport.connect, "a bug in one session")
     monkeypatch.setattr(slave_module.transport, "connect", connect)
     cfg = StoreConfig(root_dir=tmp_path / "s", broker_role=BrokerRole.SLAVE,
                       ha_master_address=f"127.0.0.1:{master.port}", commitlog_file_size=1 << 20,
@@ -124,5 +98,5 @@ def test_a_slave_session_that_raises_is_counted_and_the_slave_reconnects(
     with MessageStore.open(cfg) as store:
         slave = store.ha
         assert isinstance(slave, slave_module.HASlave)
-        assert wait_for(lambda: slave.sessions >= 1 and len(master.links()) == 1)
+        until(lambda: slave.sessions >= 1 and len(master.links()) == 1)
         assert slave.failures.counts() == {"session": 1}
