@@ -259,6 +259,201 @@ def _scan(
     return BulkScan(arrays, stop_pos, stop)
 
 
+@dataclass(frozen=True, slots=True)
+class PlainRecords:
+    """The valid records of a range as :func:`scan_plain` gives them: header columns
+    and spans, no text derived (no topic ids, tags or keys), one element per record.
+
+    Positions are in the scanned buffer. ``torn`` marks properties ending in a zero
+    byte (recovery's torn-tail rule); ``crc_ok`` is all true when the CRC was not
+    checked. The topic is ``buf[topic_pos : topic_pos + topic_len]`` and the
+    properties string ``buf[props_pos : props_pos + props_len]``, both valid UTF-8.
+    """
+
+    position: I64
+    size: I64
+    crc_ok: NDArray[np.bool_]
+    torn: NDArray[np.bool_]
+    queue_id: I64
+    queue_offset: I64
+    physical_offset: I64
+    sys_flag: I64
+    store_timestamp: I64
+    topic_pos: I64
+    topic_len: I64
+    props_pos: I64
+    props_len: I64
+
+    def __len__(self) -> int:
+        return int(self.position.size)
+
+
+@dataclass(frozen=True, slots=True)
+class PlainScan:
+    """One :func:`scan_plain` call: the records of ``[start, end)`` and why the scan
+    ended (``stop`` as in :class:`BulkScan`)."""
+
+    records: PlainRecords
+    end: int
+    stop: EndOfSegment | Corrupt | None
+
+
+def scan_plain(
+    buf: Buffer | mmap.mmap,
+    start: int,
+    end: int,
+    limit: int | None = None,
+    *,
+    check_crc: bool = True,
+    max_records: int = CHUNK_RECORDS,
+) -> PlainScan:
+    """:func:`scan` without the text columns: what validating records needs (recovery).
+
+    Same contract as :func:`scan` for which records are valid and where and why the scan
+    stops (the codec's ``scan(..., check_crc=False)`` record after record, UTF-8 of the
+    topic and properties included), with the BODYCRC verdict when ``check_crc``. Topics
+    and properties are only checked: a span holding a byte >= 0x80 sends its record
+    through the exact codec (UTF-8 validation); ASCII spans are valid as they are.
+    Header fields are read with one gather per field (:class:`_Words`), not per byte.
+    """
+    with memoryview(buf) as view:
+        return _scan_plain(view, start, end, limit, check_crc, max_records)
+
+
+def _scan_plain(
+    buf: memoryview, start: int, end: int, limit: int | None, check_crc: bool, max_records: int
+) -> PlainScan:
+    lim = len(buf) if limit is None else limit
+    positions = walk(buf, start, end, lim, max_records)
+    p = np.array(positions, np.int64)
+    words = _Words(buf, lim)
+    cols, first_bad = _plain_lengths(words, p)
+    stop_pos = int(p[-1] + cols["size"][-1]) if positions else start
+    if first_bad < p.size:
+        stop_pos = int(p[first_bad])
+        cols = {k: v[:first_bad] for k, v in cols.items()}
+    wide = words.has_high_byte(cols["topic_pos"], cols["topic_len"])
+    wide |= words.has_high_byte(cols["props_pos"], cols["props_len"])
+    text_bad = -1
+    for i in np.flatnonzero(wide).tolist():
+        at = int(cols["position"][i])
+        if not isinstance(exact_scan(buf, at, lim, check_crc=False), RecordInfo):
+            text_bad = at
+            cols = {k: v[:i] for k, v in cols.items()}
+            break
+    if text_bad >= 0:
+        stop_pos = text_bad
+    n = cols["position"].size
+    crc_ok = _crc_ok(buf, cols) if check_crc else np.ones(n, np.bool_)
+    rec_end = cols["position"] + cols["size"]
+    torn = (cols["props_len"] > 0) & (words.byte(rec_end - 1) == 0)
+    walked_out = stop_pos >= end or (len(positions) == max_records and first_bad >= p.size)
+    stop = None
+    if not walked_out or text_bad >= 0:
+        r = exact_scan(buf, stop_pos, lim, check_crc=False)
+        if isinstance(r, RecordInfo):
+            raise AssertionError(f"bulk scan stopped at a valid record at {stop_pos}")
+        stop = r
+    c = cols
+    records = PlainRecords(
+        c["position"], c["size"], crc_ok, torn, c["queue_id"], c["queue_offset"],
+        c["physical_offset"], c["sys_flag"], c["store_timestamp"], c["topic_pos"],
+        c["topic_len"], c["props_pos"], c["props_len"],
+    )  # fmt: skip
+    return PlainScan(records, stop_pos, stop)
+
+
+_HIGH_BITS: Final = np.array(
+    [int.from_bytes(b"\x80" * k + bytes(8 - k), "big") for k in range(9)], np.uint64
+)
+"""The high bit of each of the first ``k`` bytes of a big-endian 8-byte word."""
+
+
+class _Words:
+    """Big-endian integers at any byte position of ``buf[:lim]``: an array of width
+    ``w`` whose stride is one byte (element ``i`` is the ``w`` bytes from ``i``), so a
+    field of every record is one gather. Positions are clipped into the buffer (a
+    record whose lengths are bad may point anywhere; its values are then unused)."""
+
+    def __init__(self, buf: memoryview, lim: int) -> None:
+        self.u8 = np.frombuffer(buf, np.uint8, lim)
+        self.lim = lim
+        self._views: dict[str, NDArray[Any]] = {}
+
+    def _view(self, code: str) -> NDArray[Any]:
+        v = self._views.get(code)
+        if v is None:
+            width = np.dtype(code).itemsize
+            count = max(self.lim - width + 1, 0)
+            v = np.ndarray((count,), code, self.u8, 0, (1,)) if count else np.zeros(1, code)
+            self._views[code] = v
+        return v
+
+    def read(self, pos: I64, code: str) -> I64:
+        """The ``code`` (``>i2``, ``>i4``, ``>i8``) integer at each of ``pos``."""
+        v = self._view(code)
+        out: I64 = v[np.clip(pos, 0, v.size - 1)].astype(np.int64)
+        return out
+
+    def byte(self, pos: I64) -> I64:
+        out: I64 = self.u8[np.clip(pos, 0, max(self.lim - 1, 0))].astype(np.int64)
+        return out
+
+    def has_high_byte(self, starts: I64, lens: I64) -> NDArray[np.bool_]:
+        """Whether each span ``[start, start + len)`` holds a byte >= 0x80, read eight
+        bytes at a time (a span reaching the buffer's last seven bytes counts as one)."""
+        n = starts.size
+        out = np.zeros(n, np.bool_)
+        nw = (np.maximum(lens, 0) + 7) // 8
+        total = int(nw.sum())
+        if not total or self.lim < 8:
+            out[lens > 0] = self.lim < 8
+            return out
+        first = np.cumsum(nw) - nw
+        row = np.repeat(np.arange(n), nw)
+        at = np.repeat(starts - 8 * first, nw) + 8 * np.arange(total)
+        left = np.minimum(np.repeat(starts + lens, nw) - at, 8)
+        words = self._view(">u8")
+        inside = at + 8 <= self.lim
+        word = words[np.where(inside, at, 0)]
+        hit = ((word & _HIGH_BITS[left]) != 0) | ~inside
+        out[row[hit]] = True
+        return out
+
+
+def _plain_lengths(words: _Words, p: I64) -> tuple[dict[str, I64], int]:
+    """:func:`_validate`'s length checks with one gather per field: the columns of the
+    walked records at ``p`` and the index of the first one that fails (``p.size`` when
+    none does)."""
+    rd = words.read
+    size = rd(p + L.TOTAL_SIZE_POS, ">i4")
+    version = np.where(rd(p + L.MAGIC_POS, ">i4") == L.MAGIC_V2, 2, 1)
+    sys_flag = rd(p + L.SYSFLAG_POS, ">i4")
+    combo = 2 * ((sys_flag & L.BORNHOST_V6_FLAG) != 0) + ((sys_flag & L.STOREHOST_V6_FLAG) != 0)
+    hdr = _HEADER_SIZE[combo]
+    rec_end = p + size
+    body_len = rd(p + _OFFSETS[combo, _BODY_LEN], ">i4")
+    tl_pos = p + hdr + body_len
+    bad = (size < hdr + version + 2) | (body_len < 0) | (tl_pos + version + 2 > rec_end)
+    t_len = np.where(version == 1, words.byte(tl_pos), rd(tl_pos, ">i2"))
+    bad |= ((version == 1) & (t_len > L.MAX_TOPIC_LENGTH_V1)) | (t_len < 0)
+    t_pos = tl_pos + version
+    bad |= t_pos + t_len + 2 > rec_end
+    props_len = rd(t_pos + t_len, ">i2")
+    props_pos = t_pos + t_len + 2
+    bad |= (props_len < 0) | (props_pos + props_len != rec_end)
+    first_bad = int(np.argmax(bad)) if bad.any() else p.size
+    cols = {
+        "position": p, "size": size, "queue_id": rd(p + L.QUEUE_ID_POS, ">i4"),
+        "queue_offset": rd(p + L.QUEUE_OFFSET_POS, ">i8"),
+        "physical_offset": rd(p + L.PHYSICAL_OFFSET_POS, ">i8"), "sys_flag": sys_flag,
+        "store_timestamp": rd(p + _OFFSETS[combo, _STORE_TS], ">i8"),
+        "body_crc": rd(p + L.BODY_CRC_POS, ">i4"), "body_pos": p + hdr, "body_len": body_len,
+        "topic_pos": t_pos, "topic_len": t_len, "props_pos": props_pos, "props_len": props_len,
+    }  # fmt: skip
+    return cols, first_bad
+
+
 def _prefix(u8: NDArray[np.uint8], p: I64) -> NDArray[Any]:
     """The fixed-position fields before the born host of every record, in one gather
     (a structured array with fields ``f0``.. in ``_layout._PREFIX``'s order)."""

@@ -46,9 +46,14 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
+
+import numpy as np
 
 from mqstore import _platform
 from mqstore.checkpoint import Checkpoint
+from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.recovery_damage import DamagedRange, Quarantine
 from mqstore.commitlog.recovery_extents import data_runs
@@ -154,6 +159,26 @@ def abnormal_start_index(segments: Segments, checkpoint: Checkpoint) -> int:
     return 0
 
 
+class FieldSink(Protocol):
+    """A record callback that also takes a record's dispatch fields (the
+    ``Dispatcher``): recovery gives it those, as the reput thread does, instead of
+    building a :class:`~mqstore.commitlog.format.RecordInfo` per record."""
+
+    def __call__(self, info: fmt.RecordInfo, size: int = 0) -> None: ...
+
+    def dispatch_one(
+        self,
+        topic: str,
+        qid: int,
+        qoff: int,
+        phys: int,
+        size: int,
+        sys_flag: int,
+        store_ts: int,
+        props_string: str,
+    ) -> None: ...
+
+
 def scan(
     segments: Segments,
     start_index: int,
@@ -170,6 +195,13 @@ def scan(
     followed by another segment). With ``keep`` (and a ``damaged`` list to fill),
     damage followed by valid records is fenced off and the scan goes on after it.
     Segment positions are not changed here.
+
+    Records are validated in bulk (:func:`mqstore.commitlog.bulk.scan_plain`: lengths
+    and CRC over arrays, the exact codec only for text that is not ASCII); the first
+    record recovery refuses (the bulk scan's stop, a bad CRC, a torn record, a wrong
+    PHYSICALOFFSET under ``keep``) is judged again by the exact codec, whose verdict
+    is the stop reason. ``on_record`` gets every valid record in log order: a
+    :class:`FieldSink` through ``dispatch_one``, any other callback a ``RecordInfo``.
     """
     files = segments.files
     end = files[start_index].file_from_offset
@@ -178,51 +210,113 @@ def scan(
     why = "end of last segment"
     i = start_index
     pos = 0
-    scan_one = fmt.scan
-    info_type = fmt.RecordInfo
+    deliver = _deliverer(on_record)
+    plain = bulk.scan_plain
     while i < len(files):
         mf = files[i]
-        view = mf.view
-        size = mf.file_size
+        view, size, base = mf.view, mf.file_size, mf.file_from_offset
         while True:
-            r = scan_one(view, pos, size, check_crc=check_crc)
-            if type(r) is info_type:
-                if r.properties_string.endswith("\x00"):
-                    bad = f"torn record at {mf.file_from_offset + pos}: {TORN_PROPERTIES}"
-                elif keep is not None and r.physical_offset != mf.file_from_offset + pos:
-                    bad = (
-                        f"record at {mf.file_from_offset + pos} says PHYSICALOFFSET "
-                        f"{r.physical_offset}"
-                    )
-                else:
-                    if on_record is not None:
-                        on_record(r, r.size)
-                    pos += r.size
-                    records += 1
-                    end = mf.file_from_offset + pos
-                    continue
-            elif isinstance(r, fmt.EndOfSegment):
-                scanned += pos
-                if i + 1 < len(files):
-                    end = files[i + 1].file_from_offset
-                    break
-                end = mf.file_from_offset + pos
-                return end, records, scanned, "blank record in last segment"
-            else:
-                bad = _corrupt_why(r, mf.file_from_offset + pos)
+            found = plain(view, pos, size, size, check_crc=check_crc)
+            recs = found.records
+            n = len(recs)
+            unfit = ~recs.crc_ok | recs.torn
+            if keep is not None:
+                unfit |= recs.physical_offset != base + recs.position
+            k = int(np.argmax(unfit)) if n and unfit.any() else n
+            if k:
+                if deliver is not None:
+                    deliver(view, recs, k)
+                records += k
+                pos = int(recs.position[k - 1] + recs.size[k - 1])
+                end = base + pos
+            if k == n:
+                pos = found.end
+                if found.stop is None and pos < size:
+                    continue  # the bulk scan's record limit: go on
+                if isinstance(found.stop, fmt.EndOfSegment):
+                    scanned += pos
+                    if i + 1 < len(files):
+                        end = files[i + 1].file_from_offset
+                        break
+                    end = base + pos
+                    return end, records, scanned, "blank record in last segment"
+            bad = _refused(fmt.scan(view, pos, size, check_crc=check_crc), base + pos, keep)
             if keep is not None and damaged is not None:
-                found = _fence(segments, i, pos, bad, keep, check_crc, searched)
-                if found is not None:
-                    ranges, j, next_pos = found
+                fenced = _fence(segments, i, pos, bad, keep, check_crc, searched)
+                if fenced is not None:
+                    ranges, j, next_pos = fenced
                     damaged.extend(ranges)
                     scanned += sum(f.file_size for f in files[i:j])
                     i, pos = j, next_pos
-                    mf, view, size = files[i], files[i].view, files[i].file_size
+                    mf = files[i]
+                    view, size, base = mf.view, mf.file_size, mf.file_from_offset
                     continue
             return end, records, scanned + pos, bad
         i += 1
         pos = 0
     return end, records, scanned, why
+
+
+def _refused(r: fmt.ScanResult, offset: int, keep: KeepRule | None) -> str:
+    """Why recovery stops at the record at log ``offset`` (``r``, the exact codec's
+    result there, CRC checked as the scan asks): the codec's verdict, else the torn
+    rule, else (``keep``) a PHYSICALOFFSET that is not the record's own position."""
+    if not isinstance(r, fmt.RecordInfo):
+        if isinstance(r, fmt.EndOfSegment):  # the bulk scan never stops before a blank
+            raise AssertionError(f"recovery refused a blank record at {offset}")
+        return _corrupt_why(r, offset)
+    if r.properties_string.endswith("\x00"):
+        return f"torn record at {offset}: {TORN_PROPERTIES}"
+    if keep is not None and r.physical_offset != offset:
+        return f"record at {offset} says PHYSICALOFFSET {r.physical_offset}"
+    raise AssertionError(f"recovery refused a valid record at {offset}")
+
+
+Deliver = Callable[[memoryview, bulk.PlainRecords, int], None]
+"""Hands the first ``k`` records of a bulk scan to the scan's callback."""
+
+
+def _deliverer(on_record: OnRecord | None) -> Deliver | None:
+    """How the valid records of a bulk scan reach ``on_record``: a :class:`FieldSink`
+    gets each record's dispatch fields (topic and properties decoded from their
+    spans); any other callback the codec's ``RecordInfo`` of each record."""
+    if on_record is None:
+        return None
+    dispatch_one = getattr(on_record, "dispatch_one", None)
+    if dispatch_one is None:
+        return partial(_deliver_infos, on_record)
+    return partial(_deliver_fields, dispatch_one)
+
+
+def _deliver_fields(
+    dispatch_one: Callable[[str, int, int, int, int, int, int, str], None],
+    view: memoryview,
+    recs: bulk.PlainRecords,
+    k: int,
+) -> None:
+    topics: dict[bytes, str] = {}
+    columns = (
+        recs.topic_pos, recs.topic_len, recs.queue_id, recs.queue_offset,
+        recs.physical_offset, recs.size, recs.sys_flag, recs.store_timestamp,
+        recs.props_pos, recs.props_len,
+    )  # fmt: skip
+    for t_pos, t_len, qid, qoff, phys, size, sys_flag, ts, p_pos, p_len in zip(
+        *(c[:k].tolist() for c in columns), strict=True
+    ):
+        raw = view[t_pos : t_pos + t_len].tobytes()
+        topic = topics.get(raw)
+        if topic is None:
+            topic = topics[raw] = str(raw, "utf-8")
+        props = str(view[p_pos : p_pos + p_len], "utf-8")
+        dispatch_one(topic, qid, qoff, phys, size, sys_flag, ts, props)
+
+
+def _deliver_infos(on_record: OnRecord, view: memoryview, recs: bulk.PlainRecords, k: int) -> None:
+    scan_one, limit = fmt.scan, len(view)
+    for at in recs.position[:k].tolist():
+        r = scan_one(view, at, limit, check_crc=False)
+        assert isinstance(r, fmt.RecordInfo)
+        on_record(r, r.size)
 
 
 def _fence(

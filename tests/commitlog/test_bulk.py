@@ -192,3 +192,78 @@ def test_real_segment_ends_at_its_blank_record():
     assert b.records.topics == ("abc",)
     assert b.records.crc_ok.all()
     assert np.array_equal(b.records.queue_offset, np.arange(47))
+
+
+def assert_plain_agrees(buf: bytes, start: int = 0, end: int | None = None, chunk: int = 4) -> int:
+    """``scan_plain`` gives the codec's records (fields, spans, CRC verdict, torn flag)
+    and stop, chunk after chunk."""
+    end = len(buf) if end is None else end
+    infos, crcs, stop = oracle(buf, start, end)
+    got, pos = [], start
+    while True:
+        b = bulk.scan_plain(buf, pos, end, max_records=chunk)
+        a = b.records
+        for i in range(len(a)):
+            t0, t1 = int(a.topic_pos[i]), int(a.topic_pos[i] + a.topic_len[i])
+            p0, p1 = int(a.props_pos[i]), int(a.props_pos[i] + a.props_len[i])
+            got.append((int(a.position[i]), int(a.size[i]), bool(a.crc_ok[i]),
+                        int(a.queue_id[i]), int(a.queue_offset[i]), int(a.physical_offset[i]),
+                        int(a.sys_flag[i]), int(a.store_timestamp[i]), buf[t0:t1].decode(),
+                        buf[p0:p1].decode(), bool(a.torn[i])))  # fmt: skip
+        if b.stop is not None or b.end >= end:
+            break
+        pos = b.end
+    assert b.stop == stop
+    want, pos = [], start
+    for info, ok in zip(infos, crcs, strict=True):
+        want.append((pos, info.size, ok, info.queue_id, info.queue_offset, info.physical_offset,
+                     info.sys_flag, info.store_timestamp, info.topic, info.properties_string,
+                     info.properties_string.endswith("\0")))  # fmt: skip
+        pos += info.size
+    assert got == want
+    return len(want)
+
+
+@settings(max_examples=300)
+@given(segments(), st.sampled_from([1, 3, 64]))
+def test_plain_scan_agrees_with_the_codec_on_generated_and_damaged_segments(buf, chunk):
+    assert_plain_agrees(buf, chunk=chunk)
+
+
+@given(segments(), st.integers(0, 2000), st.integers(0, 2000))
+def test_plain_scan_agrees_from_any_start_and_end(buf, a, b):
+    lo, hi = sorted((min(a, len(buf)), min(b, len(buf))))
+    assert_plain_agrees(buf, lo, hi)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=400), st.integers(0, 50))
+def test_garbage_plain_scans_like_the_codec_without_raising(buf, start):
+    assert_plain_agrees(buf, min(start, len(buf)))
+
+
+@given(st.binary(min_size=1, max_size=40).filter(lambda b: not b.isascii()), st.integers(0, 12))
+def test_plain_scan_sends_a_record_with_non_ascii_text_through_the_codec(text, pad):
+    props = b"a\x01" + text  # any bytes: valid UTF-8 or not, the codec decides
+    rec = fmt.encode_raw(
+        queue_id=1, flag=0, queue_offset=0, physical_offset=0, sys_flag=0, born_timestamp=1,
+        born_host=bytes(8), store_timestamp=2, store_host=bytes(8), reconsume_times=0,
+        prepared_transaction_offset=0, body=b"b", crc=fmt.body_crc(b"b"), topic=b"t",
+        properties=props,
+    )  # fmt: skip
+    assert_plain_agrees(rec + bytes(pad))
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "rocketmq-real/apache-4e25b979/commitlog/00000000000000000000",
+        "rocketmq-real/shaoxubao-c4dcaab0/unit_test_store/commitlog/00000000000000000000",
+        "rocketmq-4.9.8-store/store/commitlog/00000000000000000000",
+        "rocketmq-4.9.8-store/store/commitlog/00000000000001048576",
+    ],
+)
+@needs_fixtures
+def test_plain_scan_agrees_on_real_rocketmq_segments(rel):
+    buf = (Path(FIXTURES) / rel).read_bytes()
+    assert assert_plain_agrees(buf, chunk=bulk.CHUNK_RECORDS) > 0
