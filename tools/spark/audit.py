@@ -26,17 +26,19 @@ What is checked (finding kinds are listed in :mod:`mqstore.tools.spark.report`):
    position of its start, log range, reason); and segments that hold bytes but not one
    valid record are a ``no_valid_record`` finding, never CLEAN.
 
-Design: one Spark job. Segment byte ranges are read in ``mapInArrow`` tasks (each mmaps
-its file and reads it with the bulk scanner, :mod:`mqstore.commitlog.bulk`), the rows are
-grouped by (topic, queue) with ``applyInArrow`` and each group is checked with numpy against
-its own ConsumeQueue files (:mod:`mqstore.tools.spark.queues`). The index is checked by the
+Design: one Spark job of one stage, no shuffle. Segment byte ranges are read in
+``mapInArrow`` tasks (each mmaps its file and reads it with the bulk scanner,
+:mod:`mqstore.commitlog.bulk`); each task sends its records' queue fields per (topic,
+queue) as one packed value, and the driver checks each queue with numpy against its own
+ConsumeQueue files (:mod:`mqstore.tools.spark.queues`). The index is checked by the
 same scan tasks: each reads the index entries that point into its range and looks them up
 in its own records (keys hashed in the same pass; no second parse, no join), and checks the
 header and chains of the index files assigned to it (:mod:`mqstore.tools.spark.indexcheck`).
-Only findings and per-queue statistics come back to the driver; findings are capped per
-kind with a count, so any damage gives a report of bounded size. A task that cannot read a
-store file ends the run with exit 2 and one line naming the path: every Spark worker must
-see the store at the same path as the driver.
+Besides the packed queue fields (36 bytes a record), only findings and range summaries
+come back to the driver; findings are capped per kind with a count, so any damage gives a
+report of bounded size. A task that cannot read a store file ends the run with exit 2 and
+one line naming the path: every Spark worker must see the store at the same path as the
+driver.
 """
 
 from __future__ import annotations
@@ -63,18 +65,17 @@ from mqstore.tools.spark.layout import (
     geometry_flags,
 )
 from mqstore.tools.spark.reader import (
-    SCAN_FIELDS,
-    SCAN_SCHEMA,
     balanced_split,
     plan_ranges,
     scan_dataframe,
     unreadable,
 )
-from mqstore.tools.spark.report import AuditReport, Finding, QueueStats
+from mqstore.tools.spark.report import AuditReport, Finding
 from mqstore.tools.spark.session import master_url
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
 
 
 def _segment_series(layout: StoreLayout) -> list[Finding]:
@@ -123,49 +124,42 @@ def _checkpoint(
     return fields, out
 
 
-def _collect(rows: list[Any], layout: StoreLayout) -> tuple[list[Finding], list[QueueStats], int]:
-    """Findings, queue statistics and the record count from the grouped output; checks
+def _collect(rows: list[dict[str, Any]], layout: StoreLayout) -> tuple[list[Finding], int]:
+    """Findings and the record count from the scan's finding and range rows; checks
     store-time order across the ranges of one file."""
     by_name = {s.name: queues.rel_name(layout, s.path) for s in layout.segments}
     found: list[Finding] = []
-    stats: list[QueueStats] = []
-    ranges: dict[str, list[Any]] = {}
+    ranges: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        if r.row_type == "finding":
-            found.append(Finding(by_name.get(r.file, r.file), r.offset, r.kind, r.detail))
-        elif r.row_type == "range":
-            ranges.setdefault(r.file, []).append(r)
-        else:
-            stats.append(
-                QueueStats(
-                    r.topic, r.queue_id, r["count"], r.min_qo, r.max_qo, r.bytes, r.min_ts,
-                    r.max_ts, r.not_dispatched,
-                )
-            )  # fmt: skip
+        if r["row_type"] == "finding":
+            found.append(
+                Finding(by_name.get(r["file"], r["file"]), r["offset"], r["kind"], r["detail"])
+            )
+        elif r["row_type"] == "range":
+            ranges.setdefault(r["file"], []).append(r)
     for name, rs in ranges.items():
-        rs.sort(key=lambda x: x.offset)
+        rs.sort(key=lambda x: x["offset"])
         for a, b in itertools.pairwise(rs):
-            if a.last_ts is not None and b.first_ts is not None and b.first_ts < a.last_ts:
-                detail = f"store timestamp {b.first_ts} < previous record's {a.last_ts}"
+            last, first = a["last_ts"], b["first_ts"]
+            if last is not None and first is not None and first < last:
+                detail = f"store timestamp {first} < previous record's {last}"
                 found.append(
-                    Finding(by_name.get(name, name), b.offset, "timestamp_regression", detail)
+                    Finding(by_name.get(name, name), b["offset"], "timestamp_regression", detail)
                 )
     records = sum(r["count"] for rs in ranges.values() for r in rs)
-    return found, sorted(stats), records
+    return found, records
 
 
-def grouped_dataframe(
+def scan_table(
     spark: SparkSession,
     layout: StoreLayout,
-    ctx: queues.QueueContext,
     split_bytes: int | None,
     index: tuple[indexcheck.Geometry, list[Path]] | None = None,
-) -> DataFrame:
-    """Scan rows grouped by (topic, queue) and checked per group (see tools.spark.queues).
-
-    ConsumeQueue directories without records get a placeholder row so their units are
-    still read (and reported as orphans). With ``index`` (geometry, files), the scan
-    tasks also check the index entries (tools.spark.indexcheck.IndexPlan)."""
+) -> pa.Table:
+    """The segment scan's rows (tools.spark.reader.scan_dataframe) for every range, on
+    the driver as one Arrow table: per range and queue one row of packed records, plus
+    the findings and range summaries. With ``index`` (geometry, files), the scan tasks
+    also check the index entries (tools.spark.indexcheck.IndexPlan)."""
     split = split_bytes or balanced_split(layout, spark.sparkContext.defaultParallelism)
     ranges = plan_ranges(layout, split)
     iplan = indexcheck.plan(layout, ranges, *index) if index else None
@@ -174,21 +168,7 @@ def grouped_dataframe(
         f" {len(ranges)} ranges, {len(layout.cq_files)} ConsumeQueue files",
         file=sys.stderr,
     )
-    scan = scan_dataframe(spark, ranges, int(time.time() * 1000), iplan)
-    if layout.cq_queues:
-        marks = [
-            tuple(
-                {"row_type": "placeholder", "offset": 0, "topic": t, "queue_id": q}.get(f)
-                for f in SCAN_FIELDS
-            )
-            for t, q in sorted(layout.cq_queues)
-        ]
-        scan = scan.unionByName(spark.createDataFrame(marks, SCAN_SCHEMA))
-
-    def task(key: tuple[Any, ...], table: Any) -> Any:
-        return queues.group_task(key, table, ctx)
-
-    return scan.groupBy("topic", "queue_id").applyInArrow(task, queues.OUT_SCHEMA)
+    return scan_dataframe(spark, ranges, int(time.time() * 1000), iplan).toArrow()
 
 
 def audit_with(
@@ -202,6 +182,8 @@ def audit_with(
     """Run every check of the module doc on ``layout`` with an existing session.
 
     ``index_slots``/``index_num``: the index geometry (see tools.spark.indexcheck)."""
+    import pyarrow.compute as pc
+
     t0 = time.perf_counter()
     cq_found, lost = cqscan.file_findings(layout.cq_files, layout.cq_file_size)
     ctx = queues.QueueContext.of(layout, lost)
@@ -209,8 +191,13 @@ def audit_with(
     shown = layout.index_geometry() or (index_slots, index_num)
     geo = indexcheck.resolve_geometry(ifiles, *shown) if ifiles else None
     index = (geo, ifiles) if geo is not None else None
-    rows = grouped_dataframe(spark, layout, ctx, split_bytes, index).collect()
-    findings, stats, n_records = _collect(rows, layout)
+    table = scan_table(spark, layout, split_bytes, index)
+    is_record = pc.equal(table["row_type"], "record")
+    rows = table.filter(pc.invert(is_record)).drop_columns(["l_records"]).to_pylist()
+    findings, n_records = _collect(rows, layout)
+    q_found, stats = queues.check_queues(table.filter(is_record), ctx, layout.cq_queues)
+    findings += q_found
+    stats.sort()
     findings += cq_found + _segment_series(layout)
     findings += _damage_findings(layout, n_records, findings)
     state = {"records": "checked", "queue offsets": "checked"}

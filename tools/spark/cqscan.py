@@ -52,22 +52,36 @@ def file_findings(
     return findings, lost
 
 
+def _unit_dtype() -> Any:
+    """numpy dtype of one unit, derived from the codec's ``struct`` format."""
+    import numpy as np
+
+    fmt = cqfmt._UNIT.format
+    order = fmt[0]
+    dt = np.dtype([(f"f{i}", order + _NP_CODES[c]) for i, c in enumerate(fmt[1:])])
+    assert dt.itemsize == cqfmt.UNIT_SIZE
+    return dt
+
+
+_NP_CODES: Final = {"q": "i8", "i": "i4"}
+
+
 def read_units(data: bytes, cq: CqFile) -> dict[str, Any]:
     """Columns (numpy arrays) of the non-zero, non-blank units of one file's bytes:
     ``index`` (unit number in the file), ``u_phys``, ``u_size``, ``u_tags``."""
     import numpy as np
 
     whole = len(data) // cqfmt.UNIT_SIZE
-    grid = np.frombuffer(data, dtype=np.uint8, count=whole * cqfmt.UNIT_SIZE)
-    used = np.flatnonzero(grid.reshape(whole, cqfmt.UNIT_SIZE).any(axis=1))
-    if used.size == 0:
+    words = np.frombuffer(data, dtype=np.uint32, count=whole * cqfmt.UNIT_SIZE // 4)
+    nonzero = words != 0  # a unit is 5 words: the first and last used units bound the rest
+    if not nonzero.any():
         empty = np.zeros(0, dtype=np.int64)
         return {"index": empty, "u_phys": empty, "u_size": empty, "u_tags": empty}
-    lo, hi = int(used[0]), int(used[-1]) + 1
-    units = np.array(
-        list(cqfmt.iter_units(data[lo * cqfmt.UNIT_SIZE : hi * cqfmt.UNIT_SIZE])), dtype=np.int64
-    ).reshape(-1, 3)
-    phys, size, tags = units[:, 0], units[:, 1], units[:, 2]
+    per_unit = cqfmt.UNIT_SIZE // 4
+    lo = int(np.argmax(nonzero)) // per_unit
+    hi = (nonzero.size - 1 - int(np.argmax(nonzero[::-1]))) // per_unit + 1
+    units = np.frombuffer(data, _unit_dtype(), hi - lo, lo * cqfmt.UNIT_SIZE)
+    phys, size, tags = (units[f].astype(np.int64) for f in units.dtype.names or ())
     zero = (phys == 0) & (size == 0) & (tags == 0)
     blank = (phys == 0) & (size == cqfmt.BLANK_SIZE) & (tags == 0)
     keep = ~(zero | blank)

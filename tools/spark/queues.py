@@ -1,11 +1,10 @@
 """Per topic/queue checks: queue-offset continuity, statistics, ConsumeQueue units against
 the CommitLog, in one grouped pass with numpy.
 
-The scan rows are grouped by (topic, queue) with ``applyInArrow``: one shuffle of the
-record metadata, then each group is checked in numpy by :func:`check_queue`, which reads
-the queue's own ConsumeQueue files (by path, like the segment tasks). No join: a queue's
-records and units meet in the task that owns the queue. Rows without a topic (findings
-and range summaries of the segment scan) form their own group and pass through.
+The scan tasks send each range's records per (topic, queue) as one packed value; the
+driver joins a queue's values and checks it in numpy with :func:`check_queue`, which
+reads the queue's own ConsumeQueue files (:func:`check_queues`). No shuffle and no join:
+a queue's records and units meet once, in numpy.
 
 Rules (docs/format.md §1.5, §3.2; docs/store.md §1.5):
 
@@ -42,14 +41,6 @@ SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 """Its units carry a delivery time instead of a tag hash (docs/format.md §3.3)."""
 MAX_PER_KIND: Final = 10_000
 """Findings kept per kind and queue; beyond it one summary finding says how many more."""
-
-OUT_TYPES: Final = {
-    "row_type": "string", "file": "string", "offset": "long", "kind": "string",
-    "detail": "string", "topic": "string", "queue_id": "int", "count": "long",
-    "min_qo": "long", "max_qo": "long", "bytes": "long", "min_ts": "long", "max_ts": "long",
-    "not_dispatched": "long", "first_ts": "long", "last_ts": "long",
-}  # fmt: skip
-OUT_SCHEMA: Final = ", ".join(f"{k} {v}" for k, v in OUT_TYPES.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,50 +321,32 @@ def _units(
             )  # fmt: skip
 
 
-# ------------------------------------------------------------------------- Spark glue
+# ------------------------------------------------------------------------- driver side
 
 _REC_COLS: Final = ("offset", "size", "queue_offset", "sys_flag", "store_ts", "tags_code")
 
 
-def _out_table(rows: list[dict[str, Any]]) -> pa.Table:
-    import pyarrow as pa
-
-    types = {"string": pa.string(), "long": pa.int64(), "int": pa.int32()}
-    schema = pa.schema([(k, types[v]) for k, v in OUT_TYPES.items()])
-    return pa.Table.from_pylist(rows, schema=schema)
-
-
-def group_task(key: tuple[Any, ...], table: pa.Table, ctx: QueueContext) -> pa.Table:
-    """applyInArrow body: pass scan findings through, or check one queue."""
+def check_queues(
+    records: pa.Table, ctx: QueueContext, cq_queues: Iterable[tuple[str, int]]
+) -> tuple[list[Finding], list[QueueStats]]:
+    """Every per-queue check, on the driver: ``records`` holds the scan tasks' record
+    rows (``topic``, ``queue_id``, ``l_records``: one packed ``RECORD_DTYPE`` value per
+    range and queue); a queue with a ConsumeQueue directory but no record is checked too
+    (its units are then orphans). Numpy per queue: no shuffle, no per-record Python."""
     import numpy as np
-    import pyarrow.compute as pc
 
-    topic, queue_id = (k.as_py() if hasattr(k, "as_py") else k for k in key)
-    if topic is None:
-        keep = table.filter(pc.not_equal(table["row_type"], "record"))
-        rows = [{k: r.get(k) for k in OUT_TYPES} | {"bytes": r["size"]} for r in keep.to_pylist()]
-        return _out_table(rows)
-    recs = table.filter(pc.equal(table["row_type"], "record"))
-    packed = np.frombuffer(b"".join(recs["l_records"].to_pylist()), RECORD_DTYPE)
-    cols = {c: packed[c].astype(np.int64) for c in _REC_COLS}
-    findings, stats = check_queue(topic, int(queue_id), cols, ctx)
-    rows = [
-        {
-            "row_type": "finding",
-            "file": f.file,
-            "offset": f.offset,
-            "kind": f.kind,
-            "detail": f.detail,
-        }
-        for f in findings
-    ]
-    if stats is not None:
-        rows.append(
-            {
-                "row_type": "stats", "topic": topic, "queue_id": queue_id, "count": stats.count,
-                "min_qo": stats.min_queue_offset, "max_qo": stats.max_queue_offset,
-                "bytes": stats.bytes, "min_ts": stats.min_store_timestamp,
-                "max_ts": stats.max_store_timestamp, "not_dispatched": stats.not_dispatched,
-            }
-        )  # fmt: skip
-    return _out_table(rows)
+    packed: dict[tuple[str, int], list[bytes]] = {key: [] for key in cq_queues}
+    topics = records["topic"].to_pylist()
+    qids = records["queue_id"].to_pylist()
+    for t, q, blob in zip(topics, qids, records["l_records"].to_pylist(), strict=True):
+        packed.setdefault((t, q), []).append(blob)
+    findings: list[Finding] = []
+    stats: list[QueueStats] = []
+    for (topic, queue_id), blobs in sorted(packed.items()):
+        arr = np.frombuffer(b"".join(blobs), RECORD_DTYPE)
+        cols = {c: arr[c].astype(np.int64) for c in _REC_COLS}
+        found, st = check_queue(topic, queue_id, cols, ctx)
+        findings += found
+        if st is not None:
+            stats.append(st)
+    return findings, stats

@@ -11,7 +11,7 @@ Plan on the driver, parse in tasks:
    mmaps its file read-only, checks its range with :func:`mqstore.tools.spark.segscan.scan_range`
    and emits Arrow batches: per range one row per (topic, queue) whose record fields are
    packed in one binary column (``l_records``), plus the findings and a range summary.
-   Grouping by queue then shuffles a few large rows instead of one row per record.
+   The driver joins a queue's rows (no shuffle): a few large values, not one row per record.
    Bytes never travel through the JVM (``binaryFiles`` copies whole files into its
    heap; docs/design.md §3.2).
 
