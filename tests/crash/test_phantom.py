@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from mqstore import Message, MessageStore
-from tests.helpers import check_consistency, make_store, reopen
+from tests.crash.lined_up import fixed_message, unsynced_store
+from tests.helpers import check_consistency, reopen
 from tests.powerloss import PAGE, DiskModel, power_loss
 
 pytestmark = pytest.mark.crash
@@ -29,22 +30,11 @@ HOLE = 3 << 19
 
 def _fixed(life: int, i: int) -> Message:
     """A message whose record is exactly RECORD bytes, so lives line up record by record."""
-    overhead = 91 + len("orders") + len(f"UNIQ_KEY\x01{'0' * 32}\x02KEYS\x01k00000\x02")
-    return Message(
-        topic="orders",
-        body=f"life{life} {i:05d} ".encode().ljust(RECORD - overhead, b"."),
-        keys=[f"k{i:05d}"],
-    )
+    return fixed_message(f"life{life} {i:05d} ", f"k{i:05d}", RECORD)
 
 
 def _async_store(tmp_path: Path) -> MessageStore:
-    return make_store(
-        tmp_path,
-        commitlog_file_size=FILE_SIZE,
-        flush_interval_commitlog_ms=60_000,  # nothing syncs the log unless asked
-        flush_commitlog_thorough_interval_ms=60_000,
-        message_index_enable=False,
-    )
+    return unsynced_store(tmp_path, FILE_SIZE)
 
 
 def _bodies(store: MessageStore) -> list[bytes]:

@@ -14,6 +14,7 @@ import pytest
 from mqstore import FlushDiskType, Message, MessageStore, PutStatus
 from mqstore.commitlog.recovery import TORN_PROPERTIES
 from mqstore.config import RecoveryPolicy
+from tests.crash.lined_up import fixed_message, unsynced_store
 from tests.helpers import check_consistency, make_store, reopen, scan_log, store_config
 from tests.powerloss import PAGE, DiskModel, power_loss
 
@@ -28,23 +29,11 @@ RECORD = 512
 
 def _fixed(i: int, size: int = RECORD) -> Message:
     """Messages whose records are all ``size`` bytes (so old and new ones line up)."""
-    overhead = 91 + len("orders") + len(f"UNIQ_KEY\x01{'0' * 32}\x02KEYS\x01k0000\x02")
-    return Message(
-        topic="orders",
-        body=f"message {i:04d} ".encode().ljust(size - overhead, b"."),
-        keys=[f"k{i:04d}"],
-    )
+    return fixed_message(f"message {i:04d} ", f"k{i:04d}", size)
 
 
 def _async_store(tmp_path: Path, **cfg: object) -> MessageStore:
-    return make_store(
-        tmp_path,
-        commitlog_file_size=FILE_SIZE,
-        flush_interval_commitlog_ms=60_000,  # nothing syncs the log unless asked
-        flush_commitlog_thorough_interval_ms=60_000,
-        message_index_enable=False,
-        **cfg,
-    )
+    return unsynced_store(tmp_path, FILE_SIZE, **cfg)
 
 
 def _segment(root: Path) -> Path:
