@@ -78,28 +78,29 @@ def test_an_unlink_without_a_directory_sync_leaves_the_file(
     assert (tmp_path / "img" / "doomed").read_bytes() == b"still here"
 
 
-def test_an_mmap_write_followed_by_msync_survives(lazy_mount: Mount, tmp_path: Path) -> None:
+def _mmap_write_then_cut(lazy_mount: Mount, image: Path, *, msync: bool) -> bytes:
+    """Write ``hello`` at page 1 of a synced 4-page file through a mapping (with or
+    without ``msync``), cut the power while it is mapped; the file in the image."""
     fd = _new_file(lazy_mount, "m")
     os.ftruncate(fd, 4 * PAGE)
     os.fsync(fd)
     with mmap.mmap(fd, 4 * PAGE) as mm:
         mm[PAGE : PAGE + 5] = b"hello"
-        mm.flush()  # msync(MS_SYNC): the kernel writes the page back, then fsyncs
-        lazy_mount.cut(tmp_path / "img")
+        if msync:
+            mm.flush()  # msync(MS_SYNC): the kernel writes the page back, then fsyncs
+        lazy_mount.cut(image)
     os.close(fd)
-    data = (tmp_path / "img" / "m").read_bytes()
+    return (image / "m").read_bytes()
+
+
+def test_an_mmap_write_followed_by_msync_survives(lazy_mount: Mount, tmp_path: Path) -> None:
+    data = _mmap_write_then_cut(lazy_mount, tmp_path / "img", msync=True)
     assert len(data) == 4 * PAGE and data[PAGE : PAGE + 5] == b"hello"
 
 
 def test_an_mmap_write_without_msync_is_lost(lazy_mount: Mount, tmp_path: Path) -> None:
-    fd = _new_file(lazy_mount, "m")
-    os.ftruncate(fd, 4 * PAGE)
-    os.fsync(fd)
-    with mmap.mmap(fd, 4 * PAGE) as mm:
-        mm[PAGE : PAGE + 5] = b"hello"
-        lazy_mount.cut(tmp_path / "img")
-    os.close(fd)
-    assert (tmp_path / "img" / "m").read_bytes() == bytes(4 * PAGE)
+    data = _mmap_write_then_cut(lazy_mount, tmp_path / "img", msync=False)
+    assert data == bytes(4 * PAGE)
 
 
 def test_a_sync_after_the_cut_fails_so_nothing_is_acknowledged_on_it(
