@@ -95,10 +95,17 @@ def test_idle_queues_hold_no_mapping_and_no_descriptor(tmp_path: Path):
     queues.close()
 
 
-def test_a_flush_visits_only_the_queues_written_since(tmp_path: Path):
-    queues = ConsumeQueueStore(tmp_path, 1000 * UNIT_SIZE)
+def _one_unit_in_each_of_100_queues(directory: Path) -> ConsumeQueueStore:
+    """Queues T/0..T/99 in ``directory``, one unit each (queue i's points at 100 + 10 i),
+    nothing flushed."""
+    queues = ConsumeQueueStore(directory, 1000 * UNIT_SIZE)
     for i in range(100):
         queues.put("T", i, 100 + i * 10, 10, 0, 0, 1)
+    return queues
+
+
+def test_a_flush_visits_only_the_queues_written_since(tmp_path: Path):
+    queues = _one_unit_in_each_of_100_queues(tmp_path)
     assert queues.dirty_count == 100
     queues.flush(0)
     assert queues.dirty_count == 0
@@ -293,9 +300,7 @@ def test_a_full_disk_at_a_new_queues_first_unit_fails_it_and_the_same_unit_goes_
 
 
 def test_a_periodic_flush_looks_only_at_the_queues_written_since_the_last_one(tmp_path: Path):
-    queues = ConsumeQueueStore(tmp_path, 1000 * UNIT_SIZE)
-    for i in range(100):
-        queues.put("T", i, 100 + i * 10, 10, 0, 0, 1)
+    queues = _one_unit_in_each_of_100_queues(tmp_path)
     assert queues.touched_count == 100
     queues.flush(2)  # one unit each: below two pages, nothing synced
     assert (queues.dirty_count, queues.touched_count) == (100, 0)
