@@ -331,20 +331,7 @@ class RemotingClient:
             TransportError: cannot connect, the connection broke, or no response came
                 within ``timeout_s``.
         """
-        if self.rpc_hook is not None:
-            request = self.rpc_hook.before_request(request)
-        cmd = RemotingCommand(  # the constructor: dataclasses.replace costs 3x more
-            request.code,
-            self.language,
-            request.version,
-            next_opaque(),
-            request.flag,
-            request.remark,
-            request.ext_fields,
-            request.body,
-            request.serialize_type,
-        )
-        return self._connection(addr).call(cmd, timeout_s)
+        return self._connection(addr).call(self._outgoing(request), timeout_s)
 
     def invoke_async(
         self, addr: str, request: RemotingCommand, callback: ResponseCallback
@@ -356,20 +343,7 @@ class RemotingClient:
         Raises:
             TransportError: cannot connect or the write failed (no callback then).
         """
-        if self.rpc_hook is not None:
-            request = self.rpc_hook.before_request(request)
-        cmd = RemotingCommand(
-            request.code,
-            self.language,
-            request.version,
-            next_opaque(),
-            request.flag,
-            request.remark,
-            request.ext_fields,
-            request.body,
-            request.serialize_type,
-        )
-        return self._connection(addr).call_async(cmd, callback)
+        return self._connection(addr).call_async(self._outgoing(request), callback)
 
     def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         """Send ``request`` with the oneway flag and return once it is written.
@@ -377,15 +351,25 @@ class RemotingClient:
         Raises:
             TransportError: cannot connect or the write failed.
         """
+        self._connection(addr).write(self._outgoing(request, oneway=True))
+
+    def _outgoing(self, request: RemotingCommand, *, oneway: bool = False) -> RemotingCommand:
+        """``request`` as sent: through the RPC hook, then with a fresh opaque, this
+        client's language, and the oneway flag bit when ``oneway``."""
         if self.rpc_hook is not None:
             request = self.rpc_hook.before_request(request)
-        cmd = replace(
-            request,
-            opaque=next_opaque(),
-            language=self.language,
-            flag=int(request.flag | RemotingFlag.ONEWAY),
+        flag = int(request.flag | RemotingFlag.ONEWAY) if oneway else request.flag
+        return RemotingCommand(  # the constructor: dataclasses.replace costs 3x more
+            request.code,
+            self.language,
+            request.version,
+            next_opaque(),
+            flag,
+            request.remark,
+            request.ext_fields,
+            request.body,
+            request.serialize_type,
         )
-        self._connection(addr).write(cmd)
 
     def close_connection(self, addr: str) -> None:
         """Drop the connection to ``addr`` (outstanding calls fail); the next call redials."""
