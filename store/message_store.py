@@ -107,6 +107,10 @@ class MessageStore:
                 delay_levels=life.logics.delay_levels,
                 replica_wait=life.replica_wait,
             )
+            # The hottest calls bound straight to the writer: no frame of this class
+            # per put (the methods below document them and serve until open).
+            self.put_message = self._writer.put_message  # type: ignore[method-assign]
+            self.put_messages = self._writer.put_messages  # type: ignore[method-assign]
             self._reader = StoreReader(self.cfg, life.segments, life.logics, life.state)
             life.start_services(
                 put=lambda m: self._writer.put_message(m).status,

@@ -57,9 +57,26 @@ _INT32 = range(-(1 << 31), 1 << 31)
 _INT64 = range(-(1 << 63), 1 << 63)
 # A common record's numbers are checked against their fields (Java ints, a long)
 # before any byte is written: the record is packed in place, and a pack that failed
-# halfway would leave part of a header past the write position.
-_I32_MIN, _I32_END = -(1 << 31), 1 << 31
-_I64_MIN, _I64_END = -(1 << 63), 1 << 63
+# halfway would leave part of a header past the write position. Only ints fit: a float
+# within range would pass a comparison and fail the pack.
+
+
+def _fits_fields(flag: int, reconsume: int, qid: int, born_ts: int | None) -> bool:
+    """Whether a fast-path record's numbers fit their fields: ints (the annotations are
+    what a Message promises, not what it holds) within a Java int or long. The fast
+    paths test the usual message, all zero and no born timestamp, inline first."""
+    return (
+        flag.__class__ is int is reconsume.__class__ is qid.__class__
+        and -0x80000000 <= flag < 0x80000000
+        and -0x80000000 <= reconsume < 0x80000000
+        and qid < 0x80000000
+        and (
+            born_ts is None
+            or (born_ts.__class__ is int and -0x8000000000000000 <= born_ts < 0x8000000000000000)
+        )
+    )
+
+
 # tuple.__new__ straight away: skips the generated __new__ of a NamedTuple.
 _tuple_new = tuple.__new__
 
@@ -90,8 +107,8 @@ def _check_int_fields(msg: Message) -> None:
         ("sys_flag", msg.sys_flag, _INT32),
         ("born_timestamp", msg.born_timestamp or 0, _INT64),
     ):
-        if value not in width:
-            raise IllegalMessageError(f"{name} {value} does not fit its record field")
+        if not isinstance(value, int) or value not in width:
+            raise IllegalMessageError(f"{name} {value!r} does not fit its record field")
 
 
 def _body_bytes(body: object) -> bytes:
@@ -266,15 +283,12 @@ class MessageFramer:
         if version != 1 or total > self.max_record:
             return None
         flag, reconsume, born_ts = msg.flag, msg.reconsume_times, msg.born_timestamp
-        try:  # not numbers: the general path says which field is wrong
-            if not (
-                _I32_MIN <= flag < _I32_END
-                and _I32_MIN <= reconsume < _I32_END
-                and qid < _I32_END
-                and (born_ts is None or _I64_MIN <= born_ts < _I64_END)
-            ):
-                return None
-        except TypeError:
+        if not (  # the usual message inline; else the general path says which field is wrong
+            flag == 0 == reconsume
+            and born_ts is None
+            and flag.__class__ is int is reconsume.__class__ is qid.__class__
+            and qid < 0x80000000
+        ) and not _fits_fields(flag, reconsume, qid, born_ts):
             return None
         crc = zlib.crc32(body) & 0x7FFFFFFF
         record = (f"{msg.topic}-{qid}", qid, flag, born_ts, born, reconsume, body, crc, tail,
@@ -301,7 +315,6 @@ class MessageFramer:
         max_record = self.max_record
         next_uniq = self.next_uniq
         crc32, max_props, ipv4 = zlib.crc32, fmt.MAX_PROPERTIES_LENGTH, fmt.IPV4_HOST_LEN
-        i32_min, i32_end, i64_min, i64_end = _I32_MIN, _I32_END, _I64_MIN, _I64_END
         framers: dict[str, _TopicFramer] = {}
         records: list[V1Record] = []
         made: list[str] = []
@@ -338,15 +351,12 @@ class MessageFramer:
             if total > max_record:
                 return None
             flag, reconsume, born_ts = msg.flag, msg.reconsume_times, msg.born_timestamp
-            try:  # the numbers' fields, as in common()
-                if not (
-                    i32_min <= flag < i32_end
-                    and i32_min <= reconsume < i32_end
-                    and qid < i32_end
-                    and (born_ts is None or i64_min <= born_ts < i64_end)
-                ):
-                    return None
-            except TypeError:
+            if not (  # the numbers' fields, as in common()
+                flag == 0 == reconsume
+                and born_ts is None
+                and flag.__class__ is int is reconsume.__class__ is qid.__class__
+                and qid < 0x80000000
+            ) and not _fits_fields(flag, reconsume, qid, born_ts):
                 return None
             records.append(
                 (framer[1] + str(qid), qid, flag, born_ts, born, reconsume, body,

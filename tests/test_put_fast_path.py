@@ -189,11 +189,17 @@ def _tail_after_write_position(s: MessageStore) -> bytes:
         {"reconsume_times": 2**31},
         {"queue_id": 2**31},
         {"born_timestamp": 2**63},
+        {"born_timestamp": -(2**63) - 1},
+        # Not ints, though within range: a pack would raise halfway through a header.
+        {"flag": 2.0},
+        {"reconsume_times": 1.0},
+        {"queue_id": 1.0},
+        {"born_timestamp": 1.5},
     ],
 )
 @pytest.mark.parametrize("batch", [False, True])
 def test_a_number_out_of_its_field_is_refused_before_any_byte_is_written(
-    tmp_path: Path, field: dict[str, int], batch: bool
+    tmp_path: Path, field: dict[str, float], batch: bool
 ) -> None:
     s = make_store(tmp_path)
     try:
