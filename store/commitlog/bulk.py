@@ -364,9 +364,9 @@ def _scan_plain(
 
 
 _HIGH_BITS: Final = np.array(
-    [int.from_bytes(b"\x80" * k + bytes(8 - k), "big") for k in range(9)], np.uint64
+    [int.from_bytes(b"\x80" * k + bytes(8 - k), "little") for k in range(9)], np.uint64
 )
-"""The high bit of each of the first ``k`` bytes of a big-endian 8-byte word."""
+"""The high bit of each of the first ``k`` bytes of a little-endian 8-byte word."""
 
 
 class _Words:
@@ -401,23 +401,30 @@ class _Words:
 
     def has_high_byte(self, starts: I64, lens: I64) -> NDArray[np.bool_]:
         """Whether each span ``[start, start + len)`` holds a byte >= 0x80, read eight
-        bytes at a time (a span reaching the buffer's last seven bytes counts as one)."""
-        n = starts.size
-        out = np.zeros(n, np.bool_)
-        nw = (np.maximum(lens, 0) + 7) // 8
-        total = int(nw.sum())
-        if not total or self.lim < 8:
-            out[lens > 0] = self.lim < 8
+        bytes at a time: a span of 8 bytes or more as the words from its start plus the
+        word ending at its end (all inside the span, so no mask), OR-ed per span; a
+        shorter one as one masked word from its start (one that would run past the
+        buffer counts as holding such a byte)."""
+        out = np.zeros(starts.size, np.bool_)
+        if self.lim < 8:
+            out[lens > 0] = True
             return out
-        first = np.cumsum(nw) - nw
-        row = np.repeat(np.arange(n), nw)
-        at = np.repeat(starts - 8 * first, nw) + 8 * np.arange(total)
-        left = np.minimum(np.repeat(starts + lens, nw) - at, 8)
-        words = self._view(">u8")
-        inside = at + 8 <= self.lim
-        word = words[np.where(inside, at, 0)]
-        hit = ((word & _HIGH_BITS[left]) != 0) | ~inside
-        out[row[hit]] = True
+        words = self._view("<u8")
+        short = np.flatnonzero((lens > 0) & (lens < 8))
+        if short.size:
+            s = starts[short]
+            fits = s + 8 <= self.lim
+            word = words[np.where(fits, s, 0)]
+            out[short] = ((word & _HIGH_BITS[lens[short]]) != 0) | ~fits
+        long = np.flatnonzero(lens >= 8)
+        if long.size:
+            s, n = starts[long], lens[long]
+            nw = (n + 7) // 8
+            first = np.cumsum(nw) - nw
+            at = np.repeat(s - 8 * first, nw) + 8 * np.arange(int(first[-1] + nw[-1]))
+            at[first + nw - 1] = s + n - 8
+            acc = np.bitwise_or.reduceat(words[at], first)
+            out[long] = (acc & _HIGH_BITS[8]) != 0
         return out
 
 

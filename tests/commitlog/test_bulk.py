@@ -267,3 +267,15 @@ def test_plain_scan_sends_a_record_with_non_ascii_text_through_the_codec(text, p
 def test_plain_scan_agrees_on_real_rocketmq_segments(rel):
     buf = (Path(FIXTURES) / rel).read_bytes()
     assert assert_plain_agrees(buf, chunk=bulk.CHUNK_RECORDS) > 0
+
+
+@given(st.binary(max_size=80), st.lists(st.tuples(st.integers(0, 80), st.integers(0, 40))))
+def test_high_byte_check_finds_every_byte_above_0x7f_in_a_span(buf, spans):
+    spans = [(min(s, len(buf)), min(n, len(buf) - min(s, len(buf)))) for s, n in spans]
+    starts = np.array([s for s, _ in spans], np.int64)
+    lens = np.array([n for _, n in spans], np.int64)
+    got = bulk._Words(memoryview(buf), len(buf)).has_high_byte(starts, lens).tolist()
+    for (s, n), hit in zip(spans, got, strict=True):
+        truth = any(b >= 0x80 for b in buf[s : s + n])
+        # Only a short span in the last seven bytes may be flagged without cause.
+        assert hit == truth or (hit and 0 < n < 8 and s + 8 > len(buf))

@@ -183,7 +183,7 @@ def both(
 KEEPS = st.one_of(st.none(), st.builds(KeepRule, st.integers(-(2**63), 2**63 - 1), st.booleans()))
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(segment_files(), st.booleans(), KEEPS, st.integers(0, 2))
 def test_bulk_scan_agrees_with_the_codec_scan_and_hands_over_the_same_records(
     files, check_crc, keep, start
