@@ -20,6 +20,7 @@ from mqstore.client.transport import SendStatus
 from mqstore.message import Message
 from mqstore.remoting.codes import RequestCode as Rq
 from mqstore.remoting.codes import ResponseCode as Rs
+from mqstore.tools.bench._harness import stop
 from tests.broker.wire_client import WireClient
 from tests.interop.broker_harness import run_node
 
@@ -46,15 +47,6 @@ def broker(store: Path, port: int, *extra: str) -> subprocess.Popen[bytes]:
             assert proc.poll() is None, f"{cmd} exited with {proc.returncode}"
             assert time.monotonic() < deadline, f"{cmd} did not listen within 30 s"
             time.sleep(0.05)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
 
 
 @pytest.fixture

@@ -456,6 +456,28 @@ def free_port() -> int:
         return port
 
 
+def wait_listening(
+    proc: subprocess.Popen[bytes], port: int, what: str, timeout: float = 30.0
+) -> None:
+    """Wait until ``proc`` accepts TCP connections on 127.0.0.1:``port``.
+
+    Raises:
+        RuntimeError: ``proc`` exited first.
+        TimeoutError: it did not listen within ``timeout`` seconds.
+    """
+
+    def listening() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    wait_until(listening, timeout, what, poll=0.05)
+
+
 def spawn_cli(args: Sequence[str]) -> subprocess.Popen[bytes]:
     """``mqstore ARGS`` in a child process (its own interpreter and GIL), output discarded."""
     cmd = [sys.executable, "-m", "mqstore.tools.cli", *args]

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,6 +52,7 @@ from mqstore.tools.bench._harness import (
     run_parallel,
     spawn_cli,
     stop,
+    wait_listening,
     wait_until,
 )
 
@@ -152,18 +152,8 @@ def broker_child(root: Path, acl: Path | None = None) -> Iterator[tuple[str, int
     extra = ["--acl", str(acl)] if acl is not None else []
     proc = spawn_cli(["broker", "--store", str(root), "--port", str(port), "--ha-port", "0",
                       *extra])  # fmt: skip
-
-    def listening() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mqstore broker exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        except OSError:
-            return False
-        return True
-
     try:
-        wait_until(listening, 30, "the broker child to listen", poll=0.05)
+        wait_listening(proc, port, "mqstore broker")
         yield f"127.0.0.1:{port}", proc.pid
     finally:
         stop(proc)

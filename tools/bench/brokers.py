@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -42,43 +40,19 @@ from mqstore.tools.bench._harness import (
     bench_main,
     free_port,
     median,
+    spawn_cli,
+    stop,
+    wait_listening,
     wait_until,
 )
 
 TOPICS = {"one": {"broker-a": 8}, "two": {"broker-a": 4, "broker-b": 4}}
-CLI = [sys.executable, "-m", "mqstore.tools.cli"]
 
 
 def proc_cpu(pid: int) -> float:
     """CPU seconds (user + system) of process ``pid`` so far, from ``/proc``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _spawn(args: list[str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([*CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def _listening(proc: subprocess.Popen[bytes], port: int) -> bool:
-    import socket
-
-    if proc.poll() is not None:
-        raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def send_for(namesrv: str, topic: str, threads: int, size: int, start_at: float,
@@ -163,16 +137,16 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
           f"per run, {args.reps} reps")  # fmt: skip
     pool = ProcessPoolExecutor(args.procs, mp_context=get_context("spawn"))
     try:
-        procs["namesrv"] = _spawn(["namesrv", "--port", str(ns_port)])
-        wait_until(lambda: _listening(procs["namesrv"], ns_port), 30, "the name server", 0.05)
+        procs["namesrv"] = spawn_cli(["namesrv", "--port", str(ns_port)])
+        wait_listening(procs["namesrv"], ns_port, "the name server")
         for name in ("broker-a", "broker-b"):
             port = free_port()
-            procs[name] = _spawn(["broker", "--store", str(root / name), "--port", str(port),
+            procs[name] = spawn_cli(["broker", "--store", str(root / name), "--port", str(port),
                                   "--ha-port", "0", "--broker-name", name, "--namesrv",
                                   namesrv, "--register-interval", "0.5"])  # fmt: skip
             addrs[name] = f"127.0.0.1:{port}"
             proc = procs[name]
-            wait_until(lambda p=proc, q=port: _listening(p, q), 30, name, 0.05)  # type: ignore[misc]
+            wait_listening(proc, port, name)
         _create_topics(addrs)
         for topic, spread in TOPICS.items():
             wait_until(lambda t=topic, s=spread: _route_brokers(namesrv, t) == set(s),  # type: ignore[misc]
@@ -205,7 +179,7 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     finally:
         pool.shutdown(cancel_futures=True)
         for proc in procs.values():
-            _stop(proc)
+            stop(proc)
     return {"cpus": os.cpu_count(), "procs": args.procs, "threads": args.threads,
             "size": args.size, "seconds": args.seconds, "runs": runs}  # fmt: skip
 
