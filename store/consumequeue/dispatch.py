@@ -37,6 +37,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
 from mqstore.commitlog.walk import next_record
 from mqstore.consumequeue.catch_up import IndexCatchUp
+from mqstore.consumequeue.dispatch_batch import BatchDispatcher
 from mqstore.consumequeue.store import ConsumeQueueStore
 from mqstore.failures import FailureCounter
 from mqstore.index.service import IndexService
@@ -252,6 +253,13 @@ class ReputService(ServiceThread):
         self._dispatch_fields = dispatch_fields or dispatcher.dispatch_one
         """What each record's ``DispatchFields`` are given to (by default the
         dispatcher's ``dispatch_one``, whose parameters they are)."""
+        self.batch: BatchDispatcher | None = (
+            BatchDispatcher(dispatcher)
+            if self._dispatch_fields == dispatcher.dispatch_one
+            else None
+        )
+        """Dispatches runs of records at once when a backlog is pending (None: every
+        record goes to ``dispatch_fields``, which is then not the dispatcher's own)."""
         self.limit = limit
         self.reput_from = reput_from
         self.skipped_bytes = 0
@@ -373,12 +381,34 @@ class ReputService(ServiceThread):
     def _dispatch_file(
         self, view: memoryview, base: int, file_size: int, limit: int, wrote: int
     ) -> tuple[int, bool]:
-        """Dispatch records of one file from ``reput_from``; (records, must stop)."""
+        """Dispatch records of one file from ``reput_from``; (records, must stop).
+
+        A backlog of plain records goes through :attr:`batch`; the rest, and any batch
+        whose apply raised (replayed from its start, so every failure is judged as it
+        would have been), record by record.
+        """
         pos = self.reput_from - base
         end = min(wrote, limit - base)
         done = 0
-        dispatch, chunk = self._dispatch_fields, self.chunk
+        dispatch, chunk, batch = self._dispatch_fields, self.chunk, self.batch
+        single_until = pos  # record by record below this position
         while pos < end:
+            if batch is not None and pos >= single_until and end - pos >= batch.min_bytes:
+                b = batch.read(view, pos, end, chunk - done)
+                if isinstance(b, int):
+                    single_until = b
+                else:
+                    try:
+                        batch.apply(b)
+                    except Exception:  # replay it record by record: exact semantics
+                        single_until = pos + b.length
+                    else:
+                        done += b.count
+                        pos += b.length
+                        self.reput_from = base + pos
+                        if done >= chunk:
+                            return done, False
+                        continue
             item, after = next_record(view, pos, end, file_size)
             if type(item) is tuple:  # a record's DispatchFields
                 try:

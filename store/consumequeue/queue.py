@@ -53,6 +53,10 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from mqstore.commitlog.mapped_file import MappedFile
 from mqstore.commitlog.segments import Segments
@@ -330,6 +334,57 @@ class ConsumeQueue:
             if expected == self.min_logic_offset:
                 self._min_unit = (expected, physical_offset)
         return True
+
+    def put_units(self, units: NDArray[Any], queue_offsets: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Write many units (``units``: big-endian records of physical offset, size and
+        tags code, in queue-offset order); which were written (False: already there).
+
+        The same as :meth:`put` unit after unit, with one write per file when the units
+        continue the queue at its end with consecutive offsets (the dispatcher's
+        case); anything else (pre-fill of a new queue, a gap, a re-dispatch) takes
+        :meth:`put` for the units it concerns.
+
+        Raises:
+            OSError: as :meth:`put` (the units before the failing write are written).
+        """
+        n = int(queue_offsets.size)
+        written = np.zeros(n, np.bool_)
+        done = 0
+        first = int(queue_offsets[0])
+        if n > 1 and int(queue_offsets[-1]) - first != n - 1:
+            return self._put_each(units, queue_offsets, 0, written)
+        with self._lock:
+            segs = self.segments
+            while done < n:
+                phys = int(units["p"][done])
+                if phys + int(units["s"][done]) <= self.max_physic_offset:
+                    break
+                expected = (first + done) * UNIT_SIZE
+                mf = segs.last_for_write(expected)
+                if mf.wrote_position == 0 and len(segs.files) == 1:
+                    break  # a queue's first unit: pre-fill and minimum, as put() does
+                current = mf.file_from_offset + mf.wrote_position
+                if current != expected:
+                    break
+                k = min(n - done, (mf.file_from_offset + self.file_size - current) // UNIT_SIZE)
+                last = done + k - 1
+                self._write(mf, units[done : done + k].tobytes())
+                self.max_physic_offset = int(units["p"][last]) + int(units["s"][last])
+                if expected <= self.min_logic_offset < expected + k * UNIT_SIZE:
+                    at = (self.min_logic_offset - expected) // UNIT_SIZE
+                    self._min_unit = (self.min_logic_offset, int(units["p"][done + at]))
+                written[done : done + k] = True
+                done += k
+        return self._put_each(units, queue_offsets, done, written)
+
+    def _put_each(
+        self, units: NDArray[Any], queue_offsets: NDArray[np.int64], start: int,
+        written: NDArray[np.bool_],
+    ) -> NDArray[np.bool_]:  # fmt: skip
+        for i in range(start, int(queue_offsets.size)):
+            u = units[i]
+            written[i] = self.put(int(u["p"]), int(u["s"]), int(u["t"]), int(queue_offsets[i]))
+        return written
 
     def _fill_blank(self, mf: MappedFile, until: int) -> None:
         self._write(mf, BLANK_UNIT * ((until - mf.wrote_position) // UNIT_SIZE))

@@ -35,6 +35,10 @@ import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from mqstore import faults
 from mqstore.consumequeue import summary
@@ -307,6 +311,23 @@ class ConsumeQueueStore:
             self.logics_msg_timestamp = store_timestamp
             return True
         return False
+
+    def put_units(
+        self, topic: str, queue_id: int, units: NDArray[Any], queue_offsets: NDArray[np.int64]
+    ) -> NDArray[np.bool_]:
+        """Write many units of one queue (see :meth:`ConsumeQueue.put_units`); which were
+        written. The caller sets :attr:`logics_msg_timestamp` (that of the last unit
+        written, in log order, over all its queues).
+
+        Raises:
+            OSError: a queue file could not be created or written.
+        """
+        cq = self.queues.get((topic, queue_id)) or self.find_or_create(topic, queue_id)
+        written = cq.put_units(units, queue_offsets)
+        if written.any():
+            self._dirty.add(cq)
+            self._touched.add(cq)
+        return written
 
     def all(self) -> list[ConsumeQueue]:
         """A snapshot of every queue (each read now if it was not yet)."""

@@ -27,6 +27,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+from numpy.typing import NDArray
+
 from mqstore import _platform, faults
 from mqstore.errors import CorruptIndexError
 from mqstore.index import format as ifmt
@@ -36,6 +39,9 @@ _SLOT_BYTES = ifmt.SLOT.pack
 _ENTRY_PACK = ifmt.ENTRY.pack_into
 _HEADER_BYTES = ifmt.HEADER.pack
 _EMPTY_ENTRY = bytes(ifmt.ENTRY_SIZE)
+_ENTRY_DTYPE = np.dtype([("h", ">i4"), ("p", ">i8"), ("d", ">i4"), ("v", ">i4")])
+assert _ENTRY_DTYPE.itemsize == ifmt.ENTRY_SIZE
+I64 = NDArray[np.int64]
 
 SLOT_CHUNK_SHIFT = 20
 """Slot-table reservations are 1 MiB chunks (2**20), reserved on first touch."""
@@ -240,6 +246,84 @@ class IndexFile:
         )
         return n
 
+    def put_entries(
+        self, hashes: NDArray[np.int32], phy_offsets: I64, store_timestamps: I64
+    ) -> int:
+        """Add the entries of many messages at once (one element per entry, messages in
+        log order, a message's keys in order); return how many fit.
+
+        The bytes are those of :meth:`put_hashes` called per message: entry ``k`` gets
+        number ``count + k``, the previous entry of its slot as ``prevIndex`` (an earlier
+        entry of the batch, else the slot's value if it is a valid entry number) and
+        its time from the file's begin (the file's first entry from the begin it was
+        created with, every later one from the first entry's message). Entries are
+        written before the slots that point at them, the header last. Space is reserved
+        before anything is written, so a failure leaves the file unchanged.
+
+        Raises:
+            OSError: ENOSPC/EDQUOT reserving (nothing written).
+        """
+        count = self.index_count
+        n = min(int(hashes.size), self.index_num - count)
+        if n <= 0:
+            return 0
+        h = hashes[:n].astype(np.int64)
+        phys = phy_offsets[:n]
+        ts = store_timestamps[:n]
+        slots = h % self.hash_slot_num
+        need_end = self._entries_pos + (count + n) * ifmt.ENTRY_SIZE
+        if need_end > self._reserved_to:
+            self._reserve_entries(need_end)
+        if self._slot_chunks_left:
+            touched = np.unique((ifmt.HEADER_SIZE + slots * ifmt.SLOT_SIZE) >> SLOT_CHUNK_SHIFT)
+            for c in touched.tolist():
+                if not self._slot_chunks[c]:
+                    self._reserve_slot_chunk(self._fd, c)
+        nums = np.arange(count, count + n, dtype=np.int64)
+        begin0 = self.begin_timestamp
+        if count <= 1:  # the file's first entry sets its begin
+            self.begin_phy_offset = int(phys[0])
+            self.begin_timestamp = int(ts[0])
+        begin = np.full(n, self.begin_timestamp, np.int64)
+        if count <= 1:
+            begin[0] = begin0
+        secs = np.trunc((ts - begin) / 1000)  # as time_diff_seconds: float division
+        diff = np.where(begin > 0, np.clip(secs, 0, ifmt.INT_MAX), 0).astype(np.int64)
+        order = np.argsort(slots, kind="stable")
+        s_sorted = slots[order]
+        n_sorted = nums[order]
+        first = np.r_[True, s_sorted[1:] != s_sorted[:-1]]
+        last = np.r_[s_sorted[1:] != s_sorted[:-1], True]
+        prev_sorted = np.r_[0, n_sorted[:-1]]
+        mm = self._mm
+        table = np.frombuffer(mm, ">i4", self.hash_slot_num, ifmt.HEADER_SIZE)
+        try:
+            old = table[s_sorted[first]].astype(np.int64)
+            valid = (old > 0) & (old <= n_sorted[first])
+            prev_sorted[first] = np.where(valid, old, 0)
+            used = self.hash_slot_count + int(valid.size - np.count_nonzero(valid))
+            prev = np.empty(n, np.int64)
+            prev[order] = prev_sorted
+            entries = np.empty(n, _ENTRY_DTYPE)
+            entries["h"] = h
+            entries["p"] = phys
+            entries["d"] = diff
+            entries["v"] = prev
+            at = self._entries_pos + count * ifmt.ENTRY_SIZE
+            mm[at : at + n * ifmt.ENTRY_SIZE] = entries.tobytes()
+            table[s_sorted[last]] = n_sorted[last]
+        finally:
+            del table  # no buffer export may outlive the call (close unmaps)
+        count += n
+        self.hash_slot_count = used
+        self.index_count = count
+        self.end_phy_offset = end_phy = int(phys[-1])
+        self.end_timestamp = end_ts = int(ts[-1])
+        mm[0 : ifmt.HEADER_SIZE] = _HEADER_BYTES(
+            self.begin_timestamp, end_ts, self.begin_phy_offset, end_phy, used, count
+        )
+        return n
+
     def _reserve_for(self, hashes: Sequence[int], n: int, entries_end: int) -> None:
         """Reserve the entry area to ``entries_end`` and the slot chunks of ``hashes[:n]``.
 
@@ -286,18 +370,23 @@ class IndexFile:
         Newest first, at most ``max_num``. Hash collisions are included: the caller
         filters by the real key.
         """
+        return self.select_by_hash(ifmt.key_hash(key), max_num, begin, end)
+
+    def select_by_hash(self, key_hash: int, max_num: int, begin: int, end: int) -> list[int]:
+        """:meth:`select_phy_offsets` given the key's hash (``ifmt.key_hash(key)``)."""
         out: list[int] = []
         if self._closed:
             return out
         try:
-            return self._select(key, max_num, begin, end, out)
+            return self._select(key_hash, max_num, begin, end, out)
         except ValueError:  # closed (expired) while we read
             return out
 
-    def _select(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> list[int]:
+    def _select(
+        self, key_hash: int, max_num: int, begin: int, end: int, out: list[int]
+    ) -> list[int]:
         mm = self._mm
         count = self.index_count
-        key_hash = ifmt.key_hash(key)
         (slot_value,) = ifmt.SLOT.unpack_from(mm, ifmt.slot_position(key_hash % self.hash_slot_num))
         if count < slot_value < self.index_num:
             # Linked since our count was read (by another thread, or the process this

@@ -27,6 +27,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+from numpy.typing import NDArray
+
 from mqstore.config import StoreConfig
 from mqstore.errors import CorruptIndexError
 from mqstore.index import format as ifmt
@@ -35,6 +38,7 @@ from mqstore.index.file import IndexFile
 log = logging.getLogger(__name__)
 
 LONG_MAX = (1 << 63) - 1
+I64 = NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +220,54 @@ class IndexService:
                 f = self._writable()
             n = f.put_hashes(hashes, phy_offset, store_timestamp)
             hashes = hashes[n:]
+
+    def build_batch(
+        self,
+        phy_offsets: I64,
+        store_timestamps: I64,
+        key_record: I64,
+        key_hashes: NDArray[np.int32],
+    ) -> None:
+        """:meth:`build` for many messages at once, with their keys already hashed.
+
+        Message ``i`` is at ``phy_offsets[i]`` (increasing) and stored at
+        ``store_timestamps[i]``; ``key_hashes[k]`` (``key_hash("topic#key")``) belongs to
+        message ``key_record[k]``, in the order :meth:`build` takes the keys. The files
+        end up byte for byte as :meth:`build` per message leaves them: messages before
+        the last indexed one are skipped, the last indexed one gets only the keys it
+        lacks, full files are followed by new ones.
+
+        Raises:
+            OSError: a new file could not be created, or no space for entries; the
+                messages (files) before it are indexed, the rest not.
+        """
+        phys = phy_offsets[key_record]
+        ts = store_timestamps[key_record]
+        h = key_hashes
+        files = self.files
+        if files:
+            last = files[-1]
+            end = last.end_phy_offset
+            keep = phys > end
+            if not (last.index_count > 1 or len(files) > 1):
+                keep |= phys == end  # nothing indexed yet: the message is new
+            else:
+                for k in np.flatnonzero(phys == end).tolist():
+                    keep[k] = not self._has_hash(int(h[k]), end)
+            if not keep.all():
+                phys, ts, h = phys[keep], ts[keep], h[keep]
+        f = files[-1] if files else None
+        while h.size:
+            if f is None or f.index_count >= f.index_num:
+                f = self._writable()
+            n = f.put_entries(h, phys, ts)
+            h, phys, ts = h[n:], phys[n:], ts[n:]
+
+    def _has_hash(self, key_hash: int, phy_offset: int) -> bool:
+        """:meth:`_has` given the key's hash (a lookup compares hashes only)."""
+        with self._lock:
+            files = self.files[-2:]
+        return any(phy_offset in f.select_by_hash(key_hash, 1 << 30, 0, LONG_MAX) for f in files)
 
     def _writable(self) -> IndexFile:
         with self._lock:

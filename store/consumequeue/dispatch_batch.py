@@ -1,0 +1,313 @@
+"""Dispatching many records at once: the reput thread's path when a backlog is pending.
+
+:class:`BatchDispatcher` does for a run of records what
+:meth:`mqstore.consumequeue.dispatch.Dispatcher.dispatch_one` does for one, with numpy
+instead of Python per record:
+
+1. **read** (:meth:`BatchDispatcher.read`, no side effect): the TOTALSIZE chain is
+   walked (:func:`mqstore.commitlog.bulk.walk`), the fixed header of every record is
+   gathered in one indexing operation, and the records are held to the trusted decode's
+   acceptance rule (``mqstore.commitlog.walk.next_record``: V1 magic, IPv4 hosts,
+   lengths adding up to TOTALSIZE) plus ASCII topic and properties. The batch is the
+   run of records before the first one that fails: that record, and everything the
+   batch does not cover, goes through the per-record path, which stays the reference.
+   Tag codes and index key hashes come from the columnar text helpers
+   (:mod:`mqstore.commitlog._bulk_text`, ``string_to_properties``'s rules, the same
+   answers as ``property_of``);
+2. **apply** (:meth:`BatchDispatcher.apply`): one write of consume-queue units per queue
+   (``ConsumeQueueStore.put_units``), the index keys inserted in bulk
+   (``IndexService.build_batch``), then the arrivals, in log order.
+
+The bytes written are the per-record path's (``tests/consumequeue/test_dispatch_batch.py``
+holds the two to byte-identical ``consumequeue/`` and ``index/`` files). Failure
+semantics stay the per-record path's by construction: when :meth:`apply` raises, the
+caller dispatches the same records again one by one. Dispatching is idempotent (units
+already there and index entries of messages already indexed are skipped, and the index
+reserves its space before writing a file's part), so the replay stops at, counts or
+defers exactly the record the per-record path would have.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from mqstore.commitlog import _bulk_text as text
+from mqstore.commitlog import _layout as L
+from mqstore.commitlog._trusted import _TRUSTED, _TRUSTED_BODY_POS, _TRUSTED_SLOW_FLAGS
+from mqstore.commitlog.bulk import walk
+from mqstore.message import string_to_properties
+from mqstore.schedule import SCHEDULE_TOPIC
+
+if TYPE_CHECKING:
+    from mqstore.consumequeue.dispatch import Dispatcher
+
+I64 = NDArray[np.int64]
+
+MIN_RECORDS: Final = 32
+"""Fewer pending records than this are dispatched one by one (a batch's fixed cost,
+some hundred microseconds of numpy calls, is then more than the per-record path's)."""
+MIN_BYTES: Final = MIN_RECORDS * L.MIN_RECORD_SIZE
+"""Fewer pending bytes than this cannot hold :data:`MIN_RECORDS` records."""
+
+_CODES: Final = {"i": ">i4", "q": ">i8", "s": "S"}
+
+
+def _header_dtype(s: struct.Struct) -> np.dtype[Any]:
+    """A numpy record type with the fields of a big-endian ``struct`` format."""
+    fields = []
+    for i, (count, code) in enumerate(re.findall(r"(\d*)([a-zA-Z])", s.format[1:])):
+        kind = _CODES[code]
+        fields.append((f"f{i}", kind + count if code == "s" else kind))
+    dt = np.dtype(fields)
+    assert dt.itemsize == s.size
+    return dt
+
+
+_HEADER: Final = _header_dtype(_TRUSTED)
+_F = _HEADER.names or ()
+"""Field names in ``_TRUSTED``'s order (as ``next_record`` unpacks them)."""
+_SIZE, _MAGIC, _QID, _QOFF, _PHYS, _SYSFLAG, _STORE_TS, _BODY_LEN = (
+    _F[0], _F[1], _F[3], _F[5], _F[6], _F[7], _F[10], _F[14],
+)  # fmt: skip
+_IN_QUEUE: Final = (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE)
+_UNIT: Final = np.dtype([("p", ">i8"), ("s", ">i4"), ("t", ">i8")])
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    """The dispatch fields of a run of records, one element per record, in log order.
+
+    ``length`` is the bytes the run covers from where it was read. ``tags_code`` is the
+    unit's code (the TAGS hash, or a delayed record's deliver time). Index keys:
+    ``key_hash[i]`` belongs to record ``key_record[i]`` (UNIQ_KEY, then each KEYS token,
+    as ``Dispatcher.index_fields`` builds them), ROLLBACK records left out.
+    """
+
+    length: int
+    topic_id: I64
+    topics: tuple[str, ...]
+    queue_id: I64
+    queue_offset: I64
+    physical_offset: I64
+    size: I64
+    sys_flag: I64
+    store_timestamp: I64
+    tags_code: I64
+    in_queue: NDArray[np.bool_]
+    key_record: I64
+    key_hash: NDArray[np.int32]
+
+    @property
+    def count(self) -> int:
+        """Records in the batch."""
+        return int(self.size.size)
+
+
+class BatchDispatcher:
+    """Reads runs of records into :class:`RecordBatch` values and applies them through
+    a :class:`Dispatcher`'s queues, index and listeners."""
+
+    def __init__(self, dispatcher: Dispatcher, min_records: int = MIN_RECORDS) -> None:
+        self._d = dispatcher
+        self.min_records = min_records
+        self.min_bytes = min_records * L.MIN_RECORD_SIZE
+
+    # ------------------------------------------------------------------- read
+
+    def read(self, view: memoryview, pos: int, end: int, max_records: int) -> RecordBatch | int:
+        """The batch of plain records starting at ``view[pos]`` (before ``end``), or,
+        when fewer than ``min_records`` of them start there, the position up to which
+        the caller should dispatch record by record instead (past the first record the
+        batch could not take, or ``end``). Reads only."""
+        positions = walk(view, pos, end, end, max_records)
+        if len(positions) < self.min_records:
+            return self._per_record_until(view, positions, pos, end)
+        u8 = np.frombuffer(view, np.uint8)
+        try:
+            return self._read(u8, view, positions, pos, end)
+        finally:
+            del u8
+
+    def _per_record_until(self, view: memoryview, positions: list[int], pos: int, end: int) -> int:
+        if not positions:
+            return min(end, pos + 1)
+        last = positions[-1]
+        return min(end, last + int.from_bytes(view[last : last + 4], "big", signed=True))
+
+    def _read(
+        self, u8: NDArray[np.uint8], view: memoryview, positions: list[int], pos: int, end: int
+    ) -> RecordBatch | int:
+        p = np.array(positions, np.int64)
+        cols = np.arange(_HEADER.itemsize)
+        top = u8.size - 1
+        hdr = u8[np.minimum(p[:, None] + cols, top)].view(_HEADER).ravel()
+        size = hdr[_SIZE].astype(np.int64)
+        sys_flag = hdr[_SYSFLAG].astype(np.int64)
+        body_len = hdr[_BODY_LEN].astype(np.int64)
+        rec_end = p + size
+        # The trusted decode's rule: the topic's length byte, then a two-byte
+        # properties length (top bit clear) whose properties end the record.
+        tl_pos = p + _TRUSTED_BODY_POS + body_len
+        t_len = u8[np.clip(tl_pos, 0, top)].astype(np.int64)
+        t_end = tl_pos + 1 + t_len
+        p_hi = u8[np.clip(t_end, 0, top)].astype(np.int64)
+        p_lo = u8[np.clip(t_end + 1, 0, top)].astype(np.int64)
+        ok = (hdr[_MAGIC] == L.MAGIC_V1) & (sys_flag & _TRUSTED_SLOW_FLAGS == 0)
+        ok &= (body_len >= 0) & (tl_pos < rec_end) & (t_len <= 127) & (p_hi <= 127)
+        ok &= t_end + 2 + (p_hi << 8 | p_lo) == rec_end
+        n = int(np.argmin(ok)) if not ok.all() else p.size
+        t_pos, props_pos = tl_pos + 1, t_end + 2
+        props_len = rec_end - props_pos
+        # ASCII only (the text helpers' domain; UTF-8 and UTF-16 then agree).
+        t_flat, t_offs = text.gather(view, t_pos[:n], t_len[:n])
+        p_flat, p_offs = text.gather(view, props_pos[:n], props_len[:n])
+        if (t_flat.size and t_flat.max() >= 0x80) or (p_flat.size and p_flat.max() >= 0x80):
+            wide = np.zeros(n, np.bool_)
+            if t_flat.size:
+                wide |= text.span_count(t_flat >= 0x80, t_offs, t_len[:n]) > 0
+            if p_flat.size:
+                wide |= text.span_count(p_flat >= 0x80, p_offs, props_len[:n]) > 0
+            n = int(np.argmax(wide))
+        if n < self.min_records:
+            return min(end, int(rec_end[n]) if n < p.size else int(rec_end[-1]))
+        if n < p.size:
+            t_flat, t_offs, p_flat, p_offs = _cut(
+                t_flat, t_offs, t_len, p_flat, p_offs, props_len, n
+            )
+        topic_id, topics = _topic_ids(t_flat, t_offs, t_len[:n])
+        props = text.Properties(p_flat, p_offs, props_len[:n])
+        tags = text.tags_codes(p_flat, props)
+        tx = sys_flag[:n] & L.TRANSACTION_MASK
+        in_queue = (tx == _IN_QUEUE[0]) | (tx == _IN_QUEUE[1])
+        store_ts = hdr[_STORE_TS][:n].astype(np.int64)
+        if SCHEDULE_TOPIC in topics:
+            self._delayed_codes(
+                view, topics, topic_id, in_queue, props_pos, props_len, store_ts, tags
+            )
+        key_rec, key_hash = _no_keys()
+        if self._d.index is not None and not self._d.defer_index:
+            want = tx != L.TRANSACTION_ROLLBACK_TYPE
+            key_rec, key_hash = text.index_keys(p_flat, props, topic_id, list(topics), want)
+        length = int(rec_end[n - 1]) - pos
+        return RecordBatch(
+            length, topic_id, topics, hdr[_QID][:n].astype(np.int64),
+            hdr[_QOFF][:n].astype(np.int64), hdr[_PHYS][:n].astype(np.int64), size[:n],
+            sys_flag[:n], store_ts, tags, in_queue, key_rec, key_hash,
+        )  # fmt: skip
+
+    def _delayed_codes(
+        self,
+        view: memoryview,
+        topics: tuple[str, ...],
+        topic_id: I64,
+        in_queue: NDArray[np.bool_],
+        props_pos: I64,
+        props_len: I64,
+        store_ts: I64,
+        tags: I64,
+    ) -> None:
+        """Delayed records' codes are their deliver time (``Dispatcher.tags_code_of``)."""
+        sid = topics.index(SCHEDULE_TOPIC)
+        for i in np.flatnonzero((topic_id == sid) & in_queue).tolist():
+            a, b = int(props_pos[i]), int(props_pos[i] + props_len[i])
+            props = string_to_properties(bytes(view[a:b]).decode())
+            tags[i] = self._d.tags_code_of(SCHEDULE_TOPIC, props, int(store_ts[i]))
+
+    # ------------------------------------------------------------------ apply
+
+    def apply(self, b: RecordBatch) -> None:
+        """Write the batch's units and index entries, then announce its arrivals.
+
+        Raises:
+            Exception: whatever a queue or the index raised; the caller dispatches the
+                batch's records again one by one (module doc).
+        """
+        d = self._d
+        rows = np.flatnonzero(b.in_queue)
+        if rows.size:
+            self._put_units(b, rows)
+        if d.index is not None and not d.defer_index and b.key_hash.size:
+            d.index.build_batch(b.physical_offset, b.store_timestamp, b.key_record, b.key_hash)
+        if rows.size and d.listeners:
+            self._notify(b, rows)
+
+    def _put_units(self, b: RecordBatch, rows: I64) -> None:
+        queues = self._d.queues
+        key = (b.topic_id[rows] << 32) | (b.queue_id[rows] & 0xFFFFFFFF)
+        if key.size == 1 or (key == key[0]).all():
+            groups = [rows]
+        else:
+            order = np.argsort(key, kind="stable")
+            sk = key[order]
+            cuts = np.flatnonzero(sk[1:] != sk[:-1]) + 1
+            groups = np.split(rows[order], cuts)
+        last = -1
+        for g in groups:
+            i = int(g[0])
+            units = np.empty(g.size, _UNIT)
+            units["p"] = b.physical_offset[g]
+            units["s"] = b.size[g]
+            units["t"] = b.tags_code[g]
+            written = queues.put_units(
+                b.topics[int(b.topic_id[i])], int(b.queue_id[i]), units,
+                b.queue_offset[g],
+            )  # fmt: skip
+            if written.any():
+                last = max(last, int(g[np.flatnonzero(written)[-1]]))
+        if last >= 0:
+            queues.logics_msg_timestamp = int(b.store_timestamp[last])
+
+    def _notify(self, b: RecordBatch, rows: I64) -> None:
+        from mqstore.consumequeue.dispatch import Arrival
+
+        notify, topics = self._d.notify, b.topics
+        for tid, qid, qoff, code, ts in zip(
+            b.topic_id[rows].tolist(), b.queue_id[rows].tolist(), b.queue_offset[rows].tolist(),
+            b.tags_code[rows].tolist(), b.store_timestamp[rows].tolist(), strict=True,
+        ):  # fmt: skip
+            notify(Arrival(topics[tid], qid, qoff, code, ts))
+
+
+def _no_keys() -> tuple[I64, NDArray[np.int32]]:
+    return np.zeros(0, np.int64), np.zeros(0, np.int32)
+
+
+def _cut(
+    t_flat: NDArray[np.uint8], t_offs: I64, t_len: I64,
+    p_flat: NDArray[np.uint8], p_offs: I64, p_len: I64, n: int,
+) -> tuple[NDArray[np.uint8], I64, NDArray[np.uint8], I64]:  # fmt: skip
+    """The gathered text of the first ``n`` records only."""
+    t_end = int(t_offs[n - 1] + t_len[n - 1])
+    p_end = int(p_offs[n - 1] + p_len[n - 1])
+    return t_flat[:t_end], t_offs[:n], p_flat[:p_end], p_offs[:n]
+
+
+def _topic_ids(flat: NDArray[np.uint8], offs: I64, lens: I64) -> tuple[I64, tuple[str, ...]]:
+    """Small integer ids of the (ASCII) topics and the id -> name table."""
+    n = lens.size
+    first = flat[: int(lens[0])].tobytes()
+    width = int(lens.max())
+    if width == lens[0] and (lens == width).all():
+        grid = flat[: n * width].reshape(n, width) if width else np.zeros((n, 0), np.uint8)
+        if width == 0 or (grid == grid[0]).all():
+            return np.zeros(n, np.int64), (first.decode("ascii"),)
+    # Several topics: rows of a zero-padded matrix, with the length in front.
+    idx = offs[:, None] + np.arange(width)
+    grid = (
+        flat[np.minimum(idx, max(flat.size - 1, 0))]
+        if flat.size
+        else np.zeros((n, width), np.uint8)
+    )
+    grid[np.arange(width) >= lens[:, None]] = 0
+    rows = np.concatenate([lens.astype(">u2").view(np.uint8).reshape(n, 2), grid], axis=1)
+    keys = np.ascontiguousarray(rows).view(f"V{width + 2}").ravel()
+    _, at, inv = np.unique(keys, return_index=True, return_inverse=True)
+    data = flat.tobytes()
+    names = tuple(data[int(offs[i]) : int(offs[i] + lens[i])].decode("ascii") for i in at.tolist())
+    return inv.ravel().astype(np.int64), names
