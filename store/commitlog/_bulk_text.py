@@ -47,13 +47,17 @@ _POW31: Final = np.cumprod(
 """31**k mod 2**32 for k < 65536 (a properties string holds at most 32767 bytes)."""
 _PAD_MAX: Final = 64
 """Spans up to this long are hashed as rows of a matrix (:func:`_hash_padded`)."""
-_POW31_64: Final = _POW31[:_PAD_MAX].astype(np.uint64)
 _SEP: Final = ord(PROPERTY_SEPARATOR)
 _NV: Final = ord(NAME_VALUE_SEPARATOR)
 _SPACE: Final = ord(" ")
 _MIN_SEGMENT: Final = 3
 _KEY_BYTES: Final = 8
 """Names up to 8 bytes (TAGS, KEYS, UNIQ_KEY) are compared as one big-endian uint64."""
+_NAME_MASKS: Final = np.array(
+    [((1 << 64) - 1) ^ ((1 << (8 * (_KEY_BYTES - n))) - 1) for n in range(_KEY_BYTES + 1)],
+    np.uint64,
+)
+"""Big-endian uint64 masks keeping a name's first n bytes (n = 0..8)."""
 
 
 def flat_index(starts: I64, lens: I64) -> tuple[I64, I64]:
@@ -73,19 +77,41 @@ def flat_index(starts: I64, lens: I64) -> tuple[I64, I64]:
 
 
 _JOIN_MIN_MEAN: Final = 48
-"""Mean span length from which :func:`gather` joins slices instead of indexing bytes."""
+"""Mean span length from which :func:`gather` copies whole spans instead of indexing bytes."""
+_ROWS_SLACK: Final = 2
+""":func:`gather` copies spans as fixed-width rows while the rows hold at most this many
+times the spans' bytes (similar lengths); very unequal spans are joined one by one."""
+
+
+def _rows_at(u8: U8, starts: I64, width: int) -> U8:
+    """``u8[start:start + width]`` of every start as the rows of an (n, width) matrix,
+    in one gather of ``width``-byte items (a strided view whose items overlap: one
+    memcpy per row, no index per byte). Requires ``0 <= start <= u8.size - width``."""
+    items = np.ndarray((u8.size - width + 1,), np.dtype((np.void, width)), buffer=u8, strides=(1,))
+    out: U8 = items[starts].view(np.uint8).reshape(-1, width)
+    return out
 
 
 def gather(src: Any, starts: I64, lens: I64) -> tuple[U8, I64]:
     """The spans ``src[start:start+len]`` concatenated, and where each begins in that
-    concatenation. Long spans (a properties string) are joined as memoryview slices
-    (one copy each in C, about a microsecond per span); short ones (topics, values) are
-    read with one index per byte (:func:`flat_index`), cheaper below ~48 bytes a span."""
+    concatenation. Short spans (topics, values) are read with one index per byte
+    (:func:`flat_index`), cheaper below ~48 bytes a span; long ones (a properties
+    string) are copied as fixed-width rows (:func:`_rows_at`) and the span bytes kept,
+    or, when their lengths differ widely, joined as memoryview slices (one copy each)."""
     if lens.size == 0 or int(lens.sum()) < _JOIN_MIN_MEAN * lens.size:
         at, offs = flat_index(starts, lens)
         flat: U8 = np.frombuffer(src, np.uint8)[at] if at.size else np.zeros(0, np.uint8)
         return flat, offs
     offs = np.cumsum(lens) - lens
+    width = int(lens.max())
+    u8 = np.frombuffer(src, np.uint8)
+    if width * lens.size <= _ROWS_SLACK * int(lens.sum()) and width <= u8.size:
+        row = np.minimum(starts, u8.size - width)  # a span near the end: its row ends there
+        shift = (starts - row)[:, None]
+        cols = np.arange(width)
+        keep = (cols >= shift) & (cols < shift + lens[:, None])
+        rows_flat: U8 = _rows_at(u8, row, width)[keep]
+        return rows_flat, offs
     with memoryview(src) as view:
         data = b"".join(
             [view[a : a + n] for a, n in zip(starts.tolist(), lens.tolist(), strict=True)]
@@ -128,18 +154,23 @@ def java_hash(src: U8, starts: I64, lens: I64) -> U32:
 
 
 def _hash_padded(src: U8, starts: I64, lens: I64, width: int) -> U32:
-    """:func:`java_hash` of spans up to ``width`` bytes, right-aligned in a matrix:
-    leading pad bytes are zero and add nothing, so one weighted row sum does them all
-    (products stay below 2**40, the sum of 64 of them below 2**46: exact in uint64)."""
+    """:func:`java_hash` of spans up to ``width`` bytes, right-aligned in a matrix
+    (rows gathered from ``src`` behind ``width`` zero bytes; the bytes before a span
+    zeroed): leading zeros add nothing, so Horner's rule column by column
+    (``h = 31 * h + c``, in uint32, which wraps like Java's int) hashes every row."""
     if width == 0:
         return np.zeros(starts.size, np.uint32)
-    cols = np.arange(-width, 0)
-    idx = (starts + lens)[:, None] + cols
-    grid = src[np.clip(idx, 0, max(src.size - 1, 0))].astype(np.uint64)
-    grid[idx < starts[:, None]] = 0
-    h = grid @ _POW31_64[width - 1 :: -1]
-    out: U32 = (h & 0xFFFFFFFF).astype(np.uint32)
-    return out
+    padded = np.zeros(src.size + width, np.uint8)
+    padded[width:] = src
+    grid = _rows_at(padded, starts + lens, width)
+    grid[np.arange(width) < (width - lens)[:, None]] = 0
+    by_col = np.ascontiguousarray(grid.T)
+    h = np.zeros(starts.size, np.uint32)
+    m = np.uint32(31)
+    for col in by_col:
+        h *= m
+        h += col
+    return h
 
 
 def signed32(h: U32) -> I64:
@@ -193,9 +224,11 @@ class Properties:
         self.record = np.searchsorted(offs + lens, self.start, side="right")
         self.n = offs.size
         short = self.name_len <= _KEY_BYTES
-        grid = flat[np.minimum(self.start[:, None] + np.arange(_KEY_BYTES), max(flat.size - 1, 0))]
-        grid[np.arange(_KEY_BYTES) >= self.name_len[:, None]] = 0
-        self.name_key = np.where(short, grid.view(">u8").ravel() if grid.size else 0, 0)
+        padded = np.zeros(flat.size + _KEY_BYTES, np.uint8)
+        padded[: flat.size] = flat
+        first8 = _rows_at(padded, self.start, _KEY_BYTES).view(">u8").ravel()
+        mask = _NAME_MASKS[np.minimum(self.name_len, _KEY_BYTES)]
+        self.name_key = np.where(short, first8 & mask, np.uint64(0))
 
     def value(self, name: str) -> tuple[I64, I64]:
         """Per record, (start in ``flat``, length) of the last valid ``name`` segment;

@@ -1,0 +1,83 @@
+"""The span helpers of mqstore.commitlog._bulk_text against plain Python on the same bytes.
+
+The bulk scanner's hypothesis tests hold whole records to the codec; these pin the span
+primitives on the shapes the scanner's records rarely produce: spans ending at the very
+end of the buffer, spans of very different lengths, empty spans, and names cut short.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mqstore.commitlog import _bulk_text as text
+from mqstore.message import java_string_hash, string_to_properties
+
+
+@st.composite
+def buffer_and_spans(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int]]]:
+    """A buffer and sorted spans in it: any lengths, or similar long ones (properties
+    strings, copied as fixed-width rows), the last one possibly ending at the very end."""
+    size = draw(st.integers(0, 3000))
+    data = draw(st.binary(min_size=size, max_size=size))
+    n = draw(st.integers(0, 12))
+    similar = draw(st.booleans())
+    base = draw(st.integers(48, 160))
+    spans = []
+    for _ in range(n):
+        if similar and len(data) >= base:
+            length = base - draw(st.integers(0, base // 3))
+            start = draw(st.integers(0, len(data) - length))
+            if draw(st.integers(0, 3)) == 0:
+                start = len(data) - length  # ends with the buffer
+        else:
+            start = draw(st.integers(0, len(data)))
+            length = draw(st.integers(0, len(data) - start))
+        spans.append((start, length))
+    spans.sort()
+    return data, spans
+
+
+def _arrays(spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    starts = np.array([s for s, _ in spans], np.int64)
+    lens = np.array([n for _, n in spans], np.int64)
+    return starts, lens
+
+
+@settings(max_examples=300)
+@given(buffer_and_spans())
+def test_gather_concatenates_any_spans_including_ones_at_the_buffer_end(case):
+    data, spans = case
+    starts, lens = _arrays(spans)
+    flat, offs = text.gather(data, starts, lens)
+    assert flat.tobytes() == b"".join(data[s : s + n] for s, n in spans)
+    assert offs.tolist() == [sum(n for _, n in spans[:i]) for i in range(len(spans))]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=80), max_size=12))
+def test_java_hash_of_ascii_spans_is_string_hashcode(words):
+    flat = np.frombuffer("".join(words).encode(), np.uint8)
+    lens = np.array([len(w) for w in words], np.int64)
+    starts = np.cumsum(lens) - lens
+    got = text.java_hash(flat, starts, lens).tolist()
+    assert got == [java_string_hash(w) & 0xFFFFFFFF for w in words]
+
+
+_NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "T", "TAG", "KEYSX", "LONGER_NAME_9", ""])
+_VALUES = st.text(alphabet="ab \x01", max_size=6)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.lists(st.tuples(_NAMES, _VALUES), max_size=4), min_size=1, max_size=6))
+def test_property_values_follow_string_to_properties(records):
+    strings = ["".join(f"{k}\x01{v}\x02" for k, v in rec) for rec in records]
+    flat = np.frombuffer("".join(strings).encode(), np.uint8)
+    lens = np.array([len(s) for s in strings], np.int64)
+    offs = np.cumsum(lens) - lens
+    props = text.Properties(flat, offs, lens)
+    for name in ("TAGS", "KEYS", "UNIQ_KEY", "LONGER_NAME_9"):
+        start, length = props.value(name)
+        got = text.value_strings(flat, start, length, range(len(strings)))
+        assert got == [string_to_properties(s).get(name) for s in strings]
