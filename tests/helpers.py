@@ -94,15 +94,22 @@ def mounted_tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-def until(cond: Callable[[], Any], timeout: float = 15.0, step: float = 0.01) -> Any:
-    """Poll ``cond`` until it is truthy (returned) or the deadline passes (AssertionError)."""
+def until(
+    cond: Callable[[], Any], timeout: float = 15.0, step: float = 0.01, what: str = ""
+) -> Any:
+    """Poll ``cond`` until it is truthy (returned) or the deadline passes (AssertionError,
+    naming ``what`` when given)."""
     deadline = time.monotonic() + timeout
     while True:
         v = cond()
         if v:
             return v
         if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
+            raise AssertionError(
+                f"timed out after {timeout} s waiting for {what}"
+                if what
+                else "condition not met before the deadline"
+            )
         time.sleep(step)
 
 

@@ -3,6 +3,7 @@ thread-safe record of what every consumer saw."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import Counter, defaultdict
@@ -14,7 +15,7 @@ from mqstore.broker.core import BrokerConfig, BrokerCore
 from mqstore.broker.inprocess import InProcessTransport
 from mqstore.broker.topics import TopicConfig
 from mqstore.client.allocate import MessageQueue
-from mqstore.client.consumer_config import ConsumerConfig
+from mqstore.client.consumer_config import ConsumeFromWhere, ConsumerConfig
 from mqstore.config import StoreConfig
 from mqstore.message import Message
 from mqstore.message_store import MessageStore
@@ -27,6 +28,11 @@ FAST = ConsumerConfig(
     exception_delay_ms=100,
 )
 """Test timings: short long-polls so shutdown is quick; everything else RocketMQ's."""
+
+FROM_FIRST = dataclasses.replace(
+    FAST, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+)
+""":data:`FAST`, a new group starting at each queue's first message."""
 
 
 @contextmanager

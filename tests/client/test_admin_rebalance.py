@@ -18,17 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mqstore.client.remote import RemoteTransport
-from tests.client.consumer_harness import FAST, wait_until
-from tests.client.test_pull_service import create_topic
-from tests.interop.broker_harness import BrokerProcess
+from tests.client.consumer_harness import FROM_FIRST, wait_until
+from tests.interop.broker_harness import BrokerProcess, create_topic
 
 pytestmark = pytest.mark.integration
 
 CFG = dataclasses.replace(
-    FAST,
-    consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    FROM_FIRST,
     rebalance_interval_ms=60_000,
     poll_name_server_interval_ms=60_000,
 )

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from mqstore.broker.inprocess import InProcessTransport
-from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mqstore.message import Message
-from tests.client.consumer_harness import FAST, broker, create_topic, wait_dispatched
+from tests.client.consumer_harness import FROM_FIRST, broker, create_topic, wait_dispatched
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -60,8 +60,7 @@ def test_a_slow_consumer_holds_at_most_the_flow_control_limit(tmp_path):
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
         cfg = dataclasses.replace(
-            FAST,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            FROM_FIRST,
             consume_thread_max=2,
         )
         c = PushConsumer("g", InProcessTransport(core), cfg)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from mqstore.broker.inprocess import InProcessTransport
-from mqstore.client.consumer import ConsumeFromWhere, LitePullConsumer
-from tests.client.consumer_harness import FAST, broker, create_topic, produce, wait_until
+from mqstore.client.consumer import LitePullConsumer
+from tests.client.consumer_harness import (
+    FROM_FIRST,
+    broker,
+    create_topic,
+    produce,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
-CFG = dataclasses.replace(FAST, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+CFG = FROM_FIRST
 
 
 @pytest.fixture

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 
 import pytest
 
 from mqstore.broker.inprocess import InProcessTransport
-from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from tests.client.consumer_harness import FAST, Seen, broker, create_topic, produce
+from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+from tests.client.consumer_harness import FROM_FIRST, Seen, broker, create_topic, produce
 
 pytestmark = pytest.mark.integration
-CFG = dataclasses.replace(FAST, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+CFG = FROM_FIRST
 
 
 def _wait_owned(c: PushConsumer, n: int) -> None:

@@ -11,17 +11,22 @@ import pytest
 from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import (
     ConsumeConcurrentlyStatus,
-    ConsumeFromWhere,
     ConsumeOrderlyStatus,
     PushConsumer,
 )
-from tests.client.consumer_harness import FAST, Seen, broker, create_topic, produce, wait_until
+from tests.client.consumer_harness import (
+    FROM_FIRST,
+    Seen,
+    broker,
+    create_topic,
+    produce,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
 CFG = dataclasses.replace(
-    FAST,
-    consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    FROM_FIRST,
     rebalance_interval_ms=60_000,  # only notifications can move queues in these tests
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -36,23 +36,28 @@ def request(n: int) -> RemotingCommand:
     return RemotingCommand(code=RequestCode.GET_MAX_OFFSET, ext_fields={"n": str(n)})
 
 
-def test_concurrent_callers_each_get_their_own_response_when_answers_come_out_of_order(
-    client: RemotingClient,
-) -> None:
-    # The peer holds requests and answers each batch of 8 in reverse order.
+def reversed_batches(size: int) -> Callable[[RemotingCommand], list[RemotingCommand]]:
+    """A peer script: hold requests until ``size`` have come, then answer that batch in
+    reverse order, each response echoing its request's ext fields."""
     held: list[RemotingCommand] = []
     lock = threading.Lock()
 
-    def reverse_in_eights(req: RemotingCommand) -> list[RemotingCommand]:
+    def answer(req: RemotingCommand) -> list[RemotingCommand]:
         with lock:
             held.append(req)
-            if len(held) < 8:
+            if len(held) < size:
                 return []
             batch = held[::-1]
             held.clear()
         return [r.make_response(0, ext_fields=r.ext_fields) for r in batch]
 
-    peer = ScriptedPeer(reverse_in_eights).start()
+    return answer
+
+
+def test_concurrent_callers_each_get_their_own_response_when_answers_come_out_of_order(
+    client: RemotingClient,
+) -> None:
+    peer = ScriptedPeer(reversed_batches(8)).start()
     errors: list[str] = []
 
     def caller(t: int) -> None:
@@ -216,18 +221,7 @@ def test_garbage_from_the_peer_fails_the_call_without_hanging(client: RemotingCl
 def test_async_calls_get_their_own_responses_on_callbacks_without_a_waiting_thread(
     client: RemotingClient,
 ) -> None:
-    held: list[RemotingCommand] = []
-    lock = threading.Lock()
-
-    def answer_all_at_the_hundredth(req: RemotingCommand) -> list[RemotingCommand]:
-        with lock:
-            held.append(req)
-            if len(held) < 100:
-                return []
-            batch = held[::-1]
-        return [r.make_response(0, ext_fields=r.ext_fields) for r in batch]
-
-    peer = ScriptedPeer(answer_all_at_the_hundredth).start()
+    peer = ScriptedPeer(reversed_batches(100)).start()
     got: queue.Queue[tuple[int, str]] = queue.Queue()
     threads_before = threading.active_count()
     for n in range(100):  # all sent from this one thread, none waits

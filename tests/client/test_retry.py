@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 
 import pytest
 
 from mqstore.broker.inprocess import InProcessTransport
-from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from tests.client.consumer_harness import FAST, broker, create_topic, produce
+from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+from tests.client.consumer_harness import FROM_FIRST, broker, create_topic, produce
 
 pytestmark = pytest.mark.integration
 
@@ -31,9 +30,7 @@ def test_a_reconsume_later_message_comes_back_through_the_retry_topic(tmp_path):
             back.set()
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        cfg = dataclasses.replace(
-            FAST, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-        )
+        cfg = FROM_FIRST
         c = PushConsumer("g", InProcessTransport(core), cfg)
         c.subscribe("T")
         c.register_message_listener(on_msgs)
@@ -62,9 +59,7 @@ def test_a_listener_that_raises_is_retried(tmp_path):
             done.set()
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        cfg = dataclasses.replace(
-            FAST, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-        )
+        cfg = FROM_FIRST
         c = PushConsumer("g", InProcessTransport(core), cfg)
         c.subscribe("T")
         c.register_message_listener(on_msgs)

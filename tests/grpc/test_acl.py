@@ -4,6 +4,7 @@ a wrong one is UNAUTHORIZED, a missing permission FORBIDDEN, with the remoting r
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import sys
@@ -75,12 +76,17 @@ def config(ep: GrpcEndpoint, ak: str = AK, sk: str = SK) -> Any:
     return ClientConfiguration(ep.address, Credentials(ak, sk), request_timeout=3)
 
 
-def producer(ep: GrpcEndpoint, ak: str = AK, sk: str = SK) -> Any:
+@contextlib.contextmanager
+def producing(ep: GrpcEndpoint, ak: str = AK, sk: str = SK) -> Iterator[Any]:
+    """A started 5.x producer of ``TOPIC`` signing with ``ak``/``sk``; shut down after."""
     from rocketmq import Producer
 
     p = Producer(config(ep, ak, sk), (TOPIC,))
     p.startup()
-    return p
+    try:
+        yield p
+    finally:
+        p.shutdown()
 
 
 def signed(ak: str = AK, sk: str = SK) -> list[tuple[str, str]]:
@@ -106,11 +112,8 @@ def stub(ep: GrpcEndpoint) -> Any:
 def test_signed_producer_and_consumer_work_under_acl(acl_endpoint: GrpcEndpoint) -> None:
     from rocketmq import FilterExpression, SimpleConsumer
 
-    p = producer(acl_endpoint)
-    try:
+    with producing(acl_endpoint) as p:
         ids = {p.send(message(f"m{i}".encode())).message_id for i in range(3)}
-    finally:
-        p.shutdown()
     c = SimpleConsumer(config(acl_endpoint), GROUP, {TOPIC: FilterExpression()}, await_duration=1)
     c.startup()
     got: list[Any] = []
@@ -131,12 +134,9 @@ def test_signed_producer_and_consumer_work_under_acl(acl_endpoint: GrpcEndpoint)
 def test_signed_push_consumer_consumes_under_acl(acl_endpoint: GrpcEndpoint) -> None:
     from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
 
-    p = producer(acl_endpoint)
-    try:
+    with producing(acl_endpoint) as p:
         for i in range(3):
             p.send(message(f"push{i}".encode()))
-    finally:
-        p.shutdown()
     seen: set[bytes] = set()
 
     class Listener(MessageListener):  # type: ignore[misc]
@@ -163,12 +163,11 @@ def test_signed_push_consumer_consumes_under_acl(acl_endpoint: GrpcEndpoint) -> 
 def test_client_without_or_with_wrong_keys_is_refused_unauthorized(
     acl_endpoint: GrpcEndpoint, client_log: list[str], ak: str, sk: str, remark: str
 ) -> None:
-    p = producer(acl_endpoint, ak, sk)
-    try:
-        with pytest.raises(Exception, match=f"failed to fetch topic:{TOPIC} route"):
-            p.send(message(b"refused"))
-    finally:
-        p.shutdown()
+    with (
+        producing(acl_endpoint, ak, sk) as p,
+        pytest.raises(Exception, match=f"failed to fetch topic:{TOPIC} route"),
+    ):
+        p.send(message(b"refused"))
     assert f"query topic raise exception, {Code.UNAUTHORIZED}, {remark}" in client_log
     assert acl_endpoint.core.store.max_offset_in_queue(TOPIC, 0) == 0
 
@@ -209,12 +208,8 @@ def test_unparsable_request_is_still_authenticated(acl_endpoint: GrpcEndpoint) -
 def test_send_without_pub_is_forbidden(acl_endpoint: GrpcEndpoint) -> None:
     from rocketmq.v5.exception import ForbiddenException
 
-    p = producer(acl_endpoint)
-    try:
-        with pytest.raises(ForbiddenException) as e:
-            p.send(message(b"x", topic="SubOnly"))  # SUB lets it see the route, not send
-    finally:
-        p.shutdown()
+    with producing(acl_endpoint) as p, pytest.raises(ForbiddenException) as e:
+        p.send(message(b"x", topic="SubOnly"))  # SUB lets it see the route, not send
     assert e.value.code == Code.FORBIDDEN
     assert str(e.value).endswith("No default permission for topic:SubOnly")
     assert all(acl_endpoint.core.store.max_offset_in_queue("SubOnly", q) == 0 for q in range(4))
@@ -223,12 +218,11 @@ def test_send_without_pub_is_forbidden(acl_endpoint: GrpcEndpoint) -> None:
 def test_denied_topic_is_forbidden_even_for_its_route(
     acl_endpoint: GrpcEndpoint, client_log: list[str]
 ) -> None:
-    p = producer(acl_endpoint)
-    try:
-        with pytest.raises(Exception, match="failed to fetch topic:Secret route"):
-            p.send(message(b"x", topic="Secret"))
-    finally:
-        p.shutdown()
+    with (
+        producing(acl_endpoint) as p,
+        pytest.raises(Exception, match="failed to fetch topic:Secret route"),
+    ):
+        p.send(message(b"x", topic="Secret"))
     assert (
         f"query topic raise exception, {Code.FORBIDDEN}, No default permission for topic:Secret"
         in client_log
@@ -239,11 +233,8 @@ def test_denied_group_cannot_receive(acl_endpoint: GrpcEndpoint) -> None:
     from rocketmq import FilterExpression, SimpleConsumer
     from rocketmq.v5.exception import ForbiddenException
 
-    p = producer(acl_endpoint)
-    try:
+    with producing(acl_endpoint) as p:
         p.send(message(b"for-others"))
-    finally:
-        p.shutdown()
     c = SimpleConsumer(config(acl_endpoint), "banned", {TOPIC: FilterExpression()},
                        await_duration=1)  # fmt: skip
     c.startup()
@@ -255,11 +246,8 @@ def test_denied_group_cannot_receive(acl_endpoint: GrpcEndpoint) -> None:
 
 
 def test_refused_receive_streams_one_status_and_pops_nothing(acl_endpoint: GrpcEndpoint) -> None:
-    p = producer(acl_endpoint)
-    try:
+    with producing(acl_endpoint) as p:
         p.send(message(b"kept"))
-    finally:
-        p.shutdown()
     req = svc.ReceiveMessageRequest(group=pb.Resource(name=GROUP), batch_size=8)
     req.message_queue.topic.name = TOPIC
     got = list(stub(acl_endpoint).ReceiveMessage(req, metadata=signed(AK, "bad-secret"), timeout=5))

@@ -16,12 +16,18 @@ GROUPS = ("gA", "gB", "gC")
 PER_GROUP = 6
 
 
-def test_fifo_groups_stay_in_order_across_two_consumers_with_failures(
-    producer: Any, endpoint: GrpcEndpoint
-) -> None:
+def _send_interleaved(producer: Any) -> None:
+    """``PER_GROUP`` messages ``<group>:<i>`` of each message group, the groups
+    interleaved."""
     for i in range(PER_GROUP):
         for g in GROUPS:
             producer.send(message(f"{g}:{i}".encode(), message_group=g))
+
+
+def test_fifo_groups_stay_in_order_across_two_consumers_with_failures(
+    producer: Any, endpoint: GrpcEndpoint
+) -> None:
+    _send_interleaved(producer)
     acked: dict[str, list[int]] = {g: [] for g in GROUPS}
     failed_once: set[bytes] = set()
     lock = threading.Lock()
@@ -75,9 +81,7 @@ def test_push_consumer_of_a_fifo_group_consumes_each_group_in_order(
 
     from tests.grpc.conftest import TOPIC, client_config, until
 
-    for i in range(PER_GROUP):
-        for g in GROUPS:
-            producer.send(message(f"{g}:{i}".encode(), message_group=g))
+    _send_interleaved(producer)
     seen: dict[str, list[int]] = {g: [] for g in GROUPS}
     lock = threading.Lock()
     failed: set[bytes] = set()

@@ -29,6 +29,7 @@ from mqstore.ha.protocol import (
     ReportOffset,
     SlaveConnection,
 )
+from tests.helpers import until
 
 RUNNER = Path(__file__).with_name("ha_proc.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -39,14 +40,8 @@ def wait_until(
     check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.01
 ) -> T:
     """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
+    value: T = until(check, timeout, interval, what)
+    return value
 
 
 class HAProcess:

@@ -115,6 +115,19 @@ class BrokerProcess:
         return code
 
 
+def create_topic(addr: str, topic: str, queues: int) -> None:
+    """UPDATE_AND_CREATE_TOPIC to the broker at ``addr``, as ``mqadmin updateTopic``
+    sends it, over a client of its own."""
+    from mqstore.client.remoting_client import RemotingClient
+    from tests.namesrv import processes
+
+    client = RemotingClient()
+    try:
+        processes.create_topic(client, addr, topic, queues)
+    finally:
+        client.close()
+
+
 def broker_with_topic(
     root: Path, topic: str, queues: int, messages: int, *, tags: str | None = None
 ) -> BrokerProcess:
@@ -124,17 +137,11 @@ def broker_with_topic(
     spread round-robin over the queues); stopped again if any of that fails."""
     from mqstore.client.producer import Producer
     from mqstore.client.remote import RemoteTransport
-    from mqstore.client.remoting_client import RemotingClient
     from mqstore.message import Message
-    from tests.namesrv.processes import create_topic
 
     b = BrokerProcess(root).start()
     try:
-        client = RemotingClient()
-        try:
-            create_topic(client, b.address, topic, queues)
-        finally:
-            client.close()
+        create_topic(b.address, topic, queues)
         with RemoteTransport(b.address) as t, Producer("pg", t) as p:
             for i in range(messages):
                 p.send(Message(topic, f"m-{i}".encode(), tags=tags))

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
+from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mqstore.client.remote import RemoteTransport
-from tests.client.consumer_harness import FAST
+from tests.client.consumer_harness import FROM_FIRST
 from tests.interop.broker_harness import BrokerProcess, broker_with_topic, run_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration]
@@ -24,8 +24,7 @@ TOPIC = "Thousand"
 QUEUES = 1000
 MESSAGES = 3000
 CFG = dataclasses.replace(
-    FAST,
-    consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    FROM_FIRST,
     suspend_ms=2000,
     rebalance_interval_ms=1000,
 )

@@ -86,3 +86,9 @@ def send(broker: Broker, bodies: list[bytes], queue_id: int = 0) -> None:
     """Put ``bodies`` to topic T (4 queues) of the broker's store, pullable."""
     broker.core.topics.learn("T", 4)
     put(broker.store, "T", bodies, queue_id=queue_id)
+
+
+def send_to_every_queue(broker: Broker, n: int) -> None:
+    """``n`` messages spread evenly over topic T's 4 queues, bodies ``<queue>-<i>``."""
+    for q in range(4):
+        send(broker, [f"{q}-{i}".encode() for i in range(n // 4)], queue_id=q)

@@ -13,7 +13,7 @@ from mqstore.client.simple_consumer import ReceivedMessage
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.fastjson import dumps, loads
-from tests.pop.conftest import Broker, send, until
+from tests.pop.conftest import Broker, send_to_every_queue, until
 
 
 def test_pull_mode_assigns_averaged_shares() -> None:
@@ -52,8 +52,7 @@ def test_pop_push_consumers_share_every_queue_and_retry_failures(
     broker: Broker, client: RemotingClient
 ) -> None:
     n = 60
-    for q in range(4):
-        send(broker, [f"{q}-{i}".encode() for i in range(n // 4)], queue_id=q)
+    send_to_every_queue(broker, n)
     lock = threading.Lock()
     seen: dict[bytes, list[int]] = {}
 

@@ -21,7 +21,7 @@ from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.fastjson import dumps, loads
 from tests.helpers import run_threads
-from tests.pop.conftest import Broker, send, until
+from tests.pop.conftest import Broker, send, send_to_every_queue, until
 
 
 def consumer(
@@ -130,8 +130,7 @@ def test_pull_and_pop_consumers_of_different_groups_read_the_same_topic(
     broker: Broker, client: RemotingClient
 ) -> None:
     n = 40
-    for q in range(4):
-        send(broker, [f"{q}-{i}".encode() for i in range(n // 4)], queue_id=q)
+    send_to_every_queue(broker, n)
     popper = consumer(client, broker, group="pop-group", await_duration=0.2)
     popped: list[bytes] = []
     while len(popped) < n:
