@@ -26,9 +26,9 @@ What is checked (finding kinds are listed in :mod:`mqstore.tools.spark.report`):
    position of its start, log range, reason); and segments that hold bytes but not one
    valid record are a ``no_valid_record`` finding, never CLEAN.
 
-Design: one Spark job of one stage, no shuffle. Segment byte ranges are read in
-``mapInArrow`` tasks (each mmaps its file and reads it with the bulk scanner,
-:mod:`mqstore.commitlog.bulk`); each task sends its records' queue fields per (topic,
+Design: one Spark job of one stage, no shuffle. Segment byte ranges are read in tasks
+(each mmaps its file and reads it with the bulk scanner, :mod:`mqstore.commitlog.bulk`);
+each task sends its records' queue fields per (topic,
 queue) as one packed value, and the driver checks each queue with numpy against its own
 ConsumeQueue files (:mod:`mqstore.tools.spark.queues`). The index is checked by the
 same scan tasks: each reads the index entries that point into its range and looks them up
@@ -50,7 +50,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if not __package__:  # run as a script: spark-submit tools/spark/audit.py DIR
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -67,14 +67,14 @@ from mqstore.tools.spark.layout import (
 from mqstore.tools.spark.reader import (
     balanced_split,
     plan_ranges,
-    scan_dataframe,
+    scan_ranges,
     unreadable,
 )
 from mqstore.tools.spark.report import AuditReport, Finding
+from mqstore.tools.spark.segscan import Row, RowType
 from mqstore.tools.spark.session import master_url
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import SparkSession
 
 
@@ -124,42 +124,41 @@ def _checkpoint(
     return fields, out
 
 
-def _collect(rows: list[dict[str, Any]], layout: StoreLayout) -> tuple[list[Finding], int]:
+def _collect(rows: list[Row], layout: StoreLayout) -> tuple[list[Finding], int]:
     """Findings and the record count from the scan's finding and range rows; checks
     store-time order across the ranges of one file."""
     by_name = {s.name: queues.rel_name(layout, s.path) for s in layout.segments}
     found: list[Finding] = []
-    ranges: dict[str, list[dict[str, Any]]] = {}
+    ranges: dict[str, list[Row]] = {}
     for r in rows:
-        if r["row_type"] == "finding":
-            found.append(
-                Finding(by_name.get(r["file"], r["file"]), r["offset"], r["kind"], r["detail"])
-            )
-        elif r["row_type"] == "range":
-            ranges.setdefault(r["file"], []).append(r)
+        file = r.file or ""
+        if r.row_type == RowType.FINDING.value:
+            found.append(Finding(by_name.get(file, file), r.offset, r.kind or "", r.detail or ""))
+        elif r.row_type == RowType.RANGE.value:
+            ranges.setdefault(file, []).append(r)
     for name, rs in ranges.items():
-        rs.sort(key=lambda x: x["offset"])
+        rs.sort(key=lambda x: x.offset)
         for a, b in itertools.pairwise(rs):
-            last, first = a["last_ts"], b["first_ts"]
+            last, first = a.last_ts, b.first_ts
             if last is not None and first is not None and first < last:
                 detail = f"store timestamp {first} < previous record's {last}"
                 found.append(
-                    Finding(by_name.get(name, name), b["offset"], "timestamp_regression", detail)
+                    Finding(by_name.get(name, name), b.offset, "timestamp_regression", detail)
                 )
-    records = sum(r["count"] for rs in ranges.values() for r in rs)
+    records = sum(r.count or 0 for rs in ranges.values() for r in rs)
     return found, records
 
 
-def scan_table(
+def scan_output(
     spark: SparkSession,
     layout: StoreLayout,
     split_bytes: int | None,
     index: tuple[indexcheck.Geometry, list[Path]] | None = None,
-) -> pa.Table:
-    """The segment scan's rows (tools.spark.reader.scan_dataframe) for every range, on
-    the driver as one Arrow table: per range and queue one row of packed records, plus
-    the findings and range summaries. With ``index`` (geometry, files), the scan tasks
-    also check the index entries (tools.spark.indexcheck.IndexPlan)."""
+) -> list[tuple[str, int, bytes] | Row]:
+    """The segment scan's output for every range (tools.spark.reader.scan_ranges): per
+    range and queue one value of packed records, plus the findings and range
+    summaries. With ``index`` (geometry, files), the scan tasks also check the index
+    entries (tools.spark.indexcheck.IndexPlan)."""
     split = split_bytes or balanced_split(layout, spark.sparkContext.defaultParallelism)
     ranges = plan_ranges(layout, split)
     iplan = indexcheck.plan(layout, ranges, *index) if index else None
@@ -168,7 +167,7 @@ def scan_table(
         f" {len(ranges)} ranges, {len(layout.cq_files)} ConsumeQueue files",
         file=sys.stderr,
     )
-    return scan_dataframe(spark, ranges, int(time.time() * 1000), iplan).toArrow()
+    return scan_ranges(spark, ranges, int(time.time() * 1000), iplan)
 
 
 def audit_with(
@@ -182,8 +181,6 @@ def audit_with(
     """Run every check of the module doc on ``layout`` with an existing session.
 
     ``index_slots``/``index_num``: the index geometry (see tools.spark.indexcheck)."""
-    import pyarrow.compute as pc
-
     t0 = time.perf_counter()
     cq_found, lost = cqscan.file_findings(layout.cq_files, layout.cq_file_size)
     ctx = queues.QueueContext.of(layout, lost)
@@ -191,11 +188,10 @@ def audit_with(
     shown = layout.index_geometry() or (index_slots, index_num)
     geo = indexcheck.resolve_geometry(ifiles, *shown) if ifiles else None
     index = (geo, ifiles) if geo is not None else None
-    table = scan_table(spark, layout, split_bytes, index)
-    is_record = pc.equal(table["row_type"], "record")
-    rows = table.filter(pc.invert(is_record)).drop_columns(["l_records"]).to_pylist()
-    findings, n_records = _collect(rows, layout)
-    q_found, stats = queues.check_queues(table.filter(is_record), ctx, layout.cq_queues)
+    out = scan_output(spark, layout, split_bytes, index)
+    findings, n_records = _collect([r for r in out if isinstance(r, Row)], layout)
+    records = [r for r in out if not isinstance(r, Row)]
+    q_found, stats = queues.check_queues(records, ctx, layout.cq_queues)
     findings += q_found
     stats.sort()
     findings += cq_found + _segment_series(layout)

@@ -34,7 +34,6 @@ from mqstore.tools.spark.reader import RECORD_DTYPE
 from mqstore.tools.spark.report import Finding, QueueStats
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from numpy.typing import NDArray
 
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
@@ -327,18 +326,18 @@ _REC_COLS: Final = ("offset", "size", "queue_offset", "sys_flag", "store_ts", "t
 
 
 def check_queues(
-    records: pa.Table, ctx: QueueContext, cq_queues: Iterable[tuple[str, int]]
+    records: Iterable[tuple[str, int, bytes]],
+    ctx: QueueContext,
+    cq_queues: Iterable[tuple[str, int]],
 ) -> tuple[list[Finding], list[QueueStats]]:
-    """Every per-queue check, on the driver: ``records`` holds the scan tasks' record
-    rows (``topic``, ``queue_id``, ``l_records``: one packed ``RECORD_DTYPE`` value per
-    range and queue); a queue with a ConsumeQueue directory but no record is checked too
-    (its units are then orphans). Numpy per queue: no shuffle, no per-record Python."""
+    """Every per-queue check, on the driver: ``records`` holds the scan tasks' (topic,
+    queue id, packed ``RECORD_DTYPE`` records) values, one per range and queue; a queue
+    with a ConsumeQueue directory but no record is checked too (its units are then
+    orphans). Numpy per queue: no shuffle, no per-record Python."""
     import numpy as np
 
     packed: dict[tuple[str, int], list[bytes]] = {key: [] for key in cq_queues}
-    topics = records["topic"].to_pylist()
-    qids = records["queue_id"].to_pylist()
-    for t, q, blob in zip(topics, qids, records["l_records"].to_pylist(), strict=True):
+    for t, q, blob in records:
         packed.setdefault((t, q), []).append(blob)
     findings: list[Finding] = []
     stats: list[QueueStats] = []

@@ -7,11 +7,12 @@ Plan on the driver, parse in tasks:
    cheap pre-scan (:func:`mqstore.commitlog.format.peek_size`, 8 bytes per record). The
    pre-scan stops cutting at the first header that does not look like a record, so damage
    always falls in the last range of its file and a range never needs its neighbours.
-2. :func:`scan_dataframe` makes one partition per range and runs ``mapInArrow``: each task
-   mmaps its file read-only, checks its range with :func:`mqstore.tools.spark.segscan.scan_range`
-   and emits Arrow batches: per range one row per (topic, queue) whose record fields are
-   packed in one binary column (``l_records``), plus the findings and a range summary.
-   The driver joins a queue's rows (no shuffle): a few large values, not one row per record.
+2. :func:`scan_ranges` (the audit) makes one partition per range: each task mmaps its
+   file read-only, checks its range with :func:`mqstore.tools.spark.segscan.scan_range`
+   and returns per (topic, queue) one value of packed record fields, plus the findings
+   and a range summary; the driver joins a queue's values (no shuffle): a few large
+   values, not one row per record. The other jobs read ranges with :func:`map_bulk` in
+   ``mapInArrow`` tasks.
    Bytes never travel through the JVM (``binaryFiles`` copies whole files into its
    heap; docs/design.md §3.2).
 
@@ -28,7 +29,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import astuple
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
@@ -36,12 +37,10 @@ from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
 from mqstore.tools.spark.layout import StoreLayout
 from mqstore.tools.spark.segscan import (
-    ROW_FIELDS,
     Buffer,
     ByteRange,
     RecordColumns,
     Row,
-    RowType,
     resync,
     scan_range,
 )
@@ -55,45 +54,21 @@ if TYPE_CHECKING:
 DEFAULT_SPLIT_BYTES: Final = 128 << 20
 """Ranges of at least 128 MiB: smaller ones cost more per task than they gain
 (docs/design.md §3.2)."""
-BATCH_ROWS: Final = 16_384
 
 RANGE_SCHEMA: Final = (
     "path string, name string, base_offset long, start long, end long, is_last_file boolean"
 )
-_SCAN_TYPES: Final = {
-    "row_type": "string",
-    "file": "string",
-    "offset": "long",
-    "size": "int",
-    "topic": "string",
-    "queue_id": "int",
-    "queue_offset": "long",
-    "sys_flag": "int",
-    "store_ts": "long",
-    "tags_code": "long",
-    "crc_ok": "boolean",
-    "kind": "string",
-    "detail": "string",
-    "first_ts": "long",
-    "last_ts": "long",
-    "count": "long",
-}
-assert tuple(_SCAN_TYPES) == ROW_FIELDS
 LIST_COLUMNS: Final = {
     "offset": "long", "size": "int", "queue_offset": "long", "sys_flag": "int",
     "store_ts": "long", "tags_code": "long",
 }  # fmt: skip
-"""Record fields shipped per (range, queue): one row per queue and range, not per record,
-so the shuffle moves a few large rows instead of millions of small ones."""
+"""Record fields shipped per (range, queue) for the queue checks: one value per queue and
+range, not one row per record."""
 RECORD_DTYPE: Final = np.dtype(
     [(k, "<i8" if v == "long" else "<i4") for k, v in LIST_COLUMNS.items()]
 )
-"""The LIST_COLUMNS of a row's records packed as one little-endian array in the binary
-column ``l_records``: the JVM moves it as one opaque value (no per-element conversion
-between Arrow and Spark rows on the way in, through the shuffle and out)."""
-_SCAN_TYPES["l_records"] = "binary"
-SCAN_FIELDS: Final = tuple(_SCAN_TYPES)
-SCAN_SCHEMA: Final = ", ".join(f"{k} {v}" for k, v in _SCAN_TYPES.items())
+"""The LIST_COLUMNS of a queue's records in a range packed as one little-endian array:
+the JVM moves it as one opaque value."""
 
 
 UNREADABLE: Final = "mqstore-unreadable"
@@ -198,46 +173,6 @@ def plan_ranges(layout: StoreLayout, split_bytes: int = DEFAULT_SPLIT_BYTES) -> 
     return out
 
 
-def _to_batch(rows: list[Row]) -> pa.RecordBatch:
-    import pyarrow as pa
-
-    types = {
-        "string": pa.string(),
-        "long": pa.int64(),
-        "int": pa.int32(),
-        "boolean": pa.bool_(),
-    }
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in ROW_FIELDS]
-    arrays = [
-        pa.array(col, type=types[t])
-        for col, t in zip(columns, list(_SCAN_TYPES.values())[: len(ROW_FIELDS)], strict=True)
-    ]
-    arrays.append(pa.nulls(len(rows), pa.binary()))
-    return pa.RecordBatch.from_arrays(arrays, names=list(_SCAN_TYPES))
-
-
-def map_ranges(
-    batches: Iterable[pa.RecordBatch],
-    work: Callable[[mmap.mmap, ByteRange], Iterator[tuple[Any, ...]]],
-    to_batch: Callable[[list[Any]], pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:
-    """Task body shared by the jobs: mmap each range's file, run ``work``, batch rows."""
-    rows: list[Any] = []
-    for batch in batches:
-        for d in batch.to_pylist():
-            rng = ByteRange(**d)
-            with open_mapped(rng.path) as mm:
-                if not isinstance(mm, mmap.mmap):
-                    continue
-                for row in work(mm, rng):
-                    rows.append(row)
-                    if len(rows) >= BATCH_ROWS:
-                        yield to_batch(rows)
-                        rows = []
-    if rows:
-        yield to_batch(rows)
-
-
 def bulk_records(buf: Buffer, rng: ByteRange, *, keys: bool = False) -> Iterator[bulk.RecordArrays]:
     """The valid records of ``rng`` as bulk column chunks, read like the reput service
     (no CRC check; damage skipped up to the next record that names its own position,
@@ -287,10 +222,9 @@ def ranges_dataframe(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
     return spark.createDataFrame(rdd, RANGE_SCHEMA)
 
 
-def _records_batch(cols: RecordColumns) -> pa.RecordBatch:
-    """One row per (topic, queue) of a range's records, packed (see RECORD_DTYPE)."""
-    import pyarrow as pa
-
+def queue_records(cols: RecordColumns) -> list[tuple[str, int, bytes]]:
+    """A range's records per (topic, queue): (topic, queue id, LIST_COLUMNS packed as
+    RECORD_DTYPE in log order), one value per queue instead of one row per record."""
     topic_id, queue_id = cols.column("topic_id"), cols.column("queue_id")
     key = (topic_id << 32) | (queue_id & 0xFFFFFFFF)
     order = np.argsort(key, kind="stable")
@@ -299,63 +233,48 @@ def _records_batch(cols: RecordColumns) -> pa.RecordBatch:
     packed = np.empty(order.size, RECORD_DTYPE)
     for name in LIST_COLUMNS:
         packed[name] = cols.column(name)[order]
-    ends = np.r_[0, np.cumsum(sizes)] * RECORD_DTYPE.itemsize
-    records = pa.BinaryArray.from_buffers(
-        pa.binary(),
-        int(sizes.size),
-        [None, pa.py_buffer(ends.astype(np.int32)), pa.py_buffer(packed)],
-    )
+    ends = np.cumsum(sizes).tolist()
     names = cols.topics
-    m = sizes.size
-    arrays = []
-    for name, t in _SCAN_TYPES.items():
-        if name == "row_type":
-            arrays.append(pa.array([RowType.RECORD.value] * m, pa.string()))
-        elif name == "topic":
-            arrays.append(pa.array([names[i] for i in topic_id[heads].tolist()], pa.string()))
-        elif name == "queue_id":
-            arrays.append(pa.array(queue_id[heads], pa.int32()))
-        elif name == "count":
-            arrays.append(pa.array(sizes, pa.int64()))
-        elif name == "l_records":
-            arrays.append(records)
-        else:
-            base = {"string": pa.string(), "long": pa.int64(), "int": pa.int32()}
-            arrays.append(pa.nulls(m, base.get(t, pa.bool_())))
-    return pa.RecordBatch.from_arrays(arrays, names=list(_SCAN_TYPES))
+    out = []
+    for lo, hi, t, q in zip([0, *ends[:-1]], ends, topic_id[heads].tolist(),
+                            queue_id[heads].tolist(), strict=True):  # fmt: skip
+        out.append((names[t], int(q), packed[lo:hi].tobytes()))
+    return out
 
 
 def audit_task(
-    batches: Iterable[pa.RecordBatch], now_ms: int, index: IndexPlan | None = None
-) -> Iterator[pa.RecordBatch]:
-    """Task body of :func:`scan_dataframe`: per range one row per queue holding its
-    records as arrays, then the findings (the index entries that point into the range
-    checked against its records when ``index`` is given) and range summaries."""
+    ranges: Iterable[ByteRange], now_ms: int, index: IndexPlan | None = None
+) -> Iterator[tuple[str, int, bytes] | Row]:
+    """Task body of :func:`scan_ranges`: per range its records per queue
+    (:func:`queue_records`), then the findings (the index entries that point into the
+    range checked against its records when ``index`` is given) and range summaries."""
     other: list[Row] = []
     cols = RecordColumns(keys=index is not None)
-    for batch in batches:
-        for d in batch.to_pylist():
-            rng = ByteRange(**d)
-            with open_mapped(rng.path) as mm:
-                if not isinstance(mm, mmap.mmap):
-                    continue
-                other.extend(scan_range(mm, rng, now_ms, cols))
-            if index is not None:
-                other.extend(index.check_range(rng, cols, other))
-            if len(cols):
-                yield _records_batch(cols)
-            cols.clear()
-    if other:
-        yield _to_batch(other)
+    for rng in ranges:
+        with open_mapped(rng.path) as mm:
+            if not isinstance(mm, mmap.mmap):
+                continue
+            other.extend(scan_range(mm, rng, now_ms, cols))
+        if index is not None:
+            other.extend(index.check_range(rng, cols, other))
+        if len(cols):
+            yield from queue_records(cols)
+        cols.clear()
+    yield from other
 
 
-def scan_dataframe(
+def scan_ranges(
     spark: SparkSession, ranges: list[ByteRange], now_ms: int, index: IndexPlan | None = None
-) -> DataFrame:
-    """Audit rows (:class:`mqstore.tools.spark.segscan.Row`) for every range, parsed in
-    tasks; with ``index``, each task also checks the index entries of its range."""
+) -> list[tuple[str, int, bytes] | Row]:
+    """Audit output of every range, parsed in tasks (one per range): per range and
+    queue a (topic, queue id, packed records) triple, and the findings and range
+    summaries (:class:`mqstore.tools.spark.segscan.Row`); with ``index``, each task also
+    checks the index entries of its range. A plain RDD job: the values are pickled
+    by the Python workers and moved by the JVM as opaque bytes (no row conversion, no
+    query plan)."""
 
-    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return audit_task(batches, now_ms, index)
+    def task(part: Iterable[ByteRange]) -> Iterator[tuple[str, int, bytes] | Row]:
+        return audit_task(part, now_ms, index)
 
-    return ranges_dataframe(spark, ranges).mapInArrow(task, SCAN_SCHEMA)
+    rdd = spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
+    return rdd.mapPartitions(task).collect()
