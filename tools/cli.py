@@ -90,25 +90,22 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 # ----------------------------------------------------------------- argument types
 
 
-def _positive(text: str) -> int:
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+def _int_in(low: int, high: int | None, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high`` (no upper bound for
+    ``None``); anything else is refused as "must be <what>"."""
+
+    def parse(text: str) -> int:
+        value = _integer(text)
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+        return value
+
+    return parse
 
 
-def _non_negative(text: str) -> int:
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    value = _integer(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number 0..65535, got {text}")
-    return value
+_positive = _int_in(1, None, "a positive integer")
+_non_negative = _int_in(0, None, "0 or more")
+_port = _int_in(0, 65535, "a port number 0..65535")
 
 
 def _namesrv_addrs(text: str) -> list[str]:
