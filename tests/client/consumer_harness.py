@@ -29,9 +29,7 @@ FAST = ConsumerConfig(
 )
 """Test timings: short long-polls so shutdown is quick; everything else RocketMQ's."""
 
-FROM_FIRST = dataclasses.replace(
-    FAST, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-)
+FIRST = dataclasses.replace(FAST, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
 """:data:`FAST`, a new group starting at each queue's first message."""
 
 

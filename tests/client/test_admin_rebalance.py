@@ -20,13 +20,13 @@ import pytest
 
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mqstore.client.remote import RemoteTransport
-from tests.client.consumer_harness import FROM_FIRST, wait_until
+from tests.client.consumer_harness import FIRST, wait_until
 from tests.interop.broker_harness import BrokerProcess, create_topic
 
 pytestmark = pytest.mark.integration
 
 CFG = dataclasses.replace(
-    FROM_FIRST,
+    FIRST,
     rebalance_interval_ms=60_000,
     poll_name_server_interval_ms=60_000,
 )

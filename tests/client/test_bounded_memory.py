@@ -12,7 +12,7 @@ import pytest
 from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mqstore.message import Message
-from tests.client.consumer_harness import FROM_FIRST, broker, create_topic, wait_dispatched
+from tests.client.consumer_harness import FIRST, broker, create_topic, wait_dispatched
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -60,7 +60,7 @@ def test_a_slow_consumer_holds_at_most_the_flow_control_limit(tmp_path):
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
         cfg = dataclasses.replace(
-            FROM_FIRST,
+            FIRST,
             consume_thread_max=2,
         )
         c = PushConsumer("g", InProcessTransport(core), cfg)

@@ -13,20 +13,14 @@ from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mqstore.client.transport import PullStatus
-from tests.client.consumer_harness import (
-    FROM_FIRST,
-    broker,
-    create_topic,
-    produce,
-    wait_until,
-)
+from tests.client.consumer_harness import FIRST, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
 ONE_SECOND_LEVELS = " ".join(["1s"] * 18)
 MAX_RECONSUME = 2
 CFG = dataclasses.replace(
-    FROM_FIRST,
+    FIRST,
     max_reconsume_times=MAX_RECONSUME,
     poll_name_server_interval_ms=100,  # pick up %RETRY%g as soon as it exists
 )

@@ -6,17 +6,11 @@ import pytest
 
 from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import LitePullConsumer
-from tests.client.consumer_harness import (
-    FROM_FIRST,
-    broker,
-    create_topic,
-    produce,
-    wait_until,
-)
+from tests.client.consumer_harness import FIRST, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
-CFG = FROM_FIRST
+CFG = FIRST
 
 
 @pytest.fixture

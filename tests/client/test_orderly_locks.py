@@ -11,14 +11,7 @@ import pytest
 from mqstore.broker.core import BrokerConfig
 from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import ConsumeOrderlyStatus, PushConsumer
-from tests.client.consumer_harness import (
-    FROM_FIRST,
-    Seen,
-    broker,
-    create_topic,
-    produce,
-    wait_until,
-)
+from tests.client.consumer_harness import FIRST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +19,7 @@ LEASE_MS = 600
 """The broker's lock expiry in these tests (RocketMQ: 60 s)."""
 
 CFG = dataclasses.replace(
-    FROM_FIRST,
+    FIRST,
     rebalance_interval_ms=60_000,
     lock_interval_ms=100,
     lock_max_live_ms=LEASE_MS // 2,  # local lease below the broker's, as 30 s < 60 s

@@ -9,10 +9,10 @@ import pytest
 
 from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
-from tests.client.consumer_harness import FROM_FIRST, Seen, broker, create_topic, produce
+from tests.client.consumer_harness import FIRST, Seen, broker, create_topic, produce
 
 pytestmark = pytest.mark.integration
-CFG = FROM_FIRST
+CFG = FIRST
 
 
 def _wait_owned(c: PushConsumer, n: int) -> None:

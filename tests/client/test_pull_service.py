@@ -19,7 +19,7 @@ from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumeFromWhere,
 from mqstore.client.remote import RemoteTransport
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
-from tests.client.consumer_harness import FROM_FIRST, wait_until
+from tests.client.consumer_harness import FIRST, wait_until
 from tests.interop.broker_harness import BrokerProcess, broker_with_topic
 
 pytestmark = pytest.mark.integration
@@ -28,7 +28,7 @@ QUEUES = 1000
 MESSAGES = 2000
 THREAD_BOUND = 10
 CFG = dataclasses.replace(
-    FROM_FIRST,
+    FIRST,
     suspend_ms=2000,
     consume_thread_max=4,
 )

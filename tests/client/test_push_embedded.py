@@ -14,19 +14,12 @@ from mqstore.client.consumer import (
     ConsumeOrderlyStatus,
     PushConsumer,
 )
-from tests.client.consumer_harness import (
-    FROM_FIRST,
-    Seen,
-    broker,
-    create_topic,
-    produce,
-    wait_until,
-)
+from tests.client.consumer_harness import FIRST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
 CFG = dataclasses.replace(
-    FROM_FIRST,
+    FIRST,
     rebalance_interval_ms=60_000,  # only notifications can move queues in these tests
 )
 

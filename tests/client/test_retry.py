@@ -8,7 +8,7 @@ import pytest
 
 from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
-from tests.client.consumer_harness import FROM_FIRST, broker, create_topic, produce
+from tests.client.consumer_harness import FIRST, broker, create_topic, produce
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ def test_a_reconsume_later_message_comes_back_through_the_retry_topic(tmp_path):
             back.set()
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        cfg = FROM_FIRST
+        cfg = FIRST
         c = PushConsumer("g", InProcessTransport(core), cfg)
         c.subscribe("T")
         c.register_message_listener(on_msgs)
@@ -59,7 +59,7 @@ def test_a_listener_that_raises_is_retried(tmp_path):
             done.set()
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        cfg = FROM_FIRST
+        cfg = FIRST
         c = PushConsumer("g", InProcessTransport(core), cfg)
         c.subscribe("T")
         c.register_message_listener(on_msgs)

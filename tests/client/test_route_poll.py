@@ -11,19 +11,12 @@ from mqstore.broker.inprocess import InProcessTransport
 from mqstore.broker.topics import TopicConfig
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mqstore.client.remote import RemoteTransport
-from tests.client.consumer_harness import (
-    FROM_FIRST,
-    Seen,
-    broker,
-    create_topic,
-    produce,
-    wait_until,
-)
+from tests.client.consumer_harness import FIRST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
 CFG = dataclasses.replace(
-    FROM_FIRST,
+    FIRST,
     rebalance_interval_ms=60_000,  # the timer cannot be what moves the queues
     poll_name_server_interval_ms=100,
 )

@@ -15,7 +15,7 @@ import pytest
 
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mqstore.client.remote import RemoteTransport
-from tests.client.consumer_harness import FROM_FIRST
+from tests.client.consumer_harness import FIRST
 from tests.interop.broker_harness import BrokerProcess, broker_with_topic, run_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration]
@@ -24,7 +24,7 @@ TOPIC = "Thousand"
 QUEUES = 1000
 MESSAGES = 3000
 CFG = dataclasses.replace(
-    FROM_FIRST,
+    FIRST,
     suspend_ms=2000,
     rebalance_interval_ms=1000,
 )
