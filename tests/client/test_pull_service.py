@@ -27,11 +27,7 @@ pytestmark = pytest.mark.integration
 QUEUES = 1000
 MESSAGES = 2000
 THREAD_BOUND = 10
-CFG = dataclasses.replace(
-    FIRST,
-    suspend_ms=2000,
-    consume_thread_max=4,
-)
+CFG = dataclasses.replace(FIRST, suspend_ms=2000, consume_thread_max=4)
 
 
 @pytest.fixture(scope="module")

@@ -23,11 +23,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.integration]
 TOPIC = "Thousand"
 QUEUES = 1000
 MESSAGES = 3000
-CFG = dataclasses.replace(
-    FIRST,
-    suspend_ms=2000,
-    rebalance_interval_ms=1000,
-)
+CFG = dataclasses.replace(FIRST, suspend_ms=2000, rebalance_interval_ms=1000)
 
 
 @pytest.fixture(scope="module")
