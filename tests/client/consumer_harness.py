@@ -10,15 +10,23 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from mqstore.broker.core import BrokerConfig, BrokerCore
 from mqstore.broker.inprocess import InProcessTransport
 from mqstore.broker.topics import TopicConfig
 from mqstore.client.allocate import MessageQueue
+from mqstore.client.consumer import (
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyStatus,
+    PushConsumer,
+)
 from mqstore.client.consumer_config import ConsumeFromWhere, ConsumerConfig
+from mqstore.client.transport import Transport
 from mqstore.config import StoreConfig
 from mqstore.message import Message
 from mqstore.message_store import MessageStore
+from mqstore.records import StoredMessage
 
 FAST = ConsumerConfig(
     suspend_ms=200,
@@ -136,3 +144,50 @@ def wait_until(pred: Callable[[], bool], timeout: float, step: float = 0.02) -> 
             return True
         time.sleep(step)
     return pred()
+
+
+def started_with(
+    core: BrokerCore,
+    listener: Callable[..., object],
+    cfg: ConsumerConfig,
+    *,
+    orderly: bool = False,
+    topic: str = "T",
+    transport: Transport | None = None,
+    group: str = "g",
+    offset_dir: Path | None = None,
+) -> PushConsumer:
+    """A started push consumer of ``group`` subscribed to ``topic`` with ``listener``,
+    through ``transport``, else a new in-process one to ``core``."""
+    c = PushConsumer(group, transport or InProcessTransport(core), cfg, offset_dir=offset_dir)
+    c.subscribe(topic)
+    c.register_message_listener(listener, orderly=orderly)  # type: ignore[arg-type]
+    c.start()
+    return c
+
+
+def started_consumer(
+    core: BrokerCore,
+    seen: Seen,
+    name: str,
+    cfg: ConsumerConfig,
+    *,
+    orderly: bool = False,
+    work_s: float = 0.0,
+    **where: Any,
+) -> PushConsumer:
+    """:func:`started_with` a listener that records every message in ``seen`` as
+    ``name`` and succeeds; ``work_s``: a pause per batch first, keeping batches in
+    flight while the group rebalances. ``where``: ``topic``, ``transport``, ``group``,
+    ``offset_dir`` as for :func:`started_with`."""
+
+    def on_msgs(msgs: list[StoredMessage], ctx: object) -> object:
+        if work_s:
+            time.sleep(work_s)
+        for m in msgs:
+            seen.add(name, m.body.decode(), m.queue_id, m.queue_offset)
+        return (
+            ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        )
+
+    return started_with(core, on_msgs, cfg, orderly=orderly, **where)

@@ -8,13 +8,11 @@ import json
 
 import pytest
 
-from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.consumer import (
-    ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     MessageModel,
-    PushConsumer,
 )
+from tests.client import consumer_harness
 from tests.client.consumer_harness import FAST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -28,17 +26,9 @@ CFG = dataclasses.replace(
 
 def start(core, seen, name, offset_dir):
     cfg = dataclasses.replace(CFG, instance_name=name)  # stable id: same offsets file
-    c = PushConsumer("bg", InProcessTransport(core), cfg, offset_dir=offset_dir)
-    c.subscribe("T")
-
-    def on_msgs(msgs, ctx):
-        for m in msgs:
-            seen.add(name, m.body.decode(), m.queue_id, m.queue_offset)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    c.register_message_listener(on_msgs)
-    c.start()
-    return c
+    return consumer_harness.started_consumer(
+        core, seen, name, cfg, group="bg", offset_dir=offset_dir
+    )
 
 
 def each_saw_all(seen, names, bodies):

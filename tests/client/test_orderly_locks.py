@@ -10,7 +10,7 @@ import pytest
 
 from mqstore.broker.core import BrokerConfig
 from mqstore.broker.inprocess import InProcessTransport
-from mqstore.client.consumer import ConsumeOrderlyStatus, PushConsumer
+from tests.client import consumer_harness
 from tests.client.consumer_harness import FIRST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -33,17 +33,9 @@ def short_lease(root):
 
 
 def start(core, seen, name, cfg=CFG, transport=None):
-    c = PushConsumer("g", transport or InProcessTransport(core), cfg)
-    c.subscribe("T")
-
-    def on_msgs(msgs, ctx):
-        for m in msgs:
-            seen.add(name, m.body.decode(), m.queue_id, m.queue_offset)
-        return ConsumeOrderlyStatus.SUCCESS
-
-    c.register_message_listener(on_msgs, orderly=True)
-    c.start()
-    return c
+    return consumer_harness.started_consumer(
+        core, seen, name, cfg, orderly=True, transport=transport
+    )
 
 
 def topic_queues(c):

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import time
 
 import pytest
 
-from mqstore.broker.inprocess import InProcessTransport
-from mqstore.client.consumer import (
-    ConsumeConcurrentlyStatus,
-    ConsumeOrderlyStatus,
-    PushConsumer,
-)
+from tests.client import consumer_harness
 from tests.client.consumer_harness import FIRST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -25,21 +19,9 @@ CFG = dataclasses.replace(
 
 
 def start_consumer(core, seen, name, *, orderly=False, cfg=CFG, topic="T", work_s=0.0):
-    c = PushConsumer("g", InProcessTransport(core), cfg)
-    c.subscribe(topic)
-
-    def on_msgs(msgs, ctx):
-        if work_s:
-            time.sleep(work_s)  # keeps batches in flight while the group rebalances
-        for m in msgs:
-            seen.add(name, m.body.decode(), m.queue_id, m.queue_offset)
-        return (
-            ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-        )
-
-    c.register_message_listener(on_msgs, orderly=orderly)
-    c.start()
-    return c
+    return consumer_harness.started_consumer(
+        core, seen, name, cfg, orderly=orderly, topic=topic, work_s=work_s
+    )
 
 
 def assert_in_order_across_handovers(deliveries, n):

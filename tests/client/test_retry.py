@@ -6,9 +6,8 @@ import threading
 
 import pytest
 
-from mqstore.broker.inprocess import InProcessTransport
-from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
-from tests.client.consumer_harness import FIRST, broker, create_topic, produce
+from mqstore.client.consumer import ConsumeConcurrentlyStatus
+from tests.client.consumer_harness import FIRST, broker, create_topic, produce, started_with
 
 pytestmark = pytest.mark.integration
 
@@ -30,11 +29,7 @@ def test_a_reconsume_later_message_comes_back_through_the_retry_topic(tmp_path):
             back.set()
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        cfg = FIRST
-        c = PushConsumer("g", InProcessTransport(core), cfg)
-        c.subscribe("T")
-        c.register_message_listener(on_msgs)
-        c.start()
+        c = started_with(core, on_msgs, FIRST)
         try:
             produce(core, qs[:1], 1, prefix="again")
             assert back.wait(15)
@@ -59,11 +54,7 @@ def test_a_listener_that_raises_is_retried(tmp_path):
             done.set()
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        cfg = FIRST
-        c = PushConsumer("g", InProcessTransport(core), cfg)
-        c.subscribe("T")
-        c.register_message_listener(on_msgs)
-        c.start()
+        c = started_with(core, on_msgs, FIRST)
         try:
             produce(core, qs, 1)
             assert done.wait(15)

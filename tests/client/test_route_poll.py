@@ -7,10 +7,9 @@ import dataclasses
 
 import pytest
 
-from mqstore.broker.inprocess import InProcessTransport
 from mqstore.broker.topics import TopicConfig
-from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mqstore.client.remote import RemoteTransport
+from tests.client import consumer_harness
 from tests.client.consumer_harness import FIRST, Seen, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -23,17 +22,7 @@ CFG = dataclasses.replace(
 
 
 def start(core, seen, name, cfg=CFG, transport=None):
-    c = PushConsumer("g", transport or InProcessTransport(core), cfg)
-    c.subscribe("T")
-
-    def on_msgs(msgs, ctx):
-        for m in msgs:
-            seen.add(name, m.body.decode(), m.queue_id, m.queue_offset)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    c.register_message_listener(on_msgs)
-    c.start()
-    return c
+    return consumer_harness.started_consumer(core, seen, name, cfg, transport=transport)
 
 
 def ids(c):
