@@ -52,9 +52,9 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR ...
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -75,16 +75,13 @@ from mqstore.tools.spark.reader import (
     bulk_records,
     open_mapped,
     plan_ranges,
-    ranges_dataframe,
     unreadable,
 )
 from mqstore.tools.spark.segscan import Buffer, ByteRange
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import SparkSession
 
-MANIFEST: Final = "range_key long, path string, units long, keys long"
 _IN_QUEUE: Final = (fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE)
 
 
@@ -155,12 +152,20 @@ _COLUMNS: Final = (
 )  # fmt: skip
 
 
-def scan_task(batches: Iterator[pa.RecordBatch], attempts: str) -> Iterator[pa.RecordBatch]:
+class ManifestRow(NamedTuple):
+    """What a task returns per range: where its arrays are and how many of each."""
+
+    range_key: int
+    path: str
+    units: int
+    keys: int
+
+
+def scan_task(ranges: Iterable[ByteRange], attempts: str) -> Iterator[ManifestRow]:
     """Task body: scan each range and save its arrays (``.npz``) in this attempt's folder;
-    one MANIFEST row per range. A failed or speculative attempt's files are never read:
-    the driver reads only the paths the job's result names."""
+    one :class:`ManifestRow` per range. A failed or speculative attempt's files are never
+    read: the driver reads only the paths the job's result names."""
     import numpy as np
-    import pyarrow as pa
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
@@ -168,31 +173,22 @@ def scan_task(batches: Iterator[pa.RecordBatch], attempts: str) -> Iterator[pa.R
     fail = bool(os.environ.get(FAIL_ENV)) and ctx is not None and ctx.attemptNumber() == 0
     folder = Path(attempts) / str(attempt)
     folder.mkdir(parents=True, exist_ok=True)
-    rows: list[tuple[int, str, int, int]] = []
-    for batch in batches:
-        for d in batch.to_pylist():
-            rng = ByteRange(**d)
-            with open_mapped(rng.path) as mm:
-                if not isinstance(mm, mmap.mmap):
-                    continue
-                arrays = _scan_range(mm, rng)
-            path = folder / f"{rng.base_offset + rng.start:020d}.npz"
-            with open(path, "wb") as f:
-                np.savez(f, **arrays)
-                if fail:
-                    f.truncate(f.tell() // 2)
-                    raise RuntimeError(f"injected failure ({FAIL_ENV}) after half of {path}")
-            key = rng.base_offset + rng.start
-            rows.append((key, str(path), arrays["u_phys"].size, arrays["k_phys"].size))
-    cols = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
-    types = [pa.int64(), pa.string(), pa.int64(), pa.int64()]
-    names = [c.split()[0] for c in MANIFEST.split(",")]
-    yield pa.RecordBatch.from_arrays(
-        [pa.array(c, t) for c, t in zip(cols, types, strict=True)], names=names
-    )
+    for rng in ranges:
+        with open_mapped(rng.path) as mm:
+            if not isinstance(mm, mmap.mmap):
+                continue
+            arrays = _scan_range(mm, rng)
+        path = folder / f"{rng.base_offset + rng.start:020d}.npz"
+        with open(path, "wb") as f:
+            np.savez(f, **arrays)
+            if fail:
+                f.truncate(f.tell() // 2)
+                raise RuntimeError(f"injected failure ({FAIL_ENV}) after half of {path}")
+        key = rng.base_offset + rng.start
+        yield ManifestRow(key, str(path), int(arrays["u_phys"].size), int(arrays["k_phys"].size))
 
 
-def _load(manifest: list[Any]) -> dict[str, Any]:
+def _load(manifest: list[ManifestRow]) -> dict[str, Any]:
     """The ranges' arrays (in log order) concatenated, topic ids made global."""
     import numpy as np
 
@@ -338,13 +334,15 @@ def reindex_with(
     }
 
 
-def _scan_ranges(spark: SparkSession, ranges: list[ByteRange], attempts: str) -> list[Any]:
-    """Scan every range in a task (one Spark action); the manifest of their array files."""
+def _scan_ranges(spark: SparkSession, ranges: list[ByteRange], attempts: str) -> list[ManifestRow]:
+    """Scan every range in a task (one Spark action, a plain RDD job: no query plan);
+    the manifest of their array files."""
 
-    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return scan_task(batches, attempts)
+    def task(part: Iterable[ByteRange]) -> Iterator[ManifestRow]:
+        return scan_task(part, attempts)
 
-    return ranges_dataframe(spark, ranges).mapInArrow(task, MANIFEST).collect()
+    rdd = spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
+    return rdd.mapPartitions(task).collect()
 
 
 def run_reindex(
