@@ -70,15 +70,20 @@ class WireClient:
             data = self.sock.recv(1 << 20)
             self.decoder.receive_data(data)
 
+    def _file_next(self) -> None:
+        """Read one command: a response goes to ``responses`` by opaque, a
+        broker-initiated request to ``pushed``."""
+        cmd = self._read_one()
+        if cmd is None:
+            raise ConnectionError("connection closed by the broker")
+        if cmd.is_response:
+            self.responses[cmd.opaque] = cmd
+        else:
+            self.pushed.append(cmd)
+
     def wait_response(self, opaque: int) -> RemotingCommand:
         while opaque not in self.responses:
-            cmd = self._read_one()
-            if cmd is None:
-                raise ConnectionError("connection closed by the broker")
-            if cmd.is_response:
-                self.responses[cmd.opaque] = cmd
-            else:
-                self.pushed.append(cmd)
+            self._file_next()
         return self.responses.pop(opaque)
 
     def call(
@@ -94,11 +99,5 @@ class WireClient:
         while not self.pushed:
             if time.monotonic() > deadline:
                 raise TimeoutError("nothing pushed")
-            cmd = self._read_one()
-            if cmd is None:
-                raise ConnectionError("connection closed by the broker")
-            if cmd.is_response:
-                self.responses[cmd.opaque] = cmd
-            else:
-                self.pushed.append(cmd)
+            self._file_next()
         return self.pushed.pop(0)

@@ -16,8 +16,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from mqstore import MessageStore, StoreConfig
 from mqstore.broker.core import BrokerCore
@@ -59,6 +62,14 @@ class LiveBroker:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+@pytest.fixture
+def live_broker(tmp_path: Path) -> Iterator[LiveBroker]:
+    """A :class:`LiveBroker` on a fresh store under ``tmp_path``; stopped after."""
+    b = LiveBroker(tmp_path / "store").start()
+    yield b
+    b.stop()
 
 
 def run_node(node: str, script: str, opts: dict[str, Any], timeout_s: float = 60) -> list[dict]:

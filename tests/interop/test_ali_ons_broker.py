@@ -10,7 +10,6 @@ UPDATE_CONSUMER_OFFSET on close. Each node script is a separate process.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,17 +18,12 @@ from mqstore.client.producer import Producer
 from mqstore.client.remote import RemoteTransport
 from mqstore.consumequeue.results import StoredMessage
 from mqstore.message import Message
-from tests.interop.broker_harness import BrokerProcess, LiveBroker, run_node
+from tests.interop.broker_harness import BrokerProcess, LiveBroker, live_broker, run_node
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration]
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[LiveBroker]:
-    pytest.importorskip("mqstore.broker.server")
-    b = LiveBroker(tmp_path / "store").start()
-    yield b
-    b.stop()
+broker = live_broker
 
 
 def read_all(transport: RemoteTransport, topic: str, expect: int) -> list[StoredMessage]:

@@ -11,8 +11,6 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +21,7 @@ from mqstore.client.push_consumer import PushConsumer
 from mqstore.client.remote import RemoteTransport
 from mqstore.client.transport import ConsumeFromWhere
 from mqstore.message import Message
-from tests.interop.broker_harness import HERE, LiveBroker
+from tests.interop.broker_harness import HERE, LiveBroker, live_broker
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration]
 
@@ -32,12 +30,7 @@ GROUP = "mixed-group"
 PER_QUEUE = 10
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[LiveBroker]:
-    pytest.importorskip("mqstore.broker.server")
-    b = LiveBroker(tmp_path / "store").start()
-    yield b
-    b.stop()
+broker = live_broker
 
 
 def wait_for(cond: object, timeout_s: float, what: str) -> None:
