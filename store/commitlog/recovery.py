@@ -179,6 +179,18 @@ class FieldSink(Protocol):
     ) -> None: ...
 
 
+class RunSink(Protocol):
+    """A record callback that also dispatches a run of records from a segment's bytes,
+    as the reput thread reads them (a batch of records at once, not one call each):
+    ``dispatch_run(view, start, end)`` is given ``view[start:end]`` of a segment's
+    mapping, which holds whole records recovery accepted, in log order, and nothing
+    else (no damage, torn record or blank record)."""
+
+    def __call__(self, info: fmt.RecordInfo, size: int = 0) -> None: ...
+
+    def dispatch_run(self, view: memoryview, start: int, end: int) -> None: ...
+
+
 def scan(
     segments: Segments,
     start_index: int,
@@ -201,7 +213,8 @@ def scan(
     record recovery refuses (the bulk scan's stop, a bad CRC, a torn record, a wrong
     PHYSICALOFFSET under ``keep``) is judged again by the exact codec, whose verdict
     is the stop reason. ``on_record`` gets every valid record in log order: a
-    :class:`FieldSink` through ``dispatch_one``, any other callback a ``RecordInfo``.
+    :class:`RunSink` as runs of bytes, a :class:`FieldSink` through ``dispatch_one``,
+    any other callback a ``RecordInfo`` per record.
     """
     files = segments.files
     end = files[start_index].file_from_offset
@@ -277,15 +290,28 @@ Deliver = Callable[[memoryview, bulk.PlainRecords, int], None]
 
 
 def _deliverer(on_record: OnRecord | None) -> Deliver | None:
-    """How the valid records of a bulk scan reach ``on_record``: a :class:`FieldSink`
-    gets each record's dispatch fields (topic and properties decoded from their
-    spans); any other callback the codec's ``RecordInfo`` of each record."""
+    """How the valid records of a bulk scan reach ``on_record``: a :class:`RunSink`
+    gets the bytes they occupy; a :class:`FieldSink` each record's dispatch fields
+    (topic and properties decoded from their spans); any other callback the codec's
+    ``RecordInfo`` of each record."""
     if on_record is None:
         return None
+    dispatch_run = getattr(on_record, "dispatch_run", None)
+    if dispatch_run is not None:
+        return partial(_deliver_run, dispatch_run)
     dispatch_one = getattr(on_record, "dispatch_one", None)
     if dispatch_one is None:
         return partial(_deliver_infos, on_record)
     return partial(_deliver_fields, dispatch_one)
+
+
+def _deliver_run(
+    dispatch_run: Callable[[memoryview, int, int], None],
+    view: memoryview,
+    recs: bulk.PlainRecords,
+    k: int,
+) -> None:
+    dispatch_run(view, int(recs.position[0]), int(recs.position[k - 1] + recs.size[k - 1]))
 
 
 def _deliver_fields(

@@ -162,6 +162,23 @@ class Fields(Infos):
         self.got.append(fields)  # type: ignore[arg-type]
 
 
+class Runs(Infos):
+    """A callback with ``dispatch_run``: reads each run with the codec, record after
+    record, and checks that the run holds whole records and nothing else."""
+
+    def __call__(self, info: fmt.RecordInfo, size: int = 0) -> None:
+        raise AssertionError("a RunSink is given runs, not records")
+
+    def dispatch_run(self, view: memoryview, start: int, end: int) -> None:
+        pos = start
+        while pos < end:
+            r = fmt.scan(view, pos, end, check_crc=False)
+            assert isinstance(r, fmt.RecordInfo)
+            self.got.append((r, r.size))
+            pos += r.size
+        assert pos == end
+
+
 def as_fields(info: fmt.RecordInfo) -> tuple[object, ...]:
     return (info.topic, info.queue_id, info.queue_offset, info.physical_offset, info.size,
             info.sys_flag, info.store_timestamp, info.properties_string)  # fmt: skip
@@ -202,6 +219,18 @@ def test_a_dispatch_one_callback_gets_each_records_dispatch_fields(files, check_
         want, got, want_cb, got_cb = both(segs, 0, check_crc, keep, Fields)
         assert got == want
         assert got_cb == [as_fields(info) for info, _ in want_cb]  # type: ignore[misc]
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(segment_files(), st.booleans(), KEEPS)
+def test_a_dispatch_run_callback_gets_runs_of_exactly_the_accepted_records(files, check_crc, keep):
+    with loaded(files) as segs:
+        want, _, want_cb, _ = both(segs, 0, check_crc, keep, Infos)
+        runs, damaged, searched = Runs(), [], SearchCounter()
+        got = recovery.scan(segs, 0, check_crc=check_crc, on_record=runs, keep=keep,
+                            damaged=damaged, searched=searched)  # fmt: skip
+        assert (*got, tuple(damaged), searched.bytes) == want
+        assert runs.got == want_cb
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
