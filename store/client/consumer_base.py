@@ -26,7 +26,7 @@ from mqstore.client.brokers import Brokers
 from mqstore.client.client_instance import make_client_id, unwatch, watch
 from mqstore.client.consumer_config import ConsumerConfig, retry_topic
 from mqstore.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
-from mqstore.client.rebalance import RebalanceImpl
+from mqstore.client.rebalance import RebalanceHooks, RebalanceImpl
 from mqstore.client.scheduler import Scheduler, ServiceThread
 from mqstore.client.transport import (
     BrokerError,
@@ -101,6 +101,16 @@ class ConsumerBase:
             self.subscriptions.setdefault(retry_topic(self.group), "*")
 
     # -- services -------------------------------------------------------------------
+
+    def _new_rebalance(
+        self, hooks: RebalanceHooks, *, orderly: bool = False, push: bool = True
+    ) -> RebalanceImpl:
+        """A rebalance of this consumer's group, subscriptions and offsets over its
+        brokers; ``hooks`` hears of every queue gained or lost."""
+        return RebalanceImpl(
+            self.group, self.client_id, self.config, self.strategy, self.brokers,
+            self.offset_store, self.subscriptions, hooks, orderly=orderly, push=push,
+        )  # fmt: skip
 
     def owned(self) -> list[MessageQueue]:
         """The queues this consumer holds now (all topics, retry included), sorted."""

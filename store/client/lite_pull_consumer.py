@@ -32,7 +32,7 @@ from mqstore.client.listener import user_view
 from mqstore.client.offset_store import ReadOffsetType
 from mqstore.client.process_queue import ProcessQueue
 from mqstore.client.pull_service import PullContext, PullMessageService, PullTask
-from mqstore.client.rebalance import PullRequest, RebalanceImpl, compute_pull_from_where
+from mqstore.client.rebalance import PullRequest, compute_pull_from_where
 from mqstore.client.transport import ConsumeType, Transport
 from mqstore.records import StoredMessage
 
@@ -93,17 +93,7 @@ class LitePullConsumer(ConsumerBase):
         )
         self._pull_service = PullMessageService(f"{self.group}-pull", self._ctx)
         self._pull_service.start()
-        rebalance = RebalanceImpl(
-            self.group,
-            self.client_id,
-            self.config,
-            self.strategy,
-            self.brokers,
-            self.offset_store,
-            self.subscriptions,
-            self,
-            push=False,
-        )
+        rebalance = self._new_rebalance(self, push=False)
         if self._assigned is None:
             self._start_services(rebalance)
             return

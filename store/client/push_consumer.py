@@ -30,7 +30,7 @@ from mqstore.client.consumer_config import ConsumerConfig
 from mqstore.client.listener import ConcurrentListener, OrderlyListener
 from mqstore.client.process_queue import ProcessQueue
 from mqstore.client.pull_service import PullContext, PullMessageService, PullTask
-from mqstore.client.rebalance import PullRequest, RebalanceImpl, compute_pull_from_where
+from mqstore.client.rebalance import PullRequest, compute_pull_from_where
 from mqstore.client.remote import RemoteTransport
 from mqstore.client.transport import Transport
 
@@ -99,17 +99,7 @@ class PushConsumer(ConsumerBase):
                 self.offset_store,
                 self.scheduler,
             )
-        rebalance = RebalanceImpl(
-            self.group,
-            self.client_id,
-            self.config,
-            self.strategy,
-            self.brokers,
-            self.offset_store,
-            self.subscriptions,
-            self,
-            orderly=self.orderly,
-        )
+        rebalance = self._new_rebalance(self, orderly=self.orderly)
         self._pull_ctx = PullContext(
             self.group,
             self.config,
