@@ -2,7 +2,7 @@
 
 The batches never travel through the JVM: each task writes its ranges' rows with
 pyarrow's Parquet writer (snappy, as Spark writes by default; row groups of about
-``row_group_bytes``) and returns one manifest row per file. The layout is what Spark's
+``row_group_bytes``) and returns one manifest entry per file. The layout is what Spark's
 own writer leaves, so ``spark.read.parquet(OUT)`` and other readers see the same table:
 
 * ``part-<first log offset of the range>.parquet`` files, or with ``partition_by="topic"``
@@ -23,13 +23,12 @@ import os
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-MANIFEST: Final = "rel string, path string, rows long"
 TEMPORARY: Final = "_temporary"
 _ESCAPED: Final = frozenset([*map(chr, range(1, 32)), *"\"#%'*/:=?\\\x7f{[]^"])
 """Characters Spark escapes as ``%XX`` in a partition folder's name."""
@@ -77,21 +76,27 @@ class _File:
         self.writer.close()
 
 
+class WrittenFile(NamedTuple):
+    """A file a task wrote: its path relative to the output, where it is, its rows."""
+
+    rel: str
+    path: str
+    rows: int
+
+
 def write_task(
     ranges: Iterable[tuple[str, Iterator[pa.RecordBatch]]],
     schema: pa.Schema,
     attempts: str,
     partition_by: str | None,
     row_group_bytes: int,
-) -> Iterator[pa.RecordBatch]:
+) -> Iterator[WrittenFile]:
     """Task body: write each (file stem, batches) pair's rows into this attempt's folder;
-    one MANIFEST batch with a row per file written."""
-    import pyarrow as pa
+    the manifest: one :class:`WrittenFile` per file written."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     folder = Path(attempts) / str(ctx.taskAttemptId() if ctx is not None else 0)
-    rows: list[tuple[str, str, int]] = []
     file_schema = schema
     if partition_by is not None:
         file_schema = schema.remove(schema.get_field_index(partition_by))
@@ -107,13 +112,8 @@ def write_task(
         finally:
             for f in files.values():
                 f.close()
-        rows.extend((rel, str(f.path), f.rows) for rel, f in files.items())
-    cols = list(zip(*rows, strict=True)) if rows else [(), (), ()]
-    yield pa.RecordBatch.from_arrays(
-        [pa.array(cols[0], pa.string()), pa.array(cols[1], pa.string()),
-         pa.array(cols[2], pa.int64())],
-        names=["rel", "path", "rows"],
-    )  # fmt: skip
+        for rel, f in files.items():
+            yield WrittenFile(rel, str(f.path), f.rows)
 
 
 def _split(
@@ -133,7 +133,7 @@ def _split(
         yield f"{partition_dir(partition_by, value)}/{name}", part
 
 
-def commit(target: Path, manifest: list[Any], schema: pa.Schema) -> int:
+def commit(target: Path, manifest: list[WrittenFile], schema: pa.Schema) -> int:
     """Move the manifest's files into ``target``, write ``_SUCCESS``, drop the attempts;
     the row count. With no row at all, one empty file holds the schema."""
     import pyarrow.parquet as pq

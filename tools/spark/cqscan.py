@@ -1,34 +1,19 @@
-"""ConsumeQueue files as a DataFrame of units, read in Spark tasks.
+"""ConsumeQueue files for the audit: whole-file checks and units as numpy columns.
 
-A few CQ files per task. Units are decoded with :mod:`mqstore.consumequeue.format`
-(``iter_units``); numpy only finds the span of written units (so a 6,000,000-byte file
-holding a few units is cheap) and filters the tuples. Blank pre-fill units are dropped:
-they point at no message. Units with a negative offset or size are left in; the driver
-reports them (``cq_bad_unit``).
-Whole-file checks (length) need no task: :func:`file_findings` runs on the driver.
+Units are read as one numpy view per file with a dtype derived from
+:mod:`mqstore.consumequeue.format`'s unit ``struct``, between the first and the last
+non-zero unit (so a 6,000,000-byte file holding a few units is cheap). Blank pre-fill
+units are dropped: they point at no message. Units with a negative offset or size are
+left in; the caller reports them (``cq_bad_unit``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import astuple
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from mqstore.consumequeue import format as cqfmt
 from mqstore.tools.spark.layout import CqFile
 from mqstore.tools.spark.report import Finding
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
-
-CQ_FILE_SCHEMA: Final = (
-    "path string, rel_path string, topic string, queue_id int, base_unit long, length long"
-)
-UNIT_SCHEMA: Final = (
-    "file string, offset long, topic string, queue_id int, queue_offset long,"
-    " u_phys long, u_size int, u_tags long"
-)
 
 
 def file_findings(
@@ -91,38 +76,3 @@ def read_units(data: bytes, cq: CqFile) -> dict[str, Any]:
         "u_size": size[keep],
         "u_tags": tags[keep],
     }
-
-
-def _task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    import pyarrow as pa
-
-    for batch in batches:
-        for d in batch.to_pylist():
-            cq = CqFile(**d)
-            with open(cq.path, "rb") as f:
-                cols = read_units(f.read(), cq)
-            n = len(cols["index"])
-            if n == 0:
-                continue
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.repeat(cq.rel_path, n),
-                    pa.array(cols["index"] * cqfmt.UNIT_SIZE, pa.int64()),
-                    pa.repeat(cq.topic, n),
-                    pa.repeat(pa.scalar(cq.queue_id, pa.int32()), n),
-                    pa.array(cols["index"] + cq.base_unit, pa.int64()),
-                    pa.array(cols["u_phys"], pa.int64()),
-                    pa.array(cols["u_size"], pa.int32()),
-                    pa.array(cols["u_tags"], pa.int64()),
-                ],
-                names=[c.split()[0] for c in UNIT_SCHEMA.split(",")],
-            )
-
-
-def units_dataframe(spark: SparkSession, files: tuple[CqFile, ...]) -> DataFrame:
-    """Every used unit of every CQ file (blank pre-fill units left out); a few files
-    per task."""
-    rows = [astuple(f) for f in files]
-    slices = max(1, min(len(rows), 4 * spark.sparkContext.defaultParallelism))
-    rdd = spark.sparkContext.parallelize(rows, slices)
-    return spark.createDataFrame(rdd, CQ_FILE_SCHEMA).mapInArrow(_task, UNIT_SCHEMA)

@@ -41,7 +41,6 @@ from mqstore.tools.spark.reader import (
     balanced_split,
     open_mapped,
     plan_ranges,
-    ranges_dataframe,
     unreadable,
 )
 from mqstore.tools.spark.segscan import Buffer, ByteRange, resync
@@ -134,20 +133,18 @@ def _timestamps(ms: Any, ts_type: pa.DataType) -> pa.Array:
 
 
 def _export_task(
-    batches: Iterable[pa.RecordBatch], schema: pa.Schema, attempts: str, partition_by: str | None
-) -> Iterator[pa.RecordBatch]:
+    ranges: Iterable[ByteRange], schema: pa.Schema, attempts: str, partition_by: str | None
+) -> Iterator[parquet_out.WrittenFile]:
     """Task body: mmap each range's file and write its records' Parquet files
     (:mod:`mqstore.tools.spark._parquet_out`); the manifest of the files."""
 
-    def ranges() -> Iterator[tuple[str, Iterator[pa.RecordBatch]]]:
-        for batch in batches:
-            for d in batch.to_pylist():
-                rng = ByteRange(**d)
-                with open_mapped(rng.path) as mm:
-                    if isinstance(mm, mmap.mmap):
-                        yield f"{rng.base_offset + rng.start:020d}", export_rows(mm, rng, schema)
+    def batches() -> Iterator[tuple[str, Iterator[pa.RecordBatch]]]:
+        for rng in ranges:
+            with open_mapped(rng.path) as mm:
+                if isinstance(mm, mmap.mmap):
+                    yield f"{rng.base_offset + rng.start:020d}", export_rows(mm, rng, schema)
 
-    return parquet_out.write_task(ranges(), schema, attempts, partition_by, ROW_GROUP_BYTES)
+    return parquet_out.write_task(batches(), schema, attempts, partition_by, ROW_GROUP_BYTES)
 
 
 def export_rows(buf: Buffer, rng: ByteRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -232,14 +229,15 @@ def export_with(
 
     attempts = str(target / parquet_out.TEMPORARY)
 
-    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _export_task(batches, schema, attempts, partition_by)
+    def task(part: Iterable[ByteRange]) -> Iterator[parquet_out.WrittenFile]:
+        return _export_task(part, schema, attempts, partition_by)
 
     parallelism = spark.sparkContext.defaultParallelism
     ranges = plan_ranges(layout, split_bytes or balanced_split(layout, parallelism))
     target.mkdir(parents=True)
     try:
-        manifest = ranges_dataframe(spark, ranges).mapInArrow(task, parquet_out.MANIFEST).collect()
+        rdd = spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
+        manifest = rdd.mapPartitions(task).collect()  # a plain RDD job: no query plan
         rows = parquet_out.commit(target, manifest, schema)
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""The segment reader: CommitLog segment files as a Spark DataFrame of records.
+"""The segment reader: CommitLog segment files as byte ranges read in Spark tasks.
 
 Plan on the driver, parse in tasks:
 
@@ -11,8 +11,8 @@ Plan on the driver, parse in tasks:
    file read-only, checks its range with :func:`mqstore.tools.spark.segscan.scan_range`
    and returns per (topic, queue) one value of packed record fields, plus the findings
    and a range summary; the driver joins a queue's values (no shuffle): a few large
-   values, not one row per record. The other jobs read ranges with :func:`map_bulk` in
-   ``mapInArrow`` tasks.
+   values, not one row per record. Reindex and export read their ranges' records with
+   :func:`bulk_records`. Every job is a plain RDD job over the ranges (no query plan).
    Bytes never travel through the JVM (``binaryFiles`` copies whole files into its
    heap; docs/design.md §3.2).
 
@@ -27,8 +27,7 @@ import itertools
 import mmap
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import astuple
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -46,8 +45,7 @@ from mqstore.tools.spark.segscan import (
 )
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from mqstore.tools.spark.indexcheck import IndexPlan
 
@@ -55,9 +53,6 @@ DEFAULT_SPLIT_BYTES: Final = 128 << 20
 """Ranges of at least 128 MiB: smaller ones cost more per task than they gain
 (docs/design.md §3.2)."""
 
-RANGE_SCHEMA: Final = (
-    "path string, name string, base_offset long, start long, end long, is_last_file boolean"
-)
 LIST_COLUMNS: Final = {
     "offset": "long", "size": "int", "queue_offset": "long", "sys_flag": "int",
     "store_ts": "long", "tags_code": "long",
@@ -193,33 +188,6 @@ def bulk_records(buf: Buffer, rng: ByteRange, *, keys: bool = False) -> Iterator
             pos = resync(buf, rng.base_offset, pos + 1, end, rng.path)
             if pos < 0:
                 return
-
-
-def map_bulk(
-    batches: Iterable[pa.RecordBatch],
-    work: Callable[[mmap.mmap, ByteRange, bulk.RecordArrays], pa.RecordBatch | None],
-    *,
-    keys: bool = False,
-) -> Iterator[pa.RecordBatch]:
-    """Task body shared by the bulk jobs: mmap each range's file and turn each chunk of
-    its records (:func:`bulk_records`) into an Arrow batch with ``work``."""
-    for batch in batches:
-        for d in batch.to_pylist():
-            rng = ByteRange(**d)
-            with open_mapped(rng.path) as mm:
-                if not isinstance(mm, mmap.mmap):
-                    continue
-                for arrays in bulk_records(mm, rng, keys=keys):
-                    out = work(mm, rng, arrays)
-                    if out is not None and out.num_rows:
-                        yield out
-
-
-def ranges_dataframe(spark: SparkSession, ranges: list[ByteRange]) -> DataFrame:
-    """One partition per range, so each range is one task."""
-    rows = [astuple(r) for r in ranges]
-    rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
-    return spark.createDataFrame(rdd, RANGE_SCHEMA)
 
 
 def queue_records(cols: RecordColumns) -> list[tuple[str, int, bytes]]:
