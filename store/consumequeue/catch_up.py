@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from mqstore.commitlog.segments import Segments
 from mqstore.commitlog.walk import next_record
+from mqstore.consumequeue.dispatch_batch import BatchDispatcher
 
 if TYPE_CHECKING:
     from mqstore.consumequeue.dispatch import Dispatcher
@@ -32,6 +33,10 @@ class IndexCatchUp:
     for the catch-up. A crash during the catch-up loses nothing: the next open
     starts its catch-up at the last indexed message (the index skips what it has).
 
+    Runs of plain records are indexed in bulk (:class:`BatchDispatcher`, the same
+    bytes); a batch that fails is indexed again record by record, which raises, or
+    not, exactly as it would have alone.
+
     Not thread-safe: only the reput thread (or the thread draining it) steps it.
     """
 
@@ -40,6 +45,8 @@ class IndexCatchUp:
         self._dispatcher = dispatcher
         self.position = position
         self.done = False
+        self.batch: BatchDispatcher | None = BatchDispatcher(dispatcher)
+        """Indexes runs of plain records in bulk (None: record by record)."""
         dispatcher.defer_index = True
 
     def step(self, upto: int, max_records: int) -> bool:
@@ -51,6 +58,7 @@ class IndexCatchUp:
         """
         segs = self._segments
         index_fields = self._dispatcher.index_fields
+        batch = self.batch
         n = 0
         while n < max_records and self.position < upto:
             pos = self.position
@@ -67,8 +75,23 @@ class IndexCatchUp:
                 break
             try:
                 view = mf.view
+                single_until = rel  # record by record below this position
                 # Damage is skipped as reput skipped it (it logged the [BUG]).
                 while rel < end and n < max_records:
+                    if batch and rel >= single_until and end - rel >= batch.min_bytes:
+                        b = batch.read(view, rel, end, max_records - n, keys=True)
+                        if isinstance(b, int):
+                            single_until = b
+                        else:
+                            try:
+                                batch.index(b)
+                            except Exception:  # again record by record: the same failure
+                                single_until = rel + b.length
+                            else:
+                                n += b.count
+                                rel += b.length
+                                self.position = base + rel
+                                continue
                     item, rel = next_record(view, rel, end, mf.file_size)
                     if type(item) is tuple:  # a record's DispatchFields
                         topic, _qid, _qoff, phys, _size, sys_flag, store_ts, props = item

@@ -120,17 +120,24 @@ class BatchDispatcher:
 
     # ------------------------------------------------------------------- read
 
-    def read(self, view: memoryview, pos: int, end: int, max_records: int) -> RecordBatch | int:
+    def read(
+        self, view: memoryview, pos: int, end: int, max_records: int, *, keys: bool | None = None
+    ) -> RecordBatch | int:
         """The batch of plain records starting at ``view[pos]`` (before ``end``), or,
         when fewer than ``min_records`` of them start there, the position up to which
         the caller should dispatch record by record instead (past the first record the
-        batch could not take, or ``end``). Reads only."""
+        batch could not take, or ``end``). Reads only. ``keys``: hash the index keys
+        (None: if the dispatcher indexes now, i.e. it has an index and does not defer).
+        """
         positions = walk(view, pos, end, end, max_records)
         if len(positions) < self.min_records:
             return self._per_record_until(view, positions, pos, end)
+        d = self._d
+        if keys is None:
+            keys = not d.defer_index
         u8 = np.frombuffer(view, np.uint8)
         try:
-            return self._read(u8, view, positions, pos, end)
+            return self._read(u8, view, positions, pos, end, keys and d.index is not None)
         finally:
             del u8
 
@@ -141,12 +148,21 @@ class BatchDispatcher:
         return min(end, last + int.from_bytes(view[last : last + 4], "big", signed=True))
 
     def _read(
-        self, u8: NDArray[np.uint8], view: memoryview, positions: list[int], pos: int, end: int
+        self,
+        u8: NDArray[np.uint8],
+        view: memoryview,
+        positions: list[int],
+        pos: int,
+        end: int,
+        keys: bool,
     ) -> RecordBatch | int:
         p = np.array(positions, np.int64)
-        cols = np.arange(_HEADER.itemsize)
         top = u8.size - 1
-        hdr = u8[np.minimum(p[:, None] + cols, top)].view(_HEADER).ravel()
+        # Each header in one copy: items of the header's width over every byte offset.
+        width = _HEADER.itemsize
+        items = np.ndarray((u8.size - width + 1,), _HEADER, buffer=u8, strides=(1,))
+        hdr = items[np.minimum(p, u8.size - width)]
+        del items
         size = hdr[_SIZE].astype(np.int64)
         sys_flag = hdr[_SYSFLAG].astype(np.int64)
         body_len = hdr[_BODY_LEN].astype(np.int64)
@@ -191,7 +207,7 @@ class BatchDispatcher:
                 view, topics, topic_id, in_queue, props_pos, props_len, store_ts, tags
             )
         key_rec, key_hash = _no_keys()
-        if self._d.index is not None and not self._d.defer_index:
+        if keys:
             want = tx != L.TRANSACTION_ROLLBACK_TYPE
             key_rec, key_hash = text.index_keys(p_flat, props, topic_id, list(topics), want)
         length = int(rec_end[n - 1]) - pos
@@ -236,6 +252,17 @@ class BatchDispatcher:
             d.index.build_batch(b.physical_offset, b.store_timestamp, b.key_record, b.key_hash)
         if rows.size and d.listeners:
             self._notify(b, rows)
+
+    def index(self, b: RecordBatch) -> None:
+        """Index the batch only (its units are there): the index catch-up's step.
+
+        Raises:
+            OSError: as ``IndexService.build_batch``; the caller indexes the batch's
+                records again one by one.
+        """
+        index = self._d.index
+        if index is not None and b.key_hash.size:
+            index.build_batch(b.physical_offset, b.store_timestamp, b.key_record, b.key_hash)
 
     def _put_units(self, b: RecordBatch, rows: I64) -> None:
         queues = self._d.queues

@@ -21,6 +21,7 @@ from mqstore import Arrival, FlushDiskType, Message, MessageStore, StoreConfig, 
 from mqstore.commitlog import _layout as L
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
+from mqstore.consumequeue.catch_up import IndexCatchUp
 from mqstore.consumequeue.dispatch import Dispatcher, ReputService
 from mqstore.consumequeue.dispatch_batch import BatchDispatcher
 from mqstore.consumequeue.store import ConsumeQueueStore
@@ -101,11 +102,12 @@ class Outcome:
 
 def dispatch(
     log: tuple[Path, int], out: Path, *, batch: int | None, chunk: int, slots: int, entries: int,
-    no_space_after: int | None, replay_from: int = 0,
+    no_space_after: int | None, replay_from: int = 0, catch_up: bool = False,
 ) -> Outcome:  # fmt: skip
     """Dispatch the log at ``log_dir`` into ``out`` (``batch``: minimum batch size, None:
     record by record); ``replay_from`` records are dispatched record by record first
-    and the whole log again after (a re-dispatch over what is there)."""
+    and the whole log again after (a re-dispatch over what is there). ``catch_up``: the
+    reput thread builds units only, an :class:`IndexCatchUp` indexes afterwards."""
     log_dir, log_end = log
     segs = Segments(log_dir, LOG_FILE)
     segs.map_new_files()
@@ -119,6 +121,8 @@ def dispatch(
     d.listeners.append(heard.append)
     rs = ReputService(segs, d, reput_from=0, limit=lambda: log_end)
     rs.chunk = chunk
+    cu = IndexCatchUp(segs, d, 0) if catch_up else None
+    caught: tuple[int, int | None] | None = None
     try:
         with faults.inject(
             "before_index_allocate",
@@ -134,11 +138,19 @@ def dispatch(
             rs.batch = BatchDispatcher(d, batch) if batch is not None else None
             while rs.do_reput():
                 pass
+            if cu is not None:
+                cu.batch = BatchDispatcher(d, batch) if batch is not None else None
+                try:
+                    while not cu.step(log_end, chunk):
+                        pass
+                except OSError as e:
+                    caught = (cu.position, e.errno)
         index.join_flushers()
         state = (
             rs.reput_from, d.defer_index, d.index_pending_from, d.index_disabled is not None,
             rs.failures.counts(), queues.logics_msg_timestamp,
-            [(f.path.name, f.header()) for f in index.files],
+            [(f.path.name, f.header()) for f in index.files], caught,
+            None if cu is None else (cu.position, cu.done),
         )  # fmt: skip
     finally:
         index.close()
@@ -149,7 +161,7 @@ def dispatch(
 
 
 @settings(
-    max_examples=60, deadline=None,
+    max_examples=100, deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )  # fmt: skip
 @given(
@@ -162,10 +174,12 @@ def dispatch(
     entries=st.sampled_from([2, 3, 6, 200]),
     no_space_after=st.none() | st.integers(0, 6),
     replay_from=st.sampled_from([0, 0, 1, 5]),
+    catch_up=st.booleans(),
 )
 def test_batched_dispatch_writes_the_bytes_of_the_per_record_dispatch(
     tmp_path_factory: Any, msgs: list[Message], deltas: list[int], zero_time: bool, batch: int,
     chunk: int, slots: int, entries: int, no_space_after: int | None, replay_from: int,
+    catch_up: bool,
 ) -> None:  # fmt: skip
     root = tmp_path_factory.mktemp("log")
     t, times = 1_700_000_000_000, []
@@ -174,7 +188,7 @@ def test_batched_dispatch_writes_the_bytes_of_the_per_record_dispatch(
         times.append(0 if zero_time and i == 0 else t)
     log = write_log(root / "store", msgs, times)
     kw = {"chunk": chunk, "slots": slots, "entries": entries, "no_space_after": no_space_after,
-          "replay_from": replay_from}  # fmt: skip
+          "replay_from": replay_from, "catch_up": catch_up}  # fmt: skip
     one = dispatch(log, root / "one", batch=None, **kw)
     many = dispatch(log, root / "many", batch=batch, **kw)
     assert many.state == one.state
