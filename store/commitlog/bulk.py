@@ -190,7 +190,7 @@ def _be(u8: NDArray[np.uint8], pos: I64, width: int) -> I64:
     """Big-endian signed ints of ``width`` bytes at ``pos`` (clipped into the buffer:
     a record whose lengths are bad may point anywhere; its values are then unused)."""
     p = np.clip(pos, 0, u8.size - width)
-    grid = u8[p[:, None] + np.arange(width)]
+    grid = text._rows_at(u8, p, width) if u8.size >= width else u8[p[:, None] + np.arange(width)]
     out: I64 = grid.view(f">i{width}").ravel().astype(np.int64)
     return out
 
@@ -464,7 +464,11 @@ def _plain_lengths(words: _Words, p: I64) -> tuple[dict[str, I64], int]:
 def _prefix(u8: NDArray[np.uint8], p: I64) -> NDArray[Any]:
     """The fixed-position fields before the born host of every record, in one gather
     (a structured array with fields ``f0``.. in ``_layout._PREFIX``'s order)."""
-    grid = u8[np.minimum(p[:, None] + np.arange(_PREFIX_DTYPE.itemsize), u8.size - 1)]
+    width = _PREFIX_DTYPE.itemsize
+    if u8.size >= width:  # walked records fit in the buffer: one memcpy per record
+        grid = text._rows_at(u8, np.minimum(p, u8.size - width), width)
+    else:
+        grid = u8[np.minimum(p[:, None] + np.arange(width), u8.size - 1)]
     out: NDArray[Any] = grid.view(_PREFIX_DTYPE).ravel()
     return out
 
