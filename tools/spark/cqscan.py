@@ -9,6 +9,7 @@ left in; the caller reports them (``cq_bad_unit``).
 
 from __future__ import annotations
 
+import mmap
 from typing import Any, Final
 
 from mqstore.consumequeue import format as cqfmt
@@ -51,7 +52,7 @@ def _unit_dtype() -> Any:
 _NP_CODES: Final = {"q": "i8", "i": "i4"}
 
 
-def read_units(data: bytes, cq: CqFile) -> dict[str, Any]:
+def read_units(data: bytes | mmap.mmap, cq: CqFile) -> dict[str, Any]:
     """Columns (numpy arrays) of the non-zero, non-blank units of one file's bytes:
     ``index`` (unit number in the file), ``u_phys``, ``u_size``, ``u_tags``."""
     import numpy as np

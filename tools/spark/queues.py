@@ -30,7 +30,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.consumequeue import format as cqfmt
 from mqstore.tools.spark.cqscan import read_units
 from mqstore.tools.spark.layout import CqFile, StoreLayout
-from mqstore.tools.spark.reader import RECORD_DTYPE
+from mqstore.tools.spark.reader import RECORD_DTYPE, open_mapped
 from mqstore.tools.spark.report import Finding, QueueStats
 
 if TYPE_CHECKING:
@@ -199,8 +199,8 @@ def _read_queue_units(files: tuple[CqFile, ...], out: _Capped, q: str) -> dict[s
 
     parts: list[dict[str, Any]] = []
     for i, f in enumerate(files):
-        with open(f.path, "rb") as fh:
-            cols = read_units(fh.read(), f)
+        with open_mapped(f.path) as data:  # no copy; the columns are copies
+            cols = read_units(data, f)
         cols["queue_offset"] = cols["index"] + f.base_unit
         cols["file"] = np.full(cols["index"].size, i, dtype=np.int64)
         parts.append(cols)
