@@ -331,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
             geometry_flags=geometry_flags(args),
             broker_config=args.broker_config,
         )
-    except (LayoutError, OSError, ConfigError) as e:
-        print(f"mqstore audit: {e}", file=sys.stderr)
+    except (LayoutError, OSError, ConfigError) as e:  # the driver's own reads included
+        print(f"mqstore audit: {unreadable(e) or e}", file=sys.stderr)
         return 2
     except Exception as e:  # a Spark job failure: a task's unreadable file is exit 2
         msg = unreadable(e)
