@@ -95,3 +95,9 @@ def test_export_partition_folders_give_back_escaped_topic_names(spark, tmp_path)
     df = spark.read.parquet(result.path)
     assert {r.topic: r.n for r in df.groupBy("topic").count().withColumnRenamed("count", "n")
             .collect()} == dict.fromkeys(topics, 10)  # fmt: skip
+
+
+def test_schema_built_in_python_is_the_ddl_schema(spark):
+    from mqstore.tools.spark.export import EXPORT_SCHEMA, spark_schema
+
+    assert spark_schema() == spark.createDataFrame([], EXPORT_SCHEMA).schema

@@ -48,6 +48,7 @@ from mqstore.tools.spark.segscan import Buffer, ByteRange, resync
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
 
 ROW_GROUP_BYTES: Final = 96 << 20
 """Parquet row groups of about 96 MiB of Arrow data (64-128 MiB suits readers that split
@@ -60,6 +61,21 @@ EXPORT_SCHEMA: Final = (
     " compressed boolean, reconsume_times int, prepared_transaction_offset long,"
     " body_crc int, version int, body binary, body_error string"
 )
+
+
+def spark_schema() -> StructType:
+    """:data:`EXPORT_SCHEMA` as Spark's StructType, built in Python: parsing the DDL
+    would be the session's first query plan (seconds on a fresh JVM)."""
+    from pyspark.sql import types as T
+
+    simple = {
+        "string": T.StringType(), "int": T.IntegerType(), "long": T.LongType(),
+        "timestamp": T.TimestampType(), "boolean": T.BooleanType(), "binary": T.BinaryType(),
+        "array<string>": T.ArrayType(T.StringType()),
+        "map<string,string>": T.MapType(T.StringType(), T.StringType()),
+    }  # fmt: skip
+    fields = [f.split(" ", 1) for f in EXPORT_SCHEMA.split(", ")]
+    return T.StructType([T.StructField(name, simple[kind]) for name, kind in fields])
 
 
 _TX_NAMES: Final = tuple(fmt.TransactionType(t).name for t in range(0, 16, 4))
@@ -221,11 +237,9 @@ def export_with(
     if target.exists():
         raise FileExistsError(f"{target} exists")
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType
 
-    ddl = spark.createDataFrame([], EXPORT_SCHEMA).schema
-    assert isinstance(ddl, StructType)
-    schema = to_arrow_schema(ddl, timezone=spark.conf.get("spark.sql.session.timeZone"))
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    schema = to_arrow_schema(spark_schema(), timezone=zone)
 
     attempts = str(target / parquet_out.TEMPORARY)
 
