@@ -301,14 +301,16 @@ class _RangeKeys:
             z = np.zeros(0, np.int64)
             return cls(z, z, np.zeros(1, np.int64), z)
         off, t, kr = np.concatenate(offs), np.concatenate(ts), np.concatenate(key_rec)
-        order = np.argsort(off, kind="stable")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        kr = rank[kr]
-        korder = np.argsort(kr, kind="stable")
-        kh = np.concatenate(hashes)[korder]
-        starts = np.searchsorted(kr[korder], np.arange(order.size + 1))
-        return cls(off[order], t[order], starts, kh)
+        kh = np.concatenate(hashes)
+        if off.size > 1 and bool((off[1:] < off[:-1]).any()):  # log order is sorted already
+            order = np.argsort(off, kind="stable")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            kr = rank[kr]
+            korder = np.argsort(kr, kind="stable")
+            off, t, kr, kh = off[order], t[order], kr[korder], kh[korder]
+        starts = np.searchsorted(kr, np.arange(off.size + 1))
+        return cls(off, t, starts, kh)
 
 
 def _entries(info: IndexFileInfo, g: Geometry) -> NDArray[Any]:
