@@ -13,7 +13,10 @@ group pops it again. Here:
 - :class:`Reviver` does the copies for the checkpoints :class:`InFlight` reports due. A
   message whose delivery attempt (reconsume times + 1) has reached the group's
   maximum goes to ``%DLQ%<group>`` instead and is not delivered again. A copy the
-  store refuses keeps the checkpoint in flight and is retried a second later;
+  store refuses keeps the checkpoint in flight and is retried a second later. The
+  offsets copied are then acknowledged in the revive queue (a settling ack), because
+  the saved revive offset can lie before a revived checkpoint's record (see
+  :meth:`Reviver._settle`) and the replay must not revive it twice;
 - :class:`ReviveThread` runs the reviver and saves the POP state on one thread, so a
   checkpoint being revived is never behind a saved revive offset before its copies
   are flushed.
@@ -24,9 +27,8 @@ logged once per kind) rather than ending the revive thread, which would stop eve
 later checkpoint from coming back. A failed round or save of the thread is counted
 and retried next round (``ReviveThread.failures``).
 
-A crash after a copy is written but before the revive offset that passes its
-checkpoint is saved revives that checkpoint again: a duplicate, never a loss (at least
-once).
+A crash after a copy is written but before its settling ack is flushed revives that
+checkpoint again: a duplicate, never a loss (at least once).
 """
 
 from __future__ import annotations
@@ -148,9 +150,11 @@ class Reviver:
     def _revive(self, p: Pending) -> int:
         ck = p.ck
         n = 0
+        settled: list[int] = []
         for i, offset in enumerate(p.unacked):
             m = self._read(ck.topic, ck.queue_id, offset)
             if m is None:
+                settled.append(offset)
                 continue  # removed by retention: nothing left to deliver
             normal = normal_topic(ck.topic, ck.group)
             dead = m.reconsume_times + 1 >= self._max_attempts(ck.group)
@@ -160,14 +164,39 @@ class Reviver:
                 rest = p.unacked[i:]
                 log.warning("revive of %s offset %d refused (%s): retrying", ck.topic, offset,
                             r.status.name)  # fmt: skip
+                self._settle(p, settled)
                 self._retry_later(p, rest)
                 return n
+            settled.append(offset)
             n += 1
             if dead:
                 self.dead += 1
             else:
                 self.revived += 1
+        self._settle(p, settled)
         return n
+
+    def _settle(self, p: Pending, offsets: list[int]) -> None:
+        """Write an ack of the ``offsets`` of ``p`` just revived, so that a replay does
+        not revive them a second time.
+
+        The saved revive offset stops at the oldest checkpoint still pending, while
+        checkpoints are revived in revive-time order: a checkpoint with a shorter
+        invisible time (e.g. written by a change of invisible time) is revived while an
+        older one in the same revive queue keeps the saved offset before its record.
+        Without this ack, the replay after a restart registers it again and copies its
+        messages to the retry topic again. The ack follows the copies in the CommitLog,
+        so a flush that keeps the ack keeps the copies; if it is lost in a crash, the
+        replay revives them again (a duplicate, as the module docstring allows)."""
+        if not offsets:
+            return
+        ck = p.ck
+        ack = AckMsg(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time,
+                     ck.broker_name, tuple(offsets))  # fmt: skip
+        r = self._writer.put_ack(ack, p.revive_qid, ck.revive_time)
+        if not r.status.stored:
+            log.warning("revive of %s: settling ack refused (%s); a restart may revive "
+                        "it again", ck.topic, r.status.name)  # fmt: skip
 
     def _retry_later(self, p: Pending, rest: list[int]) -> None:
         ck = dataclasses.replace(p.ck, invisible_time=p.ck.invisible_time + RETRY_LATER_MS)

@@ -92,3 +92,42 @@ def test_sigkill_loses_nothing_and_returns_no_acked_message(tmp_path: Path) -> N
     assert set(redelivered) == held  # nothing lost, no acked message comes back
     pop.close()
     store.close()
+
+
+class FakeClock:
+    """Milliseconds that move only when a test says so."""
+
+    def __init__(self) -> None:
+        self.ms = 1_000_000_000_000
+
+    def __call__(self) -> float:
+        return self.ms / 1000
+
+
+def test_changed_message_revived_before_its_batch_is_not_revived_again_after_restart(
+    tmp_path: Path,
+) -> None:
+    # The change writes a checkpoint after the batch's; it is revived first, while the
+    # batch's checkpoint (b still in flight) keeps the saved revive offset before it.
+    clock = FakeClock()
+    config = PopConfig(max_attempts=3, persist_interval_ms=10**9)
+    store = make_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    put(store, "T", [b"a", b"b"])
+    pop = PopService(store, config, clock=clock)
+    pop.start()
+    a, _b = pop.pop("g", "T", 2, 100).messages
+    assert pop.change_invisible_time("g", "T", a.receipt_handle, 50).status is AckStatus.OK
+    clock.ms += 60
+    assert pop._revive_locked() == 1  # a is visible again, b is not yet
+    pop.close()
+    store.close()
+
+    store = make_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    pop = PopService(store, config, clock=clock)
+    pop.start()
+    pop._revive_locked()
+    assert store.wait_dispatched(10)
+    got = [(m.body, m.delivery_attempt) for m in pop.pop("g", "T", 2, 100).messages]
+    pop.close()
+    store.close()
+    assert got == [(b"a", 2)]

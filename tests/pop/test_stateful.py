@@ -126,3 +126,20 @@ class PopMachine(RuleBasedStateMachine):
 
 TestPopMachine = pytest.mark.slow(PopMachine.TestCase)
 TestPopMachine.settings = settings(max_examples=20, stateful_step_count=20, deadline=None)
+
+
+def test_falsifying_example_change_then_restart_hands_out_one_message() -> None:
+    """The example Hypothesis found: the changed message was revived a second time by
+    the replay after the restart (two copies in the retry topic)."""
+    m = PopMachine()
+    try:
+        m.dead_are_in_dlq()
+        m.put(n=2)
+        m.pop_some(invisible=100, k=2)
+        m.change(i=0, ms=50)
+        m.advance(ms=60)
+        m.restart()
+        m.pop_some(invisible=100, k=2)
+        m.dead_are_in_dlq()
+    finally:
+        m.teardown()
