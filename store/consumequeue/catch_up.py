@@ -84,10 +84,14 @@ class IndexCatchUp:
                             single_until = b
                         else:
                             try:
-                                batch.index(b)
+                                stopped = batch.index(b)
                             except Exception:  # again record by record: the same failure
                                 single_until = rel + b.length
                             else:
+                                if stopped is not None:  # where index_fields would raise
+                                    self.position = base + stopped
+                                    assert batch.stopped_by is not None
+                                    raise batch.stopped_by
                                 n += b.count
                                 rel += b.length
                                 self.position = base + rel

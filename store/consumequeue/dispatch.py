@@ -26,7 +26,6 @@ catches the index up instead.
 
 from __future__ import annotations
 
-import errno
 import logging
 import threading
 import time
@@ -37,7 +36,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
 from mqstore.commitlog.walk import next_record
 from mqstore.consumequeue.catch_up import IndexCatchUp
-from mqstore.consumequeue.dispatch_batch import BatchDispatcher
+from mqstore.consumequeue.dispatch_batch import NO_SPACE, BatchDispatcher
 from mqstore.consumequeue.store import ConsumeQueueStore
 from mqstore.failures import FailureCounter
 from mqstore.index.service import IndexService
@@ -61,8 +60,8 @@ _TX_MASK = fmt.TRANSACTION_MASK
 _ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
 CHUNK = 1024
 """Records dispatched between two looks at the stop flag (and progress notifications)."""
-NO_SPACE = frozenset((errno.ENOSPC, errno.EDQUOT))
-"""errno values that mean "the disk is full" rather than "the disk is broken"."""
+RUN_RECORDS = 4096
+"""At most this many records per batch of :meth:`Dispatcher.dispatch_run`."""
 INDEX_RETRY_SECONDS = 1.0
 """How often a disabled (out of space) or failing index catch-up is retried."""
 
@@ -121,6 +120,7 @@ class Dispatcher:
         thread starts an :class:`IndexCatchUp` there once space may be back."""
         self.on_no_space: Callable[[], object] | None = None
         """Called when the index runs out of space (the store's disk check)."""
+        self._batch = BatchDispatcher(self)
 
     def tags_code_of(self, topic: str, props: dict[str, str], store_timestamp: int) -> int:
         """The unit's tags code: TAGS hash, or the deliver time of a delayed record."""
@@ -175,9 +175,39 @@ class Dispatcher:
             except OSError as e:
                 if e.errno not in NO_SPACE:
                     raise
-                self._index_out_of_space(phys, e)
+                self.index_out_of_space(phys, e)
         if in_queue and self.listeners:
             self.notify(Arrival(topic, qid, qoff, code, store_ts))
+
+    def dispatch_run(self, view: memoryview, start: int, end: int) -> None:
+        """Dispatch the whole records ``view[start:end]`` holds, in log order: recovery's
+        re-dispatch (``mqstore.commitlog.recovery.RunSink``), which hands over runs of
+        records it accepted. Plain records go in batches (:class:`BatchDispatcher`); the
+        others, and a batch that fails (dispatched again), record by record.
+
+        Raises:
+            OSError: as :meth:`__call__`, for the first record that could not be
+                dispatched (the records before it are).
+        """
+        batch = self._batch
+        pos = single_until = start
+        while pos < end:
+            if pos >= single_until and end - pos >= batch.min_bytes:
+                b = batch.read(view, pos, end, RUN_RECORDS)
+                if isinstance(b, int):
+                    single_until = b
+                else:
+                    try:
+                        batch.apply(b)
+                    except Exception:  # again record by record: the same failure
+                        single_until = pos + b.length
+                    else:
+                        pos += b.length
+                        continue
+            item, after = next_record(view, pos, end, len(view))
+            if type(item) is tuple:
+                self.dispatch_one(*item)
+            pos = after
 
     def notify(self, arrival: Arrival) -> None:
         """Call every arrival listener (a failing listener is logged and skipped)."""
@@ -200,7 +230,7 @@ class Dispatcher:
             code = tags_code(tags_of(props_string))
         return Arrival(topic, qid, qoff, code, store_ts)
 
-    def _index_out_of_space(self, phys: int, e: OSError) -> None:
+    def index_out_of_space(self, phys: int, e: OSError) -> None:
         """The index could not reserve space for the message at ``phys`` (nothing of
         it was written): keep dispatching units, index from ``phys`` later."""
         self.defer_index = True

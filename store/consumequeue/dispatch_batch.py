@@ -29,6 +29,7 @@ defers exactly the record the per-record path would have.
 
 from __future__ import annotations
 
+import errno
 import re
 import struct
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ some hundred microseconds of numpy calls, is then more than the per-record path'
 MIN_BYTES: Final = MIN_RECORDS * L.MIN_RECORD_SIZE
 """Fewer pending bytes than this cannot hold :data:`MIN_RECORDS` records."""
 
+NO_SPACE: Final = frozenset((errno.ENOSPC, errno.EDQUOT))
+"""errno values that mean "the disk is full" rather than "the disk is broken"."""
 _CODES: Final = {"i": ">i4", "q": ">i8", "s": "S"}
 
 
@@ -83,13 +86,15 @@ _UNIT: Final = np.dtype([("p", ">i8"), ("s", ">i4"), ("t", ">i8")])
 class RecordBatch:
     """The dispatch fields of a run of records, one element per record, in log order.
 
-    ``length`` is the bytes the run covers from where it was read. ``tags_code`` is the
+    ``length`` is the bytes the run covers from where it was read; ``position`` each
+    record's position in the segment. ``tags_code`` is the
     unit's code (the TAGS hash, or a delayed record's deliver time). Index keys:
     ``key_hash[i]`` belongs to record ``key_record[i]`` (UNIQ_KEY, then each KEYS token,
     as ``Dispatcher.index_fields`` builds them), ROLLBACK records left out.
     """
 
     length: int
+    position: I64
     topic_id: I64
     topics: tuple[str, ...]
     queue_id: I64
@@ -117,6 +122,8 @@ class BatchDispatcher:
         self._d = dispatcher
         self.min_records = min_records
         self.min_bytes = min_records * L.MIN_RECORD_SIZE
+        self.stopped_by: OSError | None = None
+        """The error that stopped the last :meth:`index` that stopped."""
 
     # ------------------------------------------------------------------- read
 
@@ -212,7 +219,7 @@ class BatchDispatcher:
             key_rec, key_hash = text.index_keys(p_flat, props, topic_id, list(topics), want)
         length = int(rec_end[n - 1]) - pos
         return RecordBatch(
-            length, topic_id, topics, hdr[_QID][:n].astype(np.int64),
+            length, p[:n], topic_id, topics, hdr[_QID][:n].astype(np.int64),
             hdr[_QOFF][:n].astype(np.int64), hdr[_PHYS][:n].astype(np.int64), size[:n],
             sys_flag[:n], store_ts, tags, in_queue, key_rec, key_hash,
         )  # fmt: skip
@@ -249,20 +256,31 @@ class BatchDispatcher:
         if rows.size:
             self._put_units(b, rows)
         if d.index is not None and not d.defer_index and b.key_hash.size:
-            d.index.build_batch(b.physical_offset, b.store_timestamp, b.key_record, b.key_hash)
+            stop = d.index.build_batch(
+                b.physical_offset, b.store_timestamp, b.key_record, b.key_hash
+            )
+            if stop is not None:
+                if stop.error.errno not in NO_SPACE:
+                    raise stop.error
+                # As the per-record path: units keep flowing, indexing resumes there.
+                d.index_out_of_space(int(b.physical_offset[stop.message]), stop.error)
         if rows.size and d.listeners:
             self._notify(b, rows)
 
-    def index(self, b: RecordBatch) -> None:
+    def index(self, b: RecordBatch) -> int | None:
         """Index the batch only (its units are there): the index catch-up's step.
 
-        Raises:
-            OSError: as ``IndexService.build_batch``; the caller indexes the batch's
-                records again one by one.
+        Returns None, or, when the index stopped (``IndexService.build_batch``), the
+        position of the first record not wholly indexed, the error set aside in
+        :attr:`stopped_by` (the per-record path would raise it there).
         """
         index = self._d.index
         if index is not None and b.key_hash.size:
-            index.build_batch(b.physical_offset, b.store_timestamp, b.key_record, b.key_hash)
+            stop = index.build_batch(b.physical_offset, b.store_timestamp, b.key_record, b.key_hash)
+            if stop is not None:
+                self.stopped_by = stop.error
+                return int(b.position[stop.message])
+        return None
 
     def _put_units(self, b: RecordBatch, rows: I64) -> None:
         queues = self._d.queues

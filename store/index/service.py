@@ -50,6 +50,15 @@ class QueryOffsetResult:
     index_last_update_phy_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class BatchStop:
+    """Where :meth:`IndexService.build_batch` stopped: the first message (its number in
+    the batch) not wholly indexed, and the error that stopped it."""
+
+    message: int
+    error: OSError
+
+
 def _nothing_fenced(_offset: int) -> bool:
     return False
 
@@ -227,7 +236,7 @@ class IndexService:
         store_timestamps: I64,
         key_record: I64,
         key_hashes: NDArray[np.int32],
-    ) -> None:
+    ) -> BatchStop | None:
         """:meth:`build` for many messages at once, with their keys already hashed.
 
         Message ``i`` is at ``phy_offsets[i]`` (increasing) and stored at
@@ -237,13 +246,15 @@ class IndexService:
         the last indexed one are skipped, the last indexed one gets only the keys it
         lacks, full files are followed by new ones.
 
-        Raises:
-            OSError: a new file could not be created, or no space for entries; the
-                messages (files) before it are indexed, the rest not.
+        Returns None when every key is in, else where and why it stopped: a new file
+        could not be created or its space reserved (nothing of that file's part
+        written), after the keys :meth:`build` per message would have written before
+        raising the same error for the same message.
         """
         phys = phy_offsets[key_record]
         ts = store_timestamps[key_record]
         h = key_hashes
+        rec = key_record
         files = self.files
         if files:
             last = files[-1]
@@ -255,13 +266,17 @@ class IndexService:
                 for k in np.flatnonzero(phys == end).tolist():
                     keep[k] = not self._has_hash(int(h[k]), end)
             if not keep.all():
-                phys, ts, h = phys[keep], ts[keep], h[keep]
+                phys, ts, h, rec = phys[keep], ts[keep], h[keep], rec[keep]
         f = files[-1] if files else None
         while h.size:
-            if f is None or f.index_count >= f.index_num:
-                f = self._writable()
-            n = f.put_entries(h, phys, ts)
-            h, phys, ts = h[n:], phys[n:], ts[n:]
+            try:
+                if f is None or f.index_count >= f.index_num:
+                    f = self._writable()
+                n = f.put_entries(h, phys, ts)
+            except OSError as e:
+                return BatchStop(int(rec[0]), e)
+            h, phys, ts, rec = h[n:], phys[n:], ts[n:], rec[n:]
+        return None
 
     def _has_hash(self, key_hash: int, phy_offset: int) -> bool:
         """:meth:`_has` given the key's hash (a lookup compares hashes only)."""

@@ -213,3 +213,70 @@ def test_a_backlog_is_dispatched_in_one_batch(tmp_path: Path, monkeypatch: Any) 
                    no_space_after=None)  # fmt: skip
     assert calls == [300]
     assert [a.queue_offset for a in out.arrivals] == list(range(300))
+
+
+def redispatch(
+    log: tuple[Path, int], out: Path, *, runs: bool, cuts: list[int], slots: int, entries: int
+) -> Outcome:
+    """Recovery's re-dispatch of the whole log: ``Dispatcher.dispatch_run`` over runs of
+    records cut at the record numbers in ``cuts`` (``runs``), or a ``RecordInfo`` per
+    record (the reference)."""
+    log_dir, log_end = log
+    segs = Segments(log_dir, LOG_FILE)
+    segs.map_new_files()
+    queues = ConsumeQueueStore(out / "consumequeue", CQ_FILE)
+    queues.load()
+    queues.recover()
+    index = IndexService(out / "index", slots, entries, clock=lambda: 1_700_000_000_000)
+    index.load(last_exit_ok=True, index_msg_timestamp=0)
+    d = Dispatcher(queues, index, DelayLevels.parse("1s 5s 10s"))
+    n = 0
+    try:
+        for mf in segs.files:
+            view, pos, run_start = mf.view, 0, 0
+            limit = min(mf.file_size, log_end - mf.file_from_offset)
+            while pos < limit:
+                r = fmt.scan(view, pos, limit, check_crc=False)
+                if not isinstance(r, fmt.RecordInfo):
+                    break
+                if not runs:
+                    d(r, r.size)
+                elif n in cuts and pos > run_start:
+                    d.dispatch_run(view, run_start, pos)
+                    run_start = pos
+                pos += r.size
+                n += 1
+            if runs and pos > run_start:
+                d.dispatch_run(view, run_start, pos)
+        index.join_flushers()
+        state = (queues.logics_msg_timestamp, [(f.path.name, f.header()) for f in index.files])
+    finally:
+        index.close()
+        queues.close()
+        segs.close()
+    files = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    return Outcome(files, [], state)
+
+
+@settings(
+    max_examples=50, deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)  # fmt: skip
+@given(
+    msgs=st.lists(messages, min_size=1, max_size=80),
+    cuts=st.lists(st.integers(0, 80), max_size=4),
+    slots=st.sampled_from([1, 5, 64]),
+    entries=st.sampled_from([3, 6, 200]),
+)
+def test_recovery_runs_dispatch_as_record_after_record(
+    tmp_path_factory: Any, msgs: list[Message], cuts: list[int], slots: int, entries: int
+) -> None:
+    root = tmp_path_factory.mktemp("log")
+    log = write_log(root / "store", msgs, [1_700_000_000_000, 1_700_000_002_000])
+    kw = {"cuts": cuts, "slots": slots, "entries": entries}
+    one = redispatch(log, root / "one", runs=False, **kw)
+    many = redispatch(log, root / "many", runs=True, **kw)
+    assert many.state == one.state
+    assert many.files.keys() == one.files.keys()
+    for name, data in one.files.items():
+        assert many.files[name] == data, name
