@@ -72,3 +72,29 @@ def test_pop_quick_reports_every_receive_rate_and_each_redelivery(tmp_path: Path
     assert {int(k) for k in report["redelivery_ms"]} == set(pop.INVISIBLE_MS)
     assert all(len(v) == 3 for v in report["redelivery_ms"].values())
     assert [p.name for p in tmp_path.iterdir()] == ["pop.json"]  # work dir removed
+
+
+def test_broker_over_tcp_with_fewer_threads_than_queues_pulls_every_queue(
+    tmp_path: Path,
+) -> None:
+    """``--threads 2``: the pull row with one connection per queue (4) still runs."""
+    from mqstore.broker.core import BrokerConfig, BrokerCore
+    from mqstore.broker.server import BrokerServer
+    from mqstore.tools.bench import broker
+    from tests.helpers import make_store
+
+    store = make_store(tmp_path)
+    core = BrokerCore(store, BrokerConfig())
+    core.start()
+    server = BrokerServer(core, host="127.0.0.1", port=0)
+    port = server.start()
+    try:
+        rows = broker.Rows()
+        broker.over_tcp(rows, f"127.0.0.1:{port}", "here", 16, 8, 2, None)
+    finally:
+        server.stop()
+        core.shutdown()
+        store.close()
+    pulled = {r["label"]: r["messages"] for r in rows.rows if r["label"].startswith("pull")}
+    sent = 2 * 8 * 2 + broker.QUEUES  # send + send_batch per thread, one per queue first
+    assert pulled == {"pull, 1 connection, here": sent, "pull, 4 connections, here": sent}

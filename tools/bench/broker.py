@@ -218,10 +218,13 @@ def over_tcp(
     got = sum(pull_queue(setup, q) for q in queues)
     secs = time.perf_counter() - t0
     rows.add(f"pull, 1 connection, {label}", got, secs, size, cpu.per_message(got))
+    # one connection per queue, whatever --threads was: the send connections number
+    # --threads, the queues QUEUES
+    pullers = [RemoteTransport(addr, rpc_hook=rpc_hook) for _ in queues]
     cpu.start()
-    got, secs = run_parallel(len(queues), lambda i: pull_queue(transports[i], queues[i]))
+    got, secs = run_parallel(len(queues), lambda i: pull_queue(pullers[i], queues[i]))
     rows.add(f"pull, {len(queues)} connections, {label}", got, secs, size, cpu.per_message(got))
-    for t in [setup, *transports]:
+    for t in [setup, *transports, *pullers]:
         t.close()
 
 
