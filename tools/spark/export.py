@@ -63,6 +63,15 @@ EXPORT_SCHEMA: Final = (
 )
 
 
+REPEATING_COLUMNS: Final = frozenset(
+    ("topic", "queue_id", "size", "file", "store_host", "born_host", "tags", "sys_flag",
+     "flag", "transaction_type", "compressed", "reconsume_times",
+     "prepared_transaction_offset", "version", "body_error")
+)  # fmt: skip
+"""Columns whose values repeat across messages: dictionary-encoded in the Parquet files;
+the per-message ones (offsets, times, ids, keys, properties, bodies) are not."""
+
+
 def spark_schema() -> StructType:
     """:data:`EXPORT_SCHEMA` as Spark's StructType, built in Python: parsing the DDL
     would be the session's first query plan (seconds on a fresh JVM)."""
@@ -160,7 +169,9 @@ def _export_task(
                 if isinstance(mm, mmap.mmap):
                     yield f"{rng.base_offset + rng.start:020d}", export_rows(mm, rng, schema)
 
-    return parquet_out.write_task(batches(), schema, attempts, partition_by, ROW_GROUP_BYTES)
+    return parquet_out.write_task(
+        batches(), schema, attempts, partition_by, ROW_GROUP_BYTES, REPEATING_COLUMNS
+    )
 
 
 def export_rows(buf: Buffer, rng: ByteRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
