@@ -339,10 +339,10 @@ class ConsumeQueue:
         """Write many units (``units``: big-endian records of physical offset, size and
         tags code, in queue-offset order); which were written (False: already there).
 
-        The same as :meth:`put` unit after unit, with one write per file when the units
-        continue the queue at its end with consecutive offsets (the dispatcher's
-        case); anything else (pre-fill of a new queue, a gap, a re-dispatch) takes
-        :meth:`put` for the units it concerns.
+        The same as :meth:`put` unit after unit, with one write per file for each run of
+        units that continues the queue at its end with consecutive offsets (the
+        dispatcher's case); a unit that does not (a queue's first unit, with its pre-fill
+        and minimum, a gap, a re-dispatch) goes through :meth:`put`, then runs resume.
 
         Raises:
             OSError: as :meth:`put` (the units before the failing write are written).
@@ -350,41 +350,45 @@ class ConsumeQueue:
         n = int(queue_offsets.size)
         written = np.zeros(n, np.bool_)
         done = 0
-        first = int(queue_offsets[0])
-        if n > 1 and int(queue_offsets[-1]) - first != n - 1:
-            return self._put_each(units, queue_offsets, 0, written)
-        with self._lock:
-            segs = self.segments
-            while done < n:
-                phys = int(units["p"][done])
-                if phys + int(units["s"][done]) <= self.max_physic_offset:
-                    break
-                expected = (first + done) * UNIT_SIZE
-                mf = segs.last_for_write(expected)
-                if mf.wrote_position == 0 and len(segs.files) == 1:
-                    break  # a queue's first unit: pre-fill and minimum, as put() does
-                current = mf.file_from_offset + mf.wrote_position
-                if current != expected:
-                    break
-                k = min(n - done, (mf.file_from_offset + self.file_size - current) // UNIT_SIZE)
-                last = done + k - 1
-                self._write(mf, units[done : done + k].tobytes())
-                self.max_physic_offset = int(units["p"][last]) + int(units["s"][last])
-                if expected <= self.min_logic_offset < expected + k * UNIT_SIZE:
-                    at = (self.min_logic_offset - expected) // UNIT_SIZE
-                    self._min_unit = (self.min_logic_offset, int(units["p"][done + at]))
-                written[done : done + k] = True
-                done += k
-        return self._put_each(units, queue_offsets, done, written)
-
-    def _put_each(
-        self, units: NDArray[Any], queue_offsets: NDArray[np.int64], start: int,
-        written: NDArray[np.bool_],
-    ) -> NDArray[np.bool_]:  # fmt: skip
-        for i in range(start, int(queue_offsets.size)):
-            u = units[i]
-            written[i] = self.put(int(u["p"]), int(u["s"]), int(u["t"]), int(queue_offsets[i]))
+        breaks = np.flatnonzero(queue_offsets[1:] - queue_offsets[:-1] != 1) + 1
+        for run_end in [*breaks.tolist(), n]:
+            while done < run_end:
+                k = self._append_run(units, int(queue_offsets[done]), done, run_end)
+                if k:
+                    written[done : done + k] = True
+                    done += k
+                    continue
+                u = units[done]
+                written[done] = self.put(
+                    int(u["p"]), int(u["s"]), int(u["t"]), int(queue_offsets[done])
+                )
+                done += 1
         return written
+
+    def _append_run(self, units: NDArray[Any], first: int, start: int, stop: int) -> int:
+        """Append ``units[start:stop]`` (queue offsets ``first``, ``first + 1``, ...) at
+        the queue's end, as many as its last file holds, in one write; how many (0 when
+        :meth:`put` must judge ``units[start]``: a duplicate, a queue's first unit, a
+        unit not at the end)."""
+        with self._lock:
+            if int(units["p"][start]) + int(units["s"][start]) <= self.max_physic_offset:
+                return 0
+            segs = self.segments
+            expected = first * UNIT_SIZE
+            mf = segs.last_for_write(expected)
+            if mf.wrote_position == 0 and len(segs.files) == 1:
+                return 0
+            current = mf.file_from_offset + mf.wrote_position
+            if current != expected:
+                return 0
+            k = min(stop - start, (mf.file_from_offset + self.file_size - current) // UNIT_SIZE)
+            last = start + k - 1
+            self._write(mf, units[start : start + k].tobytes())
+            self.max_physic_offset = int(units["p"][last]) + int(units["s"][last])
+            if expected <= self.min_logic_offset < expected + k * UNIT_SIZE:
+                at = start + (self.min_logic_offset - expected) // UNIT_SIZE
+                self._min_unit = (self.min_logic_offset, int(units["p"][at]))
+            return k
 
     def _fill_blank(self, mf: MappedFile, until: int) -> None:
         self._write(mf, BLANK_UNIT * ((until - mf.wrote_position) // UNIT_SIZE))
