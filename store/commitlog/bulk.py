@@ -214,6 +214,17 @@ def scan(
         return _scan(view, start, end, limit, check_crc, keys, max_records)
 
 
+def _stop(buf: memoryview, at: int, lim: int, walked_out: bool) -> EndOfSegment | Corrupt | None:
+    """Why a scan ended at ``at``: None when it walked out of its range (or hit its
+    record cap) on valid records, else the codec's own verdict on the record there."""
+    if walked_out:
+        return None
+    r = exact_scan(buf, at, lim, check_crc=False)
+    if isinstance(r, RecordInfo):
+        raise AssertionError(f"bulk scan stopped at a valid record at {at}")
+    return r
+
+
 def _scan(
     buf: memoryview,
     start: int,
@@ -239,15 +250,9 @@ def _scan(
     cols, extra, text_bad = _text(buf, u8, cols, keys, lim)
     if text_bad >= 0:
         stop_pos = text_bad
-    n = cols["position"].size
-    crc_ok = _crc_ok(buf, cols) if check_crc else np.ones(n, np.bool_)
+    crc_ok = _crc_ok(buf, cols) if check_crc else np.ones(cols["position"].size, np.bool_)
     walked_out = stop_pos >= end or (len(positions) == max_records and first_bad >= p.size)
-    stop = None
-    if not walked_out or text_bad >= 0:
-        r = exact_scan(buf, stop_pos, lim, check_crc=False)
-        if isinstance(r, RecordInfo):
-            raise AssertionError(f"bulk scan stopped at a valid record at {stop_pos}")
-        stop = r
+    stop = _stop(buf, stop_pos, lim, walked_out and text_bad < 0)
     c = cols
     arrays = RecordArrays(
         c["position"], c["size"], c["version"], crc_ok, c["queue_id"], c["flag"],
@@ -343,17 +348,11 @@ def _scan_plain(
             break
     if text_bad >= 0:
         stop_pos = text_bad
-    n = cols["position"].size
-    crc_ok = _crc_ok(buf, cols) if check_crc else np.ones(n, np.bool_)
+    crc_ok = _crc_ok(buf, cols) if check_crc else np.ones(cols["position"].size, np.bool_)
     rec_end = cols["position"] + cols["size"]
     torn = (cols["props_len"] > 0) & (words.byte(rec_end - 1) == 0)
     walked_out = stop_pos >= end or (len(positions) == max_records and first_bad >= p.size)
-    stop = None
-    if not walked_out or text_bad >= 0:
-        r = exact_scan(buf, stop_pos, lim, check_crc=False)
-        if isinstance(r, RecordInfo):
-            raise AssertionError(f"bulk scan stopped at a valid record at {stop_pos}")
-        stop = r
+    stop = _stop(buf, stop_pos, lim, walked_out and text_bad < 0)
     c = cols
     records = PlainRecords(
         c["position"], c["size"], crc_ok, torn, c["queue_id"], c["queue_offset"],

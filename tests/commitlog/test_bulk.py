@@ -149,24 +149,6 @@ def assert_agrees(buf: bytes, start: int = 0, end: int | None = None, chunk: int
     return len(want)
 
 
-@settings(max_examples=300)
-@given(segments(), st.sampled_from([1, 3, 64]))
-def test_bulk_scan_agrees_with_the_codec_on_generated_and_damaged_segments(buf, chunk):
-    assert_agrees(buf, chunk=chunk)
-
-
-@given(segments(), st.integers(0, 2000), st.integers(0, 2000))
-def test_bulk_scan_agrees_from_any_start_and_end(buf, a, b):
-    lo, hi = sorted((min(a, len(buf)), min(b, len(buf))))
-    assert_agrees(buf, lo, hi)
-
-
-@settings(max_examples=300)
-@given(st.binary(max_size=400), st.integers(0, 50))
-def test_garbage_scans_like_the_codec_without_raising(buf, start):
-    assert_agrees(buf, min(start, len(buf)))
-
-
 @pytest.mark.parametrize(
     "rel",
     [
@@ -176,10 +158,11 @@ def test_garbage_scans_like_the_codec_without_raising(buf, start):
         "rocketmq-4.9.8-store/store/commitlog/00000000000001048576",
     ],
 )
+@pytest.mark.parametrize("agrees", ["bulk", "plain"])
 @needs_fixtures
-def test_bulk_scan_agrees_on_real_rocketmq_segments(rel):
+def test_scans_agree_on_real_rocketmq_segments(rel, agrees):
     buf = (Path(FIXTURES) / rel).read_bytes()
-    assert assert_agrees(buf, chunk=bulk.CHUNK_RECORDS) > 0
+    assert _agrees(agrees)(buf, chunk=bulk.CHUNK_RECORDS) > 0
 
 
 @needs_fixtures
@@ -224,22 +207,33 @@ def assert_plain_agrees(buf: bytes, start: int = 0, end: int | None = None, chun
     return len(want)
 
 
+# Each scanner (scan with its text columns, scan_plain without) against the codec.
+SCANNERS = pytest.mark.parametrize("agrees", ["bulk", "plain"])
+
+
+def _agrees(which: str):
+    return assert_agrees if which == "bulk" else assert_plain_agrees
+
+
+@SCANNERS
 @settings(max_examples=300)
 @given(segments(), st.sampled_from([1, 3, 64]))
-def test_plain_scan_agrees_with_the_codec_on_generated_and_damaged_segments(buf, chunk):
-    assert_plain_agrees(buf, chunk=chunk)
+def test_scan_agrees_with_the_codec_on_generated_and_damaged_segments(agrees, buf, chunk):
+    _agrees(agrees)(buf, chunk=chunk)
 
 
+@SCANNERS
 @given(segments(), st.integers(0, 2000), st.integers(0, 2000))
-def test_plain_scan_agrees_from_any_start_and_end(buf, a, b):
+def test_scan_agrees_from_any_start_and_end(agrees, buf, a, b):
     lo, hi = sorted((min(a, len(buf)), min(b, len(buf))))
-    assert_plain_agrees(buf, lo, hi)
+    _agrees(agrees)(buf, lo, hi)
 
 
+@SCANNERS
 @settings(max_examples=300)
 @given(st.binary(max_size=400), st.integers(0, 50))
-def test_garbage_plain_scans_like_the_codec_without_raising(buf, start):
-    assert_plain_agrees(buf, min(start, len(buf)))
+def test_garbage_scans_like_the_codec_without_raising(agrees, buf, start):
+    _agrees(agrees)(buf, min(start, len(buf)))
 
 
 @given(st.binary(min_size=1, max_size=40).filter(lambda b: not b.isascii()), st.integers(0, 12))
@@ -252,21 +246,6 @@ def test_plain_scan_sends_a_record_with_non_ascii_text_through_the_codec(text, p
         properties=props,
     )  # fmt: skip
     assert_plain_agrees(rec + bytes(pad))
-
-
-@pytest.mark.parametrize(
-    "rel",
-    [
-        "rocketmq-real/apache-4e25b979/commitlog/00000000000000000000",
-        "rocketmq-real/shaoxubao-c4dcaab0/unit_test_store/commitlog/00000000000000000000",
-        "rocketmq-4.9.8-store/store/commitlog/00000000000000000000",
-        "rocketmq-4.9.8-store/store/commitlog/00000000000001048576",
-    ],
-)
-@needs_fixtures
-def test_plain_scan_agrees_on_real_rocketmq_segments(rel):
-    buf = (Path(FIXTURES) / rel).read_bytes()
-    assert assert_plain_agrees(buf, chunk=bulk.CHUNK_RECORDS) > 0
 
 
 @given(st.binary(max_size=80), st.lists(st.tuples(st.integers(0, 80), st.integers(0, 40))))

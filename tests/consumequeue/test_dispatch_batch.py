@@ -10,6 +10,8 @@ state (out of space, deferred) and the dispatch progress.
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +102,32 @@ class Outcome:
     state: tuple[Any, ...]
 
 
+@contextmanager
+def dispatching(
+    log_dir: Path, out: Path, slots: int, entries: int
+) -> Iterator[tuple[Segments, ConsumeQueueStore, IndexService, Dispatcher]]:
+    """The log's segments, and a dispatcher into empty consume queues and index under
+    ``out``, all closed after."""
+    segs = Segments(log_dir, LOG_FILE)
+    segs.map_new_files()
+    queues = ConsumeQueueStore(out / "consumequeue", CQ_FILE)
+    queues.load()
+    queues.recover()
+    index = IndexService(out / "index", slots, entries, clock=lambda: 1_700_000_000_000)
+    index.load(last_exit_ok=True, index_msg_timestamp=0)
+    try:
+        yield segs, queues, index, Dispatcher(queues, index, DelayLevels.parse("1s 5s 10s"))
+    finally:
+        index.close()
+        queues.close()
+        segs.close()
+
+
+def files_of(out: Path) -> dict[str, bytes]:
+    """Every file under ``out``, by relative path."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
 def dispatch(
     log: tuple[Path, int], out: Path, *, batch: int | None, chunk: int, slots: int, entries: int,
     no_space_after: int | None, replay_from: int = 0, catch_up: bool = False,
@@ -109,21 +137,13 @@ def dispatch(
     and the whole log again after (a re-dispatch over what is there). ``catch_up``: the
     reput thread builds units only, an :class:`IndexCatchUp` indexes afterwards."""
     log_dir, log_end = log
-    segs = Segments(log_dir, LOG_FILE)
-    segs.map_new_files()
-    queues = ConsumeQueueStore(out / "consumequeue", CQ_FILE)
-    queues.load()
-    queues.recover()
-    index = IndexService(out / "index", slots, entries, clock=lambda: 1_700_000_000_000)
-    index.load(last_exit_ok=True, index_msg_timestamp=0)
-    d = Dispatcher(queues, index, DelayLevels.parse("1s 5s 10s"))
-    heard: list[Arrival] = []
-    d.listeners.append(heard.append)
-    rs = ReputService(segs, d, reput_from=0, limit=lambda: log_end)
-    rs.chunk = chunk
-    cu = IndexCatchUp(segs, d, 0) if catch_up else None
-    caught: tuple[int, int | None] | None = None
-    try:
+    with dispatching(log_dir, out, slots, entries) as (segs, queues, index, d):
+        heard: list[Arrival] = []
+        d.listeners.append(heard.append)
+        rs = ReputService(segs, d, reput_from=0, limit=lambda: log_end)
+        rs.chunk = chunk
+        cu = IndexCatchUp(segs, d, 0) if catch_up else None
+        caught: tuple[int, int | None] | None = None
         with faults.inject(
             "before_index_allocate",
             faults.raise_oserror(errno.ENOSPC, after=no_space_after)
@@ -152,12 +172,7 @@ def dispatch(
             [(f.path.name, f.header()) for f in index.files], caught,
             None if cu is None else (cu.position, cu.done),
         )  # fmt: skip
-    finally:
-        index.close()
-        queues.close()
-        segs.close()
-    files = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    return Outcome(files, heard, state)
+    return Outcome(files_of(out), heard, state)
 
 
 @settings(
@@ -222,16 +237,8 @@ def redispatch(
     records cut at the record numbers in ``cuts`` (``runs``), or a ``RecordInfo`` per
     record (the reference)."""
     log_dir, log_end = log
-    segs = Segments(log_dir, LOG_FILE)
-    segs.map_new_files()
-    queues = ConsumeQueueStore(out / "consumequeue", CQ_FILE)
-    queues.load()
-    queues.recover()
-    index = IndexService(out / "index", slots, entries, clock=lambda: 1_700_000_000_000)
-    index.load(last_exit_ok=True, index_msg_timestamp=0)
-    d = Dispatcher(queues, index, DelayLevels.parse("1s 5s 10s"))
-    n = 0
-    try:
+    with dispatching(log_dir, out, slots, entries) as (segs, queues, index, d):
+        n = 0
         for mf in segs.files:
             view, pos, run_start = mf.view, 0, 0
             limit = min(mf.file_size, log_end - mf.file_from_offset)
@@ -250,12 +257,7 @@ def redispatch(
                 d.dispatch_run(view, run_start, pos)
         index.join_flushers()
         state = (queues.logics_msg_timestamp, [(f.path.name, f.header()) for f in index.files])
-    finally:
-        index.close()
-        queues.close()
-        segs.close()
-    files = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    return Outcome(files, [], state)
+    return Outcome(files_of(out), [], state)
 
 
 @settings(
