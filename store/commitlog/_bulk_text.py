@@ -107,9 +107,12 @@ def gather(src: Any, starts: I64, lens: I64) -> tuple[U8, I64]:
     u8 = np.frombuffer(src, np.uint8)
     if width * lens.size <= _ROWS_SLACK * int(lens.sum()) and width <= u8.size:
         row = np.minimum(starts, u8.size - width)  # a span near the end: its row ends there
-        shift = (starts - row)[:, None]
+        shift = starts - row
         cols = np.arange(width)
-        keep = (cols >= shift) & (cols < shift + lens[:, None])
+        if int(shift.max()) == 0:  # row n of the table keeps a row's first n bytes
+            keep = (cols < np.arange(width + 1)[:, None])[lens]
+        else:
+            keep = (cols >= shift[:, None]) & (cols < (shift + lens)[:, None])
         rows_flat: U8 = _rows_at(u8, row, width)[keep]
         return rows_flat, offs
     with memoryview(src) as view:
@@ -121,13 +124,18 @@ def gather(src: Any, starts: I64, lens: I64) -> tuple[U8, I64]:
 
 def merge_sorted(a: I64, b: I64) -> I64:
     """Two sorted arrays as one sorted array (``b``'s values first among equals)."""
-    at = np.searchsorted(a, b, side="left") + np.arange(b.size)
+    return _merge_at(a, b)[0]
+
+
+def _merge_at(a: I64, b: I64) -> tuple[I64, I64]:
+    """:func:`merge_sorted` and where each value of ``b`` went in the result."""
+    at: I64 = np.searchsorted(a, b, side="left") + np.arange(b.size)
     out = np.empty(a.size + b.size, np.int64)
     rest = np.ones(out.size, np.bool_)
     rest[at] = False
     out[at] = b
     out[rest] = a
-    return out
+    return out, at
 
 
 def span_count(mask: NDArray[np.bool_], offs: I64, lens: I64) -> I64:
@@ -155,15 +163,22 @@ def java_hash(src: U8, starts: I64, lens: I64) -> U32:
 
 def _hash_padded(src: U8, starts: I64, lens: I64, width: int) -> U32:
     """:func:`java_hash` of spans up to ``width`` bytes, right-aligned in a matrix
-    (rows gathered from ``src`` behind ``width`` zero bytes; the bytes before a span
-    zeroed): leading zeros add nothing, so Horner's rule column by column
-    (``h = 31 * h + c``, in uint32, which wraps like Java's int) hashes every row."""
+    (rows gathered from ``src``, behind ``width`` zero bytes when a span ends that close
+    to its front; the bytes before a span zeroed): leading zeros add nothing, so
+    Horner's rule column by column (``h = 31 * h + c``, in uint32, which wraps like
+    Java's int) hashes every row."""
     if width == 0:
         return np.zeros(starts.size, np.uint32)
-    padded = np.zeros(src.size + width, np.uint8)
-    padded[width:] = src
-    grid = _rows_at(padded, starts + lens, width)
-    grid[np.arange(width) < (width - lens)[:, None]] = 0
+    ends = starts + lens
+    if src.flags.c_contiguous and int(ends.min()) >= width:
+        grid = _rows_at(src, ends - width, width)  # every row inside src: no padded copy
+    else:
+        padded = np.zeros(src.size + width, np.uint8)
+        padded[width:] = src
+        grid = _rows_at(padded, ends, width)
+    cols = np.arange(width)
+    keep = np.where(cols >= width - np.arange(width + 1)[:, None], 0xFF, 0).astype(np.uint8)
+    grid &= keep[lens]  # row n of ``keep``: the last n bytes kept, the others zeroed
     by_col = np.ascontiguousarray(grid.T)
     h = np.zeros(starts.size, np.uint32)
     m = np.uint32(31)
@@ -210,7 +225,7 @@ class Properties:
     def __init__(self, flat: U8, offs: I64, lens: I64) -> None:
         self.flat = flat
         seps = np.flatnonzero(flat == _SEP)
-        starts = merge_sorted(seps + 1, offs)
+        starts, rec_at = _merge_at(seps + 1, offs)
         ends = merge_sorted(seps, offs + lens)
         seg_len = ends - starts
         ones = np.flatnonzero(flat == _NV)
@@ -221,7 +236,12 @@ class Properties:
         self.name_len = first[ok] - self.start
         self.value_start = first[ok] + 1
         self.value_len = ends[ok] - self.value_start
-        self.record = np.searchsorted(offs + lens, self.start, side="right")
+        # a segment's record: how many records begin at or before it in ``starts``
+        # (a record's own start sorts before an equal separator's; such a tie is an
+        # empty segment, dropped by ``ok``)
+        begins = np.zeros(starts.size, np.int64)
+        begins[rec_at] = 1
+        self.record = (np.cumsum(begins) - 1)[ok]
         self.n = offs.size
         short = self.name_len <= _KEY_BYTES
         padded = np.zeros(flat.size + _KEY_BYTES, np.uint8)

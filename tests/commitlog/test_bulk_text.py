@@ -81,3 +81,26 @@ def test_property_values_follow_string_to_properties(records):
         start, length = props.value(name)
         got = text.value_strings(flat, start, length, range(len(strings)))
         assert got == [string_to_properties(s).get(name) for s in strings]
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(max_size=40), st.text(alphabet=st.characters(max_codepoint=127), max_size=70)
+        ),
+        max_size=10,
+    )
+)
+def test_java_hash_of_spans_behind_other_bytes_is_string_hashcode(parts):
+    """Spans anywhere in a buffer (after any junk, possibly none at its front): the
+    hashed rows must not take the bytes before a span."""
+    data = b"".join(junk + w.encode() for junk, w in parts)
+    starts, pos = [], 0
+    for junk, w in parts:
+        starts.append(pos + len(junk))
+        pos += len(junk) + len(w)
+    lens = np.array([len(w) for _, w in parts], np.int64)
+    flat = np.frombuffer(data, np.uint8)
+    got = text.java_hash(flat, np.array(starts, np.int64), lens).tolist()
+    assert got == [java_string_hash(w) & 0xFFFFFFFF for _, w in parts]
