@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -191,6 +191,18 @@ class RunSink(Protocol):
     def dispatch_run(self, view: memoryview, start: int, end: int) -> None: ...
 
 
+class PlainSink(Protocol):
+    """A record callback that also takes the records of a bulk scan as they are
+    (:class:`~mqstore.commitlog.bulk.PlainRecords`, the fields and text spans recovery
+    already read): ``dispatch_plain(view, records, k)`` is given the first ``k`` of
+    them, whole records of ``view`` (a segment's mapping) recovery accepted, in log
+    order."""
+
+    def __call__(self, info: fmt.RecordInfo, size: int = 0) -> None: ...
+
+    def dispatch_plain(self, view: memoryview, records: bulk.PlainRecords, k: int) -> None: ...
+
+
 def scan(
     segments: Segments,
     start_index: int,
@@ -213,8 +225,9 @@ def scan(
     record recovery refuses (the bulk scan's stop, a bad CRC, a torn record, a wrong
     PHYSICALOFFSET under ``keep``) is judged again by the exact codec, whose verdict
     is the stop reason. ``on_record`` gets every valid record in log order: a
-    :class:`RunSink` as runs of bytes, a :class:`FieldSink` through ``dispatch_one``,
-    any other callback a ``RecordInfo`` per record.
+    :class:`PlainSink` as the bulk scan's records, a :class:`RunSink` as runs of bytes,
+    a :class:`FieldSink` through ``dispatch_one``, any other callback a ``RecordInfo``
+    per record.
     """
     files = segments.files
     end = files[start_index].file_from_offset
@@ -290,12 +303,15 @@ Deliver = Callable[[memoryview, bulk.PlainRecords, int], None]
 
 
 def _deliverer(on_record: OnRecord | None) -> Deliver | None:
-    """How the valid records of a bulk scan reach ``on_record``: a :class:`RunSink`
-    gets the bytes they occupy; a :class:`FieldSink` each record's dispatch fields
-    (topic and properties decoded from their spans); any other callback the codec's
-    ``RecordInfo`` of each record."""
+    """How the valid records of a bulk scan reach ``on_record``: a :class:`PlainSink`
+    gets them as they are; a :class:`RunSink` the bytes they occupy; a
+    :class:`FieldSink` each record's dispatch fields (topic and properties decoded from
+    their spans); any other callback the codec's ``RecordInfo`` of each record."""
     if on_record is None:
         return None
+    dispatch_plain = getattr(on_record, "dispatch_plain", None)
+    if dispatch_plain is not None:
+        return cast(Deliver, dispatch_plain)
     dispatch_run = getattr(on_record, "dispatch_run", None)
     if dispatch_run is not None:
         return partial(_deliver_run, dispatch_run)

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog.bulk import PlainRecords
 from mqstore.commitlog.segments import Segments
 from mqstore.commitlog.walk import next_record
 from mqstore.consumequeue.catch_up import IndexCatchUp
@@ -120,7 +121,9 @@ class Dispatcher:
         thread starts an :class:`IndexCatchUp` there once space may be back."""
         self.on_no_space: Callable[[], object] | None = None
         """Called when the index runs out of space (the store's disk check)."""
-        self._batch = BatchDispatcher(self)
+        self.batch = BatchDispatcher(self)
+        """Builds the batches of :meth:`dispatch_run` and :meth:`dispatch_plain` (its
+        ``min_records`` decides which runs go record by record)."""
 
     def tags_code_of(self, topic: str, props: dict[str, str], store_timestamp: int) -> int:
         """The unit's tags code: TAGS hash, or the deliver time of a delayed record."""
@@ -189,7 +192,7 @@ class Dispatcher:
             OSError: as :meth:`__call__`, for the first record that could not be
                 dispatched (the records before it are).
         """
-        batch = self._batch
+        batch = self.batch
         pos = single_until = start
         while pos < end:
             if pos >= single_until and end - pos >= batch.min_bytes:
@@ -208,6 +211,46 @@ class Dispatcher:
             if type(item) is tuple:
                 self.dispatch_one(*item)
             pos = after
+
+    def dispatch_plain(self, view: memoryview, recs: PlainRecords, k: int) -> None:
+        """Dispatch the first ``k`` records of a bulk scan of ``view``, in log order:
+        recovery's re-dispatch (``mqstore.commitlog.recovery.PlainSink``), which hands
+        over the records it accepted with the fields it already read, so batches are
+        built from them (:meth:`BatchDispatcher.read_plain`) without walking the bytes
+        again. Records the batch cannot take, and a batch that fails, go record by
+        record (:meth:`dispatch_run` of their bytes).
+
+        Raises:
+            OSError: as :meth:`dispatch_run`.
+        """
+        batch = self.batch
+        i = 0
+        while i < k:
+            j = min(k, i + RUN_RECORDS)
+            b = batch.read_plain(view, recs, i, j) if j - i >= batch.min_records else j - i
+            if isinstance(b, int):
+                count = b
+            else:
+                count = b.count
+                try:
+                    batch.apply(b)
+                except Exception:  # again record by record: the same failure
+                    pass
+                else:
+                    i += count
+                    continue
+            last = i + count - 1
+            self._one_by_one(
+                view, int(recs.position[i]), int(recs.position[last] + recs.size[last])
+            )
+            i += count
+
+    def _one_by_one(self, view: memoryview, pos: int, end: int) -> None:
+        """Dispatch the whole records of ``view[pos:end]`` record by record."""
+        while pos < end:
+            item, pos = next_record(view, pos, end, len(view))
+            if type(item) is tuple:
+                self.dispatch_one(*item)
 
     def notify(self, arrival: Arrival) -> None:
         """Call every arrival listener (a failing listener is logged and skipped)."""

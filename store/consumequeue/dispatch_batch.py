@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 from mqstore.commitlog import _bulk_text as text
 from mqstore.commitlog import _layout as L
 from mqstore.commitlog._trusted import _TRUSTED, _TRUSTED_BODY_POS, _TRUSTED_SLOW_FLAGS
-from mqstore.commitlog.bulk import walk
+from mqstore.commitlog.bulk import PlainRecords, walk
 from mqstore.message import string_to_properties
 from mqstore.schedule import SCHEDULE_TOPIC
 
@@ -80,6 +80,16 @@ _SIZE, _MAGIC, _QID, _QOFF, _PHYS, _SYSFLAG, _STORE_TS, _BODY_LEN = (
 )  # fmt: skip
 _IN_QUEUE: Final = (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE)
 _UNIT: Final = np.dtype([("p", ">i8"), ("s", ">i4"), ("t", ">i8")])
+
+
+@dataclass(frozen=True, slots=True)
+class Spans:
+    """Gathered text: ``flat`` holds the spans back to back, span ``i`` at
+    ``flat[offs[i] : offs[i] + lens[i]]``."""
+
+    flat: NDArray[np.uint8]
+    offs: I64
+    lens: I64
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,41 +197,97 @@ class BatchDispatcher:
         n = int(np.argmin(ok)) if not ok.all() else p.size
         t_pos, props_pos = tl_pos + 1, t_end + 2
         props_len = rec_end - props_pos
-        # ASCII only (the text helpers' domain; UTF-8 and UTF-16 then agree).
         t_flat, t_offs = text.gather(view, t_pos[:n], t_len[:n])
         p_flat, p_offs = text.gather(view, props_pos[:n], props_len[:n])
-        if (t_flat.size and t_flat.max() >= 0x80) or (p_flat.size and p_flat.max() >= 0x80):
-            wide = np.zeros(n, np.bool_)
-            if t_flat.size:
-                wide |= text.span_count(t_flat >= 0x80, t_offs, t_len[:n]) > 0
-            if p_flat.size:
-                wide |= text.span_count(p_flat >= 0x80, p_offs, props_len[:n]) > 0
-            n = int(np.argmax(wide))
+        n = _ascii_count(t_flat, t_offs, t_len[:n], p_flat, p_offs, props_len[:n])
         if n < self.min_records:
             return min(end, int(rec_end[n]) if n < p.size else int(rec_end[-1]))
         if n < p.size:
             t_flat, t_offs, p_flat, p_offs = _cut(
                 t_flat, t_offs, t_len, p_flat, p_offs, props_len, n
             )
-        topic_id, topics = _topic_ids(t_flat, t_offs, t_len[:n])
-        props = text.Properties(p_flat, p_offs, props_len[:n])
-        tags = text.tags_codes(p_flat, props)
-        tx = sys_flag[:n] & L.TRANSACTION_MASK
+        length = int(rec_end[n - 1]) - pos
+        return self._batch(
+            view, length, p[:n], Spans(t_flat, t_offs, t_len[:n]),
+            Spans(p_flat, p_offs, props_len[:n]), props_pos[:n],
+            hdr[_QID][:n].astype(np.int64), hdr[_QOFF][:n].astype(np.int64),
+            hdr[_PHYS][:n].astype(np.int64), size[:n], sys_flag[:n],
+            hdr[_STORE_TS][:n].astype(np.int64), keys,
+        )  # fmt: skip
+
+    def read_plain(
+        self, view: memoryview, recs: PlainRecords, lo: int, hi: int, *, keys: bool | None = None
+    ) -> RecordBatch | int:
+        """The batch of records ``lo`` to ``hi`` (excluded) of a bulk scan of ``view``
+        (:func:`mqstore.commitlog.bulk.scan_plain`), or, when fewer than ``min_records``
+        of them lead with ASCII text, how many records from ``lo`` the caller should
+        dispatch one by one instead (through the first one the batch cannot take).
+        Reads only; ``keys`` as :meth:`read`.
+
+        The records must be whole records the scan accepted (recovery's, in log order):
+        their header fields and text spans are taken as they are, not walked or checked
+        again. Only the text is looked at: a record whose topic or properties hold a
+        byte >= 0x80 ends the batch (the text helpers take ASCII only).
+        """
+        d = self._d
+        if keys is None:
+            keys = not d.defer_index
+        sl = slice(lo, hi)
+        t_len, props_pos, props_len = recs.topic_len[sl], recs.props_pos[sl], recs.props_len[sl]
+        t_flat, t_offs = text.gather(view, recs.topic_pos[sl], t_len)
+        p_flat, p_offs = text.gather(view, props_pos, props_len)
+        n = _ascii_count(t_flat, t_offs, t_len, p_flat, p_offs, props_len)
+        if n < self.min_records:
+            return min(n + 1, hi - lo)
+        if n < hi - lo:
+            t_flat, t_offs, p_flat, p_offs = _cut(
+                t_flat, t_offs, t_len, p_flat, p_offs, props_len, n
+            )
+        sl = slice(lo, lo + n)
+        p, size = recs.position[sl], recs.size[sl]
+        length = int(p[-1] + size[-1] - p[0])
+        return self._batch(
+            view, length, p, Spans(t_flat, t_offs, t_len[:n]), Spans(p_flat, p_offs, props_len[:n]),
+            props_pos[:n], recs.queue_id[sl], recs.queue_offset[sl], recs.physical_offset[sl],
+            size, recs.sys_flag[sl], recs.store_timestamp[sl], keys,
+        )  # fmt: skip
+
+    def _batch(
+        self,
+        view: memoryview,
+        length: int,
+        p: I64,
+        topic: Spans,
+        props_text: Spans,
+        props_pos: I64,
+        queue_id: I64,
+        queue_offset: I64,
+        physical_offset: I64,
+        size: I64,
+        sys_flag: I64,
+        store_ts: I64,
+        keys: bool,
+    ) -> RecordBatch:
+        """The batch of records whose fields and gathered ASCII text are given: topic
+        ids, tag codes (delayed records' deliver times), index key hashes if ``keys``."""
+        topic_id, topics = _topic_ids(topic.flat, topic.offs, topic.lens)
+        props = text.Properties(props_text.flat, props_text.offs, props_text.lens)
+        tags = text.tags_codes(props_text.flat, props)
+        tx = sys_flag & L.TRANSACTION_MASK
         in_queue = (tx == _IN_QUEUE[0]) | (tx == _IN_QUEUE[1])
-        store_ts = hdr[_STORE_TS][:n].astype(np.int64)
         if SCHEDULE_TOPIC in topics:
             self._delayed_codes(
-                view, topics, topic_id, in_queue, props_pos, props_len, store_ts, tags
+                view, topics, topic_id, in_queue, props_pos, props_text.lens, store_ts, tags
             )
         key_rec, key_hash = _no_keys()
-        if keys:
+        if keys and self._d.index is not None:
             want = tx != L.TRANSACTION_ROLLBACK_TYPE
-            key_rec, key_hash = text.index_keys(p_flat, props, topic_id, list(topics), want)
-        length = int(rec_end[n - 1]) - pos
+            key_rec, key_hash = text.index_keys(
+                props_text.flat, props, topic_id, list(topics), want
+            )
         return RecordBatch(
-            length, p[:n], topic_id, topics, hdr[_QID][:n].astype(np.int64),
-            hdr[_QOFF][:n].astype(np.int64), hdr[_PHYS][:n].astype(np.int64), size[:n],
-            sys_flag[:n], store_ts, tags, in_queue, key_rec, key_hash,
+            length, p, topic_id, topics, queue_id, queue_offset, physical_offset, size,
+            sys_flag, store_ts, tags, in_queue, key_rec, key_hash,
         )  # fmt: skip
 
     def _delayed_codes(
@@ -321,6 +387,22 @@ class BatchDispatcher:
 
 def _no_keys() -> tuple[I64, NDArray[np.int32]]:
     return np.zeros(0, np.int64), np.zeros(0, np.int32)
+
+
+def _ascii_count(
+    t_flat: NDArray[np.uint8], t_offs: I64, t_len: I64,
+    p_flat: NDArray[np.uint8], p_offs: I64, p_len: I64,
+) -> int:  # fmt: skip
+    """How many records lead whose topic and properties are ASCII (the text helpers'
+    domain, where UTF-8 and UTF-16 agree)."""
+    if not ((t_flat.size and t_flat.max() >= 0x80) or (p_flat.size and p_flat.max() >= 0x80)):
+        return int(t_len.size)
+    wide = np.zeros(t_len.size, np.bool_)
+    if t_flat.size:
+        wide |= text.span_count(t_flat >= 0x80, t_offs, t_len) > 0
+    if p_flat.size:
+        wide |= text.span_count(p_flat >= 0x80, p_offs, p_len) > 0
+    return int(np.argmax(wide))
 
 
 def _cut(

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqstore.checkpoint import Checkpoint
+from mqstore.commitlog import bulk, recovery
 from mqstore.commitlog import format as fmt
-from mqstore.commitlog import recovery
 from mqstore.commitlog.recovery import KeepRule, SearchCounter
 from mqstore.commitlog.recovery_damage import DamagedRange
 from mqstore.commitlog.segments import Segments
@@ -179,6 +179,29 @@ class Runs(Infos):
         assert pos == end
 
 
+class Plain(Infos):
+    """A callback with ``dispatch_plain``: reads each handed record with the codec at
+    its position and checks that the bulk scan's fields and spans are the codec's."""
+
+    def __call__(self, info: fmt.RecordInfo, size: int = 0) -> None:
+        raise AssertionError("a PlainSink is given bulk-scanned records, not records")
+
+    def dispatch_plain(self, view: memoryview, records: bulk.PlainRecords, k: int) -> None:
+        c = records
+        for i in range(k):
+            r = fmt.scan(view, int(c.position[i]), len(view), check_crc=False)
+            assert isinstance(r, fmt.RecordInfo)
+            t, tl, pp, pl = (
+                int(x[i]) for x in (c.topic_pos, c.topic_len, c.props_pos, c.props_len)
+            )
+            got = (bytes(view[t : t + tl]).decode(), *(int(x[i]) for x in (
+                c.queue_id, c.queue_offset, c.physical_offset, c.size, c.sys_flag,
+                c.store_timestamp)), bytes(view[pp : pp + pl]).decode())  # fmt: skip
+            assert got == (r.topic, r.queue_id, r.queue_offset, r.physical_offset, r.size,
+                           r.sys_flag, r.store_timestamp, r.properties_string)  # fmt: skip
+            self.got.append((r, r.size))
+
+
 def as_fields(info: fmt.RecordInfo) -> tuple[object, ...]:
     return (info.topic, info.queue_id, info.queue_offset, info.physical_offset, info.size,
             info.sys_flag, info.store_timestamp, info.properties_string)  # fmt: skip
@@ -221,12 +244,13 @@ def test_a_dispatch_one_callback_gets_each_records_dispatch_fields(files, check_
         assert got_cb == [as_fields(info) for info, _ in want_cb]  # type: ignore[misc]
 
 
+@pytest.mark.parametrize("sink", [Runs, Plain])
 @settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 @given(segment_files(), st.booleans(), KEEPS)
-def test_a_dispatch_run_callback_gets_runs_of_exactly_the_accepted_records(files, check_crc, keep):
+def test_a_run_or_plain_callback_gets_exactly_the_accepted_records(sink, files, check_crc, keep):
     with loaded(files) as segs:
         want, _, want_cb, _ = both(segs, 0, check_crc, keep, Infos)
-        runs, damaged, searched = Runs(), [], SearchCounter()
+        runs, damaged, searched = sink(), [], SearchCounter()
         got = recovery.scan(segs, 0, check_crc=check_crc, on_record=runs, keep=keep,
                             damaged=damaged, searched=searched)  # fmt: skip
         assert (*got, tuple(damaged), searched.bytes) == want

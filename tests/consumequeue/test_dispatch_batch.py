@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from mqstore import Arrival, FlushDiskType, Message, MessageStore, StoreConfig, faults
 from mqstore.commitlog import _layout as L
+from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
 from mqstore.consumequeue.catch_up import IndexCatchUp
@@ -231,13 +232,26 @@ def test_a_backlog_is_dispatched_in_one_batch(tmp_path: Path, monkeypatch: Any) 
 
 
 def redispatch(
-    log: tuple[Path, int], out: Path, *, runs: bool, cuts: list[int], slots: int, entries: int
-) -> Outcome:
-    """Recovery's re-dispatch of the whole log: ``Dispatcher.dispatch_run`` over runs of
-    records cut at the record numbers in ``cuts`` (``runs``), or a ``RecordInfo`` per
-    record (the reference)."""
+    log: tuple[Path, int], out: Path, *, sink: str, cuts: list[int], batch: int, slots: int,
+    entries: int,
+) -> Outcome:  # fmt: skip
+    """Recovery's re-dispatch of the whole log, in runs of records cut at the record
+    numbers in ``cuts``: ``Dispatcher.dispatch_run`` over each run's bytes (``sink``
+    "runs"), ``Dispatcher.dispatch_plain`` over each run's bulk scan ("plain"), or a
+    ``RecordInfo`` per record ("infos", the reference). ``batch``: the dispatcher's
+    minimum batch size."""
     log_dir, log_end = log
     with dispatching(log_dir, out, slots, entries) as (segs, queues, index, d):
+        d.batch = BatchDispatcher(d, batch)
+
+        def run(view: memoryview, start: int, end: int) -> None:
+            if sink == "runs":
+                d.dispatch_run(view, start, end)
+            else:
+                found = bulk.scan_plain(view, start, end, len(view), check_crc=False)
+                assert found.end == end
+                d.dispatch_plain(view, found.records, len(found.records))
+
         n = 0
         for mf in segs.files:
             view, pos, run_start = mf.view, 0, 0
@@ -246,15 +260,15 @@ def redispatch(
                 r = fmt.scan(view, pos, limit, check_crc=False)
                 if not isinstance(r, fmt.RecordInfo):
                     break
-                if not runs:
+                if sink == "infos":
                     d(r, r.size)
                 elif n in cuts and pos > run_start:
-                    d.dispatch_run(view, run_start, pos)
+                    run(view, run_start, pos)
                     run_start = pos
                 pos += r.size
                 n += 1
-            if runs and pos > run_start:
-                d.dispatch_run(view, run_start, pos)
+            if sink != "infos" and pos > run_start:
+                run(view, run_start, pos)
         index.join_flushers()
         state = (queues.logics_msg_timestamp, [(f.path.name, f.header()) for f in index.files])
     return Outcome(files_of(out), [], state)
@@ -267,18 +281,35 @@ def redispatch(
 @given(
     msgs=st.lists(messages, min_size=1, max_size=80),
     cuts=st.lists(st.integers(0, 80), max_size=4),
+    sink=st.sampled_from(["runs", "plain"]),
+    batch=st.sampled_from([1, 2, 5, 32]),
     slots=st.sampled_from([1, 5, 64]),
     entries=st.sampled_from([3, 6, 200]),
 )
 def test_recovery_runs_dispatch_as_record_after_record(
-    tmp_path_factory: Any, msgs: list[Message], cuts: list[int], slots: int, entries: int
-) -> None:
+    tmp_path_factory: Any, msgs: list[Message], cuts: list[int], sink: str, batch: int,
+    slots: int, entries: int,
+) -> None:  # fmt: skip
     root = tmp_path_factory.mktemp("log")
     log = write_log(root / "store", msgs, [1_700_000_000_000, 1_700_000_002_000])
-    kw = {"cuts": cuts, "slots": slots, "entries": entries}
-    one = redispatch(log, root / "one", runs=False, **kw)
-    many = redispatch(log, root / "many", runs=True, **kw)
+    kw = {"cuts": cuts, "batch": batch, "slots": slots, "entries": entries}
+    one = redispatch(log, root / "one", sink="infos", **kw)
+    many = redispatch(log, root / "many", sink=sink, **kw)
     assert many.state == one.state
     assert many.files.keys() == one.files.keys()
     for name, data in one.files.items():
         assert many.files[name] == data, name
+
+
+def test_recovery_batches_stop_at_text_that_is_not_ascii(tmp_path: Path) -> None:
+    """Non-ASCII tags and keys between plain records: ``dispatch_plain`` takes them
+    record by record, the batches around them as batches, and writes the same bytes."""
+    plain = [Message(topic="T", body=b"b", tags="a", keys=[f"k{i}"]) for i in range(40)]
+    wide = [Message(topic="T", body=b"w", tags="Tä", keys=["ключ"]),
+            Message(topic="T", body=b"v6", tags="a", born_host=("::1", 7))]  # fmt: skip
+    log = write_log(tmp_path / "store", [*plain, *wide, *plain], [1_700_000_000_000])
+    kw = {"cuts": [], "batch": 32, "slots": 64, "entries": 200}
+    one = redispatch(log, tmp_path / "one", sink="infos", **kw)
+    many = redispatch(log, tmp_path / "many", sink="plain", **kw)
+    assert many.state == one.state
+    assert many.files == one.files
