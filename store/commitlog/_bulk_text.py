@@ -224,14 +224,30 @@ class Properties:
 
     def __init__(self, flat: U8, offs: I64, lens: I64) -> None:
         self.flat = flat
-        seps = np.flatnonzero(flat == _SEP)
+        # the separator bytes (0x01 and 0x02) in one pass: ``flat - 1`` wraps 0 to 255
+        marks = np.flatnonzero((flat - np.uint8(_NV)) <= _SEP - _NV)
+        is_sep = flat[marks] == _SEP
+        sep_at = np.flatnonzero(is_sep)
+        seps = marks[sep_at]
         starts, rec_at = _merge_at(seps + 1, offs)
         ends = merge_sorted(seps, offs + lens)
         seg_len = ends - starts
-        ones = np.flatnonzero(flat == _NV)
-        j = np.searchsorted(ones, starts)
-        first = ones[np.minimum(j, max(ones.size - 1, 0))] if ones.size else starts
-        ok = (j < ones.size) & (seg_len >= _MIN_SEGMENT) & (first > starts) & (first < ends - 1)
+        # the first separator byte at or after each segment's start: the one after its
+        # 0x02 (segments after a separator, in order), or found for a record's start;
+        # the name ends there when it is inside the segment (then a 0x01: a 0x02 at or
+        # after the start is the segment's end)
+        nxt = np.empty(starts.size, np.int64)
+        after_sep = np.ones(starts.size, np.bool_)
+        after_sep[rec_at] = False
+        nxt[after_sep] = sep_at + 1
+        nxt[rec_at] = np.searchsorted(marks, offs)
+        if marks.size:
+            at = np.minimum(nxt, marks.size - 1)
+            first = marks[at]
+            ok = nxt < marks.size
+        else:
+            first, ok = starts, np.zeros(starts.size, np.bool_)
+        ok &= (seg_len >= _MIN_SEGMENT) & (first > starts) & (first < ends - 1)
         self.start = starts[ok]
         self.name_len = first[ok] - self.start
         self.value_start = first[ok] + 1
@@ -244,9 +260,13 @@ class Properties:
         self.record = (np.cumsum(begins) - 1)[ok]
         self.n = offs.size
         short = self.name_len <= _KEY_BYTES
-        padded = np.zeros(flat.size + _KEY_BYTES, np.uint8)
-        padded[: flat.size] = flat
-        first8 = _rows_at(padded, self.start, _KEY_BYTES).view(">u8").ravel()
+        last = int(self.start[-1]) if self.start.size else 0
+        if flat.flags.c_contiguous and last + _KEY_BYTES <= flat.size:
+            first8 = _rows_at(flat, self.start, _KEY_BYTES).view(">u8").ravel()
+        else:  # a name near the end of ``flat``: its row reads zeros past the end
+            padded = np.zeros(flat.size + _KEY_BYTES, np.uint8)
+            padded[: flat.size] = flat
+            first8 = _rows_at(padded, self.start, _KEY_BYTES).view(">u8").ravel()
         mask = _NAME_MASKS[np.minimum(self.name_len, _KEY_BYTES)]
         self.name_key = np.where(short, first8 & mask, np.uint64(0))
 
