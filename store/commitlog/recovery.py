@@ -80,6 +80,10 @@ _SIZE = struct.Struct(">i")
 LOST_LOOKAHEAD = 4096
 """Records read after a damaged range to find each queue's next offset (lost counts)."""
 
+SCAN_RECORDS = 8192
+"""Records per bulk scan. A chunk this size (some 10 MB of 1 KiB records) is still in
+the CPU cache when its records are handed over, so the re-dispatch's reads of their
+text are cheap; much larger chunks are not, much smaller ones pay numpy's per-call cost."""
 TORN_PROPERTIES = "properties end in a zero byte"
 """Why a record that passes the codec's checks still ends recovery.
 
@@ -242,7 +246,7 @@ def scan(
         mf = files[i]
         view, size, base = mf.view, mf.file_size, mf.file_from_offset
         while True:
-            found = plain(view, pos, size, size, check_crc=check_crc)
+            found = plain(view, pos, size, size, check_crc=check_crc, max_records=SCAN_RECORDS)
             recs = found.records
             n = len(recs)
             unfit = ~recs.crc_ok | recs.torn

@@ -223,12 +223,17 @@ def both(
 KEEPS = st.one_of(st.none(), st.builds(KeepRule, st.integers(-(2**63), 2**63 - 1), st.booleans()))
 
 
+CHUNKS = st.sampled_from([1, 2, 3, 7, recovery.SCAN_RECORDS])
+"""Records per bulk scan: tiny ones put chunk ends anywhere (the segments are small)."""
+
+
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
-@given(segment_files(), st.booleans(), KEEPS, st.integers(0, 2))
+@given(segment_files(), st.booleans(), KEEPS, st.integers(0, 2), CHUNKS)
 def test_bulk_scan_agrees_with_the_codec_scan_and_hands_over_the_same_records(
-    files, check_crc, keep, start
+    files, check_crc, keep, start, chunk
 ):
-    with loaded(files) as segs:
+    with loaded(files) as segs, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(recovery, "SCAN_RECORDS", chunk)
         start = min(start, len(segs.files) - 1)
         want, got, want_cb, got_cb = both(segs, start, check_crc, keep, Infos)
         assert got == want
@@ -246,10 +251,13 @@ def test_a_dispatch_one_callback_gets_each_records_dispatch_fields(files, check_
 
 @pytest.mark.parametrize("sink", [Runs, Plain])
 @settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
-@given(segment_files(), st.booleans(), KEEPS)
-def test_a_run_or_plain_callback_gets_exactly_the_accepted_records(sink, files, check_crc, keep):
-    with loaded(files) as segs:
+@given(segment_files(), st.booleans(), KEEPS, CHUNKS)
+def test_a_run_or_plain_callback_gets_exactly_the_accepted_records(
+    sink, files, check_crc, keep, chunk
+):
+    with loaded(files) as segs, pytest.MonkeyPatch.context() as mp:
         want, _, want_cb, _ = both(segs, 0, check_crc, keep, Infos)
+        mp.setattr(recovery, "SCAN_RECORDS", chunk)
         runs, damaged, searched = sink(), [], SearchCounter()
         got = recovery.scan(segs, 0, check_crc=check_crc, on_record=runs, keep=keep,
                             damaged=damaged, searched=searched)  # fmt: skip
