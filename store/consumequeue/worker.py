@@ -36,6 +36,7 @@ import signal
 import sys
 from dataclasses import dataclass
 
+from mqstore import affinity
 from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
 from mqstore.consumequeue.catch_up import IndexCatchUp
@@ -43,6 +44,7 @@ from mqstore.consumequeue.dispatch import Dispatcher, ReputService
 from mqstore.consumequeue.flush import ConsumeQueueFlusher
 from mqstore.consumequeue.shared import FILE_NAME, SharedState, Slot
 from mqstore.consumequeue.store import ConsumeQueueStore
+from mqstore.errors import ConfigError
 from mqstore.index.service import IndexService
 from mqstore.schedule import DelayLevels
 
@@ -210,12 +212,12 @@ def main() -> int:
     except EOFError:
         return 0
     if start.cfg.dispatch_cpus:
-        # Before any thread starts: threads inherit the mask of the one starting them.
+        # Every thread, before ours start (they inherit the mask of the one starting
+        # them): imports may already have started some (numpy's BLAS pool).
         try:
-            os.sched_setaffinity(0, start.cfg.dispatch_cpus)
-        except OSError as e:  # a cpuset that excludes them: run where we were started
-            log.warning("cannot move to CPUs %s (%s); staying on %s",
-                        start.cfg.dispatch_cpus, e, sorted(os.sched_getaffinity(0)))  # fmt: skip
+            affinity.pin_process(start.cfg.dispatch_cpus)
+        except ConfigError as e:  # a cpuset that excludes them: run where we were started
+            log.warning("%s; staying on %s", e, sorted(os.sched_getaffinity(0)))
     state = SharedState(start.cfg.root / FILE_NAME, create=False)
     worker = Worker(start, state)
     worker.flusher.start()
