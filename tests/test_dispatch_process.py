@@ -33,9 +33,11 @@ import pytest
 from mqstore import FlushDiskType, GetStatus, Message, MessageStore, PutStatus, StoreConfig
 from mqstore.commitlog import commitlog as commitlog_module
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog.mapped_file import MappedFile
 from mqstore.consumequeue import shared
 from mqstore.consumequeue.dispatch import Arrival
 from mqstore.consumequeue.process import DispatchProcess
+from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.consumequeue.results import StoredMessage
 from mqstore.errors import StoreLockedError
 from mqstore.message import tags_code
@@ -490,6 +492,41 @@ def test_queue_whose_followed_files_all_expired_is_followed_from_its_first_file_
     put_all(s, [Message(topic="E", body=b"later")])
     assert s.wait_dispatched(10)
     assert pull_all(s, "E", 0)[-1].body == b"later"
+
+
+def test_queue_files_deleted_between_listing_and_mapping_are_skipped(
+    tmp_path: Path,
+    store_factory: Callable[[StoreConfig], MessageStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The child deletes expired queue files (oldest first) while the store follows a
+    queue it has not read yet: a file it listed is gone when it maps it. Cleanup and
+    reads go on from the first file left (this was a FileNotFoundError out of
+    ``clean_expired_files``)."""
+    cfg = config(tmp_path)
+    s = store_factory(cfg)
+    msgs = [Message(topic="E", body=b"e%05d" % i + b"." * 300) for i in range(350)]
+    results = put_all(s, msgs)  # queue files 0, 1, 2 and half of 3, not read
+    assert s.wait_dispatched(10)
+    cq_dir = cfg.root / "consumequeue" / "E" / "0"
+    expired = [cq_dir / f"{0:020d}", cq_dir / f"{2000:020d}"]
+    mapping = ConsumeQueue._view
+
+    def child_deletes_first(self: ConsumeQueue, mf: MappedFile) -> memoryview:
+        if mf.path == expired[1]:  # the child's deletions win the race
+            mf.unmap()  # as the mapping pool leaves a file it evicted (or not mapped yet)
+            for path in expired:
+                path.unlink(missing_ok=True)
+        return mapping(self, mf)
+
+    monkeypatch.setattr(ConsumeQueue, "_view", child_deletes_first)
+    assert s.clean_expired_files(immediately=True).commitlog_files > 0  # follows E/0 first
+    low = s.min_physical_offset
+    first = next(i for i, r in enumerate(results) if r.physical_offset >= low)
+    assert first >= 200
+    got = pull_all(s, "E", 0)
+    assert [m.queue_offset for m in got] == list(range(first, 350))
+    assert [m.body for m in got] == [m.body for m in msgs[first:]]
 
 
 # -------------------------------------------------------------------- arrivals

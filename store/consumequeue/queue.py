@@ -570,7 +570,15 @@ class ConsumeQueue:
         self.min_logic_offset = max(self.min_logic_offset, segs.min_offset)
         last = segs.last
         assert last is not None
-        phys, sz, _tags = unpack_unit(self._view(last), size - UNIT_SIZE)
+        try:
+            view = self._view(last)
+        except FileNotFoundError:
+            # The child deleted it after it was listed (expired; it deletes oldest
+            # first, so the files held before it are gone too): resume at the first
+            # file left.
+            segs.forget_before(0, keep=0)
+            return True
+        phys, sz, _tags = unpack_unit(view, size - UNIT_SIZE)
         if sz > 0 and sz != BLANK_SIZE and phys + sz <= dispatched:
             self.max_physic_offset = phys + sz
             last.set_positions(size)
