@@ -326,15 +326,21 @@ def test_bulk_scan_agrees_on_real_rocketmq_logs(rel, size):
                     assert got_cb == [as_fields(i) for i, _ in want_cb]  # type: ignore[misc]
 
 
-def test_a_record_torn_inside_its_properties_ends_the_bulk_scan_as_the_torn_rule_says():
+def log_of(bodies: list[bytes], properties: bytes) -> bytearray:
+    """Records of topic ``t`` in queue 0, one per body, laid end to end from offset 0."""
     recs = bytearray()
-    for i in range(3):
+    for i, body in enumerate(bodies):
         recs += fmt.encode_raw(
             queue_id=0, flag=0, queue_offset=i, physical_offset=len(recs), sys_flag=0,
             born_timestamp=1, born_host=bytes(8), store_timestamp=2, store_host=bytes(8),
-            reconsume_times=0, prepared_transaction_offset=0, body=b"body",
-            crc=fmt.body_crc(b"body"), topic=b"t", properties=b"a\x01bcd\x02",
+            reconsume_times=0, prepared_transaction_offset=0, body=body,
+            crc=fmt.body_crc(body), topic=b"t", properties=properties,
         )  # fmt: skip
+    return recs
+
+
+def test_a_record_torn_inside_its_properties_ends_the_bulk_scan_as_the_torn_rule_says():
+    recs = log_of([b"body"] * 3, b"a\x01bcd\x02")
     recs[-2:] = bytes(2)
     with loaded([bytes(recs) + bytes(SIZE - len(recs))]) as segs:
         got = recovery.scan(segs, 0, check_crc=True)
@@ -343,14 +349,7 @@ def test_a_record_torn_inside_its_properties_ends_the_bulk_scan_as_the_torn_rule
 
 
 def test_a_bit_flip_in_a_body_stops_the_bulk_scan_with_the_codecs_crc_verdict():
-    recs = bytearray()
-    for i in range(5):
-        recs += fmt.encode_raw(
-            queue_id=0, flag=0, queue_offset=i, physical_offset=len(recs), sys_flag=0,
-            born_timestamp=1, born_host=bytes(8), store_timestamp=2, store_host=bytes(8),
-            reconsume_times=0, prepared_transaction_offset=0, body=b"body%d" % i,
-            crc=fmt.body_crc(b"body%d" % i), topic=b"t", properties=b"a\x01b\x02",
-        )  # fmt: skip
+    recs = log_of([b"body%d" % i for i in range(5)], b"a\x01b\x02")
     third = len(recs) // 5 * 2
     recs[third + len(recs) // 5 - 10] ^= 1  # inside record 2's body
     with loaded([bytes(recs) + bytes(SIZE - len(recs))]) as segs:
