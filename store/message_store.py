@@ -26,11 +26,11 @@ each flush mode.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
 
 from mqstore._lifecycle import CrashImage, StoreLifecycle
 from mqstore.checkpoint import Checkpoint
 from mqstore.cleanup import CleanupResult, DiskGuard
+from mqstore.closeable import Closeable
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.commitlog import CommitLog, queue_key
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
@@ -61,8 +61,9 @@ from mqstore.put_frame import MessageFramer
 from mqstore.records import StoredMessage
 
 
-class MessageStore:
-    """A RocketMQ-layout message store on one directory. Use :meth:`open`."""
+class MessageStore(Closeable):
+    """A RocketMQ-layout message store on one directory. Use :meth:`open`; ``with``
+    closes it."""
 
     _writer: PutWriter
     _reader: StoreReader
@@ -454,17 +455,6 @@ class MessageStore:
     def closed(self) -> bool:
         """Whether the store is closed (before open, after close or abandon)."""
         return self._life.state.closed
-
-    def __enter__(self) -> MessageStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._life.state.closed else "open"

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import threading
 import time
-from types import TracebackType
 from typing import TYPE_CHECKING, TextIO
+
+from mqstore.closeable import Stoppable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-class SparkProgress:
+class SparkProgress(Stoppable):
     """Context manager: report the tasks of the active stages while the block runs."""
 
     def __init__(
@@ -32,17 +33,13 @@ class SparkProgress:
         self._thread = threading.Thread(target=self._run, name="spark-progress", daemon=True)
         self._t0 = time.monotonic()
 
-    def __enter__(self) -> SparkProgress:
+    def start(self) -> None:
+        """Start reporting (the times printed count from now)."""
         self._t0 = time.monotonic()
         self._thread.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
+        """Stop reporting; waits at most one interval for the reporter thread."""
         self._stop.set()
         self._thread.join(timeout=self._interval + 1)
 

@@ -21,8 +21,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
+from mqstore.closeable import Closeable
 from mqstore.commitlog import format as fmt
 from mqstore.consumequeue import format as cqfmt
 from mqstore.consumequeue.filter import parse_subscription
@@ -61,7 +61,7 @@ def _numbered(folder: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-class StoreView:
+class StoreView(Closeable):
     """Read-only access to the messages of the store at ``root`` (see the module doc).
 
     Raises:
@@ -81,17 +81,6 @@ class StoreView:
         self._segments: list[tuple[int, Path]] = []
         self._bases: list[int] = []
         self._end = 0  # physical offset just past the last segment known
-
-    def __enter__(self) -> StoreView:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close the files read so far."""

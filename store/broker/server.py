@@ -69,12 +69,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from types import TracebackType
 from typing import TypeVar
 
 from mqstore.broker.acl import AccessControl, AclDenied
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.processors import Records, RequestContext, process, process_pull
+from mqstore.closeable import Stoppable
 from mqstore.config import BrokerRole, FlushDiskType
 from mqstore.failures import FailureCounter
 from mqstore.remoting.codec import (
@@ -415,7 +415,7 @@ class _Responder:
             conn.server.call_soon(conn.answered, answer, records)
 
 
-class BrokerServer:
+class BrokerServer(Stoppable):
     """RocketMQ remoting server (+ name server) for one :class:`BrokerCore`.
 
     It binds ``host:port`` when started, or serves on ``sock``, a socket already bound
@@ -550,15 +550,3 @@ class BrokerServer:
         """Run ``fn(*args)`` on the loop thread, from any thread (dropped once stopped)."""
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to answer
             self.loop.call_soon_threadsafe(fn, *args)
-
-    def __enter__(self) -> BrokerServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -52,13 +52,14 @@ from mqstore.client.transport import (
     SendResult,
     TransportError,
 )
+from mqstore.closeable import Closeable
 from mqstore.message import Message
 from mqstore.records import StoredMessage
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 
 
-class RemoteTransport:
+class RemoteTransport(Closeable):
     """A :class:`~mqstore.client.transport.Transport` to brokers found via a name server.
 
     Requests and broker lookup go through its
@@ -344,12 +345,6 @@ class RemoteTransport:
     def close(self) -> None:
         """Close every connection; the brokers keep running."""
         self._client.close()
-
-    def __enter__(self) -> RemoteTransport:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _pull_header(

@@ -32,6 +32,7 @@ import grpc
 
 from mqstore.broker.acl import AccessControl
 from mqstore.broker.core import BrokerCore
+from mqstore.closeable import Stoppable
 from mqstore.grpc.access import GrpcAccess, guard
 from mqstore.grpc.protocol import SERVICE_NAME, svc
 from mqstore.grpc.service import MALFORMED_REQUEST, MessagingService, ServiceConfig
@@ -106,7 +107,7 @@ class GrpcConfig:
     and hold the permissions its RPC needs (docs/acl.md §6)."""
 
 
-class GrpcEndpoint:
+class GrpcEndpoint(Stoppable):
     """The MessagingService served over ``target``: a :class:`BrokerCore` (the caller
     owns it) or a :class:`MessageStore` (a core is made and shut down with the
     endpoint). The store must stay open while the endpoint runs."""
@@ -189,13 +190,6 @@ class GrpcEndpoint:
         server.stop(grace).wait(grace + STOP_WAIT_S)
         if self._owns_core:
             self.core.shutdown()
-
-    def __enter__(self) -> GrpcEndpoint:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _probe(host: str, port: int) -> None:

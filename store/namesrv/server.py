@@ -28,9 +28,9 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from types import TracebackType
 
 from mqstore.broker.wire import ext_int, ext_str
+from mqstore.closeable import Stoppable
 from mqstore.namesrv import bodies
 from mqstore.namesrv.routes import (
     DEFAULT_EXPIRY_S,
@@ -97,7 +97,7 @@ class _Connection(asyncio.Protocol):
             self.server.routes.channel_closed(addr)
 
 
-class NameServer:
+class NameServer(Stoppable):
     """A RocketMQ name server on ``host:port`` (0: any free port), with its own tables."""
 
     def __init__(
@@ -261,15 +261,3 @@ class NameServer:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
         self._thread = None
-
-    def __enter__(self) -> NameServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
