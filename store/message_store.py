@@ -25,8 +25,7 @@ each flush mode.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+from mqstore._delegate import Delegate
 from mqstore._lifecycle import CrashImage, StoreLifecycle
 from mqstore.checkpoint import Checkpoint
 from mqstore.cleanup import CleanupResult, DiskGuard
@@ -39,26 +38,18 @@ from mqstore.commitlog.recovery_damage import DamagedRange
 from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
 from mqstore.consumequeue.dispatch import (
-    ArrivalListener,
     Dispatcher,
     DispatchProgress,
     ReputService,
 )
-from mqstore.consumequeue.filter import Subscription
-from mqstore.consumequeue.get import MAX_PULL_MSG_SIZE
-from mqstore.consumequeue.queue import ConsumeQueue
-from mqstore.consumequeue.results import GetRawResult, GetResult, QueryResult
-from mqstore.consumequeue.search import BoundaryType
 from mqstore.consumequeue.store import ConsumeQueueStore
 from mqstore.errors import StoreClosedError
 from mqstore.ha import service as ha_service
 from mqstore.index.service import IndexService
 from mqstore.logics import Logics
-from mqstore.message import Message
-from mqstore.pull import LONG_MAX, StoreReader
+from mqstore.pull import StoreReader
 from mqstore.put import PutResult, PutWriter
 from mqstore.put_frame import MessageFramer
-from mqstore.records import StoredMessage
 
 
 class MessageStore(Closeable):
@@ -108,10 +99,10 @@ class MessageStore(Closeable):
                 delay_levels=life.logics.delay_levels,
                 replica_wait=life.replica_wait,
             )
-            # The hottest calls bound straight to the writer: no frame of this class
-            # per put (the methods below document them and serve until open).
-            self.put_message = self._writer.put_message  # type: ignore[method-assign]
-            self.put_messages = self._writer.put_messages  # type: ignore[method-assign]
+            # The hottest calls bound once, not looked up through the delegates below
+            # at every put.
+            self.put_message = self._writer.put_message
+            self.put_messages = self._writer.put_messages
             self._reader = StoreReader(self.cfg, life.segments, life.logics, life.state)
             life.start_services(
                 put=lambda m: self._writer.put_message(m).status,
@@ -263,137 +254,36 @@ class MessageStore(Closeable):
 
     # ------------------------------------------------------------------- puts
 
-    def put_message(self, msg: Message) -> PutResult:
-        """Store one message (:meth:`PutWriter.put_message <mqstore.put.PutWriter.put_message>`).
-
-        Raises:
-            IllegalTopicError: the topic name is not allowed.
-            IllegalMessageError: empty/non-bytes body, negative queue id, bad property.
-            StoreClosedError: after close().
-        """
-        return self._writer.put_message(msg)
-
-    def put_messages(self, msgs: Sequence[Message]) -> list[PutResult]:
-        """Store a batch contiguously: one lock, one flush wait, all or nothing
-        (:meth:`PutWriter.put_messages <mqstore.put.PutWriter.put_messages>`).
-
-        Raises:
-            IllegalTopicError, IllegalMessageError, StoreClosedError: as put_message.
-        """
-        return self._writer.put_messages(msgs)
+    # The writer's methods (``mqstore.put``), documented there.
+    put_message = Delegate("_writer", PutWriter.put_message)
+    put_messages = Delegate("_writer", PutWriter.put_messages)
 
     # ------------------------------------------------------------------- pulls
 
-    def get_message(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_count: int = 32,
-        subscription: str | Subscription | None = "*",
-        *,
-        max_bytes: int = MAX_PULL_MSG_SIZE,
-    ) -> GetResult:
-        """Pull up to ``max_count`` decoded messages of (topic, queue_id) from queue
-        ``offset`` (:meth:`StoreReader.get_message <mqstore.pull.StoreReader.get_message>`).
-
-        Raises:
-            StoreClosedError: the store is closed.
-        """
-        return self._reader.get_message(
-            group, topic, queue_id, offset, max_count, subscription, max_bytes=max_bytes
-        )
-
-    def get_message_raw(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_count: int = 32,
-        subscription: str | Subscription | None = "*",
-        *,
-        max_bytes: int = MAX_PULL_MSG_SIZE,
-    ) -> GetRawResult:
-        """The broker's pull: the records' raw bytes
-        (:meth:`StoreReader.get_message_raw <mqstore.pull.StoreReader.get_message_raw>`).
-
-        Raises:
-            StoreClosedError: the store is closed.
-        """
-        return self._reader.get_message_raw(
-            group, topic, queue_id, offset, max_count, subscription, max_bytes=max_bytes
-        )
-
-    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        """The consume queue of (topic, queue_id), None if it was never written."""
-        return self._reader.consume_queue(topic, queue_id)
-
-    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        """The queue offset the next message of the queue gets (0 if no queue)."""
-        return self._reader.max_offset_in_queue(topic, queue_id)
-
-    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        """The first queue offset still readable (0 if no queue)."""
-        return self._reader.min_offset_in_queue(topic, queue_id)
-
-    def offset_by_time(
-        self,
-        topic: str,
-        queue_id: int,
-        timestamp: int,
-        boundary: BoundaryType = BoundaryType.LOWER,
-    ) -> int:
-        """Queue offset of the first message stored at or after ``timestamp`` (LOWER)
-        or of the last one at or before it (UPPER)
-        (:meth:`StoreReader.offset_by_time <mqstore.pull.StoreReader.offset_by_time>`)."""
-        return self._reader.offset_by_time(topic, queue_id, timestamp, boundary)
-
-    def message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
-        """Store time of the message at ``queue_offset``; -1 if not held."""
-        return self._reader.message_store_timestamp(topic, queue_id, queue_offset)
-
-    def earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
-        """Store time of the oldest message of a queue, or of the whole store when
-        ``topic`` is None; -1 when there is none."""
-        return self._reader.earliest_message_time(topic, queue_id)
-
-    def stored_message_at(self, physical_offset: int) -> StoredMessage | None:
-        """The message at ``physical_offset`` with its body decompressed, or None."""
-        return self._reader.stored_message_at(physical_offset)
-
-    def query_by_key(
-        self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = LONG_MAX
-    ) -> QueryResult:
-        """Messages of ``topic`` whose KEYS token or UNIQ_KEY is ``key``, stored in
-        [begin, end], newest first
-        (:meth:`StoreReader.query_by_key <mqstore.pull.StoreReader.query_by_key>`)."""
-        return self._reader.query_by_key(topic, key, max_num, begin, end)
+    # Pulls, offsets, time and key lookups are the reader's methods (``mqstore.pull``),
+    # documented there: get_message, get_message_raw and query_by_key raise
+    # StoreClosedError on a closed store.
+    get_message = Delegate("_reader", StoreReader.get_message)
+    get_message_raw = Delegate("_reader", StoreReader.get_message_raw)
+    consume_queue = Delegate("_reader", StoreReader.consume_queue)
+    max_offset_in_queue = Delegate("_reader", StoreReader.max_offset_in_queue)
+    min_offset_in_queue = Delegate("_reader", StoreReader.min_offset_in_queue)
+    offset_by_time = Delegate("_reader", StoreReader.offset_by_time)
+    message_store_timestamp = Delegate("_reader", StoreReader.message_store_timestamp)
+    earliest_message_time = Delegate("_reader", StoreReader.earliest_message_time)
+    stored_message_at = Delegate("_reader", StoreReader.stored_message_at)
+    query_by_key = Delegate("_reader", StoreReader.query_by_key)
 
     # ---------------------------------------------------------------- dispatch
 
-    def add_arrival_listener(self, listener: ArrivalListener) -> None:
-        """Call ``listener(Arrival)`` for each message as it becomes pullable (on the
-        dispatcher thread: keep it short; long polling wakes its waiters from it)."""
-        self._reader.add_arrival_listener(listener)
-
-    def remove_arrival_listener(self, listener: ArrivalListener) -> None:
-        """Stop calling ``listener``."""
-        self._reader.remove_arrival_listener(listener)
+    add_arrival_listener = Delegate("_reader", StoreReader.add_arrival_listener)
+    remove_arrival_listener = Delegate("_reader", StoreReader.remove_arrival_listener)
+    wait_dispatched = Delegate("_reader", StoreReader.wait_dispatched)
 
     @property
     def dispatch_behind_bytes(self) -> int:
         """CommitLog bytes not yet in the consume queues and index."""
         return self._reader.dispatch_behind_bytes
-
-    def wait_dispatched(self, timeout: float = 5.0) -> bool:
-        """Block until everything written so far is pullable; False on timeout.
-
-        Under SYNC_FLUSH only flushed messages are dispatched: call this after puts
-        that waited for their flush (the default), or it waits for the next flush.
-        """
-        return self._reader.wait_dispatched(timeout)
 
     # ------------------------------------------------------------ log records
 
