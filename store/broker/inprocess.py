@@ -31,6 +31,7 @@ from mqstore.remoting.values import (
     ConsumerIdsChanged,
     Heartbeat,
     MessageQueue,
+    PullQuery,
     PullReply,
     PullStatus,
     SendResult,
@@ -143,18 +144,8 @@ class InProcessTransport:
             results[0].queue_offset,
         )
 
-    def pull(
-        self,
-        group: str,
-        queue: MessageQueue,
-        offset: int,
-        max_count: int,
-        expression: str = "*",
-        *,
-        commit_offset: int | None = None,
-        suspend_ms: int = 0,
-    ) -> PullReply:
-        """PULL_MESSAGE; blocks up to ``suspend_ms`` when nothing is new.
+    def pull(self, query: PullQuery) -> PullReply:
+        """PULL_MESSAGE; blocks up to ``query.suspend_ms`` when nothing is new.
 
         Raises:
             BrokerError: a non-pull response code (e.g. NO_PERMISSION).
@@ -167,13 +158,10 @@ class InProcessTransport:
             box.append(reply if error is None else error)
             done.set()
 
-        handle = self.pull_async(
-            group, queue, offset, max_count, expression,
-            commit_offset=commit_offset, suspend_ms=suspend_ms, callback=on_done,
-        )  # fmt: skip
-        if not done.wait(suspend_ms / 1000 + HOLD_MARGIN_S):
+        handle = self.pull_async(query, on_done)
+        if not done.wait(query.suspend_ms / 1000 + HOLD_MARGIN_S):
             handle.cancel()
-            raise TransportError(f"pull of {queue} not answered within {suspend_ms} ms")
+            raise TransportError(f"pull of {query.queue} not answered within {query.suspend_ms} ms")
         answer = box[0]
         if isinstance(answer, PullReply):
             return answer
@@ -182,14 +170,7 @@ class InProcessTransport:
 
     def pull_async(
         self,
-        group: str,
-        queue: MessageQueue,
-        offset: int,
-        max_count: int,
-        expression: str = "*",
-        *,
-        commit_offset: int | None = None,
-        suspend_ms: int = 0,
+        query: PullQuery,
         callback: Callable[[PullReply | None, BrokerError | TransportError | None], None],
     ) -> _AsyncPull:
         """PULL_MESSAGE without blocking: ``callback`` gets the reply (or BrokerError)
@@ -199,9 +180,10 @@ class InProcessTransport:
             TransportError: this transport is closed.
         """
         self._check()
+        q = query
         request = PullRequest(
-            group, queue.topic, queue.queue_id, offset, max_count, expression,
-            commit_offset, suspend_ms, decoded=True, client_host=self.client_host,
+            q.group, q.queue.topic, q.queue.queue_id, q.offset, q.max_count, q.expression,
+            q.commit_offset, q.suspend_ms, decoded=True, client_host=self.client_host,
         )  # fmt: skip
         handle = _AsyncPull()
 

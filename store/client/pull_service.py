@@ -55,6 +55,7 @@ from mqstore.client.transport import (
     BrokerError,
     Cancellable,
     MessageModel,
+    PullQuery,
     PullReply,
     PullStatus,
     TransportError,
@@ -268,7 +269,7 @@ class PullMessageService:
         started = time.monotonic()
         deadline = started + wait_ms / 1000
         try:
-            handle = ctx.brokers.for_queue(mq).pull_async(
+            query = PullQuery(
                 ctx.group,
                 mq,
                 task.next_offset,
@@ -276,8 +277,8 @@ class PullMessageService:
                 ctx.subscriptions.get(mq.topic, "*"),
                 commit_offset=commit,
                 suspend_ms=ctx.config.suspend_ms,
-                callback=on_reply,
             )
+            handle = ctx.brokers.for_queue(mq).pull_async(query, on_reply)
         except (TransportError, BrokerError) as e:
             blocked = time.monotonic() - started
             hold_off = max(ctx.config.exception_delay_ms / 1000, 3 * blocked)

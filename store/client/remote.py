@@ -47,6 +47,7 @@ from mqstore.client.transport import (
     ConsumerIdsChanged,
     Heartbeat,
     PullCallback,
+    PullQuery,
     PullReply,
     PullStatus,
     SendResult,
@@ -152,41 +153,18 @@ class RemoteTransport(Closeable):
             queue_offset=wire.ext_int(resp, "queueOffset"),
         )
 
-    def pull(
-        self,
-        group: str,
-        queue: MessageQueue,
-        offset: int,
-        max_count: int,
-        expression: str = "*",
-        *,
-        commit_offset: int | None = None,
-        suspend_ms: int = 0,
-    ) -> PullReply:
-        """PULL_MESSAGE, long-polling for up to ``suspend_ms``."""
-        header = _pull_header(
-            group, queue, offset, max_count, expression, commit_offset, suspend_ms
-        )
+    def pull(self, query: PullQuery) -> PullReply:
+        """PULL_MESSAGE, long-polling for up to ``query.suspend_ms``."""
+        queue = query.queue
         resp = self._router.call(
             self._router.addr(queue.broker_name, queue.topic),
             RequestCode.PULL_MESSAGE,
-            header,
-            timeout_s=self.timeout_s + max(suspend_ms, 0) / 1000,
+            _pull_header(query),
+            timeout_s=self.timeout_s + max(query.suspend_ms, 0) / 1000,
         )
-        return _pull_reply(resp, expression)
+        return _pull_reply(resp, query.expression)
 
-    def pull_async(
-        self,
-        group: str,
-        queue: MessageQueue,
-        offset: int,
-        max_count: int,
-        expression: str = "*",
-        *,
-        commit_offset: int | None = None,
-        suspend_ms: int = 0,
-        callback: PullCallback,
-    ) -> Cancellable:
+    def pull_async(self, query: PullQuery, callback: PullCallback) -> Cancellable:
         """PULL_MESSAGE without waiting: ``callback`` gets the reply (or the
         BrokerError/TransportError) on the connection's reader thread, which also
         decodes the body (RocketMQ's ``pullMessageAsync``).
@@ -195,9 +173,7 @@ class RemoteTransport(Closeable):
             TransportError: the broker's address is unknown or the write failed (the
                 callback is not called then).
         """
-        header = _pull_header(
-            group, queue, offset, max_count, expression, commit_offset, suspend_ms
-        )
+        expression = query.expression
 
         def done(resp: RemotingCommand | None, error: TransportError | None) -> None:
             if resp is None:
@@ -213,8 +189,8 @@ class RemoteTransport(Closeable):
                 return
             callback(reply, None)
 
-        addr = self._router.addr(queue.broker_name, queue.topic)
-        return self._router.call_async(addr, RequestCode.PULL_MESSAGE, header, done)
+        addr = self._router.addr(query.queue.broker_name, query.queue.topic)
+        return self._router.call_async(addr, RequestCode.PULL_MESSAGE, _pull_header(query), done)
 
     def query_offset(self, group: str, queue: MessageQueue) -> int | None:
         """QUERY_CONSUMER_OFFSET; ``None`` when the broker has none (22)."""
@@ -347,31 +323,23 @@ class RemoteTransport(Closeable):
         self._client.close()
 
 
-def _pull_header(
-    group: str,
-    queue: MessageQueue,
-    offset: int,
-    max_count: int,
-    expression: str,
-    commit_offset: int | None,
-    suspend_ms: int,
-) -> dict[str, object]:
+def _pull_header(query: PullQuery) -> dict[str, object]:
     """PULL_MESSAGE's request header (``PullMessageRequestHeader``)."""
     sys_flag = PullSysFlag.SUBSCRIPTION
-    if commit_offset is not None:
+    if query.commit_offset is not None:
         sys_flag |= PullSysFlag.COMMIT_OFFSET
-    if suspend_ms > 0:
+    if query.suspend_ms > 0:
         sys_flag |= PullSysFlag.SUSPEND
     return {
-        "consumerGroup": group,
-        "topic": queue.topic,
-        "queueId": queue.queue_id,
-        "queueOffset": offset,
-        "maxMsgNums": max_count,
+        "consumerGroup": query.group,
+        "topic": query.queue.topic,
+        "queueId": query.queue.queue_id,
+        "queueOffset": query.offset,
+        "maxMsgNums": query.max_count,
         "sysFlag": int(sys_flag),
-        "commitOffset": commit_offset if commit_offset is not None else 0,
-        "suspendTimeoutMillis": suspend_ms,
-        "subscription": expression or "*",
+        "commitOffset": query.commit_offset if query.commit_offset is not None else 0,
+        "suspendTimeoutMillis": query.suspend_ms,
+        "subscription": query.expression or "*",
         "subVersion": 0,
         "expressionType": "TAG",
     }

@@ -35,6 +35,7 @@ from mqstore.remoting.values import (
     Heartbeat,
     MessageModel,
     MessageQueue,
+    PullQuery,
     PullReply,
     PullStatus,
     SendResult,
@@ -67,6 +68,7 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "PullCallback",
+    "PullQuery",
     "PullReply",
     "PullStatus",
     "SendResult",
@@ -97,34 +99,13 @@ class Transport(Protocol):
         MESSAGE_ILLEGAL, SERVICE_NOT_AVAILABLE, etc."""
         ...
 
-    def pull(
-        self,
-        group: str,
-        queue: MessageQueue,
-        offset: int,
-        max_count: int,
-        expression: str = "*",
-        *,
-        commit_offset: int | None = None,
-        suspend_ms: int = 0,
-    ) -> PullReply:
-        """PULL_MESSAGE. ``commit_offset`` piggy-backs the group's offset (sysflag
-        0x1). With ``suspend_ms`` > 0 the broker holds the pull until a message
-        arrives or the time runs out (sysflag 0x2)."""
+    def pull(self, query: PullQuery) -> PullReply:
+        """PULL_MESSAGE: ``query.commit_offset`` piggy-backs the group's offset, and with
+        ``query.suspend_ms`` > 0 the broker holds the pull until a message arrives or
+        the time runs out."""
         ...
 
-    def pull_async(
-        self,
-        group: str,
-        queue: MessageQueue,
-        offset: int,
-        max_count: int,
-        expression: str = "*",
-        *,
-        commit_offset: int | None = None,
-        suspend_ms: int = 0,
-        callback: PullCallback,
-    ) -> Cancellable:
+    def pull_async(self, query: PullQuery, callback: PullCallback) -> Cancellable:
         """PULL_MESSAGE as :meth:`pull`, without holding the calling thread: the reply
         goes to ``callback``. Lets one thread keep every owned queue's long poll
         outstanding (RocketMQ ``PullMessageService``). The caller owns the timeout.

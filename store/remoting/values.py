@@ -2,9 +2,9 @@
 
 Producers and consumers (``mqstore.client``) and the broker (``mqstore.broker``) speak
 about the same things: a :class:`MessageQueue`, a client's :class:`Heartbeat` with its
-:class:`ConsumerData`, a send's :class:`SendResult` and a pull's :class:`PullReply`. They
-live here, below both, so neither side imports the other. Every enum value is RocketMQ's
-name for it (it travels in JSON bodies as that name).
+:class:`ConsumerData`, a send's :class:`SendResult`, a pull's :class:`PullQuery` and
+:class:`PullReply`. They live here, below both, so neither side imports the other.
+Every enum value is RocketMQ's name for it (it travels in JSON bodies as that name).
 """
 
 from __future__ import annotations
@@ -129,6 +129,24 @@ class PullStatus(enum.Enum):
     NO_NEW_MSG = "NO_NEW_MSG"
     NO_MATCHED_MSG = "NO_MATCHED_MSG"
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(frozen=True, slots=True)
+class PullQuery:
+    """One PULL_MESSAGE as a client asks it (RocketMQ ``PullMessageRequestHeader``)."""
+
+    group: str
+    queue: MessageQueue
+    offset: int
+    """The queue offset to read from."""
+    max_count: int = 32
+    expression: str = "*"
+    """The tags subscribed: ``"*"`` or ``"A || B"``."""
+    commit_offset: int | None = None
+    """The group's offset to commit with the pull (sysflag 0x1); None: nothing to commit."""
+    suspend_ms: int = 0
+    """With more than 0 the broker holds the pull until a message arrives or the time
+    runs out (sysflag 0x2, ``suspendTimeoutMillis``)."""
 
 
 @dataclass(frozen=True, slots=True)

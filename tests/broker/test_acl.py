@@ -14,6 +14,7 @@ from mqstore.broker.core import BrokerCore
 from mqstore.broker.server import BrokerServer
 from mqstore.client.acl_hook import AclSigner
 from mqstore.client.remoting_client import RemotingClient
+from mqstore.client.transport import PullQuery
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode as Rq
 from mqstore.remoting.codes import ResponseCode as Rs
@@ -193,7 +194,9 @@ def test_python_producer_and_pull_through_a_signing_transport(acl_address: str) 
         deadline = time.monotonic() + 5
         bodies: list[bytes] = []
         while not bodies and time.monotonic() < deadline:
-            bodies = [m.body for q in queues for m in transport.pull("g2", q, 0, 8).messages]
+            bodies = [
+                m.body for q in queues for m in transport.pull(PullQuery("g2", q, 0, 8)).messages
+            ]
         assert bodies == [b"signed"]
     finally:
         transport.close()

@@ -12,7 +12,7 @@ import pytest
 from mqstore.broker.inprocess import InProcessTransport
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
-from mqstore.client.transport import PullStatus
+from mqstore.client.transport import PullQuery, PullStatus
 from tests.client.consumer_harness import FIRST, broker, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -44,7 +44,7 @@ def dlq_messages(core, group="g"):
     mq = MessageQueue(f"%DLQ%{group}", core.config.broker_name, 0)
     if not t.topic_queues(mq.topic):
         return []
-    reply = t.pull("inspector", mq, 0, 32)
+    reply = t.pull(PullQuery("inspector", mq, 0, 32))
     return list(reply.messages) if reply.status is PullStatus.FOUND else []
 
 

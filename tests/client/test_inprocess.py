@@ -17,6 +17,7 @@ from mqstore.client.transport import (
     BrokerError,
     ConsumerData,
     Heartbeat,
+    PullQuery,
     PullStatus,
     SendStatus,
     Transport,
@@ -57,7 +58,7 @@ def test_send_then_pull_round_trips(transport: InProcessTransport) -> None:
     sent = transport.send("pg", MQ, [Message("T", b"hello", tags="A")])
     assert (sent.status, sent.queue, sent.queue_offset) == (SendStatus.SEND_OK, MQ, 0)
     transport.core.store.wait_dispatched()
-    reply = transport.pull("g", MQ, 0, 32)
+    reply = transport.pull(PullQuery("g", MQ, 0, 32))
     assert reply.status is PullStatus.FOUND
     assert [m.body for m in reply.messages] == [b"hello"]
     assert reply.messages[0].uniq_key == sent.msg_id
@@ -84,20 +85,20 @@ def test_pull_with_suspend_blocks_until_a_send(transport: InProcessTransport) ->
     transport.core.create_topic(TopicConfig("T"))
     threading.Timer(0.2, lambda: transport.send("pg", MQ, [Message("T", b"x")])).start()
     t0 = time.monotonic()
-    reply = transport.pull("g", MQ, 0, 32, suspend_ms=10_000)
+    reply = transport.pull(PullQuery("g", MQ, 0, 32, suspend_ms=10_000))
     assert reply.status is PullStatus.FOUND
     assert time.monotonic() - t0 < 5
 
 
 def test_pull_with_suspend_times_out_as_no_new_msg(transport: InProcessTransport) -> None:
     transport.core.create_topic(TopicConfig("T"))
-    assert transport.pull("g", MQ, 0, 32, suspend_ms=100).status is PullStatus.NO_NEW_MSG
+    assert transport.pull(PullQuery("g", MQ, 0, 32, suspend_ms=100)).status is PullStatus.NO_NEW_MSG
 
 
 def test_pull_offset_past_the_end_is_offset_illegal(transport: InProcessTransport) -> None:
     transport.send("pg", MQ, [Message("T", b"x")])
     transport.core.store.wait_dispatched()
-    reply = transport.pull("g", MQ, 5, 32)
+    reply = transport.pull(PullQuery("g", MQ, 5, 32))
     assert (reply.status, reply.next_begin_offset) == (PullStatus.OFFSET_ILLEGAL, 1)
 
 
@@ -108,7 +109,7 @@ def test_offsets_commit_and_query(transport: InProcessTransport) -> None:
 
 def test_commit_offset_piggy_backs_on_pull(transport: InProcessTransport) -> None:
     transport.core.create_topic(TopicConfig("T"))
-    transport.pull("g", MQ, 0, 32, commit_offset=2)
+    transport.pull(PullQuery("g", MQ, 0, 32, commit_offset=2))
     assert transport.query_offset("g", MQ) == 2
 
 
@@ -136,11 +137,11 @@ def test_lock_batch_excludes_other_clients(transport: InProcessTransport) -> Non
 def test_send_back_moves_a_message_to_the_dlq_past_max(transport: InProcessTransport) -> None:
     transport.send("pg", MQ, [Message("T", b"x")])
     transport.core.store.wait_dispatched()
-    msg = transport.pull("g", MQ, 0, 1).messages[0]
+    msg = transport.pull(PullQuery("g", MQ, 0, 1)).messages[0]
     transport.send_back("g", msg, max_reconsume_times=0)
     transport.core.store.wait_dispatched()
     dlq = MessageQueue("%DLQ%g", "broker-a", 0)
-    assert transport.pull("g", dlq, 0, 1).messages[0].body == b"x"
+    assert transport.pull(PullQuery("g", dlq, 0, 1)).messages[0].body == b"x"
 
 
 def test_max_min_and_search_offsets(transport: InProcessTransport) -> None:
@@ -154,4 +155,4 @@ def test_closed_transport_refuses_calls(core: BrokerCore) -> None:
     t = InProcessTransport(core)
     t.close()
     with pytest.raises(TransportError):
-        t.pull("g", MQ, 0, 1)
+        t.pull(PullQuery("g", MQ, 0, 1))

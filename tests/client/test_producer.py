@@ -16,7 +16,7 @@ from mqstore.broker.core import BrokerCore
 from mqstore.broker.server import BrokerServer
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.producer import Producer, select_by_hash
-from mqstore.client.transport import SendStatus, Transport
+from mqstore.client.transport import PullQuery, SendStatus, Transport
 from mqstore.compression import COMPRESSED_FLAG
 from mqstore.consumequeue.results import StoredMessage
 from mqstore.errors import IllegalMessageError, IllegalTopicError
@@ -63,7 +63,7 @@ def pull_all(transport: Transport, mq: MessageQueue, expect: int) -> list[Stored
     out: list[StoredMessage] = []
     deadline = time.monotonic() + 5
     while len(out) < expect and time.monotonic() < deadline:
-        out.extend(transport.pull("cg", mq, len(out), 64, suspend_ms=500).messages)
+        out.extend(transport.pull(PullQuery("cg", mq, len(out), 64, suspend_ms=500)).messages)
     return out
 
 

@@ -18,6 +18,7 @@ from mqstore.client.transport import (
     BrokerError,
     ConsumerData,
     Heartbeat,
+    PullQuery,
     PullStatus,
     SendStatus,
     SubscriptionData,
@@ -51,7 +52,7 @@ def pull_until(t: RemoteTransport, mq: MessageQueue, expect: int, expression: st
     out: list = []
     deadline = time.monotonic() + 5
     while len(out) < expect and time.monotonic() < deadline:
-        out.extend(t.pull("cg", mq, len(out), 32, expression, suspend_ms=500).messages)
+        out.extend(t.pull(PullQuery("cg", mq, len(out), 32, expression, suspend_ms=500)).messages)
     return out
 
 
@@ -73,7 +74,7 @@ def test_route_of_an_auto_created_topic_lists_its_queues(transport: RemoteTransp
 def test_pull_at_the_end_answers_no_new_msg_with_offsets(transport: RemoteTransport) -> None:
     result = send(transport, "end", b"x")
     pull_until(transport, result.queue, 1)
-    reply = transport.pull("cg", result.queue, 1, 32)
+    reply = transport.pull(PullQuery("cg", result.queue, 1, 32))
     assert reply.status is PullStatus.NO_NEW_MSG
     assert (reply.next_begin_offset, reply.max_offset) == (1, 1)
 
@@ -81,7 +82,9 @@ def test_pull_at_the_end_answers_no_new_msg_with_offsets(transport: RemoteTransp
 def test_pull_far_past_the_end_is_offset_illegal(transport: RemoteTransport) -> None:
     result = send(transport, "far", b"x")
     pull_until(transport, result.queue, 1)
-    assert transport.pull("cg", result.queue, 1000, 32).status is PullStatus.OFFSET_ILLEGAL
+    assert (
+        transport.pull(PullQuery("cg", result.queue, 1000, 32)).status is PullStatus.OFFSET_ILLEGAL
+    )
 
 
 def test_long_poll_is_answered_soon_after_a_message_arrives(transport: RemoteTransport) -> None:
@@ -90,7 +93,7 @@ def test_long_poll_is_answered_soon_after_a_message_arrives(transport: RemoteTra
     answers: queue.Queue[tuple[float, object]] = queue.Queue()
 
     def hold() -> None:
-        reply = transport.pull("cg", result.queue, 1, 32, suspend_ms=10_000)
+        reply = transport.pull(PullQuery("cg", result.queue, 1, 32, suspend_ms=10_000))
         answers.put((time.monotonic(), reply))
 
     threading.Thread(target=hold).start()

@@ -9,7 +9,7 @@ import pytest
 
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.remote import RemoteTransport
-from mqstore.client.transport import BrokerError, PullStatus, SendStatus
+from mqstore.client.transport import BrokerError, PullQuery, PullStatus, SendStatus
 from mqstore.message import Message
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
@@ -90,20 +90,20 @@ def test_pull_response_code_maps_to_pull_status(
 ) -> None:
     broker.code = code
     with RemoteTransport(broker.peer.address) as t:
-        reply = t.pull("g", MQ, 3, 32)
+        reply = t.pull(PullQuery("g", MQ, 3, 32))
     assert (reply.status, reply.next_begin_offset, reply.max_offset) == (status, 3, 9)
 
 
 def test_pull_error_code_raises_broker_error(broker: Broker) -> None:
     broker.code = ResponseCode.SUBSCRIPTION_NOT_LATEST
     with RemoteTransport(broker.peer.address) as t, pytest.raises(BrokerError):
-        t.pull("g", MQ, 0, 32)
+        t.pull(PullQuery("g", MQ, 0, 32))
 
 
 def test_long_poll_request_carries_suspend_flag_and_time(broker: Broker) -> None:
     broker.code = ResponseCode.PULL_NOT_FOUND
     with RemoteTransport(broker.peer.address) as t:
-        t.pull("g", MQ, 0, 32, "A || B", commit_offset=5, suspend_ms=1500)
+        t.pull(PullQuery("g", MQ, 0, 32, "A || B", commit_offset=5, suspend_ms=1500))
     pulls = []
     while not broker.peer.received.empty():
         cmd = broker.peer.received.get_nowait()

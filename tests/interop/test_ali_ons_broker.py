@@ -16,6 +16,7 @@ import pytest
 
 from mqstore.client.producer import Producer
 from mqstore.client.remote import RemoteTransport
+from mqstore.client.transport import PullQuery
 from mqstore.consumequeue.results import StoredMessage
 from mqstore.message import Message
 from tests.interop.broker_harness import BrokerProcess, LiveBroker, live_broker, run_node
@@ -33,7 +34,7 @@ def read_all(transport: RemoteTransport, topic: str, expect: int) -> list[Stored
     while len(out) < expect and time.monotonic() < deadline:
         out = []
         for mq in transport.topic_queues(topic):
-            out.extend(transport.pull("py-reader", mq, 0, 64, suspend_ms=0).messages)
+            out.extend(transport.pull(PullQuery("py-reader", mq, 0, 64, suspend_ms=0)).messages)
     return out
 
 

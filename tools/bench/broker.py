@@ -45,6 +45,7 @@ from mqstore.client.acl_hook import AclSigner
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.producer import Producer
 from mqstore.client.remote import RemoteTransport
+from mqstore.client.transport import PullQuery
 from mqstore.tools.bench._harness import (
     Option,
     bench_main,
@@ -207,7 +208,7 @@ def over_tcp(
     def pull_queue(transport: RemoteTransport, mq: MessageQueue) -> int:
         offset, got = 0, 0
         while True:
-            reply = transport.pull("bench-cg", mq, offset, 32)
+            reply = transport.pull(PullQuery("bench-cg", mq, offset, 32))
             if not reply.messages:
                 return got
             got += len(reply.messages)
