@@ -116,16 +116,11 @@ class Worker:
         self.reput.chunk = PUBLISH_CHUNK
         self.reput.round_budget = ROUND_RECORDS
         self.reput.on_progress = lambda offset: state.set(Slot.DISPATCHED, offset)
-        # Record by record here: the child publishes progress every PUBLISH_CHUNK
-        # records, so batches would be small, and its restart after a SIGKILL is
-        # proven against the per-record index rebuild only.
-        self.reput.batch = None
         index_from = start.index_from
         if start.restart and self.index is not None:
             index_from = self.index.end_phy_offset if self.index.files else self.segments.min_offset
         if index_from is not None and self.index is not None:
             self.reput.catch_up = IndexCatchUp(self.segments, self.dispatcher, index_from)
-            self.reput.catch_up.batch = None
         self._min_physical = 0
         self.flusher = ConsumeQueueFlusher(
             self.queues,

@@ -237,6 +237,7 @@ class IndexFile:
         self.index_count = count
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
+        faults.point("index_slots_written", what=str(self.path))
         # Slots, counts and the header are overwritten in place while the store may
         # read them from another process (``dispatch_process``): packed first, then
         # copied in, because ``pack_into`` zeroes its target before filling it and a
@@ -311,6 +312,7 @@ class IndexFile:
             entries["v"] = prev
             at = self._entries_pos + count * ifmt.ENTRY_SIZE
             mm[at : at + n * ifmt.ENTRY_SIZE] = entries.tobytes()
+            faults.point("index_entries_written", what=str(self.path))
             table[s_sorted[last]] = n_sorted[last]
         finally:
             del table  # no buffer export may outlive the call (close unmaps)
@@ -319,6 +321,7 @@ class IndexFile:
         self.index_count = count
         self.end_phy_offset = end_phy = int(phys[-1])
         self.end_timestamp = end_ts = int(ts[-1])
+        faults.point("index_slots_written", what=str(self.path))
         mm[0 : ifmt.HEADER_SIZE] = _HEADER_BYTES(
             self.begin_timestamp, end_ts, self.begin_phy_offset, end_phy, used, count
         )
@@ -361,6 +364,62 @@ class IndexFile:
             end = min(self.file_size, -(-need_end // mmap.PAGESIZE) * mmap.PAGESIZE)
             reserve(self._fd, start, end - start, what=str(self.path))
         self._reserved_to = end
+
+    # ----------------------------------------------------------------- repair
+
+    @property
+    def header_written(self) -> bool:
+        """Whether the file's header was ever written (a file is created with a count
+        of 1 before any entry: 0 means its creator was killed between sizing the file
+        and writing the header)."""
+        return bool(ifmt.HEADER.unpack_from(self._mm, 0)[5] != 0)
+
+    def roll_back_uncounted(self) -> int:
+        """Undo what a writer killed in the middle of a put left past the header's count;
+        return the number of slot heads put back.
+
+        A put (:meth:`put_hashes`, :meth:`put_entries`) writes its entries, then the slot
+        heads that point at them, then the header whose count covers them. A writer
+        killed before the header leaves heads pointing at entries numbered
+        ``>= indexCount``, while the header still describes the file as it was before
+        the put. The restarted writer resumes from the header (the index catch-up
+        starts at its last message) and puts those entries again, and a put takes a
+        head past the count for an empty slot (the older entries of that slot are cut
+        off: their keys are no longer found) and a head equal to it for a valid
+        predecessor (the new entry points at itself). Each such head is walked back
+        through the uncounted entries' ``prevIndex`` links to the value it had before
+        the put: the entries are whole (written before any head pointed at them), and
+        each links to an older one. The entries past the count are left as they are:
+        nothing points at them any more, and the put done again writes the same bytes
+        over them.
+
+        For the writer only (at load, before any put); a reader never calls it.
+        """
+        count = self.index_count
+        mm = self._mm
+        at = self._entries_pos + count * ifmt.ENTRY_SIZE
+        if count >= self.index_num or mm[at : at + ifmt.ENTRY_SIZE] == _EMPTY_ENTRY:
+            return 0  # no entry past the count, so no head points at one
+        table = np.frombuffer(mm, ">i4", self.hash_slot_num, ifmt.HEADER_SIZE)
+        prevs = np.frombuffer(mm, _ENTRY_DTYPE, self.index_num, self._entries_pos)["v"]
+        try:
+            bad = np.flatnonzero(table >= count)
+            if not bad.size:
+                return 0
+            heads = table[bad].astype(np.int64)
+            past = heads >= count
+            while past.any():
+                v = heads[past]
+                inside = v < self.index_num
+                prev = np.zeros(v.size, np.int64)
+                prev[inside] = prevs[v[inside]]
+                # A put links an entry to an older one; anything else is not a put's.
+                heads[past] = np.where((prev >= 0) & (prev < v), prev, 0)
+                past = heads >= count
+            table[bad] = heads
+            return int(bad.size)
+        finally:
+            del table, prevs  # no buffer export may outlive the call (close unmaps)
 
     # ------------------------------------------------------------------ lookup
 

@@ -141,6 +141,10 @@ class IndexService:
     def load(self, *, last_exit_ok: bool, index_msg_timestamp: int) -> int | None:
         """Map the index files; after a crash destroy those newer than the checkpoint.
 
+        The newest file is then rid of a put cut short by a kill
+        (:meth:`IndexFile.roll_back_uncounted`), after a clean exit too: a dispatcher
+        process restarted after a SIGKILL loads the files as they were left.
+
         Returns the CommitLog offset from which destroyed files must be re-indexed
         (None when nothing was destroyed).
 
@@ -164,6 +168,14 @@ class IndexService:
                 rebuild_from = begin if rebuild_from is None else min(rebuild_from, begin)
                 continue
             f = IndexFile(path, self.hash_slot_num, self.index_num, create=False)
+            if i == len(names) - 1 and not f.header_written:
+                # Killed between sizing the newest file and writing its header (which
+                # comes before any entry): as an empty file.
+                log.info("index: removing %s, its header never written", name)
+                f.destroy()
+                begin = self.files[-1].end_phy_offset if self.files else 0
+                rebuild_from = begin if rebuild_from is None else min(rebuild_from, begin)
+                continue
             # A header with no end time is an empty file or one whose header page was
             # lost: after a crash, rebuild it from where the previous file ended.
             torn = f.end_timestamp <= 0
@@ -176,6 +188,15 @@ class IndexService:
                 f.destroy()
                 continue
             self.files.append(f)
+        if self.files:
+            # Only the newest file is ever written, so only it can hold a killed put.
+            rolled = self.files[-1].roll_back_uncounted()
+            if rolled:
+                log.info(
+                    "index: %s: %d slot heads put back to the header's count (a put cut short)",
+                    self.files[-1].path.name,
+                    rolled,
+                )
         return rebuild_from
 
     # ----------------------------------------------------------------- writing
