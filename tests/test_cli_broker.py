@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mqstore.message import Message
-from mqstore.remoting import SendStatus
+from mqstore.remoting.values import SendStatus
 from tests.helpers import SMALL_STORE_FLAGS, cli_process
 
 
@@ -80,7 +80,7 @@ def test_consume_reads_a_store_while_a_broker_holds_it(tmp_path: Path):
 def test_sending_to_a_slave_says_it_is_a_read_only_slave(tmp_path: Path):
     from mqstore.client.producer import Producer
     from mqstore.client.remote import RemoteTransport
-    from mqstore.remoting import TransportError
+    from mqstore.remoting.errors import TransportError
 
     master, slave = _free_port_pair(), _free_port_pair()
     slave_args = ("--port", str(slave), "--role", "SLAVE", "--master-ha", f"127.0.0.1:{master + 1}")
