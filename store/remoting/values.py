@@ -121,16 +121,6 @@ class SendResult:
     queue_offset: int
 
 
-class PullStatus(enum.Enum):
-    """RocketMQ client ``PullStatus`` (SUCCESS->FOUND, 19->NO_NEW_MSG,
-    20->NO_MATCHED_MSG, 21->OFFSET_ILLEGAL)."""
-
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
-
-
 @dataclass(frozen=True, slots=True)
 class PullQuery:
     """One PULL_MESSAGE as a client asks it (RocketMQ ``PullMessageRequestHeader``)."""
@@ -147,6 +137,16 @@ class PullQuery:
     suspend_ms: int = 0
     """With more than 0 the broker holds the pull until a message arrives or the time
     runs out (sysflag 0x2, ``suspendTimeoutMillis``)."""
+
+
+class PullStatus(enum.Enum):
+    """RocketMQ client ``PullStatus`` (SUCCESS->FOUND, 19->NO_NEW_MSG,
+    20->NO_MATCHED_MSG, 21->OFFSET_ILLEGAL)."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
 @dataclass(frozen=True, slots=True)
