@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 """Its units carry a delivery time instead of a tag hash (docs/format.md §3.3)."""
+CHECK_THREADS: Final = 2
+"""Queues checked at once on the driver: numpy releases the GIL in the sorts, searches
+and copies that dominate a queue's check, and the job's cores are idle by then."""
 MAX_PER_KIND: Final = 10_000
 """Findings kept per kind and queue; beyond it one summary finding says how many more."""
 
@@ -154,13 +158,18 @@ def check_queue(
             int(qo.max()) if qo.size else -1, int(rec["size"].sum()),
             int(rec["store_ts"].min()), int(rec["store_ts"].max()), int((~disp).sum()),
         )  # fmt: skip
-    d = {k: v[disp] for k, v in rec.items()}
-    order = np.lexsort((d["offset"], d["queue_offset"]))
-    d = {k: v[order] for k, v in d.items()}
+    d = rec if disp.all() else {k: v[disp] for k, v in rec.items()}
+    step = np.diff(d["queue_offset"])
+    if not (step > 0).all():  # in log order already (the usual case): no sort, no copy
+        order = np.lexsort((d["offset"], d["queue_offset"]))
+        d = {k: v[order] for k, v in d.items()}
+        step = np.diff(d["queue_offset"])
     _continuity(q, d, ctx, out)
     if (topic, queue_id) in ctx.cq_files:
-        first = np.r_[True, np.diff(d["queue_offset"]) != 0] if d["offset"].size else []
-        u = {k: v[first] for k, v in d.items()}
+        u = d
+        if not (step != 0).all():
+            first = np.r_[True, step != 0]
+            u = {k: v[first] for k, v in d.items()}
         _units(topic, queue_id, u, ctx, out)
     return out.done(q), stats
 
@@ -339,13 +348,19 @@ def check_queues(
     packed: dict[tuple[str, int], list[bytes]] = {key: [] for key in cq_queues}
     for t, q, blob in records:
         packed.setdefault((t, q), []).append(blob)
-    findings: list[Finding] = []
-    stats: list[QueueStats] = []
-    for (topic, queue_id), blobs in sorted(packed.items()):
+
+    def one(item: tuple[tuple[str, int], list[bytes]]) -> tuple[list[Finding], QueueStats | None]:
+        (topic, queue_id), blobs = item
         arr = np.frombuffer(b"".join(blobs), RECORD_DTYPE)
         cols = {c: arr[c].astype(np.int64) for c in _REC_COLS}
-        found, st = check_queue(topic, queue_id, cols, ctx)
-        findings += found
-        if st is not None:
-            stats.append(st)
+        return check_queue(topic, queue_id, cols, ctx)
+
+    findings: list[Finding] = []
+    stats: list[QueueStats] = []
+    items = sorted(packed.items())
+    with ThreadPoolExecutor(max(1, min(CHECK_THREADS, len(items)))) as pool:
+        for found, st in pool.map(one, items):
+            findings += found
+            if st is not None:
+                stats.append(st)
     return findings, stats
