@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.pulls import PullOutcome, PullRequest
+from mqstore.closeable import Closeable
 from mqstore.consumequeue.results import StoredMessage
 from mqstore.message import Message
 from mqstore.remoting.codes import ResponseCode
@@ -81,7 +82,7 @@ def pull_reply(outcome: PullOutcome) -> PullReply:
     )
 
 
-class InProcessTransport:
+class InProcessTransport(Closeable):
     """A client's connection to an in-process broker core."""
 
     def __init__(self, core: BrokerCore, client_host: str = "127.0.0.1") -> None:

@@ -40,6 +40,7 @@ from typing import Final
 
 from mqstore.client.acl_hook import RpcHook
 from mqstore.client.transport import TransportError
+from mqstore.closeable import Closeable
 from mqstore.remoting.codec import (
     CLOSED,
     NEED_DATA,
@@ -286,7 +287,7 @@ class _Connection:
             self._reader.join(timeout=5)
 
 
-class RemotingClient:
+class RemotingClient(Closeable):
     """Request/response and oneway RPC to any number of addresses, from any thread.
 
     Args:

@@ -21,9 +21,8 @@ from tests.helpers import make_store
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[MessageStore]:
     """A fresh harness store, closed after the test."""
-    s = make_store(tmp_path)
-    yield s
-    s.close()
+    with make_store(tmp_path) as s:
+        yield s
 
 
 @pytest.fixture

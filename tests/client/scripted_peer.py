@@ -15,6 +15,7 @@ import socket
 import threading
 from collections.abc import Callable
 
+from mqstore.closeable import Stoppable
 from mqstore.remoting.codec import CLOSED, NEED_DATA, FrameDecoder, RemotingCommand, encode
 
 Respond = Callable[[RemotingCommand], list[RemotingCommand]]
@@ -27,7 +28,7 @@ def echo(request: RemotingCommand) -> list[RemotingCommand]:
     return [request.make_response(0, ext_fields=request.ext_fields, body=request.body)]
 
 
-class ScriptedPeer:
+class ScriptedPeer(Stoppable):
     def __init__(self, respond: Respond = echo, port: int = 0) -> None:
         self.respond = respond
         self.port = port

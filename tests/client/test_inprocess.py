@@ -41,9 +41,8 @@ def core(tmp_path: Path) -> Iterator[BrokerCore]:
 
 @pytest.fixture
 def transport(core: BrokerCore) -> Iterator[InProcessTransport]:
-    t = InProcessTransport(core)
-    yield t
-    t.close()
+    with InProcessTransport(core) as t:
+        yield t
 
 
 MQ = MessageQueue("T", "broker-a", 0)

@@ -20,16 +20,14 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def peer() -> Iterator[ScriptedPeer]:
-    p = ScriptedPeer().start()
-    yield p
-    p.stop()
+    with ScriptedPeer() as p:
+        yield p
 
 
 @pytest.fixture
 def client() -> Iterator[RemotingClient]:
-    c = RemotingClient()
-    yield c
-    c.close()
+    with RemotingClient() as c:
+        yield c
 
 
 def request(n: int) -> RemotingCommand:

@@ -13,6 +13,7 @@ from mqstore import FlushDiskType, Message, MessageStore
 from mqstore.broker.core import BrokerConfig, BrokerCore
 from mqstore.broker.server import BrokerServer
 from mqstore.client.remoting_client import RemotingClient
+from mqstore.closeable import Closeable
 from mqstore.pop import PopConfig, PopService
 from tests.helpers import make_store, until
 
@@ -42,7 +43,7 @@ def pop(store: MessageStore) -> Iterator[PopService]:
     svc.close()
 
 
-class Broker:
+class Broker(Closeable):
     """Store + core + server on a free port; ``restart`` keeps the directory."""
 
     def __init__(self, tmp_path: Path) -> None:
@@ -70,16 +71,14 @@ class Broker:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path)
-    yield b
-    b.close()
+    with Broker(tmp_path) as b:
+        yield b
 
 
 @pytest.fixture
 def client() -> Iterator[RemotingClient]:
-    c = RemotingClient()
-    yield c
-    c.close()
+    with RemotingClient() as c:
+        yield c
 
 
 def send(broker: Broker, bodies: list[bytes], queue_id: int = 0) -> None:
