@@ -85,7 +85,8 @@ class RecordArrays:
 
     ``position``, ``body_pos`` and ``props_pos`` are positions in the scanned buffer.
     ``topic_id`` indexes :attr:`topics`. ``tags_code`` is ``tags_code(TAGS)`` (0 without
-    tags). ``torn`` marks properties ending in a zero byte (recovery's torn-tail rule).
+    tags, or from a scan asked for no tags). ``torn`` marks properties ending in a zero
+    byte (recovery's torn-tail rule).
     Index keys (only when asked for): ``key_hash[i]`` belongs to record
     ``key_record[i]``, UNIQ_KEY first then each KEYS token, as the dispatcher indexes
     them; ``crc_ok`` is all true when the CRC was not checked.
@@ -203,15 +204,18 @@ def scan(
     *,
     check_crc: bool = True,
     keys: bool = False,
+    tags: bool = True,
     max_records: int = CHUNK_RECORDS,
 ) -> BulkScan:
     """Records starting in ``[start, end)`` of ``buf[:limit]``, at most ``max_records``.
 
-    See the module doc for the contract. ``keys`` also hashes each record's index keys.
+    See the module doc for the contract. ``keys`` also hashes each record's index keys;
+    without ``tags`` (and ``keys``) the properties are not parsed and every
+    ``tags_code`` is 0 (for a caller that reads the properties itself).
     Pass bytes, a memoryview or a read-only mmap; nothing is kept referencing it.
     """
     with memoryview(buf) as view:
-        return _scan(view, start, end, limit, check_crc, keys, max_records)
+        return _scan(view, start, end, limit, check_crc, keys, max_records, tags)
 
 
 def _stop(buf: memoryview, at: int, lim: int, walked_out: bool) -> EndOfSegment | Corrupt | None:
@@ -233,6 +237,7 @@ def _scan(
     check_crc: bool,
     keys: bool,
     max_records: int,
+    tags: bool = True,
 ) -> BulkScan:
     lim = len(buf) if limit is None else limit
     positions = walk(buf, start, end, lim, max_records)
@@ -247,7 +252,7 @@ def _scan(
     if first_bad < p.size:
         stop_pos = int(p[first_bad])
         cols = {k: v[:first_bad] for k, v in cols.items()}
-    cols, extra, text_bad = _text(buf, u8, cols, keys, lim)
+    cols, extra, text_bad = _text(buf, u8, cols, keys, lim, tags)
     if text_bad >= 0:
         stop_pos = text_bad
     crc_ok = _crc_ok(buf, cols) if check_crc else np.ones(cols["position"].size, np.bool_)
@@ -542,7 +547,12 @@ class _TextColumns:
 
 
 def _text(
-    buf: Buffer, u8: NDArray[np.uint8], cols: dict[str, I64], keys: bool, lim: int
+    buf: Buffer,
+    u8: NDArray[np.uint8],
+    cols: dict[str, I64],
+    keys: bool,
+    lim: int,
+    want_tags: bool = True,
 ) -> tuple[dict[str, I64], _TextColumns, int]:
     """The records' columns (cut at the first record whose text the codec rejects),
     their topic ids, tag codes, torn flags and (``keys``) index key hashes, and the
@@ -568,10 +578,13 @@ def _text(
         wide = wide[:cut]
     ascii_rec = wide == 0
     topic_id, topics = _topic_ids(t_flat, t_offs, t_len, ascii_rec, exact.topics)
-    props = text.Properties(p_flat, p_offs, p_len)
-    tags = text.tags_codes(p_flat, props)
-    for i, code in exact.tags.items():
-        tags[i] = code
+    if not (want_tags or keys):
+        tags = np.zeros(p_len.size, np.int64)
+    else:
+        props = text.Properties(p_flat, p_offs, p_len)
+        tags = text.tags_codes(p_flat, props)
+        for i, code in exact.tags.items():
+            tags[i] = code
     end = cols["position"] + cols["size"]
     torn = (p_len > 0) & (u8[np.clip(end - 1, 0, max(lim - 1, 0))] == 0)
     rec = np.zeros(0, np.int64)

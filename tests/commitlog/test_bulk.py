@@ -258,3 +258,14 @@ def test_high_byte_check_finds_every_byte_above_0x7f_in_a_span(buf, spans):
         truth = any(b >= 0x80 for b in buf[s : s + n])
         # Only a short span in the last seven bytes may be flagged without cause.
         assert hit == truth or (hit and 0 < n < 8 and s + 8 > len(buf))
+
+
+@given(segments())
+def test_scan_without_tags_gives_the_same_records_with_zero_tag_codes(buf):
+    full = bulk.scan(buf, 0, len(buf))
+    bare = bulk.scan(buf, 0, len(buf), tags=False)
+    assert (bare.end, bare.stop) == (full.end, full.stop)
+    assert np.array_equal(bare.records.position, full.records.position)
+    assert np.array_equal(bare.records.topic_id, full.records.topic_id)
+    assert np.array_equal(bare.records.crc_ok, full.records.crc_ok)
+    assert not bare.records.tags_code.any()

@@ -65,14 +65,15 @@ def hosts(u8: U8, pos: I64, v6: NDArray[np.bool_]) -> pa.Array:
 
     names: list[str] = []
     index = np.zeros(pos.size, np.int64)
-    for width, rows in ((fmt.IPV4_HOST_LEN, ~v6), (fmt.IPV6_HOST_LEN, v6)):
-        sel = np.flatnonzero(rows)
+    for width, which in ((fmt.IPV4_HOST_LEN, ~v6), (fmt.IPV6_HOST_LEN, v6)):
+        sel = np.flatnonzero(which)
         if not sel.size:
             continue
-        raw = np.ascontiguousarray(_rows(u8, pos[sel], width)).view(f"V{width}").ravel()
-        uniq, inverse = np.unique(raw, return_inverse=True)
+        rows = np.ascontiguousarray(_rows(u8, pos[sel], width))
+        raw = rows.view("<u8" if width == 8 else f"V{width}").ravel()  # u8: a fast sort
+        _, first, inverse = np.unique(raw, return_index=True, return_inverse=True)
         index[sel] = len(names) + inverse.ravel()
-        names.extend(_host_text(bytes(u)) for u in uniq)
+        names.extend(_host_text(rows[i].tobytes()) for i in first.tolist())
     return pa.array(names, pa.string()).take(pa.array(index))
 
 

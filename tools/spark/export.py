@@ -183,7 +183,7 @@ def export_rows(buf: Buffer, rng: ByteRange, schema: pa.Schema) -> Iterator[pa.R
     end = len(buf)
     pos = rng.start
     while pos < rng.end:
-        b = bulk.scan(buf, pos, rng.end, end, check_crc=True)
+        b = bulk.scan(buf, pos, rng.end, end, check_crc=True, tags=False)  # TAGS: columns
         arr = b.records
         bad = np.flatnonzero(~arr.crc_ok)
         if bad.size:
