@@ -175,13 +175,13 @@ def walk(buf: Buffer, pos: int, end: int, limit: int, max_records: int) -> list[
     stop = min(end, limit - 7)
     out: list[int] = []
     add = out.append
-    room = max_records
-    while pos < stop and room:
+    for _ in range(max_records):  # the count in C: no counter of our own per record
+        if pos >= stop:
+            break
         size, magic = unpack(buf, pos)
         if magic in magics and smallest <= size <= limit - pos:
             add(pos)
             pos += size
-            room -= 1
         else:
             break
     return out
