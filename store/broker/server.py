@@ -78,8 +78,6 @@ from mqstore.closeable import Stoppable
 from mqstore.config import BrokerRole, FlushDiskType
 from mqstore.failures import FailureCounter
 from mqstore.remoting.codec import (
-    CLOSED,
-    NEED_DATA,
     FrameDecoder,
     ProtocolError,
     RemotingCommand,
@@ -287,9 +285,8 @@ class _Connection(asyncio.Protocol):
                 if self._blocked or self.transport is None:
                     break
                 cmd = self.decoder.next_command()
-                if cmd is NEED_DATA or cmd is CLOSED:
+                if not isinstance(cmd, RemotingCommand):  # NEED_DATA or CLOSED
                     break
-                assert isinstance(cmd, RemotingCommand)
                 self._dispatch(cmd)
             else:  # a full turn: maybe more, after the other connections' turns
                 if not self._pump_scheduled:

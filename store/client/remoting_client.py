@@ -42,8 +42,6 @@ from mqstore.client.acl_hook import RpcHook
 from mqstore.client.transport import TransportError
 from mqstore.closeable import Closeable
 from mqstore.remoting.codec import (
-    CLOSED,
-    NEED_DATA,
     FrameDecoder,
     ProtocolError,
     RemotingCommand,
@@ -222,10 +220,7 @@ class _Connection:
             while True:
                 data = self._sock.recv(_RECV_SIZE)
                 decoder.receive_data(data)
-                while True:
-                    cmd = decoder.next_command()
-                    if cmd is NEED_DATA or cmd is CLOSED:
-                        break
+                while isinstance(cmd := decoder.next_command(), RemotingCommand):
                     self._dispatch(cmd)
                 if not data:
                     break

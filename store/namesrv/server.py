@@ -39,8 +39,6 @@ from mqstore.namesrv.routes import (
     RouteInfoManager,
 )
 from mqstore.remoting.codec import (
-    CLOSED,
-    NEED_DATA,
     FrameDecoder,
     ProtocolError,
     RemotingCommand,
@@ -75,11 +73,7 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.decoder.receive_data(data)
         try:
-            while True:
-                cmd = self.decoder.next_command()
-                if cmd is NEED_DATA or cmd is CLOSED:
-                    return
-                assert isinstance(cmd, RemotingCommand)
+            while isinstance(cmd := self.decoder.next_command(), RemotingCommand):
                 if cmd.is_response:
                     continue
                 resp = self.server.process(self, cmd)
