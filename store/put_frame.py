@@ -79,11 +79,32 @@ def _fits_fields(flag: int, reconsume: int, qid: int, born_ts: int | None) -> bo
 
 # tuple.__new__ straight away: skips the generated __new__ of a NamedTuple.
 _tuple_new = tuple.__new__
+_IPV4_HOST_LEN = fmt.IPV4_HOST_LEN
+_MAX_PROPERTIES = fmt.MAX_PROPERTIES_LENGTH
 
 Framed = tuple[list[V1Record], list[str]]
 """(records for ``CommitLog.append_v1_batch``, their UNIQ_KEYs)."""
-_TopicFramer = tuple[Callable[[int, bytes], tuple[bytes, int]], str]
-"""(``RecordEncoder.v1_framer`` of a topic, queue key prefix ``"<topic>-"``)."""
+
+
+class _TopicFrame:
+    """What the fast paths need of one topic: its ``RecordEncoder.v1_framer`` (the
+    tail and TOTALSIZE of a record, from the layout) and its queue keys
+    (``"<topic>-<queueId>"``, as :func:`~mqstore.commitlog.commitlog.queue_key`
+    builds them), each made once. Shared by threads: ``keys`` only gains equal values.
+    """
+
+    __slots__ = ("frame", "keys", "prefix")
+
+    def __init__(self, topic: str, frame: Callable[[int, bytes], tuple[bytes, int]]) -> None:
+        self.frame = frame
+        self.prefix = topic + "-"
+        self.keys: dict[int, str] = {}
+        """Queue id -> queue key, filled by :meth:`key`."""
+
+    def key(self, queue_id: int) -> str:
+        """The queue key of ``queue_id`` (an int: the caller checked), kept for next time."""
+        k = self.keys[queue_id] = self.prefix + str(queue_id)
+        return k
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +153,8 @@ class MessageFramer:
         self._compress_type = parse_type(cfg.compress_type)
         self._born_cache: dict[tuple[str, int], bytes] = {}
         self._topic_bytes: dict[str, bytes] = {}
+        self._fast_topics: dict[str, _TopicFrame] = {}
+        """The fast paths' topics."""
         self.next_uniq: Callable[[], str] = new_uniq_key
         """The UNIQ_KEY generator of the common properties (tests make ids deterministic)."""
         self.max_record = min(
@@ -255,15 +278,16 @@ class MessageFramer:
 
     def common(self, msg: Message) -> tuple[V1Record, str] | None:
         """(record for ``CommitLog.append_v1``, UNIQ_KEY) of a common message, else None."""
-        topic_bytes = self._topic_bytes.get(msg.topic)
+        topic = msg.topic
+        tf = self._fast_topics.get(topic)
         born = self._born_cache.get(msg.born_host)
         body = msg.body
         n = len(body) if type(body) is bytes else 0
         qid = msg.queue_id
         if (
-            topic_bytes is None
+            (tf is None and (tf := self._fast_topic(topic)) is None)
             or born is None
-            or len(born) != fmt.IPV4_HOST_LEN
+            or len(born) != _IPV4_HOST_LEN
             or not 0 < n < self._fast_body_limit
             or qid < 0
             or msg.sys_flag
@@ -277,10 +301,10 @@ class MessageFramer:
             keys = keys[0] if len(keys) == 1 and keys[0] else " ".join(k for k in keys if k)
         uniq = self.next_uniq()
         props = standard_properties_string(uniq, msg.tags, keys).encode()
-        if len(props) > fmt.MAX_PROPERTIES_LENGTH:
+        if len(props) > _MAX_PROPERTIES:
             return None
-        tail, version, total = self._frame(0, n, topic_bytes, props)
-        if version != 1 or total > self.max_record:
+        tail, total = tf.frame(n, props)
+        if total > self.max_record:
             return None
         flag, reconsume, born_ts = msg.flag, msg.reconsume_times, msg.born_timestamp
         if not (  # the usual message inline; else the general path says which field is wrong
@@ -290,10 +314,20 @@ class MessageFramer:
             and qid < 0x80000000
         ) and not _fits_fields(flag, reconsume, qid, born_ts):
             return None
-        crc = zlib.crc32(body) & 0x7FFFFFFF
-        record = (f"{msg.topic}-{qid}", qid, flag, born_ts, born, reconsume, body, crc, tail,
-                  total)  # fmt: skip
+        record = (tf.keys.get(qid) or tf.key(qid), qid, flag, born_ts, born, reconsume, body,
+                  zlib.crc32(body) & 0x7FFFFFFF, tail, total)  # fmt: skip
         return record, uniq
+
+    def _fast_topic(self, topic: str) -> _TopicFrame | None:
+        """The fast paths' :class:`_TopicFrame` of ``topic``, made on its first fast put
+        after the general path validated it; None while the general path has not seen
+        it, or when its records cannot be framed as v1."""
+        topic_bytes = self._topic_bytes.get(topic)
+        frame = None if topic_bytes is None else self._encoder.v1_framer(topic_bytes)
+        if frame is None:
+            return None
+        tf = self._fast_topics[topic] = _TopicFrame(topic, frame)
+        return tf
 
     def common_batch(self, msgs: Sequence[Message]) -> Framed | None:
         """:meth:`common` of every message of a batch (None if any is not common).
@@ -311,22 +345,33 @@ class MessageFramer:
     def _frame_each(self, msgs: Sequence[Message], uniqs: list[str] | None) -> Framed | None:
         """The loop of :meth:`common_batch` (``uniqs`` None: ask ``next_uniq``)."""
         born_of = self._born_cache
+        topics = self._fast_topics
         body_limit = self._fast_body_limit
         max_record = self.max_record
         next_uniq = self.next_uniq
-        crc32, max_props, ipv4 = zlib.crc32, fmt.MAX_PROPERTIES_LENGTH, fmt.IPV4_HOST_LEN
-        framers: dict[str, _TopicFramer] = {}
+        crc32 = zlib.crc32
         records: list[V1Record] = []
         made: list[str] = []
+        # A batch is usually one topic from one host: the last lookups are kept.
+        last_topic = last_host = None
+        tf: _TopicFrame | None = None
+        born: bytes | None = None
         for i, msg in enumerate(msgs):
             topic = msg.topic
+            if topic is not last_topic:
+                tf = topics.get(topic) or self._fast_topic(topic)
+                last_topic = topic
+            host = msg.born_host
+            if host is not last_host:
+                born = born_of.get(host)
+                last_host = host
             body = msg.body
             n = len(body) if type(body) is bytes else 0
             qid = msg.queue_id
-            born = born_of.get(msg.born_host)
             if (
-                born is None
-                or len(born) != ipv4
+                tf is None
+                or born is None
+                or len(born) != _IPV4_HOST_LEN
                 or not 0 < n < body_limit
                 or qid < 0
                 or msg.sys_flag
@@ -335,19 +380,14 @@ class MessageFramer:
                 or not msg.wait_store_msg_ok
             ):
                 return None
-            framer = framers.get(topic)
-            if framer is None:
-                framer = self._topic_framer(framers, topic)  # once per topic and batch
-                if framer is None:
-                    return None
             keys = msg.keys
             if keys is not None and type(keys) is not str:
                 keys = keys[0] if len(keys) == 1 and keys[0] else " ".join(k for k in keys if k)
             uniq = next_uniq() if uniqs is None else uniqs[i]
             props = standard_properties_string(uniq, msg.tags, keys).encode()
-            if len(props) > max_props:
+            if len(props) > _MAX_PROPERTIES:
                 return None
-            tail, total = framer[0](n, props)
+            tail, total = tf.frame(n, props)
             if total > max_record:
                 return None
             flag, reconsume, born_ts = msg.flag, msg.reconsume_times, msg.born_timestamp
@@ -359,22 +399,12 @@ class MessageFramer:
             ) and not _fits_fields(flag, reconsume, qid, born_ts):
                 return None
             records.append(
-                (framer[1] + str(qid), qid, flag, born_ts, born, reconsume, body,
+                (tf.keys.get(qid) or tf.key(qid), qid, flag, born_ts, born, reconsume, body,
                  crc32(body) & 0x7FFFFFFF, tail, total)
             )  # fmt: skip
             if uniqs is None:
                 made.append(uniq)
         return records, made if uniqs is None else uniqs
-
-    def _topic_framer(self, framers: dict[str, _TopicFramer], topic: str) -> _TopicFramer | None:
-        """The framer of ``topic``, made and kept in ``framers`` (one batch's cache);
-        None when the topic is unknown or its records cannot be framed as v1."""
-        topic_bytes = self._topic_bytes.get(topic)
-        frame = None if topic_bytes is None else self._encoder.v1_framer(topic_bytes)
-        if frame is None:
-            return None
-        framer = framers[topic] = (frame, topic + "-")
-        return framer
 
 
 __all__ = ["MAX_RECORD_SLACK", "Framed", "MessageFramer", "Refusal"]
