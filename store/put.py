@@ -96,7 +96,10 @@ class PutWriter:
         self._delay_levels = delay_levels
         self._replica_wait = replica_wait
         self._fast = replica_wait is None  # a replica must ack (SYNC_MASTER): general path
+        self._waits = flusher.waits  # ASYNC_FLUSH acks at once: no wait_for call
         self._host_hex = commitlog.store_host_hex
+        self._msg_id = (commitlog.store_host_hex + "%016X").__mod__
+        """The offset message id of a physical offset (store host, offset as 16 hex digits)."""
         self._segment_size = commitlog.file_size
 
     def _unavailable(self) -> PutResult | None:
@@ -125,10 +128,9 @@ class PutWriter:
                 if at is not None:  # else the segment is full: the general path rolls
                     phys, qoff, ts = at
                     total = record[V1_TOTAL]
-                    status = self._flusher.wait_for(phys + total)
+                    status = self._flusher.wait_for(phys + total) if self._waits else _PUT_OK
                     return _tuple_new(
-                        PutResult,
-                        (status, phys, qoff, f"{self._host_hex}{phys:016X}", total, ts, uniq, None),
+                        PutResult, (status, phys, qoff, self._msg_id(phys), total, ts, uniq, None)
                     )
         return self.put_general(msg)
 
@@ -200,7 +202,7 @@ class PutWriter:
         status = self._flusher.wait_for(physs[-1] + records[-1][V1_TOTAL])
         # The results built by C loops (map/zip), no Python frame per message: the
         # msg ids by the host prefix's "%016X" format, the field tuples by zip.
-        ids = map((self._host_hex + "%016X").__mod__, physs)
+        ids = map(self._msg_id, physs)
         fields = zip(repeat(status), physs, qoffs, ids, map(_TOTAL, records), repeat(ts), uniqs,
                      repeat(None))  # fmt: skip
         return list(map(_tuple_new, repeat(PutResult), fields))

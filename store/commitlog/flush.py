@@ -116,6 +116,8 @@ class GroupCommitter(_Service):
     """SYNC_FLUSH: batches every waiting producer behind one ``fdatasync``."""
 
     name = "group-commit"
+    waits = True
+    """:meth:`wait_for` blocks until a sync covers the offset."""
 
     def __init__(
         self,
@@ -244,6 +246,8 @@ class AsyncFlusher(_Service):
     """ASYNC_FLUSH: periodic syncs by pages written, and a thorough sync every 10 s."""
 
     name = "async-flush"
+    waits = False
+    """:meth:`wait_for` returns PUT_OK at once: a caller may skip the call."""
 
     def __init__(
         self,
