@@ -22,7 +22,7 @@ import re
 import socket
 import struct
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mqstore.errors import IllegalMessageError, IllegalTopicError
@@ -314,8 +314,10 @@ class UniqIdGenerator:
         self._next_month_ms = 0
         self._last_ms = -1
         self._time_prefix = ""
+        self._hex4 = _HEX4  # filled by the first id (_roll_month)
 
     def _roll_month(self, now_ms: int) -> None:
+        _hex4()
         t = time.localtime(now_ms / 1000)
         start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
         nxt = time.mktime((t.tm_year + (t.tm_mon == 12), t.tm_mon % 12 + 1, 1, 0, 0, 0, 0, 0, -1))
@@ -324,25 +326,26 @@ class UniqIdGenerator:
 
     def next_id(self) -> str:
         """A new 32-char (IPv4) unique id."""
-        now = time.time_ns() // 1_000_000
+        now = _time_ns() // 1_000_000
         if now != self._last_ms:
             if now >= self._next_month_ms:
                 self._roll_month(now)
             self._last_ms = now
             self._time_prefix = f"{self._prefix}{(now - self._month_start_ms) & 0xFFFFFFFF:08X}"
-        return self._time_prefix + _hex4()[next(self._counter) & 0xFFFF]
+        return self._time_prefix + self._hex4[next(self._counter) & 0xFFFF]
 
     def next_ids(self, n: int) -> list[str]:
         """``n`` new ids at once (a batch: one clock read, the same ids as ``n`` calls
         of :meth:`next_id` within one millisecond)."""
         self.next_id()  # brings the time prefix up to date (and uses one counter value)
         prefix = self._time_prefix
-        hex4 = _hex4()
+        hex4 = self._hex4
         counter = self._counter
         return [prefix + hex4[next(counter) & 0xFFFF] for _ in range(n)]
 
 
 _HEX4: list[str] = []
+_time_ns = time.time_ns
 
 
 def _hex4() -> list[str]:
@@ -359,9 +362,9 @@ def _hex4() -> list[str]:
 _default_uniq = UniqIdGenerator()
 
 
-def new_uniq_key() -> str:
-    """A fresh ``UNIQ_KEY`` from the process-wide generator."""
-    return _default_uniq.next_id()
+new_uniq_key: Callable[[], str] = _default_uniq.next_id
+"""A fresh ``UNIQ_KEY`` from the process-wide generator (its bound ``next_id``: no
+wrapper frame per put)."""
 
 
 def new_uniq_keys(n: int) -> list[str]:
