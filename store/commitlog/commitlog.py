@@ -101,8 +101,11 @@ class RollFailed(Exception):
     """A new segment could not be created (disk full, permissions)."""
 
 
+_time_ns = time.time_ns
+
+
 def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return _time_ns() // 1_000_000
 
 
 class CommitLog:
@@ -218,10 +221,11 @@ class CommitLog:
     # writes its bytes there and ends with :meth:`_commit`, all under the put lock.
 
     def _claim(
-        self, need: int, keys: Sequence[str | None], roll: bool
+        self, need: int, keys: str | Sequence[str | None], roll: bool
     ) -> tuple[MappedFile, int, int, list[int] | None] | None:
         """The reservation step: ``need`` bytes at the end of the log for records of
-        the queues ``keys`` (one key a record, in order).
+        the queues ``keys`` (one key a record, in order; a single record's key may be
+        given as the string itself).
 
         The caller holds :attr:`put_lock`. Rolls to a new segment when the records do
         not fit the current one (``roll``), or returns None with nothing changed (no
@@ -237,7 +241,8 @@ class CommitLog:
         Raises:
             RollFailed: with ``roll``, a segment could not be created or disk reserved.
         """
-        mf = self.segments.last
+        files = self.segments.files
+        mf = files[-1] if files else None
         if roll:
             if mf is None or need + _MIN_BLANK > mf.file_size - mf.wrote_position:
                 mf = self._writable() if mf is None or mf.is_full else self._roll(mf)
@@ -245,6 +250,8 @@ class CommitLog:
                 self._reserve(mf, mf.wrote_position + need)
         elif mf is None or need + _MIN_BLANK > mf.reserved - mf.wrote_position:
             return None
+        if keys.__class__ is str:  # one record of a queue: a single put
+            return mf, self._clock(), self.topic_queue_table.get(keys, 0), None
         first = keys[0]
         n = len(keys)
         if first is not None and (n == 1 or keys.count(first) == n):  # one queue: the usual
@@ -328,7 +335,7 @@ class CommitLog:
         rolls. Returns (physical offset, queue offset, store timestamp).
         """
         with self.put_lock:
-            claimed = self._claim(total, (key,), False)
+            claimed = self._claim(total, key, False)
             if claimed is None:
                 return None
             mf, ts, qoff, _ = claimed
