@@ -309,7 +309,7 @@ class _RangeKeys:
             kr = rank[kr]
             korder = np.argsort(kr, kind="stable")
             off, t, kr, kh = off[order], t[order], kr[korder], kh[korder]
-        starts = np.searchsorted(kr, np.arange(off.size + 1))
+        starts = np.r_[0, np.cumsum(np.bincount(kr, minlength=off.size))]  # kr is sorted
         return cls(off, t, starts, kh)
 
 
