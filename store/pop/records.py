@@ -109,10 +109,7 @@ class PopCheckPoint:
     @property
     def key(self) -> CkKey:
         """The merge key an ack carries."""
-        return ckey(
-            self.topic, self.group, self.queue_id, self.start_offset, self.pop_time,
-            self.broker_name,
-        )  # fmt: skip
+        return merge_key(self)
 
     def to_json(self) -> bytes:
         """The revive-topic body."""
@@ -160,10 +157,7 @@ class AckMsg:
     @property
     def key(self) -> CkKey:
         """The merge key of the checkpoint acknowledged."""
-        return ckey(
-            self.topic, self.group, self.queue_id, self.start_offset, self.pop_time,
-            self.broker_name,
-        )  # fmt: skip
+        return merge_key(self)
 
     @property
     def tag(self) -> str:
@@ -221,6 +215,11 @@ class AckMsg:
 def ckey(topic: str, group: str, queue_id: int, start: int, pop_time: int, broker: str) -> CkKey:
     """The merge key (see :data:`CkKey`)."""
     return (topic, group, queue_id, start, pop_time, broker)
+
+
+def merge_key(r: PopCheckPoint | AckMsg) -> CkKey:
+    """The merge key of a checkpoint, or of the checkpoint an ack acknowledges."""
+    return ckey(r.topic, r.group, r.queue_id, r.start_offset, r.pop_time, r.broker_name)
 
 
 def ck_unique_id(ck: PopCheckPoint) -> str:
