@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from mqstore.commitlog import format as fmt
 from mqstore.consumequeue import format as cqfmt
 from mqstore.tools.spark.layout import CqFile
 from mqstore.tools.spark.queues import QueueContext, check_queue
+from mqstore.tools.spark.reader import RECORD_DTYPE, queue_records
 
 TOPIC = "orders"
 
@@ -60,3 +62,29 @@ def test_records_in_log_order_with_a_wrong_unit_give_its_finding(tmp_path: Path)
     rec = _records([(0, 100, 0, 0), (100, 100, 1, 0), (200, 100, 2, 0)])
     found, _ = check_queue(TOPIC, 0, rec, ctx)
     assert [(f.kind, f.offset) for f in found] == [("cq_wrong_size", 20)]
+
+
+class _Columns:
+    """What queue_records reads of a scan's RecordColumns."""
+
+    def __init__(self, topic_id: list[int], queue_id: list[int]) -> None:
+        n = len(topic_id)
+        self.values = {
+            "topic_id": np.array(topic_id, np.int64), "queue_id": np.array(queue_id, np.int64),
+            "offset": np.arange(n, dtype=np.int64) * 100, "size": np.full(n, 100, np.int64),
+            "queue_offset": np.arange(n, dtype=np.int64), "sys_flag": np.zeros(n, np.int64),
+            "store_ts": np.arange(n, dtype=np.int64), "tags_code": np.zeros(n, np.int64),
+        }  # fmt: skip
+        self.topics = ["a", "b"]
+
+    def column(self, name: str) -> np.ndarray:
+        return self.values[name]
+
+
+@pytest.mark.parametrize("big", [0, 1000, -7])
+def test_records_are_grouped_per_queue_in_log_order_whatever_the_queue_ids(big: int) -> None:
+    qids = [3 + big, 5, 3 + big, 5, 3 + big]
+    packed = queue_records(_Columns([1, 0, 1, 0, 1], qids))  # type: ignore[arg-type]
+    got = [(t, q, np.frombuffer(b, RECORD_DTYPE)["offset"].tolist()) for t, q, b in packed]
+    groups = {("b", 3 + big): [0, 200, 400], ("a", 5): [100, 300]}
+    assert got == sorted((t, q, offs) for (t, q), offs in groups.items())

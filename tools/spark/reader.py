@@ -195,8 +195,14 @@ def queue_records(cols: RecordColumns) -> list[tuple[str, int, bytes]]:
     RECORD_DTYPE in log order), one value per queue instead of one row per record."""
     topic_id, queue_id = cols.column("topic_id"), cols.column("queue_id")
     key = (topic_id << 32) | (queue_id & 0xFFFFFFFF)
-    order = np.argsort(key, kind="stable")
-    _, first, sizes = np.unique(key[order], return_index=True, return_counts=True)
+    small = key.size > 0 and int(topic_id.max()) < 256 and int(queue_id.min()) >= 0
+    if small and int(queue_id.max()) < 256:  # the same order by a 16-bit key: a radix sort
+        order = np.argsort(((topic_id << 8) | queue_id).astype(np.uint16), kind="stable")
+    else:
+        order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    first = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    sizes = np.diff(np.r_[first, sorted_key.size])
     heads = order[first]
     packed = np.empty(order.size, RECORD_DTYPE)
     for name in LIST_COLUMNS:
