@@ -25,14 +25,8 @@ from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
 from mqstore.compression import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK
 from mqstore.consumequeue.results import StoredMessage, stored_message
-from mqstore.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_ORIGIN_MESSAGE_ID,
-    PROPERTY_RECONSUME_TIME,
-    PROPERTY_RETRY_TOPIC,
-    PROPERTY_WAIT_STORE_MSG_OK,
-    Message,
-)
+from mqstore.message import Message
+from mqstore.retry import retry_properties
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
@@ -98,12 +92,7 @@ def retry_message(
 ) -> Message:
     """The copy of ``original`` to store per ``target`` (see the module docstring); a
     compressed body is copied as it is, with its compression sysflag bits."""
-    props = original.properties
-    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-    props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
-    props.setdefault(PROPERTY_RETRY_TOPIC, original.topic)
-    props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, origin_msg_id or original.msg_id)
-    props[PROPERTY_RECONSUME_TIME] = str(original.reconsume_times + 1)
+    props = retry_properties(original, original.topic, origin_msg_id or original.msg_id)
     return Message(
         topic=target.topic,
         body=original.body,

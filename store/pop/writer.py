@@ -11,14 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from mqstore.consumequeue.results import StoredMessage
-from mqstore.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_ORIGIN_MESSAGE_ID,
-    PROPERTY_RECONSUME_TIME,
-    PROPERTY_RETRY_TOPIC,
-    PROPERTY_WAIT_STORE_MSG_OK,
-    Message,
-)
+from mqstore.message import Message
 from mqstore.pop.records import (
     ACK_TIME_INTERVAL_MS,
     CK_TAG,
@@ -29,6 +22,7 @@ from mqstore.pop.records import (
     ck_unique_id,
 )
 from mqstore.put import PutResult
+from mqstore.retry import retry_properties
 
 
 class Putter(Protocol):
@@ -72,13 +66,8 @@ class RecordWriter:
         flag, tags, keys and UNIQ_KEY kept (the client's message id does not change),
         ``RETRY_TOPIC`` = the topic consumed, ``RECONSUME_TIME`` and the record's
         reconsume times one more than the original's, queue 0."""
-        props = original.properties
-        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-        props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
-        props.setdefault(PROPERTY_RETRY_TOPIC, normal_topic)
-        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, original.msg_id)
-        props.setdefault(PROPERTY_FIRST_POP_TIME, str(first_pop_time))
-        props[PROPERTY_RECONSUME_TIME] = str(original.reconsume_times + 1)
+        first_pop = {PROPERTY_FIRST_POP_TIME: str(first_pop_time)}
+        props = retry_properties(original, normal_topic, original.msg_id, first_pop)
         return self._store.put_message(
             Message(
                 topic=target_topic, body=original.body, properties=props, queue_id=0,
