@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mqstore.tools.bench._flush_fuse import FILE_SIZE as FUSE_FILE_SIZE
@@ -109,30 +110,38 @@ def _durability_section(dur: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     ]
 
 
-def _fuse_lines(dur: dict[str, Any]) -> list[str]:
+def _mode_rows(table: dict[str, Any], tail: Callable[[dict[str, Any]], str]) -> list[str]:
+    """One row per flush mode: the columns both durability tables share (trials, acked,
+    acked lost, trials with acked lost), then the table's own (``tail``)."""
     lines: list[str] = []
     for mode in (m.value for m in MODES):
-        d = dur[mode]
+        d = table[mode]
         lines.append(
             f"  {mode:<13}{d['trials']:>7}{d['acked']:>8}{d['acked_lost']:>11}"
-            f"{d['trials_with_acked_lost']:>9}{d['not_suffix']:>7}{d['recovery_problems']:>9}"
-            f"  {d['pending_pages']} {d['kept_pages']}/{d['torn_pages']}"
+            f"{d['trials_with_acked_lost']:>9}{tail(d)}"
         )
     return lines
+
+
+def _fuse_lines(dur: dict[str, Any]) -> list[str]:
+    return _mode_rows(
+        dur,
+        lambda d: (
+            f"{d['not_suffix']:>7}{d['recovery_problems']:>9}"
+            f"  {d['pending_pages']} {d['kept_pages']}/{d['torn_pages']}"
+        ),
+    )
 
 
 def _durability_lines(durability: dict[str, Any]) -> list[str]:
     """Part 2's table rows, one per flush mode."""
-    lines: list[str] = []
-    for mode in (m.value for m in MODES):
-        d = durability[mode]
-        lines.append(
-            f"  {mode:<13}{d['trials']:>7}{d['acked']:>8}{d['acked_lost']:>11}"
-            f"{d['trials_with_acked_lost']:>9}{d['puts_stored']:>8}{d['records_lost']:>7}"
-            f"{d['recovery_problems']:>9}  {d['pages_kept']}/{d['pages_dropped']}/"
-            f"{d['pages_torn']}, {d['abort_lost']}"
-        )
-    return lines
+    return _mode_rows(
+        durability,
+        lambda d: (
+            f"{d['puts_stored']:>8}{d['records_lost']:>7}{d['recovery_problems']:>9}"
+            f"  {d['pages_kept']}/{d['pages_dropped']}/{d['pages_torn']}, {d['abort_lost']}"
+        ),
+    )
 
 
 def write_plot(result: dict[str, Any], path: str) -> None:
