@@ -112,9 +112,23 @@ def test_topic_stats_table_per_write_queue(client: WireClient, store: MessageSto
     assert rows[0][1] == {"lastUpdateTimestamp": 0, "maxOffset": 0, "minOffset": 0}
 
 
-def test_topic_stats_of_an_unknown_topic_is_topic_not_exist(client: WireClient) -> None:
-    r = client.call(Rq.GET_TOPIC_STATS_INFO, {"topic": "Nope"})
-    assert (r.code, r.remark) == (Rs.TOPIC_NOT_EXIST, "topic[Nope] not exist")
+@pytest.mark.parametrize(
+    ("code", "ext", "answer"),
+    [
+        (Rq.GET_TOPIC_STATS_INFO, {"topic": "Nope"}, (Rs.TOPIC_NOT_EXIST, "topic[Nope] not exist")),
+        (
+            Rq.GET_CONSUMER_CONNECTION_LIST,
+            {"consumerGroup": "none"},
+            (Rs.CONSUMER_NOT_ONLINE, "the consumer group[none] not online"),
+        ),
+    ],
+    ids=["topic-stats-of-an-unknown-topic", "connections-of-an-offline-group"],
+)
+def test_a_question_about_an_unknown_name_gets_rocketmqs_code_and_remark(
+    client: WireClient, code: Rq, ext: dict[str, str], answer: tuple[Rs, str]
+) -> None:
+    r = client.call(code, ext)
+    assert (r.code, r.remark) == answer
 
 
 # --------------------------------------------------------------- consume stats
@@ -172,11 +186,6 @@ def test_consumer_connection_list(client: WireClient) -> None:
     check_types(sub, {"classFilterMode": bool, "codeSet": list, "expressionType": str,
                       "subString": str, "subVersion": int, "tagsSet": list, "topic": str})  # fmt: skip
     assert sub["tagsSet"] == ["A", "B"] and sub["codeSet"] == [65, 66]
-
-
-def test_consumer_connection_of_an_offline_group(client: WireClient) -> None:
-    r = client.call(Rq.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "none"})
-    assert (r.code, r.remark) == (Rs.CONSUMER_NOT_ONLINE, "the consumer group[none] not online")
 
 
 def test_producer_connection_list_tracks_producer_heartbeats(
