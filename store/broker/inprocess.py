@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.pulls import PullOutcome, PullRequest
 from mqstore.closeable import Closeable
-from mqstore.consumequeue.results import StoredMessage
 from mqstore.message import Message
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.errors import BrokerError, TransportError
@@ -35,6 +34,7 @@ from mqstore.remoting.values import (
     PullQuery,
     PullReply,
     PullStatus,
+    SendBack,
     SendResult,
 )
 
@@ -253,21 +253,16 @@ class InProcessTransport(Closeable):
         self._check()
         self.core.unlock_batch(group, client_id, queues)
 
-    def send_back(
-        self,
-        group: str,
-        msg: StoredMessage,
-        delay_level: int = 0,
-        max_reconsume_times: int = 16,
-    ) -> None:
-        """Retry ``msg`` through ``%RETRY%group`` or move it to ``%DLQ%group``.
+    def send_back(self, request: SendBack) -> None:
+        """Retry the message through ``%RETRY%group`` or move it to ``%DLQ%group``.
 
         Raises:
             BrokerError: the broker refused (e.g. the message is gone).
         """
         self._check()
+        r = request
         reply = self.core.send_back(
-            group, msg.physical_offset, delay_level, "", max_reconsume_times
+            r.group, r.msg.physical_offset, r.delay_level, "", r.max_reconsume_times
         )
         if reply.code is not ResponseCode.SUCCESS:
             raise BrokerError(reply.code, reply.remark or "")

@@ -37,7 +37,7 @@ from mqstore.client.listener import (
 from mqstore.client.offset_store import OffsetStore
 from mqstore.client.process_queue import ProcessQueue
 from mqstore.client.scheduler import Scheduler
-from mqstore.client.transport import BrokerError, MessageModel, TransportError
+from mqstore.client.transport import BrokerError, MessageModel, SendBack, TransportError
 from mqstore.records import StoredMessage
 
 log = logging.getLogger(__name__)
@@ -125,9 +125,8 @@ class ConsumeMessageConcurrentlyService:
     def _send_back(self, m: StoredMessage, mq: MessageQueue, delay_level: int) -> bool:
         """Send ``m`` back to the broker of the queue it came from; False on failure."""
         try:
-            self._brokers.for_queue(mq).send_back(
-                self._group, m, delay_level, self._config.max_reconsume_times
-            )
+            request = SendBack(self._group, m, delay_level, self._config.max_reconsume_times)
+            self._brokers.for_queue(mq).send_back(request)
         except (TransportError, BrokerError) as e:
             self.send_back_failed += 1
             log.warning("%s send back of %s failed: %s", self._group, m.msg_id, e)

@@ -50,6 +50,7 @@ from mqstore.client.transport import (
     PullQuery,
     PullReply,
     PullStatus,
+    SendBack,
     SendResult,
     TransportError,
 )
@@ -290,26 +291,21 @@ class RemoteTransport(Closeable):
         )
         expect(resp, ResponseCode.SUCCESS)
 
-    def send_back(
-        self,
-        group: str,
-        msg: StoredMessage,
-        delay_level: int = 0,
-        max_reconsume_times: int = 16,
-    ) -> None:
-        """CONSUMER_SEND_MSG_BACK to the broker that stored ``msg``."""
+    def send_back(self, request: SendBack) -> None:
+        """CONSUMER_SEND_MSG_BACK to the broker that stored the message."""
+        msg = request.msg
         host, port = msg.store_host
         addr = f"{host}:{port}"
         if addr not in self._router.known_brokers().values():
             addr = self._router.any_broker()  # e.g. a broker behind another address
         header = {
             "offset": msg.physical_offset,
-            "group": group,
-            "delayLevel": delay_level,
+            "group": request.group,
+            "delayLevel": request.delay_level,
             "originMsgId": msg.uniq_key or msg.msg_id,
             "originTopic": msg.topic,
             "unitMode": False,
-            "maxReconsumeTimes": max_reconsume_times,
+            "maxReconsumeTimes": request.max_reconsume_times,
         }
         resp = self._router.call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header)
         expect(resp, ResponseCode.SUCCESS)

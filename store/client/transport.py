@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from mqstore.message import Message
-from mqstore.records import StoredMessage
 from mqstore.remoting.errors import BrokerError, TransportError
 from mqstore.remoting.values import (
     ConsumeFromWhere,
@@ -38,6 +37,7 @@ from mqstore.remoting.values import (
     PullQuery,
     PullReply,
     PullStatus,
+    SendBack,
     SendResult,
     SendStatus,
     SubscriptionData,
@@ -71,6 +71,7 @@ __all__ = [
     "PullQuery",
     "PullReply",
     "PullStatus",
+    "SendBack",
     "SendResult",
     "SendStatus",
     "SubscriptionData",
@@ -158,15 +159,10 @@ class Transport(Protocol):
         """UNLOCK_BATCH_MQ."""
         ...
 
-    def send_back(
-        self,
-        group: str,
-        msg: StoredMessage,
-        delay_level: int = 0,
-        max_reconsume_times: int = 16,
-    ) -> None:
-        """CONSUMER_SEND_MSG_BACK: retry ``msg`` later through ``%RETRY%group`` (delay
-        level 3 + reconsume times when 0), or to ``%DLQ%group`` past the maximum."""
+    def send_back(self, request: SendBack) -> None:
+        """CONSUMER_SEND_MSG_BACK: retry the message later through ``%RETRY%group``
+        (delay level 3 + reconsume times when 0), or to ``%DLQ%group`` past the
+        maximum."""
         ...
 
     def set_consumer_ids_changed(self, handler: ConsumerIdsChanged | None) -> None:

@@ -139,6 +139,19 @@ class PullQuery:
     runs out (sysflag 0x2, ``suspendTimeoutMillis``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class SendBack:
+    """One CONSUMER_SEND_MSG_BACK: ``msg`` failed in ``group`` and goes back for retry
+    (RocketMQ ``ConsumerSendMsgBackRequestHeader``)."""
+
+    group: str
+    msg: StoredMessage
+    delay_level: int = 0
+    """0: the broker picks level 3 + reconsume times; below 0: straight to the DLQ."""
+    max_reconsume_times: int = 16
+    """Past this many reconsumes the message goes to ``%DLQ%group``."""
+
+
 class PullStatus(enum.Enum):
     """RocketMQ client ``PullStatus`` (SUCCESS->FOUND, 19->NO_NEW_MSG,
     20->NO_MATCHED_MSG, 21->OFFSET_ILLEGAL)."""

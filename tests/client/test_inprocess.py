@@ -19,6 +19,7 @@ from mqstore.client.transport import (
     Heartbeat,
     PullQuery,
     PullStatus,
+    SendBack,
     SendStatus,
     Transport,
     TransportError,
@@ -137,7 +138,7 @@ def test_send_back_moves_a_message_to_the_dlq_past_max(transport: InProcessTrans
     transport.send("pg", MQ, [Message("T", b"x")])
     transport.core.store.wait_dispatched()
     msg = transport.pull(PullQuery("g", MQ, 0, 1)).messages[0]
-    transport.send_back("g", msg, max_reconsume_times=0)
+    transport.send_back(SendBack("g", msg, max_reconsume_times=0))
     transport.core.store.wait_dispatched()
     dlq = MessageQueue("%DLQ%g", "broker-a", 0)
     assert transport.pull(PullQuery("g", dlq, 0, 1)).messages[0].body == b"x"

@@ -20,6 +20,7 @@ from mqstore.client.transport import (
     Heartbeat,
     PullQuery,
     PullStatus,
+    SendBack,
     SendStatus,
     SubscriptionData,
     TransportError,
@@ -163,7 +164,9 @@ def test_queue_lock_is_exclusive_until_unlocked(address: str) -> None:
 def test_send_back_puts_the_message_on_the_retry_topic(transport: RemoteTransport) -> None:
     result = send(transport, "sb", b"retry me")
     (msg,) = pull_until(transport, result.queue, 1)
-    transport.send_back("g-sb", msg, delay_level=0, max_reconsume_times=0)  # straight to DLQ
+    transport.send_back(
+        SendBack("g-sb", msg, delay_level=0, max_reconsume_times=0)
+    )  # straight to DLQ
     dlq = MessageQueue("%DLQ%g-sb", transport.broker_name, 0)
     (dead,) = pull_until(transport, dlq, 1)
     assert dead.body == b"retry me"
