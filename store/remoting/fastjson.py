@@ -160,13 +160,9 @@ class _Parser:
                 raise self.fail(pos, "':' expected")
             value, pos = self.value(self.ws(pos + 1), depth)
             result[key] = value
-            pos = self.ws(pos)
-            if self.text.startswith(",", pos):
-                pos = self.ws(pos + 1)
-            elif self.text.startswith("}", pos):
-                return result, pos + 1
-            else:
-                raise self.fail(pos, "',' or '}' expected")
+            done, pos = self.after_item(pos, "}")
+            if done:
+                return result, pos
 
     def array(self, pos: int, depth: int) -> tuple[list[Any], int]:
         self.check_depth(pos, depth)
@@ -177,13 +173,23 @@ class _Parser:
         while True:
             value, pos = self.value(pos, depth)
             result.append(value)
-            pos = self.ws(pos)
-            if self.text.startswith(",", pos):
-                pos = self.ws(pos + 1)
-            elif self.text.startswith("]", pos):
-                return result, pos + 1
-            else:
-                raise self.fail(pos, "',' or ']' expected")
+            done, pos = self.after_item(pos, "]")
+            if done:
+                return result, pos
+
+    def after_item(self, pos: int, close: str) -> tuple[bool, int]:
+        """After an object member or array element: ``(False, next item)`` past a comma,
+        ``(True, past close)`` at ``close``.
+
+        Raises:
+            FastjsonError: neither comes next.
+        """
+        pos = self.ws(pos)
+        if self.text.startswith(",", pos):
+            return False, self.ws(pos + 1)
+        if self.text.startswith(close, pos):
+            return True, pos + 1
+        raise self.fail(pos, f"',' or '{close}' expected")
 
 
 def loads(text: str | bytes) -> Any:
