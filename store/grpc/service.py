@@ -116,6 +116,22 @@ def _guarded(response: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
     return wrap
 
 
+def _unsupported(what: str) -> Any:
+    return status(Code.NOT_IMPLEMENTED, f"{what} is not supported by mqstore")
+
+
+def _not_implemented(rpc: str, why: str) -> Callable[[Any, Any, Any], Any]:
+    """A unary handler that answers ``rpc`` with NOT_IMPLEMENTED (``why`` is its doc)."""
+    response = getattr(svc, f"{rpc}Response")
+
+    def handler(self: Any, request: Any, context: Any) -> Any:
+        return response(status=_unsupported(rpc))
+
+    handler.__name__ = handler.__qualname__ = rpc
+    handler.__doc__ = f"NOT_IMPLEMENTED: {why}."
+    return handler
+
+
 def _status_of(e: Exception, where: str) -> Any:
     if isinstance(e, convert.RequestRefusedError):
         return status(e.code, e.message)
@@ -488,37 +504,18 @@ class MessagingService:
 
     # ------------------------------------------------------------ not implemented
 
-    @staticmethod
-    def _unsupported(what: str) -> Any:
-        return status(Code.NOT_IMPLEMENTED, f"{what} is not supported by mqstore")
-
-    def EndTransaction(self, request: Any, context: Any) -> Any:
-        """NOT_IMPLEMENTED: no transactional messages."""
-        return svc.EndTransactionResponse(status=self._unsupported("EndTransaction"))
-
-    def RecallMessage(self, request: Any, context: Any) -> Any:
-        """NOT_IMPLEMENTED: no recall of delayed messages."""
-        return svc.RecallMessageResponse(status=self._unsupported("RecallMessage"))
-
-    def SyncLiteSubscription(self, request: Any, context: Any) -> Any:
-        """NOT_IMPLEMENTED: no lite topics."""
-        return svc.SyncLiteSubscriptionResponse(status=self._unsupported("SyncLiteSubscription"))
-
-    def UpdateOffset(self, request: Any, context: Any) -> Any:
-        """NOT_IMPLEMENTED: the 5.x pull consumer is not served (remoting pull is)."""
-        return svc.UpdateOffsetResponse(status=self._unsupported("UpdateOffset"))
-
-    def GetOffset(self, request: Any, context: Any) -> Any:
-        """NOT_IMPLEMENTED (see :meth:`UpdateOffset`)."""
-        return svc.GetOffsetResponse(status=self._unsupported("GetOffset"))
-
-    def QueryOffset(self, request: Any, context: Any) -> Any:
-        """NOT_IMPLEMENTED (see :meth:`UpdateOffset`)."""
-        return svc.QueryOffsetResponse(status=self._unsupported("QueryOffset"))
+    EndTransaction = _not_implemented("EndTransaction", "no transactional messages")
+    RecallMessage = _not_implemented("RecallMessage", "no recall of delayed messages")
+    SyncLiteSubscription = _not_implemented("SyncLiteSubscription", "no lite topics")
+    UpdateOffset = _not_implemented(
+        "UpdateOffset", "the 5.x pull consumer is not served (remoting pull is)"
+    )
+    GetOffset = _not_implemented("GetOffset", "see UpdateOffset")
+    QueryOffset = _not_implemented("QueryOffset", "see UpdateOffset")
 
     def PullMessage(self, request: Any, context: Any) -> Iterator[Any]:
         """NOT_IMPLEMENTED (see :meth:`UpdateOffset`)."""
-        yield svc.PullMessageResponse(status=self._unsupported("PullMessage"))
+        yield svc.PullMessageResponse(status=_unsupported("PullMessage"))
 
 
 __all__ = ["ClientType", "MessagingService", "ServiceConfig"]
