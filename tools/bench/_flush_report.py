@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from mqstore.tools.bench._flush_fuse import FILE_SIZE as FUSE_FILE_SIZE
@@ -86,7 +85,7 @@ def _durability_section(dur: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f"child process, {FUSE_FILE_SIZE // 1024} KiB segments, index on",
             f"  {'mode':<13}{'trials':>7}{'acked':>8}{'ACKED LOST':>11}{'(trials)':>9}"
             f"{'holes':>7}{'problems':>9}  pending pages kept/torn",
-            *_fuse_lines(dur),
+            *_mode_rows(dur, _FUSE_ROW),
             "  acked lost: acknowledged to the producer before the cut, missing or different",
             "  after recovery; holes: trials where a lost message was followed by a kept one",
             "  (a loss that is not a suffix); problems: corrupt or wrong record served,",
@@ -101,7 +100,7 @@ def _durability_section(dur: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         "segments",
         f"  {'mode':<13}{'trials':>7}{'acked':>8}{'ACKED LOST':>11}{'(trials)':>9}"
         f"{'stored':>8}{'lost':>7}{'problems':>9}  pages kept/dropped/torn, abort lost",
-        *_durability_lines(dur),
+        *_mode_rows(dur, _DURABILITY_ROW),
         "  acked lost: PUT_OK before the power failed, missing or different after recovery;",
         "  lost: every put written to the log and not recovered; problems: corrupt record",
         "  served, wrong record at an offset, inconsistent log, put refused after reopen.",
@@ -110,38 +109,20 @@ def _durability_section(dur: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     ]
 
 
-def _mode_rows(table: dict[str, Any], tail: Callable[[dict[str, Any]], str]) -> list[str]:
-    """One row per flush mode: the columns both durability tables share (trials, acked,
-    acked lost, trials with acked lost), then the table's own (``tail``)."""
-    lines: list[str] = []
-    for mode in (m.value for m in MODES):
-        d = table[mode]
-        lines.append(
-            f"  {mode:<13}{d['trials']:>7}{d['acked']:>8}{d['acked_lost']:>11}"
-            f"{d['trials_with_acked_lost']:>9}{tail(d)}"
-        )
-    return lines
+_ROW = "  {mode:<13}{trials:>7}{acked:>8}{acked_lost:>11}{trials_with_acked_lost:>9}"
+"""The columns both durability tables start with; each table's own follow."""
+_FUSE_ROW = (
+    _ROW + "{not_suffix:>7}{recovery_problems:>9}  {pending_pages} {kept_pages}/{torn_pages}"
+)
+_DURABILITY_ROW = _ROW + (
+    "{puts_stored:>8}{records_lost:>7}{recovery_problems:>9}"
+    "  {pages_kept}/{pages_dropped}/{pages_torn}, {abort_lost}"
+)
 
 
-def _fuse_lines(dur: dict[str, Any]) -> list[str]:
-    return _mode_rows(
-        dur,
-        lambda d: (
-            f"{d['not_suffix']:>7}{d['recovery_problems']:>9}"
-            f"  {d['pending_pages']} {d['kept_pages']}/{d['torn_pages']}"
-        ),
-    )
-
-
-def _durability_lines(durability: dict[str, Any]) -> list[str]:
-    """Part 2's table rows, one per flush mode."""
-    return _mode_rows(
-        durability,
-        lambda d: (
-            f"{d['puts_stored']:>8}{d['records_lost']:>7}{d['recovery_problems']:>9}"
-            f"  {d['pages_kept']}/{d['pages_dropped']}/{d['pages_torn']}, {d['abort_lost']}"
-        ),
-    )
+def _mode_rows(table: dict[str, Any], row: str) -> list[str]:
+    """One ``row`` per flush mode, filled from that mode's entry of ``table``."""
+    return [row.format_map({**table[mode], "mode": mode}) for mode in (m.value for m in MODES)]
 
 
 def write_plot(result: dict[str, Any], path: str) -> None:
