@@ -97,7 +97,13 @@ def gather(src: Any, starts: I64, lens: I64) -> tuple[U8, I64]:
     concatenation. Short spans (topics, values) are read with one index per byte
     (:func:`flat_index`), cheaper below ~48 bytes a span; long ones (a properties
     string) are copied as fixed-width rows (:func:`_rows_at`) and the span bytes kept,
-    or, when their lengths differ widely, joined as memoryview slices (one copy each)."""
+    or, when their lengths differ widely, joined as memoryview slices (one copy each).
+    Spans all of one length (a topic, UNIQ_KEY values) are the rows themselves."""
+    if lens.size and int(lens[0]) > 0 and bool((lens == lens[0]).all()):
+        width = int(lens[0])
+        u8 = np.frombuffer(src, np.uint8)
+        if int(starts.min()) >= 0 and int(starts.max()) <= u8.size - width:
+            return _rows_at(u8, starts, width).reshape(-1), np.arange(lens.size) * width
     if lens.size == 0 or int(lens.sum()) < _JOIN_MIN_MEAN * lens.size:
         at, offs = flat_index(starts, lens)
         flat: U8 = np.frombuffer(src, np.uint8)[at] if at.size else np.zeros(0, np.uint8)

@@ -55,6 +55,17 @@ def test_gather_concatenates_any_spans_including_ones_at_the_buffer_end(case):
     assert offs.tolist() == [sum(n for _, n in spans[:i]) for i in range(len(spans))]
 
 
+@given(st.binary(min_size=1, max_size=200), st.integers(1, 40), st.data())
+def test_gather_of_spans_all_of_one_length_concatenates_them(data, length, draw):
+    length = min(length, len(data))
+    starts = draw.draw(st.lists(st.integers(0, len(data) - length), min_size=1, max_size=12))
+    if draw.draw(st.booleans()):
+        starts.append(len(data) - length)  # one ends with the buffer
+    flat, offs = text.gather(data, np.array(starts, np.int64), np.full(len(starts), length))
+    assert flat.tobytes() == b"".join(data[s : s + length] for s in starts)
+    assert offs.tolist() == [i * length for i in range(len(starts))]
+
+
 @settings(max_examples=300)
 @given(st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=80), max_size=12))
 def test_java_hash_of_ascii_spans_is_string_hashcode(words):
