@@ -53,6 +53,8 @@ _SPACE: Final = ord(" ")
 _MIN_SEGMENT: Final = 3
 _KEY_BYTES: Final = 8
 """Names up to 8 bytes (TAGS, KEYS, UNIQ_KEY) are compared as one big-endian uint64."""
+KEY_BYTES: Final = _KEY_BYTES
+"""Names up to this long are identified exactly by ``Properties.name_key``."""
 _NAME_MASKS: Final = np.array(
     [((1 << 64) - 1) ^ ((1 << (8 * (_KEY_BYTES - n))) - 1) for n in range(_KEY_BYTES + 1)],
     np.uint64,

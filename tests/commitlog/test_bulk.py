@@ -28,7 +28,9 @@ needs_fixtures = pytest.mark.skipif(
     not FIXTURES.is_dir(), reason=f"real RocketMQ fixtures not found at {FIXTURES}"
 )
 
-NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "a", "TAG", "KEYSX"])
+NAMES = st.sampled_from(
+    ["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "a", "TAG", "KEYSX", "UNIQ_KEYS", "__STARTDELIVERTIME"]
+)
 ASCII_VALUE = st.text(st.sampled_from("ab Z9#\x01 \x02-"), max_size=12)
 ANY_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 

@@ -157,7 +157,12 @@ class PropertyColumns:
         p = self.props
         keep = np.ones(p.start.size, np.bool_)
         v_start, v_len = p.value_start.copy(), p.value_len.copy()
-        name_hash = text.java_hash(self.flat, p.start, p.name_len).astype(np.int64)
+        # a name's identity: its first 8 bytes (exact up to 8 bytes), else its hash
+        # (same-hash names are compared byte for byte in _merge_repeats)
+        name_hash = p.name_key.view(np.int64).copy()
+        long = np.flatnonzero(p.name_len > text.KEY_BYTES)
+        if long.size:
+            name_hash[long] = text.java_hash(self.flat, p.start[long], p.name_len[long])
         order = np.lexsort((name_hash, p.name_len, p.record))
         same = (
             (p.record[order][1:] == p.record[order][:-1])
