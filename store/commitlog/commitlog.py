@@ -108,6 +108,10 @@ def _now_ms() -> int:
     return _time_ns() // 1_000_000
 
 
+_WALL_CLOCK: Final = _now_ms
+"""The default clock, which :meth:`CommitLog._claim` reads inline (no frame per put)."""
+
+
 class CommitLog:
     """Appends and reads records over a :class:`Segments`.
 
@@ -250,12 +254,14 @@ class CommitLog:
                 self._reserve(mf, mf.wrote_position + need)
         elif mf is None or need + _MIN_BLANK > mf.reserved - mf.wrote_position:
             return None
+        clock = self._clock
+        ts = _time_ns() // 1_000_000 if clock is _WALL_CLOCK else clock()
         if keys.__class__ is str:  # one record of a queue: a single put
-            return mf, self._clock(), self.topic_queue_table.get(keys, 0), None
+            return mf, ts, self.topic_queue_table.get(keys, 0), None
         first = keys[0]
         n = len(keys)
         if first is not None and (n == 1 or keys.count(first) == n):  # one queue: the usual
-            return mf, self._clock(), self.topic_queue_table.get(first, 0), None
+            return mf, ts, self.topic_queue_table.get(first, 0), None
         table = self.topic_queue_table
         qoffs: list[int] = []
         after: dict[str, int] = {}
@@ -268,7 +274,7 @@ class CommitLog:
                 q = table.get(key, 0)
             after[key] = q + 1
             qoffs.append(q)
-        return mf, self._clock(), qoffs[0], qoffs
+        return mf, ts, qoffs[0], qoffs
 
     def _commit(
         self,
