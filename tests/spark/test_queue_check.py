@@ -88,3 +88,26 @@ def test_records_are_grouped_per_queue_in_log_order_whatever_the_queue_ids(big: 
     got = [(t, q, np.frombuffer(b, RECORD_DTYPE)["offset"].tolist()) for t, q, b in packed]
     groups = {("b", 3 + big): [0, 200, 400], ("a", 5): [100, 300]}
     assert got == sorted((t, q, offs) for (t, q), offs in groups.items())
+
+
+def test_records_past_the_last_unit_are_one_missing_run(tmp_path: Path) -> None:
+    ctx = _context(tmp_path, [(0, 100, 0)])
+    rec = _records([(0, 100, 0, 0), (100, 100, 1, 0), (200, 100, 2, 0)])
+    found, _ = check_queue(TOPIC, 0, rec, ctx)
+    assert [(f.kind, f.offset) for f in found] == [("cq_missing", 20)]
+    assert "queue offsets 1..2 (2 messages)" in found[0].detail
+
+
+def test_a_bad_unit_is_reported_and_its_record_has_no_unit(tmp_path: Path) -> None:
+    ctx = _context(tmp_path, [(0, 100, 0), (-5, 100, 0), (200, 100, 0)])
+    rec = _records([(0, 100, 0, 0), (100, 100, 1, 0), (200, 100, 2, 0)])
+    found, _ = check_queue(TOPIC, 0, rec, ctx)
+    assert sorted((f.kind, f.offset) for f in found) == [("cq_bad_unit", 20), ("cq_missing", 20)]
+
+
+def test_units_past_the_last_record_are_one_orphan_run(tmp_path: Path) -> None:
+    ctx = _context(tmp_path, [(0, 100, 0), (100, 100, 0), (200, 100, 0)])
+    rec = _records([(0, 100, 0, 0)])
+    found, _ = check_queue(TOPIC, 0, rec, ctx)
+    assert [(f.kind, f.offset) for f in found] == [("cq_orphan", 20)]
+    assert "(2 units)" in found[0].detail

@@ -71,8 +71,11 @@ def read_units(data: bytes | mmap.mmap, cq: CqFile) -> dict[str, Any]:
     zero = (phys == 0) & (size == 0) & (tags == 0)
     blank = (phys == 0) & (size == cqfmt.BLANK_SIZE) & (tags == 0)
     keep = ~(zero | blank)
+    index = np.arange(lo, hi, dtype=np.int64)
+    if keep.all():  # the usual file: no hole, no blank unit
+        return {"index": index, "u_phys": phys, "u_size": size, "u_tags": tags}
     return {
-        "index": np.arange(lo, hi, dtype=np.int64)[keep],
+        "index": index[keep],
         "u_phys": phys[keep],
         "u_size": size[keep],
         "u_tags": tags[keep],

@@ -216,8 +216,10 @@ def _read_queue_units(files: tuple[CqFile, ...], out: _Capped, q: str) -> dict[s
     keys = ("index", "queue_offset", "u_phys", "u_size", "u_tags", "file")
     if not parts:
         return {k: np.zeros(0, dtype=np.int64) for k in keys}
-    u = {k: np.concatenate([p[k] for p in parts]) for k in keys}
+    u = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in keys}
     bad = (u["u_phys"] < 0) | (u["u_size"] <= 0)
+    if not bad.any():
+        return u
     for i in np.flatnonzero(bad).tolist():
         out.add(
             files[u["file"][i]].rel_path, int(u["index"][i]) * cqfmt.UNIT_SIZE, "cq_bad_unit",
@@ -307,7 +309,8 @@ def _units(
     files = ctx.cq_files[(topic, queue_id)]
     u = _read_queue_units(files, out, q)
     rq = r["queue_offset"]
-    idx = np.searchsorted(rq, u["queue_offset"])
+    same = rq.size == u["queue_offset"].size and np.array_equal(rq, u["queue_offset"])
+    idx = np.arange(rq.size) if same else np.searchsorted(rq, u["queue_offset"])
     clipped = np.minimum(idx, max(rq.size - 1, 0))
     matched = (
         (idx < rq.size) & (rq[clipped] == u["queue_offset"])
@@ -316,7 +319,7 @@ def _units(
     )
     _compare_matched(topic, q, files, u, r, matched, clipped, out)
     _orphans(q, files, u, np.flatnonzero(~matched & (u["u_phys"] >= ctx.min_offset)), out)
-    missing = rq[~np.isin(rq, u["queue_offset"])]
+    missing = rq[:0] if same else rq[~np.isin(rq, u["queue_offset"])]
     holes = ctx.lost.get((topic, queue_id), ())
     size = ctx.cq_file_size
     for a, b in _runs(missing):
