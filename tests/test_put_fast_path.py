@@ -216,3 +216,48 @@ def test_a_number_out_of_its_field_is_refused_before_any_byte_is_written(
         assert _tail_after_write_position(s) == bytes(256)
     finally:
         s.close()
+
+
+topics = st.sampled_from(["T", "T-1", "Orders_2", "%RETRY%g", "x" * 127])
+queue_ids = st.sampled_from([0, 1, 2, 12, 2**31 - 1]) | st.integers(0, 2**31 - 1)
+mixed = st.builds(
+    Message,
+    topic=topics,
+    body=st.binary(min_size=1, max_size=64),
+    tags=st.none() | text,
+    keys=st.none() | text,
+    queue_id=queue_ids,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(msgs=st.lists(mixed, min_size=1, max_size=6), batch=st.booleans())
+def test_fast_paths_keep_each_topic_and_queue_apart(tmp_path_factory, msgs, batch) -> None:
+    """Puts to several topics and queues (each topic's frame and queue keys cached by
+    the framer) write the general path's bytes and continue each queue's offsets."""
+    s = make_store(tmp_path_factory.mktemp("topics"))
+    s.commitlog._clock = lambda: 1_700_000_000_123
+    try:
+        for topic in {m.topic for m in msgs}:
+            s.put_message(Message(topic=topic, body=b"warm"))
+        uniq = itertools.count()
+        s.writer.framer.next_uniq = lambda: f"{next(uniq):032X}"
+        fast = s.put_messages(msgs) if batch else [s.put_message(m) for m in msgs]
+        same_keys = iter([r.uniq_key for r in fast])
+        s.writer.framer.next_uniq = lambda: next(same_keys)
+        general = [s.writer.put_general(m) for m in msgs]
+        seen: dict[tuple[str, int], int] = {}
+        for m, a, b in zip(msgs, fast, general, strict=True):
+            assert a.status is b.status is PutStatus.PUT_OK
+            assert record(s, a.physical_offset, a.size) == record(s, b.physical_offset, b.size)
+            q = (m.topic, m.queue_id)
+            assert a.queue_offset == seen.get(q, 0 if m.queue_id else 1)  # warm puts went to 0
+            seen[q] = a.queue_offset + 1
+            rec = s.look_message_by_offset(a.physical_offset)
+            assert rec is not None and (rec.topic, rec.queue_id) == q
+        for m, b in zip(msgs, general, strict=True):  # the general path continues them
+            q = (m.topic, m.queue_id)
+            assert b.queue_offset == seen[q]
+            seen[q] += 1
+    finally:
+        s.close()
