@@ -97,6 +97,14 @@ class AppendResult(NamedTuple):
         return self.physical_offset + self.size
 
 
+class _Listed(NamedTuple):
+    """A batch's queue offsets when its records go to several queues (the reservation
+    step's answer): one per record, and each queue's next offset after the batch."""
+
+    offsets: list[int]
+    after: dict[str, int]
+
+
 class RollFailed(Exception):
     """A new segment could not be created (disk full, permissions)."""
 
@@ -226,7 +234,7 @@ class CommitLog:
 
     def _claim(
         self, need: int, keys: str | Sequence[str | None], roll: bool
-    ) -> tuple[MappedFile, int, int, list[int] | None] | None:
+    ) -> tuple[MappedFile, int, int, _Listed | None] | None:
         """The reservation step: ``need`` bytes at the end of the log for records of
         the queues ``keys`` (one key a record, in order; a single record's key may be
         given as the string itself).
@@ -234,11 +242,12 @@ class CommitLog:
         The caller holds :attr:`put_lock`. Rolls to a new segment when the records do
         not fit the current one (``roll``), or returns None with nothing changed (no
         ``roll``: the fast path, which also declines when disk is not yet reserved
-        that far). Returns (segment, store timestamp, first queue offset, queue
-        offsets): the records go at ``segment.wrote_position``. When every key is the
-        same queue (a single put, a broker's batch) the queue offsets are None and
-        the records take ``first, first + 1, ...``; otherwise they are listed, a key
-        of None (PREPARED, ROLLBACK: no queue offset) getting 0. The topic-queue
+        that far). Returns (segment, store timestamp, first queue offset, listed
+        queue offsets): the records go at ``segment.wrote_position``. When every key
+        is the same queue (a single put, a broker's batch) the listed offsets are None
+        and the records take ``first, first + 1, ...``; otherwise they are listed
+        (:class:`_Listed`), a key of None (PREPARED, ROLLBACK: no queue offset)
+        getting 0. The topic-queue
         table is advanced by :meth:`_commit`, after the write, so a write that fails
         leaves it as it was.
 
@@ -274,7 +283,7 @@ class CommitLog:
                 q = table.get(key, 0)
             after[key] = q + 1
             qoffs.append(q)
-        return mf, ts, qoffs[0], qoffs
+        return mf, ts, qoffs[0], _Listed(qoffs, after)
 
     def _commit(
         self,
@@ -282,18 +291,15 @@ class CommitLog:
         ts: int,
         keys: Sequence[str | None],
         first: int,
-        qoffs: list[int] | None,
+        listed: _Listed | None,
     ) -> None:
         """After the write of what :meth:`_claim` reserved: stamp the segment and
         advance the topic-queue table past the records (their queue's next offsets)."""
         mf.last_store_timestamp = ts
-        table = self.topic_queue_table
-        if qoffs is None:
-            table[keys[0]] = first + len(keys)  # type: ignore[index]
-            return
-        for key, q in zip(keys, qoffs, strict=True):  # a queue's last record wins
-            if key is not None:
-                table[key] = q + 1
+        if listed is None:
+            self.topic_queue_table[keys[0]] = first + len(keys)  # type: ignore[index]
+        else:
+            self.topic_queue_table.update(listed.after)
 
     def append(self, m: EncodedMessage) -> tuple[int, int, int]:
         """Append one record; return (physical offset, size, queue offset).
@@ -310,10 +316,10 @@ class CommitLog:
         with self.put_lock:
             claimed = self._claim(total, keys, True)
             assert claimed is not None  # a rolling claim returns or raises
-            mf, ts, qoff, qoffs = claimed
+            mf, ts, qoff, listed = claimed
             phys = mf.file_from_offset + mf.wrote_position
             mf.append(self._encode(m, qoff, phys, ts))
-            self._commit(mf, ts, keys, qoff, qoffs)
+            self._commit(mf, ts, keys, qoff, listed)
         self.last_store_timestamp = ts
         return phys, total, qoff
 
@@ -375,7 +381,7 @@ class CommitLog:
             if claimed is None:
                 return None
             mf, ts, q0, listed = claimed
-            qoffs = list(range(q0, q0 + len(keys))) if listed is None else listed
+            qoffs = list(range(q0, q0 + len(keys))) if listed is None else listed.offsets
             pos = mf.wrote_position
             physs = self.encoder.encode_v1_many_into(
                 mf.mapping, pos, mf.file_from_offset, ts, records, qoffs
@@ -399,7 +405,7 @@ class CommitLog:
             claimed = self._claim(total, keys, True)
             assert claimed is not None  # a rolling claim returns or raises
             mf, ts, q0, listed = claimed
-            qoffs = list(range(q0, q0 + len(keys))) if listed is None else listed
+            qoffs = list(range(q0, q0 + len(keys))) if listed is None else listed.offsets
             phys = mf.file_from_offset + mf.wrote_position
             datas: list[bytes] = []
             physs: list[int] = []
