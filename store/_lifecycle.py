@@ -188,6 +188,10 @@ class StoreLifecycle:
         self.quarantine = Quarantine.load(self.root / DAMAGE_FILE)
         if self.logics.index is not None:  # no key lookup serves a fenced record
             self.logics.index.fenced = self.quarantine.covers
+        # From here on the queues and the index are written (cut, re-dispatched, a
+        # backlog dispatched): a crash before the flusher starts must still make the
+        # next open recover abnormally, which re-indexes what this one dispatched.
+        self._write_abort(self.root / "abort")
         self.recovery = recover(
             self.segments,
             self.checkpoint,
@@ -227,8 +231,7 @@ class StoreLifecycle:
         return self.ha.replica_wait if self.ha is not None else None
 
     def start_flusher(self) -> None:
-        """Open step 4's first half: write ``abort``, start the CommitLog flusher."""
-        self._write_abort(self.root / "abort")
+        """Open step 4's first half: start the CommitLog flusher (``abort`` exists)."""
         cfg = self.cfg
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.flusher = GroupCommitter(

@@ -281,3 +281,43 @@ def test_child_killed_before_a_new_index_files_header_restarts_to_the_reference_
     assert run_child(cfg, end, point="before_index_allocate", hit=hit, restart=False)
     assert not run_child(cfg, end, restart=True)
     assert_same_as_reference(cfg, expected)
+
+
+STORE = r"""
+import json, os, signal, sys
+from mqstore import MessageStore, StoreConfig, faults
+
+root, sizes, point, hit = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+calls = [0]
+
+def kill(**_):
+    calls[0] += 1
+    if calls[0] == hit:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+faults.register(point, kill)
+store = MessageStore.open(StoreConfig(root_dir=root, **sizes))
+store.wait_dispatched(60)
+store.close()
+"""
+
+
+@pytest.mark.parametrize("hit", [2, 3, 4])
+def test_store_killed_mid_index_batch_of_its_reput_thread_reopens_to_the_reference_files(
+    log_dir: Path, expected: StoreConfig, tmp_path: Path, hit: int
+) -> None:
+    """The default store (dispatcher thread) opened over a log with no queues or index
+    dispatches it in batches (inside ``open``, before the abort file exists); killed
+    between a batch's slot heads and its header, then opened again: the reference
+    files."""
+    cfg = copy_log(log_dir, tmp_path)
+    argv = [sys.executable, "-c", STORE, str(cfg.root), json.dumps(SIZES)]
+    proc = subprocess.run(
+        [*argv, "index_slots_written", str(hit)],
+        check=False, cwd=REPO, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == -9, proc.stderr.decode()
+    s = MessageStore.open(cfg)
+    assert s.wait_dispatched(30)
+    s.close()
+    assert_same_as_reference(cfg, expected)
