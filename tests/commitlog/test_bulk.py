@@ -52,7 +52,8 @@ def props(draw: st.DrawFn) -> bytes:
 def record(draw: st.DrawFn, phys: int) -> bytes:
     born, store, v6 = raw_hosts(draw)
     version = draw(st.sampled_from([1, 1, 2]))
-    topic = draw(st.sampled_from(["t", "topicA", "%RETRY%g", "x" * 130, "é"]))
+    # "AaAa" and "BBBB": one length, one String.hashCode (topic ids must not merge them)
+    topic = draw(st.sampled_from(["t", "topicA", "%RETRY%g", "x" * 130, "é", "AaAa", "BBBB"]))
     if version == 1:
         topic = topic[:127]
     body = draw(st.binary(max_size=120))
@@ -271,3 +272,22 @@ def test_scan_without_tags_gives_the_same_records_with_zero_tag_codes(buf):
     assert np.array_equal(bare.records.topic_id, full.records.topic_id)
     assert np.array_equal(bare.records.crc_ok, full.records.crc_ok)
     assert not bare.records.tags_code.any()
+
+
+def _plain_record(phys: int, topic: str) -> bytes:
+    host = bytes([127, 0, 0, 1]) + (10911).to_bytes(4, "big")
+    return fmt.encode_raw(
+        queue_id=0, flag=0, queue_offset=0, physical_offset=phys, sys_flag=0,
+        born_timestamp=1, born_host=host, store_timestamp=1, store_host=host,
+        reconsume_times=0, prepared_transaction_offset=0, body=b"x", crc=fmt.body_crc(b"x"),
+        topic=topic.encode(), properties=b"", version=1,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("topics", [["AaAa", "BBBB"], ["AaAa", "BBBB", "t"]])
+def test_topics_with_one_length_and_one_hash_get_their_own_ids(topics):
+    buf = bytearray()
+    for i in range(6):
+        buf += _plain_record(len(buf), topics[i % len(topics)])
+    r = bulk.scan(bytes(buf), 0, len(buf)).records
+    assert [r.topics[i] for i in r.topic_id.tolist()] == [topics[i % len(topics)] for i in range(6)]
