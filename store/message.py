@@ -317,7 +317,7 @@ class UniqIdGenerator:
         self._hex4 = _HEX4  # filled by the first id (_roll_month)
 
     def _roll_month(self, now_ms: int) -> None:
-        _hex4()
+        hex4_table()
         t = time.localtime(now_ms / 1000)
         start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
         nxt = time.mktime((t.tm_year + (t.tm_mon == 12), t.tm_mon % 12 + 1, 1, 0, 0, 0, 0, 0, -1))
@@ -348,11 +348,11 @@ _HEX4: list[str] = []
 _time_ns = time.time_ns
 
 
-def _hex4() -> list[str]:
-    """The 65,536 counters as 4 uppercase hex digits, built on first use (~4 MB).
+def hex4_table() -> list[str]:
+    """The numbers 0-65535 as 4 uppercase hex digits, built on first use (~4 MB).
 
-    Every put makes a UNIQ_KEY, and a table lookup is cheaper than ``:04X``
-    formatting.
+    Every put makes a UNIQ_KEY (its counter) and an offset message id (its low 16
+    bits), and a table lookup is cheaper than ``:04X`` formatting.
     """
     if not _HEX4:
         _HEX4[:] = [f"{i:04X}" for i in range(65536)]

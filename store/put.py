@@ -32,7 +32,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.commitlog.commitlog import V1_TOTAL, CommitLog, EncodedMessage, RollFailed
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
 from mqstore.ha.service import ReplicaWait
-from mqstore.message import Message
+from mqstore.message import Message, hex4_table
 from mqstore.put_frame import MAX_RECORD_SLACK, MessageFramer, Refusal
 from mqstore.schedule import DelayLevels, redirect
 from mqstore.status import PutStatus
@@ -98,8 +98,11 @@ class PutWriter:
         self._fast = replica_wait is None  # a replica must ack (SYNC_MASTER): general path
         self._waits = flusher.waits  # ASYNC_FLUSH acks at once: no wait_for call
         self._host_hex = commitlog.store_host_hex
-        self._msg_id = (commitlog.store_host_hex + "%016X").__mod__
-        """The offset message id of a physical offset (store host, offset as 16 hex digits)."""
+        # Offset message ids (store host, offset as 16 hex digits): the offset's high
+        # 48 bits formatted once per 64 KiB of log, the low 16 bits from a table.
+        self._hex4 = hex4_table()
+        self._id_high: tuple[int, str] = (-1, "")
+        """(offset >> 16, the id's digits up to it) of the latest id."""
         self._segment_size = commitlog.file_size
 
     def _unavailable(self) -> PutResult | None:
@@ -129,10 +132,33 @@ class PutWriter:
                     phys, qoff, ts = at
                     total = record[V1_TOTAL]
                     status = self._flusher.wait_for(phys + total) if self._waits else _PUT_OK
+                    high, head = self._id_high
+                    if phys >> 16 != high:
+                        head = self._id_head(phys)
+                    msg_id = head + self._hex4[phys & 0xFFFF]
                     return _tuple_new(
-                        PutResult, (status, phys, qoff, self._msg_id(phys), total, ts, uniq, None)
+                        PutResult, (status, phys, qoff, msg_id, total, ts, uniq, None)
                     )
         return self.put_general(msg)
+
+    def _id_head(self, phys: int) -> str:
+        """The digits of ``phys``'s offset message id up to its low 16 bits (kept)."""
+        high = phys >> 16
+        head = f"{self._host_hex}{high:012X}"
+        self._id_high = (high, head)
+        return head
+
+    def _msg_ids(self, physs: list[int]) -> list[str]:
+        """The offset message ids of a batch's (increasing) physical offsets."""
+        hex4 = self._hex4
+        high, head = self._id_high
+        ids: list[str] = []
+        for phys in physs:
+            if phys >> 16 != high:
+                high = phys >> 16
+                head = self._id_head(phys)
+            ids.append(head + hex4[phys & 0xFFFF])
+        return ids
 
     def put_general(self, msg: Message) -> PutResult:
         """put_message of any message by the general path (validation, properties,
@@ -200,9 +226,8 @@ class PutWriter:
             return None
         physs, qoffs, ts = at
         status = self._flusher.wait_for(physs[-1] + records[-1][V1_TOTAL])
-        # The results built by C loops (map/zip), no Python frame per message: the
-        # msg ids by the host prefix's "%016X" format, the field tuples by zip.
-        ids = map(self._msg_id, physs)
+        # The results built by C loops (map/zip), no Python frame per message.
+        ids = self._msg_ids(physs)
         fields = zip(repeat(status), physs, qoffs, ids, map(_TOTAL, records), repeat(ts), uniqs,
                      repeat(None))  # fmt: skip
         return list(map(_tuple_new, repeat(PutResult), fields))

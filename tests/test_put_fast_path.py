@@ -261,3 +261,38 @@ def test_fast_paths_keep_each_topic_and_queue_apart(tmp_path_factory, msgs, batc
             seen[q] += 1
     finally:
         s.close()
+
+
+def test_offset_msg_ids_of_any_offsets_are_the_hex_format(tmp_path: Path) -> None:
+    """The writer's msg ids (the offset's high digits kept between ids) equal
+    store host hex + the offset as 16 uppercase hex digits, for any offsets in order."""
+    s = make_store(tmp_path)
+    host = s.commitlog.store_host_hex
+    try:
+
+        @settings(max_examples=200, deadline=None)
+        @given(physs=st.lists(st.integers(0, 2**63 - 1), min_size=1, max_size=12))
+        def ids_match(physs: list[int]) -> None:
+            physs.sort()
+            assert s.writer._msg_ids(physs) == [f"{host}{p:016X}" for p in physs]
+
+        ids_match()
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_msg_ids_stay_right_across_64_kib_of_log(tmp_path: Path, batch: bool) -> None:
+    s = make_store(tmp_path)
+    try:
+        s.put_message(Message(topic="T", body=b"warm"))
+        msgs = [Message(topic="T", body=b"x" * 200, keys=f"k{i}") for i in range(700)]
+        if batch:
+            results = [r for i in range(0, 700, 35) for r in s.put_messages(msgs[i : i + 35])]
+        else:
+            results = [s.put_message(m) for m in msgs]
+        assert results[-1].physical_offset > 2 * 65536
+        host = s.commitlog.store_host_hex
+        assert [r.msg_id for r in results] == [f"{host}{r.physical_offset:016X}" for r in results]
+    finally:
+        s.close()
