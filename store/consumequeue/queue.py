@@ -75,6 +75,8 @@ from mqstore.consumequeue.summary import QueueSummary
 
 log = logging.getLogger(__name__)
 
+_UNIT_DTYPE = np.dtype([("p", ">i8"), ("s", ">i4"), ("t", ">i8")])
+assert _UNIT_DTYPE.itemsize == UNIT_SIZE
 RESERVE_CHUNK = OS_PAGE_SIZE
 """Disk reserved ahead of a queue file's write position (one page: 204 units)."""
 
@@ -691,18 +693,7 @@ class ConsumeQueue:
         with self._lock:
             self._head = None
             top = self.max_offset
-            low = self.segments.min_offset // UNIT_SIZE
-            cut = top
-            torn = False
-            while cut > low:
-                u = self.unit_at(cut - 1)
-                if u is None or is_blank(*u):
-                    break
-                if u[0] < physical_offset:
-                    if verify is None or verify(self, cut - 1, u):
-                        break
-                    torn = True
-                cut -= 1
+            cut, torn = self._dirty_from(physical_offset, verify)
             if cut < top:
                 self._truncate_to(cut * UNIT_SIZE)
             self.max_physic_offset = self._last_real_end()
@@ -713,6 +704,51 @@ class ConsumeQueue:
             )
             return self.max_physic_offset
         return None
+
+    def _dirty_from(self, physical_offset: int, verify: UnitCheck | None) -> tuple[int, bool]:
+        """Where :meth:`truncate_dirty` cuts, and whether a unit before
+        ``physical_offset`` failed ``verify`` on the way.
+
+        The walk back from the last unit stops at the first unit (from the end) that
+        is unreadable, blank, or points before ``physical_offset`` and passes
+        ``verify``; everything after it goes. A file at a time: its units are read as
+        one array and only the units that may stop the walk are looked at one by
+        one (after a crash the cut is usually many units back, in an earlier file).
+        """
+        low = self.segments.min_offset // UNIT_SIZE
+        cut = self.max_offset
+        torn = False
+        while cut > low:
+            found = self._file_of(cut - 1)
+            if found is None:
+                break
+            mf, pos = found
+            if pos + UNIT_SIZE > mf.wrote_position:
+                break
+            first = max(low, mf.file_from_offset // UNIT_SIZE)
+            start = first * UNIT_SIZE - mf.file_from_offset
+            try:
+                units = np.frombuffer(
+                    self._view(mf), _UNIT_DTYPE, (pos + UNIT_SIZE - start) // UNIT_SIZE, start
+                )
+            except (ValueError, OSError):  # closed or deleted under us (expired)
+                break
+            try:
+                phys, size, tags = (units[f].astype(np.int64) for f in ("p", "s", "t"))
+            finally:
+                del units  # no buffer export may outlive the read (the pool unmaps)
+            blank = (phys == 0) & (size == BLANK_SIZE) & (tags == 0)
+            stops = np.flatnonzero(blank | (phys < physical_offset))
+            for j in range(stops.size - 1, -1, -1):
+                k = int(stops[j])
+                if blank[k]:
+                    return first + k + 1, torn
+                unit = (int(phys[k]), int(size[k]), int(tags[k]))
+                if verify is None or verify(self, first + k, unit):
+                    return first + k + 1, torn
+                torn = True
+            cut = first
+        return cut, torn
 
     def delete_expired(self, min_physical_offset: int) -> int:
         """Delete leading files whose last unit points below ``min_physical_offset``,
