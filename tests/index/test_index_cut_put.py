@@ -84,51 +84,107 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Msg], int, int, int, int, str, int]
     return msgs, slots, entries, batch, replay_batch, point, hit
 
 
-# No shrinking: every step writes index files, and a failure took minutes to shrink;
-# the generated example is printed as it is.
-@settings(
-    max_examples=150,
-    deadline=None,
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-@given(scenarios())
-def test_put_cut_short_then_indexed_again_equals_an_uncut_index(
-    tmp_path_factory: pytest.TempPathFactory,
-    scenario: tuple[list[Msg], int, int, int, int, str, int],
+def cut_then_index_again(
+    root: Path,
+    msgs: list[Msg],
+    slots: int,
+    entries: int,
+    batch: int,
+    replay_batch: int,
+    hooks: dict[str, faults.Hook],
 ) -> None:
-    """Index messages (one by one or in batches), cut the ``hit``-th put at ``point``,
-    load the files again and index the same messages (the skip rule drops those
-    already in): every key finds each of its messages once, and the files are those
-    of an index never cut."""
-    msgs, slots, entries, batch, replay_batch, point, hit = scenario
-    root = tmp_path_factory.mktemp("cut")
+    """Index ``msgs`` with ``hooks`` installed (one raises :class:`Cut`), load the files
+    again, index the same messages (the skip rule drops those already in); then each
+    key finds each of its messages once and the files are those of an uncut index."""
     ref = service(root / "ref", slots, entries)
     index(ref, msgs, 0)
     ref.flush()
     ref.close()
-
-    calls = [0]
-
-    def die(**_: object) -> None:
-        calls[0] += 1
-        if calls[0] == hit:
-            raise Cut
-
     cut = service(root / "cut", slots, entries)
+    for name, hook in hooks.items():
+        faults.register(name, hook)
     try:
-        with faults.inject(point, die):
-            index(cut, msgs, batch)
+        index(cut, msgs, batch)
     except Cut:
         pass
+    finally:
+        for name in hooks:
+            faults.clear(name)
     cut.join_flushers()
     cut.close()  # no flush: the header of the file being written stays as it was
     again = service(root / "cut", slots, entries)
-    index(again, msgs, replay_batch)  # messages already indexed are skipped
+    index(again, msgs, replay_batch)
     again.flush()
-    for phys, _ts, keys in msgs:  # each message found once under each of its keys
+    for phys, _ts, keys in msgs:
         for k in set(keys):
             found = again.query("T", k.removeprefix("T#"), 1 << 20, 0, LONG_MAX).phy_offsets
             assert found.count(phys) == 1, (k, phys, found)
     again.close()
     assert files(root / "cut") == files(root / "ref")
+
+
+def nth(hit: int, before: faults.Hook | None = None) -> faults.Hook:
+    """A hook that raises :class:`Cut` at its ``hit``-th call (after ``before``)."""
+    calls = [0]
+
+    def hook(**at: object) -> None:
+        calls[0] += 1
+        if calls[0] == hit:
+            if before is not None:
+                before(**at)
+            raise Cut
+
+    return hook
+
+
+# No shrinking: every step writes index files, and a failure took minutes to shrink;
+# the generated example is printed as it is.
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
+@SETTINGS
+@given(scenarios())
+def test_put_cut_short_then_indexed_again_equals_an_uncut_index(
+    tmp_path_factory: pytest.TempPathFactory,
+    scenario: tuple[list[Msg], int, int, int, int, str, int],
+) -> None:
+    """The ``hit``-th put (one message's keys, or a batch's part of a file) cut after
+    its entries, or after its entries and slot heads."""
+    msgs, slots, entries, batch, replay_batch, point, hit = scenario
+    root = tmp_path_factory.mktemp("cut")
+    cut_then_index_again(root, msgs, slots, entries, batch, replay_batch, {point: nth(hit)})
+
+
+@SETTINGS
+@given(scenarios(), st.sets(st.integers(0, 15), max_size=16), st.sampled_from([1, 3, 8, 64]))
+def test_batch_cut_with_only_some_of_its_slot_heads_written(
+    tmp_path_factory: pytest.TempPathFactory,
+    scenario: tuple[list[Msg], int, int, int, int, str, int],
+    unwritten: set[int],
+    batch: int,
+) -> None:
+    """A batch's slot heads are written by one numpy assignment, which a kill can stop
+    part way: the slots in ``unwritten`` still hold their value from before the put."""
+    msgs, slots, entries, _batch, replay_batch, _point, hit = scenario
+    root = tmp_path_factory.mktemp("cut")
+    before: dict[str, bytes] = {}
+
+    def snapshot(what: str, **_: object) -> None:
+        with open(what, "rb") as f:
+            f.seek(ifmt.HEADER_SIZE)
+            before[what] = f.read(slots * ifmt.SLOT_SIZE)
+
+    def put_back(what: str, **_: object) -> None:
+        with open(what, "r+b") as f:
+            for slot in sorted(unwritten):
+                if slot < slots:
+                    f.seek(ifmt.HEADER_SIZE + slot * ifmt.SLOT_SIZE)
+                    f.write(before[what][slot * ifmt.SLOT_SIZE : (slot + 1) * ifmt.SLOT_SIZE])
+
+    hooks = {"index_entries_written": snapshot, "index_slots_written": nth(hit, put_back)}
+    cut_then_index_again(root, msgs, slots, entries, batch, replay_batch, hooks)
