@@ -333,30 +333,30 @@ class MessageFramer:
         """:meth:`common` of every message of a batch (None if any is not common).
 
         The same conditions and bytes, in one loop: the per-store lookups are
-        hoisted, each topic is framed by a ``RecordEncoder.v1_framer`` made once per
-        batch, and the UNIQ_KEYs come from one call when the generator is the default.
+        hoisted (each topic's :class:`_TopicFrame`, the born host), and the batch's
+        UNIQ_KEYs are made first: by one call when the generator is the default, else
+        by asking the replaced one (tests make ids deterministic) once per message.
         """
         next_uniq = self.next_uniq
-        # The default generator makes the batch's ids in one call; a replaced one
-        # (tests make ids deterministic) is asked once per message.
-        uniqs = new_uniq_keys(len(msgs)) if next_uniq is new_uniq_key else None
+        if next_uniq is new_uniq_key:
+            uniqs = new_uniq_keys(len(msgs))
+        else:
+            uniqs = [next_uniq() for _ in msgs]
         return self._frame_each(msgs, uniqs)
 
-    def _frame_each(self, msgs: Sequence[Message], uniqs: list[str] | None) -> Framed | None:
-        """The loop of :meth:`common_batch` (``uniqs`` None: ask ``next_uniq``)."""
+    def _frame_each(self, msgs: Sequence[Message], uniqs: list[str]) -> Framed | None:
+        """The loop of :meth:`common_batch`: ``uniqs`` are the messages' UNIQ_KEYs."""
         born_of = self._born_cache
         topics = self._fast_topics
         body_limit = self._fast_body_limit
         max_record = self.max_record
-        next_uniq = self.next_uniq
         crc32 = zlib.crc32
         records: list[V1Record] = []
-        made: list[str] = []
         # A batch is usually one topic from one host: the last lookups are kept.
         last_topic = last_host = None
         tf: _TopicFrame | None = None
         born: bytes | None = None
-        for i, msg in enumerate(msgs):
+        for msg, uniq in zip(msgs, uniqs, strict=True):
             topic = msg.topic
             if topic is not last_topic:
                 tf = topics.get(topic) or self._fast_topic(topic)
@@ -364,14 +364,15 @@ class MessageFramer:
             host = msg.born_host
             if host is not last_host:
                 born = born_of.get(host)
+                if born is not None and len(born) != _IPV4_HOST_LEN:
+                    born = None
                 last_host = host
             body = msg.body
             n = len(body) if type(body) is bytes else 0
             qid = msg.queue_id
             if (
                 tf is None
-                or born is None
-                or len(born) != _IPV4_HOST_LEN
+                or born is None  # a host the general path has not seen, or IPv6
                 or not 0 < n < body_limit
                 or qid < 0
                 or msg.sys_flag
@@ -383,7 +384,6 @@ class MessageFramer:
             keys = msg.keys
             if keys is not None and type(keys) is not str:
                 keys = keys[0] if len(keys) == 1 and keys[0] else " ".join(k for k in keys if k)
-            uniq = next_uniq() if uniqs is None else uniqs[i]
             props = standard_properties_string(uniq, msg.tags, keys).encode()
             if len(props) > _MAX_PROPERTIES:
                 return None
@@ -402,9 +402,7 @@ class MessageFramer:
                 (tf.keys.get(qid) or tf.key(qid), qid, flag, born_ts, born, reconsume, body,
                  crc32(body) & 0x7FFFFFFF, tail, total)
             )  # fmt: skip
-            if uniqs is None:
-                made.append(uniq)
-        return records, made if uniqs is None else uniqs
+        return records, uniqs
 
 
 __all__ = ["MAX_RECORD_SLACK", "Framed", "MessageFramer", "Refusal"]
