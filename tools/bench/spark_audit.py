@@ -15,9 +15,14 @@ cache:
 
 Every Spark figure is printed as records/s and as a ratio to the numpy and recovery scans
 of this run, and to the mean of a numpy scan run just before and just after the job
-(``x numpy around``: the ratio that holds when the machine's load changes during a run).
-Default 512 MiB of CommitLog in 256 MiB segments (``--quick``: 64 MiB in 16 MiB
-segments); the store is deleted afterwards. Needs the ``spark`` extra and Java.
+(``x numpy around``: the ratio that holds when the machine's load changes during a run),
+and with the CPU seconds each used (a Spark job's: the driver, the JVM and the Python
+workers, from ``/proc``; ``CPU x numpy``: the numpy scan's CPU per record over the row's),
+which the machine's load changes far less than the wall times.
+Default 2 GiB of CommitLog in 1 GiB segments, 3 topics of 8 queues (about 1.8M records
+of ~1.15 KiB and 3.7M index entries: the size a real audit amortises the job's fixed cost
+over; ``--quick``: 64 MiB in 16 MiB segments); the store is deleted afterwards. Needs the
+``spark`` extra and Java.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ from mqstore.consumequeue import format as cqfmt
 from mqstore.message import host_bytes, tags_code
 from mqstore.tools.bench._harness import Option, bench_main
 
-TOPICS = ("bench-a", "bench-b")
-QUEUES = 4
+TOPICS = ("bench-a", "bench-b", "bench-c")
+QUEUES = 8
 BASE_TS = 1_700_000_000_000
 INDEX_SLOTS = 100_000
 INDEX_NUM = 400_000
@@ -60,7 +65,8 @@ def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) ->
     while phys < size_bytes:
         seg_base, pos, chunks = phys, 0, []
         while phys < size_bytes:
-            topic, qid, tags = TOPICS[count % 2], (count // 2) % QUEUES, f"Tag{count % 3}"
+            topic, qid = TOPICS[count % len(TOPICS)], (count // len(TOPICS)) % QUEUES
+            tags = f"Tag{count % 5}"
             uniq, key = f"0A000007C35018B4AAC2{count:012X}", f"order-{count}"
             props = f"TAGS\x01{tags}\x02KEYS\x01{key}\x02UNIQ_KEY\x01{uniq}\x02"
             tail, version = enc.tail(topic.encode(), props.encode())
@@ -176,6 +182,36 @@ def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
+def tree_cpu() -> float:
+    """CPU seconds (user + system) used so far by this process and every live
+    descendant (the Spark JVM, its Python daemon and workers), plus the children they
+    reaped, from ``/proc``: what a job cost whatever the machine's load (0.0 without
+    ``/proc``)."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    parent: dict[int, int] = {}
+    cpu: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+        pid = int(entry.name)
+        parent[pid] = int(fields[1])
+        cpu[pid] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    if not cpu:
+        return 0.0
+    total, todo = 0, [os.getpid()]
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total / ticks
+
+
 def spark_runs(root: Path, master: str, work: Path) -> dict[str, Any]:
     """Session start-up, audit (cold, warm), reindex --out and export --parquet; each job
     is bracketed by a numpy scan just before and after it (``ref_<job>``: their mean), so
@@ -193,7 +229,9 @@ def spark_runs(root: Path, master: str, work: Path) -> dict[str, Any]:
 
     def bracket(key: str, fn: Any, *args: Any) -> Any:
         before = _timed(numpy_scan, root)[1]
+        cpu0 = tree_cpu()
         result, out[key] = _timed(fn, *args)
+        out[f"cpu_{key}"] = tree_cpu() - cpu0
         out[f"ref_{key}"] = (before + _timed(numpy_scan, root)[1]) / 2
         print(f"{key}: {out[key]:.2f} s (numpy scan around it {out[f'ref_{key}']:.2f} s)")
         return result
@@ -241,13 +279,16 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         ("recovery scan, 1 process", recovery_scan, (root, args.segment_mib << 20)),
         ("bulk scan, 1 process", bulk_scan, (root,)),
     ):
+        cpu0 = time.process_time()
         recs, secs = _timed(fn, *fargs)
-        rows.append({"scan": name, "records": recs, "seconds": secs, "around": 0.0})
+        cpu = time.process_time() - cpu0
+        rows.append({"scan": name, "records": recs, "seconds": secs, "around": 0.0, "cpu": cpu})
         print(f"{name}: {recs} records in {secs:.2f} s", flush=True)
     sp = spark_runs(root, args.master, work)
     for key, label in ROWS:
         rows.append({"scan": f"{label}, {args.master}", "records": int(sp["records"]),
-                     "seconds": sp[key], "around": sp[f"ref_{key}"]})  # fmt: skip
+                     "seconds": sp[key], "around": sp[f"ref_{key}"],
+                     "cpu": sp[f"cpu_{key}"]})  # fmt: skip
     return {"records": n, "commitlog_bytes": total, "spark": sp, "rows": rows,
             "load_average": os.getloadavg()[0]}  # fmt: skip
 
@@ -257,15 +298,18 @@ def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
     rows, total, sp = out["rows"], out["commitlog_bytes"], out["spark"]
     ref_np = rows[0]["records"] / rows[0]["seconds"]
     ref_rec = rows[1]["records"] / rows[1]["seconds"]
+    cpu_np = rows[0]["cpu"] / rows[0]["records"]
     lines = [f"\n{'':36} {'records':>9} {'s':>6} {'records/s':>10} {'MB/s':>6}"
-             f" {'x numpy':>7} {'x recov':>7} {'x numpy around':>14}"]  # fmt: skip
+             f" {'x numpy':>7} {'x recov':>7} {'x numpy around':>14} {'CPU s':>6}"
+             f" {'CPU x numpy':>11}"]  # fmt: skip
     for r in rows:
         rate = r["records"] / r["seconds"]
         near = f"{r['around'] / r['seconds']:>14.2f}" if r["around"] else f"{'':>14}"
+        cpu = r["cpu"] / r["records"]
         lines.append(
             f"{r['scan']:36} {r['records']:>9} {r['seconds']:>6.2f} {rate:>10,.0f}"
             f" {total / r['seconds'] / 1e6:>6.0f} {rate / ref_np:>7.2f} {rate / ref_rec:>7.2f}"
-            f" {near}"
+            f" {near} {r['cpu']:>6.2f} {cpu_np / cpu if cpu else 0:>11.2f}"
         )
     lines.append(
         f"Spark start-up {sp['startup']:.1f} s not included; audit findings {sp['findings']}"
@@ -277,8 +321,8 @@ def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
 
 
 OPTIONS: tuple[Option, ...] = (
-    ("--size-mib", int, 512, "CommitLog size in MiB"),
-    ("--segment-mib", int, 256, "segment size in MiB"),
+    ("--size-mib", int, 2048, "CommitLog size in MiB"),
+    ("--segment-mib", int, 1024, "segment size in MiB"),
     ("--body-bytes", int, 1000, "body size"),
     ("--master", str, "local[2]", "Spark master"),
 )
