@@ -346,6 +346,11 @@ class ReputService(ServiceThread):
         self._catch_up_retry_at = 0.0
         self.chunk = CHUNK
         """Records dispatched between two progress notifications."""
+        self.batch_records: int | None = None
+        """At most this many records per batch (None: the rest of the chunk). A batch
+        is notified as a whole once applied, so a larger value than :attr:`chunk` only
+        delays the notification of the records it holds; the dispatcher process, which
+        publishes often, sets it because a batch's fixed cost needs many records."""
         self.round_budget: int | None = None
         """At most this many records per round of the thread (None: up to the limit);
         the dispatcher process bounds its rounds so it notices commands promptly."""
@@ -467,7 +472,7 @@ class ReputService(ServiceThread):
         single_until = pos  # record by record below this position
         while pos < end:
             if batch is not None and pos >= single_until and end - pos >= batch.min_bytes:
-                b = batch.read(view, pos, end, chunk - done)
+                b = batch.read(view, pos, end, max(chunk - done, self.batch_records or 0))
                 if isinstance(b, int):
                     single_until = b
                 else:

@@ -55,6 +55,10 @@ ROUND_RECORDS = 8192
 """At most this many records per round, so commands and a dead parent are noticed."""
 PUBLISH_CHUNK = 64
 """Records between two publications of the dispatched offset."""
+BATCH_RECORDS = 1024
+"""At most this many records per batch (a backlog of plain records), published as one:
+a batch's fixed cost (numpy calls) spread over :data:`PUBLISH_CHUNK` records cost more
+than dispatching them one by one."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class Worker:
             dispatch_fields=self.dispatcher.dispatch_one,
         )
         self.reput.chunk = PUBLISH_CHUNK
+        self.reput.batch_records = BATCH_RECORDS
         self.reput.round_budget = ROUND_RECORDS
         self.reput.on_progress = lambda offset: state.set(Slot.DISPATCHED, offset)
         index_from = start.index_from

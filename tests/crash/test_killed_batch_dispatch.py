@@ -77,6 +77,8 @@ def kill(**at):
 if hit:
     faults.register(point, kill)
 worker = Worker(Start(cfg, state.get(Slot.DISPATCHED), None, restart), state)
+if sys.argv[7] == "small-batches":
+    worker.reput.batch_records = None  # batches of PUBLISH_CHUNK records at most
 if sys.argv[7] == "records":
     worker.reput.batch = None
     if worker.reput.catch_up is not None:
@@ -136,8 +138,9 @@ def run_child(
     path: str = "batches",
 ) -> bool:
     """Run the dispatcher child's Worker to the end of the log (``path``: "batches" as
-    it runs, or "records": one by one); True if it was killed (at the ``hit``-th pass
-    of ``point``) instead of finishing."""
+    it runs; "small-batches": batches end every PUBLISH_CHUNK records, so most puts go to
+    a file that already holds entries; "records": one by one); True if it was killed (at
+    the ``hit``-th pass of ``point``) instead of finishing."""
     argv = [sys.executable, "-c", CHILD, str(cfg.root), json.dumps(SIZES), point, str(hit)]
     argv += ["1" if restart else "0", str(end), path]
     proc = subprocess.run(argv, check=False, cwd=REPO, capture_output=True, timeout=120)
@@ -235,7 +238,20 @@ def test_child_killed_mid_index_batch_restarts_to_the_reference_files(
     the header and must leave every byte as the record-by-record reference."""
     cfg = copy_log(log_dir, tmp_path)
     end = log_end(log_dir)
-    assert run_child(cfg, end, point=point, hit=hit, restart=False)
+    assert run_child(cfg, end, point=point, hit=hit, restart=False, path="small-batches")
+    assert not run_child(cfg, end, restart=True)
+    assert_same_as_reference(cfg, expected)
+
+
+@pytest.mark.parametrize("hit", [4])
+def test_child_with_its_own_batch_size_killed_mid_index_batch(
+    log_dir: Path, expected: StoreConfig, tmp_path: Path, hit: int
+) -> None:
+    """The child as it runs (batches of up to BATCH_RECORDS) killed between a batch's
+    slot heads and its header."""
+    cfg = copy_log(log_dir, tmp_path)
+    end = log_end(log_dir)
+    assert run_child(cfg, end, point="index_slots_written", hit=hit, restart=False)
     assert not run_child(cfg, end, restart=True)
     assert_same_as_reference(cfg, expected)
 
@@ -263,7 +279,7 @@ def test_child_killed_again_during_its_index_catch_up(
     cfg = copy_log(log_dir, tmp_path)
     end = log_end(log_dir)
     point = "index_slots_written"
-    assert run_child(cfg, end, point=point, hit=first, restart=False)
+    assert run_child(cfg, end, point=point, hit=first, restart=False, path="small-batches")
     assert run_child(cfg, end, point=point, hit=second, restart=True)
     assert not run_child(cfg, end, restart=True)
     assert_same_as_reference(cfg, expected)
