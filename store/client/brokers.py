@@ -4,7 +4,10 @@ RocketMQ routes by the name server; our clients are given their transports direc
 (one per broker), and route a :class:`MessageQueue` to the transport whose
 ``broker_name`` it carries. A client given one transport that reaches every broker
 of a route itself (``spans_brokers``: a RemoteTransport over a name server) sends
-every queue's calls to it.
+every queue's calls to it. Such a transport's ``broker_name`` needs the name server to
+know a broker, so nothing here asks it: a client built before any broker registered
+(or while none is up) works, and finds the brokers when their routes appear, as a
+RocketMQ client does.
 """
 
 from __future__ import annotations
@@ -29,18 +32,20 @@ class Brokers:
         seq = [transports] if not isinstance(transports, Sequence) else list(transports)
         if not seq:
             raise ValueError("a client needs at least one transport")
-        self._by_name: dict[str, Transport] = {}
-        for t in seq:
-            if t.broker_name in self._by_name:
-                raise ValueError(f"two transports for broker {t.broker_name!r}")
-            self._by_name[t.broker_name] = t
+        self._all = tuple(seq)
         spans = len(seq) == 1 and getattr(seq[0], "spans_brokers", False)
         self._spanning = seq[0] if spans else None
         """The one transport that reaches every broker of a route itself (a
         RemoteTransport over a name server): queues of any broker go to it."""
+        self._by_name: dict[str, Transport] = {}
+        if self._spanning is None:
+            for t in seq:
+                if t.broker_name in self._by_name:
+                    raise ValueError(f"two transports for broker {t.broker_name!r}")
+                self._by_name[t.broker_name] = t
 
     def __iter__(self) -> Iterator[Transport]:
-        return iter(self._by_name.values())
+        return iter(self._all)
 
     def for_queue(self, mq: MessageQueue) -> Transport:
         """The transport serving ``mq``.
@@ -48,11 +53,11 @@ class Brokers:
         Raises:
             TransportError: ``mq`` names a broker this client has no transport for.
         """
+        if self._spanning is not None:
+            return self._spanning
         try:
             return self._by_name[mq.broker_name]
         except KeyError:
-            if self._spanning is not None:
-                return self._spanning
             raise TransportError(f"no transport for broker {mq.broker_name!r}") from None
 
     def topic_queues(self, topic: str) -> list[MessageQueue]:
@@ -71,7 +76,7 @@ class Brokers:
                 answered = True
             except (TransportError, BrokerError) as e:
                 last = e
-                log.warning("topic_queues(%s) on %s failed: %s", topic, t.broker_name, e)
+                log.warning("topic_queues(%s) on %s failed: %s", topic, label(t), e)
         if not answered:
             raise TransportError(f"no broker answered topic_queues({topic!r}): {last}")
         return sort_queues(out)
@@ -84,3 +89,12 @@ class Brokers:
         """
         t = self.for_queue(hint) if hint is not None else next(iter(self))
         return t.consumer_ids(group)
+
+
+def label(transport: Transport) -> str:
+    """The transport's name for a log line, asking no broker and raising nothing: a
+    spanning transport's ``broker_name`` asks the name server, which may be why the
+    call being logged failed."""
+    if getattr(transport, "spans_brokers", False):
+        return f"the brokers of name server {getattr(transport, 'namesrv_addr', '?')}"
+    return transport.broker_name

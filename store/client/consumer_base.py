@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 from mqstore.client.allocate import MessageQueue, Strategy, strategy_by_name
-from mqstore.client.brokers import Brokers
+from mqstore.client.brokers import Brokers, label
 from mqstore.client.client_instance import make_client_id, unwatch, watch
 from mqstore.client.consumer_config import ConsumerConfig, retry_topic
 from mqstore.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
@@ -135,7 +135,7 @@ class ConsumerBase:
             try:
                 t.heartbeat(hb)
             except (TransportError, BrokerError) as e:
-                log.warning("%s heartbeat to %s failed: %s", self.client_id, t.broker_name, e)
+                log.warning("%s heartbeat to %s failed: %s", self.client_id, label(t), e)
 
     def poll_routes(self) -> None:
         """The route poll: wake the rebalance if a subscribed topic's queues changed
@@ -197,6 +197,6 @@ class ConsumerBase:
             try:
                 t.unregister(self.client_id, self.group)
             except (TransportError, BrokerError) as e:
-                log.warning("%s unregister from %s failed: %s", self.client_id, t.broker_name, e)
+                log.warning("%s unregister from %s failed: %s", self.client_id, label(t), e)
         self.scheduler.stop()
         self.state = ServiceState.SHUTDOWN_ALREADY

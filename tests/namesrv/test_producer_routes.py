@@ -187,6 +187,34 @@ def test_a_killed_broker_is_skipped_until_its_penalty_ends_then_used_again(
         remote.close()
 
 
+def test_a_push_group_started_before_any_broker_registered_consumes_once_one_does(
+    tmp_path: Path, client: RemotingClient
+):
+    """Built and started while the name server knows no broker (a broker process that
+    is listening but has not registered yet is the same): no error reaches the caller,
+    and the group finds the broker through the route poll once it registers."""
+    with namesrv(expiry_s=60.0) as (_, ns):
+        group = _CountingGroup(
+            ns,
+            rebalance_interval_ms=500,
+            poll_name_server_interval_ms=300,
+            heartbeat_interval_ms=500,  # the broker lists the group from its first beat
+        )
+        try:
+            group.consumer.start()
+            with broker(tmp_path / "a", "broker-a", ns) as (_, a):
+                create_topic(client, a, "Orders", 4)
+                wait_for(lambda: route_brokers(client, ns, "Orders") == ["broker-a"])
+                remote = RemoteTransport(ns)
+                with Producer("pg", remote) as producer:
+                    stored, failed = _send(producer, 20)
+                remote.close()
+                assert failed == 0 and stored == Counter({"broker-a": 20})
+                wait_for(lambda: len(group.seen) == 20, timeout_s=20)
+        finally:
+            group.close()
+
+
 def test_a_push_group_keeps_consuming_when_a_broker_dies_and_returns(
     tmp_path: Path, client: RemotingClient
 ):
