@@ -205,6 +205,13 @@ class _Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(
             high=self.limits.write_high_water, low=self.limits.write_low_water
         )
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # asyncio sets TCP_NODELAY only on sockets whose proto is IPPROTO_TCP; those
+            # accepted on a bind_listener() socket have proto 0. A pull answer is two
+            # writes (head, records): with Nagle the second waits for the client's
+            # delayed ACK, about 40 ms per pull.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
