@@ -127,7 +127,7 @@ class PutWriter:
             framed = self.framer.common(msg)
             if framed is not None:
                 record, uniq = framed
-                at = self._commitlog.append_v1(*record)
+                at = self._commitlog.append_v1(record)
                 if at is not None:  # else the segment is full: the general path rolls
                     phys, qoff, ts = at
                     total = record[V1_TOTAL]

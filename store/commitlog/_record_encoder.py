@@ -216,7 +216,7 @@ class RecordEncoder:
     ) -> list[int]:
         """:meth:`encode_v1_into` of consecutive records from ``buf[pos]`` (a batch).
 
-        ``records`` are ``CommitLog.append_v1`` argument tuples (queue key, queue id,
+        ``records`` are ``CommitLog.append_v1`` record tuples (queue key, queue id,
         flag, born timestamp or None, born host, reconsume times, body, BODYCRC, tail,
         TOTALSIZE); ``base`` is the buffer's log offset. One loop here instead of a
         call per record. Returns the records' physical offsets.
