@@ -74,10 +74,9 @@ def test_pop_quick_reports_every_receive_rate_and_each_redelivery(tmp_path: Path
     assert [p.name for p in tmp_path.iterdir()] == ["pop.json"]  # work dir removed
 
 
-def test_broker_over_tcp_with_fewer_threads_than_queues_pulls_every_queue(
-    tmp_path: Path,
-) -> None:
-    """``--threads 2``: the pull row with one connection per queue (4) still runs."""
+def _over_tcp_here(tmp_path: Path, threads: int) -> list[dict[str, object]]:
+    """The rows of ``bench broker``'s over_tcp (8 messages per thread) against a
+    ``BrokerServer`` in this process."""
     from mqstore.broker.core import BrokerConfig, BrokerCore
     from mqstore.broker.server import BrokerServer
     from mqstore.tools.bench import broker
@@ -90,11 +89,32 @@ def test_broker_over_tcp_with_fewer_threads_than_queues_pulls_every_queue(
     port = server.start()
     try:
         rows = broker.Rows()
-        broker.over_tcp(rows, f"127.0.0.1:{port}", "here", 16, 8, 2, None)
+        broker.over_tcp(rows, f"127.0.0.1:{port}", "here", 16, 8, threads, None)
     finally:
         server.stop()
         core.shutdown()
         store.close()
-    pulled = {r["label"]: r["messages"] for r in rows.rows if r["label"].startswith("pull")}
+    return rows.rows
+
+
+def test_broker_over_tcp_with_fewer_threads_than_queues_pulls_every_queue(
+    tmp_path: Path,
+) -> None:
+    """``--threads 2``: the pull row with one connection per queue (4) still runs."""
+    from mqstore.tools.bench import broker
+
+    rows = _over_tcp_here(tmp_path, 2)
+    pulled = {r["label"]: r["messages"] for r in rows if str(r["label"]).startswith("pull")}
     sent = 2 * 8 * 2 + broker.QUEUES  # send + send_batch per thread, one per queue first
     assert pulled == {"pull, 1 connection, here": sent, "pull, 4 connections, here": sent}
+
+
+def test_broker_pull_rows_time_only_pulls_that_return_messages(tmp_path: Path) -> None:
+    """Each queue holds fewer than 32 messages (one pull's worth): a pull row takes one
+    pull per queue, none for a drained queue's end."""
+    from mqstore.tools.bench import broker
+
+    rows = _over_tcp_here(tmp_path, 2)
+    requests = {r["label"]: r["requests"] for r in rows if str(r["label"]).startswith("pull")}
+    assert requests == {"pull, 1 connection, here": broker.QUEUES,
+                        "pull, 4 connections, here": broker.QUEUES}  # fmt: skip

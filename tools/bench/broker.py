@@ -11,9 +11,11 @@ ASYNC_FLUSH store, with the broker twice: a ``BrokerServer`` inside this process
    (one SEND_MESSAGE_V2 round trip per message) round-robin over the topic's 4 queues.
    Rate = messages acknowledged / wall time from the first send to the last answer.
    Then the same messages again as batches of 32 (SEND_BATCH_MESSAGE).
-3. **Pull over TCP**: one ``RemoteTransport`` reads every queue from offset 0 to the
-   end, 32 messages per PULL_MESSAGE, records decoded and tag-checked client side.
-   Then the same with one thread and connection per queue.
+3. **Pull over TCP**: one ``RemoteTransport`` reads every queue from offset 0 to its
+   max offset (asked before the clock starts), 32 messages per PULL_MESSAGE, records
+   decoded and tag-checked client side. Then the same with one thread and connection
+   per queue. Every timed pull returns messages: a reader stops at the max offset
+   instead of polling the drained queue, so the rows measure reads, not polls.
 4. **The same with ACL**: the child broker again with ``--acl`` (one admin account),
    every client request signed (``AclSigner``) and verified: the signing cost, against
    the child-broker rows of the same run.
@@ -96,11 +98,18 @@ class Rows:
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, label: str, n: int, secs: float, size: int, cpu: str = "") -> None:
-        """Print and keep one row: ``n`` messages of ``size`` bytes in ``secs``."""
+    def add(
+        self, label: str, n: int, secs: float, size: int, cpu: str = "", requests: int = 0
+    ) -> None:
+        """Print and keep one row: ``n`` messages of ``size`` bytes in ``secs``;
+        ``requests``: the pulls it took (pull rows; kept for ``--json``)."""
         rate = n / secs
-        self.rows.append({"label": label, "body_size": size, "messages": n, "seconds": secs,
-                          "messages_per_s": rate, "cpu_per_message": cpu.strip()})  # fmt: skip
+        row: dict[str, Any] = {"label": label, "body_size": size, "messages": n,
+                               "seconds": secs, "messages_per_s": rate,
+                               "cpu_per_message": cpu.strip()}  # fmt: skip
+        if requests:
+            row["requests"] = requests
+        self.rows.append(row)
         print(f"  {label:<44} {rate:>10,.0f} msg/s  {rate * size / 1e6:>7.1f} MB/s  "
               f"({n} in {secs:.2f} s){cpu}")  # fmt: skip
 
@@ -205,26 +214,35 @@ def over_tcp(
     total = done + QUEUES  # dispatch catching up before reads are timed
     wait_until(lambda: sum(setup.max_offset(q) for q in queues) >= total, 60, "dispatch", 0.05)
 
-    def pull_queue(transport: RemoteTransport, mq: MessageQueue) -> int:
-        offset, got = 0, 0
-        while True:
+    ends = {q: setup.max_offset(q) for q in queues}  # asked before timing
+
+    pulls = [0] * len(queues)  # PULL_MESSAGE requests per queue, of the latest row
+
+    def pull_queue(transport: RemoteTransport, i: int) -> int:
+        """Messages read from ``queues[i]`` by pulls from 0 to its max offset."""
+        mq, offset, got = queues[i], 0, 0
+        pulls[i] = 0
+        while offset < ends[mq]:
             reply = transport.pull(PullQuery("bench-cg", mq, offset, 32))
+            pulls[i] += 1
             if not reply.messages:
-                return got
+                raise RuntimeError(f"{mq}: no messages at {offset}, max offset {ends[mq]}")
             got += len(reply.messages)
             offset = reply.next_begin_offset
+        return got
 
     cpu.start()
     t0 = time.perf_counter()
-    got = sum(pull_queue(setup, q) for q in queues)
+    got = sum(pull_queue(setup, i) for i in range(len(queues)))
     secs = time.perf_counter() - t0
-    rows.add(f"pull, 1 connection, {label}", got, secs, size, cpu.per_message(got))
+    rows.add(f"pull, 1 connection, {label}", got, secs, size, cpu.per_message(got), sum(pulls))
     # one connection per queue, whatever --threads was: the send connections number
     # --threads, the queues QUEUES
     pullers = [RemoteTransport(addr, rpc_hook=rpc_hook) for _ in queues]
     cpu.start()
-    got, secs = run_parallel(len(queues), lambda i: pull_queue(pullers[i], queues[i]))
-    rows.add(f"pull, {len(queues)} connections, {label}", got, secs, size, cpu.per_message(got))
+    got, secs = run_parallel(len(queues), lambda i: pull_queue(pullers[i], i))
+    rows.add(f"pull, {len(queues)} connections, {label}", got, secs, size,
+             cpu.per_message(got), sum(pulls))  # fmt: skip
     for t in [setup, *transports, *pullers]:
         t.close()
 
