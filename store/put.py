@@ -152,6 +152,8 @@ class PutWriter:
         """The offset message ids of a batch's (increasing) physical offsets."""
         hex4 = self._hex4
         high, head = self._id_high
+        if physs[0] >> 16 == high == physs[-1] >> 16:  # the usual: all in the same 64 KiB
+            return [head + hex4[phys & 0xFFFF] for phys in physs]
         ids: list[str] = []
         for phys in physs:
             if phys >> 16 != high:
