@@ -14,8 +14,9 @@ CommitLog appends, two ways:
   in place; None for any other message.
 
 Both write the same bytes (``tests/test_put_fast_path.py``). The framer owns the
-caches the paths share (topic bytes, born host bytes) and the UNIQ_KEY generator
-(:attr:`~MessageFramer.next_uniq`, replaceable by tests for deterministic ids).
+caches the paths share (topic bytes, born host bytes, each topic's fast-path frame
+and queue keys) and the UNIQ_KEY generator (:attr:`~MessageFramer.next_uniq`,
+replaceable by tests for deterministic ids).
 Safe from any thread: the caches only ever gain equal values.
 """
 
