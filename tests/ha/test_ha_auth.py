@@ -5,6 +5,7 @@ SLAVE_NOT_AVAILABLE into PUT_OK (SEND_OK on the wire)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import socket
 import threading
@@ -24,7 +25,7 @@ from mqstore.ha.handshake import (
     proof_for,
 )
 from mqstore.ha.master import HAMaster
-from mqstore.ha.protocol import RemoteProtocolError, Transfer
+from mqstore.ha.protocol import ConnectionClosed, RemoteProtocolError, Transfer
 from tests.ha.procs import FakeSlave, wait_until
 
 NONCE = bytes(range(16))
@@ -115,13 +116,20 @@ class AckingFakeSlave:
         try:
             while True:
                 event = self.fake.next_event(timeout=30)
+                if isinstance(event, ConnectionClosed):
+                    return  # the master hung up: every later event is this one
                 if isinstance(event, Transfer):
                     self.fake.report(event.end_offset)
         except (OSError, RemoteProtocolError) as e:
             self.error = e
 
     def close(self) -> None:
+        """Hang up and wait for the reader thread (shutdown wakes its blocked recv)."""
+        with contextlib.suppress(OSError):  # already disconnected
+            self.fake.sock.shutdown(socket.SHUT_RDWR)
         self.fake.close()
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "the fake slave's reader thread did not stop"
 
 
 def test_without_a_secret_a_fake_slave_turns_puts_into_put_ok(tmp_path: Path) -> None:
