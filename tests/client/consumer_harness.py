@@ -50,7 +50,7 @@ def broker(
     config: BrokerConfig | None = None,
 ) -> Iterator[BrokerCore]:
     """A started BrokerCore over a fresh store in ``root`` (``config`` defaults to a
-    200 ms long-poll check)."""
+    200 ms long-poll check); the core is shut down and the store closed after."""
     kw: dict[str, object] = {
         "root_dir": str(root),
         "commitlog_file_size": file_size,  # small files: a test's store stays a few MB on disk
@@ -60,13 +60,13 @@ def broker(
     }
     if delay_levels is not None:
         kw["message_delay_level"] = delay_levels
-    store = MessageStore.open(StoreConfig(**kw))  # type: ignore[arg-type]
-    core = BrokerCore(store, config or BrokerConfig(hold_check_interval_ms=200))
-    core.start()
-    try:
-        yield core
-    finally:
-        core.shutdown()
+    with MessageStore.open(StoreConfig(**kw)) as store:  # type: ignore[arg-type]
+        core = BrokerCore(store, config or BrokerConfig(hold_check_interval_ms=200))
+        core.start()
+        try:
+            yield core
+        finally:
+            core.shutdown()
 
 
 def create_topic(core: BrokerCore, topic: str, queues: int) -> list[MessageQueue]:
