@@ -227,7 +227,9 @@ class PutWriter:
         if at is None:
             return None
         physs, qoffs, ts = at
-        status = self._flusher.wait_for(physs[-1] + records[-1][V1_TOTAL])
+        status = (
+            self._flusher.wait_for(physs[-1] + records[-1][V1_TOTAL]) if self._waits else _PUT_OK
+        )
         # The results built by C loops (map/zip), no Python frame per message.
         ids = self._msg_ids(physs)
         fields = zip(repeat(status), physs, qoffs, ids, map(_TOTAL, records), repeat(ts), uniqs,

@@ -218,27 +218,29 @@ class RecordEncoder:
 
         ``records`` are ``CommitLog.append_v1`` record tuples (queue key, queue id,
         flag, born timestamp or None, born host, reconsume times, body, BODYCRC, tail,
-        TOTALSIZE); ``base`` is the buffer's log offset. One loop here instead of a
-        call per record. Returns the records' physical offsets.
+        TOTALSIZE); ``base`` is the buffer's log offset. The batch's bytes are joined
+        and copied into ``buf`` at once (one copy instead of three writes per record;
+        a field that does not pack raises before any byte is written). Returns the
+        records' physical offsets.
         """
-        into = self._into4
-        body_pos = self._body4_pos
+        pack = self._pack4
         v6 = self.store_v6_flag
         host = self.store_host
         physs: list[int] = []
+        parts: list[bytes] = []
+        add = parts.append
+        phys = base + pos
         for (_k, qid, flag, born_ts, born, reconsume, body, crc, tail, total), q in zip(
             records, queue_offsets, strict=True
         ):
-            phys = base + pos
-            into(
-                buf, pos, total, MAGIC_V1, crc, qid, flag, q, phys, v6,
+            add(pack(
+                total, MAGIC_V1, crc, qid, flag, q, phys, v6,
                 store_timestamp if born_ts is None else born_ts, born, store_timestamp, host,
                 reconsume, 0, len(body),
-            )  # fmt: skip
-            b = pos + body_pos
-            e = b + len(body)
-            buf[b:e] = body
-            buf[e : pos + total] = tail
+            ))  # fmt: skip
+            add(body)
+            add(tail)
             physs.append(phys)
-            pos += total
+            phys += total
+        buf[pos : phys - base] = b"".join(parts)
         return physs
