@@ -38,7 +38,7 @@ matches, else inferred from a file with entries (:func:`infer_geometry`).
 from __future__ import annotations
 
 import mmap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -195,13 +195,17 @@ def check_file(buf: Buffer, rel: str, g: Geometry) -> tuple[list[Finding], Any, 
 
 @dataclass(frozen=True, slots=True)
 class IndexFileInfo:
-    """What a scan task needs to check the entries of one index file."""
+    """What a scan task needs to check the entries of one index file: ``slices`` maps a
+    range's territory ``(lo, hi)`` to the entry indices ``[a, b)`` (entry ``a + 1`` is
+    the first) that can point into it; empty when the file's physical offsets are not
+    in order, and then every entry is read."""
 
     path: str
     rel: str
     count: int
     begin_ts: int
     prev_end_ts: int
+    slices: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +233,7 @@ class IndexPlan:
         recs = _RangeKeys.of(cols)
         out: list[Row] = []
         for info in self.files:
-            out += _check_entries(info, self, recs, max(lo, self.min_offset), hi, cut)
+            out += _check_entries(info, self, recs, (lo, hi), max(lo, self.min_offset), cut)
         for path, rel in self.file_checks.get((rng.path, rng.start), ()):
             with open_mapped(path) as data:
                 found, _, _ = check_file(data, rel, self.geometry)
@@ -246,22 +250,22 @@ def plan(
     """The :class:`IndexPlan` of ``files`` (those whose size and count fit ``geometry``;
     the file check reports the others) over ``ranges``."""
     rows, _ = _file_rows(layout, geometry, files)
-    infos = []
-    for path, rel, prev_end, _s, _n in rows:
-        p = Path(path)
-        if p.stat().st_size != geometry.file_size:
-            continue
-        with open(p, "rb") as f:
-            h = ifmt.read_header(f.read(ifmt.HEADER_SIZE))
-        count = h.index_count if h.index_count > 0 else 1
-        if 1 < count <= geometry.num:
-            infos.append(IndexFileInfo(path, rel, count, h.begin_timestamp, prev_end))
     starts = sorted((r.base_offset + r.start, r.path, r.start) for r in ranges)
     territory: dict[tuple[str, int], tuple[int, int]] = {}
     for i, (_, path, start) in enumerate(starts):
         lo = starts[i][0] if i else -(1 << 63)
         hi = starts[i + 1][0] if i + 1 < len(starts) else 1 << 63
         territory[(path, start)] = (lo, hi)
+    infos = []
+    for path, rel, prev_end, _s, _n in rows:
+        if Path(path).stat().st_size != geometry.file_size:
+            continue
+        with open_mapped(path) as mm:
+            h = ifmt.read_header(mm)
+            count = h.index_count if h.index_count > 0 else 1
+            if 1 < count <= geometry.num:
+                cuts = entry_slices(mm, count - 1, geometry, sorted(territory.values()))
+                infos.append(IndexFileInfo(path, rel, count, h.begin_timestamp, prev_end, cuts))
     checks: dict[tuple[str, int], list[tuple[str, str]]] = {}
     for k, (path, rel, *_rest) in enumerate(rows):
         _, rpath, rstart = starts[k % len(starts)]
@@ -270,6 +274,25 @@ def plan(
         tuple(infos), geometry, layout.min_offset, territory,
         {key: tuple(v) for key, v in checks.items()},
     )  # fmt: skip
+
+
+def entry_slices(
+    buf: Buffer, n: int, g: Geometry, territories: list[tuple[int, int]]
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """Per territory ``(lo, hi)``, the entries ``[a, b)`` of the ``n`` used ones in
+    ``buf`` (an index file) whose physical offsets can lie in it, found by binary search:
+    the dispatcher appends entries in log order, so each territory's are one run. Empty
+    when the offsets are not in order (a damaged file): its entries are then all read."""
+    import numpy as np
+
+    phy = np.frombuffer(buf, _entry_dtype(), n, ifmt.entry_position(g.slots, 1))["phy_offset"]
+    if n > 1 and not bool((phy[1:] >= phy[:-1]).all()):
+        return {}
+    top = (1 << 63) - 1
+    bounds = np.array([min(max(t, -1), top) for pair in territories for t in pair], np.int64)
+    cut = np.searchsorted(phy.astype(np.int64), bounds).tolist()
+    del phy  # the view must go before the mapping closes
+    return {t: (cut[2 * i], cut[2 * i + 1]) for i, t in enumerate(territories)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,11 +336,11 @@ class _RangeKeys:
         return cls(off, t, starts, kh)
 
 
-def _entries(info: IndexFileInfo, g: Geometry) -> NDArray[Any]:
-    """Entries 1..count-1 of an index file (a copy: the mapping is closed here)."""
+def _entries(info: IndexFileInfo, g: Geometry, first: int, stop: int) -> NDArray[Any]:
+    """Entries ``first + 1 .. stop`` of an index file (a copy: the mapping is closed here)."""
 
     with open_mapped(info.path) as mm:
-        return _copy_entries(mm, info.count - 1, ifmt.entry_position(g.slots, 1))
+        return _copy_entries(mm, stop - first, ifmt.entry_position(g.slots, first + 1))
 
 
 def _copy_entries(buf: Buffer, count: int, at: int) -> NDArray[Any]:
@@ -328,22 +351,38 @@ def _copy_entries(buf: Buffer, count: int, at: int) -> NDArray[Any]:
 
 
 def _check_entries(
-    info: IndexFileInfo, plan: IndexPlan, recs: _RangeKeys, lo: int, hi: int, cut: int | None
+    info: IndexFileInfo,
+    plan: IndexPlan,
+    recs: _RangeKeys,
+    territory: tuple[int, int],
+    lo: int,
+    cut: int | None,
 ) -> list[Row]:
     """index_dangling / index_wrong_key / index_time for the entries of one file that
-    point into ``[lo, hi)``, with numpy (searchsorted on the records' offsets). Entries
+    point into ``[lo, hi)`` (``hi`` the territory's end; ``lo`` may exceed its start:
+    older entries point at expired data), with numpy (searchsorted on the records'
+    offsets; only the territory's slice of an ordered file is read). Entries
     past a torn tail at ``cut`` are one warning, not one error each; each kind is
     capped at MAX_PER_KIND per file and range."""
     import numpy as np
 
-    ents = _entries(info, plan.geometry)
-    phy = ents["phy_offset"].astype(np.int64)
-    sel = np.flatnonzero((phy >= lo) & (phy < hi))
-    if sel.size == 0:
+    hi = territory[1]
+    first, stop = info.slices.get(territory, (0, info.count - 1))
+    if stop <= first:
         return []
-    phy, h = phy[sel], ents["key_hash"][sel].astype(np.int64)
-    diff = ents["time_diff"][sel].astype(np.int64)
-    entry = sel + 1
+    ents = _entries(info, plan.geometry, first, stop)
+    phy = ents["phy_offset"].astype(np.int64)
+    inside = (phy >= lo) & (phy < hi)
+    if inside.all():  # a slice of an ordered file: no selection copy
+        sel = np.arange(phy.size)
+        h, diff = ents["key_hash"].astype(np.int64), ents["time_diff"].astype(np.int64)
+    else:
+        sel = np.flatnonzero(inside)
+        if sel.size == 0:
+            return []
+        phy, h = phy[sel], ents["key_hash"][sel].astype(np.int64)
+        diff = ents["time_diff"][sel].astype(np.int64)
+    entry = sel + first + 1
     n = recs.offset.size
     j = np.minimum(np.searchsorted(recs.offset, phy), max(n - 1, 0))
     found = (recs.offset[j] == phy) if n else np.zeros(phy.size, np.bool_)

@@ -1,0 +1,111 @@
+"""The index check reads, per scan range, only the entries that can point into it
+(tools.spark.indexcheck.entry_slices), and every entry of a file out of log order."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mqstore.index import format as ifmt
+from mqstore.tools.spark import indexcheck
+from mqstore.tools.spark.layout import discover
+from mqstore.tools.spark.reader import audit_task, plan_ranges
+from mqstore.tools.spark.segscan import Row
+
+SLOTS, NUM = 53, 300
+
+
+def _index_bytes(phys: list[int], slots: int = 4) -> tuple[bytes, indexcheck.Geometry]:
+    """An index file image whose entries 1..n hold physical offsets ``phys``."""
+    g = indexcheck.Geometry(slots, len(phys) + 1)
+    body = b"".join(ifmt.ENTRY.pack(7, p, 0, 0) for p in phys)
+    return bytes(ifmt.entry_position(slots, 1)) + body, g
+
+
+@given(
+    st.lists(st.integers(0, 10_000), min_size=1, max_size=60),
+    st.lists(st.integers(-5, 10_005), min_size=1, max_size=4),
+)
+@settings(max_examples=200, deadline=None)
+def test_each_territory_gets_exactly_the_entries_that_point_into_it(
+    phys: list[int], cuts: list[int]
+) -> None:
+    phys.sort()
+    edges = [-(1 << 63), *sorted(set(cuts)), 1 << 63]
+    territories = list(itertools.pairwise(edges))
+    buf, g = _index_bytes(phys)
+    got = indexcheck.entry_slices(buf, len(phys), g, territories)
+    arr = np.array(phys)
+    for lo, hi in territories:
+        a, b = got[(lo, hi)]
+        assert np.flatnonzero((arr >= lo) & (arr < hi)).tolist() == list(range(a, b))
+
+
+def test_a_file_out_of_log_order_has_no_slices() -> None:
+    buf, g = _index_bytes([100, 300, 200])
+    assert indexcheck.entry_slices(buf, 3, g, [(-(1 << 63), 1 << 63)]) == {}
+
+
+def _engine_store(root: Path, count: int = 400) -> Path:
+    from mqstore import Message, MessageStore, StoreConfig
+
+    cfg = StoreConfig(
+        root_dir=str(root), commitlog_file_size=64 * 1024, max_hash_slot_num=SLOTS,
+        max_index_num=NUM,
+    )  # fmt: skip
+    with MessageStore.open(cfg) as store:
+        for i in range(count):
+            r = store.put_message(
+                Message(
+                    topic=("orders", "payments")[i % 2],
+                    body=f"body {i} ".encode() * (1 + i % 40),
+                    keys=[f"k{i}"],
+                    queue_id=i % 3,
+                )
+            )
+            assert r.status.stored
+    return root
+
+
+def _index_findings(root: Path) -> Counter[str]:
+    """The index findings of every scan range's task, run here without Spark."""
+    layout = discover(root)
+    ranges = plan_ranges(layout, 1 << 20)
+    files = indexcheck.index_files(layout.index_dir)
+    iplan = indexcheck.plan(layout, ranges, indexcheck.Geometry(SLOTS, NUM), files)
+    now = int(time.time() * 1000)
+    rows = [r for rng in ranges for r in audit_task([rng], now, iplan) if isinstance(r, Row)]
+    return Counter(r.kind for r in rows if r.kind and r.kind.startswith("index"))
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("mqstore.consumequeue.dispatch")
+    return _engine_store(tmp_path_factory.mktemp("slices") / "store")
+
+
+def test_an_entry_pointing_back_into_an_earlier_range_is_checked_there(
+    store: Path, tmp_path: Path
+) -> None:
+    # the newest file's middle entry made to point at offset 1: out of log order
+    root = tmp_path / "s"
+    shutil.copytree(store, root)
+    assert len(plan_ranges(discover(root), 1 << 20)) > 2
+    assert _index_findings(root) == {}
+    last = sorted((root / "index").iterdir())[-1]
+    with open(last, "r+b") as f:
+        h = ifmt.read_header(f.read(ifmt.HEADER_SIZE))
+        pos = ifmt.entry_position(SLOTS, h.index_count // 2)
+        f.seek(pos)
+        e = ifmt.Entry(*ifmt.ENTRY.unpack(f.read(ifmt.ENTRY_SIZE)))
+        f.seek(pos)
+        f.write(ifmt.ENTRY.pack(*e._replace(phy_offset=1)))  # into the first range
+    assert _index_findings(root) == {"index_dangling": 1}
