@@ -58,6 +58,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.commitlog.recovery_damage import DamagedRange, Quarantine
 from mqstore.commitlog.recovery_extents import data_runs
 from mqstore.commitlog.segments import Segments
+from mqstore.commitlog.walk import FieldDispatch
 from mqstore.config import RecoveryPolicy
 
 log = logging.getLogger(__name__)
@@ -170,17 +171,9 @@ class FieldSink(Protocol):
 
     def __call__(self, info: fmt.RecordInfo, size: int = 0) -> None: ...
 
-    def dispatch_one(
-        self,
-        topic: str,
-        qid: int,
-        qoff: int,
-        phys: int,
-        size: int,
-        sys_flag: int,
-        store_ts: int,
-        props_string: str,
-    ) -> None: ...
+    @property
+    def dispatch_one(self) -> FieldDispatch:
+        """Takes one record's dispatch fields."""
 
 
 class RunSink(Protocol):
@@ -335,7 +328,7 @@ def _deliver_run(
 
 
 def _deliver_fields(
-    dispatch_one: Callable[[str, int, int, int, int, int, int, str], None],
+    dispatch_one: FieldDispatch,
     view: memoryview,
     recs: bulk.PlainRecords,
     k: int,

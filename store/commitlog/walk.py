@@ -19,6 +19,7 @@ declines everything else. A declined record goes to
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Final
 
 from mqstore.commitlog._decode import scan
@@ -39,6 +40,11 @@ DISPATCH_FIELDS: Final = (
     "store_timestamp", "properties",
 )  # fmt: skip
 """The names of :data:`DispatchFields`, in order."""
+
+FieldDispatch = Callable[[str, int, int, int, int, int, int, str], None]
+"""What takes a record's :data:`DispatchFields` as its arguments, in that order:
+``Dispatcher.dispatch_one``, and whatever the reput thread or recovery hands records
+to in its place."""
 
 Walked = DispatchFields | EndOfSegment | Corrupt
 """What :func:`next_record` finds at a position."""
@@ -86,4 +92,4 @@ def next_record(
     return r, pos + (r.size if 0 < r.size <= left else left)
 
 
-__all__ = ["DISPATCH_FIELDS", "DispatchFields", "Walked", "next_record"]
+__all__ = ["DISPATCH_FIELDS", "DispatchFields", "FieldDispatch", "Walked", "next_record"]

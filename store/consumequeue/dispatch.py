@@ -35,7 +35,7 @@ from typing import NamedTuple, Protocol
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.bulk import PlainRecords
 from mqstore.commitlog.segments import Segments
-from mqstore.commitlog.walk import next_record
+from mqstore.commitlog.walk import FieldDispatch, next_record
 from mqstore.consumequeue.catch_up import IndexCatchUp
 from mqstore.consumequeue.dispatch_batch import NO_SPACE, BatchDispatcher
 from mqstore.consumequeue.store import ConsumeQueueStore
@@ -78,8 +78,6 @@ class Arrival(NamedTuple):
 
 
 ArrivalListener = Callable[[Arrival], None]
-DispatchFields = Callable[[str, int, int, int, int, int, int, str], None]
-"""``Dispatcher.dispatch_one``: a record's ``mqstore.commitlog.walk.DispatchFields``."""
 
 
 class DispatchProgress(Protocol):
@@ -319,7 +317,7 @@ class ReputService(ServiceThread):
         reput_from: int,
         limit: Callable[[], int],
         interval: float = 0.001,
-        dispatch_fields: DispatchFields | None = None,
+        dispatch_fields: FieldDispatch | None = None,
     ) -> None:
         super().__init__(interval)
         self._segments = segments
