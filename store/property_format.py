@@ -30,9 +30,13 @@ from mqstore.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,
+    hashmap_bucket,
     java_hashmap_order,
     new_uniq_key,
 )
+
+_V5_UNRESIZED = 96
+"""Entries a Java ``HashMap(128)`` holds before it resizes (load factor 0.75)."""
 
 
 class PropertyFormat(enum.Enum):
@@ -74,9 +78,14 @@ class PropertyFormat(enum.Enum):
         >>> PropertyFormat.V5.serialize({"UNIQ_KEY": "U", "TAGS": "T", "KEYS": "K"})
         'UNIQ_KEY\\x01U\\x02TAGS\\x01T\\x02KEYS\\x01K\\x02'
         """
+        if self is PropertyFormat.V5 and len(items) <= _V5_UNRESIZED:
+            # The map never resized: its buckets are hashmap_bucket's (cached per name).
+            order = sorted(items, key=hashmap_bucket)
+            return "".join([f"{k}\x01{items[k]}\x02" for k in order])
         ordered = java_hashmap_order(items.items(), self.map_capacity)
-        text = "\x02".join(f"{k}\x01{v}" for k, v in ordered)
-        return text + "\x02" if text and self.trailing_separator else text
+        if self.trailing_separator:
+            return "".join([f"{k}\x01{v}\x02" for k, v in ordered])
+        return "\x02".join([f"{k}\x01{v}" for k, v in ordered])
 
     def properties_of(self, msg: Message) -> tuple[bytes, str]:
         """The properties bytes a store in this format writes for ``msg``, and its

@@ -32,18 +32,10 @@ from mqstore.compression import COMPRESSED_FLAG, compress, parse_type
 from mqstore.config import StoreConfig
 from mqstore.errors import IllegalMessageError
 from mqstore.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    PROPERTY_WAIT_STORE_MSG_OK,
     Message,
-    hashmap_bucket,
     host_bytes,
-    java_hashmap_order,
     new_uniq_key,
     new_uniq_keys,
-    properties_to_string,
     standard_properties_string,
     uniq_key_of,
     validate_topic,
@@ -172,8 +164,9 @@ class MessageFramer:
     # ------------------------------------------------------------ general path
 
     def properties(self, msg: Message) -> tuple[bytes, str]:
-        """Properties bytes in Java HashMap(128) order (as a 5.x broker writes them),
-        and the message's UNIQ_KEY.
+        """Properties bytes as the store's broker version writes them
+        (:class:`~mqstore.property_format.PropertyFormat`; 5.x: Java HashMap(128)
+        order), and the message's UNIQ_KEY.
 
         Raises:
             IllegalMessageError: an empty property name, or one with \\x01/\\x02.
@@ -181,10 +174,12 @@ class MessageFramer:
         raw = msg.stored_properties
         if raw is not None:  # verbatim (mqstore.broker.as_stored)
             return raw.encode("utf-8"), uniq_key_of(raw) or ""
-        if self._format is not PropertyFormat.V5:
-            return self._format.properties_of(msg)
-        props = msg.properties
-        if not props and msg.delay_level <= 0 and msg.wait_store_msg_ok:
+        if (
+            self._format is PropertyFormat.V5
+            and not msg.properties
+            and msg.delay_level <= 0
+            and msg.wait_store_msg_ok
+        ):  # the common properties: the fast paths' string and UNIQ_KEY generator
             raw_keys = msg.keys
             keys = (
                 raw_keys
@@ -193,31 +188,7 @@ class MessageFramer:
             )
             uniq = self.next_uniq()
             return standard_properties_string(uniq, msg.tags, keys).encode("utf-8"), uniq
-        items: dict[str, str] = dict(props) if props else {}
-        if props:
-            for k, v in props.items():
-                if not k or "\x01" in k or "\x02" in k or "\x01" in v or "\x02" in v:
-                    raise IllegalMessageError(
-                        f"property {k!r}: names/values must be non-empty and free of \\x01/\\x02"
-                    )
-        if msg.tags:
-            items[PROPERTY_TAGS] = msg.tags
-        if msg.keys:
-            items[PROPERTY_KEYS] = " ".join(msg.key_list())
-        if msg.delay_level > 0:
-            items[PROPERTY_DELAY_TIME_LEVEL] = str(msg.delay_level)
-        if not msg.wait_store_msg_ok:
-            items[PROPERTY_WAIT_STORE_MSG_OK] = "false"
-        uniq = items.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ""
-        if not uniq:
-            uniq = new_uniq_key()
-            items[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
-        if len(items) <= 96:
-            order = sorted(items, key=hashmap_bucket)
-            text = "".join([f"{k}\x01{items[k]}\x02" for k in order])
-        else:
-            text = properties_to_string(java_hashmap_order(items.items()))
-        return text.encode("utf-8"), uniq
+        return self._format.properties_of(msg)
 
     def prepare(self, msg: Message) -> tuple[EncodedMessage, str] | Refusal:
         """The general path's (record, UNIQ_KEY) of ``msg``, or the refusal.

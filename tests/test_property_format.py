@@ -7,9 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mqstore import Message, MessageStore, StoreConfig
 from mqstore.commitlog import format as fmt
+from mqstore.message import (
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    java_hashmap_order,
+    properties_to_string,
+)
 from mqstore.property_format import PropertyFormat
 from tests.rmq498 import FIXTURE, manifest, tree
 
@@ -87,3 +94,38 @@ def test_the_default_format_is_5x(tmp_path: Path):
         rec = s.look_message_by_offset(r.physical_offset)
     assert rec is not None and rec.properties_string.endswith("\x02")
     assert rec.properties_string.startswith("UNIQ_KEY\x01")
+
+
+_NAMES = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    props=st.dictionaries(
+        _NAMES, st.text(max_size=8).filter(lambda v: not {"\x01", "\x02"} & set(v)), max_size=110
+    ),
+    tags=st.sampled_from([None, "", "TagA"]),
+    keys=st.sampled_from([None, "k1 k2", ["k1", "k2"], [""], "  "]),
+    delay=st.sampled_from([0, 3]),
+    wait=st.booleans(),
+)
+def test_5x_properties_of_any_message_are_its_map_in_hashmap_128_order(
+    props: dict[str, str], tags: str | None, keys: str | list[str] | None, delay: int, wait: bool
+):
+    m = Message("T", b"x", tags=tags, keys=keys, properties=props, delay_level=delay,
+                wait_store_msg_ok=wait)  # fmt: skip
+    data, uniq = PropertyFormat.V5.properties_of(m)
+    items = m.all_properties()
+    items.setdefault(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq)
+    assert data == properties_to_string(java_hashmap_order(items.items())).encode()
+
+
+@pytest.mark.parametrize("keys", [[""], ["", ""]])
+def test_keys_that_are_all_empty_store_no_keys_property_with_or_without_user_properties(
+    tmp_path: Path, keys: str | list[str]
+):
+    with MessageStore.open(StoreConfig(root_dir=tmp_path / "s", commitlog_file_size=1 << 16)) as s:
+        plain = s.put_message(Message("T", b"x", keys=keys))
+        with_props = s.put_message(Message("T", b"x", keys=keys, properties={"a": "1"}))
+        stored = [s.look_message_by_offset(r.physical_offset) for r in (plain, with_props)]
+    assert [m is not None and "KEYS\x01" in m.properties_string for m in stored] == [False, False]
