@@ -1,20 +1,22 @@
 """``mqstore bench putpath``: what one put costs, and what it is made of.
 
-Three tables, on ASYNC_FLUSH stores, 100-byte bodies with a tag and a key (the
-commitlog benchmark's messages):
+Three tables, on stores with the default config (ASYNC_FLUSH, the dispatcher thread),
+100-byte bodies with a tag and a key (the commitlog benchmark's messages):
 
 1. **The put**, in nanoseconds of this thread's CPU per call: ``put_message``, and
    ``put_messages`` of 32 per message. The consume-queue dispatcher is stopped, so
    what is timed is the producer's own work.
-2. **Its pieces**, each timed alone with the values a put uses: the UNIQ_KEY, the
-   properties string, the body CRC, encoding the record, copying it into the mapped
-   segment, the put lock, and the flusher's wait (which returns at once under
-   ASYNC_FLUSH). A put does each of these once; the fast path packs the record straight
-   into the mapping, so the encode and copy rows bound that step from above. What a put
-   costs beyond its pieces is bookkeeping: queue offsets, checks, the result.
+2. **Its pieces**, each timed alone with the values a put uses, the steps the common
+   message takes (``mqstore.put_frame``'s fast path): framing it outside the put lock
+   (``MessageFramer.common``; of which the UNIQ_KEY, the properties string and the
+   body CRC), then ``CommitLog.append_v1`` (the put lock, the reservation, the record
+   packed into the mapping); for a batch, ``common_batch`` and ``append_v1_batch``
+   per message. What a put costs beyond framing and appending is the writer's own
+   work: the state check, the msg id, the result.
 3. **CPU per message** over a few seconds of puts on a fresh store with its dispatcher
-   running: the producer thread against the whole process (dispatcher, index and
-   flusher included), with the index on and off.
+   running (``put_message``, and ``put_messages`` of 32): the producer thread against
+   the whole process (dispatcher, index and flusher included), with the index on and
+   off.
 
 Each row is the minimum over rounds of the mean over many calls (the least disturbed
 measurement on a noisy machine), rounds interleaved so a busy moment hits every row,
@@ -33,13 +35,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mqstore import FlushDiskType, MessageStore, StoreConfig
+from mqstore import MessageStore, StoreConfig
 from mqstore.commitlog import format as fmt
-from mqstore.message import host_bytes, new_uniq_key, standard_properties_string
+from mqstore.message import standard_properties_string
 from mqstore.tools.bench._harness import Option, bench_main
 from mqstore.tools.bench._workload import items
 
 BATCH = 32
+BATCH_PUT = f"put_messages({BATCH}), per message"
+FRAMING = "framing (MessageFramer.common)"
+APPEND = "append (CommitLog.append_v1)"
+BATCH_FRAMING = "batch framing (common_batch), per message"
+BATCH_APPEND = "batch append (append_v1_batch), per message"
 
 
 def measure_all(fns: dict[str, Callable[[], Any]], number: int, rounds: int) -> dict[str, float]:
@@ -67,66 +74,67 @@ def whole_put(store: MessageStore, number: int, rounds: int) -> dict[str, float]
     many = measure_all(
         {"batch": lambda: put_many(batches[next(n) & 1])}, max(1, number // BATCH), rounds
     )
-    out[f"put_messages({BATCH}), per message"] = many["batch"] / BATCH
+    out[BATCH_PUT] = many["batch"] / BATCH
     return out
 
 
 def pieces(store: MessageStore, number: int, rounds: int) -> dict[str, float]:
-    """ns per call of each piece of a put, alone, with the values a put uses."""
-    m = items(100, n=1)[0].message()
+    """ns per call (a batch's: per message) of each step of a common put, alone, with
+    the values a put uses. The appends write into the store's log out of band."""
+    msgs = [it.message() for it in items(100, n=BATCH)]
+    m = msgs[0]
     keys = " ".join(m.keys or [])
-    uniq = new_uniq_key()
+    framer = store.writer.framer
+    framed = framer.common(m)
+    batch = framer.common_batch(msgs)
+    if framed is None or batch is None:
+        raise RuntimeError("the benchmark's messages did not take the fast path")
+    record, uniq = framed
+    records = batch[0]
     log = store.commitlog
-    encoder = log.encoder
-    props = standard_properties_string(uniq, m.tags, keys).encode()
-    tail, version = encoder.tail(m.topic.encode(), props)
-    total = encoder.size(0, len(m.body), len(tail))
-    born = host_bytes(m.born_host)
-    crc = fmt.body_crc(m.body)
-    now = time.time_ns() // 1_000_000
-    record = encoder.encode(total, version, crc, 0, 0, 0, 0, 0, now, born, now, 0, 0, m.body, tail)
-    segment = log.segments.last
-    if segment is None:
-        raise RuntimeError("the store has no segment: put one message first")
-    lock = log.put_lock
-    wait_for = store.flusher.wait_for
-
-    def lock_round() -> None:
-        with lock:
-            pass
-
-    return measure_all(
+    out = measure_all(
         {
-            "UNIQ_KEY (new_uniq_key)": new_uniq_key,
-            "properties string + UTF-8": lambda: standard_properties_string(
+            FRAMING: lambda: framer.common(m),
+            "  of which UNIQ_KEY": framer.next_uniq,
+            "  of which properties string + UTF-8": lambda: standard_properties_string(
                 uniq, m.tags, keys
             ).encode(),
-            "body CRC": lambda: fmt.body_crc(m.body),
-            "topic + properties tail": lambda: encoder.tail(m.topic.encode(), props),
-            "record encode (header + body + tail)": lambda: encoder.encode(
-                total, version, crc, 0, 0, 0, 0, 0, now, born, now, 0, 0, m.body, tail
-            ),
-            "copy into the mapped segment": lambda: segment.append(record),
-            "put lock acquire + release": lock_round,
-            "flusher wait (ASYNC_FLUSH)": lambda: wait_for(1),
+            "  of which body CRC": lambda: fmt.body_crc(m.body),
+            APPEND: lambda: log.append_v1(record),
         },
         number,
         rounds,
     )
+    many = measure_all(
+        {
+            BATCH_FRAMING: lambda: framer.common_batch(msgs),
+            BATCH_APPEND: lambda: log.append_v1_batch(records),
+        },
+        max(1, number // BATCH),
+        rounds,
+    )
+    out.update({k: v / BATCH for k, v in many.items()})
+    return out
 
 
-def cpu_split(store: MessageStore, seconds: float) -> dict[str, float]:
+def cpu_split(store: MessageStore, seconds: float, batch: int = 1) -> dict[str, float]:
     """µs of CPU per message: the producer thread against the whole process (dispatcher,
-    index and flusher threads included), ``seconds`` of puts, then until dispatched."""
+    index and flusher threads included), ``seconds`` of puts (``put_messages`` of
+    ``batch`` when it is more than 1), then until dispatched."""
     msgs = [it.message() for it in items(100)]
-    put = store.put_message
+    put, put_many = store.put_message, store.put_messages
+    batches = [msgs[i : i + batch] for i in range(0, len(msgs) - batch + 1, batch)]
     p0, c0 = time.thread_time(), os.times()
     n = 0
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        for m in msgs:
-            put(m)
-        n += len(msgs)
+        if batch == 1:
+            for m in msgs:
+                put(m)
+        else:
+            for b in batches:
+                put_many(b)
+        n += len(batches) * batch
     p1 = time.thread_time()
     store.wait_dispatched(60.0)
     c1 = os.times()
@@ -139,9 +147,8 @@ def cpu_split(store: MessageStore, seconds: float) -> dict[str, float]:
 
 
 def _open(root: Path, **cfg: Any) -> MessageStore:
-    store = MessageStore.open(
-        StoreConfig(root_dir=root, flush_disk_type=FlushDiskType.ASYNC_FLUSH, **cfg)
-    )
+    """A store with the default config (ASYNC_FLUSH, dispatcher thread) but ``cfg``."""
+    store = MessageStore.open(StoreConfig(root_dir=root, **cfg))
     store.put_message(items(100, n=1)[0].message())  # create + map the segment
     return store
 
@@ -150,10 +157,15 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """All three tables; each on its own store under ``work``."""
     number, rounds, seconds = args.number, args.rounds, args.seconds
     split: dict[str, float] = {}
-    for label, cfg in (("", {}), (", index off", {"message_index_enable": False})):
-        store = _open(work / f"split{len(split)}", **cfg)
+    runs: tuple[tuple[str, dict[str, Any], int], ...] = (
+        ("", {}, 1),
+        (", index off", {"message_index_enable": False}, 1),
+        (f", put_messages({BATCH})", {}, BATCH),
+    )
+    for i, (label, cfg, batch) in enumerate(runs):
+        store = _open(work / f"split{i}", **cfg)
         try:
-            split.update({k + label: v for k, v in cpu_split(store, seconds).items()})
+            split.update({k + label: v for k, v in cpu_split(store, seconds, batch).items()})
         finally:
             store.close()
     # The timed puts and pieces write into this store's log (the pieces out of band), so
@@ -172,13 +184,17 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> str:
     """The printed tables."""
     number, rounds, seconds = args.number, args.rounds, args.seconds
     lines = [f"the put, ns per message (min of {rounds} rounds x {number:,} calls)"]
-    lines += [f"  {k:<52}{v:>8.0f}" for k, v in out["put_ns"].items()]
-    lines.append("its pieces, each alone, ns per call")
-    lines += [f"  {k:<52}{v:>8.0f}" for k, v in out["pieces_ns"].items()]
-    beyond = out["put_ns"]["put_message"] - sum(out["pieces_ns"].values())
-    lines.append(f"  {'put_message beyond its pieces':<52}{beyond:>8.0f}")
+    lines += [f"  {k:<60}{v:>8.0f}" for k, v in out["put_ns"].items()]
+    lines.append("its steps, each alone, ns per call (a batch's: per message)")
+    parts = out["pieces_ns"]
+    lines += [f"  {k:<60}{v:>8.0f}" for k, v in parts.items()]
+    put = out["put_ns"]
+    beyond = put["put_message"] - parts[FRAMING] - parts[APPEND]
+    lines.append(f"  {'put_message beyond framing + append':<60}{beyond:>8.0f}")
+    beyond = put[BATCH_PUT] - parts[BATCH_FRAMING] - parts[BATCH_APPEND]
+    lines.append(f"  {f'put_messages({BATCH}) beyond framing + append':<60}{beyond:>8.0f}")
     lines.append(f"CPU per message, us ({seconds:g} s of puts, then until dispatched)")
-    lines += [f"  {k:<52}{v:>8.1f}" for k, v in out["cpu_us_per_message"].items()]
+    lines += [f"  {k:<60}{v:>8.1f}" for k, v in out["cpu_us_per_message"].items()]
     return "\n".join(lines)
 
 
