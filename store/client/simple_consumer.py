@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from mqstore.errors import InvalidReceiptHandleError
+from mqstore.pop.receipt import ReceiptHandle
 from mqstore.pop.service import AckStatus, PopService
 from mqstore.records import StoredMessage
 
@@ -188,4 +189,4 @@ class SimpleConsumer:
                 f"message {message.msg_id}: receipt handle expired or already acknowledged"
             )
         message.receipt_handle = new
-        message.invisible_deadline_ms = int(new.split(" ")[1]) + int(new.split(" ")[2])
+        message.invisible_deadline_ms = ReceiptHandle.parse(new).deadline

@@ -56,3 +56,16 @@ def test_consumer_needs_a_subscription(tmp_path: Path) -> None:
         pytest.raises(ValueError),
     ):
         SimpleConsumer("g", {}, EmbeddedPop(pop))
+
+
+def test_a_changed_invisible_duration_renews_the_messages_receipt(tmp_path: Path) -> None:
+    with MessageStore.open(store_config(tmp_path)) as store, PopService(store) as pop:
+        store.put_message(Message(topic="orders", body=b"x"))
+        store.wait_dispatched()
+        c = SimpleConsumer("g", {"orders": "*"}, EmbeddedPop(pop), await_duration=2)
+        m = c.receive(1, 30)[0]
+        first_handle, first_deadline = m.receipt_handle, m.invisible_deadline_ms
+        c.change_invisible_duration(m, 60)
+        assert m.receipt_handle != first_handle
+        assert m.invisible_deadline_ms >= first_deadline + 29_000
+        c.ack(m)  # the renewed receipt: the first one is stale now
