@@ -137,6 +137,20 @@ class PoppedMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class _PopRound:
+    """What one pop asks, the same for every queue it tries: messages of ``topic``
+    (or its retry topic) matching ``subscription`` for ``group``, popped at ``now``
+    (ms) and hidden for ``invisible`` ms under revive queue ``revive_qid``."""
+
+    group: str
+    topic: str
+    subscription: str
+    now: int
+    invisible: int
+    revive_qid: int
+
+
+@dataclass(frozen=True, slots=True)
 class PopResult:
     """Outcome of :meth:`PopService.pop` (RocketMQ ``PopResult``)."""
 
@@ -295,19 +309,19 @@ class PopService:
     def _pop_once(
         self, group: str, topic: str, n: int, invisible: int, queue_id: int, sub: str, fifo: bool
     ) -> PopResult:
-        now = int(self._clock() * 1000)
         revive_qid = (
             POP_ORDER_REVIVE_QUEUE if fifo
             else self._random.randrange(self.config.revive_queue_num)
         )  # fmt: skip
+        r = _PopRound(group, topic, sub, int(self._clock() * 1000), invisible, revive_qid)
         out: list[PoppedMessage] = []
         for t, qid in self._sources(group, topic, queue_id, fifo):
             if len(out) >= n:
                 break
             pop = self._pop_fifo if fifo else self._pop_queue
-            out.extend(pop(group, t, topic, qid, n - len(out), invisible, sub, now, revive_qid))
+            out.extend(pop(r, t, qid, n - len(out)))
         status = PopStatus.FOUND if out else PopStatus.NO_NEW_MSG
-        return PopResult(status, tuple(out), now, invisible, revive_qid)
+        return PopResult(status, tuple(out), r.now, invisible, revive_qid)
 
     def _sources(self, group: str, topic: str, queue_id: int, fifo: bool) -> list[tuple[str, int]]:
         """(topic, queue) pairs to try, in order: the topic's queues from a random one,
@@ -346,45 +360,40 @@ class PopService:
             r = self.store.get_message(group, topic, qid, offset, n, sub)
         return list(r.messages), r.next_begin_offset
 
-    def _pop_queue(
-        self, group: str, t: str, normal: str, qid: int, n: int, invisible: int, sub: str,
-        now: int, revive_qid: int,
-    ) -> list[PoppedMessage]:  # fmt: skip
-        key = (t, group, qid)
+    def _pop_queue(self, r: _PopRound, t: str, qid: int, n: int) -> list[PoppedMessage]:
+        """Up to ``n`` messages of queue ``qid`` of ``t`` (the topic or its retry topic),
+        under one checkpoint."""
+        key = (t, r.group, qid)
         with self._lock(key):
             start = self._start_offset(key)
-            msgs, nxt = self._get(group, t, qid, start, n, sub)
+            msgs, nxt = self._get(r.group, t, qid, start, n, r.subscription)
             if not msgs:
                 if nxt > start:
                     self._offsets[key] = nxt  # filtered out: consumed for this group
                 return []
             first = msgs[0].queue_offset
-            ck = PopCheckPoint(t, group, qid, first, now, invisible,
+            ck = PopCheckPoint(t, r.group, qid, first, r.now, r.invisible,
                                tuple(m.queue_offset - first for m in msgs),
                                self.config.broker_name)  # fmt: skip
-            if not self._write_checkpoint(ck, revive_qid):
+            if not self._write_checkpoint(ck, r.revive_qid):
                 return []
             self._offsets[key] = nxt
+        return self._handed_out(r, t, qid, first, [(m, m.reconsume_times + 1) for m in msgs])
+
+    def _handed_out(
+        self, r: _PopRound, t: str, qid: int, first: int, msgs: list[tuple[StoredMessage, int]]
+    ) -> list[PoppedMessage]:
+        """``msgs`` (each with its delivery attempt) as popped from queue ``qid`` of
+        ``t`` under the checkpoint or FIFO batch that starts at offset ``first``."""
         flag = retry_flag(t)
-        return [
-            PoppedMessage(
-                m,
-                normal,
-                ReceiptHandle(
-                    first,
-                    now,
-                    invisible,
-                    revive_qid,
-                    flag,
-                    self.config.broker_name,
-                    qid,
-                    m.queue_offset,
-                ).encode(),
-                m.reconsume_times + 1,
-                now + invisible,
-            )
-            for m in msgs
-        ]
+        broker = self.config.broker_name
+        deadline = r.now + r.invisible
+        out = []
+        for m, attempt in msgs:
+            h = ReceiptHandle(first, r.now, r.invisible, r.revive_qid, flag, broker, qid,
+                              m.queue_offset)  # fmt: skip
+            out.append(PoppedMessage(m, r.topic, h.encode(), attempt, deadline))
+        return out
 
     def _write_checkpoint(self, ck: PopCheckPoint, revive_qid: int) -> bool:
         """Register ``ck`` in flight (with a lower bound of its revive-queue offset, so
@@ -407,29 +416,28 @@ class PopService:
 
     # ------------------------------------------------------------------ FIFO
 
-    def _pop_fifo(
-        self, group: str, t: str, normal: str, qid: int, n: int, invisible: int, sub: str,
-        now: int, revive_qid: int,
-    ) -> list[PoppedMessage]:  # fmt: skip
-        key = (t, group, qid)
+    def _pop_fifo(self, r: _PopRound, t: str, qid: int, n: int) -> list[PoppedMessage]:
+        """The queue's next FIFO batch: the expired batch's unacknowledged messages
+        again, else up to ``n`` new ones; nothing while a batch is in flight."""
+        key = (t, r.group, qid)
         with self._lock(key):
             info = self._orders.get(key)
             if info is not None:
-                if now < info.deadline:
+                if r.now < info.deadline:
                     return []  # the queue's batch is in flight: nothing else for the group
-                msgs = self._redeliver_fifo(key, info, group, now, invisible)
+                msgs = self._redeliver_fifo(key, info, r.group, r.now, r.invisible)
                 if msgs:
-                    return self._fifo_popped(msgs, info, normal, qid)
+                    return self._handed_out(r, t, qid, info.offsets[0], msgs)
             start = self._start_offset(key)
-            found, nxt = self._get(group, t, qid, start, n, sub)
+            found, nxt = self._get(r.group, t, qid, start, n, r.subscription)
             if not found:
                 if nxt > start:
                     self._offsets[key] = nxt
                 return []
-            info = OrderInfo(now, invisible, [m.queue_offset for m in found], [1] * len(found))
+            info = OrderInfo(r.now, r.invisible, [m.queue_offset for m in found], [1] * len(found))
             info.extra["next"] = nxt
             self._orders[key] = info
-            return self._fifo_popped([(m, 1) for m in found], info, normal, qid)
+            return self._handed_out(r, t, qid, info.offsets[0], [(m, 1) for m in found])
 
     def _redeliver_fifo(
         self, key: QueueKey, info: OrderInfo, group: str, now: int, invisible: int
@@ -457,30 +465,6 @@ class PopService:
             self._offsets[key] = int(info.extra.get("next", info.next_offset()))
             del self._orders[key]
         return out
-
-    def _fifo_popped(
-        self, msgs: list[tuple[StoredMessage, int]], info: OrderInfo, normal: str, qid: int
-    ) -> list[PoppedMessage]:
-        first = info.offsets[0]
-        return [
-            PoppedMessage(
-                m,
-                normal,
-                ReceiptHandle(
-                    first,
-                    info.pop_time,
-                    info.invisible_time,
-                    POP_ORDER_REVIVE_QUEUE,
-                    "0",
-                    self.config.broker_name,
-                    qid,
-                    m.queue_offset,
-                ).encode(),
-                attempt,
-                info.deadline,
-            )
-            for m, attempt in msgs
-        ]
 
     def _ack_fifo(self, key: QueueKey, h: ReceiptHandle) -> AckStatus:
         with self._lock(key):
