@@ -43,10 +43,12 @@ BORN = bytes((10, 0, 0, 1, 0, 0, 0x1F, 0x90))
 
 
 def _batch(enc: RecordEncoder, flags: list[object]) -> list[tuple[object, ...]]:
+    framer = enc.v1_framer(b"T")
+    assert framer is not None
     records = []
     for i, flag in enumerate(flags):
         body = bytes([i + 1]) * (i + 3)
-        tail, total = enc.v1_framer(b"T")(len(body), b"TAGS\x01a\x02")  # type: ignore[misc]
+        tail, total = framer(len(body), b"TAGS\x01a\x02")
         born_ts = None if i % 2 else 500 + i
         records.append(("T-0", i, flag, born_ts, BORN, i, body, 70 + i, tail, total))
     return records
