@@ -49,6 +49,23 @@ def allocate(fd: int, size: int) -> None:
             raise
 
 
+def allocate_range(fd: int, offset: int, length: int, *, point: str, what: str = "") -> None:
+    """Allocate ``[offset, offset + length)`` of a sparse file (its contents stay), so
+    writes through a mapping there cannot hit ENOSPC; nothing on a filesystem without
+    ``fallocate`` (writes then allocate as they come). ``point`` names the fault point
+    passed first (``offset``, ``size``, ``what``), so tests can fail one kind of file.
+
+    Raises:
+        OSError: ENOSPC (or EDQUOT) when the disk cannot back the range.
+    """
+    faults.point(point, offset=offset, size=length, what=what)
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+
+
 def try_lock(fd: int) -> bool:
     """Take an exclusive, non-blocking lock on an open file; False if someone holds it.
 

@@ -50,17 +50,12 @@ UNMAPPED.release()
 
 
 def allocate_range(fd: int, offset: int, length: int, *, what: str = "") -> None:
-    """Allocate ``[offset, offset + length)`` of a sparse file (its contents stay).
+    """:func:`mqstore._platform.allocate_range` with the fault point ``before_reserve``.
 
     Raises:
         OSError: ENOSPC (or EDQUOT) when the disk cannot back the range.
     """
-    faults.point("before_reserve", offset=offset, size=length, what=what)
-    try:
-        os.posix_fallocate(fd, offset, length)
-    except OSError as e:
-        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate: writes as before
-            raise
+    _platform.allocate_range(fd, offset, length, point="before_reserve", what=what)
 
 
 def _reserve_range(fd: int, start: int, end: int, stop: int, *, what: str) -> int:

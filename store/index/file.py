@@ -50,17 +50,13 @@ ENTRY_RESERVE = 4 << 20
 
 
 def reserve(fd: int, offset: int, length: int, *, what: str = "") -> None:
-    """Allocate ``[offset, offset + length)`` of a sparse file (contents stay zeros).
+    """:func:`mqstore._platform.allocate_range` with the fault point
+    ``before_index_allocate``.
 
     Raises:
         OSError: ENOSPC (or EDQUOT) when the disk cannot back the range.
     """
-    faults.point("before_index_allocate", offset=offset, size=length, what=what)
-    try:
-        os.posix_fallocate(fd, offset, length)
-    except OSError as e:
-        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate: as before
-            raise
+    _platform.allocate_range(fd, offset, length, point="before_index_allocate", what=what)
 
 
 class IndexFile:
