@@ -215,6 +215,16 @@ class Segments:
             return mf
         return None
 
+    def find_cut(self, offset: int) -> MappedFile | None:
+        """The segment a cut at ``offset`` falls in: the one containing it, else the
+        last one when ``offset`` is its end (a full last segment); None otherwise."""
+        cut = self.find(offset)
+        if cut is None and self.files:
+            last = self.files[-1]
+            if offset == last.file_from_offset + self.file_size:
+                return last
+        return cut
+
     def create(self, start_offset: int) -> MappedFile:
         """Create and append a new segment starting at ``start_offset`` (allocated in
         full, or sparse with ``reserve_chunk``).
@@ -304,13 +314,7 @@ class Segments:
             self._starts.pop()
             dropped += mf.file_size
             mf.destroy()
-        cut = self.find(offset)
-        if (
-            cut is None
-            and self.files
-            and offset == self.files[-1].file_from_offset + self.file_size
-        ):
-            cut = self.files[-1]
+        cut = self.find_cut(offset)
         if cut is not None:
             dropped += cut.truncate_to(offset - cut.file_from_offset)
         self.flushed_where = min(self.flushed_where, offset)

@@ -840,13 +840,7 @@ class ConsumeQueue:
         segs = self.segments
         doomed = [m for m in segs.files if m.file_from_offset > offset]
         self._forget(doomed)
-        cut = segs.find(offset)
-        if (
-            cut is None
-            and segs.files
-            and offset == segs.files[-1].file_from_offset + self.file_size
-        ):
-            cut = segs.files[-1]
+        cut = segs.find_cut(offset)
         if cut is not None:
             self._view(cut)
         segs.truncate_to(offset)
