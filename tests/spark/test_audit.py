@@ -131,6 +131,27 @@ def test_split_ranges_give_the_same_report(spark, tmp_path):
     assert split.records == whole.records == 599
 
 
+def test_a_queue_offset_repeated_in_a_later_segment_is_one_duplicate(spark, tmp_path):
+    import struct
+
+    from mqstore.commitlog import format as fmt
+
+    gen = build_store(tmp_path / "dup", 300)
+    queue = [r for r in gen.records if (r.topic, r.queue_id) == ("orders", 0)]
+    early, late = queue[1], queue[-2]
+    seg, pos = gen.segment_of(late.physical_offset)
+    assert seg != gen.segment_of(early.physical_offset)[0]  # another range: a second job
+    with open(seg, "r+b") as f:
+        f.seek(pos + fmt.QUEUE_OFFSET_POS)
+        f.write(struct.pack(">q", early.queue_offset))
+    report = _audit(spark, gen.root)
+    kinds = Counter(f.kind for f in report.findings)
+    assert kinds == {"queue_duplicate": 1, "queue_gap": 1, "cq_orphan": 1}, report.summary()
+    dup = next(f for f in report.findings if f.kind == "queue_duplicate")
+    assert (dup.file, dup.offset) == (f"commitlog/{seg.name}", pos)
+    assert f"queue offset {early.queue_offset} again" in dup.detail
+
+
 def test_cli_exit_codes(spark, tmp_path, capsys):
     from mqstore.tools.spark.audit import main
 

@@ -56,7 +56,7 @@ if not __package__:  # run as a script: spark-submit tools/spark/audit.py DIR
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mqstore.errors import ConfigError
-from mqstore.tools.spark import cqscan, indexcheck, queues
+from mqstore.tools.spark import cqscan, indexcheck, queueparts, queues
 from mqstore.tools.spark.layout import (
     LayoutError,
     StoreLayout,
@@ -64,13 +64,15 @@ from mqstore.tools.spark.layout import (
     discover,
     geometry_flags,
 )
+from mqstore.tools.spark.queueparts import QueuePart
 from mqstore.tools.spark.reader import (
     balanced_split,
     plan_ranges,
+    queue_values,
     scan_ranges,
     unreadable,
 )
-from mqstore.tools.spark.report import AuditReport, Finding
+from mqstore.tools.spark.report import AuditReport, Finding, QueueStats
 from mqstore.tools.spark.segscan import Row, RowType
 from mqstore.tools.spark.session import master_url
 
@@ -149,16 +151,18 @@ def _collect(rows: list[Row], layout: StoreLayout) -> tuple[list[Finding], int]:
     return found, records
 
 
-def scan_output(
+def _queue_checks(
     spark: SparkSession,
     layout: StoreLayout,
     split_bytes: int | None,
+    ctx: queues.QueueContext,
     index: tuple[indexcheck.Geometry, list[Path]] | None = None,
-) -> list[tuple[str, int, bytes] | Row]:
-    """The segment scan's output for every range (tools.spark.reader.scan_ranges): per
-    range and queue one value of packed records, plus the findings and range
-    summaries. With ``index`` (geometry, files), the scan tasks also check the index
-    entries (tools.spark.indexcheck.IndexPlan)."""
+) -> tuple[list[Row], list[Finding], list[QueueStats]]:
+    """The segment scan (tools.spark.reader.scan_ranges): its finding and range rows,
+    and the per-queue findings and statistics from the queue parts it sent
+    (tools.spark.queueparts); the queues the parts cannot settle are checked from their
+    records, read by a second job. With ``index`` (geometry, files), the scan tasks also
+    check the index entries (tools.spark.indexcheck.IndexPlan)."""
     split = split_bytes or balanced_split(layout, spark.sparkContext.defaultParallelism)
     ranges = plan_ranges(layout, split)
     iplan = indexcheck.plan(layout, ranges, *index) if index else None
@@ -167,7 +171,16 @@ def scan_output(
         f" {len(ranges)} ranges, {len(layout.cq_files)} ConsumeQueue files",
         file=sys.stderr,
     )
-    return scan_ranges(spark, ranges, int(time.time() * 1000), iplan)
+    now = int(time.time() * 1000)
+    out = scan_ranges(spark, ranges, now, iplan, ctx)
+    rows = [r for r in out if isinstance(r, Row)]
+    parts = [r for r in out if isinstance(r, QueuePart)]
+    packed = [r for r in out if not isinstance(r, (Row, QueuePart))]
+    found, stats, redo = queueparts.check_all(parts, packed, ctx, layout.cq_queues)
+    if redo:
+        f, s = queues.check_queues(queue_values(spark, ranges, now, redo), ctx, redo)
+        found, stats = found + f, stats + s
+    return rows, found, stats
 
 
 def audit_with(
@@ -188,10 +201,8 @@ def audit_with(
     shown = layout.index_geometry() or (index_slots, index_num)
     geo = indexcheck.resolve_geometry(ifiles, *shown) if ifiles else None
     index = (geo, ifiles) if geo is not None else None
-    out = scan_output(spark, layout, split_bytes, index)
-    findings, n_records = _collect([r for r in out if isinstance(r, Row)], layout)
-    records = [r for r in out if not isinstance(r, Row)]
-    q_found, stats = queues.check_queues(records, ctx, layout.cq_queues)
+    rows, q_found, stats = _queue_checks(spark, layout, split_bytes, ctx, index)
+    findings, n_records = _collect(rows, layout)
     findings += q_found
     stats.sort()
     findings += cq_found + _segment_series(layout)

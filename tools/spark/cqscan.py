@@ -38,7 +38,7 @@ def file_findings(
     return findings, lost
 
 
-def _unit_dtype() -> Any:
+def unit_dtype() -> Any:
     """numpy dtype of one unit, derived from the codec's ``struct`` format."""
     import numpy as np
 
@@ -66,7 +66,7 @@ def read_units(data: bytes | mmap.mmap, cq: CqFile) -> dict[str, Any]:
     per_unit = cqfmt.UNIT_SIZE // 4
     lo = int(np.argmax(nonzero)) // per_unit
     hi = (nonzero.size - 1 - int(np.argmax(nonzero[::-1]))) // per_unit + 1
-    units = np.frombuffer(data, _unit_dtype(), hi - lo, lo * cqfmt.UNIT_SIZE)
+    units = np.frombuffer(data, unit_dtype(), hi - lo, lo * cqfmt.UNIT_SIZE)
     phys, size, tags = (units[f].astype(np.int64) for f in units.dtype.names or ())
     zero = (phys == 0) & (size == 0) & (tags == 0)
     blank = (phys == 0) & (size == cqfmt.BLANK_SIZE) & (tags == 0)

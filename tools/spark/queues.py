@@ -21,6 +21,7 @@ Rules (docs/format.md §1.5, §3.2; docs/store.md §1.5):
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -56,6 +57,10 @@ class QueueContext:
     cq_files: dict[tuple[str, int], tuple[CqFile, ...]]
     lost: dict[tuple[str, int], tuple[tuple[int, int], ...]]
     cq_file_size: int = cqfmt.FILE_SIZE  # the store's (StoreLayout.cq_file_size)
+    packed: frozenset[tuple[str, int]] = frozenset()
+    """Queues whose files' units overlap (a file longer than its successor's name
+    allows): a queue offset may then have two units, so the scan tasks ship these
+    queues' records to the driver (:func:`check_queues`) instead of checking them."""
 
     @classmethod
     def of(cls, layout: StoreLayout, lost: Iterable[tuple[str, int, int, int]]) -> QueueContext:
@@ -75,12 +80,19 @@ class QueueContext:
             {k: tuple(v) for k, v in files.items()},
             {k: tuple(v) for k, v in holes.items()},
             layout.cq_file_size,
+            frozenset(k for k, v in files.items() if _overlapping(v)),
         )
 
     def locate(self, physical_offset: int) -> tuple[str, int]:
         """(segment file, position in it) of a physical offset."""
         i = max(0, bisect.bisect_right(self.segment_bases, physical_offset) - 1)
         return self.segment_names[i], physical_offset - self.segment_bases[i]
+
+
+def _overlapping(files: list[CqFile]) -> bool:
+    """Whether two of a queue's files hold units for one queue offset."""
+    spans = sorted((f.base_unit, f.base_unit + f.length // cqfmt.UNIT_SIZE) for f in files)
+    return any(b[0] < a[1] for a, b in itertools.pairwise(spans))
 
 
 def rel_name(layout: StoreLayout, path: str) -> str:
@@ -102,6 +114,15 @@ class _Capped:
         n = self.counts[kind] = self.counts.get(kind, 0) + 1
         if n <= MAX_PER_KIND:
             self.items.append(Finding(file, offset, kind, detail))
+
+    def take(self, items: Iterable[Finding], counts: Iterable[tuple[str, int]]) -> None:
+        """Add findings another checker capped, with the counts it kept per kind."""
+        sent: dict[str, int] = {}
+        for f in items:
+            self.add(f.file, f.offset, f.kind, f.detail)
+            sent[f.kind] = sent.get(f.kind, 0) + 1
+        for kind, n in counts:
+            self.counts[kind] = self.counts.get(kind, 0) + n - sent.get(kind, 0)
 
     def done(self, queue: str) -> list[Finding]:
         for kind, n in self.counts.items():
@@ -180,21 +201,36 @@ def _continuity(q: str, d: dict[str, NDArray[Any]], ctx: QueueContext, out: _Cap
     qo = d["queue_offset"]
     if qo.size == 0:
         return
-    if ctx.min_offset == 0 and qo[0] > 0:
-        file, pos = ctx.locate(int(d["offset"][0]))
+    i = np.flatnonzero(np.diff(qo) != 1)
+    breaks = (qo[i], qo[i + 1], d["offset"][i + 1])
+    continuity(q, (int(qo[0]), int(d["offset"][0])), breaks, ctx, out)
+
+
+def continuity(
+    q: str,
+    first: tuple[int, int],
+    breaks: tuple[NDArray[Any], NDArray[Any], NDArray[Any]],
+    ctx: QueueContext,
+    out: _Capped,
+) -> None:
+    """``queue_gap``/``queue_duplicate`` findings of a queue's dispatchable records in
+    (queue offset, log offset) order: ``first`` is the (queue offset, log offset) of the
+    first record; ``breaks`` the places where the next queue offset is not one more
+    than the previous: (previous queue offset, next one, the next record's log offset)."""
+    if ctx.min_offset == 0 and first[0] > 0:
+        file, pos = ctx.locate(first[1])
         out.add(
             file,
             pos,
             "queue_gap",
-            f"{q}: queue offsets 0..{qo[0] - 1} ({qo[0]}) missing before this record",
+            f"{q}: queue offsets 0..{first[0] - 1} ({first[0]}) missing before this record",
         )
-    step = np.diff(qo)
-    for i in np.flatnonzero(step != 1).tolist():
-        file, pos = ctx.locate(int(d["offset"][i + 1]))
-        if step[i] == 0:
-            out.add(file, pos, "queue_duplicate", f"{q}: queue offset {qo[i + 1]} again")
+    for prev, nxt, at in zip(*(a.tolist() for a in breaks), strict=True):
+        file, pos = ctx.locate(at)
+        if nxt == prev:
+            out.add(file, pos, "queue_duplicate", f"{q}: queue offset {nxt} again")
         else:
-            lo, hi = int(qo[i]) + 1, int(qo[i + 1]) - 1
+            lo, hi = prev + 1, nxt - 1
             out.add(
                 file,
                 pos,
@@ -320,9 +356,18 @@ def _units(
     _compare_matched(topic, q, files, u, r, matched, clipped, out)
     _orphans(q, files, u, np.flatnonzero(~matched & (u["u_phys"] >= ctx.min_offset)), out)
     missing = rq[:0] if same else rq[~np.isin(rq, u["queue_offset"])]
+    missing_runs(topic, queue_id, _runs(missing), ctx, out)
+
+
+def missing_runs(
+    topic: str, queue_id: int, runs: Iterable[tuple[int, int]], ctx: QueueContext, out: _Capped
+) -> None:
+    """One ``cq_missing`` per run of queue offsets whose records have no unit (closed
+    runs, ascending), minus what a truncated file already accounts for."""
+    q = f"{topic}/{queue_id}"
     holes = ctx.lost.get((topic, queue_id), ())
     size = ctx.cq_file_size
-    for a, b in _runs(missing):
+    for a, b in runs:
         for lo, hi in _subtract(a, b, holes):
             at = lo * cqfmt.UNIT_SIZE
             out.add(

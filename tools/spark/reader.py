@@ -28,7 +28,7 @@ import mmap
 import os
 import re
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import numpy as np
 
@@ -45,9 +45,14 @@ from mqstore.tools.spark.segscan import (
 )
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
     from pyspark.sql import SparkSession
 
     from mqstore.tools.spark.indexcheck import IndexPlan
+    from mqstore.tools.spark.queueparts import QueuePart
+    from mqstore.tools.spark.queues import QueueContext
+
+    AuditValue: TypeAlias = tuple[str, int, bytes] | QueuePart | Row
 
 DEFAULT_SPLIT_BYTES: Final = 128 << 20
 """Ranges of at least 128 MiB: smaller ones cost more per task than they gain
@@ -190,9 +195,9 @@ def bulk_records(buf: Buffer, rng: ByteRange, *, keys: bool = False) -> Iterator
                 return
 
 
-def queue_records(cols: RecordColumns) -> list[tuple[str, int, bytes]]:
-    """A range's records per (topic, queue): (topic, queue id, LIST_COLUMNS packed as
-    RECORD_DTYPE in log order), one value per queue instead of one row per record."""
+def queue_groups(cols: RecordColumns) -> list[tuple[str, int, dict[str, NDArray[Any]]]]:
+    """A range's records per (topic, queue), in (topic id, queue id) order: (topic, queue
+    id, the LIST_COLUMNS of its records in log order)."""
     topic_id, queue_id = cols.column("topic_id"), cols.column("queue_id")
     key = (topic_id << 32) | (queue_id & 0xFFFFFFFF)
     small = key.size > 0 and int(topic_id.max()) < 256 and int(queue_id.min()) >= 0
@@ -202,26 +207,45 @@ def queue_records(cols: RecordColumns) -> list[tuple[str, int, bytes]]:
         order = np.argsort(key, kind="stable")
     sorted_key = key[order]
     first = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
-    sizes = np.diff(np.r_[first, sorted_key.size])
     heads = order[first]
-    packed = np.empty(order.size, RECORD_DTYPE)
-    for name in LIST_COLUMNS:
-        packed[name] = cols.column(name)[order]
-    ends = np.cumsum(sizes).tolist()
+    ends = np.r_[first[1:], sorted_key.size].tolist()
+    columns = {name: cols.column(name)[order] for name in LIST_COLUMNS}
     names = cols.topics
-    out = []
-    for lo, hi, t, q in zip([0, *ends[:-1]], ends, topic_id[heads].tolist(),
-                            queue_id[heads].tolist(), strict=True):  # fmt: skip
-        out.append((names[t], int(q), packed[lo:hi].tobytes()))
-    return out
+    return [
+        (names[t], int(q), {k: v[lo:hi] for k, v in columns.items()})
+        for lo, hi, t, q in zip(first.tolist(), ends, topic_id[heads].tolist(),
+                                queue_id[heads].tolist(), strict=True)
+    ]  # fmt: skip
+
+
+def pack(columns: dict[str, NDArray[Any]]) -> bytes:
+    """LIST_COLUMNS of some records as one RECORD_DTYPE value (one opaque value for the JVM)."""
+    packed = np.empty(columns["offset"].size, RECORD_DTYPE)
+    for name in LIST_COLUMNS:
+        packed[name] = columns[name]
+    return packed.tobytes()
+
+
+def queue_records(cols: RecordColumns) -> list[tuple[str, int, bytes]]:
+    """A range's records per (topic, queue): (topic, queue id, LIST_COLUMNS packed as
+    RECORD_DTYPE in log order), one value per queue instead of one row per record."""
+    return [(t, q, pack(c)) for t, q, c in queue_groups(cols)]
 
 
 def audit_task(
-    ranges: Iterable[ByteRange], now_ms: int, index: IndexPlan | None = None
-) -> Iterator[tuple[str, int, bytes] | Row]:
-    """Task body of :func:`scan_ranges`: per range its records per queue
-    (:func:`queue_records`), then the findings (the index entries that point into the
-    range checked against its records when ``index`` is given) and range summaries."""
+    ranges: Iterable[ByteRange],
+    now_ms: int,
+    index: IndexPlan | None = None,
+    queue_ctx: QueueContext | None = None,
+) -> Iterator[AuditValue]:
+    """Task body of :func:`scan_ranges`: per range and queue a
+    :class:`~mqstore.tools.spark.queueparts.QueuePart` (its records checked here against
+    their units) when ``queue_ctx`` is given, else, and for the queues of
+    ``queue_ctx.packed``, its records packed (:func:`queue_records`); then the findings
+    (the index entries that point into the range checked against its records when
+    ``index`` is given) and range summaries."""
+    from mqstore.tools.spark.queueparts import part
+
     other: list[Row] = []
     cols = RecordColumns(keys=index is not None)
     for rng in ranges:
@@ -232,23 +256,61 @@ def audit_task(
         if index is not None:
             other.extend(index.check_range(rng, cols, other))
         if len(cols):
-            yield from queue_records(cols)
+            for t, q, c in queue_groups(cols):
+                if queue_ctx is None or (t, q) in queue_ctx.packed:
+                    yield t, q, pack(c)
+                else:
+                    yield part(t, q, c, queue_ctx, rng.base_offset + rng.start)
         cols.clear()
     yield from other
 
 
+def records_task(
+    ranges: Iterable[ByteRange], now_ms: int, wanted: frozenset[tuple[str, int]]
+) -> Iterator[tuple[str, int, bytes]]:
+    """Task body of :func:`queue_values`: the packed records of the ``wanted`` queues,
+    read as :func:`audit_task` reads them (its findings are not repeated)."""
+    cols = RecordColumns()
+    for rng in ranges:
+        with open_mapped(rng.path) as mm:
+            if not isinstance(mm, mmap.mmap):
+                continue
+            for _ in scan_range(mm, rng, now_ms, cols):
+                pass
+        if len(cols):
+            yield from ((t, q, pack(c)) for t, q, c in queue_groups(cols) if (t, q) in wanted)
+        cols.clear()
+
+
 def scan_ranges(
-    spark: SparkSession, ranges: list[ByteRange], now_ms: int, index: IndexPlan | None = None
-) -> list[tuple[str, int, bytes] | Row]:
-    """Audit output of every range, parsed in tasks (one per range): per range and
-    queue a (topic, queue id, packed records) triple, and the findings and range
+    spark: SparkSession,
+    ranges: list[ByteRange],
+    now_ms: int,
+    index: IndexPlan | None = None,
+    queue_ctx: QueueContext | None = None,
+) -> list[AuditValue]:
+    """Audit output of every range, parsed in tasks (one per range, :func:`audit_task`):
+    per range and queue a QueuePart or packed records, and the findings and range
     summaries (:class:`mqstore.tools.spark.segscan.Row`); with ``index``, each task also
     checks the index entries of its range. A plain RDD job: the values are pickled
     by the Python workers and moved by the JVM as opaque bytes (no row conversion, no
     query plan)."""
 
-    def task(part: Iterable[ByteRange]) -> Iterator[tuple[str, int, bytes] | Row]:
-        return audit_task(part, now_ms, index)
+    def task(part: Iterable[ByteRange]) -> Iterator[AuditValue]:
+        return audit_task(part, now_ms, index, queue_ctx)
+
+    rdd = spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
+    return rdd.mapPartitions(task).collect()
+
+
+def queue_values(
+    spark: SparkSession, ranges: list[ByteRange], now_ms: int, wanted: frozenset[tuple[str, int]]
+) -> list[tuple[str, int, bytes]]:
+    """The packed records of the ``wanted`` queues in every range (:func:`records_task`),
+    for the queues whose parts the driver cannot join (tools.spark.queueparts)."""
+
+    def task(part: Iterable[ByteRange]) -> Iterator[tuple[str, int, bytes]]:
+        return records_task(part, now_ms, wanted)
 
     rdd = spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
     return rdd.mapPartitions(task).collect()
