@@ -28,17 +28,20 @@ What is checked (finding kinds are listed in :mod:`mqstore.tools.spark.report`):
 
 Design: one Spark job of one stage, no shuffle. Segment byte ranges are read in tasks
 (each mmaps its file and reads it with the bulk scanner, :mod:`mqstore.commitlog.bulk`);
-each task sends its records' queue fields per (topic,
-queue) as one packed value, and the driver checks each queue with numpy against its own
-ConsumeQueue files (:mod:`mqstore.tools.spark.queues`). The index is checked by the
-same scan tasks: each reads the index entries that point into its range and looks them up
-in its own records (keys hashed in the same pass; no second parse, no join), and checks the
-header and chains of the index files assigned to it (:mod:`mqstore.tools.spark.indexcheck`).
-Besides the packed queue fields (36 bytes a record), only findings and range summaries
-come back to the driver; findings are capped per kind with a count, so any damage gives a
-report of bounded size. A task that cannot read a store file ends the run with exit 2 and
-one line naming the path: every Spark worker must see the store at the same path as the
-driver.
+each task checks its records, per (topic, queue), against the ConsumeQueue units at their
+queue offsets and sends the driver a small summary per queue; the driver joins a queue's
+summaries and reads its files for the units no record owns
+(:mod:`mqstore.tools.spark.queueparts`). A queue offset whose records lie in two ranges
+is the one case the summaries cannot settle: such a queue's records are read again by a
+second job and checked on the driver (:mod:`mqstore.tools.spark.queues`). The index is
+checked by the same scan tasks: each reads the index entries that point into its range
+and looks them up in its own records (keys hashed in the same pass; no second parse, no
+join), and checks the header and chains of the index files assigned to it
+(:mod:`mqstore.tools.spark.indexcheck`). No per-record value leaves a task: only
+findings, the queue summaries and range summaries come back to the driver; findings are
+capped per kind with a count, so any damage gives a report of bounded size. A task that
+cannot read a store file ends the run with exit 2 and one line naming the path: every
+Spark worker must see the store at the same path as the driver.
 """
 
 from __future__ import annotations

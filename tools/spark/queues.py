@@ -1,10 +1,11 @@
 """Per topic/queue checks: queue-offset continuity, statistics, ConsumeQueue units against
 the CommitLog, in one grouped pass with numpy.
 
-The scan tasks send each range's records per (topic, queue) as one packed value; the
-driver joins a queue's values and checks it in numpy with :func:`check_queue`, which
-reads the queue's own ConsumeQueue files (:func:`check_queues`). No shuffle and no join:
-a queue's records and units meet once, in numpy.
+:func:`check_queue` checks one queue from all its records at once, in numpy, against the
+queue's own ConsumeQueue files. The audit splits the same checks between its scan tasks
+and the driver (:mod:`mqstore.tools.spark.queueparts`, which uses the pieces here) and
+uses :func:`check_queues` on records the tasks packed only for the queues the split
+cannot settle. No shuffle and no join: a queue's records and units meet once, in numpy.
 
 Rules (docs/format.md §1.5, §3.2; docs/store.md §1.5):
 

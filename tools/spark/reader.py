@@ -9,9 +9,11 @@ Plan on the driver, parse in tasks:
    always falls in the last range of its file and a range never needs its neighbours.
 2. :func:`scan_ranges` (the audit) makes one partition per range: each task mmaps its
    file read-only, checks its range with :func:`mqstore.tools.spark.segscan.scan_range`
-   and returns per (topic, queue) one value of packed record fields, plus the findings
-   and a range summary; the driver joins a queue's values (no shuffle): a few large
-   values, not one row per record. Reindex and export read their ranges' records with
+   and returns per (topic, queue) a small summary of its checks against the queue's
+   units (:mod:`mqstore.tools.spark.queueparts`), plus the findings and a range summary;
+   the driver joins a queue's summaries (no shuffle). Where those cannot settle a queue,
+   :func:`queue_values` returns its records as packed values (a few large values, not
+   one row per record). Reindex and export read their ranges' records with
    :func:`bulk_records`. Every job is a plain RDD job over the ranges (no query plan).
    Bytes never travel through the JVM (``binaryFiles`` copies whole files into its
    heap; docs/design.md §3.2).
