@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
@@ -71,6 +70,7 @@ from mqstore.broker.admin_bodies import (
     reset_offset_body,
     topic_stats_body,
 )
+from mqstore.broker.context import Processor, RequestContext
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.offsets import TOPIC_GROUP_SEPARATOR
 from mqstore.broker.subscriptions import SubscriptionGroupConfig
@@ -85,19 +85,6 @@ from mqstore.remoting.values import MessageQueue
 GET_BROKER_CONFIG = 26
 INVOKE_BROKER_TO_RESET_OFFSET = 222
 DELETE_TOPIC_IN_BROKER = 215
-
-
-class RequestContext(Protocol):
-    """What an admin processor needs of ``mqstore.broker.processors.RequestContext``."""
-
-    @property
-    def core(self) -> BrokerCore: ...
-
-    @property
-    def broker_addr(self) -> str: ...
-
-
-Processor = Callable[[RequestContext, RemotingCommand], RemotingCommand]
 
 
 @runtime_checkable

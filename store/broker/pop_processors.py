@@ -32,10 +32,11 @@ from __future__ import annotations
 import enum
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
+from mqstore.broker.context import Processor, RequestContext
 from mqstore.broker.pop_assignment import RETRY_PREFIX, RequestMode, RequestModeTable, assign
 from mqstore.broker.wire import BadRequestError, ext_int, ext_str
 from mqstore.errors import InvalidReceiptHandleError
@@ -62,13 +63,6 @@ class PopCode(enum.IntEnum):
     CHANGE_MESSAGE_INVISIBLETIME = 200053
     NOTIFICATION = 200054
     BATCH_ACK_MESSAGE = 200151
-
-
-class Ctx(Protocol):
-    """What a processor needs of the request context."""
-
-    @property
-    def core(self) -> BrokerCore: ...
 
 
 class BrokerPop:
@@ -124,7 +118,7 @@ def close_broker_pop(core: BrokerCore) -> None:
         pop.close()
 
 
-def _service(ctx: Ctx) -> PopService:
+def _service(ctx: RequestContext) -> PopService:
     return broker_pop(ctx.core).service
 
 
@@ -132,7 +126,7 @@ def _poll_ms(ext: dict[str, str]) -> int:
     return max(0, min(ext_int(ext, "pollTime", 0), MAX_POLL_MS))
 
 
-def process_pop(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+def process_pop(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """POP_MESSAGE (200050)."""
     ext = cmd.ext_fields
     group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
@@ -157,7 +151,7 @@ def process_pop(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.make_response(ResponseCode.SUCCESS, None, header, b"".join(records))
 
 
-def process_ack(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+def process_ack(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """ACK_MESSAGE (200051)."""
     ext = cmd.ext_fields
     try:
@@ -171,7 +165,7 @@ def process_ack(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.make_response(ResponseCode.NO_MESSAGE, "receipt handle expired or acked")
 
 
-def process_batch_ack(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+def process_batch_ack(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """BATCH_ACK_MESSAGE (200151)."""
     try:
         body = loads(cmd.body)
@@ -184,7 +178,7 @@ def process_batch_ack(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.make_response(ResponseCode.SUCCESS, None, None, out)
 
 
-def process_change_invisible(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+def process_change_invisible(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """CHANGE_MESSAGE_INVISIBLETIME (200053)."""
     ext = cmd.ext_fields
     try:
@@ -201,7 +195,7 @@ def process_change_invisible(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.make_response(ResponseCode.SUCCESS, None, header)
 
 
-def process_peek(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+def process_peek(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """PEEK_MESSAGE (200052)."""
     ext = cmd.ext_fields
     msgs = _service(ctx).peek(
@@ -215,7 +209,7 @@ def process_peek(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.make_response(ResponseCode.SUCCESS, None, None, b"".join(raws))
 
 
-def process_notification(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+def process_notification(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """NOTIFICATION (200054): long polling without taking anything."""
     ext = cmd.ext_fields
     has = _service(ctx).wait_for_messages(
@@ -225,7 +219,7 @@ def process_notification(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.make_response(ResponseCode.SUCCESS, None, {"hasMsg": "true" if has else "false"})
 
 
-def process_query_assignment(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+def process_query_assignment(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """QUERY_ASSIGNMENT (400): the queues a client should consume, and how."""
     try:
         body = loads(cmd.body)
@@ -257,7 +251,7 @@ def process_query_assignment(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.make_response(ResponseCode.SUCCESS, None, None, out)
 
 
-def process_set_request_mode(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
+def process_set_request_mode(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """SET_MESSAGE_REQUEST_MODE (401): PULL or POP for a (topic, group)."""
     try:
         mode = RequestMode.from_json(loads(cmd.body))
@@ -270,8 +264,6 @@ def process_set_request_mode(ctx: Ctx, cmd: RemotingCommand) -> RemotingCommand:
     broker_pop(ctx.core).modes.set(mode)
     return cmd.make_response(ResponseCode.SUCCESS)
 
-
-Processor = Callable[[Ctx, RemotingCommand], RemotingCommand]
 
 POP_PROCESSORS: dict[int, Processor] = {
     PopCode.POP_MESSAGE: process_pop,

@@ -16,12 +16,10 @@ SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE use the one-letter names of
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from mqstore.broker.admin import ADMIN_PROCESSORS
 from mqstore.broker.as_stored import as_stored
-from mqstore.broker.consumers import ClientChannel
-from mqstore.broker.core import BrokerCore
+from mqstore.broker.context import Processor, RequestContext
 from mqstore.broker.namesrv import cluster_info_body, route_body
 from mqstore.broker.pop_processors import POP_PROCESSORS
 from mqstore.broker.pulls import PullOutcome, PullRequest
@@ -46,19 +44,6 @@ from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 from mqstore.remoting.fastjson import dumps
 
-
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    """Who sent a request and where: the client's channel and address, our address."""
-
-    core: BrokerCore
-    channel: ClientChannel
-    peer: tuple[str, int]
-    broker_addr: str
-    serve_name_server: bool = True
-
-
-Processor = Callable[[RequestContext, RemotingCommand], RemotingCommand]
 Records = Sequence[memoryview | bytes]
 Respond = Callable[[RemotingCommand, Records], None]
 

@@ -72,8 +72,9 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from mqstore.broker.acl import AccessControl, AclDenied
+from mqstore.broker.context import RequestContext
 from mqstore.broker.core import BrokerCore
-from mqstore.broker.processors import Records, RequestContext, process, process_pull
+from mqstore.broker.processors import Records, process, process_pull
 from mqstore.closeable import Stoppable
 from mqstore.config import BrokerRole, FlushDiskType
 from mqstore.failures import FailureCounter

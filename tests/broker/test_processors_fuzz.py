@@ -5,14 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mqstore.broker.context import RequestContext
 from mqstore.broker.core import BrokerCore
-from mqstore.broker.processors import (
-    NAME_SERVER_PROCESSORS,
-    PROCESSORS,
-    RequestContext,
-    process,
-    process_pull,
-)
+from mqstore.broker.processors import NAME_SERVER_PROCESSORS, PROCESSORS, process, process_pull
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode
 
