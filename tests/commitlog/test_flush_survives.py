@@ -29,12 +29,16 @@ def _once(exc: BaseException) -> Any:
     return hook
 
 
-def test_group_commit_goes_on_after_a_non_oserror_in_a_sync(tmp_path: Path):
-    cfg = StoreConfig(
-        root_dir=tmp_path, commitlog_file_size=SIZE, flush_disk_type=FlushDiskType.SYNC_FLUSH,
+def _sync_flush(root: Path) -> StoreConfig:
+    """A SYNC_FLUSH store whose puts wait up to 2 s for their group commit."""
+    return StoreConfig(
+        root_dir=root, commitlog_file_size=SIZE, flush_disk_type=FlushDiskType.SYNC_FLUSH,
         sync_flush_timeout_ms=2000,
     )  # fmt: skip
-    with MessageStore.open(cfg) as s:
+
+
+def test_group_commit_goes_on_after_a_non_oserror_in_a_sync(tmp_path: Path):
+    with MessageStore.open(_sync_flush(tmp_path)) as s:
         with faults.inject("before_fdatasync", _once(RuntimeError("bug in a sync"))):
             first = s.put_message(Message(topic="t", body=b"one"))
             second = s.put_message(Message(topic="t", body=b"two"))
@@ -45,11 +49,7 @@ def test_group_commit_goes_on_after_a_non_oserror_in_a_sync(tmp_path: Path):
 
 
 def test_group_commit_goes_on_when_its_after_flush_callback_raises(tmp_path: Path):
-    cfg = StoreConfig(
-        root_dir=tmp_path, commitlog_file_size=SIZE, flush_disk_type=FlushDiskType.SYNC_FLUSH,
-        sync_flush_timeout_ms=2000,
-    )  # fmt: skip
-    with MessageStore.open(cfg) as s:
+    with MessageStore.open(_sync_flush(tmp_path)) as s:
         calls = 0
 
         def bad_callback() -> None:

@@ -33,6 +33,12 @@ from mqstore.schedule import DelayLevels
 
 LOG_FILE = 64 * 1024
 CQ_FILE = 20 * 7
+PROPERTY = settings(
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+"""What the properties share: an example writes a log and dispatches it twice into
+directories of its own, which may take longer than Hypothesis' deadline."""
 _TX = (
     fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_PREPARED_TYPE,
     fmt.TRANSACTION_COMMIT_TYPE, fmt.TRANSACTION_ROLLBACK_TYPE,
@@ -176,10 +182,7 @@ def dispatch(
     return Outcome(files_of(out), heard, state)
 
 
-@settings(
-    max_examples=100, deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)  # fmt: skip
+@settings(PROPERTY, max_examples=100)
 @given(
     msgs=st.lists(messages, min_size=1, max_size=60),
     deltas=st.lists(st.sampled_from([0, 1, 999, 1000, 2500, -3000, 60_000]), min_size=1),
@@ -274,10 +277,7 @@ def redispatch(
     return Outcome(files_of(out), [], state)
 
 
-@settings(
-    max_examples=50, deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)  # fmt: skip
+@settings(PROPERTY, max_examples=50)
 @given(
     msgs=st.lists(messages, min_size=1, max_size=80),
     cuts=st.lists(st.integers(0, 80), max_size=4),
