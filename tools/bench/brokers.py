@@ -40,6 +40,7 @@ from mqstore.tools.bench._harness import (
     bench_main,
     free_port,
     median,
+    run_parallel,
     spawn_cli,
     stop,
     wait_listening,
@@ -61,8 +62,6 @@ def send_for(namesrv: str, topic: str, threads: int, size: int, start_at: float,
 
     Runs in a child process; every thread waits for ``start_at`` (wall clock) and
     sends until ``start_at + seconds``."""
-    import threading
-
     from mqstore.client.producer import Producer
     from mqstore.client.remote import RemoteTransport
     from mqstore.message import Message
@@ -72,27 +71,22 @@ def send_for(namesrv: str, topic: str, threads: int, size: int, start_at: float,
     producers = [Producer("bench-brokers", t).start() for t in transports]
     for p in producers:  # route looked up and connections dialled before the clock
         p.send(Message(topic, body))
-    counts = [0] * threads
 
-    def run(i: int) -> None:
+    def run(i: int) -> int:
         time.sleep(max(0.0, start_at - time.time()))
         end = start_at + seconds
         n = 0
         while time.time() < end:
             producers[i].send(Message(topic, body, tags="TagA"))
             n += 1
-        counts[i] = n
+        return n
 
     cpu0 = time.process_time()
-    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    sent, _ = run_parallel(threads, run)
     cpu = time.process_time() - cpu0
     for t in transports:
         t.close()
-    return sum(counts), cpu
+    return sent, cpu
 
 
 def _route_brokers(namesrv: str, topic: str) -> set[str]:
