@@ -27,28 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mqstore.broker.admin_bodies import QueueProgress
+from mqstore.remoting.values import MessageQueue
+
 CQ_UNIT = 20
-
-
-@dataclass(frozen=True, slots=True)
-class ProgressRow:
-    """One queue of a group's progress."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-    broker_offset: int
-    consumer_offset: int
-    last_timestamp: int
-
-    @property
-    def diff(self) -> int:
-        """Messages not yet consumed."""
-        return max(0, self.broker_offset - self.consumer_offset)
 
 
 class AdminError(Exception):
@@ -76,7 +61,7 @@ def mq_keyed(text: str) -> list[tuple[dict[str, Any], Any]]:
     return out
 
 
-def rows_of_consume_stats(body: bytes) -> list[ProgressRow]:
+def rows_of_consume_stats(body: bytes) -> list[QueueProgress]:
     """The rows of a ``ConsumeStats`` body.
 
     Raises:
@@ -88,17 +73,15 @@ def rows_of_consume_stats(body: bytes) -> list[ProgressRow]:
         raise ValueError("no offsetTable")
     end = rest.rindex("}")  # the ConsumeStats object's own closing brace
     rows = [
-        ProgressRow(
-            str(k["topic"]),
-            str(k["brokerName"]),
-            int(k["queueId"]),
+        QueueProgress(
+            MessageQueue(str(k["topic"]), str(k["brokerName"]), int(k["queueId"])),
             int(v["brokerOffset"]),
             int(v["consumerOffset"]),
             int(v.get("lastTimestamp", 0)),
         )
         for k, v in mq_keyed(rest[:end])
     ]
-    return sorted(rows, key=lambda r: (r.topic, r.broker_name, r.queue_id))
+    return sorted(rows, key=lambda r: r.queue)
 
 
 def call_broker(addr: str, code: int, ext: dict[str, str]) -> bytes:
@@ -121,7 +104,7 @@ def call_broker(addr: str, code: int, ext: dict[str, str]) -> bytes:
     return resp.body
 
 
-def progress_from_broker(addr: str, group: str, topic: str | None) -> list[ProgressRow]:
+def progress_from_broker(addr: str, group: str, topic: str | None) -> list[QueueProgress]:
     """GET_CONSUME_STATS over TCP.
 
     Raises:
@@ -153,7 +136,7 @@ def _queue_units(folder: Path) -> int:
 
 def progress_from_store(
     root: str | os.PathLike[str], group: str, topic: str | None
-) -> list[ProgressRow]:
+) -> list[QueueProgress]:
     """Read-only progress from a store directory (see the module doc).
 
     Raises:
@@ -181,28 +164,39 @@ def progress_from_store(
         for qid in sorted(ids):
             folder = cq / str(qid)
             broker = _queue_units(folder) if folder.is_dir() else 0
-            rows.append(ProgressRow(t, "-", qid, broker, int(queues.get(qid, 0)), 0))
-    return sorted(rows, key=lambda r: (r.topic, r.queue_id))
+            rows.append(
+                QueueProgress(MessageQueue(t, "-", qid), broker, int(queues.get(qid, 0)), 0)
+            )
+    return sorted(rows, key=lambda r: r.queue)
 
 
-def render(group: str, rows: list[ProgressRow], as_json: bool) -> str:
+def render(group: str, rows: list[QueueProgress], as_json: bool) -> str:
     """The table (or JSON) ``mqstore admin progress`` prints."""
-    total = sum(r.diff for r in rows)
+    total = sum(r.lag for r in rows)
     if as_json:
         doc = {
             "group": group,
-            "rows": [{**asdict(r), "diff": r.diff} for r in rows],
+            "rows": [
+                {
+                    "topic": r.queue.topic, "broker_name": r.queue.broker_name,
+                    "queue_id": r.queue.queue_id, "broker_offset": r.broker_offset,
+                    "consumer_offset": r.consumer_offset, "last_timestamp": r.last_timestamp,
+                    "diff": r.lag,
+                }
+                for r in rows
+            ],
             "diffTotal": total,
-        }
+        }  # fmt: skip
         return json.dumps(doc)
     lines = [
         f"{'#Topic':<32} {'#Broker':<16} {'#QID':>4} {'#Broker Offset':>15} "
         f"{'#Consumer Offset':>16} {'#Diff':>8}  #LastTime"
     ]
     for r in rows:
+        q = r.queue
         lines.append(
-            f"{r.topic:<32} {r.broker_name:<16} {r.queue_id:>4} {r.broker_offset:>15} "
-            f"{r.consumer_offset:>16} {r.diff:>8}  {r.last_timestamp}"
+            f"{q.topic:<32} {q.broker_name:<16} {q.queue_id:>4} {r.broker_offset:>15} "
+            f"{r.consumer_offset:>16} {r.lag:>8}  {r.last_timestamp}"
         )
     lines.append(f"\nDiff Total: {total}")
     return "\n".join(lines)
@@ -317,7 +311,7 @@ def rebalance(addr: str, group: str) -> list[str]:
     return [str(i) for i in ids]
 
 
-def main(args: argparse.Namespace) -> list[ProgressRow]:
+def main(args: argparse.Namespace) -> list[QueueProgress]:
     """Run ``mqstore admin VIEW`` and print; returns the rows of ``progress``.
 
     Raises:
