@@ -109,3 +109,23 @@ def test_an_entry_pointing_back_into_an_earlier_range_is_checked_there(
         f.seek(pos)
         f.write(ifmt.ENTRY.pack(*e._replace(phy_offset=1)))  # into the first range
     assert _index_findings(root) == {"index_dangling": 1}
+
+
+@given(
+    st.lists(st.lists(st.integers(-3, 3), max_size=7), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(-3, 3), st.booleans()), max_size=30),
+)
+@settings(max_examples=200, deadline=None)
+def test_an_entry_key_matches_when_it_is_one_of_its_records_keys(
+    keys: list[list[int]], entries: list[tuple[int, int, bool]]
+) -> None:
+    starts = np.r_[0, np.cumsum([len(k) for k in keys])].astype(np.int64)
+    flat = np.array([h for k in keys for h in k], np.int32)
+    z = np.zeros(len(keys), np.int64)
+    recs = indexcheck._RangeKeys(z, z, starts, flat)
+    ents = [(r % len(keys), h, f) for r, h, f in entries]
+    j = np.array([r for r, _, _ in ents], np.int64)
+    h = np.array([x for _, x, _ in ents], np.int64)
+    found = np.array([f for _, _, f in ents], np.bool_)
+    got = indexcheck._key_ok(recs, j, found, h)
+    assert got.tolist() == [f and x in keys[r] for r, x, f in ents]

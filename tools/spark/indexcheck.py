@@ -386,15 +386,11 @@ def _check_entries(
     n = recs.offset.size
     j = np.minimum(np.searchsorted(recs.offset, phy), max(n - 1, 0))
     found = (recs.offset[j] == phy) if n else np.zeros(phy.size, np.bool_)
-    counts = (recs.starts[j + 1] - recs.starts[j]) * found
-    rep = np.repeat(np.arange(phy.size), counts)
-    kpos = np.repeat(recs.starts[j] - np.cumsum(counts) + counts, counts) + np.arange(rep.size)
-    hit = recs.hashes[kpos].astype(np.int64) == h[rep]
-    key_ok = np.bincount(rep[hit], minlength=phy.size) > 0
+    key_ok = _key_ok(recs, j, found, h)
     begin = np.where(entry == 1, info.prev_end_ts, info.begin_ts)
     ts = recs.store_ts[j] if n else np.zeros(phy.size, np.int64)
-    want = np.where(begin > 0, np.trunc((ts - begin) / 1000), 0)
-    want = np.clip(want, 0, ifmt.INT_MAX).astype(np.int64)
+    # whole seconds since the begin, truncated: a negative difference clips to 0 either way
+    want = np.clip(np.where(begin > 0, (ts - begin) // 1000, 0), 0, ifmt.INT_MAX)
     out = _Rows(info.rel)
     dangling = ~found
     if cut is not None:
@@ -419,6 +415,31 @@ def _check_entries(
                 f"entry {entry[i]} -> {phy[i]}: time diff {diff[i]} s, record stored at"
                 f" {ts[i]} gives {want[i]} s")  # fmt: skip
     return out.done()
+
+
+_FEW_KEYS: Final = 4
+"""Records with at most this many index keys are matched key by key (a pass each)."""
+
+
+def _key_ok(recs: _RangeKeys, j: NDArray[Any], found: NDArray[Any], h: NDArray[Any]) -> Any:
+    """Whether each entry's key hash ``h`` is one of the keys of record ``j`` (where
+    ``found``): one vectorised pass per key position when records have few keys (the
+    dispatcher's UNIQ_KEY and a KEYS token or two), else every (entry, key) pair."""
+    import numpy as np
+
+    first = recs.starts[j]
+    counts = (recs.starts[j + 1] - first) * found
+    most = int(counts.max()) if counts.size else 0
+    if most <= _FEW_KEYS:
+        ok = np.zeros(h.size, np.bool_)
+        top = max(recs.hashes.size - 1, 0)
+        for k in range(most):
+            ok |= (counts > k) & (recs.hashes[np.minimum(first + k, top)] == h)
+        return ok
+    rep = np.repeat(np.arange(h.size), counts)
+    kpos = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(rep.size)
+    hit = recs.hashes[kpos].astype(np.int64) == h[rep]
+    return np.bincount(rep[hit], minlength=h.size) > 0
 
 
 class _Rows:
