@@ -58,10 +58,9 @@ from typing import TYPE_CHECKING
 if not __package__:  # run as a script: spark-submit tools/spark/audit.py DIR
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mqstore.errors import ConfigError
 from mqstore.tools.spark import cqscan, indexcheck, queueparts, queues
+from mqstore.tools.spark._cli import run
 from mqstore.tools.spark.layout import (
-    LayoutError,
     StoreLayout,
     add_geometry_args,
     discover,
@@ -73,7 +72,6 @@ from mqstore.tools.spark.reader import (
     plan_ranges,
     queue_values,
     scan_ranges,
-    unreadable,
 )
 from mqstore.tools.spark.report import AuditReport, Finding, QueueStats
 from mqstore.tools.spark.segscan import Row, RowType
@@ -329,34 +327,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry: 0 clean, 1 problems found, 2 usage or I/O error."""
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return 0 if e.code == 0 else 2
-    try:
-        result = run_audit(
-            args.dir,
-            args.master,
+    out = run(
+        build_parser(),
+        argv,
+        "mqstore audit",
+        lambda args: (
+            run_audit(
+                args.dir,
+                args.master,
+                args.report,
+                progress=True,
+                split_bytes=args.split_mib << 20 if args.split_mib else None,
+                index_slots=args.index_slots,
+                index_num=args.index_num,
+                geometry_flags=geometry_flags(args),
+                broker_config=args.broker_config,
+            ),
             args.report,
-            progress=True,
-            split_bytes=args.split_mib << 20 if args.split_mib else None,
-            index_slots=args.index_slots,
-            index_num=args.index_num,
-            geometry_flags=geometry_flags(args),
-            broker_config=args.broker_config,
-        )
-    except (LayoutError, OSError, ConfigError) as e:  # the driver's own reads included
-        print(f"mqstore audit: {unreadable(e) or e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # a Spark job failure: a task's unreadable file is exit 2
-        msg = unreadable(e)
-        if msg is None:
-            raise
-        print(f"mqstore audit: {msg}", file=sys.stderr)
-        return 2
+        ),
+    )
+    if isinstance(out, int):
+        return out
+    result, report = out
     print(result.summary())
-    if args.report:
-        print(f"report written to {args.report}")
+    if report:
+        print(f"report written to {report}")
     return result.exit_code
 
 

@@ -36,12 +36,13 @@ from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
 from mqstore.tools.spark import _export_columns as cols
 from mqstore.tools.spark import _parquet_out as parquet_out
-from mqstore.tools.spark.layout import LayoutError, discover
+from mqstore.tools.spark._cli import run
+from mqstore.tools.spark.layout import discover
 from mqstore.tools.spark.reader import (
     balanced_split,
     open_mapped,
     plan_ranges,
-    unreadable,
+    resume_at,
 )
 from mqstore.tools.spark.segscan import Buffer, ByteRange, resync
 
@@ -197,12 +198,7 @@ def export_rows(buf: Buffer, rng: ByteRange, schema: pa.Schema) -> Iterator[pa.R
             continue
         if len(arr):
             yield export_batch(buf, rng, arr, schema)
-        pos = b.end
-        if b.stop is None:
-            continue
-        if isinstance(b.stop, fmt.EndOfSegment):
-            return
-        pos = resync(buf, rng.base_offset, pos + 1, end, rng.path)
+        pos = resume_at(buf, rng, b)
         if pos < 0:
             return
 
@@ -295,23 +291,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parquet", required=True, metavar="OUT", help="output directory")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--partition-by", choices=["topic"], default=None, help="one folder per topic")
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as e:
-        return 0 if e.code == 0 else 2
-    try:
-        result = run_export(
+    result = run(
+        p,
+        argv,
+        "mqstore export",
+        lambda args: run_export(
             args.dir, args.parquet, args.master, progress=True, partition_by=args.partition_by
-        )
-    except (LayoutError, OSError) as e:
-        print(f"mqstore export: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # a Spark job failure: a task's unreadable file is exit 2
-        msg = unreadable(e)
-        if msg is None:
-            raise
-        print(f"mqstore export: {msg}", file=sys.stderr)
-        return 2
+        ),
+    )
+    if isinstance(result, int):
+        return result
     print(f"exported {result.rows} messages to {result.path}")
     return 0
 

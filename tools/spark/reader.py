@@ -187,14 +187,21 @@ def bulk_records(buf: Buffer, rng: ByteRange, *, keys: bool = False) -> Iterator
             b = bulk.scan(view, pos, rng.end, end, check_crc=False, keys=keys)
             if len(b.records):
                 yield b.records
-            pos = b.end
-            if b.stop is None:
-                continue
-            if isinstance(b.stop, fmt.EndOfSegment):
-                return
-            pos = resync(buf, rng.base_offset, pos + 1, end, rng.path)
+            pos = resume_at(buf, rng, b)
             if pos < 0:
                 return
+
+
+def resume_at(buf: Buffer, rng: ByteRange, b: bulk.BulkScan) -> int:
+    """Where a read of ``rng`` that skips damage goes on after the scan ``b``: at its
+    end when it stopped on nothing, past damage at the next record that names its own
+    position; -1 when the read of the range is over (a blank record, nothing valid
+    follows)."""
+    if b.stop is None:
+        return b.end
+    if isinstance(b.stop, fmt.EndOfSegment):
+        return -1
+    return resync(buf, rng.base_offset, b.end + 1, len(buf), rng.path)
 
 
 def queue_groups(cols: RecordColumns) -> list[tuple[str, int, dict[str, NDArray[Any]]]]:

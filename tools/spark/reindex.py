@@ -60,11 +60,10 @@ if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mqstore.commitlog import format as fmt
-from mqstore.errors import ConfigError
+from mqstore.tools.spark._cli import run
 from mqstore.tools.spark._reindex_index import FAIL_ENV, write_index_files, write_queue_files
 from mqstore.tools.spark.indexcheck import index_files, resolve_geometry
 from mqstore.tools.spark.layout import (
-    LayoutError,
     add_geometry_args,
     discover,
     geometry_flags,
@@ -75,7 +74,6 @@ from mqstore.tools.spark.reader import (
     bulk_records,
     open_mapped,
     plan_ranges,
-    unreadable,
 )
 from mqstore.tools.spark.segscan import Buffer, ByteRange
 
@@ -376,12 +374,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--out", default=None, help="write OUT/consumequeue instead of swapping")
     add_geometry_args(p)
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as e:
-        return 0 if e.code == 0 else 2
-    try:
-        summary = run_reindex(
+    summary = run(
+        p,
+        argv,
+        "mqstore reindex",
+        lambda args: run_reindex(
             args.dir,
             args.master,
             args.out,
@@ -390,16 +387,10 @@ def main(argv: list[str] | None = None) -> int:
             index_num=args.index_num,
             geometry_flags=geometry_flags(args),
             broker_config=args.broker_config,
-        )
-    except (LayoutError, OSError, ConfigError) as e:
-        print(f"mqstore reindex: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # a Spark job failure: a task's unreadable file is exit 2
-        msg = unreadable(e)
-        if msg is None:
-            raise
-        print(f"mqstore reindex: {msg}", file=sys.stderr)
-        return 2
+        ),
+    )
+    if isinstance(summary, int):
+        return summary
     if summary["geometry"]:
         print(f"geometry: {layout_geometry_line(summary['geometry'])}")
         guessed = [k for k, v in summary["geometry"].items() if v["source"] == "default"]
