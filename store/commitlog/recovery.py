@@ -169,7 +169,7 @@ class FieldSink(Protocol):
     ``Dispatcher``): recovery gives it those, as the reput thread does, instead of
     building a :class:`~mqstore.commitlog.format.RecordInfo` per record."""
 
-    def __call__(self, info: fmt.RecordInfo, size: int = 0) -> None: ...
+    def __call__(self, info: fmt.RecordInfo, size: int = 0, /) -> None: ...
 
     @property
     def dispatch_one(self) -> FieldDispatch:
@@ -183,7 +183,7 @@ class RunSink(Protocol):
     mapping, which holds whole records recovery accepted, in log order, and nothing
     else (no damage, torn record or blank record)."""
 
-    def __call__(self, info: fmt.RecordInfo, size: int = 0) -> None: ...
+    def __call__(self, info: fmt.RecordInfo, size: int = 0, /) -> None: ...
 
     def dispatch_run(self, view: memoryview, start: int, end: int) -> None: ...
 
@@ -195,7 +195,7 @@ class PlainSink(Protocol):
     them, whole records of ``view`` (a segment's mapping) recovery accepted, in log
     order."""
 
-    def __call__(self, info: fmt.RecordInfo, size: int = 0) -> None: ...
+    def __call__(self, info: fmt.RecordInfo, size: int = 0, /) -> None: ...
 
     def dispatch_plain(self, view: memoryview, records: bulk.PlainRecords, k: int) -> None: ...
 
