@@ -425,6 +425,19 @@ class Message:
             if not k or any(c in k for c in "\x01\x02") or any(c in str(v) for c in "\x01\x02"):
                 raise IllegalMessageError(f"property {k!r} contains a separator char or is empty")
 
+    def keys_property(self) -> str | None:
+        """The KEYS property value as RocketMQ stores it, None for no keys.
+
+        A string is stored as given (``Message.setKeys(String)``), a sequence as its
+        non-empty keys joined by a space; the fast put paths build the same value inline.
+        """
+        keys = self.keys
+        if isinstance(keys, str):
+            return keys or None
+        if not keys:
+            return None
+        return KEY_SEPARATOR.join(k for k in keys if k) or None
+
     def key_list(self) -> list[str]:
         """Keys as a list (a string is split on spaces, as RocketMQ does)."""
         if self.keys is None:
@@ -438,9 +451,9 @@ class Message:
         props = dict(self.properties)
         if self.tags:
             props[PROPERTY_TAGS] = self.tags
-        keys = self.key_list()
+        keys = self.keys_property()
         if keys:
-            props[PROPERTY_KEYS] = KEY_SEPARATOR.join(keys)
+            props[PROPERTY_KEYS] = keys
         if self.delay_level > 0:
             props[PROPERTY_DELAY_TIME_LEVEL] = str(self.delay_level)
         if not self.wait_store_msg_ok:

@@ -108,9 +108,9 @@ class PropertyFormat(enum.Enum):
             items[k] = v
         if msg.tags:
             items[PROPERTY_TAGS] = msg.tags
-        keys = msg.key_list()
+        keys = msg.keys_property()
         if keys:
-            items[PROPERTY_KEYS] = " ".join(keys)
+            items[PROPERTY_KEYS] = keys
         if msg.delay_level > 0:
             items[PROPERTY_DELAY_TIME_LEVEL] = str(msg.delay_level)
         if not msg.wait_store_msg_ok and self is PropertyFormat.V5:
