@@ -336,18 +336,19 @@ class _RangeKeys:
         return cls(off, t, starts, kh)
 
 
-def _entries(info: IndexFileInfo, g: Geometry, first: int, stop: int) -> NDArray[Any]:
-    """Entries ``first + 1 .. stop`` of an index file (a copy: the mapping is closed here)."""
-
-    with open_mapped(info.path) as mm:
-        return _copy_entries(mm, stop - first, ifmt.entry_position(g.slots, first + 1))
-
-
-def _copy_entries(buf: Buffer, count: int, at: int) -> NDArray[Any]:
+def _entries(
+    info: IndexFileInfo, g: Geometry, first: int, stop: int
+) -> tuple[NDArray[Any], NDArray[Any], NDArray[Any]]:
+    """(physical offset, key hash, time diff) of entries ``first + 1 .. stop`` of an index
+    file, as int64 columns read straight from the mapping (closed here)."""
     import numpy as np
 
-    out: NDArray[Any] = np.frombuffer(buf, _entry_dtype(), count, at).copy()
-    return out
+    with open_mapped(info.path) as mm:
+        at = ifmt.entry_position(g.slots, first + 1)
+        ents = np.frombuffer(mm, _entry_dtype(), stop - first, at)
+        phy, h, diff = (ents[f].astype(np.int64) for f in ("phy_offset", "key_hash", "time_diff"))
+        del ents  # the view must go before the mapping closes
+    return phy, h, diff
 
 
 def _check_entries(
@@ -370,18 +371,15 @@ def _check_entries(
     first, stop = info.slices.get(territory, (0, info.count - 1))
     if stop <= first:
         return []
-    ents = _entries(info, plan.geometry, first, stop)
-    phy = ents["phy_offset"].astype(np.int64)
+    phy, h, diff = _entries(info, plan.geometry, first, stop)
     inside = (phy >= lo) & (phy < hi)
     if inside.all():  # a slice of an ordered file: no selection copy
         sel = np.arange(phy.size)
-        h, diff = ents["key_hash"].astype(np.int64), ents["time_diff"].astype(np.int64)
     else:
         sel = np.flatnonzero(inside)
         if sel.size == 0:
             return []
-        phy, h = phy[sel], ents["key_hash"][sel].astype(np.int64)
-        diff = ents["time_diff"][sel].astype(np.int64)
+        phy, h, diff = phy[sel], h[sel], diff[sel]
     entry = sel + first + 1
     n = recs.offset.size
     j = np.minimum(np.searchsorted(recs.offset, phy), max(n - 1, 0))
