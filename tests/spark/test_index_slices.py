@@ -129,3 +129,31 @@ def test_an_entry_key_matches_when_it_is_one_of_its_records_keys(
     found = np.array([f for _, _, f in ents], np.bool_)
     got = indexcheck._key_ok(recs, j, found, h)
     assert got.tolist() == [f and x in keys[r] for r, x, f in ents]
+
+
+class _Chunk:
+    """What the index check reads of a bulk scan's chunk."""
+
+    def __init__(self, offs: list[int], flags: list[int], rec: list[int], hashes: list[int]):
+        self.physical_offset = np.array(offs, np.int64)
+        self.store_timestamp = self.physical_offset + 1000
+        self.sys_flag = np.array(flags, np.int64)
+        self.key_record = np.array(rec, np.int64)
+        self.key_hash = np.array(hashes, np.int32)
+
+    def __len__(self) -> int:
+        return int(self.physical_offset.size)
+
+
+@pytest.mark.parametrize("rolled_back", [False, True])
+def test_a_rolled_back_record_has_no_index_keys(rolled_back: bool) -> None:
+    from mqstore.commitlog import format as fmt
+    from mqstore.tools.spark.segscan import RecordColumns
+
+    flag = fmt.TRANSACTION_ROLLBACK_TYPE if rolled_back else fmt.TRANSACTION_COMMIT_TYPE
+    cols = RecordColumns(keys=True)
+    cols.add(_Chunk([100, 200], [0, flag], [0, 0, 1, 1], [1, 2, 3, 4]), 0)  # type: ignore[arg-type]
+    cols.add(_Chunk([300], [0], [0], [5]), 0)  # type: ignore[arg-type]
+    keys = indexcheck._RangeKeys.of(cols)
+    got = [keys.hashes[keys.starts[i] : keys.starts[i + 1]].tolist() for i in range(3)]
+    assert got == [[1, 2], [] if rolled_back else [3, 4], [5]]

@@ -316,9 +316,12 @@ class _RangeKeys:
             offs.append(part.physical_offset)
             ts.append(part.store_timestamp)
             rollback = (part.sys_flag & fmt.TRANSACTION_MASK) == fmt.TRANSACTION_ROLLBACK_TYPE
-            keep = ~rollback[part.key_record]
-            key_rec.append(part.key_record[keep] + n)
-            hashes.append(part.key_hash[keep])
+            rec, h = part.key_record, part.key_hash
+            if rollback.any():  # rare: no copy of every key otherwise
+                keep = ~rollback[rec]
+                rec, h = rec[keep], h[keep]
+            key_rec.append(rec + n)
+            hashes.append(h)
             n += len(part)
         if not offs:
             z = np.zeros(0, np.int64)
