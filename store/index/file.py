@@ -25,6 +25,7 @@ import errno
 import mmap
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,8 @@ from mqstore.index import format as ifmt
 _SLOT_UNPACK = ifmt.SLOT.unpack_from
 _SLOT_BYTES = ifmt.SLOT.pack
 _ENTRY_PACK = ifmt.ENTRY.pack_into
-_HEADER_BYTES = ifmt.HEADER.pack
+_FIELDS_BYTES = ifmt.HEADER_FIELDS.pack
+_COUNT_AT = ifmt.HEADER_FIELDS.size
 _EMPTY_ENTRY = bytes(ifmt.ENTRY_SIZE)
 _ENTRY_DTYPE = np.dtype([("h", ">i4"), ("p", ">i8"), ("d", ">i4"), ("v", ">i4")])
 assert _ENTRY_DTYPE.itemsize == ifmt.ENTRY_SIZE
@@ -57,6 +59,16 @@ def reserve(fd: int, offset: int, length: int, *, what: str = "") -> None:
         OSError: ENOSPC (or EDQUOT) when the disk cannot back the range.
     """
     _platform.allocate_range(fd, offset, length, point="before_index_allocate", what=what)
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """What :meth:`IndexFile.repair` changed."""
+
+    heads_rolled_back: int
+    """Slot heads put back to entries the count covers."""
+    fields: tuple[str, ...]
+    """Header fields rewritten (``ifmt.Header`` names)."""
 
 
 class IndexFile:
@@ -146,7 +158,7 @@ class IndexFile:
         self._write_header()
 
     def _write_header(self) -> None:
-        self._mm[0 : ifmt.HEADER_SIZE] = _HEADER_BYTES(  # not pack_into: see put_hashes
+        self._put_header(
             self.begin_timestamp,
             self.end_timestamp,
             self.begin_phy_offset,
@@ -154,6 +166,25 @@ class IndexFile:
             self.hash_slot_count,
             self.index_count,
         )
+
+    def _put_header(
+        self, bt: int, et: int, bp: int, ep: int, used: int, count: int, *, put: bool = False
+    ) -> None:
+        """Write the header: its first 36 bytes, then ``indexCount`` alone.
+
+        Packed first, then copied in, because ``pack_into`` zeroes its target before
+        filling it and a reader could catch the zeros (a count of 0, an empty slot).
+        The count goes last, in one aligned 4-byte store: a writer killed part way
+        leaves the old count under fields that may be old, new or a mix (a 36-byte
+        copy is several stores), never a new count under old fields; :meth:`repair`
+        rebuilds the fields from the entries the count covers. ``put``: a put's header
+        (the fault point ``index_header_fields_written`` between the two stores).
+        """
+        mm = self._mm
+        mm[0:_COUNT_AT] = _FIELDS_BYTES(bt, et, bp, ep, used)
+        if put:
+            faults.point("index_header_fields_written", what=str(self.path))
+        mm[_COUNT_AT : ifmt.HEADER_SIZE] = _SLOT_BYTES(count)
 
     def reload_header(self) -> None:
         """Read the header from the mapping (at load, and when another process writes
@@ -235,11 +266,15 @@ class IndexFile:
         self.end_timestamp = store_timestamp
         faults.point("index_slots_written", what=str(self.path))
         # Slots, counts and the header are overwritten in place while the store may
-        # read them from another process (``dispatch_process``): packed first, then
-        # copied in, because ``pack_into`` zeroes its target before filling it and a
-        # reader could catch the zeros (a count of 0, an empty slot).
-        mm[0 : ifmt.HEADER_SIZE] = _HEADER_BYTES(
-            self.begin_timestamp, store_timestamp, self.begin_phy_offset, phy_offset, used, count
+        # read them from another process (``dispatch_process``): see _put_header.
+        self._put_header(
+            self.begin_timestamp,
+            store_timestamp,
+            self.begin_phy_offset,
+            phy_offset,
+            used,
+            count,
+            put=True,
         )
         return n
 
@@ -318,8 +353,8 @@ class IndexFile:
         self.end_phy_offset = end_phy = int(phys[-1])
         self.end_timestamp = end_ts = int(ts[-1])
         faults.point("index_slots_written", what=str(self.path))
-        mm[0 : ifmt.HEADER_SIZE] = _HEADER_BYTES(
-            self.begin_timestamp, end_ts, self.begin_phy_offset, end_phy, used, count
+        self._put_header(
+            self.begin_timestamp, end_ts, self.begin_phy_offset, end_phy, used, count, put=True
         )
         return n
 
@@ -370,6 +405,77 @@ class IndexFile:
         and writing the header)."""
         return bool(ifmt.HEADER.unpack_from(self._mm, 0)[5] != 0)
 
+    def repair(self, previous_end: tuple[int, int] | None) -> Repair:
+        """Make the newest file's header agree with its entries after its writer was
+        killed; return what changed.
+
+        ``previous_end`` is the previous file's (endTimestamp, endPhyOffset), the
+        values this file was created with (None for a file with no predecessor).
+
+        A put writes its entries, then the slot heads that point at them, then the
+        header (:meth:`_put_header`). A kill before the header leaves heads past the
+        count (:meth:`roll_back_uncounted` puts them back); a kill inside the header's
+        copy leaves any mix of old and new fields. So no field is trusted on its own:
+
+        * the count is the header's, once the heads are consistent with it: no head
+          at or past it after the roll-back, so every entry it covers is linked;
+        * ``endPhyOffset`` is the last counted entry's offset, ``beginPhyOffset`` the
+          first's, ``hashSlotCount`` the number of slots whose head is a counted
+          entry (a put counts a slot the first time it links an entry there);
+        * a file with no counted entry gets begin = end = the previous file's end,
+          as it was created;
+        * ``beginTimestamp`` is only ever rewritten by the file's first put: when it
+          still holds the creation value but the first entry's time offset (taken
+          from that value) shows its message was stored a second or more later,
+          the first put was cut and is rolled back whole (the file holds nothing
+          else: a later put would have rewritten the field).
+
+        ``endTimestamp`` is not in the entries (they keep seconds); it is restated
+        from the CommitLog by the index catch-up, which starts at the last indexed
+        message (``IndexService.build``), and rewritten by every put.
+
+        Without this, a kill inside the header could leave ``endPhyOffset`` new and
+        the count old: the catch-up would start after the cut put's earlier
+        messages, whose keys are then never found.
+
+        For the writer only (at load, before any put); a reader never calls it.
+        """
+        rolled = self.roll_back_uncounted()
+        if previous_end is not None:
+            created_ts, created_phy = previous_end
+        else:  # the first file: created with zeros (or after older files expired)
+            created_ts = min(self.begin_timestamp, self.end_timestamp)
+            created_phy = min(self.begin_phy_offset, self.end_phy_offset)
+        if self.index_count > 1 and created_ts > 0 and self.begin_timestamp == created_ts:
+            first = self._entry(1)
+            if first.time_diff > 0:  # stored >= 1 s after created_ts: the field is stale
+                rolled += self._roll_back_heads(1)
+                self.index_count = 1
+        before = self.header()
+        count = self.index_count
+        if count <= 1:
+            self.begin_timestamp = self.end_timestamp = created_ts
+            self.begin_phy_offset = self.end_phy_offset = created_phy
+            self.hash_slot_count = 0
+        else:
+            self.begin_phy_offset = self._entry(1).phy_offset
+            self.end_phy_offset = self._entry(count - 1).phy_offset
+            table = np.frombuffer(self._mm, ">i4", self.hash_slot_num, ifmt.HEADER_SIZE)
+            try:
+                self.hash_slot_count = int(np.count_nonzero((table > 0) & (table < count)))
+            finally:
+                del table
+        after = self.header()
+        changed = tuple(f for f, a, b in zip(after._fields, before, after, strict=True) if a != b)
+        if changed or ifmt.HEADER.unpack_from(self._mm, 0) != after:
+            self._write_header()
+        return Repair(rolled, changed)
+
+    def _entry(self, number: int) -> ifmt.Entry:
+        return ifmt.Entry(
+            *ifmt.ENTRY.unpack_from(self._mm, ifmt.entry_position(self.hash_slot_num, number))
+        )
+
     def roll_back_uncounted(self) -> int:
         """Undo what a writer killed in the middle of a put left past the header's count;
         return the number of slot heads put back.
@@ -377,25 +483,30 @@ class IndexFile:
         A put (:meth:`put_hashes`, :meth:`put_entries`) writes its entries, then the slot
         heads that point at them, then the header whose count covers them. A writer
         killed before the header leaves heads pointing at entries numbered
-        ``>= indexCount``, while the header still describes the file as it was before
-        the put. The restarted writer resumes from the header (the index catch-up
-        starts at its last message) and puts those entries again, and a put takes a
-        head past the count for an empty slot (the older entries of that slot are cut
-        off: their keys are no longer found) and a head equal to it for a valid
-        predecessor (the new entry points at itself). Each such head is walked back
-        through the uncounted entries' ``prevIndex`` links to the value it had before
-        the put: the entries are whole (written before any head pointed at them), and
-        each links to an older one. The entries past the count are left as they are:
-        nothing points at them any more, and the put done again writes the same bytes
-        over them.
+        ``>= indexCount``, while the header's count still describes the file as it was
+        before the put. The restarted writer resumes from the header (the index
+        catch-up starts at its last message) and puts those entries again, and a put
+        takes a head past the count for an empty slot (the older entries of that slot
+        are cut off: their keys are no longer found) and a head equal to it for a
+        valid predecessor (the new entry points at itself). Each such head is walked
+        back through the uncounted entries' ``prevIndex`` links to the value it had
+        before the put: the entries are whole (written before any head pointed at
+        them), and each links to an older one. The entries past the count are left as
+        they are: nothing points at them any more, and the put done again writes the
+        same bytes over them.
 
         For the writer only (at load, before any put); a reader never calls it.
         """
         count = self.index_count
-        mm = self._mm
         at = self._entries_pos + count * ifmt.ENTRY_SIZE
-        if count >= self.index_num or mm[at : at + ifmt.ENTRY_SIZE] == _EMPTY_ENTRY:
+        if count >= self.index_num or self._mm[at : at + ifmt.ENTRY_SIZE] == _EMPTY_ENTRY:
             return 0  # no entry past the count, so no head points at one
+        return self._roll_back_heads(count)
+
+    def _roll_back_heads(self, count: int) -> int:
+        """Walk every slot head ``>= count`` back along ``prevIndex`` links to below
+        ``count``; return how many heads changed."""
+        mm = self._mm
         table = np.frombuffer(mm, ">i4", self.hash_slot_num, ifmt.HEADER_SIZE)
         prevs = np.frombuffer(mm, _ENTRY_DTYPE, self.index_num, self._entries_pos)["v"]
         try:
@@ -416,6 +527,49 @@ class IndexFile:
             return int(bad.size)
         finally:
             del table, prevs  # no buffer export may outlive the call (close unmaps)
+
+    def trailing_entries_of(self, phy_offset: int) -> tuple[int, bool]:
+        """How many of the last counted entries point at ``phy_offset`` (one message's
+        keys are consecutive entries), and whether they reach back to entry 1 (the
+        message's earlier keys may then be in the previous file)."""
+        last = self.index_count - 1
+        if last < 1:
+            return 0, True
+        phys = np.frombuffer(self._mm, _ENTRY_DTYPE, last, self._entries_pos + ifmt.ENTRY_SIZE)
+        try:
+            window = 64
+            while True:
+                lo = max(0, last - window)
+                tail = phys["p"][lo:last]
+                other = np.flatnonzero(tail != phy_offset)
+                if other.size:
+                    return int(tail.size - 1 - other[-1]), False
+                if lo == 0:
+                    return last, True
+                window *= 8
+        finally:
+            del phys
+
+    def restate_last(self, phy_offset: int, store_timestamp: int) -> bool:
+        """Set the header's end time (and begin time, when the file's first entry is
+        this message's) from the last indexed message at ``phy_offset`` as the
+        CommitLog holds it; True if the header changed.
+
+        The entries keep whole seconds only, so after a cut header copy
+        (:meth:`repair`) these times come from the message itself.
+        """
+        if self.index_count <= 1 or self.end_phy_offset != phy_offset:
+            return False
+        changed = False
+        if self.end_timestamp != store_timestamp:
+            self.end_timestamp = store_timestamp
+            changed = True
+        if self.begin_phy_offset == phy_offset and self.begin_timestamp != store_timestamp:
+            self.begin_timestamp = store_timestamp
+            changed = True
+        if changed:
+            self._write_header()
+        return changed
 
     # ------------------------------------------------------------------ lookup
 

@@ -42,6 +42,8 @@ from mqstore.message import java_string_hash
 
 HEADER: Final = struct.Struct(">qqqqii")
 HEADER_SIZE: Final = HEADER.size
+HEADER_FIELDS: Final = struct.Struct(">qqqqi")
+"""The header without its last field, ``indexCount`` (written on its own, last)."""
 SLOT: Final = struct.Struct(">i")
 SLOT_SIZE: Final = SLOT.size
 ENTRY: Final = struct.Struct(">iqii")

@@ -141,9 +141,9 @@ class IndexService:
     def load(self, *, last_exit_ok: bool, index_msg_timestamp: int) -> int | None:
         """Map the index files; after a crash destroy those newer than the checkpoint.
 
-        The newest file is then rid of a put cut short by a kill
-        (:meth:`IndexFile.roll_back_uncounted`), after a clean exit too: a dispatcher
-        process restarted after a SIGKILL loads the files as they were left.
+        The newest file is then rid of a put cut short by a kill, its header made to
+        agree with its entries (:meth:`IndexFile.repair`), after a clean exit too: a
+        dispatcher process restarted after a SIGKILL loads the files as they were left.
 
         Returns the CommitLog offset from which destroyed files must be re-indexed
         (None when nothing was destroyed).
@@ -190,12 +190,18 @@ class IndexService:
             self.files.append(f)
         if self.files:
             # Only the newest file is ever written, so only it can hold a killed put.
-            rolled = self.files[-1].roll_back_uncounted()
-            if rolled:
+            prev = self.files[-2] if len(self.files) > 1 else None
+            newest = self.files[-1]
+            fixed = newest.repair(
+                (prev.end_timestamp, prev.end_phy_offset) if prev is not None else None
+            )
+            if fixed.heads_rolled_back or fixed.fields:
                 log.info(
-                    "index: %s: %d slot heads put back to the header's count (a put cut short)",
-                    self.files[-1].path.name,
-                    rolled,
+                    "index: %s: a put cut short: %d slot heads put back, header fields %s "
+                    "restated from the entries",
+                    newest.path.name,
+                    fixed.heads_rolled_back,
+                    ", ".join(fixed.fields) or "none",
                 )
         return rebuild_from
 
@@ -214,10 +220,25 @@ class IndexService:
             return True
         return None
 
-    def _has(self, key: str, phy_offset: int) -> bool:
+    def _indexed_keys(self, phy_offset: int, store_timestamp: int) -> int:
+        """How many of the last indexed message's keys are in (it is at ``phy_offset``).
+
+        A message's keys are put in order, as consecutive entries, so the ones in are
+        a prefix of its keys: the entries at the end of the index that point at it,
+        counted back through as many files as they span. The header's times are also
+        restated from the message (:meth:`IndexFile.restate_last`).
+        """
         with self._lock:
-            files = self.files[-2:]
-        return any(phy_offset in f.select_phy_offsets(key, 1 << 30, 0, LONG_MAX) for f in files)
+            files = list(self.files)
+        if files:
+            files[-1].restate_last(phy_offset, store_timestamp)
+        n = 0
+        for f in reversed(files):
+            k, reached_start = f.trailing_entries_of(phy_offset)
+            n += k
+            if not reached_start:
+                break
+        return n
 
     def build(
         self,
@@ -229,7 +250,7 @@ class IndexService:
     ) -> None:
         """Index one message's UNIQ_KEY and KEYS tokens; keys already there are skipped
         (RocketMQ skips messages before the last indexed one; we also complete that
-        last one key by key instead of indexing it twice).
+        last one, after the keys of it already in, instead of indexing it twice).
 
         Raises:
             OSError: a new file could not be created.
@@ -240,7 +261,7 @@ class IndexService:
         prefix = topic + "#"
         full = [prefix + k for k in (uniq_key, *keys) if k]
         if boundary:
-            full = [k for k in full if not self._has(k, phy_offset)]
+            full = full[self._indexed_keys(phy_offset, store_timestamp) :]
         key_hash = ifmt.key_hash
         hashes = [key_hash(k) for k in full]
         files = self.files
@@ -284,8 +305,10 @@ class IndexService:
             if not (last.index_count > 1 or len(files) > 1):
                 keep |= phys == end  # nothing indexed yet: the message is new
             else:
-                for k in np.flatnonzero(phys == end).tolist():
-                    keep[k] = not self._has_hash(int(h[k]), end)
+                at = np.flatnonzero(phys == end)  # the last indexed message's keys, in order
+                if at.size:
+                    ts_end = int(store_timestamps[key_record[at[0]]])
+                    keep[at[self._indexed_keys(end, ts_end) :]] = True
             if not keep.all():
                 phys, ts, h, rec = phys[keep], ts[keep], h[keep], rec[keep]
         f = files[-1] if files else None
@@ -298,12 +321,6 @@ class IndexService:
                 return BatchStop(int(rec[0]), e)
             h, phys, ts, rec = h[n:], phys[n:], ts[n:], rec[n:]
         return None
-
-    def _has_hash(self, key_hash: int, phy_offset: int) -> bool:
-        """:meth:`_has` given the key's hash (a lookup compares hashes only)."""
-        with self._lock:
-            files = self.files[-2:]
-        return any(phy_offset in f.select_by_hash(key_hash, 1 << 30, 0, LONG_MAX) for f in files)
 
     def _writable(self) -> IndexFile:
         with self._lock:
