@@ -326,11 +326,12 @@ def index_keys(
     k_sel = np.flatnonzero((k_len > 0) & want)
     k_rec, t_start, t_len = _split_tokens(flat, k_start[k_sel], k_len[k_sel])
     rec = np.r_[has_u, k_sel[k_rec]]
-    start = np.r_[u_start[has_u], t_start]
     length = np.r_[u_len[has_u], t_len]
+    # each kind hashed at its own width (UNIQ_KEYs are all 32 bytes, tokens shorter)
+    keys = np.r_[java_hash(flat, u_start[has_u], u_len[has_u]), java_hash(flat, t_start, t_len)]
     order = np.argsort(rec, kind="stable")  # UNIQ_KEY first, then the tokens in order
-    rec, start, length = rec[order], start[order], length[order]
-    h = prefix[topic_id[rec]] * _POW31[length] + java_hash(flat, start, length)
+    rec, length, keys = rec[order], length[order], keys[order]
+    h = prefix[topic_id[rec]] * _POW31[length] + keys
     return rec, index_hash(h)
 
 
