@@ -12,7 +12,8 @@ Points used by the engine: ``before_fdatasync``, ``after_fdatasync`` (context ``
 a file path), ``before_allocate`` (``size``), ``before_index_allocate`` (``offset``,
 ``size``, ``what``: the index region about to be reserved), ``index_entries_written``
 and ``index_slots_written`` (``what``: the index file; a put's entries, then its slot
-heads, are in, its header not yet), ``before_write_checkpoint``.
+heads, are in, its header not yet), ``index_header_fields_written`` (``what``: the index
+file; a put's header fields are in, its count not yet), ``before_write_checkpoint``.
 """
 
 from __future__ import annotations
