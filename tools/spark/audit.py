@@ -78,6 +78,8 @@ from mqstore.tools.spark.segscan import Row, RowType
 from mqstore.tools.spark.session import master_url
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import SparkSession
 
 
@@ -158,20 +160,22 @@ def _queue_checks(
     split_bytes: int | None,
     ctx: queues.QueueContext,
     index: tuple[indexcheck.Geometry, list[Path]] | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> tuple[list[Row], list[Finding], list[QueueStats]]:
     """The segment scan (tools.spark.reader.scan_ranges): its finding and range rows,
     and the per-queue findings and statistics from the queue parts it sent
     (tools.spark.queueparts); the queues the parts cannot settle are checked from their
     records, read by a second job. With ``index`` (geometry, files), the scan tasks also
-    check the index entries (tools.spark.indexcheck.IndexPlan)."""
+    check the index entries (tools.spark.indexcheck.IndexPlan). ``announce`` is handed
+    the plan (segments, bytes, ranges, queue files) before the job starts."""
     split = split_bytes or balanced_split(layout, spark.sparkContext.defaultParallelism)
     ranges = plan_ranges(layout, split)
     iplan = indexcheck.plan(layout, ranges, *index) if index else None
-    print(
-        f"audit: {len(layout.segments)} segments, {layout.total_bytes / 2**20:.1f} MiB,"
-        f" {len(ranges)} ranges, {len(layout.cq_files)} ConsumeQueue files",
-        file=sys.stderr,
-    )
+    if announce is not None:
+        announce(
+            f"audit: {len(layout.segments)} segments, {layout.total_bytes / 2**20:.1f} MiB,"
+            f" {len(ranges)} ranges, {len(layout.cq_files)} ConsumeQueue files"
+        )
     now = int(time.time() * 1000)
     out = scan_ranges(spark, ranges, now, iplan, ctx)
     rows = [r for r in out if isinstance(r, Row)]
@@ -191,10 +195,12 @@ def audit_with(
     split_bytes: int | None = None,
     index_slots: int | None = None,
     index_num: int | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> AuditReport:
     """Run every check of the module doc on ``layout`` with an existing session.
 
-    ``index_slots``/``index_num``: the index geometry (see tools.spark.indexcheck)."""
+    ``index_slots``/``index_num``: the index geometry (see tools.spark.indexcheck);
+    ``announce``: handed one line with the job's plan before it starts."""
     t0 = time.perf_counter()
     cq_found, lost = cqscan.file_findings(layout.cq_files, layout.cq_file_size)
     ctx = queues.QueueContext.of(layout, lost)
@@ -202,7 +208,7 @@ def audit_with(
     shown = layout.index_geometry() or (index_slots, index_num)
     geo = indexcheck.resolve_geometry(ifiles, *shown) if ifiles else None
     index = (geo, ifiles) if geo is not None else None
-    rows, q_found, stats = _queue_checks(spark, layout, split_bytes, ctx, index)
+    rows, q_found, stats = _queue_checks(spark, layout, split_bytes, ctx, index, announce)
     findings, n_records = _collect(rows, layout)
     findings += q_found
     stats.sort()
@@ -290,7 +296,8 @@ def run_audit(
     The store's geometry comes from its files, else ``broker_config``, else
     ``geometry_flags`` (``mqstore.geometry``); the report says which.
 
-    Reuses an active SparkSession (tests), else builds one for ``master``.
+    Reuses an active SparkSession (tests), else builds one for ``master``. ``progress``:
+    Spark's stage progress and the job's plan on stderr (the command line's view).
 
     Raises:
         LayoutError: ``store_dir`` is not a store.
@@ -303,11 +310,20 @@ def run_audit(
         master, "mqstore-audit", progress=progress, input_bytes=layout.data_bytes()
     )
     result = audit_with(
-        spark, layout, split_bytes=split_bytes, index_slots=index_slots, index_num=index_num
+        spark,
+        layout,
+        split_bytes=split_bytes,
+        index_slots=index_slots,
+        index_num=index_num,
+        announce=_to_stderr if progress else None,
     )
     if report is not None:
         result.write_json(report)
     return result
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
