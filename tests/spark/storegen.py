@@ -200,3 +200,29 @@ def set_unit_size(path: Path, index: int, size: int) -> None:
         phys, _, tags = cqfmt.unpack_unit(f.read(cqfmt.UNIT_SIZE))
         f.seek(index * cqfmt.UNIT_SIZE)
         f.write(cqfmt.encode_unit(phys, size, tags))
+
+
+def engine_store(root: Path, slots: int, num: int, count: int = 400) -> Path:
+    """A store written by MessageStore itself, so its consumequeue/ and index/ are the
+    dispatcher's: ``count`` messages over 3 topics x 4 queues, tags on two thirds, one key
+    each plus a key shared by every 7th; small segments and index files of ``slots`` x
+    ``num`` (so a few hundred messages roll several index files)."""
+    from mqstore import Message, MessageStore, StoreConfig
+
+    cfg = StoreConfig(
+        root_dir=str(root), commitlog_file_size=SEGMENT_SIZE, max_hash_slot_num=slots,
+        max_index_num=num,
+    )  # fmt: skip
+    with MessageStore.open(cfg) as store:
+        for i in range(count):
+            r = store.put_message(
+                Message(
+                    topic=("orders", "payments", "audit")[i % 3],
+                    body=f"body {i} ".encode() * (1 + i % 40),
+                    tags=("TagA", "TagB", None)[i % 3],
+                    keys=[f"k{i}"] if i % 7 else [f"k{i}", "shared"],
+                    queue_id=i % 4,
+                )
+            )
+            assert r.status.stored
+    return root

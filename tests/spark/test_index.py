@@ -9,31 +9,11 @@ from pathlib import Path
 import pytest
 
 from mqstore.index import format as ifmt
+from tests.spark.storegen import engine_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SLOTS, NUM = 53, 300  # 400 messages x 2 keys -> 3 files
-
-
-def _engine_store(root: Path, count: int = 400) -> Path:
-    from mqstore import Message, MessageStore, StoreConfig
-
-    cfg = StoreConfig(
-        root_dir=str(root), commitlog_file_size=64 * 1024, max_hash_slot_num=SLOTS,
-        max_index_num=NUM,
-    )  # fmt: skip
-    with MessageStore.open(cfg) as store:
-        for i in range(count):
-            r = store.put_message(
-                Message(
-                    topic=("orders", "payments", "audit")[i % 3],
-                    body=f"body {i} ".encode() * (1 + i % 40),
-                    keys=[f"k{i}"] if i % 7 else [f"k{i}", "shared"],
-                    queue_id=i % 4,
-                )
-            )
-            assert r.status.stored
-    return root
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -43,7 +23,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def index_store(tmp_path_factory) -> Path:
     pytest.importorskip("mqstore.consumequeue.dispatch")
-    return _engine_store(tmp_path_factory.mktemp("idx") / "store")
+    return engine_store(tmp_path_factory.mktemp("idx") / "store", SLOTS, NUM)
 
 
 def _entry(path: Path, n: int) -> tuple[int, ifmt.Entry]:

@@ -19,6 +19,7 @@ from mqstore.tools.spark import indexcheck
 from mqstore.tools.spark.layout import discover
 from mqstore.tools.spark.reader import audit_task, plan_ranges
 from mqstore.tools.spark.segscan import Row
+from tests.spark.storegen import engine_store
 
 SLOTS, NUM = 53, 300
 
@@ -54,27 +55,6 @@ def test_a_file_out_of_log_order_has_no_slices() -> None:
     assert indexcheck.entry_slices(buf, 3, g, [(-(1 << 63), 1 << 63)]) == {}
 
 
-def _engine_store(root: Path, count: int = 400) -> Path:
-    from mqstore import Message, MessageStore, StoreConfig
-
-    cfg = StoreConfig(
-        root_dir=str(root), commitlog_file_size=64 * 1024, max_hash_slot_num=SLOTS,
-        max_index_num=NUM,
-    )  # fmt: skip
-    with MessageStore.open(cfg) as store:
-        for i in range(count):
-            r = store.put_message(
-                Message(
-                    topic=("orders", "payments")[i % 2],
-                    body=f"body {i} ".encode() * (1 + i % 40),
-                    keys=[f"k{i}"],
-                    queue_id=i % 3,
-                )
-            )
-            assert r.status.stored
-    return root
-
-
 def _index_findings(root: Path) -> Counter[str]:
     """The index findings of every scan range's task, run here without Spark."""
     layout = discover(root)
@@ -89,7 +69,7 @@ def _index_findings(root: Path) -> Counter[str]:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("mqstore.consumequeue.dispatch")
-    return _engine_store(tmp_path_factory.mktemp("slices") / "store")
+    return engine_store(tmp_path_factory.mktemp("slices") / "store", SLOTS, NUM)
 
 
 def test_an_entry_pointing_back_into_an_earlier_range_is_checked_there(

@@ -10,34 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.spark import storegen
+
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _engine_store(root: Path, count: int = 400) -> Path:
-    """A store written by MessageStore itself: its consumequeue/ is the dispatcher's."""
-    from mqstore import Message, MessageStore, StoreConfig
-
-    cfg = StoreConfig(
-        root_dir=str(root),
-        commitlog_file_size=64 * 1024,
-        max_hash_slot_num=101,
-        max_index_num=500,
-    )  # fmt: skip (small index files: 400 messages x 2 keys roll to 2)
-    with MessageStore.open(cfg) as store:
-        for i in range(count):
-            r = store.put_message(
-                Message(
-                    topic=("orders", "payments", "audit")[i % 3],
-                    body=f"body {i} ".encode() * (1 + i % 40),
-                    tags=("TagA", "TagB", None)[i % 3],
-                    keys=[f"k{i}"],
-                    queue_id=i % 4,
-                )
-            )
-            assert r.status.stored
-    return root
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -47,7 +24,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 @pytest.fixture
 def engine_store(tmp_path) -> Path:
     pytest.importorskip("mqstore.consumequeue.dispatch")
-    return _engine_store(tmp_path / "engine")
+    return storegen.engine_store(tmp_path / "engine", 101, 500)
 
 
 def test_reindex_matches_the_dispatcher_byte_for_byte(spark, engine_store, tmp_path):
