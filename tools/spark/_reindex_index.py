@@ -18,12 +18,11 @@ write when fed the same messages in the same order:
   previous one (``IndexService._new_path``).
 
 A message whose physical offset is not above the previous message's would be skipped or
-completed key by key by the service (``IndexService._boundary``); such offsets cannot come
-from a CommitLog read in order, but a damaged store's header fields could repeat one: a key
-already indexed at the same offset (same hash) by an earlier message is then skipped, as
-``_has`` finds it (the service looks only in its two newest files, so when one message's
-keys span more than two files the two can differ; the byte-for-byte contract holds for
-increasing offsets).
+completed by the service (``IndexService._boundary``: the keys already in are the trailing
+entries that point at it, counted through as many files as they span); such offsets cannot
+come from a CommitLog read in order, but a damaged store's header fields could repeat one:
+a key already indexed at the same offset (same hash) by an earlier message is then skipped
+here. The byte-for-byte contract holds for increasing offsets.
 """
 
 from __future__ import annotations
