@@ -159,6 +159,16 @@ def java_hash(src: U8, starts: I64, lens: I64) -> U32:
         return np.zeros(0, np.uint32)
     width = int(lens.max())
     if width <= _PAD_MAX:
+        if int(lens.min()) == width:
+            return _hash_rows(src, starts, width)
+        sizes = np.flatnonzero(np.bincount(lens))
+        if sizes.size <= _LENGTH_GROUPS:
+            out = np.zeros(lens.size, np.uint32)
+            for w in sizes.tolist():
+                if w:
+                    at = np.flatnonzero(lens == w)
+                    out[at] = _hash_rows(src, starts[at], w)
+            return out
         return _hash_padded(src, starts, lens, width)
     out = np.zeros(starts.size, np.uint32)
     nz = lens > 0
@@ -169,12 +179,39 @@ def java_hash(src: U8, starts: I64, lens: I64) -> U32:
     return out
 
 
+_LENGTH_GROUPS: Final = 4
+"""Spans of at most this many distinct lengths are hashed one length at a time, as
+unmasked rows (:func:`_hash_rows`); more go through the masked matrix."""
+
+
+def _hash_rows(src: U8, starts: I64, width: int) -> U32:
+    """:func:`java_hash` of spans all ``width`` bytes long: the spans are the rows of a
+    matrix (no mask), hashed by Horner's rule column by column."""
+    if width == 0:
+        return np.zeros(starts.size, np.uint32)
+    if src.flags.c_contiguous and int(starts.min()) >= 0 and int(starts.max()) <= src.size - width:
+        grid = _rows_at(src, starts, width)
+    else:
+        grid = src[starts[:, None] + np.arange(width)]
+    return _horner(grid)
+
+
+def _horner(grid: U8) -> U32:
+    """``h = 31 * h + c`` over the columns of ``grid`` (uint32: wraps like Java's int)."""
+    by_col = np.ascontiguousarray(grid.T)
+    h = np.zeros(grid.shape[0], np.uint32)
+    m = np.uint32(31)
+    for col in by_col:
+        h *= m
+        h += col
+    return h
+
+
 def _hash_padded(src: U8, starts: I64, lens: I64, width: int) -> U32:
     """:func:`java_hash` of spans up to ``width`` bytes, right-aligned in a matrix
     (rows gathered from ``src``, behind ``width`` zero bytes when a span ends that close
     to its front; the bytes before a span zeroed): leading zeros add nothing, so
-    Horner's rule column by column (``h = 31 * h + c``, in uint32, which wraps like
-    Java's int) hashes every row."""
+    Horner's rule column by column hashes every row."""
     if width == 0:
         return np.zeros(starts.size, np.uint32)
     ends = starts + lens
@@ -187,13 +224,7 @@ def _hash_padded(src: U8, starts: I64, lens: I64, width: int) -> U32:
     cols = np.arange(width)
     keep = np.where(cols >= width - np.arange(width + 1)[:, None], 0xFF, 0).astype(np.uint8)
     grid &= keep[lens]  # row n of ``keep``: the last n bytes kept, the others zeroed
-    by_col = np.ascontiguousarray(grid.T)
-    h = np.zeros(starts.size, np.uint32)
-    m = np.uint32(31)
-    for col in by_col:
-        h *= m
-        h += col
-    return h
+    return _horner(grid)
 
 
 def signed32(h: U32) -> I64:
@@ -232,8 +263,44 @@ class Properties:
 
     def __init__(self, flat: U8, offs: I64, lens: I64) -> None:
         self.flat = flat
+        self.n = offs.size
         # the separator bytes (0x01 and 0x02) in one pass: ``flat - 1`` wraps 0 to 255
         marks = np.flatnonzero((flat - np.uint8(_NV)) <= _SEP - _NV)
+        ends = offs + lens
+        if _closed(flat, offs, ends):
+            self._split_closed(marks, ends)
+        else:
+            self._split_any(marks, offs, lens)
+        self._name_keys()
+
+    def _split_closed(self, marks: I64, ends: I64) -> None:
+        """The segments when the spans tile ``flat`` and each non-empty one ends in
+        0x02 (as RocketMQ writes them): the segments are the runs between consecutive
+        0x02 bytes, none crosses a record, and the first separator after a segment's
+        start is the mark after the 0x02 before it."""
+        sep_at = np.flatnonzero(self.flat[marks] == _SEP)
+        seps = marks[sep_at]
+        starts = np.empty(seps.size, np.int64)
+        nxt = np.empty(seps.size, np.int64)
+        if seps.size:
+            starts[0], nxt[0] = 0, 0
+            starts[1:] = seps[:-1] + 1
+            nxt[1:] = sep_at[:-1] + 1
+        first = marks[nxt]  # the segment's own 0x02 when it holds no 0x01
+        ok = (first > starts) & (first < seps - 1)
+        self.start = starts[ok]
+        self.value_start = first[ok] + 1
+        self.name_len = self.value_start - 1 - self.start
+        seg_end = seps[ok]
+        self.value_len = seg_end - self.value_start
+        # a span's last byte is its closing 0x02; an empty span's ``end - 1`` equals
+        # the span's before it, which comes first: the left side picks that one
+        self.record = np.searchsorted(ends - 1, seg_end, side="left").astype(np.int64)
+
+    def _split_any(self, marks: I64, offs: I64, lens: I64) -> None:
+        """The segments of any spans: each span's start and end merged with the 0x02
+        positions."""
+        flat = self.flat
         is_sep = flat[marks] == _SEP
         sep_at = np.flatnonzero(is_sep)
         seps = marks[sep_at]
@@ -266,7 +333,11 @@ class Properties:
         begins = np.zeros(starts.size, np.int64)
         begins[rec_at] = 1
         self.record = (np.cumsum(begins) - 1)[ok]
-        self.n = offs.size
+
+    def _name_keys(self) -> None:
+        """Each segment name's first 8 bytes as one big-endian uint64 (0 for a longer
+        name), the key :meth:`value` compares."""
+        flat = self.flat
         short = self.name_len <= _KEY_BYTES
         last = int(self.start[-1]) if self.start.size else 0
         if flat.flags.c_contiguous and last + _KEY_BYTES <= flat.size:
@@ -297,14 +368,32 @@ class Properties:
         return start, length
 
 
+def _closed(flat: U8, offs: I64, ends: I64) -> bool:
+    """Whether the spans ``[offs, ends)`` tile ``flat`` in order and every non-empty
+    one ends in a 0x02 byte."""
+    if offs.size == 0 or int(offs[0]) != 0 or int(ends[-1]) != flat.size:
+        return False
+    if not bool((offs[1:] == ends[:-1]).all()):
+        return False
+    last = ends[ends > offs] - 1
+    return bool((flat[last] == _SEP).all())
+
+
 def _split_tokens(flat: U8, starts: I64, lens: I64) -> tuple[I64, I64, I64]:
-    """Non-empty space-separated tokens of the spans: (span index, start, length)."""
+    """Non-empty space-separated tokens of the spans: (span index, start, length).
+    The spans must be in order and disjoint (values of successive records): the spaces
+    are found in one pass over ``flat`` and kept where they fall in a span."""
     has = lens > 0
     idx = np.flatnonzero(has)
     s, n = starts[idx], lens[idx]
-    pos, _ = flat_index(s, n)
-    spaces = pos[flat[pos] == _SPACE]
-    owner = np.searchsorted(s, spaces, side="right") - 1
+    spaces = np.flatnonzero(flat == _SPACE)
+    if spaces.size:
+        owner = np.searchsorted(s, spaces, side="right") - 1
+        inside = owner >= 0
+        inside[inside] = spaces[inside] < (s + n)[owner[inside]]
+        spaces, owner = spaces[inside], owner[inside]
+    if not spaces.size:
+        return idx, s, n
     t_start = np.r_[s, spaces + 1]
     t_owner = np.r_[np.arange(idx.size), owner]
     order = np.argsort(t_start, kind="stable")

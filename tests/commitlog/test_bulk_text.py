@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqstore.commitlog import _bulk_text as text
+from mqstore.index.format import key_hash
 from mqstore.message import java_string_hash, string_to_properties
 
 
@@ -115,3 +116,101 @@ def test_java_hash_of_spans_behind_other_bytes_is_string_hashcode(parts):
     flat = np.frombuffer(data, np.uint8)
     got = text.java_hash(flat, np.array(starts, np.int64), lens).tolist()
     assert got == [java_string_hash(w) & 0xFFFFFFFF for _, w in parts]
+
+
+_PIECES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "a", "bc", " ", "\x01", "\x02", "\x01\x01"])
+
+
+@st.composite
+def property_strings(draw: st.DrawFn, closed: bool) -> list[str]:
+    """Properties strings of any shape (stray, doubled and missing separators, empty
+    strings); with ``closed`` every non-empty one ends in 0x02 as RocketMQ writes them."""
+    out = []
+    for _ in range(draw(st.integers(1, 8))):
+        s = "".join(draw(st.lists(_PIECES, max_size=10)))
+        if closed and s and not s.endswith("\x02"):
+            s += "\x02"
+        out.append(s)
+    return out
+
+
+def _values_agree(strings: list[str]) -> None:
+    flat = np.frombuffer("".join(strings).encode(), np.uint8)
+    lens = np.array([len(s) for s in strings], np.int64)
+    offs = np.cumsum(lens) - lens
+    props = text.Properties(flat, offs, lens)
+    for name in ("TAGS", "KEYS", "UNIQ_KEY", "a", "bc"):
+        start, length = props.value(name)
+        got = text.value_strings(flat, start, length, range(len(strings)))
+        assert got == [string_to_properties(s).get(name) for s in strings]
+
+
+@settings(max_examples=300)
+@given(property_strings(closed=True))
+def test_property_values_of_strings_each_ending_in_a_separator(strings):
+    _values_agree(strings)
+
+
+@settings(max_examples=300)
+@given(property_strings(closed=False))
+def test_property_values_of_strings_with_or_without_a_final_separator(strings):
+    _values_agree(strings)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["KEYS", "TAGS", "UNIQ_KEY"]), max_size=3).flatmap(
+            lambda names: st.tuples(
+                st.just(names),
+                st.lists(
+                    st.text(alphabet="k  x\x01", max_size=7),
+                    min_size=len(names),
+                    max_size=len(names),
+                ),
+            )
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+)
+def test_index_keys_split_keys_on_spaces_and_ignore_spaces_elsewhere(records, closed):
+    """Spaces in TAGS and UNIQ_KEY values (and in names) never split KEYS tokens."""
+    strings = []
+    for names, values in records:
+        s = "\x02".join(f"{n}\x01{v}" for n, v in zip(names, values, strict=True))
+        strings.append(s + "\x02" if closed and s else s)
+    flat = np.frombuffer("".join(strings).encode(), np.uint8)
+    lens = np.array([len(s) for s in strings], np.int64)
+    offs = np.cumsum(lens) - lens
+    props = text.Properties(flat, offs, lens)
+    want = np.ones(len(strings), np.bool_)
+    rec, hashes = text.index_keys(flat, props, np.zeros(len(strings), np.int64), ["t"], want)
+    expected = []
+    for i, s in enumerate(strings):
+        p = string_to_properties(s)
+        keys = [p["UNIQ_KEY"]] if p.get("UNIQ_KEY") else []
+        keys += [k for k in p.get("KEYS", "").split(" ") if k]
+        expected += [(i, key_hash("t#" + k)) for k in keys]
+    assert list(zip(rec.tolist(), hashes.tolist(), strict=True)) == expected
+
+
+@settings(max_examples=300)
+@given(st.sets(st.integers(0, 70), min_size=1, max_size=6), st.data())
+def test_java_hash_of_spans_of_few_lengths_is_string_hashcode(sizes, data):
+    """Spans of one to six distinct lengths (hashed per length, or as a masked matrix)."""
+    words = data.draw(
+        st.lists(
+            st.sampled_from(sorted(sizes)).flatmap(
+                lambda n: st.text(alphabet=st.characters(max_codepoint=127), min_size=n, max_size=n)
+            ),
+            min_size=1,
+            max_size=12,
+        )
+    )
+    flat = np.frombuffer("".join(words).encode(), np.uint8)
+    lens = np.array([len(w) for w in words], np.int64)
+    starts = np.cumsum(lens) - lens
+    got = text.java_hash(flat, starts, lens).tolist()
+    assert got == [java_string_hash(w) & 0xFFFFFFFF for w in words]
