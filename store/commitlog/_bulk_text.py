@@ -22,6 +22,7 @@ codec. Contract: pure functions over arrays, no I/O, nothing kept.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -128,6 +129,13 @@ def gather(src: Any, starts: I64, lens: I64) -> tuple[U8, I64]:
             [view[a : a + n] for a, n in zip(starts.tolist(), lens.tolist(), strict=True)]
         )
     return np.frombuffer(data, np.uint8), offs
+
+
+def first_words(flat: U8, starts: I64, lens: I64) -> NDArray[np.uint64]:
+    """The first ``min(len, 8)`` bytes of each span as a big-endian uint64, the bytes
+    after them zero (a span of at most 8 bytes is then its word and its length)."""
+    out: NDArray[np.uint64] = _words8(flat, starts) & _NAME_MASKS[np.minimum(lens, _KEY_BYTES)]
+    return out
 
 
 def merge_sorted(a: I64, b: I64) -> I64:
@@ -253,119 +261,161 @@ def _match_name(flat: U8, start: I64, length: I64, name: str) -> NDArray[np.bool
     return hit
 
 
+@dataclass(frozen=True, slots=True)
+class Segments:
+    """The valid ``name\x01value`` segments of many properties strings, in order: where
+    each name starts and how long it is, its value's span, its record, and its name
+    key (the name's first 8 bytes as a big-endian uint64, 0 for a longer name)."""
+
+    start: I64
+    name_len: I64
+    value_start: I64
+    value_len: I64
+    record: I64
+    name_key: NDArray[np.uint64]
+
+
+@dataclass(frozen=True, slots=True)
+class _Closed:
+    """Strings that each end in 0x02 (:func:`_closed`): every 0x02 ends a segment and
+    none crosses a record. Per segment (valid or not): its start, its closing 0x02,
+    the 8 bytes from its start (big-endian) and its record."""
+
+    start: I64
+    end: I64
+    word: NDArray[np.uint64]
+    record: I64
+
+
 class Properties:
     """The named properties of many records' ASCII properties strings, parsed at once.
 
     ``flat`` is the strings concatenated, ``offs``/``lens`` each record's span in it.
     :meth:`value` gives, per record, the span of a property's value (length -1 when
-    the record has none), with ``string_to_properties``'s rules.
+    the record has none), with ``string_to_properties``'s rules; :attr:`segments`
+    every valid segment (built on first use).
+
+    Strings as RocketMQ writes them (each ending in 0x02, tiling ``flat``) are split
+    on their 0x02 bytes alone, and a name of up to 8 bytes without separators is
+    looked up where its bytes start a segment and a 0x01 follows them: the first
+    0x01 of that segment, so the rest is its value. Other strings and names go
+    through the segment table.
     """
 
     def __init__(self, flat: U8, offs: I64, lens: I64) -> None:
         self.flat = flat
         self.n = offs.size
-        # the separator bytes (0x01 and 0x02) in one pass: ``flat - 1`` wraps 0 to 255
-        marks = np.flatnonzero((flat - np.uint8(_NV)) <= _SEP - _NV)
+        self._offs, self._lens = offs, lens
+        self._segments: Segments | None = None
         ends = offs + lens
+        self._closed: _Closed | None = None
         if _closed(flat, offs, ends):
-            self._split_closed(marks, ends)
-        else:
-            self._split_any(marks, offs, lens)
-        self._name_keys()
+            seps = np.flatnonzero(flat == _SEP)
+            starts = np.empty(seps.size, np.int64)
+            if seps.size:
+                starts[0] = 0
+                starts[1:] = seps[:-1] + 1
+            filled = lens > 0
+            closing = np.zeros(flat.size, np.bool_)
+            closing[ends[filled] - 1] = True
+            closes = closing[seps]
+            rank: I64 = np.cumsum(closes) - closes  # records closed before: among non-empty ones
+            record = rank if bool(filled.all()) else np.flatnonzero(filled)[rank]
+            self._closed = _Closed(starts, seps, _words8(flat, starts), record)
 
-    def _split_closed(self, marks: I64, ends: I64) -> None:
-        """The segments when the spans tile ``flat`` and each non-empty one ends in
-        0x02 (as RocketMQ writes them): the segments are the runs between consecutive
-        0x02 bytes, none crosses a record, and the first separator after a segment's
-        start is the mark after the 0x02 before it."""
-        sep_at = np.flatnonzero(self.flat[marks] == _SEP)
-        seps = marks[sep_at]
-        starts = np.empty(seps.size, np.int64)
-        nxt = np.empty(seps.size, np.int64)
-        if seps.size:
-            starts[0], nxt[0] = 0, 0
-            starts[1:] = seps[:-1] + 1
-            nxt[1:] = sep_at[:-1] + 1
-        first = marks[nxt]  # the segment's own 0x02 when it holds no 0x01
-        ok = (first > starts) & (first < seps - 1)
-        self.start = starts[ok]
-        self.value_start = first[ok] + 1
-        self.name_len = self.value_start - 1 - self.start
-        seg_end = seps[ok]
-        self.value_len = seg_end - self.value_start
-        # a span's last byte is its closing 0x02; an empty span's ``end - 1`` equals
-        # the span's before it, which comes first: the left side picks that one
-        self.record = np.searchsorted(ends - 1, seg_end, side="left").astype(np.int64)
-
-    def _split_any(self, marks: I64, offs: I64, lens: I64) -> None:
-        """The segments of any spans: each span's start and end merged with the 0x02
-        positions."""
-        flat = self.flat
-        is_sep = flat[marks] == _SEP
-        sep_at = np.flatnonzero(is_sep)
-        seps = marks[sep_at]
-        starts, rec_at = _merge_at(seps + 1, offs)
-        ends = merge_sorted(seps, offs + lens)
-        seg_len = ends - starts
-        # the first separator byte at or after each segment's start: the one after its
-        # 0x02 (segments after a separator, in order), or found for a record's start;
-        # the name ends there when it is inside the segment (then a 0x01: a 0x02 at or
-        # after the start is the segment's end)
-        nxt = np.empty(starts.size, np.int64)
-        after_sep = np.ones(starts.size, np.bool_)
-        after_sep[rec_at] = False
-        nxt[after_sep] = sep_at + 1
-        nxt[rec_at] = np.searchsorted(marks, offs)
-        if marks.size:
-            at = np.minimum(nxt, marks.size - 1)
-            first = marks[at]
-            ok = nxt < marks.size
-        else:
-            first, ok = starts, np.zeros(starts.size, np.bool_)
-        ok &= (seg_len >= _MIN_SEGMENT) & (first > starts) & (first < ends - 1)
-        self.start = starts[ok]
-        self.name_len = first[ok] - self.start
-        self.value_start = first[ok] + 1
-        self.value_len = ends[ok] - self.value_start
-        # a segment's record: how many records begin at or before it in ``starts``
-        # (a record's own start sorts before an equal separator's; such a tie is an
-        # empty segment, dropped by ``ok``)
-        begins = np.zeros(starts.size, np.int64)
-        begins[rec_at] = 1
-        self.record = (np.cumsum(begins) - 1)[ok]
-
-    def _name_keys(self) -> None:
-        """Each segment name's first 8 bytes as one big-endian uint64 (0 for a longer
-        name), the key :meth:`value` compares."""
-        flat = self.flat
-        short = self.name_len <= _KEY_BYTES
-        last = int(self.start[-1]) if self.start.size else 0
-        if flat.flags.c_contiguous and last + _KEY_BYTES <= flat.size:
-            first8 = _rows_at(flat, self.start, _KEY_BYTES).view(">u8").ravel()
-        else:  # a name near the end of ``flat``: its row reads zeros past the end
-            padded = np.zeros(flat.size + _KEY_BYTES, np.uint8)
-            padded[: flat.size] = flat
-            first8 = _rows_at(padded, self.start, _KEY_BYTES).view(">u8").ravel()
-        mask = _NAME_MASKS[np.minimum(self.name_len, _KEY_BYTES)]
-        self.name_key = np.where(short, first8 & mask, np.uint64(0))
+    @property
+    def segments(self) -> Segments:
+        """Every valid segment (``string_to_properties``'s rules), in order."""
+        if self._segments is None:
+            self._segments = _segments(self.flat, self._offs, self._lens)
+        return self._segments
 
     def value(self, name: str) -> tuple[I64, I64]:
         """Per record, (start in ``flat``, length) of the last valid ``name`` segment;
         length -1 when there is none."""
         raw = name.encode()
-        if len(raw) <= _KEY_BYTES:
+        c = self._closed
+        if c is not None and 0 < len(raw) <= _KEY_BYTES and not {_NV, _SEP} & set(raw):
             key = int.from_bytes(raw.ljust(_KEY_BYTES, b"\0"), "big")
-            hit = np.flatnonzero((self.name_len == len(raw)) & (self.name_key == key))
+            cand = np.flatnonzero((c.word & _NAME_MASKS[len(raw)]) == key)
+            at, end = c.start[cand] + len(raw), c.end[cand]
+            ok = end > at + 1  # a 0x01 may follow the name, and a value after it
+            ok &= self.flat[np.minimum(at, end)] == _NV
+            hit = cand[ok]
+            v_start = at[ok] + 1
+            v_len = end[ok] - v_start
+            record = c.record[hit]
         else:
-            hit = np.flatnonzero(_match_name(self.flat, self.start, self.name_len, name))
+            seg = self.segments
+            if len(raw) <= _KEY_BYTES:
+                key = int.from_bytes(raw.ljust(_KEY_BYTES, b"\0"), "big")
+                hit = np.flatnonzero((seg.name_len == len(raw)) & (seg.name_key == key))
+            else:
+                hit = np.flatnonzero(_match_name(self.flat, seg.start, seg.name_len, name))
+            v_start, v_len, record = seg.value_start[hit], seg.value_len[hit], seg.record[hit]
         start = np.zeros(self.n, np.int64)
         length = np.full(self.n, -1, np.int64)
-        rec = self.record[hit]
-        last = np.r_[rec[1:] != rec[:-1], True] if rec.size else rec.astype(bool)
-        hit, rec = hit[last], rec[last]  # segments are in order: a later duplicate wins
-        start[rec] = self.value_start[hit]
-        length[rec] = self.value_len[hit]
+        if record.size > 1 and not bool((record[1:] != record[:-1]).all()):
+            last = np.ones(record.size, np.bool_)  # segments are in order: a later duplicate wins
+            last[:-1] = record[1:] != record[:-1]
+            v_start, v_len, record = v_start[last], v_len[last], record[last]
+        start[record] = v_start
+        length[record] = v_len
         return start, length
+
+
+def _words8(flat: U8, starts: I64) -> NDArray[np.uint64]:
+    """The 8 bytes from each start as a big-endian uint64 (zeros past ``flat``'s end)."""
+    last = int(starts.max()) if starts.size else 0
+    if flat.flags.c_contiguous and last + _KEY_BYTES <= flat.size:
+        rows = _rows_at(flat, starts, _KEY_BYTES)
+    else:  # a start near the end of ``flat``: its row reads zeros past the end
+        padded = np.zeros(flat.size + _KEY_BYTES, np.uint8)
+        padded[: flat.size] = flat
+        rows = _rows_at(padded, starts, _KEY_BYTES)
+    out: NDArray[np.uint64] = rows.view(">u8").ravel()
+    return out
+
+
+def _segments(flat: U8, offs: I64, lens: I64) -> Segments:
+    """The segment table of any spans: each span's start and end merged with the 0x02
+    positions, the first separator byte after each segment's start found among all
+    0x01 and 0x02 bytes."""
+    # the separator bytes (0x01 and 0x02) in one pass: ``flat - 1`` wraps 0 to 255
+    marks = np.flatnonzero((flat - np.uint8(_NV)) <= _SEP - _NV)
+    is_sep = flat[marks] == _SEP
+    sep_at = np.flatnonzero(is_sep)
+    seps = marks[sep_at]
+    starts, rec_at = _merge_at(seps + 1, offs)
+    ends = merge_sorted(seps, offs + lens)
+    seg_len = ends - starts
+    # the first separator byte at or after each segment's start: the one after its
+    # 0x02 (segments after a separator, in order), or found for a record's start;
+    # the name ends there when it is inside the segment (then a 0x01: a 0x02 at or
+    # after the start is the segment's end)
+    nxt = np.empty(starts.size, np.int64)
+    after_sep = np.ones(starts.size, np.bool_)
+    after_sep[rec_at] = False
+    nxt[after_sep] = sep_at + 1
+    nxt[rec_at] = np.searchsorted(marks, offs)
+    if marks.size:
+        at = np.minimum(nxt, marks.size - 1)
+        first = marks[at]
+        ok = nxt < marks.size
+    else:
+        first, ok = starts, np.zeros(starts.size, np.bool_)
+    ok &= (seg_len >= _MIN_SEGMENT) & (first > starts) & (first < ends - 1)
+    start = starts[ok]
+    name_len = first[ok] - start
+    value_start = first[ok] + 1
+    # a segment's record: how many records begin at or before it in ``starts``
+    # (a record's own start sorts before an equal separator's; such a tie is an
+    # empty segment, dropped by ``ok``)
+    begins = np.zeros(starts.size, np.int64)
+    begins[rec_at] = 1
+    record = (np.cumsum(begins) - 1)[ok]
+    name_key = np.where(name_len <= _KEY_BYTES, first_words(flat, start, name_len), 0)
+    return Segments(start, name_len, value_start, ends[ok] - value_start, record, name_key)
 
 
 def _closed(flat: U8, offs: I64, ends: I64) -> bool:

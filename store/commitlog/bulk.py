@@ -42,7 +42,7 @@ from mqstore.commitlog import _layout as L
 from mqstore.commitlog._decode import scan as exact_scan
 from mqstore.commitlog._results import Corrupt, EndOfSegment, RecordInfo
 from mqstore.index.format import key_hash
-from mqstore.message import keys_of, tags_code, uniq_key_of
+from mqstore.message import java_string_hash, keys_of, tags_code, uniq_key_of
 
 I64 = NDArray[np.int64]
 Buffer = bytes | bytearray | memoryview
@@ -635,15 +635,21 @@ def _topic_ids(
     flat: NDArray[np.uint8], offs: I64, lens: I64, ascii_rec: NDArray[np.bool_],
     exact: dict[int, str],
 ) -> tuple[I64, list[str]]:  # fmt: skip
-    """Small integer ids for the topics (ASCII ones grouped by length and hash, each
-    group checked byte for byte against its first member) and the id -> name list."""
+    """Small integer ids for the topics and the id -> name list.
+
+    ASCII topics are grouped by length and ``String.hashCode`` (each group checked byte
+    for byte against its first member); the ids follow the sorted (length, hash) keys,
+    then the topics that share a key with an earlier one and the non-ASCII ones, by
+    first appearance. Topics of at most 8 bytes are grouped exactly by their bytes
+    (:func:`_short_topic_ids`, same ids)."""
     n = lens.size
+    if n and int(lens.max()) <= text.KEY_BYTES and bool(ascii_rec.all()):
+        return _short_topic_ids(flat, offs, lens)
     ids = np.zeros(n, np.int64)
     names: dict[str, int] = {}
     key = (lens << 32) | text.java_hash(flat, offs, lens).astype(np.int64)
     key = np.where(ascii_rec, key, -1)
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    inv = inv.ravel()
+    first, inv = _unique(key)
     ex = first[inv]
     width = int(lens[0]) if n else 0
     if width and flat.size == n * width and bool((lens == width).all()):
@@ -663,3 +669,57 @@ def _topic_ids(
     for i in np.flatnonzero(differ | ~ascii_rec).tolist():
         ids[i] = names.setdefault(name_of(i), len(names))
     return ids, list(names)
+
+
+_LEN_BITS: Final = np.array(
+    [sum(((n >> b) & 1) << (63 - 8 * b) for b in range(4)) for n in range(text.KEY_BYTES + 1)],
+    np.uint64,
+)
+"""A length 0..8 spread over the top bits of a word's first four bytes (clear in ASCII)."""
+_PEEL_GROUPS: Final = 8
+""":func:`_unique` takes up to this many distinct values one at a time before sorting."""
+
+
+def _short_topic_ids(flat: NDArray[np.uint8], offs: I64, lens: I64) -> tuple[I64, list[str]]:
+    """:func:`_topic_ids` of ASCII topics of at most 8 bytes: each topic's bytes and
+    length are one uint64 (:data:`_LEN_BITS` in the bits ASCII leaves clear), so the
+    groups are exact; they are numbered as the (length, hash) grouping numbers them."""
+    word = text.first_words(flat, offs, lens) | _LEN_BITS[lens]
+    first, inv = _unique(word)
+    data = flat.tobytes()
+    firsts = first.tolist()
+    group_names = [data[offs[f] : offs[f] + lens[f]].decode("ascii") for f in firsts]
+    keys = [(len(t) << 32) | (java_string_hash(t) & 0xFFFFFFFF) for t in group_names]
+    by_key = sorted(range(len(firsts)), key=lambda g: (keys[g], firsts[g]))
+    leads = [g for i, g in enumerate(by_key) if i == 0 or keys[g] != keys[by_key[i - 1]]]
+    lead_set = set(leads)
+    later = sorted((g for g in by_key if g not in lead_set), key=lambda g: firsts[g])
+    group_id = np.zeros(len(firsts), np.int64)
+    for i, g in enumerate(leads + later):
+        group_id[g] = i
+    ids: I64 = group_id[inv]
+    return ids, [group_names[g] for g in leads + later]
+
+
+def _unique(key: NDArray[Any]) -> tuple[I64, I64]:
+    """``np.unique(key, return_index=True, return_inverse=True)[1:]``: the first index of
+    each distinct value (in value order) and each element's group, peeling the values
+    off one at a time while there are few (no sort), else sorting."""
+    n = key.size
+    rest, rest_key = np.arange(n), key
+    found: list[tuple[Any, int, I64]] = []
+    while rest.size and len(found) < _PEEL_GROUPS:
+        same = rest_key == rest_key[0]
+        found.append((rest_key[0], int(rest[0]), rest[same]))
+        if bool(same.all()):
+            rest = rest[:0]
+            break
+        rest, rest_key = rest[~same], rest_key[~same]
+    if rest.size:
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        return first.astype(np.int64), inv.ravel().astype(np.int64)
+    found.sort(key=lambda f: f[0])
+    inv = np.empty(n, np.int64)
+    for g, (_, _, members) in enumerate(found):
+        inv[members] = g
+    return np.array([f[1] for f in found], np.int64), inv

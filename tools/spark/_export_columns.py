@@ -154,7 +154,7 @@ class PropertyColumns:
         """The properties of every record as a map, in dict order (see the module doc)."""
         import pyarrow as pa
 
-        p = self.props
+        p = self.props.segments
         keep = np.ones(p.start.size, np.bool_)
         v_start, v_len = p.value_start.copy(), p.value_len.copy()
         # a name's identity: its first 8 bytes (exact up to 8 bytes), else its hash
@@ -183,7 +183,7 @@ class PropertyColumns:
     ) -> None:  # fmt: skip
         """A record whose names may repeat: each name keeps its first segment, with the
         value of its last one."""
-        p = self.props
+        p = self.props.segments
         first: dict[bytes, int] = {}
         for i in np.flatnonzero(p.record == rec).tolist():
             a = int(p.start[i])
