@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
 from mqstore.index.format import key_hash
+from mqstore.message import java_string_hash
 from tests.commitlog.test_format_properties import INT32, INT64, other_sysflag, raw_hosts
 from tests.conftest import SHARED
 
@@ -291,3 +292,38 @@ def test_topics_with_one_length_and_one_hash_get_their_own_ids(topics):
         buf += _plain_record(len(buf), topics[i % len(topics)])
     r = bulk.scan(bytes(buf), 0, len(buf)).records
     assert [r.topics[i] for i in r.topic_id.tolist()] == [topics[i % len(topics)] for i in range(6)]
+
+
+def _topic_id_rule(topics: list[str]) -> tuple[list[int], list[str]]:
+    """The ids the scan gives: distinct (length, String.hashCode) keys in sorted order
+    (each named by its first topic), then the other topics by first appearance."""
+    firsts: dict[tuple[int, int], int] = {}
+    for i, t in enumerate(topics):
+        firsts.setdefault((len(t), java_string_hash(t) & 0xFFFFFFFF), i)
+    names: dict[str, int] = {}
+    for key in sorted(firsts):
+        names.setdefault(topics[firsts[key]], len(names))
+    for t in topics:
+        names.setdefault(t, len(names))
+    return [names[t] for t in topics], list(names)
+
+
+SHORT_TOPICS = st.sampled_from(["AaAa", "BBBB", "Aa", "BB", "a", "a\x00", "", "t8bytes!", "q"])
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.one_of(SHORT_TOPICS, st.text("xyz", min_size=1, max_size=3)), max_size=40),
+    st.sampled_from(["", "longer-than-8"]),
+)
+def test_topic_ids_follow_the_sorted_length_and_hash_keys(topics, long):
+    """Short topics (grouped by their bytes) and any (grouped by hash) get the same
+    ids: many distinct topics, equal hashes, NUL bytes, one topic over 8 bytes."""
+    if long:
+        topics = [*topics, long]
+    spans = [t.encode() for t in topics]
+    flat = np.frombuffer(b"".join(spans), np.uint8)
+    lens = np.array([len(s) for s in spans], np.int64)
+    offs = np.cumsum(lens) - lens
+    ids, names = bulk._topic_ids(flat, offs, lens, np.ones(len(topics), np.bool_), {})
+    assert (ids.tolist(), names) == _topic_id_rule(topics)
