@@ -250,7 +250,7 @@ def _scan(
     size = prefix["f0"].astype(np.int64)
     if positions:
         stop_pos = int(p[-1] + size[-1])
-    cols, first_bad = _validate(u8, p, size, prefix)
+    cols, first_bad = _validate(_Words(buf, lim), p, size, prefix)
     if first_bad < p.size:
         stop_pos = int(p[first_bad])
         cols = {k: v[:first_bad] for k, v in cols.items()}
@@ -480,27 +480,31 @@ def _prefix(u8: NDArray[np.uint8], p: I64) -> NDArray[Any]:
 
 
 def _validate(
-    u8: NDArray[np.uint8], p: I64, size: I64, prefix: NDArray[Any]
+    words: _Words, p: I64, size: I64, prefix: NDArray[Any]
 ) -> tuple[dict[str, I64], int]:
     """The header columns of walked records and the index of the first one that fails
-    a length check of the codec (``p.size`` when none does)."""
+    a length check of the codec (``p.size`` when none does). The fields after the
+    fixed prefix are read with one gather each (:class:`_Words`)."""
+    rd = words.read
     magic = prefix[_PREFIX_NAMES[L.MAGIC_POS]]
-    version = np.where(magic == L.MAGIC_V2, 2, 1)
+    v2 = magic == L.MAGIC_V2
+    version = np.where(v2, 2, 1)
     sys_flag = prefix[_PREFIX_NAMES[L.SYSFLAG_POS]].astype(np.int64)
     combo = 2 * ((sys_flag & L.BORNHOST_V6_FLAG) != 0) + ((sys_flag & L.STOREHOST_V6_FLAG) != 0)
     hdr = _HEADER_SIZE[combo]
     rec_end = p + size
     body_pos = p + hdr
-    body_len = _be(u8, p + _OFFSETS[combo, _BODY_LEN], 4)
+    body_len = rd(p + _OFFSETS[combo, _BODY_LEN], ">i4")
     tl_pos = body_pos + body_len
     bad = (size < hdr + version + 2) | (body_len < 0) | (tl_pos + version + 2 > rec_end)
-    t_len = np.where(version == 1, _be(u8, tl_pos, 1), _be(u8, tl_pos, 2))
-    t_len = np.where(version == 1, t_len & 0xFF, t_len)
+    t_len = words.byte(tl_pos)
+    if v2.any():
+        t_len = np.where(v2, rd(tl_pos, ">i2"), t_len)
     bad |= (version == 1) & (t_len > L.MAX_TOPIC_LENGTH_V1)
     bad |= t_len < 0
     t_pos = tl_pos + version
     bad |= t_pos + t_len + 2 > rec_end
-    props_len = _be(u8, t_pos + t_len, 2)
+    props_len = rd(t_pos + t_len, ">i2")
     props_pos = t_pos + t_len + 2
     bad |= (props_len < 0) | (props_pos + props_len != rec_end)
     first_bad = int(np.argmax(bad)) if bad.any() else p.size
@@ -515,7 +519,7 @@ def _validate(
         "queue_offset": field(L.QUEUE_OFFSET_POS),
         "physical_offset": field(L.PHYSICAL_OFFSET_POS), "sys_flag": sys_flag,
         "born_timestamp": field(L.BORN_TIMESTAMP_POS), "body_crc": field(L.BODY_CRC_POS),
-        "store_timestamp": _be(u8, p + _OFFSETS[combo, _STORE_TS], 8),
+        "store_timestamp": rd(p + _OFFSETS[combo, _STORE_TS], ">i8"),
         "body_pos": body_pos, "body_len": body_len, "topic_pos": t_pos, "topic_len": t_len,
         "props_pos": props_pos, "props_len": props_len,
     }  # fmt: skip
