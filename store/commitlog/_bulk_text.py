@@ -333,6 +333,16 @@ class Properties:
     def value(self, name: str) -> tuple[I64, I64]:
         """Per record, (start in ``flat``, length) of the last valid ``name`` segment;
         length -1 when there is none."""
+        record, v_start, v_len = self.found(name)
+        start = np.zeros(self.n, np.int64)
+        length = np.full(self.n, -1, np.int64)
+        start[record] = v_start
+        length[record] = v_len
+        return start, length
+
+    def found(self, name: str) -> tuple[I64, I64, I64]:
+        """:meth:`value` of the records that have ``name`` only: (record, start,
+        length), in record order, every length at least 1."""
         raw = name.encode()
         c = self._closed
         if c is not None and 0 < len(raw) <= _KEY_BYTES and not {_NV, _SEP} & set(raw):
@@ -341,10 +351,9 @@ class Properties:
             at, end = c.start[cand] + len(raw), c.end[cand]
             ok = end > at + 1  # a 0x01 may follow the name, and a value after it
             ok &= self.flat[np.minimum(at, end)] == _NV
-            hit = cand[ok]
             v_start = at[ok] + 1
             v_len = end[ok] - v_start
-            record = c.record[hit]
+            record = c.record[cand[ok]]
         else:
             seg = self.segments
             if len(raw) <= _KEY_BYTES:
@@ -353,15 +362,11 @@ class Properties:
             else:
                 hit = np.flatnonzero(_match_name(self.flat, seg.start, seg.name_len, name))
             v_start, v_len, record = seg.value_start[hit], seg.value_len[hit], seg.record[hit]
-        start = np.zeros(self.n, np.int64)
-        length = np.full(self.n, -1, np.int64)
         if record.size > 1 and not bool((record[1:] != record[:-1]).all()):
             last = np.ones(record.size, np.bool_)  # segments are in order: a later duplicate wins
             last[:-1] = record[1:] != record[:-1]
             v_start, v_len, record = v_start[last], v_len[last], record[last]
-        start[record] = v_start
-        length[record] = v_len
-        return start, length
+        return record, v_start, v_len
 
 
 def _words8(flat: U8, starts: I64) -> NDArray[np.uint64]:
@@ -459,15 +464,17 @@ def index_keys(
     """Index key hashes (UNIQ_KEY, then each KEYS token, as the dispatcher builds them)
     of the records where ``want``: (record, hash) pairs in record order."""
     prefix = np.array([java_string_hash(t + "#") & 0xFFFFFFFF for t in topics], np.uint32)
-    u_start, u_len = props.value(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-    k_start, k_len = props.value(PROPERTY_KEYS)
-    has_u = np.flatnonzero((u_len > 0) & want)
-    k_sel = np.flatnonzero((k_len > 0) & want)
-    k_rec, t_start, t_len = _split_tokens(flat, k_start[k_sel], k_len[k_sel])
-    rec = np.r_[has_u, k_sel[k_rec]]
-    length = np.r_[u_len[has_u], t_len]
+    u_rec, u_start, u_len = props.found(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    k_rec, k_start, k_len = props.found(PROPERTY_KEYS)
+    if not bool(want.all()):
+        u_ok, k_ok = want[u_rec], want[k_rec]
+        u_rec, u_start, u_len = u_rec[u_ok], u_start[u_ok], u_len[u_ok]
+        k_rec, k_start, k_len = k_rec[k_ok], k_start[k_ok], k_len[k_ok]
+    t_of, t_start, t_len = _split_tokens(flat, k_start, k_len)
+    rec = np.r_[u_rec, k_rec[t_of]]
+    length = np.r_[u_len, t_len]
     # each kind hashed at its own width (UNIQ_KEYs are all 32 bytes, tokens shorter)
-    keys = np.r_[java_hash(flat, u_start[has_u], u_len[has_u]), java_hash(flat, t_start, t_len)]
+    keys = np.r_[java_hash(flat, u_start, u_len), java_hash(flat, t_start, t_len)]
     order = np.argsort(rec, kind="stable")  # UNIQ_KEY first, then the tokens in order
     rec, length, keys = rec[order], length[order], keys[order]
     h = prefix[topic_id[rec]] * _POW31[length] + keys
@@ -476,10 +483,9 @@ def index_keys(
 
 def tags_codes(flat: U8, props: Properties) -> I64:
     """The TAGS hash of each record (``tags_code``: 0 without TAGS)."""
-    start, length = props.value(PROPERTY_TAGS)
-    has = length > 0
-    out = np.zeros(length.size, np.int64)
-    out[has] = signed32(java_hash(flat, start[has], length[has]))
+    record, start, length = props.found(PROPERTY_TAGS)
+    out = np.zeros(props.n, np.int64)
+    out[record] = signed32(java_hash(flat, start, length))
     return out
 
 
