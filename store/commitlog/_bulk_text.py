@@ -241,12 +241,11 @@ def signed32(h: U32) -> I64:
 
 
 def index_hash(h: U32) -> NDArray[np.int32]:
-    """``IndexFile.indexKeyHashMethod``: abs of the int, MIN_VALUE mapped to 0."""
-    s = h.astype(np.int64)
-    neg = s >= 1 << 31
-    s[neg] = (1 << 32) - s[neg]
-    s[s == 1 << 31] = 0
-    return s.astype(np.int32)
+    """``IndexFile.indexKeyHashMethod``: abs of the int, MIN_VALUE mapped to 0 (numpy's
+    int32 abs leaves MIN_VALUE as it is, like Java's ``Math.abs``)."""
+    out: NDArray[np.int32] = np.abs(h.view(np.int32))
+    out[out == np.iinfo(np.int32).min] = 0
+    return out
 
 
 def _match_name(flat: U8, start: I64, length: I64, name: str) -> NDArray[np.bool_]:

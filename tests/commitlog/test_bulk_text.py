@@ -214,3 +214,18 @@ def test_java_hash_of_spans_of_few_lengths_is_string_hashcode(sizes, data):
     starts = np.cumsum(lens) - lens
     got = text.java_hash(flat, starts, lens).tolist()
     assert got == [java_string_hash(w) & 0xFFFFFFFF for w in words]
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(0, 2**32 - 1), st.sampled_from([0, 2**31, 2**31 - 1, 2**31 + 1, 2**32 - 1])
+        ),
+        max_size=20,
+    )
+)
+def test_index_hash_is_abs_of_the_int_with_min_value_mapped_to_zero(values):
+    signed = [v - 2**32 if v >= 2**31 else v for v in values]
+    expected = [0 if x == -(2**31) else abs(x) for x in signed]
+    assert text.index_hash(np.array(values, np.uint32)).tolist() == expected
