@@ -70,12 +70,27 @@ def _field_offsets(s: struct.Struct) -> list[int]:
 _OFFSETS: Final = np.array([_field_offsets(L._HEADERS[c]) for c in _HOST_COMBOS], np.int64)
 _HEADER_SIZE: Final = np.array([L._HEADERS[c].size for c in _HOST_COMBOS], np.int64)
 _PREFIX_CODES: Final = {"i": ">i4", "q": ">i8"}
-_PREFIX_DTYPE: Final = np.dtype(
-    [(f"f{i}", _PREFIX_CODES[c]) for i, c in enumerate(L._PREFIX.format.lstrip("<>!=@"))]
-)
+
+
+def _header_dtype(s: struct.Struct) -> np.dtype[Any]:
+    """A big-endian ``struct`` format as a numpy structured dtype (fields ``f0``.., byte
+    strings as raw bytes)."""
+    fields = re.findall(r"(\d*)([a-zA-Z])", s.format[1:])
+    return np.dtype(
+        [
+            (f"f{i}", f"V{count}" if code == "s" else _PREFIX_CODES[code])
+            for i, (count, code) in enumerate(fields)
+        ]
+    )
+
+
+_PREFIX_DTYPE: Final = _header_dtype(L._PREFIX)
 _PREFIX_NAMES: Final = dict(zip(_field_offsets(L._PREFIX), _PREFIX_DTYPE.names or (), strict=True))
 """Byte position -> field name in :data:`_PREFIX_DTYPE`."""
 assert _PREFIX_DTYPE.itemsize == L.BORN_HOST_POS
+_V4_DTYPE: Final = _header_dtype(L._HEADERS[_HOST_COMBOS[0]])
+"""The whole header of a record with IPv4 hosts (it starts with the prefix's fields)."""
+assert _V4_DTYPE.itemsize == L._HEADERS[_HOST_COMBOS[0]].size <= L.MIN_RECORD_SIZE
 _STORE_TS: Final = 10
 _BODY_LEN: Final = 14
 """Field numbers in the header formats (as ``_decode`` reads them)."""
@@ -468,20 +483,21 @@ def _plain_lengths(words: _Words, p: I64) -> tuple[dict[str, I64], int]:
 
 
 def _prefix(u8: NDArray[np.uint8], p: I64) -> NDArray[Any]:
-    """The fixed-position fields before the born host of every record, in one gather
-    (a structured array with fields ``f0``.. in ``_layout._PREFIX``'s order)."""
-    width = _PREFIX_DTYPE.itemsize
+    """The first bytes of every record, in one gather, as a structured array with fields
+    ``f0``.. in ``_layout``'s order: the whole IPv4 header (:data:`_V4_DTYPE`, which
+    every record is long enough for), or, in a buffer shorter than that, the fields
+    before the born host (:data:`_PREFIX_DTYPE`)."""
+    dtype = _V4_DTYPE if u8.size >= _V4_DTYPE.itemsize else _PREFIX_DTYPE
+    width = dtype.itemsize
     if u8.size >= width:  # walked records fit in the buffer: one memcpy per record
         grid = text._rows_at(u8, np.minimum(p, u8.size - width), width)
     else:
         grid = u8[np.minimum(p[:, None] + np.arange(width), u8.size - 1)]
-    out: NDArray[Any] = grid.view(_PREFIX_DTYPE).ravel()
+    out: NDArray[Any] = grid.view(dtype).ravel()
     return out
 
 
-def _validate(
-    words: _Words, p: I64, size: I64, prefix: NDArray[Any]
-) -> tuple[dict[str, I64], int]:
+def _validate(words: _Words, p: I64, size: I64, prefix: NDArray[Any]) -> tuple[dict[str, I64], int]:
     """The header columns of walked records and the index of the first one that fails
     a length check of the codec (``p.size`` when none does). The fields after the
     fixed prefix are read with one gather each (:class:`_Words`)."""
@@ -494,7 +510,12 @@ def _validate(
     hdr = _HEADER_SIZE[combo]
     rec_end = p + size
     body_pos = p + hdr
-    body_len = rd(p + _OFFSETS[combo, _BODY_LEN], ">i4")
+    # IPv4 hosts everywhere (the common case): the fields after them are in the prefix
+    v4 = prefix.dtype == _V4_DTYPE and not bool(combo.any())
+    if v4:
+        body_len = prefix[f"f{_BODY_LEN}"].astype(np.int64)
+    else:
+        body_len = rd(p + _OFFSETS[combo, _BODY_LEN], ">i4")
     tl_pos = body_pos + body_len
     bad = (size < hdr + version + 2) | (body_len < 0) | (tl_pos + version + 2 > rec_end)
     t_len = words.byte(tl_pos)
@@ -519,7 +540,8 @@ def _validate(
         "queue_offset": field(L.QUEUE_OFFSET_POS),
         "physical_offset": field(L.PHYSICAL_OFFSET_POS), "sys_flag": sys_flag,
         "born_timestamp": field(L.BORN_TIMESTAMP_POS), "body_crc": field(L.BODY_CRC_POS),
-        "store_timestamp": rd(p + _OFFSETS[combo, _STORE_TS], ">i8"),
+        "store_timestamp": prefix[f"f{_STORE_TS}"].astype(np.int64)
+        if v4 else rd(p + _OFFSETS[combo, _STORE_TS], ">i8"),
         "body_pos": body_pos, "body_len": body_len, "topic_pos": t_pos, "topic_len": t_len,
         "props_pos": props_pos, "props_len": props_len,
     }  # fmt: skip
