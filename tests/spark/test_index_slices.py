@@ -99,10 +99,7 @@ def test_an_entry_pointing_back_into_an_earlier_range_is_checked_there(
 def test_an_entry_key_matches_when_it_is_one_of_its_records_keys(
     keys: list[list[int]], entries: list[tuple[int, int, bool]]
 ) -> None:
-    starts = np.r_[0, np.cumsum([len(k) for k in keys])].astype(np.int64)
-    flat = np.array([h for k in keys for h in k], np.int32)
-    z = np.zeros(len(keys), np.int64)
-    recs = indexcheck._RangeKeys(z, z, starts, flat)
+    recs = _range_keys([0] * len(keys), [0] * len(keys), keys)
     ents = [(r % len(keys), h, f) for r, h, f in entries]
     j = np.array([r for r, _, _ in ents], np.int64)
     h = np.array([x for _, x, _ in ents], np.int64)
@@ -137,3 +134,106 @@ def test_a_rolled_back_record_has_no_index_keys(rolled_back: bool) -> None:
     keys = indexcheck._RangeKeys.of(cols)
     got = [keys.hashes[keys.starts[i] : keys.starts[i + 1]].tolist() for i in range(3)]
     assert got == [[1, 2], [] if rolled_back else [3, 4], [5]]
+
+
+def _range_keys(offs: list[int], ts: list[int], keys: list[list[int]]) -> indexcheck._RangeKeys:
+    """_RangeKeys of records (sorted offsets) with these store times and key hashes."""
+    starts = np.r_[0, np.cumsum([len(k) for k in keys])].astype(np.int64)
+    rec = np.repeat(np.arange(len(keys)), [len(k) for k in keys]).astype(np.int64)
+    off = np.array(offs, np.int64)
+    unique = bool((off[1:] != off[:-1]).all()) if off.size > 1 else True
+    flat = np.array([h for k in keys for h in k], np.int32)
+    return indexcheck._RangeKeys(off, np.array(ts, np.int64), starts, flat, rec, unique)
+
+
+def _want(begin: int, ts: int) -> int:
+    return min(max((ts - begin) // 1000, 0), ifmt.INT_MAX) if begin > 0 else 0
+
+
+_records = st.lists(
+    st.tuples(
+        st.sampled_from([1, 1, 1, 2, 0]),
+        st.integers(0, 9_000),
+        st.lists(st.integers(-3, 3), max_size=3),
+    ),
+    max_size=8,
+)
+_faults = st.lists(st.tuples(st.integers(0, 40), st.sampled_from("phkt")), max_size=2)
+
+
+@given(
+    _records,
+    _faults,
+    st.tuples(st.integers(0, 3), st.integers(0, 3)),
+    st.tuples(st.sampled_from([-1, 0, 1_000, 5_000]), st.sampled_from([-1, 0, 2_000])),
+    st.tuples(st.sampled_from([-1, 10, 25]), st.sampled_from([1 << 20, 40, 70])),
+)
+@settings(max_examples=400, deadline=None)
+def test_entry_findings_follow_the_lookup_rules_for_runs_of_keys_and_others(
+    records: list[tuple[int, int, list[int]]],
+    faults: list[tuple[int, str]],
+    trim: tuple[int, int],
+    begins: tuple[int, int],
+    bounds: tuple[int, int],
+) -> None:
+    # records at 10, 20, ... (a step of 0 repeats an offset); the file holds their keys
+    # in the dispatcher's order, some entries then damaged
+    import tempfile
+
+    offs = list(itertools.accumulate(10 * (s or (i == 0)) for i, (s, _, _) in enumerate(records)))
+    offs = [10 + o for o in offs]
+    keys = [k for _, _, k in records]
+    ts = [t for _, t, _ in records]
+    begin, prev_end = begins
+    ents = [[h, offs[r], 0] for r, k in enumerate(keys) for h in k]
+    for n, (_h, p, _) in enumerate(ents, 1):
+        ents[n - 1][2] = _want(prev_end if n == 1 else begin, ts[offs.index(p)])
+    for i, kind in faults:
+        if ents:
+            e = ents[i % len(ents)]
+            e[{"p": 1, "h": 0, "k": 0, "t": 2}[kind]] += {"p": 1, "h": 7, "k": 1, "t": 1}[kind]
+    first, stop = min(trim[0], len(ents)), max(len(ents) - trim[1], 0)
+    lo, hi = bounds
+    g = indexcheck.Geometry(4, len(ents) + 1)
+    body = b"".join(ifmt.ENTRY.pack(h, p, d, 0) for h, p, d in ents)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "idx"
+        path.write_bytes(bytes(ifmt.entry_position(4, 1)) + body)
+        info = indexcheck.IndexFileInfo(str(path), "idx", len(ents) + 1, begin, prev_end,
+                                        {(lo, hi): (first, stop)})  # fmt: skip
+        iplan = indexcheck.IndexPlan((), g, 0, {}, {})
+        recs = _range_keys(offs, ts, keys)
+        rows = indexcheck._check_entries(info, iplan, recs, (lo, hi), lo, None)
+    got = sorted((r.kind, r.offset) for r in rows)
+    want = []
+    for n in range(first + 1, stop + 1):
+        h, p, d = ents[n - 1]
+        if not lo <= p < hi:
+            continue
+        pos = ifmt.entry_position(4, n)
+        if p not in offs:
+            want.append(("index_dangling", pos))
+        elif h not in keys[offs.index(p)]:
+            want.append(("index_wrong_key", pos))
+        elif (b := prev_end if n == 1 else begin) >= 0 and d != _want(b, ts[offs.index(p)]):
+            want.append(("index_time", pos))
+    assert got == sorted(want)
+
+
+@given(_records, st.integers(0, 30), st.integers(0, 30))
+@settings(max_examples=300, deadline=None)
+def test_a_run_of_keys_in_record_order_is_matched_as_one(
+    records: list[tuple[int, int, list[int]]], a: int, m: int
+) -> None:
+    offs = [10 * (i + 1) for i in range(len(records))]
+    keys = [k for _, _, k in records]
+    recs = _range_keys(offs, [0] * len(offs), keys)
+    q = min(a, recs.hashes.size)
+    run = slice(q, min(q + m, recs.hashes.size))
+    h, j = recs.hashes[run], recs.key_record[run]
+    phy = recs.offset[j]
+    got = recs.in_key_order(phy, h.astype(np.int64))
+    if h.size and q == recs.starts[j[0]] + keys[j[0]].index(int(h[0])):
+        assert got is not None
+    if got is not None:
+        assert got.tolist() == j.tolist()

@@ -299,12 +299,15 @@ def entry_slices(
 class _RangeKeys:
     """A range's records sorted by PHYSICALOFFSET, with their store timestamps and
     index key hashes (``hashes[starts[i]:starts[i + 1]]`` of record i; none for
-    rolled-back records, which the dispatcher does not index)."""
+    rolled-back records, which the dispatcher does not index); ``key_record[q]`` is the
+    record of key ``q``; ``unique``: no two records have the same offset."""
 
     offset: NDArray[Any]
     store_ts: NDArray[Any]
     starts: NDArray[Any]
     hashes: NDArray[Any]
+    key_record: NDArray[Any]
+    unique: bool
 
     @classmethod
     def of(cls, cols: RecordColumns) -> _RangeKeys:
@@ -325,7 +328,7 @@ class _RangeKeys:
             n += len(part)
         if not offs:
             z = np.zeros(0, np.int64)
-            return cls(z, z, np.zeros(1, np.int64), z)
+            return cls(z, z, np.zeros(1, np.int64), z, z, True)
         off, t, kr = np.concatenate(offs), np.concatenate(ts), np.concatenate(key_rec)
         kh = np.concatenate(hashes)
         if off.size > 1 and bool((off[1:] < off[:-1]).any()):  # log order is sorted already
@@ -335,8 +338,31 @@ class _RangeKeys:
             kr = rank[kr]
             korder = np.argsort(kr, kind="stable")
             off, t, kr, kh = off[order], t[order], kr[korder], kh[korder]
-        starts = np.r_[0, np.cumsum(np.bincount(kr, minlength=off.size))]  # kr is sorted
-        return cls(off, t, starts, kh)
+        unique = off.size < 2 or bool((off[1:] != off[:-1]).all())
+        starts = np.zeros(off.size + 1, np.int64)
+        np.cumsum(np.bincount(kr, minlength=off.size), out=starts[1:])  # kr is sorted
+        return cls(off, t, starts, kh, kr, unique)
+
+    def in_key_order(self, phy: NDArray[Any], h: NDArray[Any]) -> NDArray[Any] | None:
+        """The record of each entry when the entries are a run of this range's keys in
+        their order (as the dispatcher writes them: record after record, UNIQ_KEY then
+        each KEYS token) and point at those keys' records, which then hold them; else
+        None (the entries are then looked up one by one)."""
+        import numpy as np
+
+        m, n = phy.size, self.offset.size
+        if not (m and n and self.unique):
+            return None
+        r = int(np.searchsorted(self.offset, phy[0]))
+        if r == n or self.offset[r] != phy[0]:
+            return None
+        a = int(self.starts[r])
+        hit = np.flatnonzero(self.hashes[a : self.starts[r + 1]] == h[0])
+        q = a + int(hit[0]) if hit.size else self.hashes.size
+        if q + m > self.hashes.size or not np.array_equal(self.hashes[q : q + m], h):
+            return None
+        j = self.key_record[q : q + m]
+        return j if np.array_equal(self.offset[j], phy) else None
 
 
 def _entries(
@@ -376,22 +402,24 @@ def _check_entries(
         return []
     phy, h, diff = _entries(info, plan.geometry, first, stop)
     inside = (phy >= lo) & (phy < hi)
-    if inside.all():  # a slice of an ordered file: no selection copy
-        sel = np.arange(phy.size)
-    else:
+    sel: NDArray[Any] | None = None  # a slice of an ordered file: entry i is first + 1 + i
+    if not inside.all():
         sel = np.flatnonzero(inside)
         if sel.size == 0:
             return []
         phy, h, diff = phy[sel], h[sel], diff[sel]
-    entry = sel + first + 1
     n = recs.offset.size
-    j = np.minimum(np.searchsorted(recs.offset, phy), max(n - 1, 0))
-    found = (recs.offset[j] == phy) if n else np.zeros(phy.size, np.bool_)
-    key_ok = _key_ok(recs, j, found, h)
-    begin = np.where(entry == 1, info.prev_end_ts, info.begin_ts)
+    run = recs.in_key_order(phy, h)
+    if run is not None:  # every entry found, with one of its record's keys
+        j = run
+        found = key_ok = np.ones(phy.size, np.bool_)
+    else:
+        j = np.minimum(np.searchsorted(recs.offset, phy), max(n - 1, 0))
+        found = (recs.offset[j] == phy) if n else np.zeros(phy.size, np.bool_)
+        key_ok = _key_ok(recs, j, found, h)
     ts = recs.store_ts[j] if n else np.zeros(phy.size, np.int64)
-    # whole seconds since the begin, truncated: a negative difference clips to 0 either way
-    want = np.clip(np.where(begin > 0, (ts - begin) // 1000, 0), 0, ifmt.INT_MAX)
+    has_one = first == 0 and (sel is None or int(sel[0]) == 0)
+    late = _late(info, has_one, ts, diff) & found & key_ok
     out = _Rows(info.rel)
     dangling = ~found
     if cut is not None:
@@ -400,22 +428,53 @@ def _check_entries(
         if past.any():
             out.one(0, "torn_tail", f"{int(past.sum())} index entries point into the torn"
                     f" tail at CommitLog offset {cut} (recovery drops them)")  # fmt: skip
+
+    def entry(i: int) -> int:
+        return first + 1 + (i if sel is None else int(sel[i]))
+
     g = plan.geometry
     for i in np.flatnonzero(dangling).tolist():
-        out.add(g, int(entry[i]), "index_dangling",
-                f"entry {entry[i]} -> {phy[i]}: no record starts there")  # fmt: skip
+        out.add(g, entry(i), "index_dangling",
+                f"entry {entry(i)} -> {phy[i]}: no record starts there")  # fmt: skip
     wrong = found & ~key_ok
     for i in np.flatnonzero(wrong).tolist():
         keys = recs.hashes[recs.starts[j[i]] : recs.starts[j[i] + 1]].tolist()
-        out.add(g, int(entry[i]), "index_wrong_key",
-                f"entry {entry[i]} -> {phy[i]}: key hash {h[i]} is none of the record's"
+        out.add(g, entry(i), "index_wrong_key",
+                f"entry {entry(i)} -> {phy[i]}: key hash {h[i]} is none of the record's"
                 f" keys {keys}")  # fmt: skip
-    late = found & key_ok & (begin >= 0) & (diff != want)
     for i in np.flatnonzero(late).tolist():
-        out.add(g, int(entry[i]), "index_time",
-                f"entry {entry[i]} -> {phy[i]}: time diff {diff[i]} s, record stored at"
-                f" {ts[i]} gives {want[i]} s")  # fmt: skip
+        want = _want(info, entry(i), int(ts[i]))
+        out.add(g, entry(i), "index_time",
+                f"entry {entry(i)} -> {phy[i]}: time diff {diff[i]} s, record stored at"
+                f" {ts[i]} gives {want} s")  # fmt: skip
     return out.done()
+
+
+def _want(info: IndexFileInfo, entry: int, ts: int) -> int:
+    """The time diff of entry number ``entry`` for a record stored at ``ts``: whole
+    seconds since the file's begin (for entry 1, the previous file's end), truncated and
+    clipped to [0, INT_MAX]; 0 when that begin is not positive."""
+    begin = info.prev_end_ts if entry == 1 else info.begin_ts
+    return min(max((ts - begin) // 1000, 0), ifmt.INT_MAX) if begin > 0 else 0
+
+
+def _late(info: IndexFileInfo, has_one: bool, ts: NDArray[Any], diff: NDArray[Any]) -> Any:
+    """Whether each entry's time diff is not :func:`_want` of its record's ``ts``
+    (``has_one``: the first is entry 1); entries whose begin is negative (unknown) are
+    not checked. One begin for all entries but entry 1, which is checked on its own."""
+    import numpy as np
+
+    b = info.begin_ts
+    if b < 0:
+        late = np.zeros(diff.size, np.bool_)
+    elif b == 0:
+        late = diff != 0
+    else:
+        # whole seconds since the begin, truncated: a negative difference clips to 0 either way
+        late = diff != np.clip((ts - b) // 1000, 0, ifmt.INT_MAX)
+    if has_one:  # entry 1: against the previous file's end
+        late[0] = info.prev_end_ts >= 0 and int(diff[0]) != _want(info, 1, int(ts[0]))
+    return late
 
 
 _FEW_KEYS: Final = 4
