@@ -159,24 +159,22 @@ def _entry_dtype() -> Any:
     return dt
 
 
-def check_file(buf: Buffer, rel: str, g: Geometry) -> tuple[list[Finding], Any, int]:
-    """Header and chain checks of one file, vectorised with numpy; (findings, used
-    entries as a structured array (entry n at index n-1), begin timestamp)."""
+def check_file(buf: Buffer, rel: str, g: Geometry) -> list[Finding]:
+    """Header and chain checks of one file, vectorised with numpy over its entries read
+    in place (no view of ``buf`` outlives the call)."""
     import numpy as np
 
-    dt = _entry_dtype()
-    none = np.zeros(0, dtype=dt)
     if len(buf) != g.file_size:
         detail = f"{len(buf)} bytes, not {g.file_size} ({g.slots} slots, {g.num} entries)"
-        return [Finding(rel, 0, "index_header", detail)], none, 0
+        return [Finding(rel, 0, "index_header", detail)]
     h = ifmt.read_header(buf)
     count = h.index_count if h.index_count > 0 else 1
     if count > g.num:
         detail = f"indexCount {h.index_count} > {g.num} entries"
-        return [Finding(rel, 36, "index_header", detail)], none, h.begin_timestamp
+        return [Finding(rel, 36, "index_header", detail)]
     slot_dt = ifmt.SLOT.format[0] + _NP_CODES[ifmt.SLOT.format[1:]]
     slots = np.frombuffer(buf, slot_dt, g.slots, ifmt.HEADER_SIZE).astype(np.int64)
-    ents = np.frombuffer(buf, dt, count - 1, ifmt.entry_position(g.slots, 1)).copy()
+    ents = np.frombuffer(buf, _entry_dtype(), count - 1, ifmt.entry_position(g.slots, 1))
     out: list[Finding] = []
     used = np.flatnonzero(slots)
     if used.size != h.hash_slot_count:
@@ -190,7 +188,8 @@ def check_file(buf: Buffer, rel: str, g: Geometry) -> tuple[list[Finding], Any, 
             detail = f"endPhyOffset {h.end_phy_offset}, last entry at {ents['phy_offset'][-1]}"
             out.append(Finding(rel, 24, "index_header", detail))
     chain = _chain_findings(rel, g, count, slots, used, ents)
-    return out + chain, ents, h.begin_timestamp
+    del ents  # the view must go before the mapping closes
+    return out + chain
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +235,7 @@ class IndexPlan:
             out += _check_entries(info, self, recs, (lo, hi), max(lo, self.min_offset), cut)
         for path, rel in self.file_checks.get((rng.path, rng.start), ()):
             with open_mapped(path) as data:
-                found, _, _ = check_file(data, rel, self.geometry)
+                found = check_file(data, rel, self.geometry)
             out += [
                 Row(RowType.FINDING.value, f.file, f.offset, kind=f.kind, detail=f.detail)
                 for f in found
