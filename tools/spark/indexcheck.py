@@ -368,13 +368,15 @@ def _entries(
     info: IndexFileInfo, g: Geometry, first: int, stop: int
 ) -> tuple[NDArray[Any], NDArray[Any], NDArray[Any]]:
     """(physical offset, key hash, time diff) of entries ``first + 1 .. stop`` of an index
-    file, as int64 columns read straight from the mapping (closed here)."""
+    file, as native int64, int32 and int64 columns read straight from the mapping
+    (closed here)."""
     import numpy as np
 
     with open_mapped(info.path) as mm:
         at = ifmt.entry_position(g.slots, first + 1)
         ents = np.frombuffer(mm, _entry_dtype(), stop - first, at)
-        phy, h, diff = (ents[f].astype(np.int64) for f in ("phy_offset", "key_hash", "time_diff"))
+        phy, diff = (ents[f].astype(np.int64) for f in ("phy_offset", "time_diff"))
+        h = ents["key_hash"].astype(np.int32)  # as the scan's key hashes
         del ents  # the view must go before the mapping closes
     return phy, h, diff
 
@@ -470,7 +472,9 @@ def _late(info: IndexFileInfo, has_one: bool, ts: NDArray[Any], diff: NDArray[An
         late = diff != 0
     else:
         # whole seconds since the begin, truncated: a negative difference clips to 0 either way
-        late = diff != np.clip((ts - b) // 1000, 0, ifmt.INT_MAX)
+        want = ts - b
+        want //= 1000
+        late = diff != np.clip(want, 0, ifmt.INT_MAX, out=want)
     if has_one:  # entry 1: against the previous file's end
         late[0] = info.prev_end_ts >= 0 and int(diff[0]) != _want(info, 1, int(ts[0]))
     return late
