@@ -21,51 +21,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
 from mqstore.errors import InvalidReceiptHandleError
-from mqstore.pop.receipt import ReceiptHandle
-from mqstore.pop.service import AckStatus, PopService
-from mqstore.records import StoredMessage
+from mqstore.pop.service import AckStatus, PoppedMessage, PopService
 
-
-@dataclass(slots=True)
-class ReceivedMessage:
-    """A received message. ``receipt_handle`` is replaced by
-    :meth:`SimpleConsumer.change_invisible_duration`; the rest does not change."""
-
-    message: StoredMessage
-    topic: str
-    """The topic subscribed (also for a redelivered message)."""
-    receipt_handle: str
-    delivery_attempt: int
-    invisible_deadline_ms: int
-
-    @property
-    def body(self) -> bytes:
-        """The message body."""
-        return self.message.body
-
-    @property
-    def msg_id(self) -> str:
-        """The client message id (UNIQ_KEY), the same on every delivery."""
-        return self.message.uniq_key or self.message.msg_id
-
-    @property
-    def tags(self) -> str | None:
-        """The TAGS property."""
-        return self.message.tags
-
-    @property
-    def keys(self) -> list[str]:
-        """The KEYS property split on spaces."""
-        return self.message.keys
-
-    @property
-    def properties(self) -> dict[str, str]:
-        """Every property of the stored message."""
-        return self.message.properties
+ReceivedMessage = PoppedMessage
+"""A received message: the value a pop hands out. Its ``receipt_handle`` (and deadline)
+is replaced by :meth:`SimpleConsumer.change_invisible_duration`; the rest does not change."""
 
 
 class PopTransport(Protocol):
@@ -97,12 +60,7 @@ class EmbeddedPop:
             group, topic, max_count, invisible_ms, subscription=subscription, fifo=fifo,
             wait_ms=wait_ms,
         )  # fmt: skip
-        return [
-            ReceivedMessage(
-                m.message, m.topic, m.receipt_handle, m.delivery_attempt, m.invisible_deadline_ms
-            )
-            for m in r.messages
-        ]
+        return list(r.messages)
 
     def ack(self, group: str, topic: str, handle: str) -> bool:
         return self.service.ack(group, topic, handle) is AckStatus.OK
@@ -188,5 +146,4 @@ class SimpleConsumer:
             raise InvalidReceiptHandleError(
                 f"message {message.msg_id}: receipt handle expired or already acknowledged"
             )
-        message.receipt_handle = new
-        message.invisible_deadline_ms = ReceiptHandle.parse(new).deadline
+        message.renew(new)

@@ -104,9 +104,14 @@ class PopConfig:
     """Percent of pops that look at the retry topic before the topic's queues."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PoppedMessage:
-    """A message handed out by a pop, with what the consumer needs to settle it."""
+    """A message handed out by a pop, with what the consumer needs to settle it: the
+    value a :class:`~mqstore.client.simple_consumer.SimpleConsumer` receives.
+
+    Only the receipt changes: :meth:`renew` takes the handle of a change of invisible
+    time in place, as RocketMQ's clients update the message they hold, so the holder
+    acks with the latest handle. The rest is what was popped."""
 
     message: StoredMessage
     topic: str
@@ -126,14 +131,29 @@ class PoppedMessage:
         return self.message.uniq_key or self.message.msg_id
 
     @property
-    def queue_id(self) -> int:
-        """The queue the message was read from (0 for a redelivered one)."""
-        return self.message.queue_id
+    def tags(self) -> str | None:
+        """The TAGS property."""
+        return self.message.tags
 
     @property
-    def queue_offset(self) -> int:
-        """The message's offset in the queue it was read from."""
-        return self.message.queue_offset
+    def keys(self) -> list[str]:
+        """The KEYS property split on spaces."""
+        return self.message.keys
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """Every property of the stored message."""
+        return self.message.properties
+
+    def renew(self, receipt_handle: str) -> None:
+        """Hold the message under ``receipt_handle`` (the answer of a change of
+        invisible time) until the deadline it carries.
+
+        Raises:
+            InvalidReceiptHandleError: ``receipt_handle`` does not parse.
+        """
+        self.invisible_deadline_ms = ReceiptHandle.parse(receipt_handle).deadline
+        self.receipt_handle = receipt_handle
 
 
 @dataclass(frozen=True, slots=True)
