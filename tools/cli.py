@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import threading
 
     from mqstore import BrokerRole, MessageStore, StoreConfig
-    from mqstore.tools.storeview import ViewedMessage
+    from mqstore.records import StoredMessage
 
 
 class Exit(enum.IntEnum):
@@ -467,7 +467,7 @@ def _consume(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def _message_line(m: ViewedMessage) -> str:
+def _message_line(m: StoredMessage) -> str:
     return f"q{m.queue_id}@{m.queue_offset} tags={m.tags or '-'} {body_text(m.body)}"
 
 

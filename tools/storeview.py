@@ -19,7 +19,6 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from mqstore.closeable import Closeable
@@ -27,24 +26,10 @@ from mqstore.commitlog import format as fmt
 from mqstore.consumequeue import format as cqfmt
 from mqstore.consumequeue.filter import parse_subscription
 from mqstore.errors import NotAStoreError
+from mqstore.records import StoredMessage, stored_message
 
 _NAME_DIGITS = 20
 _UNITS_PER_READ = 256
-
-
-@dataclass(frozen=True, slots=True)
-class ViewedMessage:
-    """One message as a reader sees it; ``body`` decompressed when it was compressed."""
-
-    topic: str
-    queue_id: int
-    queue_offset: int
-    physical_offset: int
-    tags: str | None
-    keys: tuple[str, ...]
-    body: bytes
-    store_timestamp: int
-    msg_id: str
 
 
 def _numbered(folder: Path) -> list[tuple[int, Path]]:
@@ -102,9 +87,10 @@ class StoreView(Closeable):
 
     def messages(
         self, topic: str, queue_id: int, offset: int = 0, subscription: str = "*"
-    ) -> Iterator[ViewedMessage]:
+    ) -> Iterator[StoredMessage]:
         """Messages of one queue from queue offset ``offset`` on, filtered by tags as a
-        consumer's pull is (``"*"``, or ``"TagA || TagB"``)."""
+        consumer's pull is (``"*"``, or ``"TagA || TagB"``). Each is the store's own
+        :class:`StoredMessage`, as its pulls return it (body decompressed)."""
         sub = parse_subscription(subscription)
         for queue_offset, phys, size, code in self._units(topic, queue_id, max(0, offset)):
             if not sub.matches_code(code):
@@ -137,7 +123,7 @@ class StoreView(Closeable):
                     if whole < len(chunk):
                         return
 
-    def _message(self, phys: int, size: int, queue_offset: int) -> ViewedMessage | None:
+    def _message(self, phys: int, size: int, queue_offset: int) -> StoredMessage | None:
         """The record at physical offset ``phys``, or None when it is gone or torn."""
         found = self._segment_of(phys)
         if found is None:
@@ -147,25 +133,10 @@ class StoreView(Closeable):
         if fd is None:
             fd = self._fds[path] = os.open(path, os.O_RDONLY)
         data = os.pread(fd, size, phys - base)
-        r = fmt.decode(data, 0, len(data))
-        if not isinstance(r, fmt.Record):
+        info = fmt.scan(data, 0, len(data))
+        if not isinstance(info, fmt.RecordInfo):
             return None
-        rec = r.record
-        try:
-            body = rec.decompressed_body()
-        except ValueError:
-            body = rec.body
-        return ViewedMessage(
-            topic=rec.topic,
-            queue_id=rec.queue_id,
-            queue_offset=queue_offset,
-            physical_offset=phys,
-            tags=rec.tags,
-            keys=tuple(rec.keys),
-            body=body,
-            store_timestamp=rec.store_timestamp,
-            msg_id=rec.msg_id,
-        )
+        return stored_message(info, data, queue_offset)
 
     def _segment_of(self, phys: int) -> tuple[int, Path] | None:
         """The segment (base offset, path) holding ``phys``; segments are listed again
