@@ -5,14 +5,13 @@ A handle is eight fields joined by single spaces (``MessageConst.KEY_SEPARATOR``
     <ck start offset> <pop time ms> <invisible time ms> <revive queue id>
     <retry flag> <broker name> <queue id> <message queue offset>
 
-The retry flag is ``0`` for a message of the topic itself and ``1`` for one read from
-the POP retry topic ``%RETRY%<group>_<topic>`` (``2``, the V2 retry topic with ``+``,
-is parsed but never produced). The revive queue id is ``999``
-(``KeyBuilder.POP_ORDER_REVIVE_QUEUE``) for a FIFO pop. Start offset and pop time name
-the checkpoint the message belongs to; an ack or a change of invisible time quotes
-them, so a handle made stale by a later pop or change is recognised.
+The retry flag (:class:`RetryFlag`) says which topic the message was read from. The
+revive queue id is ``999`` (``KeyBuilder.POP_ORDER_REVIVE_QUEUE``) for a FIFO pop. Start
+offset and pop time name the checkpoint the message belongs to; an ack or a change of
+invisible time quotes them, so a handle made stale by a later pop or change is
+recognised.
 
->>> h = ReceiptHandle(7, 1000, 30000, 3, "0", "broker-a", 1, 9)
+>>> h = ReceiptHandle(7, 1000, 30000, 3, RetryFlag.NORMAL, "broker-a", 1, 9)
 >>> h.encode()
 '7 1000 30000 3 0 broker-a 1 9'
 >>> ReceiptHandle.parse(h.encode()) == h
@@ -21,15 +20,30 @@ True
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from mqstore.errors import InvalidReceiptHandleError
 from mqstore.pop.records import RETRY_PREFIX
 
-NORMAL_TOPIC = "0"
-RETRY_TOPIC = "1"
-RETRY_TOPIC_V2 = "2"
 _SEP = " "
+
+
+class RetryFlag(enum.StrEnum):
+    """A handle's retry field: which topic the message was read from
+    (``ExtraInfoUtil.getRetry``). The value is the field's text in the handle."""
+
+    NORMAL = "0"
+    """The topic itself."""
+    RETRY = "1"
+    """The POP retry topic ``%RETRY%<group>_<topic>``."""
+    RETRY_V2 = "2"
+    """The V2 retry topic ``%RETRY%<group>+<topic>``: parsed, never produced."""
+
+
+def retry_flag(topic: str) -> RetryFlag:
+    """``RETRY`` for a topic under ``%RETRY%``, else ``NORMAL`` (``ExtraInfoUtil.getRetry``)."""
+    return RetryFlag.RETRY if topic.startswith(RETRY_PREFIX) else RetryFlag.NORMAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +54,7 @@ class ReceiptHandle:
     pop_time: int
     invisible_time: int
     revive_qid: int
-    retry: str
+    retry: RetryFlag
     broker_name: str
     queue_id: int
     queue_offset: int
@@ -62,9 +76,9 @@ class ReceiptHandle:
 
     def real_topic(self, topic: str, group: str) -> str:
         """The topic the message was read from (``ExtraInfoUtil.getRealTopic``)."""
-        if self.retry == NORMAL_TOPIC:
+        if self.retry == RetryFlag.NORMAL:
             return topic
-        sep = "_" if self.retry == RETRY_TOPIC else "+"
+        sep = "_" if self.retry == RetryFlag.RETRY else "+"
         return f"{RETRY_PREFIX}{group}{sep}{topic}"
 
     @classmethod
@@ -72,20 +86,16 @@ class ReceiptHandle:
         """Parse a handle.
 
         Raises:
-            InvalidReceiptHandleError: not eight fields, or a number field is not one.
+            InvalidReceiptHandleError: not eight fields, or a number field or the
+                retry flag is not one.
         """
         parts = text.split(_SEP) if isinstance(text, str) else []
-        if len(parts) != 8 or parts[4] not in (NORMAL_TOPIC, RETRY_TOPIC, RETRY_TOPIC_V2):
+        if len(parts) != 8:
             raise InvalidReceiptHandleError(f"receipt handle {text!r}: not 8 fields")
         try:
             return cls(
-                int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), parts[4],
+                int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), RetryFlag(parts[4]),
                 parts[5], int(parts[6]), int(parts[7]),
             )  # fmt: skip
         except ValueError as e:
             raise InvalidReceiptHandleError(f"receipt handle {text!r}: {e}") from e
-
-
-def retry_flag(topic: str) -> str:
-    """``1`` for a topic under ``%RETRY%``, else ``0`` (``ExtraInfoUtil.getRetry``)."""
-    return RETRY_TOPIC if topic.startswith(RETRY_PREFIX) else NORMAL_TOPIC
