@@ -6,6 +6,7 @@ figures' values: those depend on the machine and are read by a person.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 from pathlib import Path
@@ -125,3 +126,37 @@ def test_broker_pull_rows_time_only_pulls_that_return_messages(tmp_path: Path) -
     requests = {r["label"]: r["requests"] for r in rows if str(r["label"]).startswith("pull")}
     assert requests == {"pull, 1 connection, here": broker.QUEUES,
                         "pull, 4 connections, here": broker.QUEUES}  # fmt: skip
+
+
+def test_quick_sets_each_options_quick_value_and_leaves_the_rest_at_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mqstore.tools.bench._harness import Benchmark, Option
+
+    seen: dict[str, object] = {}
+
+    def measure(work: Path, args: argparse.Namespace) -> dict[str, object]:
+        seen.update(vars(args), work_empty=not any(work.iterdir()))
+        return {"figure": 1}
+
+    bench = Benchmark("example", "doc", (
+        Option("--lag-seconds", float, 3.0, "seconds", quick=0.5),
+        Option("--threads", int, 8, "threads"),
+    ), measure, lambda out, _args: f"figure {out['figure']}")  # fmt: skip
+    assert bench.main(["--quick", "--dir", str(tmp_path)]) == 0
+    assert (seen["lag_seconds"], seen["threads"], seen["work_empty"]) == (0.5, 8, True)
+    assert capsys.readouterr().out == "figure 1\n"
+
+
+def test_an_option_given_on_the_command_line_is_kept_without_quick(tmp_path: Path) -> None:
+    from mqstore.tools.bench._harness import Benchmark, Option
+
+    seen: dict[str, object] = {}
+
+    def measure(_work: Path, args: argparse.Namespace) -> dict[str, object]:
+        seen.update(vars(args))
+        return {}
+
+    bench = Benchmark("example", None, (Option("--rounds", int, 40, "", quick=3),), measure)
+    assert bench.main(["--rounds", "7", "--dir", str(tmp_path)]) == 0
+    assert seen["rounds"] == 7

@@ -2,7 +2,8 @@
 
 Every benchmark module has ``main(argv) -> int`` and is run as ``mqstore bench NAME`` or
 ``python -m mqstore.tools.bench.NAME``; :func:`parser` gives each the options the CLI
-passes (``--quick``, ``--json``, ``--dir``; ``--plot`` where there is a chart).
+passes (``--quick``, ``--json``, ``--dir``; ``--plot`` where there is a chart). A module
+that needs no more declares itself as one :class:`Benchmark`, whose ``main`` is its own.
 
 Every contender is measured the same way, so differences come from the contender:
 
@@ -381,35 +382,61 @@ def write_json(path: str | None, result: dict[str, Any]) -> None:
         Path(path).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
 
-Option = tuple[str, type, Any, str]
-"""A benchmark's own option: (flag, type, default, help), e.g. ``("--messages", int, 5, "")``."""
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One option of a benchmark: ``flag`` parsed as ``kind``, ``default`` unless given.
+
+    ``quick`` is its value under ``--quick`` (a smoke run); None keeps ``default``.
+    """
+
+    flag: str
+    kind: type
+    default: Any
+    help: str
+    quick: Any = None
 
 
-def bench_main(
-    name: str,
-    doc: str | None,
-    argv: Sequence[str] | None,
-    measure: Callable[[Path, argparse.Namespace], dict[str, Any]],
-    report: Callable[[dict[str, Any], argparse.Namespace], str] | None,
-    options: Sequence[Option] = (),
-    quick: dict[str, Any] | None = None,
-) -> int:
-    """The ``main`` of a benchmark: parse :func:`parser`'s options plus ``options``
-    (``--quick`` sets the ``quick`` values), ``measure(work, args)`` in a fresh
-    :func:`work_dir`, print ``report(result, args)``, write ``--json``; 0."""
-    ap = parser(name, doc)
-    for flag, kind, default, help_text in options:
-        ap.add_argument(flag, type=kind, default=default, help=f"{help_text} (default {default})")
-    args = ap.parse_args(argv)
-    if args.quick:
-        for key, value in (quick or {}).items():
-            setattr(args, key, value)
-    with work_dir(args.dir, f"mqstore-bench-{name}-") as work:
-        out = {"benchmark": name, **measure(work, args)}
-    if report is not None:
-        print(report(out, args))
-    write_json(args.json, out)
-    return 0
+Measure = Callable[[Path, argparse.Namespace], dict[str, Any]]
+"""``measure(work, args)``: run the benchmark in the empty directory ``work``; its figures."""
+
+Report = Callable[[dict[str, Any], argparse.Namespace], str]
+"""``report(result, args)``: the table printed for ``measure``'s figures."""
+
+
+@dataclass(frozen=True, slots=True)
+class Benchmark:
+    """A benchmark declared once, in its module: :meth:`main` is the module's ``main``.
+
+    ``name`` is the one ``mqstore bench`` takes, ``doc`` the module docstring (the
+    ``--help`` text); without ``report``, ``measure`` prints its own rows as they come.
+    """
+
+    name: str
+    doc: str | None
+    options: tuple[Option, ...]
+    measure: Measure
+    report: Report | None = None
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """Parse :func:`parser`'s options plus :attr:`options` (``--quick`` sets their
+        quick values), ``measure(work, args)`` in a fresh :func:`work_dir`, print
+        ``report(result, args)``, write ``--json``; 0."""
+        ap = parser(self.name, self.doc)
+        quick: dict[str, Any] = {}
+        for o in self.options:
+            help_text = f"{o.help} (default {o.default})"
+            action = ap.add_argument(o.flag, type=o.kind, default=o.default, help=help_text)
+            if o.quick is not None:
+                quick[action.dest] = o.quick
+        args = ap.parse_args(argv)
+        if args.quick:
+            vars(args).update(quick)
+        with work_dir(args.dir, f"mqstore-bench-{self.name}-") as work:
+            out = {"benchmark": self.name, **self.measure(work, args)}
+        if self.report is not None:
+            print(self.report(out, args))
+        write_json(args.json, out)
+        return 0
 
 
 # -------------------------------------------------------- scenario plumbing

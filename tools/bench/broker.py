@@ -49,8 +49,8 @@ from mqstore.client.producer import Producer
 from mqstore.client.remote import RemoteTransport
 from mqstore.client.transport import PullQuery
 from mqstore.tools.bench._harness import (
+    Benchmark,
     Option,
-    bench_main,
     free_port,
     run_parallel,
     spawn_cli,
@@ -63,6 +63,11 @@ TOPIC = "bench"
 ACL_KEY, ACL_SECRET = "benchmark", "bench-secret"
 BATCH = 32
 QUEUES = 4  # what an auto-created topic gets (defaultTopicQueueNums)
+
+OPTIONS = (
+    Option("--messages", int, 40_000, "messages per body size", quick=2_000),
+    Option("--threads", int, 8, "client threads (connections)"),
+)
 
 
 def proc_cpu(pid: int) -> float:
@@ -273,16 +278,7 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {"rows": rows.rows}
 
 
-OPTIONS: tuple[Option, ...] = (
-    ("--messages", int, 40_000, "messages per body size"),
-    ("--threads", int, 8, "client threads (connections)"),
-)
-QUICK = {"messages": 2_000}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the broker benchmark, printing its rows as they come; 0."""
-    return bench_main("broker", __doc__, argv, measure, None, OPTIONS, QUICK)
+main = Benchmark("broker", __doc__, OPTIONS, measure).main
 
 
 if __name__ == "__main__":

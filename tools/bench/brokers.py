@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from mqstore.tools.bench._harness import (
+    Benchmark,
     Option,
-    bench_main,
     free_port,
     median,
     run_parallel,
@@ -48,6 +48,14 @@ from mqstore.tools.bench._harness import (
 )
 
 TOPICS = {"one": {"broker-a": 8}, "two": {"broker-a": 4, "broker-b": 4}}
+
+OPTIONS = (
+    Option("--procs", int, 2, "client processes"),
+    Option("--threads", int, 4, "sender threads per client process", quick=2),
+    Option("--size", int, 256, "body bytes"),
+    Option("--seconds", float, 5.0, "seconds per run", quick=1.0),
+    Option("--reps", int, 3, "interleaved repetitions of both contenders", quick=1),
+)
 
 
 def proc_cpu(pid: int) -> float:
@@ -198,19 +206,7 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-OPTIONS: tuple[Option, ...] = (
-    ("--procs", int, 2, "client processes"),
-    ("--threads", int, 4, "sender threads per client process"),
-    ("--size", int, 256, "body bytes"),
-    ("--seconds", float, 5.0, "seconds per run"),
-    ("--reps", int, 3, "interleaved repetitions of both contenders"),
-)
-QUICK = {"seconds": 1.0, "reps": 1, "threads": 2}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the two-brokers benchmark and print its report; 0."""
-    return bench_main("brokers", __doc__, argv, measure, report, OPTIONS, QUICK)
+main = Benchmark("brokers", __doc__, OPTIONS, measure, report).main
 
 
 if __name__ == "__main__":

@@ -45,10 +45,20 @@ from mqstore.client.consumer import (
 from mqstore.client.remote import RemoteTransport
 from mqstore.client.transport import Transport
 from mqstore.message import Message
-from mqstore.tools.bench._harness import Option, bench_main, percentile, wait_until
+from mqstore.tools.bench._harness import Benchmark, Option, percentile, wait_until
 
 TOPIC = "BenchConsume"
 QUEUES = 8
+
+OPTIONS = (
+    Option("--messages", int, 20_000, "messages per run", quick=1_000),
+    Option("--consumers", int, 3, "push consumers in the group"),
+    Option("--rate", float, 2000.0, "paced second run (msg/s): latency below saturation",
+           quick=500.0),
+    Option("--tcp", str, "auto", "the run over RemoteTransport: 'auto' serves this process's "
+           "broker on 127.0.0.1 (BrokerServer), 'off' skips it, else a name server HOST:PORT "
+           "whose broker already has the topics BenchConsume0 and BenchConsume<rate>"),
+)  # fmt: skip
 
 
 def run(
@@ -179,20 +189,7 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {"runs": rows}
 
 
-OPTIONS: tuple[Option, ...] = (
-    ("--messages", int, 20_000, "messages per run"),
-    ("--consumers", int, 3, "push consumers in the group"),
-    ("--rate", float, 2000.0, "paced second run (msg/s): latency below saturation"),
-    ("--tcp", str, "auto", "the run over RemoteTransport: 'auto' serves this process's broker "
-     "on 127.0.0.1 (BrokerServer), 'off' skips it, else a name server HOST:PORT whose broker "
-     "already has the topics BenchConsume0 and BenchConsume<rate>"),
-)  # fmt: skip
-QUICK = {"messages": 1_000, "rate": 500.0}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the consume benchmark, printing one line per run; 0."""
-    return bench_main("consume", __doc__, argv, measure, None, OPTIONS, QUICK)
+main = Benchmark("consume", __doc__, OPTIONS, measure).main
 
 
 if __name__ == "__main__":

@@ -32,10 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from mqstore import Message, MessageStore, StoreConfig
-from mqstore.tools.bench._harness import Option, bench_main, median
+from mqstore.tools.bench._harness import Benchmark, Option, median
 
 QUEUES = 4
 BODY = b"x" * 100
+
+OPTIONS = (
+    Option("--messages", int, 3000, "messages per phase", quick=300),
+    Option("--repeat", int, 3, "interleaved repetitions", quick=1),
+)
 
 
 def _grpc_send(endpoint: Any, topic: str, n: int) -> float:
@@ -184,23 +189,13 @@ def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
     }
     for key, label in labels.items():
         lines.append(f"{label:34s} {r[key]:>9,d} msg/s")
-    lines.append(
-        f"gRPC / remoting: send {r['send_grpc'] / r['send_remoting']:.2f}x, "
-        f"receive+ack {r['receive_ack_grpc'] / r['receive_ack_remoting_pop']:.2f}x"
-    )
+    send = r["send_grpc"] / r["send_remoting"]
+    receive_ack = r["receive_ack_grpc"] / r["receive_ack_remoting_pop"]
+    lines.append(f"gRPC / remoting: send {send:.2f}x, receive+ack {receive_ack:.2f}x")
     return "\n".join(lines)
 
 
-OPTIONS: tuple[Option, ...] = (
-    ("--messages", int, 3000, "messages per phase"),
-    ("--repeat", int, 3, "interleaved repetitions"),
-)
-QUICK = {"messages": 300, "repeat": 1}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the gRPC benchmark and print its table; 0."""
-    return bench_main("grpc", __doc__, argv, measure, report, OPTIONS, QUICK)
+main = Benchmark("grpc", __doc__, OPTIONS, measure, report).main
 
 
 if __name__ == "__main__":

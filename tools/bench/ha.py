@@ -37,8 +37,8 @@ from mqstore import BrokerRole, Message, MessageStore, PutStatus, StoreConfig
 from mqstore.ha import service as ha_service
 from mqstore.ha.master import HAMaster
 from mqstore.tools.bench._harness import (
+    Benchmark,
     Option,
-    bench_main,
     percentile,
     spawn_cli,
     stop,
@@ -47,6 +47,12 @@ from mqstore.tools.bench._harness import (
 
 BODY = 1024
 FILE_SIZE = 1 << 30
+
+OPTIONS = (
+    Option("--messages", int, 200_000, "messages per throughput phase", quick=5_000),
+    Option("--rounds", int, 20, "latency rounds, each role one block per round", quick=4),
+    Option("--block", int, 250, "puts per latency block", quick=100),
+)
 
 
 def start_slave(root: Path, port: int) -> subprocess.Popen[bytes]:
@@ -172,17 +178,7 @@ def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-OPTIONS: tuple[Option, ...] = (
-    ("--messages", int, 200_000, "messages per throughput phase"),
-    ("--rounds", int, 20, "latency rounds, each role one block per round"),
-    ("--block", int, 250, "puts per latency block"),
-)
-QUICK = {"messages": 5_000, "rounds": 4, "block": 100}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the HA benchmark and print its table; 0."""
-    return bench_main("ha", __doc__, argv, measure, report, OPTIONS, QUICK)
+main = Benchmark("ha", __doc__, OPTIONS, measure, report).main
 
 
 if __name__ == "__main__":

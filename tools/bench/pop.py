@@ -35,11 +35,16 @@ from mqstore.client.remote import RemoteTransport
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.simple_consumer import EmbeddedPop, PopTransport, SimpleConsumer
 from mqstore.pop import PopService
-from mqstore.tools.bench._harness import Option, bench_main
+from mqstore.tools.bench._harness import Benchmark, Option
 
 TOPIC = "BenchPop"
 QUEUES = 4
 BODY = b"x" * 100
+
+OPTIONS = (
+    Option("--messages", int, 20_000, "messages consumed per contender", quick=2_000),
+    Option("--rounds", int, 5, "redeliveries timed per invisible time", quick=3),
+)
 
 
 def open_store(root: Path, flush: FlushDiskType) -> MessageStore:
@@ -183,16 +188,7 @@ def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-OPTIONS: tuple[Option, ...] = (
-    ("--messages", int, 20_000, "messages consumed per contender"),
-    ("--rounds", int, 5, "redeliveries timed per invisible time"),
-)
-QUICK = {"messages": 2_000, "rounds": 3}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the POP benchmark and print its table; 0."""
-    return bench_main("pop", __doc__, argv, measure, report, OPTIONS, QUICK)
+main = Benchmark("pop", __doc__, OPTIONS, measure, report).main
 
 
 if __name__ == "__main__":

@@ -26,11 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from mqstore import Arrival, Message, MessageStore, StoreConfig
-from mqstore.tools.bench._harness import Option, bench_main, percentile
+from mqstore.tools.bench._harness import Benchmark, Option, percentile
 
 TARGET_DECODED = 300_000
 TARGET_RAW = 1_000_000
 PULL_BATCH = 32
+
+OPTIONS = (
+    Option("--messages", int, 200_000, "messages per topic", quick=5_000),
+    Option("--lag-rate", int, 10_000, "puts per second for the lag test"),
+    Option("--lag-seconds", float, 3.0, "seconds of the lag test", quick=0.5),
+)
 
 
 def fill(store: MessageStore, topic: str, queues: int, n: int) -> None:
@@ -147,17 +153,7 @@ def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
     return "\n".join([*lines, f"{at} {lag_ms} {over}"])
 
 
-OPTIONS: tuple[Option, ...] = (
-    ("--messages", int, 200_000, "messages per topic"),
-    ("--lag-rate", int, 10_000, "puts per second for the lag test"),
-    ("--lag-seconds", float, 3.0, "seconds of the lag test"),
-)
-QUICK = {"messages": 5_000, "lag_seconds": 0.5}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the pull benchmark and print its table; 0."""
-    return bench_main("pull", __doc__, argv, measure, report, OPTIONS, QUICK)
+main = Benchmark("pull", __doc__, OPTIONS, measure, report).main
 
 
 if __name__ == "__main__":

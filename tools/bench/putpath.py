@@ -38,7 +38,7 @@ from typing import Any
 from mqstore import MessageStore, StoreConfig
 from mqstore.commitlog import format as fmt
 from mqstore.message import standard_properties_string
-from mqstore.tools.bench._harness import Option, bench_main
+from mqstore.tools.bench._harness import Benchmark, Option
 from mqstore.tools.bench._workload import items
 
 BATCH = 32
@@ -47,6 +47,12 @@ FRAMING = "framing (MessageFramer.common)"
 APPEND = "append (CommitLog.append_v1)"
 BATCH_FRAMING = "batch framing (common_batch), per message"
 BATCH_APPEND = "batch append (append_v1_batch), per message"
+
+OPTIONS = (
+    Option("--rounds", int, 40, "rounds (the minimum is kept)", quick=3),
+    Option("--number", int, 2_000, "calls per round", quick=200),
+    Option("--seconds", float, 3.0, "seconds of puts for the CPU split", quick=0.3),
+)
 
 
 def measure_all(fns: dict[str, Callable[[], Any]], number: int, rounds: int) -> dict[str, float]:
@@ -198,17 +204,7 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-OPTIONS: tuple[Option, ...] = (
-    ("--rounds", int, 40, "rounds (the minimum is kept)"),
-    ("--number", int, 2_000, "calls per round"),
-    ("--seconds", float, 3.0, "seconds of puts for the CPU split"),
-)
-QUICK = {"rounds": 3, "number": 200, "seconds": 0.3}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Print the three tables; 0."""
-    return bench_main("putpath", __doc__, argv, measure, report, OPTIONS, QUICK)
+main = Benchmark("putpath", __doc__, OPTIONS, measure, report).main
 
 
 if __name__ == "__main__":

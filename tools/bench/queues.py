@@ -37,12 +37,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mqstore.tools.bench._harness import Option, bench_main
+from mqstore.tools.bench._harness import Benchmark, Option
 
 QUEUES_PER_TOPIC = 20
 BODY = b"x" * 100
-DEFAULT_SCENARIOS = "10000x1,10000x10"
-QUICK_SCENARIOS = "500x1,100x5"
+
+OPTIONS = (
+    Option(
+        "--scenarios",
+        str,
+        "10000x1,10000x10",
+        "QUEUESxMESSAGES, comma-separated",
+        quick="500x1,100x5",
+    ),
+)
 
 
 def allocated_bytes(path: Path) -> int:
@@ -214,10 +222,7 @@ def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
     return "\n".join(parts)
 
 
-OPTIONS: tuple[Option, ...] = (
-    ("--scenarios", str, DEFAULT_SCENARIOS, "QUEUESxMESSAGES, comma-separated"),
-)
-QUICK = {"scenarios": QUICK_SCENARIOS}
+BENCHMARK = Benchmark("queues", __doc__, OPTIONS, measure, report)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -229,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         root, q, per, total = args[1:5]
         print(json.dumps(run_child(Path(root), int(q), int(per), int(total))))
         return 0
-    return bench_main("queues", __doc__, args, measure, report, OPTIONS, QUICK)
+    return BENCHMARK.main(args)
 
 
 if __name__ == "__main__":

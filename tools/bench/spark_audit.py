@@ -38,13 +38,20 @@ from mqstore.commitlog import _layout
 from mqstore.commitlog import format as fmt
 from mqstore.consumequeue import format as cqfmt
 from mqstore.message import host_bytes, tags_code
-from mqstore.tools.bench._harness import Option, bench_main
+from mqstore.tools.bench._harness import Benchmark, Option
 
 TOPICS = ("bench-a", "bench-b", "bench-c")
 QUEUES = 8
 BASE_TS = 1_700_000_000_000
 INDEX_SLOTS = 100_000
 INDEX_NUM = 400_000
+
+OPTIONS = (
+    Option("--size-mib", int, 2048, "CommitLog size in MiB", quick=64),
+    Option("--segment-mib", int, 1024, "segment size in MiB", quick=16),
+    Option("--body-bytes", int, 1000, "body size"),
+    Option("--master", str, "local[2]", "Spark master"),
+)
 
 
 def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) -> int:
@@ -320,18 +327,7 @@ def report(out: dict[str, Any], _args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-OPTIONS: tuple[Option, ...] = (
-    ("--size-mib", int, 2048, "CommitLog size in MiB"),
-    ("--segment-mib", int, 1024, "segment size in MiB"),
-    ("--body-bytes", int, 1000, "body size"),
-    ("--master", str, "local[2]", "Spark master"),
-)
-QUICK = {"size_mib": 64, "segment_mib": 16}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Generate a store, run the scans and the Spark jobs, print the table; 0."""
-    return bench_main("spark_audit", __doc__, argv, measure, report, OPTIONS, QUICK)
+main = Benchmark("spark_audit", __doc__, OPTIONS, measure, report).main
 
 
 if __name__ == "__main__":
