@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import zlib
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +95,8 @@ def _read_acks(
 def trial(
     work: Path, mode: FlushDiskType, seed: int, policy_keep: float = 0.3, run_s: float | None = None
 ) -> dict[str, Any]:
-    """One cut on the FUSE layer, ``run_s`` after the producers start (random by default);
-    what the reopened store lost."""
+    """One cut on the FUSE layer, ``run_s`` after the producers start (random by default):
+    what the reopened store lost, and every figure of the cut's :class:`CutReport`."""
     if run_s is None:
         run_s = random.Random(seed).uniform(0.05, MAX_RUN_S)
     acks: list[tuple[int, int, int]] = []
@@ -135,16 +136,7 @@ def trial(
         last = err.strip().splitlines()[-1:] or ["no output"]
         result["problems"].insert(0, f"the producer exited ({early}) before the cut: {last[0]}")
     shutil.rmtree(image, ignore_errors=True)
-    result.update(
-        seed=seed,
-        run_s=round(run_s, 3),
-        acked_at_cut=acked_at_cut,
-        pending_pages=report.pending_pages,
-        kept_pages=report.kept_pages,
-        torn_pages=report.torn_pages,
-        syncs=report.syncs,
-        since_last_sync_s=report.since_last_sync_s,
-    )
+    result.update(seed=seed, run_s=round(run_s, 3), acked_at_cut=acked_at_cut, **asdict(report))
     return result
 
 
