@@ -29,9 +29,8 @@ from mqstore.commitlog.format import (
 )
 from mqstore.message import properties_to_string, string_to_properties
 from tests.sabotage import flip_byte, shrink
+from tests.strategies import INT32, INT64
 
-INT32 = st.integers(-(2**31), 2**31 - 1)
-INT64 = st.integers(-(2**63), 2**63 - 1)
 PORT = st.integers(0, 65535)
 
 # Addresses in the text form the decoder gives back (inet_ntop): records compare hosts

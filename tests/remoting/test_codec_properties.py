@@ -21,9 +21,8 @@ from mqstore.remoting.codec import (
     encode,
 )
 from mqstore.remoting.codes import LanguageCode, SerializeType
+from tests.strategies import INT16, INT32
 
-INT32 = st.integers(-(2**31), 2**31 - 1)
-INT16 = st.integers(-(2**15), 2**15 - 1)
 TEXT = st.text(max_size=30)  # hypothesis text never holds lone surrogates
 
 
