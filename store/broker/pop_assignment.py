@@ -1,12 +1,9 @@
 """Broker-side assignment for clients that do not rebalance themselves (RocketMQ
 ``QueryAssignmentProcessor`` and ``MessageRequestModeManager``, docs/pop.md §9).
 
-Per (topic, group) the broker keeps a *message request mode*: ``PULL`` (queue-level: the
-broker hands each client its averaged share of the queues) or ``POP`` (message-level:
-with ``popShareQueueNum`` <= 0 every client gets every queue, as one queue of id -1 per
-broker, meaning "pop from all"; with n > 0 a client gets its own share plus the next n
-clients' shares). The default is PULL, as RocketMQ's ``defaultMessageRequestMode``.
-A retry topic is always PULL and its mode cannot be set.
+Per (topic, group) the broker keeps a *message request mode* (:class:`MessageRequestMode`).
+The default is PULL, as RocketMQ's ``defaultMessageRequestMode``. A retry topic is
+always PULL and its mode cannot be set.
 
 The table is ``config/messageRequestMode.json``: ``{"messageRequestModeMap": {topic:
 {group: {"topic","consumerGroup","mode","popShareQueueNum"}}}}``, written atomically.
@@ -15,6 +12,7 @@ The allocation functions are pure.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import threading
@@ -24,9 +22,16 @@ from typing import Any
 
 from mqstore.remoting.fastjson import dumps
 
-PULL = "PULL"
-POP = "POP"
-RETRY_PREFIX = "%RETRY%"
+
+class MessageRequestMode(enum.StrEnum):
+    """How a (topic, group) consumes (RocketMQ ``MessageRequestMode``)."""
+
+    PULL = "PULL"
+    """Queue-level: the broker hands each client its averaged share of the queues."""
+    POP = "POP"
+    """Message-level: with ``popShareQueueNum`` <= 0 every client gets every queue, as
+    one queue of id -1 per broker, meaning "pop from all"; with n > 0 a client gets its
+    own share plus the next n clients' shares."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +40,7 @@ class RequestMode:
 
     topic: str
     group: str
-    mode: str = PULL
+    mode: MessageRequestMode = MessageRequestMode.PULL
     pop_share_queue_num: int = 0
 
     def to_json(self) -> dict[str, Any]:
@@ -45,14 +50,13 @@ class RequestMode:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RequestMode:
-        """Parse a body; ValueError for a mode other than PULL/POP.
+        """Parse a body.
 
         Raises:
-            ValueError, KeyError, TypeError: not a request-mode body.
+            ValueError, KeyError, TypeError: not a request-mode body, or a mode other
+                than PULL/POP.
         """
-        mode = str(d.get("mode", PULL))
-        if mode not in (PULL, POP):
-            raise ValueError(f"mode {mode!r}: PULL or POP")
+        mode = MessageRequestMode(str(d.get("mode", MessageRequestMode.PULL)))
         return cls(str(d["topic"]), str(d["consumerGroup"]), mode,
                    int(d.get("popShareQueueNum", 0)))  # fmt: skip
 
@@ -142,14 +146,14 @@ def assign(
     clients = sorted(clients)
     if alloc is None or me not in clients:
         return None
-    if mode.mode == POP and mode.pop_share_queue_num <= 0:
+    if mode.mode is MessageRequestMode.POP and mode.pop_share_queue_num <= 0:
         return [-1]
-    if mode.mode == POP and len(clients) <= len(queues):
+    if mode.mode is MessageRequestMode.POP and len(clients) <= len(queues):
         got = list(alloc(queues, clients, me))
         i = clients.index(me)
         for k in range(1, mode.pop_share_queue_num + 1):
             got += alloc(queues, clients, clients[(i + k) % len(clients)])
         return sorted(set(got))
-    if mode.mode == POP:
+    if mode.mode is MessageRequestMode.POP:
         return [queues[clients.index(me) % len(queues)]] if queues else []
     return alloc(queues, clients, me)

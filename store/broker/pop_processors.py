@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mqstore.broker.context import Processor, RequestContext
-from mqstore.broker.pop_assignment import RETRY_PREFIX, RequestMode, RequestModeTable, assign
+from mqstore.broker.names import RETRY_GROUP_TOPIC_PREFIX
+from mqstore.broker.pop_assignment import RequestMode, RequestModeTable, assign
 from mqstore.broker.wire import BadRequestError, ext_int, ext_str
 from mqstore.errors import InvalidReceiptHandleError
 from mqstore.pop import wire as pop_wire
@@ -233,7 +234,7 @@ def process_query_assignment(ctx: RequestContext, cmd: RemotingCommand) -> Remot
     tc = core.topics.get(topic)
     mode = (
         RequestMode(topic, group)
-        if topic.startswith(RETRY_PREFIX)
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         else broker_pop(core).modes.get(topic, group)
     )
     ids = None
@@ -257,7 +258,7 @@ def process_set_request_mode(ctx: RequestContext, cmd: RemotingCommand) -> Remot
         mode = RequestMode.from_json(loads(cmd.body))
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         return cmd.make_response(ResponseCode.INVALID_PARAMETER, f"bad request mode: {e}")
-    if mode.topic.startswith(RETRY_PREFIX):
+    if mode.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return cmd.make_response(
             ResponseCode.NO_PERMISSION, "retry topic is not allowed to set mode"
         )

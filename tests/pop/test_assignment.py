@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from mqstore.broker.pop_assignment import POP, PULL, RequestMode, RequestModeTable, assign
+from mqstore.broker.pop_assignment import MessageRequestMode, RequestMode, RequestModeTable, assign
 from mqstore.client.pop_push_consumer import PopPushConsumer
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.simple_consumer import ReceivedMessage
@@ -17,17 +17,17 @@ from tests.pop.conftest import Broker, send_to_every_queue, until
 
 
 def test_pull_mode_assigns_averaged_shares() -> None:
-    m = RequestMode("T", "g", PULL)
+    m = RequestMode("T", "g", MessageRequestMode.PULL)
     shares = [assign(m, [0, 1, 2, 3, 4], ["a", "b"], c) for c in ("a", "b")]
     assert shares == [[0, 1, 2], [3, 4]]
 
 
 def test_pop_mode_without_share_gives_every_client_every_queue() -> None:
-    assert assign(RequestMode("T", "g", POP, 0), [0, 1], ["a", "b"], "b") == [-1]
+    assert assign(RequestMode("T", "g", MessageRequestMode.POP, 0), [0, 1], ["a", "b"], "b") == [-1]
 
 
 def test_pop_mode_with_share_adds_the_next_clients_queues() -> None:
-    m = RequestMode("T", "g", POP, 1)
+    m = RequestMode("T", "g", MessageRequestMode.POP, 1)
     assert assign(m, [0, 1, 2, 3], ["a", "b"], "a") == [0, 1, 2, 3]
 
 
@@ -37,8 +37,8 @@ def test_unregistered_client_gets_no_answer() -> None:
 
 def test_request_mode_table_survives_reopen(tmp_path: Path) -> None:
     path = tmp_path / "messageRequestMode.json"
-    RequestModeTable(path).set(RequestMode("T", "g", POP, 2))
-    assert RequestModeTable(path).get("T", "g") == RequestMode("T", "g", POP, 2)
+    RequestModeTable(path).set(RequestMode("T", "g", MessageRequestMode.POP, 2))
+    assert RequestModeTable(path).get("T", "g") == RequestMode("T", "g", MessageRequestMode.POP, 2)
     assert loads(path.read_bytes())["messageRequestModeMap"]["T"]["g"]["mode"] == "POP"
 
 
@@ -46,6 +46,12 @@ def test_retry_topic_mode_cannot_be_set(broker: Broker, client: RemotingClient) 
     body = dumps({"topic": "%RETRY%g", "consumerGroup": "g", "mode": "POP"}).encode()
     resp = client.invoke(broker.server.address, RemotingCommand(401, body=body), 3)
     assert resp.code == ResponseCode.NO_PERMISSION
+
+
+def test_unknown_request_mode_is_refused(broker: Broker, client: RemotingClient) -> None:
+    body = dumps({"topic": "T", "consumerGroup": "g", "mode": "PUSH"}).encode()
+    resp = client.invoke(broker.server.address, RemotingCommand(401, body=body), 3)
+    assert resp.code == ResponseCode.INVALID_PARAMETER
 
 
 def test_pop_push_consumers_share_every_queue_and_retry_failures(
