@@ -17,10 +17,10 @@ a fresh random nonce, and sends nothing else until a correct PROOF arrived. Ever
 the slave sends before that is proof; bytes after the 32 belong to the replication
 protocol (:attr:`MasterHandshake.leftover`).
 
-Rule H2. A wrong PROOF refuses the slave (``State.REFUSED``): the master closes the
-connection, never streams, and never counts the connection's reports as acks. The
-secret itself never crosses the wire, and a recorded PROOF is worthless for another
-nonce.
+Rule H2. A wrong PROOF refuses the slave (``HandshakeState.REFUSED``): the master
+closes the connection, never streams, and never counts the connection's reports as
+acks. The secret itself never crosses the wire, and a recorded PROOF is worthless for
+another nonce.
 
 Rule H3. A slave given a secret waits for the CHALLENGE before its first report; bytes
 that are not a CHALLENGE (wrong magic or version) are a :class:`RemoteProtocolError`.
@@ -49,12 +49,6 @@ _LABEL: Final = b"mqstore-ha/1"
 _HEAD: Final = struct.Struct(">4sB")
 
 
-class HandshakeState(enum.Enum):
-    PENDING = "PENDING"
-    ACCEPTED = "ACCEPTED"
-    REFUSED = "REFUSED"
-
-
 @dataclass(frozen=True, slots=True)
 class Challenge:
     """The master's first bytes (Rule H1)."""
@@ -68,6 +62,17 @@ class Challenge:
 def proof_for(secret: bytes, nonce: bytes) -> bytes:
     """The PROOF a slave holding ``secret`` answers to ``nonce``."""
     return hmac.new(secret, _LABEL + nonce, hashlib.sha256).digest()
+
+
+class HandshakeState(enum.Enum):
+    """Where the master's side of one connection stands (Rules H1, H2)."""
+
+    PENDING = "PENDING"
+    """No whole PROOF yet: the master sends nothing after the CHALLENGE."""
+    ACCEPTED = "ACCEPTED"
+    """The PROOF matches: replication starts with :attr:`MasterHandshake.leftover`."""
+    REFUSED = "REFUSED"
+    """A wrong PROOF: the master closes the connection and counts no ack from it."""
 
 
 class MasterHandshake:
