@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from mqstore import MessageStore, StoreConfig
+from mqstore import GetStatus, MessageStore, StoreConfig
+from mqstore.consumequeue.results import StoredMessage
 from mqstore.tools.logcheck import (  # noqa: F401  moved there; re-exported for the tests
     CHECKS,
     MAX_PROBLEMS_PER_CHECK,
@@ -58,6 +59,22 @@ def store_config(tmp_path: Path, **cfg: Any) -> StoreConfig:
 def make_store(tmp_path: Path, **cfg: Any) -> MessageStore:
     """Open (creating) a store under ``tmp_path``; keyword arguments are StoreConfig fields."""
     return MessageStore.open(store_config(tmp_path, **cfg))
+
+
+def pull_all(
+    s: MessageStore, topic: str, qid: int, sub: str = "*", batch: int = 32
+) -> list[StoredMessage]:
+    """Every message the store serves from queue ``qid``, from offset 0 on, ``batch`` per
+    pull: follows ``next_begin_offset`` past what a pull skips (a hole, messages ``sub``
+    filters out) and stops where it no longer moves."""
+    out: list[StoredMessage] = []
+    off = 0
+    while True:
+        g = s.get_message("g", topic, qid, off, batch, sub)
+        if g.status is not GetStatus.FOUND and g.next_begin_offset == off:
+            return out
+        out += g.messages
+        off = g.next_begin_offset
 
 
 def reopen(store_or_cfg: MessageStore | StoreConfig, **changes: Any) -> MessageStore:

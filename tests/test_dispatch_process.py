@@ -42,7 +42,7 @@ from mqstore.consumequeue.results import StoredMessage
 from mqstore.errors import StoreLockedError
 from mqstore.message import tags_code
 from tests.cq_consistency import check_cq_consistency
-from tests.helpers import check_consistency
+from tests.helpers import check_consistency, pull_all
 
 if not shared.supported():
     pytest.skip("dispatch_process needs Linux on x86-64", allow_module_level=True)
@@ -91,18 +91,6 @@ def put_all(s: MessageStore, msgs: list[Message]) -> list[Any]:
     results = [s.put_message(m) for m in msgs]
     assert [r.status for r in results] == [PutStatus.PUT_OK] * len(msgs)
     return results
-
-
-def pull_all(s: MessageStore, topic: str, qid: int, sub: str = "*") -> list[StoredMessage]:
-    """Every message of the queue from offset 0, following ``next_begin_offset``."""
-    out: list[StoredMessage] = []
-    off = 0
-    while True:
-        g = s.get_message("g", topic, qid, off, 32, sub)
-        if g.status is not GetStatus.FOUND and g.next_begin_offset == off:
-            return out
-        out += g.messages
-        off = g.next_begin_offset
 
 
 def expected_queues(msgs: list[Message]) -> dict[tuple[str, int], list[Message]]:

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from mqstore import Message, MessageStore, PutStatus
 from mqstore.commitlog.recovery_damage import read_ranges
 from mqstore.config import RecoveryPolicy
-from tests.helpers import check_consistency, make_store, reopen
+from tests.helpers import check_consistency, make_store, pull_all, reopen
 
 pytestmark = pytest.mark.crash
 
@@ -59,17 +59,8 @@ def _write(tmp_path: Path, n: int, seed: int, **cfg: object) -> tuple[MessageSto
 
 def _served(store: MessageStore) -> dict[tuple[int, int], bytes]:
     """Every message the store serves, by (queue id, queue offset)."""
-    out: dict[tuple[int, int], bytes] = {}
-    for q in range(QUEUES):
-        offset = 0
-        while True:
-            r = store.get_message("g", TOPIC, q, offset, 256)
-            if not r.messages:
-                break
-            for m in r.messages:
-                out[(q, m.queue_offset)] = m.body
-            offset = r.next_begin_offset
-    return out
+    served = (m for q in range(QUEUES) for m in pull_all(store, TOPIC, q, batch=256))
+    return {(m.queue_id, m.queue_offset): m.body for m in served}
 
 
 def _overwrite(root: Path, offset: int, data: bytes) -> None:
