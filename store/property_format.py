@@ -24,11 +24,7 @@ from collections.abc import Mapping
 
 from mqstore.errors import IllegalMessageError
 from mqstore.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    PROPERTY_WAIT_STORE_MSG_OK,
     Message,
     hashmap_bucket,
     java_hashmap_order,
@@ -91,30 +87,21 @@ class PropertyFormat(enum.Enum):
         """The properties bytes a store in this format writes for ``msg``, and its
         UNIQ_KEY (a new one when it has none).
 
-        The map is filled as the broker's is: the message's own properties in order,
-        then TAGS, KEYS and DELAY; 5.x adds ``WAIT=false`` for a message that does not
-        wait, 4.9 writes ``WAIT`` only when it is one of the message's properties (a
-        4.9 broker strips it from single messages and keeps a batch's).
+        The map is the broker's, :meth:`Message.all_properties` (the message's own
+        properties in order, then TAGS, KEYS and DELAY); 5.x adds ``WAIT=false`` for a
+        message that does not wait, 4.9 writes ``WAIT`` only when it is one of the
+        message's properties (a 4.9 broker strips it from single messages and keeps a
+        batch's).
 
         Raises:
             IllegalMessageError: an empty property name, or one with \\x01/\\x02.
         """
-        items: dict[str, str] = {}
         for k, v in msg.properties.items():
             if not k or "\x01" in k or "\x02" in k or "\x01" in v or "\x02" in v:
                 raise IllegalMessageError(
                     f"property {k!r}: names/values must be non-empty and free of \\x01/\\x02"
                 )
-            items[k] = v
-        if msg.tags:
-            items[PROPERTY_TAGS] = msg.tags
-        keys = msg.keys_property()
-        if keys:
-            items[PROPERTY_KEYS] = keys
-        if msg.delay_level > 0:
-            items[PROPERTY_DELAY_TIME_LEVEL] = str(msg.delay_level)
-        if not msg.wait_store_msg_ok and self is PropertyFormat.V5:
-            items[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        items = msg.all_properties(mark_no_wait=self is PropertyFormat.V5)
         uniq = items.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ""
         if not uniq:
             uniq = items[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = new_uniq_key()

@@ -180,14 +180,8 @@ class MessageFramer:
             and msg.delay_level <= 0
             and msg.wait_store_msg_ok
         ):  # the common properties: the fast paths' string and UNIQ_KEY generator
-            raw_keys = msg.keys
-            keys = (
-                raw_keys
-                if isinstance(raw_keys, str) or raw_keys is None
-                else " ".join(k for k in raw_keys if k)
-            )
             uniq = self.next_uniq()
-            return standard_properties_string(uniq, msg.tags, keys).encode("utf-8"), uniq
+            return standard_properties_string(uniq, msg.tags, msg.keys).encode("utf-8"), uniq
         return self._format.properties_of(msg)
 
     def prepare(self, msg: Message) -> tuple[EncodedMessage, str] | Refusal:
@@ -268,11 +262,8 @@ class MessageFramer:
             or not msg.wait_store_msg_ok
         ):
             return None
-        keys = msg.keys
-        if keys is not None and type(keys) is not str:
-            keys = keys[0] if len(keys) == 1 and keys[0] else " ".join(k for k in keys if k)
         uniq = self.next_uniq()
-        props = standard_properties_string(uniq, msg.tags, keys).encode()
+        props = standard_properties_string(uniq, msg.tags, msg.keys).encode()
         if len(props) > _MAX_PROPERTIES:
             return None
         tail, total = tf.frame(n, props)
@@ -353,10 +344,7 @@ class MessageFramer:
                 or not msg.wait_store_msg_ok
             ):
                 return None
-            keys = msg.keys
-            if keys is not None and type(keys) is not str:
-                keys = keys[0] if len(keys) == 1 and keys[0] else " ".join(k for k in keys if k)
-            props = standard_properties_string(uniq, msg.tags, keys).encode()
+            props = standard_properties_string(uniq, msg.tags, msg.keys).encode()
             if len(props) > _MAX_PROPERTIES:
                 return None
             tail, total = tf.frame(n, props)

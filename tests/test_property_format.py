@@ -16,6 +16,7 @@ from mqstore.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     java_hashmap_order,
     properties_to_string,
+    string_to_properties,
 )
 from mqstore.property_format import PropertyFormat
 from tests.rmq498 import FIXTURE, manifest, tree
@@ -120,10 +121,14 @@ def test_5x_properties_of_any_message_are_its_map_in_hashmap_128_order(
     assert data == properties_to_string(java_hashmap_order(items.items())).encode()
 
 
+class _Key(str):
+    """A str subclass (an enum's or a wrapper's value): stored as a string."""
+
+
 @pytest.mark.parametrize(
     ("keys", "expected"),
     [([""], None), (["", ""], None), ("a  b", "a  b"), (" a", " a"), ("  ", "  "),
-     (["a", "", "b"], "a b")],
+     (["a", "", "b"], "a b"), (_Key("a b"), "a b")],
 )  # fmt: skip
 def test_keys_store_the_same_property_with_or_without_user_properties(
     tmp_path: Path, keys: str | list[str], expected: str | None
@@ -131,8 +136,24 @@ def test_keys_store_the_same_property_with_or_without_user_properties(
     """A string is stored as given (setKeys(String)), a list as its non-empty keys joined by
     a space, all-empty keys not at all: on the fast path and the general path alike."""
     with MessageStore.open(StoreConfig(root_dir=tmp_path / "s", commitlog_file_size=1 << 16)) as s:
+        s.put_message(Message("T", b"x"))  # the general path sees the topic: later puts are fast
         plain = s.put_message(Message("T", b"x", keys=keys))
         with_props = s.put_message(Message("T", b"x", keys=keys, properties={"a": "1"}))
         stored = [s.look_message_by_offset(r.physical_offset) for r in (plain, with_props)]
     values = [m.properties.get("KEYS") if m is not None else "missing" for m in stored]
     assert values == [expected, expected]
+
+
+@pytest.mark.parametrize(
+    ("fmt_name", "own", "expected"),
+    [("5", {}, "false"), ("5", {"WAIT": "true"}, "false"), ("4.9", {}, None),
+     ("4.9", {"WAIT": "true"}, "true")],
+)  # fmt: skip
+def test_a_message_that_does_not_wait_stores_wait_as_its_broker_version_does(
+    fmt_name: str, own: dict[str, str], expected: str | None
+):
+    """5.x marks it ``WAIT=false``; a 4.9 broker strips WAIT from a single message, so
+    only a WAIT the message carries as its own property is stored."""
+    m = Message("T", b"x", properties=own, wait_store_msg_ok=False)
+    data, _ = PropertyFormat.parse(fmt_name).properties_of(m)
+    assert string_to_properties(data.decode()).get("WAIT") == expected
