@@ -92,9 +92,15 @@ class PopCheckPoint:
     pop_time: int
     invisible_time: int
     diffs: tuple[int, ...]
+    """The messages' queue offsets minus ``start_offset``, in pop order (``d``): a pop
+    with a tag filter skips the offsets it filtered out, so a batch may have gaps."""
     broker_name: str
     revive_offset: int = 0
+    """``ro``: carried as read; the service's own checkpoints leave it 0 (the record's
+    revive-queue offset is kept by its in-flight entry, ``mqstore.pop.inflight``)."""
     bit_map: int = 0
+    """``bm``: carried as read; the service's own checkpoints leave it 0 (acks are
+    records of their own)."""
 
     @property
     def revive_time(self) -> int:
