@@ -24,7 +24,7 @@ from mqstore.broker.namesrv import cluster_info_body, route_body
 from mqstore.broker.pop_processors import POP_PROCESSORS
 from mqstore.broker.pulls import PullOutcome, PullRequest
 from mqstore.broker.sending import SendOutcome
-from mqstore.broker.topics import PERM_RW, TopicConfig, check_topic_config
+from mqstore.broker.topics import TopicConfig, check_topic_config
 from mqstore.broker.wire import (
     BadRequestError,
     build_message,
@@ -43,6 +43,7 @@ from mqstore.message import validate_topic
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 from mqstore.remoting.fastjson import dumps
+from mqstore.remoting.values import PERM_RW
 
 Records = Sequence[memoryview | bytes]
 Respond = Callable[[RemotingCommand, Records], None]

@@ -26,11 +26,12 @@ from mqstore.broker.sendback import (
     retry_message,
 )
 from mqstore.broker.subscriptions import SubscriptionGroupManager
-from mqstore.broker.topics import AUTO_CREATE_TOPIC_KEY, PERM_RW, TopicConfigManager
+from mqstore.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfigManager
 from mqstore.errors import IllegalMessageError, IllegalTopicError
 from mqstore.message import Message, validate_topic
 from mqstore.message_store import MessageStore, PutResult
 from mqstore.remoting.codes import ResponseCode
+from mqstore.remoting.values import PERM_RW
 from mqstore.status import PutStatus
 
 PUT_STATUS_CODES: dict[PutStatus, ResponseCode] = {

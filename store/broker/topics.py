@@ -35,13 +35,10 @@ from mqstore.broker.configtable import VersionedTable
 from mqstore.failures import FailureCounter
 from mqstore.remoting.errors import BadRequestError
 from mqstore.remoting.fastjson import Bean
+from mqstore.remoting.values import PERM_ALL, PERM_INHERIT, PERM_READ, PERM_RW, PERM_WRITE
 
 log = logging.getLogger(__name__)
 
-PERM_INHERIT: Final = 1
-PERM_WRITE: Final = 2
-PERM_READ: Final = 4
-PERM_RW: Final = PERM_READ | PERM_WRITE
 AUTO_CREATE_TOPIC_KEY: Final = "TBW102"
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 SCHEDULE_TOPIC_QUEUE_NUMS: Final = 18
@@ -52,8 +49,6 @@ MAX_QUEUE_NUMS: Final = 1024
 must be positive; every queue is a directory, a route entry and a consumer's work, so a
 client asking for billions would take the broker and every client down with it. 1024
 is far above any real topic (the defaults are 4 and 8)."""
-PERM_ALL: Final = 0b111
-"""Every permission bit RocketMQ defines (INHERIT | WRITE | READ)."""
 
 
 @dataclass(frozen=True, slots=True)

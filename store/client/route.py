@@ -19,11 +19,9 @@ from dataclasses import dataclass
 
 from mqstore.client.allocate import MessageQueue, sort_queues
 from mqstore.remoting.fastjson import FastjsonError, loads
-from mqstore.remoting.values import QueueData
+from mqstore.remoting.values import PERM_READ, PERM_WRITE, QueueData
 
 MASTER_ID = 0
-PERM_READ = 0x4
-PERM_WRITE = 0x2
 
 
 class RouteError(ValueError):

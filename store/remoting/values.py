@@ -83,11 +83,21 @@ def sort_queues(queues: Iterable[MessageQueue]) -> list[MessageQueue]:
     return sorted(queues, key=MessageQueue.sort_key)
 
 
+# RocketMQ ``PermName``: the bits of a topic's ``perm``, in a broker's topic config and in
+# a route's QueueData. INHERIT marks a template (TBW102) that auto-created topics copy.
+PERM_INHERIT: Final = 0x1
+PERM_WRITE: Final = 0x2
+PERM_READ: Final = 0x4
+PERM_RW: Final = PERM_READ | PERM_WRITE
+PERM_ALL: Final = PERM_INHERIT | PERM_WRITE | PERM_READ
+"""Every permission bit RocketMQ defines."""
+
+
 @dataclass(frozen=True, slots=True)
 class QueueData:
     """One broker's queues of one topic in a route (``TopicRouteData.queueDatas``).
 
-    ``perm`` holds ``PermName`` bits (0x4 readable, 0x2 writable). ``topic_sys_flag``
+    ``perm`` holds ``PermName`` bits (:data:`PERM_READ`, :data:`PERM_WRITE`). ``topic_sys_flag``
     is what the broker registered; a client reading a route leaves it 0, since it
     uses only the counts and ``perm``.
     """
