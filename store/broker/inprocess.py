@@ -23,20 +23,9 @@ from mqstore.broker.core import BrokerCore
 from mqstore.broker.pulls import PullOutcome, PullRequest
 from mqstore.closeable import Closeable
 from mqstore.message import Message
+from mqstore.remoting import values
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.errors import BrokerError, TransportError
-from mqstore.remoting.values import (
-    PULL_STATUS,
-    SEND_STATUS,
-    ConsumerIdsChanged,
-    Heartbeat,
-    MessageQueue,
-    PullQuery,
-    PullReply,
-    PullStatus,
-    SendBack,
-    SendResult,
-)
 
 HOLD_MARGIN_S = 30.0
 """How long past ``suspend_ms`` a pull waits before declaring the broker lost."""
@@ -63,21 +52,21 @@ class _AsyncPull:
         return self.finish()
 
 
-def pull_reply(outcome: PullOutcome) -> PullReply:
+def pull_reply(outcome: PullOutcome) -> values.PullReply:
     """Map a decoded pull outcome to the client's reply.
 
     Raises:
         BrokerError: the code is not one of the four pull codes.
     """
-    status = PULL_STATUS.get(outcome.code)
+    status = values.PULL_STATUS.get(outcome.code)
     if status is None:
         raise BrokerError(outcome.code, outcome.remark or "")
-    return PullReply(
+    return values.PullReply(
         status,
         outcome.next_begin_offset,
         outcome.min_offset,
         outcome.max_offset,
-        outcome.messages if status is PullStatus.FOUND else (),
+        outcome.messages if status is values.PullStatus.FOUND else (),
         outcome.suggest_which_broker_id,
     )
 
@@ -88,7 +77,7 @@ class InProcessTransport(Closeable):
     def __init__(self, core: BrokerCore, client_host: str = "127.0.0.1") -> None:
         self.core = core
         self.client_host = client_host
-        self._handler: ConsumerIdsChanged | None = None
+        self._handler: values.ConsumerIdsChanged | None = None
         self._closed = False
 
     # ------------------------------------------------------------- the channel
@@ -99,7 +88,7 @@ class InProcessTransport(Closeable):
         if handler is not None and not self._closed:
             handler(group)
 
-    def set_consumer_ids_changed(self, handler: ConsumerIdsChanged | None) -> None:
+    def set_consumer_ids_changed(self, handler: values.ConsumerIdsChanged | None) -> None:
         """Install the handler the broker calls on a group change (None removes it)."""
         self._handler = handler
 
@@ -114,18 +103,18 @@ class InProcessTransport(Closeable):
         if self._closed:
             raise TransportError("transport closed")
 
-    def topic_queues(self, topic: str) -> list[MessageQueue]:
+    def topic_queues(self, topic: str) -> list[values.MessageQueue]:
         """The topic's readable queues, sorted; [] for an unknown topic."""
         self._check()
         config = self.core.topic_config(topic)
         if config is None or not config.readable:
             return []
         name = self.broker_name
-        return [MessageQueue(topic, name, q) for q in range(config.read_queue_nums)]
+        return [values.MessageQueue(topic, name, q) for q in range(config.read_queue_nums)]
 
     def send(
-        self, producer_group: str, queue: MessageQueue, messages: Sequence[Message]
-    ) -> SendResult:
+        self, producer_group: str, queue: values.MessageQueue, messages: Sequence[Message]
+    ) -> values.SendResult:
         """Store ``messages`` in ``queue`` (auto-creating the topic).
 
         Raises:
@@ -133,19 +122,19 @@ class InProcessTransport(Closeable):
         """
         self._check()
         outcome = self.core.send(queue.topic, queue.queue_id, messages)
-        status = SEND_STATUS.get(outcome.code)
+        status = values.SEND_STATUS.get(outcome.code)
         if status is None or not outcome.results:
             raise BrokerError(outcome.code, outcome.remark or "")
         results = outcome.results
-        return SendResult(
+        return values.SendResult(
             status,
             ",".join(r.uniq_key for r in results),
             ",".join(r.msg_id for r in results),
-            MessageQueue(outcome.topic, self.broker_name, outcome.queue_id),
+            values.MessageQueue(outcome.topic, self.broker_name, outcome.queue_id),
             results[0].queue_offset,
         )
 
-    def pull(self, query: PullQuery) -> PullReply:
+    def pull(self, query: values.PullQuery) -> values.PullReply:
         """PULL_MESSAGE; blocks up to ``query.suspend_ms`` when nothing is new.
 
         Raises:
@@ -153,9 +142,11 @@ class InProcessTransport(Closeable):
             TransportError: the broker did not answer within ``suspend_ms`` + 30 s.
         """
         done = threading.Event()
-        box: list[PullReply | BrokerError | TransportError | None] = []
+        box: list[values.PullReply | BrokerError | TransportError | None] = []
 
-        def on_done(reply: PullReply | None, error: BrokerError | TransportError | None) -> None:
+        def on_done(
+            reply: values.PullReply | None, error: BrokerError | TransportError | None
+        ) -> None:
             box.append(reply if error is None else error)
             done.set()
 
@@ -164,15 +155,15 @@ class InProcessTransport(Closeable):
             handle.cancel()
             raise TransportError(f"pull of {query.queue} not answered within {query.suspend_ms} ms")
         answer = box[0]
-        if isinstance(answer, PullReply):
+        if isinstance(answer, values.PullReply):
             return answer
         assert answer is not None
         raise answer
 
     def pull_async(
         self,
-        query: PullQuery,
-        callback: Callable[[PullReply | None, BrokerError | TransportError | None], None],
+        query: values.PullQuery,
+        callback: Callable[[values.PullReply | None, BrokerError | TransportError | None], None],
     ) -> _AsyncPull:
         """PULL_MESSAGE without blocking: ``callback`` gets the reply (or BrokerError)
         on the broker's thread that answers (the hold service for a held pull).
@@ -201,32 +192,32 @@ class InProcessTransport(Closeable):
         self.core.pull(request, on_done)
         return handle
 
-    def query_offset(self, group: str, queue: MessageQueue) -> int | None:
+    def query_offset(self, group: str, queue: values.MessageQueue) -> int | None:
         """The group's committed offset; None for QUERY_NOT_FOUND."""
         self._check()
         return self.core.queries.query_offset(group, queue.topic, queue.queue_id)
 
-    def update_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
+    def update_offset(self, group: str, queue: values.MessageQueue, offset: int) -> None:
         """Commit the group's offset for ``queue``."""
         self._check()
         self.core.queries.update_offset(group, queue.topic, queue.queue_id, offset)
 
-    def max_offset(self, queue: MessageQueue) -> int:
+    def max_offset(self, queue: values.MessageQueue) -> int:
         """GET_MAX_OFFSET."""
         self._check()
         return self.core.queries.max_offset(queue.topic, queue.queue_id)
 
-    def min_offset(self, queue: MessageQueue) -> int:
+    def min_offset(self, queue: values.MessageQueue) -> int:
         """GET_MIN_OFFSET."""
         self._check()
         return self.core.queries.min_offset(queue.topic, queue.queue_id)
 
-    def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+    def search_offset(self, queue: values.MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP."""
         self._check()
         return self.core.queries.search_offset(queue.topic, queue.queue_id, timestamp_ms)
 
-    def heartbeat(self, hb: Heartbeat) -> None:
+    def heartbeat(self, hb: values.Heartbeat) -> None:
         """Register (or refresh) the client; this transport is its channel."""
         self._check()
         self.core.heartbeat(hb, self)
@@ -242,18 +233,20 @@ class InProcessTransport(Closeable):
         return self.core.consumer_ids(group)
 
     def lock_batch(
-        self, group: str, client_id: str, queues: Sequence[MessageQueue]
-    ) -> set[MessageQueue]:
+        self, group: str, client_id: str, queues: Sequence[values.MessageQueue]
+    ) -> set[values.MessageQueue]:
         """Lock ``queues`` for ``client_id`` (60 s lease); returns those now held."""
         self._check()
         return self.core.lock_batch(group, client_id, queues)
 
-    def unlock_batch(self, group: str, client_id: str, queues: Sequence[MessageQueue]) -> None:
+    def unlock_batch(
+        self, group: str, client_id: str, queues: Sequence[values.MessageQueue]
+    ) -> None:
         """Release ``client_id``'s locks on ``queues``."""
         self._check()
         self.core.unlock_batch(group, client_id, queues)
 
-    def send_back(self, request: SendBack) -> None:
+    def send_back(self, request: values.SendBack) -> None:
         """Retry the message through ``%RETRY%group`` or move it to ``%DLQ%group``.
 
         Raises:
