@@ -31,12 +31,20 @@ from mqstore.remoting.values import ConsumerData, MessageQueue, SubscriptionData
 
 @dataclass(frozen=True, slots=True)
 class TopicOffset:
-    """One queue of ``TopicStatsTable``: first and next offsets, last store time."""
+    """One queue of ``TopicStatsTable``: first and next offsets, last store time;
+    :meth:`bean` is its ``TopicOffset``."""
 
     queue: MessageQueue
     min_offset: int
     max_offset: int
     last_update_timestamp: int
+
+    def bean(self) -> Bean:
+        return Bean(
+            lastUpdateTimestamp=self.last_update_timestamp,
+            maxOffset=self.max_offset,
+            minOffset=self.min_offset,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +62,16 @@ class QueueProgress:
         """Messages not yet consumed (what ``consumerProgress`` prints as Diff)."""
         return max(0, self.broker_offset - self.consumer_offset)
 
+    def bean(self) -> Bean:
+        """The ``OffsetWrapper``; its ``pullOffset`` (5.x) is the committed offset, since
+        the broker keeps no separate pull offset."""
+        return Bean(
+            brokerOffset=self.broker_offset,
+            consumerOffset=self.consumer_offset,
+            lastTimestamp=self.last_timestamp,
+            pullOffset=self.consumer_offset,
+        )
+
 
 def _mq_key(mq: MessageQueue) -> str:
     return dumps(Bean(brokerName=mq.broker_name, queueId=mq.queue_id, topic=mq.topic))
@@ -63,38 +81,20 @@ def _mq_map(pairs: Iterable[tuple[MessageQueue, object]]) -> str:
     return "{" + ",".join(f"{_mq_key(mq)}:{dumps(v)}" for mq, v in pairs) + "}"
 
 
+def _offset_table(rows: Sequence[TopicOffset | QueueProgress]) -> str:
+    """The ``offsetTable`` of the rows' queues, each to its row's bean."""
+    return _mq_map((row.queue, row.bean()) for row in rows)
+
+
 def topic_stats_body(queues: Sequence[TopicOffset]) -> bytes:
     """``TopicStatsTable``."""
-    table = _mq_map(
-        (
-            q.queue,
-            Bean(
-                lastUpdateTimestamp=q.last_update_timestamp,
-                maxOffset=q.max_offset,
-                minOffset=q.min_offset,
-            ),
-        )
-        for q in queues
-    )
-    return ('{"offsetTable":' + table + "}").encode()
+    return ('{"offsetTable":' + _offset_table(queues) + "}").encode()
 
 
 def consume_stats_body(queues: Sequence[QueueProgress], consume_tps: float = 0.0) -> bytes:
-    """``ConsumeStats``; ``pullOffset`` (5.x ``OffsetWrapper``) equals the committed
-    offset since the broker keeps no separate pull offset."""
-    table = _mq_map(
-        (
-            q.queue,
-            Bean(
-                brokerOffset=q.broker_offset,
-                consumerOffset=q.consumer_offset,
-                lastTimestamp=q.last_timestamp,
-                pullOffset=q.consumer_offset,
-            ),
-        )
-        for q in queues
-    )
-    return ('{"consumeTps":' + dumps(float(consume_tps)) + ',"offsetTable":' + table + "}").encode()
+    """``ConsumeStats``."""
+    tps = dumps(float(consume_tps))
+    return ('{"consumeTps":' + tps + ',"offsetTable":' + _offset_table(queues) + "}").encode()
 
 
 def reset_offset_body(offsets: Mapping[MessageQueue, int]) -> bytes:
