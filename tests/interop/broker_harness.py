@@ -24,6 +24,7 @@ import pytest
 
 from mqstore import MessageStore, StoreConfig
 from mqstore.broker.core import BrokerCore
+from mqstore.broker.server import BrokerServer
 
 HERE = Path(__file__).resolve().parent
 
@@ -33,7 +34,7 @@ class LiveBroker:
         self.root = root
         self.store: MessageStore | None = None
         self.core: BrokerCore | None = None
-        self.server: Any = None
+        self.server: BrokerServer | None = None
         self.port = 0
 
     @property
@@ -41,8 +42,6 @@ class LiveBroker:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> LiveBroker:
-        from mqstore.broker.server import BrokerServer
-
         self.store = MessageStore.open(StoreConfig(root_dir=str(self.root)))
         self.core = BrokerCore(self.store)
         self.core.start()
