@@ -20,13 +20,16 @@ The slave's reconnect delay is RocketMQ's fixed 5 s; tests shorten it through
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from mqstore.config import BrokerRole, StoreConfig
 from mqstore.errors import ConfigError
 from mqstore.ha.master import HAMaster, LogSource
 from mqstore.ha.slave import HASlave, LogSink
 from mqstore.status import PutStatus
+
+if TYPE_CHECKING:
+    from mqstore.message_store import MessageStore
 
 ReplicaWait = Callable[[int], PutStatus]
 """The put-path hook: block until a slave acked an end offset, return the status."""
@@ -46,22 +49,6 @@ class HAService(Protocol):
 
 class ReplicatedLog(LogSource, LogSink, Protocol):
     """The CommitLog as replication uses it: a master reads it, a slave appends to it."""
-
-
-class ServedStore(Protocol):
-    """What :func:`serve` needs of an open store: its role, its log, its HA slot."""
-
-    @property
-    def cfg(self) -> StoreConfig: ...
-
-    @property
-    def commitlog(self) -> LogSource: ...
-
-    @property
-    def ha(self) -> HAService | None: ...
-
-    @ha.setter
-    def ha(self, service: HAService | None) -> None: ...
 
 
 def _check(cfg: StoreConfig) -> None:
@@ -146,7 +133,7 @@ def start_for(cfg: StoreConfig, commitlog: ReplicatedLog) -> HAService | None:
     return None
 
 
-def serve(store: ServedStore) -> HAMaster:
+def serve(store: MessageStore) -> HAMaster:
     """Make an open master store serve slaves (an ASYNC_MASTER asks for it explicitly).
 
     Returns the running master (the one already running for a SYNC_MASTER); the store
@@ -170,7 +157,6 @@ __all__ = [
     "HAService",
     "ReplicaWait",
     "ReplicatedLog",
-    "ServedStore",
     "master_for",
     "serve",
     "slave_for",
