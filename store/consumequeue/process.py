@@ -74,8 +74,6 @@ class DispatchProcess:
     ) -> None:
         self.cfg = cfg
         self._segments = segments
-        self._checkpoint = checkpoint
-        self.limit = limit
         self._lock_fd = lock_fd
         self._on_error = on_error
         self.state = SharedState(cfg.root / FILE_NAME, create=True)
@@ -135,13 +133,7 @@ class DispatchProcess:
         Raises:
             DispatchProcessError: the child did not start.
         """
-        st = self.state
-        st.set(Slot.DISPATCHED, reput_from)
-        st.set(Slot.INDEXED, 1 if index_from is None else 0)
-        st.set(Slot.LIMIT, self.limit())
-        st.set(Slot.MIN_PHYSICAL, self._segments.min_offset)
-        st.set(Slot.LOGICS_MSG_TIMESTAMP, self._checkpoint.logics_msg_timestamp)
-        st.set(Slot.INDEX_MSG_TIMESTAMP, self._checkpoint.index_msg_timestamp)
+        self.state.set(Slot.INDEXED, 1 if index_from is None else 0)
         self._watcher.start_at(reput_from)
         self._spawn(Start(self.cfg, reput_from, index_from, restart=False))
         self._thread = threading.Thread(target=self._watch, name="dispatch-watch", daemon=True)
@@ -243,7 +235,7 @@ class DispatchProcess:
         self._proc = None
         if proc is None:
             return False
-        self.state.set(Slot.LIMIT, self.limit())
+        self._watcher.publish()  # the limit to drain up to
         assert proc.stdin is not None
         try:
             proc.stdin.write(b"stop\n")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from mqstore.checkpoint import Checkpoint
 from mqstore.commitlog import format as fmt
@@ -27,6 +28,7 @@ POLL = 0.001
 """The watcher's period (RocketMQ's reput thread polls every millisecond too)."""
 
 
+@dataclass(eq=False)
 class Watcher:
     """Publishes limits, announces arrivals and syncs the checkpoint for one child.
 
@@ -34,28 +36,28 @@ class Watcher:
     stopped); :attr:`progress` may be waited on from any thread.
     """
 
-    def __init__(
-        self,
-        state: SharedState,
-        segments: Segments,
-        checkpoint: Checkpoint,
-        dispatcher: Dispatcher,
-        *,
-        limit: Callable[[], int],
-        note_error: Callable[[BaseException], None],
-    ) -> None:
-        self._state = state
-        self._segments = segments
-        self._checkpoint = checkpoint
-        self._dispatcher = dispatcher
-        self._limit = limit
-        self._note_error = note_error
-        self._announced = 0
-        self.progress = threading.Condition()
-        """Notified whenever the child's published progress moved."""
+    state: SharedState
+    segments: Segments
+    checkpoint: Checkpoint
+    dispatcher: Dispatcher
+    _: KW_ONLY
+    limit: Callable[[], int]
+    """The offset the child may dispatch up to, published every round."""
+    note_error: Callable[[BaseException], None]
+    """Told of a failed checkpoint flush (which is logged too)."""
+    progress: threading.Condition = field(default_factory=threading.Condition, init=False)
+    """Notified whenever the child's published progress moved."""
+    _announced: int = field(default=0, init=False)
 
     def start_at(self, dispatched: int) -> None:
-        """Records before ``dispatched`` count as announced already."""
+        """Publish the starting state before the child runs: records before
+        ``dispatched`` are dispatched (and count as announced), the limit and the
+        first offset as :meth:`publish` has them, and the checkpoint's timestamps."""
+        st, cp = self.state, self.checkpoint
+        st.set(Slot.DISPATCHED, dispatched)
+        st.set(Slot.LOGICS_MSG_TIMESTAMP, cp.logics_msg_timestamp)
+        st.set(Slot.INDEX_MSG_TIMESTAMP, cp.index_msg_timestamp)
+        self.publish()
         self._announced = dispatched
 
     def tick(self) -> None:
@@ -66,26 +68,26 @@ class Watcher:
 
     def publish(self) -> None:
         """Publish the dispatch limit and the CommitLog's first offset."""
-        st = self._state
-        st.set(Slot.LIMIT, self._limit())
-        st.set(Slot.MIN_PHYSICAL, self._segments.min_offset)
+        st = self.state
+        st.set(Slot.LIMIT, self.limit())
+        st.set(Slot.MIN_PHYSICAL, self.segments.min_offset)
 
     def announce(self) -> None:
         """Wake waiters and, for arrival listeners, announce newly dispatched records."""
-        done = self._state.get(Slot.DISPATCHED)
+        done = self.state.get(Slot.DISPATCHED)
         if done == self._announced:
             return
         start, self._announced = self._announced, done
-        if self._dispatcher.listeners and done > start:
+        if self.dispatcher.listeners and done > start:
             self._announce_records(start, done)
         with self.progress:
             self.progress.notify_all()
 
     def _announce_records(self, start: int, end: int) -> None:
         """Announce every queued record in [start, end) (headers only)."""
-        segs = self._segments
-        arrival_of = self._dispatcher.arrival_of
-        notify = self._dispatcher.notify
+        segs = self.segments
+        arrival_of = self.dispatcher.arrival_of
+        notify = self.dispatcher.notify
         pos = start
         while pos < end:
             mf = segs.find(pos)
@@ -115,7 +117,7 @@ class Watcher:
     def sync_checkpoint(self) -> None:
         """Copy the child's queue and index timestamps into the checkpoint, flushing it
         when they changed; a failed flush goes to ``note_error`` and the log."""
-        st, cp = self._state, self._checkpoint
+        st, cp = self.state, self.checkpoint
         logics = st.get(Slot.LOGICS_MSG_TIMESTAMP)
         index = st.get(Slot.INDEX_MSG_TIMESTAMP)
         if logics != cp.logics_msg_timestamp or index != cp.index_msg_timestamp:
@@ -124,5 +126,5 @@ class Watcher:
             try:
                 cp.flush()
             except OSError as e:
-                self._note_error(e)
+                self.note_error(e)
                 log.error("checkpoint flush failed: %s", e)
