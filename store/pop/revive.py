@@ -112,34 +112,31 @@ def _replay_one(
                     m.queue_offset, tag)  # fmt: skip
 
 
+@dataclasses.dataclass(eq=False)
 class Reviver:
     """Copies the unacknowledged messages of due checkpoints (see the module docstring)."""
 
-    def __init__(
-        self,
-        store: MessageStore,
-        inflight: InFlight,
-        writer: RecordWriter,
-        max_attempts: Callable[[str], int],
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._store = store
-        self._inflight = inflight
-        self._writer = writer
-        self._max_attempts = max_attempts
-        self._clock = clock
-        self.revived = 0
-        """Messages copied to a retry topic so far."""
-        self.dead = 0
-        """Messages sent to a dead-letter queue so far."""
-        self.failures = FailureCounter(log, "pop-revive")
-        """Checkpoints dropped because their revive raised (kind ``checkpoint``)."""
+    store: MessageStore
+    inflight: InFlight
+    writer: RecordWriter
+    """Writes the copies and the settling acks."""
+    max_attempts: Callable[[str], int]
+    """A group's most delivery attempts; a message at it goes to the dead-letter queue."""
+    clock: Callable[[], float] = time.time
+    revived: int = dataclasses.field(default=0, init=False)
+    """Messages copied to a retry topic so far."""
+    dead: int = dataclasses.field(default=0, init=False)
+    """Messages sent to a dead-letter queue so far."""
+    failures: FailureCounter = dataclasses.field(
+        default_factory=lambda: FailureCounter(log, "pop-revive"), init=False
+    )
+    """Checkpoints dropped because their revive raised (kind ``checkpoint``)."""
 
     def revive_due(self) -> int:
         """Revive every checkpoint due now; return how many messages were copied."""
-        now = int(self._clock() * 1000)
+        now = int(self.clock() * 1000)
         n = 0
-        for p in self._inflight.take_due(now):
+        for p in self.inflight.take_due(now):
             try:
                 n += self._revive(p)
             except Exception as e:  # this checkpoint's own fault: skip it, revive the rest
@@ -157,9 +154,9 @@ class Reviver:
                 settled.append(offset)
                 continue  # removed by retention: nothing left to deliver
             normal = normal_topic(ck.topic, ck.group)
-            dead = m.reconsume_times + 1 >= self._max_attempts(ck.group)
+            dead = m.reconsume_times + 1 >= self.max_attempts(ck.group)
             target = dlq_topic(ck.group) if dead else pop_retry_topic(normal, ck.group)
-            r = self._writer.put_copy(m, target, normal, ck.pop_time)
+            r = self.writer.put_copy(m, target, normal, ck.pop_time)
             if not r.status.stored:
                 rest = p.unacked[i:]
                 log.warning("revive of %s offset %d refused (%s): retrying", ck.topic, offset,
@@ -193,7 +190,7 @@ class Reviver:
         ck = p.ck
         ack = AckMsg(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time,
                      ck.broker_name, tuple(offsets))  # fmt: skip
-        r = self._writer.put_ack(ack, p.revive_qid, ck.revive_time)
+        r = self.writer.put_ack(ack, p.revive_qid, ck.revive_time)
         if not r.status.stored:
             log.warning("revive of %s: settling ack refused (%s); a restart may revive "
                         "it again", ck.topic, r.status.name)  # fmt: skip
@@ -201,10 +198,10 @@ class Reviver:
     def _retry_later(self, p: Pending, rest: list[int]) -> None:
         ck = dataclasses.replace(p.ck, invisible_time=p.ck.invisible_time + RETRY_LATER_MS)
         acked = {o for o in ck.offsets if o not in rest}
-        self._inflight.add(Pending(ck, p.revive_qid, p.ck_offset, acked))
+        self.inflight.add(Pending(ck, p.revive_qid, p.ck_offset, acked))
 
     def _read(self, topic: str, queue_id: int, offset: int) -> StoredMessage | None:
-        r = self._store.get_message(REVIVE_GROUP, topic, queue_id, offset, 1)
+        r = self.store.get_message(REVIVE_GROUP, topic, queue_id, offset, 1)
         if r.messages and r.messages[0].queue_offset == offset:
             return r.messages[0]
         return None
