@@ -23,6 +23,7 @@ accepted at all is the lifecycle's :class:`~mqstore._lifecycle.StoreState`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from itertools import repeat
 from operator import itemgetter
 from typing import NamedTuple
@@ -66,47 +67,38 @@ def _refused(r: Refusal) -> PutResult:
     return PutResult(r.status, error=r.error)
 
 
+@dataclass(eq=False)
 class PutWriter:
-    """put_message and put_messages over one open store's CommitLog and flusher.
+    """put_message and put_messages over one open store's CommitLog and flusher."""
 
-    Args:
-        framer: frames messages (and owns the caches and the UNIQ_KEY generator).
-        commitlog: where records go.
-        flusher: what PUT_OK waits for (see ``mqstore.commitlog.flush``).
-        state: the lifecycle's open/refusal state (read only).
-        delay_levels: the schedule's levels (a delayed message is redirected).
-        replica_wait: a SYNC_MASTER's wait for a slave's ack; None otherwise (and
-            then only the fast path is taken for common messages).
-    """
+    framer: MessageFramer
+    """Frames messages (and owns the caches and the UNIQ_KEY generator)."""
+    commitlog: CommitLog
+    """Where records go."""
+    flusher: GroupCommitter | AsyncFlusher
+    """What PUT_OK waits for (see ``mqstore.commitlog.flush``)."""
+    state: StoreState
+    """The lifecycle's open/refusal state (read only)."""
+    _: KW_ONLY
+    delay_levels: DelayLevels
+    """The schedule's levels (a delayed message is redirected)."""
+    replica_wait: ReplicaWait | None
+    """A SYNC_MASTER's wait for a slave's ack; None otherwise (and then only the fast
+    path is taken for common messages)."""
 
-    def __init__(
-        self,
-        framer: MessageFramer,
-        commitlog: CommitLog,
-        flusher: GroupCommitter | AsyncFlusher,
-        state: StoreState,
-        *,
-        delay_levels: DelayLevels,
-        replica_wait: ReplicaWait | None,
-    ) -> None:
-        self.framer = framer
-        self._commitlog = commitlog
-        self._flusher = flusher
-        self._state = state
-        self._delay_levels = delay_levels
-        self._replica_wait = replica_wait
-        self._fast = replica_wait is None  # a replica must ack (SYNC_MASTER): general path
-        self._waits = flusher.waits  # ASYNC_FLUSH acks at once: no wait_for call
-        self._host_hex = commitlog.store_host_hex
+    def __post_init__(self) -> None:
+        self._fast = self.replica_wait is None  # a replica must ack (SYNC_MASTER): general path
+        self._waits = self.flusher.waits  # ASYNC_FLUSH acks at once: no wait_for call
+        self._host_hex = self.commitlog.store_host_hex
         # Offset message ids (store host, offset as 16 hex digits): the offset's high
         # 48 bits formatted once per 64 KiB of log, the low 16 bits from a table.
         self._hex4 = hex4_table()
         self._id_high: tuple[int, str] = (-1, "")
         """(offset >> 16, the id's digits up to it) of the latest id."""
-        self._segment_size = commitlog.file_size
+        self._segment_size = self.commitlog.file_size
 
     def _unavailable(self) -> PutResult | None:
-        reason = self._state.refusal()
+        reason = self.state.refusal()
         return None if reason is None else PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=reason)
 
     # ------------------------------------------------------------------ one
@@ -123,15 +115,15 @@ class PutWriter:
             IllegalMessageError: empty/non-bytes body, negative queue id, bad property.
             StoreClosedError: after close().
         """
-        if self._fast and not self._state.refusing:
+        if self._fast and not self.state.refusing:
             framed = self.framer.common(msg)
             if framed is not None:
                 record, uniq = framed
-                at = self._commitlog.append_v1(record)
+                at = self.commitlog.append_v1(record)
                 if at is not None:  # else the segment is full: the general path rolls
                     phys, qoff, ts = at
                     total = record[V1_TOTAL]
-                    status = self._flusher.wait_for(phys + total) if self._waits else _PUT_OK
+                    status = self.flusher.wait_for(phys + total) if self._waits else _PUT_OK
                     high, head = self._id_high
                     if phys >> 16 != high:
                         head = self._id_head(phys)
@@ -165,23 +157,23 @@ class PutWriter:
     def put_general(self, msg: Message) -> PutResult:
         """put_message of any message by the general path (validation, properties,
         delay, compression)."""
-        if self._state.refusing:
+        if self.state.refusing:
             bad = self._unavailable()
             if bad is not None:
                 return bad
         if msg.delay_level > 0:  # stored in SCHEDULE_TOPIC_XXXX until due (store.schedule)
-            msg = redirect(msg, self._delay_levels)
+            msg = redirect(msg, self.delay_levels)
         prepared = self.framer.prepare(msg)
         if isinstance(prepared, Refusal):
             return _refused(prepared)
         enc, uniq = prepared
         try:
-            phys, size, qoff = self._commitlog.append(enc)
+            phys, size, qoff = self.commitlog.append(enc)
         except RollFailed as e:
             return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=str(e))
-        status = self._flusher.wait_for(phys + size) if msg.wait_store_msg_ok else _PUT_OK
-        if self._replica_wait is not None and status is _PUT_OK and msg.wait_store_msg_ok:
-            status = self._replica_wait(phys + size)  # SYNC_MASTER: flush, then a slave
+        status = self.flusher.wait_for(phys + size) if msg.wait_store_msg_ok else _PUT_OK
+        if self.replica_wait is not None and status is _PUT_OK and msg.wait_store_msg_ok:
+            status = self.replica_wait(phys + size)  # SYNC_MASTER: flush, then a slave
         return _tuple_new(
             PutResult,
             (
@@ -190,7 +182,7 @@ class PutWriter:
                 qoff,
                 f"{self._host_hex}{phys:016X}",
                 size,
-                self._commitlog.last_store_timestamp,
+                self.commitlog.last_store_timestamp,
                 uniq,
                 None,
             ),
@@ -209,7 +201,7 @@ class PutWriter:
         """
         if not msgs:
             return []
-        if self._fast and not self._state.refusing:
+        if self._fast and not self.state.refusing:
             done = self._put_common_batch(msgs)
             if done is not None:
                 return done
@@ -223,12 +215,12 @@ class PutWriter:
         if framed is None:
             return None
         records, uniqs = framed
-        at = self._commitlog.append_v1_batch(records)
+        at = self.commitlog.append_v1_batch(records)
         if at is None:
             return None
         physs, qoffs, ts = at
         status = (
-            self._flusher.wait_for(physs[-1] + records[-1][V1_TOTAL]) if self._waits else _PUT_OK
+            self.flusher.wait_for(physs[-1] + records[-1][V1_TOTAL]) if self._waits else _PUT_OK
         )
         # The results built by C loops (map/zip), no Python frame per message.
         ids = self._msg_ids(physs)
@@ -243,7 +235,7 @@ class PutWriter:
             return [bad] * len(msgs)
         encs: list[EncodedMessage] = []
         uniqs: list[str] = []
-        levels = self._delay_levels
+        levels = self.delay_levels
         prepare = self.framer.prepare
         for m in msgs:
             prepared = prepare(redirect(m, levels) if m.delay_level > 0 else m)
@@ -260,13 +252,13 @@ class PutWriter:
                 )
             ] * len(msgs)
         try:
-            ar = self._commitlog.append_batch(encs)
+            ar = self.commitlog.append_batch(encs)
         except RollFailed as e:
             return [PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=str(e))] * len(msgs)
         wait = any(m.wait_store_msg_ok for m in msgs)
-        status = self._flusher.wait_for(ar.next_offset) if wait else PutStatus.PUT_OK
-        if self._replica_wait is not None and status is PutStatus.PUT_OK and wait:
-            status = self._replica_wait(ar.next_offset)
+        status = self.flusher.wait_for(ar.next_offset) if wait else PutStatus.PUT_OK
+        if self.replica_wait is not None and status is PutStatus.PUT_OK and wait:
+            status = self.replica_wait(ar.next_offset)
         host = self._host_hex
         ts = ar.store_timestamp
         return [
