@@ -186,7 +186,7 @@ def process_consumer_connections(ctx: RequestContext, cmd: RemotingCommand) -> R
         return cmd.make_response(
             ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
         )
-    conns = [c for c in (core.connections.client(cid) for cid in sorted(info.clients)) if c]
+    conns = core.connections.clients(sorted(info.clients))
     version = max((c.last_update_ms for c in info.clients.values()), default=0)
     return _ok(cmd, consumer_connection_body(conns, info.data, version))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from mqstore.broker.consumers import ClientChannel
@@ -72,10 +72,11 @@ class ConnectionTable:
                 del self._clients[cid]
         return gone
 
-    def client(self, client_id: str) -> ClientConnection | None:
-        """The client's latest connection, None if unknown."""
+    def clients(self, client_ids: Iterable[str]) -> list[ClientConnection]:
+        """The latest connections of the known ones of ``client_ids``, in their order."""
         with self._lock:
-            return self._clients.get(client_id)
+            found = [self._clients.get(c) for c in client_ids]
+        return [c for c in found if c is not None]
 
     def producers(self, group: str) -> list[ClientConnection]:
         """The live clients that announced producer ``group``, sorted by client id."""

@@ -415,3 +415,12 @@ def test_a_silent_client_connection_expires() -> None:
     now[0] = 120_001
     assert table.scan_expired(120_000) == ["p1"]
     assert [c.client_id for c in table.producers("PG")] == ["p2"]
+
+
+def test_connections_of_client_ids_are_the_known_ones_in_the_order_asked() -> None:
+    from mqstore.broker.connections import ConnectionTable
+
+    table = ConnectionTable(clock=lambda: 0)
+    for cid in ("b", "a"):
+        table.heartbeat(cid, (), object(), "127.0.0.1:1", "JAVA", 1)  # type: ignore[arg-type]
+    assert [c.client_id for c in table.clients(["a", "gone", "b"])] == ["a", "b"]
