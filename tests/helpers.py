@@ -61,6 +61,15 @@ def make_store(tmp_path: Path, **cfg: Any) -> MessageStore:
     return MessageStore.open(store_config(tmp_path, **cfg))
 
 
+def tree(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` by relative path: two trees compare byte for byte."""
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
 def pull_all(
     s: MessageStore, topic: str, qid: int, sub: str = "*", batch: int = 32
 ) -> list[StoredMessage]:

@@ -42,20 +42,11 @@ from mqstore.consumequeue.results import StoredMessage
 from mqstore.errors import StoreLockedError
 from mqstore.message import tags_code
 from tests.cq_consistency import check_cq_consistency
-from tests.helpers import check_consistency, pull_all
+from tests.dispatch_child import REPO, ROLLING_SIZES, needs_child
+from tests.helpers import check_consistency, pull_all, tree
 
-if not shared.supported():
-    pytest.skip("dispatch_process needs Linux on x86-64", allow_module_level=True)
+pytestmark = [pytest.mark.integration, needs_child]
 
-pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[1]
-SIZES: dict[str, Any] = {
-    "commitlog_file_size": 64 * 1024,
-    "mapped_file_size_consume_queue": 100 * 20,  # 100 units per queue file
-    "max_hash_slot_num": 64,
-    "max_index_num": 400,  # ~130 messages of 3 keys per index file
-}
 TOPICS = ("TopicA", "TopicB", "TopicC")
 QUEUES = 4
 TAGS = ("red", "green", "blue", None, "red||x")
@@ -63,7 +54,7 @@ TAGS = ("red", "green", "blue", None, "red||x")
 
 def config(root: Path, **changes: Any) -> StoreConfig:
     """A process-mode config rooted at ``root`` with tiny files."""
-    return StoreConfig(root_dir=root, **{**SIZES, "dispatch_process": True, **changes})
+    return StoreConfig(root_dir=root, **{**ROLLING_SIZES, "dispatch_process": True, **changes})
 
 
 def message(i: int, *, topic: str | None = None, uniq: bool = False) -> Message:
@@ -134,15 +125,6 @@ def child_pid(s: MessageStore) -> int:
     pid = proc.pid
     assert pid is not None
     return pid
-
-
-def tree(directory: Path) -> dict[str, bytes]:
-    """Every file under ``directory`` by relative path."""
-    return {
-        str(p.relative_to(directory)): p.read_bytes()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file()
-    }
 
 
 @pytest.fixture
@@ -659,7 +641,7 @@ def spawn_parent(root: Path, mode: str) -> tuple[subprocess.Popen[bytes], int]:
     root.mkdir(parents=True, exist_ok=True)
     with open(root.parent / f"parent-{mode}.err", "wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", PARENT, str(root), json.dumps(SIZES), mode],
+            [sys.executable, "-c", PARENT, str(root), json.dumps(ROLLING_SIZES), mode],
             stdout=subprocess.PIPE,
             stderr=err,
             cwd=REPO,

@@ -30,25 +30,19 @@ import pytest
 
 from mqstore import Message, MessageStore, PutStatus, StoreConfig
 from mqstore.commitlog.segments import Segments
-from mqstore.consumequeue import shared
 from mqstore.consumequeue.dispatch import Dispatcher, ReputService
 from mqstore.consumequeue.store import ConsumeQueueStore
 from mqstore.index import format as ifmt
 from mqstore.index.service import LONG_MAX, IndexService
 from mqstore.schedule import DelayLevels
+from tests.dispatch_child import REPO, ROLLING_SIZES, needs_child
+from tests.helpers import tree
 
-if not shared.supported():
-    pytest.skip("the dispatcher child needs Linux on x86-64", allow_module_level=True)
+pytestmark = [pytest.mark.crash, needs_child]
 
-pytestmark = pytest.mark.crash
-
-REPO = Path(__file__).resolve().parents[2]
-SIZES: dict[str, Any] = {
-    "commitlog_file_size": 64 * 1024,
-    "mapped_file_size_consume_queue": 100 * 20,
-    "max_hash_slot_num": 16,  # few slots: long chains, every batch touches old heads
-    "max_index_num": 400,  # ~130 messages of 3 keys per file: batches cross files
-}
+# Few slots: long chains, every batch touches old heads; ~130 messages of 3 keys per
+# index file: batches cross files.
+SIZES: dict[str, Any] = {**ROLLING_SIZES, "max_hash_slot_num": 16}
 MESSAGES = 700
 TOPICS = ("TopicA", "TopicB")
 
@@ -172,14 +166,6 @@ def reference(log_dir: Path, root: Path) -> StoreConfig:
     index.close()
     segs.close()
     return cfg
-
-
-def tree(directory: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(directory)): p.read_bytes()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file()
-    }
 
 
 def lookups(cfg: StoreConfig) -> dict[str, list[int]]:
