@@ -39,10 +39,14 @@ DEFAULT_SCAN_INTERVAL_S = 10.0
 
 @dataclass(frozen=True, slots=True)
 class DataVersion:
-    """A broker's topic-config version (``DataVersion``): changes when its topics do."""
+    """A broker's topic-config version (``DataVersion``): changes when its topics do.
+    The name server compares the whole value."""
 
     timestamp: int = 0
+    """When the broker's topics last changed (epoch ms)."""
     counter: int = 0
+    """Changes counted since the broker's registrar started (from 0 again after a
+    restart, when ``timestamp`` is what tells the versions apart)."""
 
 
 @dataclass(frozen=True, slots=True)
