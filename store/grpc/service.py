@@ -76,7 +76,8 @@ class ServiceConfig:
     """The knobs of the handlers (defaults are the proxy's where it has one)."""
 
     host: str = "127.0.0.1"
-    """The address routes give clients."""
+    """With ``port``, the address routes give clients; a
+    :class:`~mqstore.grpc.server.GrpcEndpoint` sets them to its advertised host and bound port."""
     port: int = 8081
     long_polling_ms: int = 20_000
     """Longest long poll of a receive (``grpcClientConsumerMaxLongPollingTimeoutMillis``)."""
@@ -84,6 +85,7 @@ class ServiceConfig:
     default_invisible_ms: int = 60_000
     """Invisible time of a receive that asks none (a push consumer's, ``auto_renew``)."""
     min_invisible_ms: int = 1000
+    """Shortest invisible duration a receive may ask; shorter is ILLEGAL_INVISIBLE_TIME."""
     fifo_groups: frozenset[str] = frozenset()
     """Groups that consume in order (RocketMQ ``consumeMessageOrderly``)."""
     max_long_polls: int = 32
