@@ -207,41 +207,37 @@ class Reviver:
         return None
 
 
+@dataclasses.dataclass(eq=False)
 class ReviveThread(ServiceThread):
     """Runs ``revive`` when a checkpoint is due and ``persist`` every ``persist_ms``."""
 
     name = "pop-revive"
 
-    def __init__(
-        self,
-        revive: Callable[[], int],
-        next_due: Callable[[], int | None],
-        persist: Callable[[], None],
-        persist_ms: int,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    revive: Callable[[], int]
+    next_due: Callable[[], int | None]
+    """The next checkpoint's revive time (epoch ms), None when nothing is in flight."""
+    persist: Callable[[], None]
+    persist_ms: int
+    clock: Callable[[], float] = time.time
+
+    def __post_init__(self) -> None:
         super().__init__(0.01)
-        self._revive = revive
-        self._next_due = next_due
-        self._persist = persist
-        self._persist_ms = persist_ms
-        self._clock = clock
-        self._last_persist = clock()
+        self._last_persist = self.clock()
         self.failures = FailureCounter(log, self.name)
         """Failed rounds by kind (``revive``, ``persist``); each is retried next round."""
 
     def run_once(self) -> None:
         try:
-            self._revive()
+            self.revive()
         except Exception as e:
             self.failures.record("revive", e)
-        now = self._clock()
-        if (now - self._last_persist) * 1000 >= self._persist_ms:
+        now = self.clock()
+        if (now - self._last_persist) * 1000 >= self.persist_ms:
             self._last_persist = now
             try:
-                self._persist()
+                self.persist()
             except Exception as e:
                 self.failures.record("persist", e)
-        due = self._next_due()
-        wait = 0.05 if due is None else due / 1000 - self._clock()
+        due = self.next_due()
+        wait = 0.05 if due is None else due / 1000 - self.clock()
         self.interval = min(max(wait, 0.002), REVIVE_TICK_MS / 1000)
