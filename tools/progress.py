@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 from mqstore.closeable import Stoppable
@@ -19,16 +20,18 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+@dataclass(eq=False)
 class SparkProgress(Stoppable):
     """Context manager: report the tasks of the active stages while the block runs."""
 
-    def __init__(
-        self, spark: SparkSession, out: TextIO, prefix: str, interval: float = 3.0
-    ) -> None:
-        self._spark = spark
-        self._out = out
-        self._prefix = prefix
-        self._interval = interval
+    spark: SparkSession
+    out: TextIO
+    prefix: str
+    """Put before every line printed."""
+    interval: float = 3.0
+    """Seconds between two polls of the status tracker (so between two lines at least)."""
+
+    def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="spark-progress", daemon=True)
         self._t0 = time.monotonic()
@@ -41,23 +44,23 @@ class SparkProgress(Stoppable):
     def stop(self) -> None:
         """Stop reporting; waits at most one interval for the reporter thread."""
         self._stop.set()
-        self._thread.join(timeout=self._interval + 1)
+        self._thread.join(timeout=self.interval + 1)
 
     def _run(self) -> None:
         last = None
-        while not self._stop.wait(self._interval):
+        while not self._stop.wait(self.interval):
             try:
                 line = self._line()
             except Exception:  # the JVM went away (end of job, Ctrl-C): nothing to report
                 return
             if line is not None and line != last and not self._stop.is_set():
                 seconds = time.monotonic() - self._t0
-                print(f"{self._prefix}{line} ({seconds:.0f}s)", file=self._out, flush=True)
+                print(f"{self.prefix}{line} ({seconds:.0f}s)", file=self.out, flush=True)
                 last = line
 
     def _line(self) -> str | None:
         """``stage 3: 2/5 tasks`` for the active stages, or None when none runs."""
-        tracker = self._spark.sparkContext.statusTracker()
+        tracker = self.spark.sparkContext.statusTracker()
         parts = []
         for stage_id in sorted(tracker.getActiveStageIds()):
             info = tracker.getStageInfo(stage_id)
