@@ -61,12 +61,18 @@ def response_code(
 
 @dataclass(frozen=True, slots=True)
 class PullRequest:
-    """One PULL_MESSAGE, transport-neutral.
+    """One PULL_MESSAGE as the broker receives it, transport-neutral.
 
+    The fields a client asks with mean what they mean in its
+    :class:`~mqstore.remoting.values.PullQuery`, but the queue is named as the request
+    header names it: a topic and a queue id as sent, not a route's ``MessageQueue``
+    (the header carries no broker name, and the broker itself judges the id against
+    the topic's config, answering RocketMQ's SYSTEM_ERROR for an illegal one).
     ``commit_offset`` is the piggy-backed group offset (sysflag 0x1); ``suspend_ms``
     > 0 allows the broker to hold the request (sysflag 0x2 with
     ``suspendTimeoutMillis``). ``decoded`` asks for :class:`StoredMessage` objects
-    (in-process callers) instead of raw record views (the TCP server).
+    (in-process callers) instead of raw record views (the TCP server); ``client_host``
+    names the asker in remarks.
     """
 
     group: str
