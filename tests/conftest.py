@@ -1,13 +1,19 @@
-"""Shared fixtures: paths to the real RocketMQ fixtures, hypothesis profiles."""
+"""Shared fixtures: paths to the real RocketMQ fixtures, hypothesis profiles, a broker
+with a topic of 1,000 queues."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from tests.interop.broker_harness import BrokerProcess
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -38,3 +44,14 @@ def real_store_copy(real_fixtures: Path, tmp_path: Path) -> Path:
     shutil.copy(src / "checkpoint", root / "checkpoint")
     shutil.copytree(src / "config", root / "config")
     return root
+
+
+@pytest.fixture(scope="module")
+def thousand_queues(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker process holding the topic of :mod:`tests.thousand_queues` (1,000 queues,
+    3 messages each); one per test module, so each module's groups meet a fresh broker."""
+    from tests import thousand_queues
+
+    b = thousand_queues.start(tmp_path_factory.mktemp("thousand") / "store")
+    yield b
+    b.stop()

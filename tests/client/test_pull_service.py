@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -20,23 +18,13 @@ from mqstore.client.remote import RemoteTransport
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
 from tests.client.consumer_harness import FIRST, wait_until
-from tests.interop.broker_harness import BrokerProcess, broker_with_topic
+from tests.interop.broker_harness import broker_with_topic
+from tests.thousand_queues import MESSAGES, QUEUES, TOPIC
 
 pytestmark = pytest.mark.integration
 
-QUEUES = 1000
-MESSAGES = 2000
 THREAD_BOUND = 10
 CFG = dataclasses.replace(FIRST, suspend_ms=2000, consume_thread_max=4)
-
-
-@pytest.fixture(scope="module")
-def big_topic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker process with topic ``Big`` of 1,000 queues holding 2,000 messages."""
-    root = Path(tmp_path_factory.mktemp("pull-service")) / "store"
-    b = broker_with_topic(root, "Big", QUEUES, MESSAGES)
-    yield b
-    b.stop()
 
 
 class Bodies:
@@ -50,12 +38,12 @@ class Bodies:
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
-def test_a_consumer_owning_1000_queues_runs_on_a_bounded_number_of_threads(big_topic):
+def test_a_consumer_owning_1000_queues_runs_on_a_bounded_number_of_threads(thousand_queues):
     before = set(threading.enumerate())
     bodies = Bodies()
-    transport = RemoteTransport(big_topic.address)
+    transport = RemoteTransport(thousand_queues.address)
     c = PushConsumer("g-threads", transport, CFG)
-    c.subscribe("Big")
+    c.subscribe(TOPIC)
     c.register_message_listener(bodies)
     c.start()
     peak: set[threading.Thread] = set()
@@ -65,7 +53,7 @@ def test_a_consumer_owning_1000_queues_runs_on_a_bounded_number_of_threads(big_t
             peak |= set(threading.enumerate()) - before
             time.sleep(0.01)
         peak |= set(threading.enumerate()) - before
-        owned = [mq for mq in c.owned() if mq.topic == "Big"]
+        owned = [mq for mq in c.owned() if mq.topic == TOPIC]
     finally:
         c.shutdown()
         transport.close()
@@ -75,14 +63,14 @@ def test_a_consumer_owning_1000_queues_runs_on_a_bounded_number_of_threads(big_t
     assert sorted(bodies.seen) == sorted(f"m-{i}" for i in range(MESSAGES))
 
 
-def test_every_idle_owned_queue_keeps_a_long_poll_outstanding_from_one_thread(big_topic):
-    transport = RemoteTransport(big_topic.address)
+def test_every_idle_owned_queue_keeps_a_long_poll_outstanding_from_one_thread(thousand_queues):
+    transport = RemoteTransport(thousand_queues.address)
     c = PushConsumer(
         "g-idle",
         transport,
         dataclasses.replace(CFG, consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET),
     )
-    c.subscribe("Big")
+    c.subscribe(TOPIC)
     c.register_message_listener(Bodies())
     c.start()
     try:

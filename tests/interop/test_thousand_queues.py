@@ -8,35 +8,22 @@ import dataclasses
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mqstore.client.remote import RemoteTransport
 from tests.client.consumer_harness import FIRST
-from tests.interop.broker_harness import BrokerProcess, broker_with_topic, run_node
+from tests.interop.broker_harness import run_node
+from tests.thousand_queues import MESSAGES, QUEUES, TOPIC
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration]
 
-TOPIC = "Thousand"
-QUEUES = 1000
-MESSAGES = 3000
 CFG = dataclasses.replace(FIRST, suspend_ms=2000, rebalance_interval_ms=1000)
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker process whose topic of 1,000 queues holds 3 messages in each queue."""
-    root = Path(tmp_path_factory.mktemp("thousand")) / "store"
-    b = broker_with_topic(root, TOPIC, QUEUES, MESSAGES, tags="T")
-    yield b
-    b.stop()
-
-
-def test_the_route_of_a_1000_queue_topic_lists_every_queue(broker):
-    with RemoteTransport(broker.address) as t:
+def test_the_route_of_a_1000_queue_topic_lists_every_queue(thousand_queues):
+    with RemoteTransport(thousand_queues.address) as t:
         route = t.route(TOPIC)
         queues = t.topic_queues(TOPIC)
     assert route is not None
@@ -44,10 +31,10 @@ def test_the_route_of_a_1000_queue_topic_lists_every_queue(broker):
     assert [mq.queue_id for mq in queues] == list(range(QUEUES))
 
 
-def test_ali_ons_consumes_every_message_of_a_1000_queue_topic(node, broker):
+def test_ali_ons_consumes_every_message_of_a_1000_queue_topic(node, thousand_queues):
     lines = run_node(
         node, "ons_consume.js",
-        {"nameSrv": broker.address, "group": "ons-thousand", "topic": TOPIC,
+        {"nameSrv": thousand_queues.address, "group": "ons-thousand", "topic": TOPIC,
          "expect": MESSAGES, "timeoutMs": 90_000, "settleMs": 500},
         timeout_s=150,
     )  # fmt: skip
@@ -59,7 +46,9 @@ def test_ali_ons_consumes_every_message_of_a_1000_queue_topic(node, broker):
     assert {m["queueId"] for m in msgs} == set(range(QUEUES))
 
 
-def test_two_python_push_consumers_share_a_1000_queue_topic_and_consume_every_message(broker):
+def test_two_python_push_consumers_share_a_1000_queue_topic_and_consume_every_message(
+    thousand_queues,
+):
     lock = threading.Lock()
     seen: Counter[str] = Counter()
     by: dict[str, set[int]] = {"c0": set(), "c1": set()}
@@ -74,7 +63,7 @@ def test_two_python_push_consumers_share_a_1000_queue_topic_and_consume_every_me
 
         return on_msgs
 
-    transports = [RemoteTransport(broker.address) for _ in range(2)]
+    transports = [RemoteTransport(thousand_queues.address) for _ in range(2)]
     consumers = []
     for name, t in zip(("c0", "c1"), transports, strict=True):
         c = PushConsumer("py-thousand", t, CFG)
