@@ -450,36 +450,53 @@ class _Words:
 
 
 def _plain_lengths(words: _Words, p: I64) -> tuple[dict[str, I64], int]:
-    """:func:`_validate`'s length checks with one gather per field: the columns of the
-    walked records at ``p`` and the index of the first one that fails (``p.size`` when
-    none does)."""
+    """:func:`_validate`'s columns, each header field read with one gather, and the
+    same length checks (:func:`_spans`): the columns of the walked records at ``p`` and
+    the index of the first one that fails (``p.size`` when none does)."""
     rd = words.read
     size = rd(p + L.TOTAL_SIZE_POS, ">i4")
     version = np.where(rd(p + L.MAGIC_POS, ">i4") == L.MAGIC_V2, 2, 1)
     sys_flag = rd(p + L.SYSFLAG_POS, ">i4")
     combo = 2 * ((sys_flag & L.BORNHOST_V6_FLAG) != 0) + ((sys_flag & L.STOREHOST_V6_FLAG) != 0)
     hdr = _HEADER_SIZE[combo]
-    rec_end = p + size
     body_len = rd(p + _OFFSETS[combo, _BODY_LEN], ">i4")
-    tl_pos = p + hdr + body_len
-    bad = (size < hdr + version + 2) | (body_len < 0) | (tl_pos + version + 2 > rec_end)
-    t_len = np.where(version == 1, words.byte(tl_pos), rd(tl_pos, ">i2"))
-    bad |= ((version == 1) & (t_len > L.MAX_TOPIC_LENGTH_V1)) | (t_len < 0)
-    t_pos = tl_pos + version
-    bad |= t_pos + t_len + 2 > rec_end
-    props_len = rd(t_pos + t_len, ">i2")
-    props_pos = t_pos + t_len + 2
-    bad |= (props_len < 0) | (props_pos + props_len != rec_end)
-    first_bad = int(np.argmax(bad)) if bad.any() else p.size
+    spans, first_bad = _spans(words, p, size, version, hdr, body_len)
     cols = {
         "position": p, "size": size, "queue_id": rd(p + L.QUEUE_ID_POS, ">i4"),
         "queue_offset": rd(p + L.QUEUE_OFFSET_POS, ">i8"),
         "physical_offset": rd(p + L.PHYSICAL_OFFSET_POS, ">i8"), "sys_flag": sys_flag,
         "store_timestamp": rd(p + _OFFSETS[combo, _STORE_TS], ">i8"),
         "body_crc": rd(p + L.BODY_CRC_POS, ">i4"), "body_pos": p + hdr, "body_len": body_len,
-        "topic_pos": t_pos, "topic_len": t_len, "props_pos": props_pos, "props_len": props_len,
+        **spans,
     }  # fmt: skip
     return cols, first_bad
+
+
+def _spans(
+    words: _Words, p: I64, size: I64, version: I64, hdr: I64, body_len: I64
+) -> tuple[dict[str, I64], int]:
+    """The topic and properties spans of the records at ``p``, whose headers are
+    ``hdr`` bytes (columns ``topic_pos``, ``topic_len``, ``props_pos``, ``props_len``),
+    and the index of the first record whose lengths the codec rejects (``p.size`` when
+    none does): a negative body, topic or properties length, a V1 topic over its
+    limit, or spans that do not end the record exactly at TOTALSIZE."""
+    rd = words.read
+    rec_end = p + size
+    tl_pos = p + hdr + body_len
+    bad = (size < hdr + version + 2) | (body_len < 0) | (tl_pos + version + 2 > rec_end)
+    v2 = version == 2
+    t_len = words.byte(tl_pos)
+    if v2.any():
+        t_len = np.where(v2, rd(tl_pos, ">i2"), t_len)
+    bad |= (~v2 & (t_len > L.MAX_TOPIC_LENGTH_V1)) | (t_len < 0)
+    t_pos = tl_pos + version
+    bad |= t_pos + t_len + 2 > rec_end
+    props_len = rd(t_pos + t_len, ">i2")
+    props_pos = t_pos + t_len + 2
+    bad |= (props_len < 0) | (props_pos + props_len != rec_end)
+    first_bad = int(np.argmax(bad)) if bad.any() else p.size
+    spans = {"topic_pos": t_pos, "topic_len": t_len, "props_pos": props_pos, "props_len": props_len}
+    return spans, first_bad
 
 
 def _prefix(u8: NDArray[np.uint8], p: I64) -> NDArray[Any]:
@@ -508,7 +525,6 @@ def _validate(words: _Words, p: I64, size: I64, prefix: NDArray[Any]) -> tuple[d
     sys_flag = prefix[_PREFIX_NAMES[L.SYSFLAG_POS]].astype(np.int64)
     combo = 2 * ((sys_flag & L.BORNHOST_V6_FLAG) != 0) + ((sys_flag & L.STOREHOST_V6_FLAG) != 0)
     hdr = _HEADER_SIZE[combo]
-    rec_end = p + size
     body_pos = p + hdr
     # IPv4 hosts everywhere (the common case): the fields after them are in the prefix
     v4 = prefix.dtype == _V4_DTYPE and not bool(combo.any())
@@ -516,19 +532,7 @@ def _validate(words: _Words, p: I64, size: I64, prefix: NDArray[Any]) -> tuple[d
         body_len = prefix[f"f{_BODY_LEN}"].astype(np.int64)
     else:
         body_len = rd(p + _OFFSETS[combo, _BODY_LEN], ">i4")
-    tl_pos = body_pos + body_len
-    bad = (size < hdr + version + 2) | (body_len < 0) | (tl_pos + version + 2 > rec_end)
-    t_len = words.byte(tl_pos)
-    if v2.any():
-        t_len = np.where(v2, rd(tl_pos, ">i2"), t_len)
-    bad |= (version == 1) & (t_len > L.MAX_TOPIC_LENGTH_V1)
-    bad |= t_len < 0
-    t_pos = tl_pos + version
-    bad |= t_pos + t_len + 2 > rec_end
-    props_len = rd(t_pos + t_len, ">i2")
-    props_pos = t_pos + t_len + 2
-    bad |= (props_len < 0) | (props_pos + props_len != rec_end)
-    first_bad = int(np.argmax(bad)) if bad.any() else p.size
+    spans, first_bad = _spans(words, p, size, version, hdr, body_len)
 
     def field(pos: int) -> I64:
         out: I64 = prefix[_PREFIX_NAMES[pos]].astype(np.int64)
@@ -542,8 +546,7 @@ def _validate(words: _Words, p: I64, size: I64, prefix: NDArray[Any]) -> tuple[d
         "born_timestamp": field(L.BORN_TIMESTAMP_POS), "body_crc": field(L.BODY_CRC_POS),
         "store_timestamp": prefix[f"f{_STORE_TS}"].astype(np.int64)
         if v4 else rd(p + _OFFSETS[combo, _STORE_TS], ">i8"),
-        "body_pos": body_pos, "body_len": body_len, "topic_pos": t_pos, "topic_len": t_len,
-        "props_pos": props_pos, "props_len": props_len,
+        "body_pos": body_pos, "body_len": body_len, **spans,
     }  # fmt: skip
     return cols, first_bad
 
