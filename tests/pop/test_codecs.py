@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mqstore.errors import CorruptRecordError, InvalidReceiptHandleError
-from mqstore.pop.receipt import ReceiptHandle
+from mqstore.pop.receipt import ReceiptHandle, RetryFlag
 from mqstore.pop.records import AckMsg, PopCheckPoint, normal_topic, pop_retry_topic
 
 names = st.from_regex(r"[A-Za-z0-9_%-]{1,20}", fullmatch=True)
@@ -18,7 +18,7 @@ longs = st.integers(0, 2**62)
 
 handles = st.builds(
     ReceiptHandle, longs, longs, st.integers(0, 2**31), st.integers(0, 999),
-    st.sampled_from(["0", "1", "2"]), names, st.integers(0, 2**31), longs,
+    st.sampled_from(RetryFlag), names, st.integers(0, 2**31), longs,
 )  # fmt: skip
 
 
@@ -31,6 +31,11 @@ def test_receipt_handle_round_trips(h: ReceiptHandle) -> None:
 def test_garbage_handle_raises_only_invalid_receipt_handle(text: str) -> None:
     with contextlib.suppress(InvalidReceiptHandleError):
         ReceiptHandle.parse(text)
+
+
+def test_handle_with_an_unknown_retry_flag_is_refused() -> None:
+    with pytest.raises(InvalidReceiptHandleError):
+        ReceiptHandle.parse("7 1000 30000 3 5 broker-a 2 9")
 
 
 def test_handle_field_order_is_extra_info_util() -> None:
