@@ -134,13 +134,23 @@ def test_a_question_about_an_unknown_name_gets_rocketmqs_code_and_remark(
 # --------------------------------------------------------------- consume stats
 
 
+@pytest.fixture
+def committed(client: WireClient, store: MessageStore) -> None:
+    """Group ``g`` has committed offsets in topic T (queue 0 at 3 of 5 messages, queue 2
+    at 4 of 4) and U (queue 0 at 1 of 2); topic V holds messages it has no offset in."""
+    send(client, "T", 0, 5, store)
+    send(client, "T", 2, 4, store)
+    send(client, "U", 0, 2, store)
+    send(client, "V", 0, 2, store)
+    commit(client, "g", "T", 0, 3)
+    commit(client, "g", "T", 2, 4)
+    commit(client, "g", "U", 0, 1)
+
+
+@pytest.mark.usefixtures("committed")
 def test_consume_stats_lag_matches_committed_offsets(
     client: WireClient, store: MessageStore
 ) -> None:
-    send(client, "T", 0, 5, store)
-    send(client, "T", 2, 4, store)
-    commit(client, "g", "T", 0, 3)
-    commit(client, "g", "T", 2, 4)
     r = client.call(Rq.GET_CONSUME_STATS, {"consumerGroup": "g", "topic": "T"})
     assert r.code == Rs.SUCCESS
     head, table = split_table(r.body)
@@ -155,15 +165,11 @@ def test_consume_stats_lag_matches_committed_offsets(
     assert rows[1]["lastTimestamp"] == 0
 
 
-def test_consume_stats_without_topic_covers_the_groups_topics(
-    client: WireClient, store: MessageStore
-) -> None:
-    send(client, "T", 0, 2, store)
-    send(client, "U", 0, 2, store)
-    commit(client, "g", "U", 0, 1)
+@pytest.mark.usefixtures("committed")
+def test_consume_stats_without_topic_covers_the_groups_topics(client: WireClient) -> None:
     r = client.call(Rq.GET_CONSUME_STATS, {"consumerGroup": "g"})
     _, table = split_table(r.body)
-    assert {k["topic"] for k, _ in mq_keyed(table)} == {"U"}
+    assert {k["topic"] for k, _ in mq_keyed(table)} == {"T", "U"}
 
 
 # ----------------------------------------------------------------- connections

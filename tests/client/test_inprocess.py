@@ -25,19 +25,14 @@ from mqstore.client.transport import (
     TransportError,
 )
 from mqstore.message import Message
-from mqstore.message_store import MessageStore
 from mqstore.remoting.codes import ResponseCode
 from tests.helpers import make_store
 
 
 @pytest.fixture
 def core(tmp_path: Path) -> Iterator[BrokerCore]:
-    store: MessageStore = make_store(tmp_path)
-    c = BrokerCore(store)
-    c.start()
-    yield c
-    c.shutdown()
-    store.close()
+    with make_store(tmp_path) as store, BrokerCore(store) as c:
+        yield c
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -32,6 +34,18 @@ def receive_n(consumer: Any, n: int, invisible: int = 10, timeout: float = 15) -
 
     until(more, timeout)
     return got
+
+
+@contextmanager
+def received(
+    producer: Any, endpoint: GrpcEndpoint, body: bytes, invisible: int
+) -> Iterator[tuple[Any, Any]]:
+    """Send one message of ``body`` to TOPIC and receive it in GROUP, invisible for
+    ``invisible`` seconds: (the consumer, the message)."""
+    producer.send(message(body))
+    with consuming(endpoint) as c:
+        (m,) = receive_n(c, 1, invisible=invisible)
+        yield c, m
 
 
 def dlq_bodies(ep: GrpcEndpoint, group: str) -> list[bytes]:
@@ -92,9 +106,7 @@ def test_delayed_message_is_not_received_before_its_delivery_time(
 def test_unacked_message_comes_back_with_attempt_raised(
     producer: Any, endpoint: GrpcEndpoint
 ) -> None:
-    producer.send(message(b"retry-me"))
-    with consuming(endpoint) as c:
-        (m1,) = receive_n(c, 1, invisible=1)
+    with received(producer, endpoint, b"retry-me", invisible=1) as (c, m1):
         assert m1.delivery_attempt == 1
         (m2,) = receive_n(c, 1, invisible=10)
         assert m2.message_id == m1.message_id
@@ -103,9 +115,7 @@ def test_unacked_message_comes_back_with_attempt_raised(
 
 
 def test_change_invisible_duration_extends_the_hold(producer: Any, endpoint: GrpcEndpoint) -> None:
-    producer.send(message(b"extend"))
-    with consuming(endpoint) as c:
-        (m,) = receive_n(c, 1, invisible=1)
+    with received(producer, endpoint, b"extend", invisible=1) as (c, m):
         c.change_invisible_duration(m, 4)
         time.sleep(1.5)  # past the first invisible time
         assert c.receive(32, 1) == []
@@ -115,9 +125,8 @@ def test_change_invisible_duration_extends_the_hold(producer: Any, endpoint: Grp
 def test_message_goes_to_dlq_after_the_maximum_attempts(
     producer: Any, endpoint: GrpcEndpoint
 ) -> None:
-    producer.send(message(b"poison"))  # GROUP: retryMaxTimes 1 -> 2 attempts
-    with consuming(endpoint) as c:
-        (m1,) = receive_n(c, 1, invisible=1)
+    # GROUP: retryMaxTimes 1 -> 2 attempts
+    with received(producer, endpoint, b"poison", invisible=1) as (c, m1):
         (m2,) = receive_n(c, 1, invisible=1)
         assert (m1.delivery_attempt, m2.delivery_attempt) == (1, 2)
         until(lambda: dlq_bodies(endpoint, GROUP) == [b"poison"])
@@ -129,9 +138,7 @@ def test_ack_of_a_handle_no_longer_in_flight_is_refused(
 ) -> None:
     from rocketmq.v5.exception import BadRequestException
 
-    producer.send(message(b"late"))
-    with consuming(endpoint) as c:
-        (m,) = receive_n(c, 1, invisible=10)
+    with received(producer, endpoint, b"late", invisible=10) as (c, m):
         c.ack(m)
         with pytest.raises(BadRequestException):
             c.ack(m)
