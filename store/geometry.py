@@ -69,9 +69,13 @@ class Source(enum.Enum):
     """Where a size came from."""
 
     FILES = "files"
+    """Read from the store's own files (a segment's length, an index file's header)."""
     BROKER_CONFIG = "broker config"
+    """A ``broker.conf`` property (``mapedFileSizeCommitLog`` and the like)."""
     FLAGS = "flags"
+    """Given by the caller (command-line options or a ``StoreConfig``)."""
     DEFAULT = "default"
+    """RocketMQ's default, when nothing else says."""
 
 
 @dataclass(frozen=True, slots=True)

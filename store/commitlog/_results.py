@@ -32,10 +32,15 @@ class CorruptKind(enum.Enum):
     TRUNCATED = "truncated"
     """The record claims more bytes than the buffer holds (a torn tail)."""
     BAD_MAGIC = "bad_magic"
+    """The magic is neither a record's nor a blank record's (garbage or another format)."""
     BAD_SIZE = "bad_size"
+    """TOTALSIZE is below the smallest record, or a blank record's size overruns the buffer."""
     LENGTH_MISMATCH = "length_mismatch"
+    """The body, topic or properties lengths overrun the record or disagree with TOTALSIZE."""
     BAD_CRC = "bad_crc"
+    """The body's CRC32 is not the stored BODYCRC (when the reader checks CRCs)."""
     BAD_TEXT = "bad_text"
+    """The topic or properties are not UTF-8."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,8 +104,12 @@ class RecoveryMode(enum.Enum):
     """Which recovery ran."""
 
     NORMAL = "normal"
+    """The last shutdown was clean: the scan starts three segments from the end."""
     ABNORMAL = "abnormal"
+    """No clean shutdown: the scan starts at the newest segment whose first record is
+    valid and not newer than the checkpoint."""
     EMPTY = "empty"
+    """No segments: nothing to scan."""
 
 
 @dataclass(frozen=True, slots=True)
