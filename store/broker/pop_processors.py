@@ -93,7 +93,7 @@ class BrokerPop:
 
     def close(self) -> None:
         """Stop the revive thread and save the POP state."""
-        self.service.close()
+        self.service.stop()
 
 
 _pops: weakref.WeakKeyDictionary[BrokerCore, BrokerPop] = weakref.WeakKeyDictionary()

@@ -11,7 +11,7 @@ State, as RocketMQ keeps it: each popped batch is a checkpoint record and each a
 ack record in the revive topic of the CommitLog (``mqstore.pop.records``); the next
 offset to pop per (topic, group, queue), the revive offsets and the FIFO batches are
 saved in ``config/popState.json`` (``mqstore.pop.state``) every ``persist_interval_ms``
-and on close, after a CommitLog flush. A restart replays the revive topic from the
+and on stop, after a CommitLog flush. A restart replays the revive topic from the
 saved revive offsets.
 
 Delivery contract: **at least once**. A message is not lost across a restart or a
@@ -29,7 +29,7 @@ Use::
     r = pop.pop("group", "orders", max_count=16, invisible_ms=30_000)
     for m in r.messages:
         pop.ack("group", "orders", m.receipt_handle)
-    pop.close()                        # before store.close()
+    pop.stop()                         # before store.close()
 
 Thread-safe. Pops of one (topic, group, queue) are serialised by a lock of their own.
 """
@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mqstore.closeable import Stoppable
 from mqstore.consumequeue.dispatch import Arrival
 from mqstore.consumequeue.results import StoredMessage
 from mqstore.errors import InvalidReceiptHandleError, StoreClosedError
@@ -191,8 +192,9 @@ class ChangeResult:
     invisible_time: int = 0
 
 
-class PopService:
-    """POP over one store (see the module docstring). ``start()`` before use."""
+class PopService(Stoppable):
+    """POP over one store (see the module docstring): ``start()`` before use, ``stop()``
+    before the store closes; ``with`` does both."""
 
     def __init__(
         self,
@@ -243,7 +245,7 @@ class PopService:
         )  # fmt: skip
         self._thread.start()
 
-    def close(self) -> None:
+    def stop(self) -> None:
         """Stop the revive thread and save the state (call before closing the store)."""
         if self._thread is None:
             return
@@ -254,13 +256,6 @@ class PopService:
             self._generation += 1
             self._arrived.notify_all()
         self.persist()
-
-    def __enter__(self) -> PopService:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def _state_dir(self) -> Path:

@@ -40,7 +40,7 @@ def pop(store: MessageStore) -> Iterator[PopService]:
     svc = PopService(store, PopConfig(max_attempts=3, persist_interval_ms=200))
     svc.start()
     yield svc
-    svc.close()
+    svc.stop()
 
 
 class Broker(Closeable):

@@ -97,5 +97,5 @@ def test_fifo_groups_stay_in_order_across_consumers_with_random_failures(
 
     run_threads(consumer, [(s,) for s in range(3)], 120)
     assert violations == [], violations
-    pop.close()
+    pop.stop()
     assert all(done[q] == list(range(per_group)) for q in range(groups)), done

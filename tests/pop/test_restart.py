@@ -40,7 +40,7 @@ def test_in_flight_messages_come_back_after_a_clean_restart(tmp_path: Path) -> N
     pop.start()
     r = pop.pop("g", "T", 32, 600)
     assert pop.ack("g", "T", r.messages[0].receipt_handle) is AckStatus.OK
-    pop.close()
+    pop.stop()
     store.close()
 
     store = make_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
@@ -48,7 +48,7 @@ def test_in_flight_messages_come_back_after_a_clean_restart(tmp_path: Path) -> N
     pop.start()
     assert pop.pop("g", "T", 32, 5000).messages == ()  # still invisible after restart
     assert sorted(collect(pop, "g", "T", settle=1.0)) == ["b", "c"]
-    pop.close()
+    pop.stop()
     store.close()
 
 
@@ -81,7 +81,7 @@ def test_sigkill_loses_nothing_and_returns_no_acked_message(tmp_path: Path) -> N
     got = collect(pop, "g", "T", settle=1.5)  # held ones are invisible for 60 s
     # what was never popped comes from the queue, nothing acked or held comes back yet
     assert set(got) == set(bodies) - acked - held
-    pop.close()
+    pop.stop()
     store.close()
 
     # the held checkpoints due now: a clock 61 s ahead
@@ -90,7 +90,7 @@ def test_sigkill_loses_nothing_and_returns_no_acked_message(tmp_path: Path) -> N
     pop.start()
     redelivered = collect(pop, "g", "T", settle=1.5)
     assert set(redelivered) == held  # nothing lost, no acked message comes back
-    pop.close()
+    pop.stop()
     store.close()
 
 
@@ -119,7 +119,7 @@ def test_changed_message_revived_before_its_batch_is_not_revived_again_after_res
     assert pop.change_invisible_time("g", "T", a.receipt_handle, 50).status is AckStatus.OK
     clock.ms += 60
     assert pop._revive_locked() == 1  # a is visible again, b is not yet
-    pop.close()
+    pop.stop()
     store.close()
 
     store = make_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
@@ -128,6 +128,6 @@ def test_changed_message_revived_before_its_batch_is_not_revived_again_after_res
     pop._revive_locked()
     assert store.wait_dispatched(10)
     got = [(m.body, m.delivery_attempt) for m in pop.pop("g", "T", 2, 100).messages]
-    pop.close()
+    pop.stop()
     store.close()
     assert got == [(b"a", 2)]

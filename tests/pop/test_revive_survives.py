@@ -42,4 +42,4 @@ def test_restart_skips_a_checkpoint_record_of_no_offsets(store: MessageStore) ->
     try:
         assert [m.body for m in svc.pop("g", "T", 32, 5000).messages] == [b"a"]
     finally:
-        svc.close()
+        svc.stop()

@@ -56,7 +56,7 @@ class PopMachine(RuleBasedStateMachine):
         self.pop.start()
 
     def teardown(self) -> None:
-        self.pop.close()
+        self.pop.stop()
         self.store.close()
 
     def _holding(self) -> list[str]:
@@ -112,7 +112,7 @@ class PopMachine(RuleBasedStateMachine):
 
     @rule()
     def restart(self) -> None:
-        self.pop.close()
+        self.pop.stop()
         self.store.close()
         self._open()
         self.pop._revive_locked()
