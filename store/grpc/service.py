@@ -28,6 +28,7 @@ from mqstore.grpc import convert, settings
 from mqstore.grpc.clients import ClientTable
 from mqstore.grpc.protocol import ClientType, Code, MessageType, Permission, ok, pb, status, svc
 from mqstore.message import validate_topic
+from mqstore.pop.records import MAX_BATCH
 from mqstore.pop.service import AckStatus, PopService
 from mqstore.remoting.codes import ResponseCode
 from mqstore.schedule import DelayLevels
@@ -39,8 +40,6 @@ log = logging.getLogger(__name__)
 
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 """``maxInvisibleTimeMills``: the longest invisible time a receive may ask for."""
-MAX_BATCH = 32
-"""Most messages one ReceiveMessage returns (POP's own cap)."""
 MALFORMED = "malformed request: the bytes do not parse as the method's message"
 
 

@@ -293,7 +293,7 @@ class PopService(Stoppable):
         self,
         group: str,
         topic: str,
-        max_count: int = 32,
+        max_count: int = MAX_BATCH,
         invisible_ms: int = 60_000,
         *,
         queue_id: int = -1,
@@ -301,9 +301,10 @@ class PopService(Stoppable):
         fifo: bool = False,
         wait_ms: int = 0,
     ) -> PopResult:
-        """Take up to ``max_count`` (at most 32) visible messages of ``topic`` for
-        ``group`` and hide them for ``invisible_ms``; ``queue_id`` -1 means every queue.
-        With ``wait_ms`` > 0 the call waits that long for a message (long polling).
+        """Take up to ``max_count`` (at most ``MAX_BATCH``, 32) visible messages of
+        ``topic`` for ``group`` and hide them for ``invisible_ms``; ``queue_id`` -1 means
+        every queue. With ``wait_ms`` > 0 the call waits that long for a message (long
+        polling).
 
         Raises:
             StoreClosedError: the service is not started or the store is closed.
