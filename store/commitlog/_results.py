@@ -24,22 +24,23 @@ from mqstore.commitlog._layout import TRANSACTION_MASK, TransactionType
 from mqstore.commitlog._record import MessageRecord
 
 
-class CorruptKind(enum.Enum):
-    """Why bytes at a position are not a valid record."""
+class CorruptKind(enum.StrEnum):
+    """Why bytes at a position are not a valid record; each value is the member's name in
+    lower case (the word reports and damage lists carry)."""
 
-    ZEROED = "zeroed"
+    ZEROED = enum.auto()
     """Size and magic are zero: a never-written region (end of data, not damage)."""
-    TRUNCATED = "truncated"
+    TRUNCATED = enum.auto()
     """The record claims more bytes than the buffer holds (a torn tail)."""
-    BAD_MAGIC = "bad_magic"
+    BAD_MAGIC = enum.auto()
     """The magic is neither a record's nor a blank record's (garbage or another format)."""
-    BAD_SIZE = "bad_size"
+    BAD_SIZE = enum.auto()
     """TOTALSIZE is below the smallest record, or a blank record's size overruns the buffer."""
-    LENGTH_MISMATCH = "length_mismatch"
+    LENGTH_MISMATCH = enum.auto()
     """The body, topic or properties lengths overrun the record or disagree with TOTALSIZE."""
-    BAD_CRC = "bad_crc"
+    BAD_CRC = enum.auto()
     """The body's CRC32 is not the stored BODYCRC (when the reader checks CRCs)."""
-    BAD_TEXT = "bad_text"
+    BAD_TEXT = enum.auto()
     """The topic or properties are not UTF-8."""
 
 
