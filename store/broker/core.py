@@ -257,7 +257,7 @@ class BrokerCore:
     def pull(self, request: PullRequest, on_done: PullCallback) -> None:
         """PULL_MESSAGE: call ``on_done`` exactly once with the outcome.
 
-        With ``request.suspend_ms`` > 0 and nothing new (PULL_NOT_FOUND), the request
+        With the query's ``suspend_ms`` > 0 and nothing new (PULL_NOT_FOUND), the request
         is held (long polling) and ``on_done`` runs later on a broker thread, when a
         matching message arrives or the suspend time runs out. A piggy-backed
         ``commit_offset`` is stored first (not on a slave).
@@ -271,27 +271,27 @@ class BrokerCore:
         topics stay pullable.
         """
         on_done = self._counted(on_done)
-        config = self._pull_topic_config(request.topic)
+        q = request.query
+        topic, queue_id = q.queue.topic, q.queue.queue_id
+        config = self._pull_topic_config(topic)
         if config is None:
-            remark = f"topic[{request.topic}] not exist, apply first please!"
-            on_done(PullOutcome(ResponseCode.TOPIC_NOT_EXIST, request.offset, 0, 0, remark=remark))
+            remark = f"topic[{topic}] not exist, apply first please!"
+            on_done(PullOutcome(ResponseCode.TOPIC_NOT_EXIST, q.offset, 0, 0, remark=remark))
             return
-        if not 0 <= request.queue_id < config.read_queue_nums:
+        if not 0 <= queue_id < config.read_queue_nums:
             remark = (
-                f"queueId[{request.queue_id}] is illegal, topic:[{request.topic}] "
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] "
                 f"topicConfig.readQueueNums:[{config.read_queue_nums}] "
                 f"consumer:[{request.client_host}]"
             )
-            on_done(PullOutcome(ResponseCode.SYSTEM_ERROR, request.offset, 0, 0, remark=remark))
+            on_done(PullOutcome(ResponseCode.SYSTEM_ERROR, q.offset, 0, 0, remark=remark))
             return
-        if request.commit_offset is not None and request.commit_offset >= 0 and not self.is_slave:
-            self.offsets.commit(
-                request.group, request.topic, request.queue_id, request.commit_offset
-            )
+        if q.commit_offset is not None and q.commit_offset >= 0 and not self.is_slave:
+            self.offsets.commit(q.group, topic, queue_id, q.commit_offset)
         outcome = self._pull_once(request, config)
-        if outcome.code is ResponseCode.PULL_NOT_FOUND and request.suspend_ms > 0 and self._started:
+        if outcome.code is ResponseCode.PULL_NOT_FOUND and q.suspend_ms > 0 and self._started:
             cfg = self.config
-            hold_ms = request.suspend_ms if cfg.long_polling_enable else cfg.short_polling_time_ms
+            hold_ms = q.suspend_ms if cfg.long_polling_enable else cfg.short_polling_time_ms
             self.hold.hold(request, on_done, hold_ms)
             return
         on_done(outcome)
@@ -307,41 +307,42 @@ class BrokerCore:
         try:
             outcome = self.pull_now(request)
         except Exception as e:  # the store closed under a held pull: still answer once
-            log.warning("held pull of %s-%d failed: %s", request.topic, request.queue_id, e)
-            outcome = PullOutcome(ResponseCode.SYSTEM_ERROR, request.offset, 0, 0, remark=str(e))
+            q = request.query
+            log.warning("held pull of %s-%d failed: %s", q.queue.topic, q.queue.queue_id, e)
+            outcome = PullOutcome(ResponseCode.SYSTEM_ERROR, q.offset, 0, 0, remark=str(e))
         on_done(outcome)
 
     def pull_now(self, request: PullRequest) -> PullOutcome:
         """One pull attempt, never held (what a woken request runs)."""
-        return self._pull_once(request, self.topics.get(request.topic))
+        return self._pull_once(request, self.topics.get(request.query.queue.topic))
 
     def _pull_once(self, request: PullRequest, config: TopicConfig | None) -> PullOutcome:
         """:meth:`pull_now` with the topic's config already read (a pull reads it once)."""
+        q = request.query
+        mq = q.queue
         if config is not None and not config.readable:
             return PullOutcome(
                 ResponseCode.NO_PERMISSION,
-                request.offset,
+                q.offset,
                 0,
                 0,
-                remark=f"the topic[{request.topic}] pulling is forbidden",
+                remark=f"the topic[{mq.topic}] pulling is forbidden",
             )
         store = self.store
         slave_lenient = self.is_slave and not store.cfg.offset_check_in_slave
         if request.decoded:
             g = store.get_message(
-                request.group, request.topic, request.queue_id, request.offset,
-                request.max_count, request.expression,
-            )  # fmt: skip
-            code = response_code(g.status, request.offset, slave_without_offset_check=slave_lenient)
+                q.group, mq.topic, mq.queue_id, q.offset, q.max_count, q.expression
+            )
+            code = response_code(g.status, q.offset, slave_without_offset_check=slave_lenient)
             return PullOutcome(
                 code, g.next_begin_offset, g.min_offset, g.max_offset,
                 self._suggest(g.suggest_pulling_from_slave), messages=g.messages,
             )  # fmt: skip
         r = store.get_message_raw(
-            request.group, request.topic, request.queue_id, request.offset,
-            request.max_count, request.expression,
-        )  # fmt: skip
-        code = response_code(r.status, request.offset, slave_without_offset_check=slave_lenient)
+            q.group, mq.topic, mq.queue_id, q.offset, q.max_count, q.expression
+        )
+        code = response_code(r.status, q.offset, slave_without_offset_check=slave_lenient)
         return PullOutcome(
             code, r.next_begin_offset, r.min_offset, r.max_offset,
             self._suggest(r.suggest_pulling_from_slave), buffers=r.buffers,

@@ -56,6 +56,12 @@ class HeldPull:
     deadline: float  # time.monotonic()
     subscription: Subscription
 
+    @property
+    def key(self) -> tuple[str, int]:
+        """The held queue as the service keys it: (topic, queue id)."""
+        queue = self.request.query.queue
+        return (queue.topic, queue.queue_id)
+
 
 class PullHoldService:
     """The held pulls, keyed by ``(topic, queue_id)``."""
@@ -119,16 +125,16 @@ class PullHoldService:
             request,
             on_done,
             time.monotonic() + hold_ms / 1000,
-            parse_subscription(request.expression),
+            parse_subscription(request.query.expression),
         )
-        key = (request.topic, request.queue_id)
+        key = held.key
         with self._lock:
             self._held.setdefault(key, []).append(held)
             heapq.heappush(self._deadlines, (held.deadline, next(self._seq), held))
             sooner = held.deadline < self._wake_at
         if sooner:
             self._wake.set()  # the loop re-plans for this earlier deadline
-        if self._max_offset(*key) > request.offset:
+        if self._max_offset(*key) > request.query.offset:
             self._release(key, lambda h: h is held)
 
     def on_arrival(self, arrival: Arrival) -> None:
@@ -139,7 +145,9 @@ class PullHoldService:
         newest = arrival.queue_offset + 1
         self._release(
             key,
-            lambda h: newest > h.request.offset and h.subscription.matches_code(arrival.tags_code),
+            lambda h: (
+                newest > h.request.query.offset and h.subscription.matches_code(arrival.tags_code)
+            ),
         )
 
     def _release(self, key: tuple[str, int], wake: Callable[[HeldPull], bool]) -> None:
@@ -170,9 +178,7 @@ class PullHoldService:
         try:
             self._execute(h.request, h.on_done)
         except Exception as e:  # that request is lost; the others are answered
-            self.failures.record(
-                "re-executing a held pull", e, (h.request.topic, h.request.queue_id)
-            )
+            self.failures.record("re-executing a held pull", e, h.key)
 
     def check_all(self) -> None:
         """The 5 s pass: release what has data past its offset or has timed out.
@@ -195,7 +201,7 @@ class PullHoldService:
         with self._lock:
             while self._deadlines and self._deadlines[0][0] <= now:
                 h = heapq.heappop(self._deadlines)[2]
-                key = (h.request.topic, h.request.queue_id)
+                key = h.key
                 queue = self._held.get(key)
                 if queue is None or not any(x is h for x in queue):
                     continue  # released earlier
@@ -210,7 +216,7 @@ class PullHoldService:
 
     @staticmethod
     def _due(newest: int, now: float) -> Callable[[HeldPull], bool]:
-        return lambda h: newest > h.request.offset or now >= h.deadline
+        return lambda h: newest > h.request.query.offset or now >= h.deadline
 
     def _next_wait(self, next_check: float) -> float:
         with self._lock:
@@ -221,7 +227,7 @@ class PullHoldService:
             return max(0.0, self._wake_at - time.monotonic())
 
     def _is_held(self, h: HeldPull) -> bool:
-        queue = self._held.get((h.request.topic, h.request.queue_id))
+        queue = self._held.get(h.key)
         return queue is not None and any(x is h for x in queue)
 
     def _loop(self) -> None:

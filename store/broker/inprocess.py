@@ -172,11 +172,7 @@ class InProcessTransport(Closeable):
             TransportError: this transport is closed.
         """
         self._check()
-        q = query
-        request = PullRequest(
-            q.group, q.queue.topic, q.queue.queue_id, q.offset, q.max_count, q.expression,
-            q.commit_offset, q.suspend_ms, decoded=True, client_host=self.client_host,
-        )  # fmt: skip
+        request = PullRequest(query, decoded=True, client_host=self.client_host)
         handle = _AsyncPull()
 
         def on_done(outcome: PullOutcome) -> None:

@@ -43,7 +43,7 @@ from mqstore.message import validate_topic
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 from mqstore.remoting.fastjson import dumps
-from mqstore.remoting.values import PERM_RW
+from mqstore.remoting.values import PERM_RW, MessageQueue, PullQuery
 
 Records = Sequence[memoryview | bytes]
 Respond = Callable[[RemotingCommand, Records], None]
@@ -121,15 +121,22 @@ def _pull_response(cmd: RemotingCommand, out: PullOutcome) -> RemotingCommand:
 def pull_request(ctx: RequestContext, cmd: RemotingCommand) -> PullRequest:
     """PullMessageRequestHeader -> PullRequest.
 
-    Without the SUBSCRIPTION flag, the subscription the group announced in its
-    heartbeat for the topic is used ("*" if none).
+    The queue is named by this broker's name, the header's topic and its queue id as
+    sent (the broker judges the id against the topic's config). Without the
+    SUBSCRIPTION flag, the subscription the group announced in its heartbeat for the
+    topic is used ("*" if none).
 
     Raises:
-        BadRequestError: a required field is missing or malformed.
+        BadRequestError: a required field is missing or malformed, or the queue id is
+            outside Java's ``int`` range.
     """
     ext = cmd.ext_fields
     group = ext_group(ext, "consumerGroup")
     topic = ext_str(ext, "topic")
+    try:
+        queue = MessageQueue(topic, ctx.core.config.broker_name, ext_int(ext, "queueId"))
+    except ValueError as e:
+        raise BadRequestError(f"the custom field <queueId> is illegal: {e}") from None
     sys_flag = ext_int(ext, "sysFlag", 0)
     expression = "*"
     if sys_flag & PullSysFlag.SUBSCRIPTION:
@@ -141,17 +148,16 @@ def pull_request(ctx: RequestContext, cmd: RemotingCommand) -> PullRequest:
                 expression = sub.expression
     commit = ext_int(ext, "commitOffset", -1) if sys_flag & PullSysFlag.COMMIT_OFFSET else -1
     suspend = ext_int(ext, "suspendTimeoutMillis", 0) if sys_flag & PullSysFlag.SUSPEND else 0
-    return PullRequest(
+    query = PullQuery(
         group=group,
-        topic=topic,
-        queue_id=ext_int(ext, "queueId"),
+        queue=queue,
         offset=ext_int(ext, "queueOffset"),
         max_count=max(1, ext_int(ext, "maxMsgNums", 32)),
         expression=expression,
         commit_offset=commit if commit >= 0 else None,
         suspend_ms=max(0, suspend),
-        client_host=ctx.peer[0],
     )
+    return PullRequest(query, client_host=ctx.peer[0])
 
 
 def process_pull(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) -> None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from mqstore.consumequeue.results import StoredMessage
 from mqstore.remoting.codes import ResponseCode
+from mqstore.remoting.values import PullQuery
 from mqstore.status import GetStatus
 
 _FIXED: dict[GetStatus, ResponseCode] = {
@@ -61,30 +62,21 @@ def response_code(
 
 @dataclass(frozen=True, slots=True)
 class PullRequest:
-    """One PULL_MESSAGE as the broker receives it, transport-neutral.
+    """One PULL_MESSAGE as the broker receives it, transport-neutral: the client's
+    :class:`~mqstore.remoting.values.PullQuery` and what the transport adds.
 
-    The fields a client asks with mean what they mean in its
-    :class:`~mqstore.remoting.values.PullQuery`, but the queue is named as the request
-    header names it: a topic and a queue id as sent, not a route's ``MessageQueue``
-    (the header carries no broker name, and the broker itself judges the id against
-    the topic's config, answering RocketMQ's SYSTEM_ERROR for an illegal one).
-    ``commit_offset`` is the piggy-backed group offset (sysflag 0x1); ``suspend_ms``
-    > 0 allows the broker to hold the request (sysflag 0x2 with
-    ``suspendTimeoutMillis``). ``decoded`` asks for :class:`StoredMessage` objects
-    (in-process callers) instead of raw record views (the TCP server); ``client_host``
-    names the asker in remarks.
+    The broker reads the query's queue by topic and queue id only: its broker name is
+    the one the transport filled in (the TCP header carries none), and the queue id is
+    as the client sent it, judged by the broker against the topic's config (RocketMQ's
+    SYSTEM_ERROR for an illegal one), not by a route.
     """
 
-    group: str
-    topic: str
-    queue_id: int
-    offset: int
-    max_count: int = 32
-    expression: str = "*"
-    commit_offset: int | None = None
-    suspend_ms: int = 0
+    query: PullQuery
     decoded: bool = False
+    """Answer with :class:`StoredMessage` objects (in-process callers) instead of raw
+    record views (the TCP server)."""
     client_host: str = ""
+    """The asker's address, named in remarks."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.pulls import PullOutcome, PullRequest
 from mqstore.message import Message
 from mqstore.message_store import MessageStore
+from mqstore.remoting.values import MessageQueue, PullQuery
 
 
 def put(
@@ -17,6 +19,12 @@ def put(
     for i in range(n):
         store.put_message(Message(topic, f"m{i}".encode(), tags=tags, queue_id=queue_id))
     assert store.wait_dispatched()
+
+
+def query(topic: str, queue_id: int, offset: int, **fields: Any) -> PullQuery:
+    """Group ``g``'s pull of ``topic``'s queue ``queue_id`` from ``offset``; ``fields``
+    are the query's other fields."""
+    return PullQuery("g", MessageQueue(topic, "broker-a", queue_id), offset, **fields)
 
 
 def pull(core: BrokerCore, request: PullRequest, timeout: float = 10.0) -> PullOutcome:

@@ -16,7 +16,7 @@ from mqstore.message import Message
 from mqstore.message_store import MessageStore
 from mqstore.remoting.codes import ResponseCode
 from mqstore.status import GetStatus
-from tests.broker.core_helpers import pull, put
+from tests.broker.core_helpers import pull, put, query
 
 
 @pytest.mark.parametrize(
@@ -55,24 +55,24 @@ def topic_t(core: BrokerCore) -> None:
 
 @pytest.mark.usefixtures("topic_t")
 def test_pull_of_an_empty_queue_at_zero_is_not_found(core: BrokerCore) -> None:
-    out = pull(core, PullRequest("g", "T", 0, 0))
+    out = pull(core, PullRequest(query("T", 0, 0)))
     assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_NOT_FOUND, 0)
 
 
 @pytest.mark.usefixtures("topic_t")
 def test_pull_of_an_empty_queue_past_zero_is_offset_moved_to_zero(core: BrokerCore) -> None:
-    out = pull(core, PullRequest("g", "T", 0, 7))
+    out = pull(core, PullRequest(query("T", 0, 7)))
     assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_OFFSET_MOVED, 0)
 
 
 def test_pull_of_a_topic_without_config_is_topic_not_exist(core: BrokerCore) -> None:
-    out = pull(core, PullRequest("g", "Nowhere", 0, 0))
+    out = pull(core, PullRequest(query("Nowhere", 0, 0)))
     assert out.code is ResponseCode.TOPIC_NOT_EXIST
     assert out.remark == "topic[Nowhere] not exist, apply first please!"
 
 
 def test_pull_of_a_topic_without_config_commits_no_offset(core: BrokerCore) -> None:
-    pull(core, PullRequest("g", "Nowhere", 0, 0, commit_offset=5))
+    pull(core, PullRequest(query("Nowhere", 0, 0, commit_offset=5)))
     assert core.offsets.query("g", "Nowhere", 0) is None
 
 
@@ -80,14 +80,14 @@ def test_pull_of_a_topic_put_through_the_store_after_start_registers_it(
     core: BrokerCore, store: MessageStore
 ) -> None:
     put(store, "Late", 1, queue_id=2)
-    out = pull(core, PullRequest("g", "Late", 2, 0))
+    out = pull(core, PullRequest(query("Late", 2, 0)))
     assert out.code is ResponseCode.SUCCESS
     assert core.topic_config("Late") == TopicConfig("Late", 3, 3)
 
 
 @pytest.mark.usefixtures("topic_t")
 def test_pull_of_a_queue_id_past_the_read_queues_is_system_error(core: BrokerCore) -> None:
-    out = pull(core, PullRequest("g", "T", 4, 0, client_host="10.0.0.9"))
+    out = pull(core, PullRequest(query("T", 4, 0), client_host="10.0.0.9"))
     assert out.code is ResponseCode.SYSTEM_ERROR
     assert out.remark == (
         "queueId[4] is illegal, topic:[T] topicConfig.readQueueNums:[4] consumer:[10.0.0.9]"
@@ -96,14 +96,14 @@ def test_pull_of_a_queue_id_past_the_read_queues_is_system_error(core: BrokerCor
 
 @pytest.mark.usefixtures("topic_t")
 def test_pull_of_a_negative_queue_id_is_system_error(core: BrokerCore) -> None:
-    assert pull(core, PullRequest("g", "T", -1, 0)).code is ResponseCode.SYSTEM_ERROR
+    assert pull(core, PullRequest(query("T", -1, 0))).code is ResponseCode.SYSTEM_ERROR
 
 
 def test_pull_found_returns_raw_records_and_next_offset(
     core: BrokerCore, store: MessageStore
 ) -> None:
     put(store, "T", 3)
-    out = pull(core, PullRequest("g", "T", 0, 0, max_count=2))
+    out = pull(core, PullRequest(query("T", 0, 0, max_count=2)))
     assert out.code is ResponseCode.SUCCESS
     assert (out.next_begin_offset, out.min_offset, out.max_offset) == (2, 0, 3)
     assert len(out.buffers) == 2
@@ -112,19 +112,19 @@ def test_pull_found_returns_raw_records_and_next_offset(
 
 def test_decoded_pull_returns_messages(core: BrokerCore, store: MessageStore) -> None:
     put(store, "T", 2)
-    out = pull(core, PullRequest("g", "T", 0, 0, decoded=True))
+    out = pull(core, PullRequest(query("T", 0, 0), decoded=True))
     assert [m.body for m in out.messages] == [b"m0", b"m1"]
 
 
 def test_pull_at_max_offset_is_not_found(core: BrokerCore, store: MessageStore) -> None:
     put(store, "T", 2)
-    out = pull(core, PullRequest("g", "T", 0, 2))
+    out = pull(core, PullRequest(query("T", 0, 2)))
     assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_NOT_FOUND, 2)
 
 
 def test_pull_past_max_offset_is_moved_to_max(core: BrokerCore, store: MessageStore) -> None:
     put(store, "T", 2)
-    out = pull(core, PullRequest("g", "T", 0, 9))
+    out = pull(core, PullRequest(query("T", 0, 9)))
     assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_OFFSET_MOVED, 2)
 
 
@@ -132,13 +132,13 @@ def test_pull_with_no_matching_tag_is_retry_immediately_past_the_scan(
     core: BrokerCore, store: MessageStore
 ) -> None:
     put(store, "T", 3, tags="A")
-    out = pull(core, PullRequest("g", "T", 0, 0, expression="B"))
+    out = pull(core, PullRequest(query("T", 0, 0, expression="B")))
     assert (out.code, out.next_begin_offset) == (ResponseCode.PULL_RETRY_IMMEDIATELY, 3)
 
 
 def test_pull_piggy_backed_commit_offset_is_stored(core: BrokerCore, store: MessageStore) -> None:
     put(store, "T", 3)
-    pull(core, PullRequest("g", "T", 0, 1, commit_offset=1))
+    pull(core, PullRequest(query("T", 0, 1, commit_offset=1)))
     assert core.offsets.query("g", "T", 0) == 1
 
 
@@ -153,7 +153,7 @@ def test_held_pull_is_answered_within_milliseconds_of_a_put(
         box.append((time.perf_counter(), o))
         done.set()
 
-    core.pull(PullRequest("g", "T", 0, 0, suspend_ms=10_000), on_done)
+    core.pull(PullRequest(query("T", 0, 0, suspend_ms=10_000)), on_done)
     assert core.hold.held_count == 1
     t0 = time.perf_counter()
     store.put_message(Message("T", b"late", queue_id=0))
@@ -167,7 +167,7 @@ def test_held_pull_is_answered_within_milliseconds_of_a_put(
 @pytest.mark.usefixtures("topic_t")
 def test_held_pull_times_out_with_not_found_after_its_suspend_time(core: BrokerCore) -> None:
     t0 = time.monotonic()
-    out = pull(core, PullRequest("g", "T", 0, 0, suspend_ms=200))
+    out = pull(core, PullRequest(query("T", 0, 0, suspend_ms=200)))
     elapsed = time.monotonic() - t0
     assert out.code is ResponseCode.PULL_NOT_FOUND
     assert 0.15 <= elapsed < 2.0
@@ -178,7 +178,7 @@ def test_held_pull_ignores_a_message_with_another_tag(
     core: BrokerCore, store: MessageStore
 ) -> None:
     done = threading.Event()
-    core.pull(PullRequest("g", "T", 0, 0, expression="A", suspend_ms=300), lambda o: done.set())
+    core.pull(PullRequest(query("T", 0, 0, expression="A", suspend_ms=300)), lambda o: done.set())
     put(store, "T", 1, tags="B")
     assert not done.wait(0.1)
     assert done.wait(3)
@@ -193,7 +193,7 @@ def test_held_pull_is_answered_exactly_once(core: BrokerCore, store: MessageStor
         calls.append(o)
         first.set()
 
-    core.pull(PullRequest("g", "T", 0, 0, suspend_ms=300), on_done)
+    core.pull(PullRequest(query("T", 0, 0, suspend_ms=300)), on_done)
     put(store, "T", 3)
     assert first.wait(3)
     time.sleep(0.5)  # past the suspend time: a second answer would have come by now
@@ -204,7 +204,7 @@ def test_shutdown_answers_held_pulls(store: MessageStore) -> None:
     c = BrokerCore(store)
     c.start()
     done = threading.Event()
-    c.pull(PullRequest("g", "T", 0, 0, suspend_ms=60_000), lambda o: done.set())
+    c.pull(PullRequest(query("T", 0, 0, suspend_ms=60_000)), lambda o: done.set())
     c.shutdown()
     assert done.is_set()
 
@@ -213,7 +213,7 @@ def test_check_loop_releases_a_pull_whose_arrival_was_missed() -> None:
     newest = {("T", 0): 0}
     answered: list[PullRequest] = []
     hold = PullHoldService(lambda r, _cb: answered.append(r), lambda t, q: newest[(t, q)])
-    request = PullRequest("g", "T", 0, 0, suspend_ms=60_000)
+    request = PullRequest(query("T", 0, 0, suspend_ms=60_000))
     hold.hold(request, lambda _o: None, 60_000)  # no thread started, no listener
     hold.check_all()
     assert hold.held_count == 1
@@ -240,7 +240,9 @@ def test_many_held_pulls_over_several_queues_are_each_answered_once(
 
     for i in range(total):
         qid = i % 4
-        core.pull(PullRequest("g", "T", qid, 0, suspend_ms=30_000), functools.partial(on_done, qid))
+        core.pull(
+            PullRequest(query("T", qid, 0, suspend_ms=30_000)), functools.partial(on_done, qid)
+        )
     assert core.hold.held_count == total
     for qid in range(4):
         store.put_message(Message("T", b"x", queue_id=qid))
@@ -250,6 +252,6 @@ def test_many_held_pulls_over_several_queues_are_each_answered_once(
 
 
 def test_pull_of_an_illegal_topic_name_is_topic_not_exist(core: BrokerCore) -> None:
-    out = pull(core, PullRequest("g", "../x", 0, 0, commit_offset=3))
+    out = pull(core, PullRequest(query("../x", 0, 0, commit_offset=3)))
     assert out.code is ResponseCode.TOPIC_NOT_EXIST
     assert core.offsets.query("g", "../x", 0) is None

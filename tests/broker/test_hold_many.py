@@ -12,6 +12,7 @@ from mqstore.broker.hold import PullHoldService
 from mqstore.broker.pulls import PullRequest
 from mqstore.consumequeue.dispatch import Arrival
 from mqstore.message import tags_code
+from tests.broker.core_helpers import query
 
 
 class Answers:
@@ -38,7 +39,7 @@ def test_2000_held_pulls_registered_latest_deadline_first_are_each_answered_at_t
         deadline_of: dict[int, float] = {}
         for i in range(n):  # later holds expire sooner: each must move the loop's wake-up
             hold_ms = 300 + (n - i) // 4  # 300 ms .. 800 ms
-            req = PullRequest("g", "T", i % 1000, i, suspend_ms=hold_ms)
+            req = PullRequest(query("T", i % 1000, i, suspend_ms=hold_ms))
             deadline_of[id(req)] = time.monotonic() + hold_ms / 1000
             hold.hold(req, lambda _o: None, hold_ms)
         assert answers.done.wait(10), f"{len(answers.at)} of {n} answered"
@@ -56,8 +57,8 @@ def test_a_pull_released_by_a_message_is_not_answered_again_at_its_deadline():
     hold = PullHoldService(answers, lambda t, q: 0, check_interval_ms=60_000)
     hold.start()
     try:
-        woken = PullRequest("g", "T", 1, 0, suspend_ms=300)
-        idle = PullRequest("g", "T", 2, 0, suspend_ms=300)
+        woken = PullRequest(query("T", 1, 0, suspend_ms=300))
+        idle = PullRequest(query("T", 2, 0, suspend_ms=300))
         hold.hold(woken, lambda _o: None, 300)
         hold.hold(idle, lambda _o: None, 300)
         hold.on_arrival(Arrival("T", 1, 0, tags_code("A"), 0))
@@ -65,4 +66,4 @@ def test_a_pull_released_by_a_message_is_not_answered_again_at_its_deadline():
         time.sleep(0.5)  # both deadlines have passed
     finally:
         hold.stop()
-    assert sorted(r.queue_id for r, _ in answers.at) == [1, 2]
+    assert sorted(r.query.queue.queue_id for r, _ in answers.at) == [1, 2]

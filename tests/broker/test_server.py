@@ -180,6 +180,18 @@ def test_pull_of_a_queue_id_past_the_read_queues_over_tcp_is_system_error(
     assert r.remark.startswith("queueId[2] is illegal, topic:[Two] topicConfig.readQueueNums:[2]")
 
 
+def test_pull_of_a_queue_id_outside_the_java_int_range_over_tcp_is_one_system_error(
+    client: WireClient,
+) -> None:
+    client.call(Rq.UPDATE_AND_CREATE_TOPIC, {"topic": "Empty"})
+    r = client.call(Rq.PULL_MESSAGE, {**pull_ext(0, topic="Empty"), "queueId": 2**31})
+    assert (r.code, r.remark) == (
+        Rs.SYSTEM_ERROR,
+        "the custom field <queueId> is illegal: queue_id 2147483648 outside the Java int range",
+    )
+    assert client.call(Rq.PULL_MESSAGE, pull_ext(0, topic="Empty")).code == Rs.PULL_NOT_FOUND
+
+
 def test_update_offset_of_an_illegal_topic_name_is_topic_not_exist(client: WireClient) -> None:
     ext = {"consumerGroup": "g", "topic": "a/../b", "queueId": 0, "commitOffset": 5}
     assert client.call(Rq.UPDATE_CONSUMER_OFFSET, ext).code == Rs.TOPIC_NOT_EXIST
