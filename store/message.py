@@ -167,7 +167,7 @@ def standard_properties_string(
     >>> standard_properties_string("U", None, ["a", "", "b"])
     'UNIQ_KEY\\x01U\\x02KEYS\\x01a b\\x02'
     """
-    if keys is not None and keys.__class__ is not str:  # a list, or a str subclass
+    if keys is not None and type(keys) is not str:  # a list, or a str subclass
         if len(keys) == 1 and keys[0]:
             keys = keys[0]
         elif not isinstance(keys, str):
