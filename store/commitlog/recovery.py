@@ -122,11 +122,11 @@ class RecoveryResult:
     truncated_bytes: int
     records: int
     scanned_bytes: int
+    searched_bytes: int
+    """Bytes searched for a record after bad bytes (:func:`resync`), besides the scan."""
     stop_reason: str
     seconds: float
     damaged: tuple[DamagedRange, ...] = ()
-    searched_bytes: int = 0
-    """Bytes searched for a record after bad bytes (:func:`resync`)."""
 
 
 @dataclass(slots=True)
@@ -544,7 +544,7 @@ def recover(
     if not segments.files:
         if quarantine is not None and quarantine.update((), min_offset=0, end=0):
             quarantine.save()
-        return RecoveryResult(RecoveryMode.EMPTY, 0, 0, 0, 0, 0, "no segments", 0.0)
+        return RecoveryResult(RecoveryMode.EMPTY, 0, 0, 0, 0, 0, 0, "no segments", 0.0)
     if last_exit_ok:
         mode = RecoveryMode.NORMAL
         start_index = max(0, len(segments.files) - 3)
@@ -587,8 +587,8 @@ def recover(
     ):
         quarantine.save()
     return RecoveryResult(
-        mode, start, end, truncated, records, scanned, why, time.perf_counter() - t0,
-        tuple(damaged), searched.bytes,
+        mode, start, end, truncated, records, scanned, searched.bytes, why,
+        time.perf_counter() - t0, tuple(damaged),
     )  # fmt: skip
 
 
