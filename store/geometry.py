@@ -65,28 +65,6 @@ _DEFAULT_SLOTS: Final = int(StoreConfig().max_hash_slot_num)
 _DEFAULT_ENTRIES: Final = int(StoreConfig().max_index_num)
 
 
-class Source(enum.Enum):
-    """Where a size came from."""
-
-    FILES = "files"
-    """Read from the store's own files (a segment's length, an index file's header)."""
-    BROKER_CONFIG = "broker config"
-    """A ``broker.conf`` property (``mapedFileSizeCommitLog`` and the like)."""
-    FLAGS = "flags"
-    """Given by the caller (command-line options or a ``StoreConfig``)."""
-    DEFAULT = "default"
-    """RocketMQ's default, when nothing else says."""
-
-
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One size, where it came from, and the evidence (a file count, a config key)."""
-
-    value: int
-    source: Source
-    evidence: str = ""
-
-
 @dataclass(frozen=True, slots=True)
 class StoreGeometry:
     """The four sizes of a store, each with its source."""
@@ -128,6 +106,28 @@ class StoreGeometry:
             name: {"value": s.value, "source": s.source.value, "evidence": s.evidence}
             for name, s in self.settings().items()
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One size, where it came from, and the evidence (a file count, a config key)."""
+
+    value: int
+    source: Source
+    evidence: str = ""
+
+
+class Source(enum.Enum):
+    """Where a size came from."""
+
+    FILES = "files"
+    """Read from the store's own files (a segment's length, an index file's header)."""
+    BROKER_CONFIG = "broker config"
+    """A ``broker.conf`` property (``mapedFileSizeCommitLog`` and the like)."""
+    FLAGS = "flags"
+    """Given by the caller (command-line options or a ``StoreConfig``)."""
+    DEFAULT = "default"
+    """RocketMQ's default, when nothing else says."""
 
 
 def _joined_sources(a: Setting, b: Setting) -> str:
