@@ -101,18 +101,13 @@ class RecordArrays:
     """The valid records of a range, one array element per record, in log order.
 
     ``position``, ``body_pos`` and ``props_pos`` are positions in the scanned buffer.
-    ``topic_id`` indexes :attr:`topics`. ``tags_code`` is ``tags_code(TAGS)`` (0 without
-    tags, or from a scan asked for no tags). ``torn`` marks properties ending in a zero
-    byte (recovery's torn-tail rule).
-    Index keys (only when asked for): ``key_hash[i]`` belongs to record
-    ``key_record[i]``, UNIQ_KEY first then each KEYS token, as the dispatcher indexes
-    them; ``crc_ok`` is all true when the CRC was not checked.
     """
 
     position: I64
     size: I64
     version: I64
     crc_ok: NDArray[np.bool_]
+    """The BODYCRC verdict; all true when the CRC was not checked."""
     queue_id: I64
     flag: I64
     queue_offset: I64
@@ -125,9 +120,15 @@ class RecordArrays:
     props_pos: I64
     props_len: I64
     topic_id: I64
+    """Each record's topic, as an index into :attr:`topics`."""
     tags_code: I64
+    """``tags_code(TAGS)``: 0 without tags, or from a scan asked for no tags."""
     torn: NDArray[np.bool_]
+    """Properties ending in a zero byte (recovery's torn-tail rule)."""
     key_record: I64
+    """Index keys (only when asked for): ``key_hash[i]`` belongs to record
+    ``key_record[i]``, UNIQ_KEY first then each KEYS token, as the dispatcher indexes
+    them."""
     key_hash: NDArray[np.int32]
     topics: tuple[str, ...]
 

@@ -94,18 +94,14 @@ class Spans:
 
 @dataclass(frozen=True, slots=True)
 class RecordBatch:
-    """The dispatch fields of a run of records, one element per record, in log order.
-
-    ``length`` is the bytes the run covers from where it was read; ``position`` each
-    record's position in the segment. ``tags_code`` is the
-    unit's code (the TAGS hash, or a delayed record's deliver time). Index keys:
-    ``key_hash[i]`` belongs to record ``key_record[i]`` (UNIQ_KEY, then each KEYS token,
-    as ``Dispatcher.index_fields`` builds them), ROLLBACK records left out.
-    """
+    """The dispatch fields of a run of records, one element per record, in log order."""
 
     length: int
+    """The bytes the run covers from where it was read."""
     position: I64
+    """Each record's position in the segment."""
     topic_id: I64
+    """Each record's topic, as an index into :attr:`topics`."""
     topics: tuple[str, ...]
     queue_id: I64
     queue_offset: I64
@@ -114,8 +110,12 @@ class RecordBatch:
     sys_flag: I64
     store_timestamp: I64
     tags_code: I64
+    """The consume-queue unit's tag code: the TAGS hash, or a delayed record's deliver time."""
     in_queue: NDArray[np.bool_]
+    """Whether the record gets a consume-queue unit (not a PREPARED or ROLLBACK transaction)."""
     key_record: I64
+    """Index keys: ``key_hash[i]`` belongs to record ``key_record[i]`` (UNIQ_KEY, then each
+    KEYS token, as ``Dispatcher.index_fields`` builds them), ROLLBACK records left out."""
     key_hash: NDArray[np.int32]
 
     @property
