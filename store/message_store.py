@@ -56,7 +56,6 @@ class MessageStore(Closeable):
     """A RocketMQ-layout message store on one directory. Use :meth:`open`; ``with``
     closes it."""
 
-    _writer: PutWriter
     _reader: StoreReader
 
     def __init__(self, cfg: StoreConfig) -> None:
@@ -82,6 +81,18 @@ class MessageStore(Closeable):
         store._open()
         return store
 
+    def _take_components(self) -> None:
+        """Hold the components the lifecycle built (see the attributes below)."""
+        life = self._life
+        self.segments, self.commitlog = life.segments, life.commitlog
+        self.checkpoint, self.logics, self.flusher = life.checkpoint, life.logics, life.flusher
+        self.disk_guard, self.last_exit_ok = life.disk_guard, life.last_exit_ok
+        assert life.recovery is not None  # load_and_recover() ran
+        self.recovery = life.recovery
+        logics = life.logics
+        self.queues, self.index = logics.queues, logics.index
+        self.reput, self.dispatcher = logics.reput, logics.dispatcher
+
     def _open(self) -> None:
         """Steps 1-4 of the lifecycle above; a failure undoes them."""
         life = self._life
@@ -90,8 +101,9 @@ class MessageStore(Closeable):
             life.load_and_recover()
             life.start_replication()
             life.start_flusher()
+            self._take_components()
             commitlog = life.commitlog
-            self._writer = PutWriter(
+            self.writer = PutWriter(
                 MessageFramer(self.cfg, commitlog.encoder),
                 commitlog,
                 life.flusher,
@@ -101,11 +113,11 @@ class MessageStore(Closeable):
             )
             # The hottest calls bound once, not looked up through the delegates below
             # at every put.
-            self.put_message = self._writer.put_message
-            self.put_messages = self._writer.put_messages
+            self.put_message = self.writer.put_message
+            self.put_messages = self.writer.put_messages
             self._reader = StoreReader(self.cfg, life.segments, life.logics, life.state)
             life.start_services(
-                put=lambda m: self._writer.put_message(m).status,
+                put=lambda m: self.writer.put_message(m).status,
                 read=lambda phys, _size: self.look_message_by_offset(phys),
             )
         except BaseException:
@@ -113,42 +125,35 @@ class MessageStore(Closeable):
             raise
 
     # --------------------------------------------------------------- components
+    # Set by open() and fixed for the store's life (the lifecycle builds them once).
 
-    @property
-    def writer(self) -> PutWriter:
-        """What puts go through (its ``framer`` frames the records)."""
-        return self._writer
-
-    @property
-    def segments(self) -> Segments:
-        """The CommitLog's segment files."""
-        return self._life.segments
-
-    @property
-    def commitlog(self) -> CommitLog:
-        """The CommitLog."""
-        return self._life.commitlog
-
-    @property
-    def checkpoint(self) -> Checkpoint:
-        """The ``checkpoint`` file."""
-        return self._life.checkpoint
-
-    @property
-    def logics(self) -> Logics:
-        """Consume queues, index and the services around them."""
-        return self._life.logics
-
-    @property
-    def flusher(self) -> GroupCommitter | AsyncFlusher:
-        """The CommitLog flusher of the configured flush mode."""
-        return self._life.flusher
-
-    @property
-    def disk_guard(self) -> DiskGuard:
-        """RocketMQ's disk-full flag (``mqstore.cleanup``): checked per cleanup round and
-        per created segment or index file, never per put."""
-        return self._life.disk_guard
+    writer: PutWriter
+    """What puts go through (its ``framer`` frames the records)."""
+    segments: Segments
+    """The CommitLog's segment files."""
+    commitlog: CommitLog
+    """The CommitLog."""
+    checkpoint: Checkpoint
+    """The ``checkpoint`` file."""
+    logics: Logics
+    """Consume queues, index and the services around them."""
+    flusher: GroupCommitter | AsyncFlusher
+    """The CommitLog flusher of the configured flush mode."""
+    disk_guard: DiskGuard
+    """RocketMQ's disk-full flag (``mqstore.cleanup``): checked per cleanup round and per
+    created segment or index file, never per put."""
+    recovery: RecoveryResult
+    """What the open's CommitLog recovery found."""
+    last_exit_ok: bool
+    """Whether the previous process closed the store (no ``abort`` file at open)."""
+    queues: ConsumeQueueStore
+    """All consume queues."""
+    index: IndexService | None
+    """The index service (None with ``message_index_enable=False``)."""
+    reput: ReputService
+    """The dispatcher thread (idle when ``dispatch_process`` is on)."""
+    dispatcher: Dispatcher
+    """Builds queue units and index entries per record."""
 
     @property
     def ha(self) -> ha_service.HAService | None:
@@ -160,49 +165,19 @@ class MessageStore(Closeable):
         self._life.ha = service
 
     @property
-    def recovery(self) -> RecoveryResult | None:
-        """What the open's CommitLog recovery found."""
-        return self._life.recovery
-
-    @property
     def damage(self) -> tuple[DamagedRange, ...]:
         """CommitLog ranges recovery fenced off as damaged (``recovery_policy`` KEEP),
         this open's and earlier ones' (kept in ``damage.json``, see
         ``mqstore.commitlog.recovery_damage``) while their bytes are still held: no
         record in them is served, by queue offset or by key; the valid records after
         them are."""
-        low = self._life.segments.min_offset if self._life.recovery is not None else 0
+        low = self.segments.min_offset
         return tuple(r for r in self._life.quarantine.ranges if r.end > low)
-
-    @property
-    def last_exit_ok(self) -> bool:
-        """Whether the previous process closed the store (no ``abort`` file at open)."""
-        return self._life.last_exit_ok
-
-    @property
-    def queues(self) -> ConsumeQueueStore:
-        """All consume queues."""
-        return self._life.logics.queues
-
-    @property
-    def index(self) -> IndexService | None:
-        """The index service (None with ``message_index_enable=False``)."""
-        return self._life.logics.index
-
-    @property
-    def reput(self) -> ReputService:
-        """The dispatcher thread (idle when ``dispatch_process`` is on)."""
-        return self._life.logics.reput
 
     @property
     def dispatch_progress(self) -> DispatchProgress:
         """Whatever dispatches: the reput thread or the dispatcher process."""
         return self._life.logics.progress
-
-    @property
-    def dispatcher(self) -> Dispatcher:
-        """Builds queue units and index entries per record."""
-        return self._life.logics.dispatcher
 
     # ------------------------------------------------------------------ state
 
@@ -255,8 +230,8 @@ class MessageStore(Closeable):
     # ------------------------------------------------------------------- puts
 
     # The writer's methods (``mqstore.put``), documented there.
-    put_message = Delegate("_writer", PutWriter.put_message)
-    put_messages = Delegate("_writer", PutWriter.put_messages)
+    put_message = Delegate("writer", PutWriter.put_message)
+    put_messages = Delegate("writer", PutWriter.put_messages)
 
     # ------------------------------------------------------------------- pulls
 
