@@ -102,6 +102,14 @@ def example_record(properties_string: str | None = None):
     )
 
 
+def decode_damaged(buf: bytes, pos: int = 0, limit: int | None = None) -> Corrupt:
+    """Decode bytes a test damaged: they must come back as :class:`Corrupt` (the test
+    checks which kind)."""
+    r = decode(buf, pos, limit)
+    assert isinstance(r, Corrupt)
+    return r
+
+
 def test_worked_example_12_1_encodes_byte_for_byte():
     """The 12.1 worked example HOLDS: make_record + HashMap(128) property order give
     exactly the 209 bytes of the fact sheet's hexdump, with no byte different."""
@@ -329,8 +337,7 @@ def test_decode_reads_a_record_in_the_middle_of_a_buffer():
 
 def test_decode_respects_the_limit():
     buf = EXAMPLE_BYTES + encode_blank(8)
-    r = decode(buf, 0, limit=200)
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(buf, 0, limit=200)
     assert r.kind is CorruptKind.TRUNCATED
 
 
@@ -338,100 +345,85 @@ def test_decode_respects_the_limit():
 
 
 def test_zeroed_region_is_zeroed_not_damage():
-    r = decode(bytes(300))
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(bytes(300))
     assert r.kind is CorruptKind.ZEROED
 
 
 def test_zeroed_record_header_is_zeroed():
-    r = decode(zero(EXAMPLE_BYTES, 0, 8))
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(zero(EXAMPLE_BYTES, 0, 8))
     assert r.kind is CorruptKind.ZEROED
 
 
 def test_fewer_than_8_zero_bytes_left_is_zeroed():
-    r = decode(bytes(5))
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(bytes(5))
     assert r.kind is CorruptKind.ZEROED
 
 
 def test_truncated_tail_is_not_corruption():
-    r = decode(shrink(EXAMPLE_BYTES, 10))
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(shrink(EXAMPLE_BYTES, 10))
     assert r.kind is CorruptKind.TRUNCATED
     assert r.size == 209
 
 
 def test_header_cut_after_4_bytes_is_truncated():
-    r = decode(shrink(EXAMPLE_BYTES, 209 - 6))
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(shrink(EXAMPLE_BYTES, 209 - 6))
     assert r.kind is CorruptKind.TRUNCATED
 
 
 def test_flipped_magic_is_bad_magic():
-    r = decode(flip_byte(EXAMPLE_BYTES, MAGIC_POS + 3))
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(flip_byte(EXAMPLE_BYTES, MAGIC_POS + 3))
     assert r.kind is CorruptKind.BAD_MAGIC
 
 
 def test_total_size_below_the_minimum_is_bad_size():
-    r = decode(set_int(EXAMPLE_BYTES, 0, MIN_RECORD_SIZE - 1))
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(set_int(EXAMPLE_BYTES, 0, MIN_RECORD_SIZE - 1))
     assert r.kind is CorruptKind.BAD_SIZE
 
 
 def test_total_size_too_small_for_ipv6_hosts_is_bad_size():
     raw = set_int(EXAMPLE_BYTES, SYSFLAG_POS, BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
     raw = set_int(raw, 0, 100)
-    r = decode(raw)
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(raw)
     assert r.kind is CorruptKind.BAD_SIZE
 
 
 def test_blank_record_larger_than_the_buffer_is_bad_size():
-    r = decode(encode_blank(1000) + bytes(100))
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(encode_blank(1000) + bytes(100))
     assert r.kind is CorruptKind.BAD_SIZE
 
 
 def test_total_size_disagreeing_with_lengths_is_length_mismatch():
     raw = set_int(EXAMPLE_BYTES, 0, 210) + b"\x00"
-    r = decode(raw)
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(raw)
     assert r.kind is CorruptKind.LENGTH_MISMATCH
     assert r.size == 210
 
 
 def test_properties_length_too_long_is_length_mismatch():
     raw = set_bytes(EXAMPLE_BYTES, 0x70, struct.pack(">h", 96))
-    r = decode(raw)
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(raw)
     assert r.kind is CorruptKind.LENGTH_MISMATCH
 
 
 def test_body_length_overrunning_the_record_is_length_mismatch():
     raw = set_int(EXAMPLE_BYTES, 0x54, 1000)
-    r = decode(raw)
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(raw)
     assert r.kind is CorruptKind.LENGTH_MISMATCH
 
 
 def test_negative_v1_topic_length_is_length_mismatch():
     raw = set_bytes(EXAMPLE_BYTES, 0x66, b"\x89")  # 0x89 is -119 as Java's signed byte
-    r = decode(raw)
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(raw)
     assert r.kind is CorruptKind.LENGTH_MISMATCH
 
 
 def test_flipped_body_byte_is_bad_crc():
-    r = decode(flip_byte(EXAMPLE_BYTES, 0x58, 0x01))
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(flip_byte(EXAMPLE_BYTES, 0x58, 0x01))
     assert r.kind is CorruptKind.BAD_CRC
 
 
 def test_flipped_crc_byte_is_bad_crc():
-    r = decode(flip_byte(EXAMPLE_BYTES, BODY_CRC_POS + 3, 0x10))
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(flip_byte(EXAMPLE_BYTES, BODY_CRC_POS + 3, 0x10))
     assert r.kind is CorruptKind.BAD_CRC
 
 
@@ -450,14 +442,12 @@ def test_fixed_crc_makes_a_changed_body_decode():
 
 
 def test_invalid_utf8_topic_is_bad_text():
-    r = decode(set_bytes(EXAMPLE_BYTES, 0x67, b"\xff"))
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(set_bytes(EXAMPLE_BYTES, 0x67, b"\xff"))
     assert r.kind is CorruptKind.BAD_TEXT
 
 
 def test_invalid_utf8_properties_is_bad_text():
-    r = decode(set_bytes(EXAMPLE_BYTES, 0xD0, b"\xc3"))  # a lead byte with no continuation
-    assert isinstance(r, Corrupt)
+    r = decode_damaged(set_bytes(EXAMPLE_BYTES, 0xD0, b"\xc3"))  # a lead byte with no continuation
     assert r.kind is CorruptKind.BAD_TEXT
 
 
