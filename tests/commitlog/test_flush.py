@@ -23,6 +23,20 @@ def sync_cfg(root: Path, **kw: Any) -> StoreConfig:
     )
 
 
+class StuckDisk:
+    """A ``before_fdatasync`` hook that holds every sync (up to 5 s) until ``release`` is
+    set; ``stuck`` is set once a sync is held."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.stuck = threading.Event()
+
+    def __call__(self, **_: Any) -> None:
+        if not self.release.is_set():
+            self.stuck.set()
+            self.release.wait(5)
+
+
 def test_sync_put_ok_means_flushed_past_the_record(tmp_path: Path):
     with MessageStore.open(sync_cfg(tmp_path)) as s:
         r = s.put_message(Message(topic="t", body=b"durable"))
@@ -55,26 +69,23 @@ def test_group_commit_covers_many_producers_with_fewer_syncs(tmp_path: Path):
 
 
 def test_stuck_sync_returns_flush_disk_timeout(tmp_path: Path):
-    release = threading.Event()
-
-    def block(**_: Any) -> None:
-        release.wait(5)
+    disk = StuckDisk()
 
     with MessageStore.open(sync_cfg(tmp_path, sync_flush_timeout_ms=200)) as s:
-        with faults.inject("before_fdatasync", block):
+        with faults.inject("before_fdatasync", disk):
             r = s.put_message(Message(topic="t", body=b"slow disk"))
-            release.set()
+            disk.release.set()
         assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
         assert r.status.stored
         assert s.look_message_by_offset(r.physical_offset) is not None
 
 
 def test_wait_false_does_not_wait_for_flush(tmp_path: Path):
-    release = threading.Event()
+    disk = StuckDisk()
     with MessageStore.open(sync_cfg(tmp_path, sync_flush_timeout_ms=200)) as s:
-        with faults.inject("before_fdatasync", lambda **_: release.wait(5)):
+        with faults.inject("before_fdatasync", disk):
             r = s.put_message(Message(topic="t", body=b"fire and forget", wait_store_msg_ok=False))
-            release.set()
+            disk.release.set()
         assert r.status is PutStatus.PUT_OK
 
 
@@ -127,24 +138,18 @@ def test_close_flushes_everything_in_async_mode(tmp_path: Path):
 def test_relay_skips_a_producer_that_timed_out_and_wakes_the_next(tmp_path: Path):
     # A timed out while the disk was stuck; B, in the same batch, must still be woken
     # by the relay when the sync completes (not left to time out in turn).
-    release = threading.Event()
-    stuck = threading.Event()
-
-    def block(**_: Any) -> None:
-        if not release.is_set():
-            stuck.set()
-            release.wait(5)
+    disk = StuckDisk()
 
     results: dict[str, PutStatus] = {}
     with MessageStore.open(sync_cfg(tmp_path, sync_flush_timeout_ms=600)) as s:
-        with faults.inject("before_fdatasync", block):
+        with faults.inject("before_fdatasync", disk):
 
             def put(name: str) -> None:
                 results[name] = s.put_message(Message(topic="t", body=name.encode())).status
 
             z = threading.Thread(target=put, args=("z",))  # its sync gets stuck
             z.start()
-            assert stuck.wait(5)
+            assert disk.stuck.wait(5)
             a = threading.Thread(target=put, args=("a",))
             a.start()
             time.sleep(0.4)
@@ -153,7 +158,7 @@ def test_relay_skips_a_producer_that_timed_out_and_wakes_the_next(tmp_path: Path
             a.join(5)  # a times out at ~0.6 s, b would at ~1.0 s
             assert results["a"] is PutStatus.FLUSH_DISK_TIMEOUT
             t0 = time.monotonic()
-            release.set()
+            disk.release.set()
             b.join(5)
             z.join(5)
         assert results["b"] is PutStatus.PUT_OK
@@ -163,10 +168,7 @@ def test_relay_skips_a_producer_that_timed_out_and_wakes_the_next(tmp_path: Path
 def test_relay_wakes_every_producer_of_a_large_batch(tmp_path: Path):
     # 64 producers held behind one stuck sync form one batch; all are acked once it
     # completes, each woken by its predecessor.
-    release = threading.Event()
-
-    def block(**_: Any) -> None:
-        release.wait(5)
+    disk = StuckDisk()
 
     n = 64
     with MessageStore.open(sync_cfg(tmp_path, sync_flush_timeout_ms=5000)) as s:
@@ -178,13 +180,13 @@ def test_relay_wakes_every_producer_of_a_large_batch(tmp_path: Path):
             with lock:
                 statuses.append(st)
 
-        with faults.inject("before_fdatasync", block):
+        with faults.inject("before_fdatasync", disk):
             ts = [threading.Thread(target=put) for _ in range(n)]
             for t in ts:
                 t.start()
             time.sleep(0.3)
             syncs = s.flusher.syncs
-            release.set()
+            disk.release.set()
             for t in ts:
                 t.join(10)
         assert statuses == [PutStatus.PUT_OK] * n
@@ -209,13 +211,7 @@ def test_relay_passes_over_a_producer_interrupted_by_a_signal(tmp_path: Path):
     # The main thread waits for its group commit and a signal handler raises in it
     # (Ctrl-C does this); the producer behind it in the same batch is still acked as
     # soon as the sync completes.
-    release = threading.Event()
-    stuck = threading.Event()
-
-    def block(**_: Any) -> None:
-        if not release.is_set():
-            stuck.set()
-            release.wait(5)
+    disk = StuckDisk()
 
     class Interrupted(Exception):
         pass
@@ -227,7 +223,7 @@ def test_relay_passes_over_a_producer_interrupted_by_a_signal(tmp_path: Path):
     old = signal.signal(signal.SIGALRM, raise_interrupted)
     try:
         with MessageStore.open(sync_cfg(tmp_path, sync_flush_timeout_ms=3000)) as s:
-            with faults.inject("before_fdatasync", block):
+            with faults.inject("before_fdatasync", disk):
 
                 def put(name: str, delay: float) -> None:
                     time.sleep(delay)
@@ -235,14 +231,14 @@ def test_relay_passes_over_a_producer_interrupted_by_a_signal(tmp_path: Path):
 
                 z = threading.Thread(target=put, args=("z", 0.0))  # its sync gets stuck
                 z.start()
-                assert stuck.wait(5)
+                assert disk.stuck.wait(5)
                 b = threading.Thread(target=put, args=("b", 0.1))  # behind main's request
                 b.start()
                 signal.setitimer(signal.ITIMER_REAL, 0.4)
                 with pytest.raises(Interrupted):
                     s.put_message(Message(topic="t", body=b"main"))
                 t0 = time.monotonic()
-                release.set()
+                disk.release.set()
                 b.join(5)
                 z.join(5)
             assert results["b"] is PutStatus.PUT_OK
