@@ -11,7 +11,7 @@ goes to the next segment when ``size + 8`` does not fit, and the 8-byte blank re
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mqstore import compression
@@ -128,17 +128,7 @@ def build_store(
             seg_base += segment_size
             pos = 0
         phys = seg_base + pos
-        rec = fmt.make_record(
-            topic=topic,
-            body=stored,
-            properties_string=props,
-            queue_id=qid,
-            queue_offset=qoff,
-            physical_offset=phys,
-            sys_flag=sys_flag,
-            born_timestamp=BASE_TS + i * 10 - 3,
-            store_timestamp=BASE_TS + i * 10,
-        )
+        rec = replace(rec, physical_offset=phys)
         raw = fmt.encode(rec)
         seg[pos : pos + len(raw)] = raw
         pos += len(raw)
