@@ -158,14 +158,8 @@ class IndexFile:
         self._write_header()
 
     def _write_header(self) -> None:
-        self._put_header(
-            self.begin_timestamp,
-            self.end_timestamp,
-            self.begin_phy_offset,
-            self.end_phy_offset,
-            self.hash_slot_count,
-            self.index_count,
-        )
+        """Write the cached header (:meth:`header`) to the file."""
+        self._put_header(*self.header())
 
     def _put_header(
         self, bt: int, et: int, bp: int, ep: int, used: int, count: int, *, put: bool = False
