@@ -63,7 +63,7 @@ import os
 import random
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -254,6 +254,31 @@ class DiskModel:
         return True
 
 
+def run_producers(n_threads: int, worker: Callable[[int], None]) -> None:
+    """Run ``worker(tid)`` for each ``tid`` in ``range(n_threads)`` on its own thread and
+    wait for all of them; then re-raise the first exception a worker raised.
+
+    The producers of a power-loss trial: a worker stops on its own when the model has
+    cut (its puts fail), and one that raised does not stop the others, so every put
+    already made is recorded before the error surfaces in the caller's thread.
+    """
+    errors: list[BaseException] = []
+
+    def run(tid: int) -> None:
+        try:
+            worker(tid)
+        except BaseException as e:  # surfaced in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 # ----------------------------------------------------------------- the loss
 
 
@@ -379,4 +404,12 @@ def _durable_end(memory: dict[str, bytes], durable: dict[str, bytes]) -> int:
     return end
 
 
-__all__ = ["CRASH_POINTS", "PAGE", "SECTOR", "DiskModel", "PowerLossReport", "power_loss"]
+__all__ = [
+    "CRASH_POINTS",
+    "PAGE",
+    "SECTOR",
+    "DiskModel",
+    "PowerLossReport",
+    "power_loss",
+    "run_producers",
+]

@@ -36,7 +36,7 @@ from mqstore.commitlog.recovery import RecoveryMode
 from mqstore.tools._pageloss import Decide
 from tests.crash.workload import STATS, Put, message_for, put_from, verify
 from tests.helpers import check_consistency, queue_next_offsets, scan_log, store_config
-from tests.powerloss import PAGE, DiskModel, PowerLossReport, power_loss
+from tests.powerloss import PAGE, DiskModel, PowerLossReport, power_loss, run_producers
 
 pytestmark = pytest.mark.crash
 
@@ -88,45 +88,33 @@ def _produce(
 ) -> list[Put]:
     """Run the producer threads until they are done or the power fails."""
     puts: list[Put] = []
-    errors: list[BaseException] = []
     lock = threading.Lock()
     acks = [0]
 
     def worker(tid: int) -> None:
-        try:
-            seq = 0
-            while seq < per_thread and not model.crashed.is_set():
-                n = 1
-                if batches and tid == 0:
-                    n = random.Random(f"batch:{life}:{seq}").randrange(1, 5)
-                msgs = [message_for(life, tid, seq + i, fixed_size) for i in range(n)]
-                results = store.put_messages(msgs) if n > 1 else [store.put_message(msgs[0])]
-                before_crash = not model.crashed.is_set()
-                mine = [
-                    put_from(
-                        life, tid, seq + i, m, r, r.status is PutStatus.PUT_OK and before_crash
-                    )
-                    for i, (m, r) in enumerate(zip(msgs, results, strict=True))
-                ]
-                seq += n
-                with lock:
-                    puts.extend(mine)
-                    acks[0] += sum(p.acked for p in mine)
-                    due = cut_after is not None and acks[0] >= cut_after
-                if due:
-                    model.cut(f"after {cut_after} acks")
-                if not all(r.status.stored for r in results):
-                    break
-        except BaseException as e:  # surfaced in the test thread
-            errors.append(e)
+        seq = 0
+        while seq < per_thread and not model.crashed.is_set():
+            n = 1
+            if batches and tid == 0:
+                n = random.Random(f"batch:{life}:{seq}").randrange(1, 5)
+            msgs = [message_for(life, tid, seq + i, fixed_size) for i in range(n)]
+            results = store.put_messages(msgs) if n > 1 else [store.put_message(msgs[0])]
+            before_crash = not model.crashed.is_set()
+            mine = [
+                put_from(life, tid, seq + i, m, r, r.status is PutStatus.PUT_OK and before_crash)
+                for i, (m, r) in enumerate(zip(msgs, results, strict=True))
+            ]
+            seq += n
+            with lock:
+                puts.extend(mine)
+                acks[0] += sum(p.acked for p in mine)
+                due = cut_after is not None and acks[0] >= cut_after
+            if due:
+                model.cut(f"after {cut_after} acks")
+            if not all(r.status.stored for r in results):
+                break
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    run_producers(THREADS, worker)
     return puts
 
 

@@ -23,7 +23,7 @@ from mqstore.tools.bench._flush_plan import (
 )
 from mqstore.tools.bench._harness import progress
 from mqstore.tools.logcheck import LogScan, check_consistency, scan_log
-from mqstore.tools.powerloss import DiskModel, power_loss
+from mqstore.tools.powerloss import DiskModel, power_loss, run_producers
 
 
 def _trial_config(root: Path, mode: FlushDiskType) -> StoreConfig:
@@ -49,36 +49,26 @@ def _produce(
     puts: list[tuple[int, bytes, bool]] = []
     lock = threading.Lock()
     acks = [0]
-    errors: list[BaseException] = []
 
     def worker(tid: int) -> None:
         rng = random.Random(f"{seed}:{tid}")
-        try:
-            for seq in range(TRIAL_PER_THREAD):
-                if model.crashed.is_set():
-                    return
-                body = _body(rng, tid, seq)
-                r = store.put_message(Message("FlushLab", body, tags=f"T{tid}", keys=[f"k{seq}"]))
-                acked = r.status is PutStatus.PUT_OK and not model.crashed.is_set()
-                with lock:
-                    if r.status.stored:
-                        puts.append((r.physical_offset, body, acked))
-                    acks[0] += acked
-                    due = cut_after is not None and acks[0] >= cut_after
-                if due:
-                    model.cut(f"after {cut_after} acks")
-                if not r.status.stored:
-                    return
-        except BaseException as e:  # surfaced below
-            errors.append(e)
+        for seq in range(TRIAL_PER_THREAD):
+            if model.crashed.is_set():
+                return
+            body = _body(rng, tid, seq)
+            r = store.put_message(Message("FlushLab", body, tags=f"T{tid}", keys=[f"k{seq}"]))
+            acked = r.status is PutStatus.PUT_OK and not model.crashed.is_set()
+            with lock:
+                if r.status.stored:
+                    puts.append((r.physical_offset, body, acked))
+                acks[0] += acked
+                due = cut_after is not None and acks[0] >= cut_after
+            if due:
+                model.cut(f"after {cut_after} acks")
+            if not r.status.stored:
+                return
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(TRIAL_THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    run_producers(TRIAL_THREADS, worker)
     return puts
 
 
