@@ -72,6 +72,38 @@ def _drain(store: MessageStore, run: Run) -> None:
     run.extra["end_to_end_per_s"] = run.ops / (run.seconds + drain)
 
 
+def _contend(
+    workdir: Path,
+    flush: FlushDiskType,
+    pool: Sequence[Item],
+    measure: Callable[[MessageStore], Run],
+    *,
+    dispatch: bool,
+    dispatch_process: bool,
+    dispatch_cpus: tuple[int, ...] = (),
+) -> Run:
+    """One put contender: open a store in ``workdir`` (warmed with ``pool[0]``), run
+    ``measure`` on it, check that the store holds the ``run.ops`` messages it counted
+    and, with ``dispatch``, how dispatch caught up (:func:`_drain`); the store is closed
+    after, also when a step fails."""
+    store = _open(
+        workdir / "store",
+        flush,
+        pool[0],
+        dispatch=dispatch,
+        dispatch_process=dispatch_process,
+        dispatch_cpus=dispatch_cpus,
+    )
+    try:
+        run = measure(store)
+        _check_count(store, run.ops)
+        if dispatch:
+            _drain(store, run)
+    finally:
+        store.close()
+    return run
+
+
 def async_single(
     workdir: Path,
     duration: float,
@@ -81,30 +113,24 @@ def async_single(
 ) -> Run:
     """ASYNC_FLUSH, one thread, ``put_message`` per message (``dispatch_process``: the
     dispatcher runs in a child process, ``StoreConfig.dispatch_process``)."""
-    store = _open(
-        workdir / "store",
-        FlushDiskType.ASYNC_FLUSH,
-        pool[0],
-        dispatch=dispatch,
-        dispatch_process=dispatch_process,
-    )
-    msgs = [it.message() for it in pool]
-    put = store.put_message
 
-    def process(chunk: Sequence[Message]) -> None:
-        for m in chunk:
-            put(m)
+    def measure(store: MessageStore) -> Run:
+        msgs = [it.message() for it in pool]
+        put = store.put_message
 
-    try:
+        def process(chunk: Sequence[Message]) -> None:
+            for m in chunk:
+                put(m)
+
         run = drive(duration, msgs, process)
-        _check_count(store, run.ops)
         run.extra["log_bytes"] = store.max_physical_offset
         run.extra["fdatasyncs"] = store.flusher.syncs
-        if dispatch:
-            _drain(store, run)
-    finally:
-        store.close()
-    return run
+        return run
+
+    return _contend(
+        workdir, FlushDiskType.ASYNC_FLUSH, pool, measure,
+        dispatch=dispatch, dispatch_process=dispatch_process,
+    )  # fmt: skip
 
 
 def async_batch(
@@ -116,28 +142,21 @@ def async_batch(
     dispatch_process: bool = False,
 ) -> Run:
     """ASYNC_FLUSH, one thread, ``put_messages`` of ``batch`` messages."""
-    store = _open(
-        workdir / "store",
-        FlushDiskType.ASYNC_FLUSH,
-        pool[0],
-        dispatch=dispatch,
-        dispatch_process=dispatch_process,
-    )
-    batches = chunked([it.message() for it in pool], batch)
-    put_many = store.put_messages
 
-    def process(chunk: Sequence[list[Message]]) -> None:
-        for b in chunk:
-            put_many(b)
+    def measure(store: MessageStore) -> Run:
+        batches = chunked([it.message() for it in pool], batch)
+        put_many = store.put_messages
 
-    try:
-        run = drive(duration, batches, process, per_item=batch)
-        _check_count(store, run.ops)
-        if dispatch:
-            _drain(store, run)
-    finally:
-        store.close()
-    return run
+        def process(chunk: Sequence[list[Message]]) -> None:
+            for b in chunk:
+                put_many(b)
+
+        return drive(duration, batches, process, per_item=batch)
+
+    return _contend(
+        workdir, FlushDiskType.ASYNC_FLUSH, pool, measure,
+        dispatch=dispatch, dispatch_process=dispatch_process,
+    )  # fmt: skip
 
 
 def sync_threads(
@@ -184,38 +203,31 @@ def put_threads(
     ``extra["fdatasyncs"]`` counts the store flusher's syncs during the run (for
     ASYNC_FLUSH, the periodic flusher's).
     """
-    store = _open(
-        workdir / "store",
-        flush,
-        pool[0],
-        dispatch=dispatch,
-        dispatch_process=dispatch_process,
-        dispatch_cpus=dispatch_cpus,
-    )
-    msgs = [it.message() for it in pool]
-    put = store.put_message
 
-    def make(i: int, _d: Deadline) -> tuple[Worker, Callable[[], None]]:
-        k = [i * 131]
+    def measure(store: MessageStore) -> Run:
+        msgs = [it.message() for it in pool]
+        put = store.put_message
 
-        def op() -> None:
-            r = put(msgs[k[0] % len(msgs)])
-            k[0] += 1
-            if r.status is not _PUT_OK:
-                raise RuntimeError(f"put returned {r.status}: {r.error}")
+        def make(i: int, _d: Deadline) -> tuple[Worker, Callable[[], None]]:
+            k = [i * 131]
 
-        return op, lambda: None
+            def op() -> None:
+                r = put(msgs[k[0] % len(msgs)])
+                k[0] += 1
+                if r.status is not _PUT_OK:
+                    raise RuntimeError(f"put returned {r.status}: {r.error}")
 
-    try:
+            return op, lambda: None
+
         syncs0 = store.flusher.syncs
         run = run_threads(n_threads, duration, make)
         run.extra["fdatasyncs"] = store.flusher.syncs - syncs0
-        _check_count(store, run.ops)
-        if dispatch:
-            _drain(store, run)
-    finally:
-        store.close()
-    return run
+        return run
+
+    return _contend(
+        workdir, flush, pool, measure,
+        dispatch=dispatch, dispatch_process=dispatch_process, dispatch_cpus=dispatch_cpus,
+    )  # fmt: skip
 
 
 # -------------------------------------------------------------------- recovery
