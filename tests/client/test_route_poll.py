@@ -29,14 +29,19 @@ def ids(c):
     return {mq.queue_id for mq in c.owned() if mq.topic == "T"}
 
 
+def assert_takes_all_queues_after_growing_from_four_to_eight(core, c):
+    """``c``, the one member of its group, owns T's 4 queues, then all 8 once T grows."""
+    assert wait_until(lambda: ids(c) == set(range(4)), 5)
+    core.create_topic(TopicConfig("T", 8, 8))
+    assert wait_until(lambda: ids(c) == set(range(8)), 3)
+
+
 def test_a_topic_grown_from_four_to_eight_queues_is_rebalanced_by_the_route_poll(tmp_path):
     with broker(tmp_path) as core:
         create_topic(core, "T", 4)
         c = start(core, Seen(), "c0")
         try:
-            assert wait_until(lambda: ids(c) == set(range(4)), 5)
-            core.create_topic(TopicConfig("T", 8, 8))
-            assert wait_until(lambda: ids(c) == set(range(8)), 3)
+            assert_takes_all_queues_after_growing_from_four_to_eight(core, c)
         finally:
             c.shutdown()
 
@@ -50,9 +55,7 @@ def test_the_route_poll_sees_a_grown_topic_over_tcp(tmp_path):
         t = RemoteTransport(f"127.0.0.1:{port}")
         c = start(core, Seen(), "c0", transport=t)
         try:
-            assert wait_until(lambda: ids(c) == set(range(4)), 5)
-            core.create_topic(TopicConfig("T", 8, 8))
-            assert wait_until(lambda: ids(c) == set(range(8)), 3)
+            assert_takes_all_queues_after_growing_from_four_to_eight(core, c)
         finally:
             c.shutdown()
             t.close()
