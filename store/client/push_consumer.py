@@ -19,48 +19,35 @@ or orderly consume service. CLUSTERING consumers also subscribe to
 from __future__ import annotations
 
 import logging
-import threading
-from pathlib import Path
 
-from mqstore.client.allocate import MessageQueue, Strategy
+from mqstore.client.allocate import MessageQueue
 from mqstore.client.consume_concurrently import ConsumeMessageConcurrentlyService
 from mqstore.client.consume_orderly import ConsumeMessageOrderlyService
 from mqstore.client.consumer_base import ConsumerBase, ServiceState
-from mqstore.client.consumer_config import ConsumerConfig
 from mqstore.client.listener import ConcurrentListener, OrderlyListener
 from mqstore.client.process_queue import ProcessQueue
 from mqstore.client.pull_service import PullContext, PullMessageService, PullTask
 from mqstore.client.rebalance import PullRequest, compute_pull_from_where
 from mqstore.client.remote import RemoteTransport
-from mqstore.client.transport import Transport
 
 log = logging.getLogger(__name__)
 
 
 class PushConsumer(ConsumerBase):
     """A push consumer of one group. ``start``/``shutdown`` are not thread-safe with
-    each other; everything else is.
+    each other; everything else is. Built with :class:`ConsumerBase`'s arguments; the
+    listener and the services it adds start out as the class defaults below.
 
     Raises (``start``):
         RuntimeError: no listener registered, no subscription, or started twice.
     """
 
-    def __init__(
-        self,
-        group: str,
-        transports: Transport | list[Transport],
-        config: ConsumerConfig | None = None,
-        *,
-        strategy: Strategy | None = None,
-        offset_dir: Path | None = None,
-    ) -> None:
-        super().__init__(group, transports, config, strategy=strategy, offset_dir=offset_dir)
-        self._listener: ConcurrentListener | OrderlyListener | None = None
-        self.orderly = False
-        self.consume_service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService
-        self._loops: dict[MessageQueue, PullTask] = {}
-        self._loops_lock = threading.Lock()
-        self._pull_service: PullMessageService | None = None
+    _listener: ConcurrentListener | OrderlyListener | None = None
+    orderly: bool = False
+    """Whether the listener is a ``MessageListenerOrderly`` (set with the listener)."""
+    consume_service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService
+    """Built by :meth:`start`, for the kind of listener registered."""
+    _pull_service: PullMessageService | None = None
 
     def register_message_listener(
         self, listener: ConcurrentListener | OrderlyListener, *, orderly: bool = False
@@ -134,8 +121,6 @@ class PushConsumer(ConsumerBase):
                 t.reset_handlers.unregister(self.group)
         self.consume_service.shutdown(wait=True)
         self._finish_shutdown()
-        with self._loops_lock:
-            self._loops.clear()
 
     def pause(self) -> None:
         """Suspend consuming (RocketMQ ``suspend``): pulls wait and the group is not
@@ -156,8 +141,6 @@ class PushConsumer(ConsumerBase):
 
     def remove_unnecessary_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         """Persist the dropped queue's offset (orderly: then unlock it)."""
-        with self._loops_lock:
-            self._loops.pop(mq, None)
         if isinstance(self.consume_service, ConsumeMessageOrderlyService):
             self.consume_service.remove_unnecessary_queue(mq, pq)
         else:
@@ -173,10 +156,7 @@ class PushConsumer(ConsumerBase):
         if self.stopped.is_set() or self._pull_service is None:
             return
         for req in requests:
-            task = PullTask(req)
-            with self._loops_lock:
-                self._loops[req.mq] = task
-            self._pull_service.execute_now(task)
+            self._pull_service.execute_now(PullTask(req))
 
     def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET (docs/admin.md §9): drop the topic's process
