@@ -48,10 +48,9 @@ from mqstore.broker.queries import BrokerQueries
 from mqstore.broker.sendback import (
     retry_topic,
 )
-from mqstore.broker.sending import MessageSender, Reply, SendOutcome
+from mqstore.broker.sending import MessageSender
 from mqstore.broker.subscriptions import SubscriptionGroupManager
 from mqstore.broker.topics import (
-    AUTO_CREATE_TOPIC_KEY,
     SCHEDULE_TOPIC,
     TopicConfig,
     TopicConfigManager,
@@ -61,7 +60,7 @@ from mqstore.broker.traffic import TrafficStats
 from mqstore.config import BrokerRole
 from mqstore.consumequeue.get import total_physical_memory
 from mqstore.failures import FailureCounter
-from mqstore.message import TOPIC_PATTERN, Message
+from mqstore.message import TOPIC_PATTERN
 from mqstore.message_store import MessageStore
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.values import Heartbeat, MessageModel, MessageQueue
@@ -128,7 +127,9 @@ class BrokerCore:
     """Broker state and request logic over one MessageStore (see the module docstring).
 
     The offset and message queries (QUERY_CONSUMER_OFFSET .. QUERY_MESSAGE) are
-    ``core.queries``, a :class:`~mqstore.broker.queries.BrokerQueries`.
+    ``core.queries``, a :class:`~mqstore.broker.queries.BrokerQueries`; sends and
+    send-backs (SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE, CONSUMER_SEND_MSG_BACK) are
+    ``core.sender``, a :class:`~mqstore.broker.sending.MessageSender`.
 
     The store's lifecycle is the caller's: :meth:`shutdown` does not close it.
     """
@@ -145,11 +146,13 @@ class BrokerCore:
         self.groups = SubscriptionGroupManager(
             conf_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group
         )
-        self.sender = MessageSender(store, self.topics, self.groups, cfg.default_topic_queue_nums)
+        self.traffic = TrafficStats()  # put / pulled message counts (runtime info)
+        self.sender = MessageSender(
+            store, self.topics, self.groups, self.traffic, cfg.default_topic_queue_nums
+        )
         self.consumers = ConsumerManager(cfg.channel_expired_ms, self._notify_enabled)
         self.connections = ConnectionTable()  # client addresses, producer groups (admin)
         self.boot_timestamp_ms = int(time.time() * 1000)
-        self.traffic = TrafficStats()  # put / pulled message counts (runtime info)
         self.locks = RebalanceLockManager(cfg.rebalance_lock_max_live_ms)
         self.hold = PullHoldService(
             self._reexecute, store.max_offset_in_queue, cfg.hold_check_interval_ms
@@ -227,30 +230,6 @@ class BrokerCore:
             return False
         sub = self.groups.find(group)
         return sub is None or sub.notify_consumer_ids_changed_enable
-
-    # --------------------------------------------------------------------- send
-
-    def send(
-        self,
-        topic: str,
-        queue_id: int,
-        messages: Sequence[Message],
-        *,
-        default_topic: str = AUTO_CREATE_TOPIC_KEY,
-        default_queue_nums: int | None = None,
-        max_reconsume_times: int | None = None,
-    ) -> SendOutcome:
-        """SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE (:meth:`MessageSender.send`)."""
-        out = self.sender.send(
-            topic,
-            queue_id,
-            messages,
-            default_topic=default_topic,
-            default_queue_nums=default_queue_nums,
-            max_reconsume_times=max_reconsume_times,
-        )
-        self.traffic.record_put(sum(1 for r in out.results if r.status.stored))
-        return out
 
     # --------------------------------------------------------------------- pull
 
@@ -387,21 +366,6 @@ class BrokerCore:
     def unlock_batch(self, group: str, client_id: str, queues: Sequence[MessageQueue]) -> None:
         """UNLOCK_BATCH_MQ."""
         self.locks.unlock_batch(group, queues, client_id)
-
-    # ---------------------------------------------------------------- send back
-
-    def send_back(
-        self,
-        group: str,
-        physical_offset: int,
-        delay_level: int = 0,
-        origin_msg_id: str = "",
-        max_reconsume_times: int | None = None,
-    ) -> Reply:
-        """CONSUMER_SEND_MSG_BACK (:meth:`MessageSender.send_back`): retry or DLQ."""
-        return self.sender.send_back(
-            group, physical_offset, delay_level, origin_msg_id, max_reconsume_times
-        )
 
     # ------------------------------------------------------------------- routes
 

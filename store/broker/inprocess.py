@@ -121,7 +121,7 @@ class InProcessTransport(Closeable):
             BrokerError: MESSAGE_ILLEGAL, SERVICE_NOT_AVAILABLE, NO_PERMISSION, ...
         """
         self._check()
-        outcome = self.core.send(queue.topic, queue.queue_id, messages)
+        outcome = self.core.sender.send(queue.topic, queue.queue_id, messages)
         status = values.SEND_STATUS.get(outcome.code)
         if status is None or not outcome.results:
             raise BrokerError(outcome.code, outcome.remark or "")
@@ -250,7 +250,7 @@ class InProcessTransport(Closeable):
         """
         self._check()
         r = request
-        reply = self.core.send_back(
+        reply = self.core.sender.send_back(
             r.group, r.msg.physical_offset, r.delay_level, "", r.max_reconsume_times
         )
         if reply.code is not ResponseCode.SUCCESS:

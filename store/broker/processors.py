@@ -94,7 +94,7 @@ def process_send(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     sent = [props for _flag, _body, props in entries]
     messages = as_stored(ctx.core.store.cfg, messages, h.properties, batch=batch,
                          sent_properties=sent)  # fmt: skip
-    out = ctx.core.send(
+    out = ctx.core.sender.send(
         h.topic,
         h.queue_id,
         messages,
@@ -287,7 +287,7 @@ def process_send_back(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComm
     """CONSUMER_SEND_MSG_BACK (36)."""
     ext = cmd.ext_fields
     max_times = ext.get("maxReconsumeTimes")
-    reply = ctx.core.send_back(
+    reply = ctx.core.sender.send_back(
         ext_group(ext, "group"),
         ext_int(ext, "offset"),
         ext_int(ext, "delayLevel", 0),

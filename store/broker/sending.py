@@ -27,6 +27,7 @@ from mqstore.broker.sendback import (
 )
 from mqstore.broker.subscriptions import SubscriptionGroupManager
 from mqstore.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfigManager
+from mqstore.broker.traffic import TrafficStats
 from mqstore.errors import IllegalMessageError, IllegalTopicError
 from mqstore.message import Message, validate_topic
 from mqstore.message_store import MessageStore, PutResult
@@ -67,18 +68,21 @@ class Reply:
 
 
 class MessageSender:
-    """Puts sent and sent-back messages into the store."""
+    """Puts sent and sent-back messages into the store; counts the sent ones stored
+    in ``traffic`` (the broker's put figures)."""
 
     def __init__(
         self,
         store: MessageStore,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
+        traffic: TrafficStats,
         default_topic_queue_nums: int = 4,
     ) -> None:
         self.store = store
         self.topics = topics
         self.groups = groups
+        self.traffic = traffic
         self.default_topic_queue_nums = default_topic_queue_nums
 
     def send(
@@ -165,6 +169,7 @@ class MessageSender:
             )
         except (IllegalTopicError, IllegalMessageError) as e:
             return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark=str(e))
+        self.traffic.record_put(sum(1 for r in results if r.status.stored))
         status = results[0].status
         code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
         remark = results[0].error if not status.stored else None

@@ -330,7 +330,7 @@ class MessagingService:
             out = convert.to_store(
                 msg, self._delay_levels, now_ms, self.core.store.cfg.max_message_size
             )
-            res = self.core.send(tc.topic_name, self._send_queue(tc, out.message_group),
+            res = self.core.sender.send(tc.topic_name, self._send_queue(tc, out.message_group),
                                  [out.message])  # fmt: skip
         except convert.RequestRefusedError as e:
             entry.status.CopyFrom(status(e.code, e.message))
