@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,16 +98,14 @@ def consumequeue_available() -> bool:
 # ---------------------------------------------------------------- processes
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("role", "threads"), [("ASYNC_MASTER", 2), ("SYNC_MASTER", 4)])
-def test_master_under_load_and_slave_process_end_byte_identical(
-    tmp_path: Path, role: str, threads: int
-):
-    count = 12_000  # ~14 MB of 1 KiB messages over 1 MiB files
+def replicate_between_processes(tmp_path: Path, *master_args: str) -> dict[str, Any]:
+    """Run a master process in ``tmp_path / "m"`` (``master_args`` must make it produce;
+    it starts once a slave connects) and a slave process in ``tmp_path / "s"`` that
+    follows it, until the slave holds the whole log the master produced; stop both.
+    Returns the master's status once it produced everything."""
     master = HAProcess(
-        "master", tmp_path / "m", tmp_path, "master", "--role", role,
-        "--produce", str(count), "--threads", str(threads), "--after-connect",
-    )  # fmt: skip
+        "master", tmp_path / "m", tmp_path, "master", *master_args, "--after-connect"
+    )
     slave = None
     try:
         port = master.wait_for(lambda s: s.get("port"), 20, "listening")["port"]
@@ -114,9 +113,6 @@ def test_master_under_load_and_slave_process_end_byte_identical(
             "slave", tmp_path / "s", tmp_path, "slave", "--master", f"127.0.0.1:{port}"
         )
         done = master.wait_for(lambda s: s["produced_all"], 60, "producing everything")
-        assert sum(done["statuses"].values()) == count
-        if role == "SYNC_MASTER":
-            assert done["statuses"] == {"PUT_OK": count}
         final = done["max_offset"]
         slave.wait_for(lambda s: s["max_offset"] == final, 30, f"slave at {final}")
         slave.terminate()
@@ -125,6 +121,22 @@ def test_master_under_load_and_slave_process_end_byte_identical(
         master.cleanup()
         if slave is not None:
             slave.cleanup()
+    return done
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("role", "threads"), [("ASYNC_MASTER", 2), ("SYNC_MASTER", 4)])
+def test_master_under_load_and_slave_process_end_byte_identical(
+    tmp_path: Path, role: str, threads: int
+):
+    count = 12_000  # ~14 MB of 1 KiB messages over 1 MiB files
+    done = replicate_between_processes(
+        tmp_path, "--role", role, "--produce", str(count), "--threads", str(threads)
+    )
+    assert sum(done["statuses"].values()) == count
+    if role == "SYNC_MASTER":
+        assert done["statuses"] == {"PUT_OK": count}
+    final = done["max_offset"]
     lo, hi = assert_same_log(tmp_path / "m", tmp_path / "s", FILE_SIZE)
     assert (lo, hi) == (0, final)
     assert hi > 10 * FILE_SIZE
@@ -137,23 +149,7 @@ def test_master_and_slave_processes_have_identical_consume_queues(tmp_path: Path
             "the ConsumeQueue has not landed yet (store/consumequeue/queue.py and "
             "MessageStore.get_message): nothing to compare beyond the CommitLog"
         )
-    master = HAProcess(
-        "master", tmp_path / "m", tmp_path, "master", "--produce", "3000", "--after-connect"
-    )
-    slave = None
-    try:
-        port = master.wait_for(lambda s: s.get("port"), 20, "listening")["port"]
-        slave = HAProcess(
-            "slave", tmp_path / "s", tmp_path, "slave", "--master", f"127.0.0.1:{port}"
-        )
-        final = master.wait_for(lambda s: s["produced_all"], 60, "producing")["max_offset"]
-        slave.wait_for(lambda s: s["max_offset"] == final, 30, "slave caught up")
-        slave.terminate()
-        master.terminate()
-    finally:
-        master.cleanup()
-        if slave is not None:
-            slave.cleanup()
+    replicate_between_processes(tmp_path, "--produce", "3000")
     m_cq, s_cq = tmp_path / "m" / "consumequeue", tmp_path / "s" / "consumequeue"
     files = sorted(p.relative_to(m_cq) for p in m_cq.rglob("*") if p.is_file())
     assert files, "the master wrote no consume queue files"
