@@ -46,8 +46,3 @@ def manifest() -> list[Put]:
         t, q, qo, po, tag, key, uniq, delay, body = line.split("\t")
         out.append(Put(t, int(q), int(qo), int(po), tag, key, uniq, int(delay), body.encode()))
     return out
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    """Relative path -> bytes of every file under ``root``."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}

@@ -19,7 +19,8 @@ from mqstore.message import (
     string_to_properties,
 )
 from mqstore.property_format import PropertyFormat
-from tests.rmq498 import FIXTURE, manifest, tree
+from tests.helpers import tree
+from tests.rmq498 import FIXTURE, manifest
 
 STORE_TS_AND_HOST = slice(56, 72)
 """STORETIMESTAMP (8) and STOREHOST (8) of a v1 record with IPv4 hosts."""

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from mqstore import FlushDiskType, GetStatus, Message, MessageStore, StoreConfig
+from mqstore import FlushDiskType, Message, MessageStore, StoreConfig
 from tests.cq_consistency import check_cq_consistency
 from tests.crash.killed import REPO, acks_until_killed
+from tests.helpers import pull_all
 
 pytestmark = pytest.mark.crash
 
@@ -80,16 +81,6 @@ def run_and_kill(root: Path, mode: str, acks: int) -> list[tuple[int, int, str, 
     ]
 
 
-def pull_all(s: MessageStore, topic: str, qid: int) -> list[tuple[int, bytes]]:
-    out, off = [], 0
-    while True:
-        g = s.get_message("g", topic, qid, off, 32)
-        if g.status is not GetStatus.FOUND and g.next_begin_offset == off:
-            return out
-        out += [(m.queue_offset, m.body) for m in g.messages]
-        off = g.next_begin_offset
-
-
 @pytest.mark.parametrize(
     ("mode", "acks"),
     [("ASYNC_FLUSH", 400), ("ASYNC_FLUSH", 3000), ("SYNC_FLUSH", 300)],
@@ -103,7 +94,9 @@ def test_sigkill_mid_load_then_reopen_keeps_queues_and_index_consistent(
     with MessageStore.open(cfg) as s:
         assert not s.last_exit_ok
         pulled = {
-            (t, q): dict(pull_all(s, f"T{t}", q)) for t in range(TOPICS) for q in range(QUEUES)
+            (t, q): {m.queue_offset: m.body for m in pull_all(s, f"T{t}", q)}
+            for t in range(TOPICS)
+            for q in range(QUEUES)
         }
         for tid, seq, topic, qid, qoff in acked:
             body = pulled[int(topic[1:]), qid].get(qoff)
