@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from mqstore import Message, MessageStore, StoreConfig
-from tests.rmq498 import FIXTURE, copy_store, manifest, tree
+from tests.helpers import tree
+from tests.rmq498 import FIXTURE, copy_store, manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
