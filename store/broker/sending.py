@@ -67,23 +67,17 @@ class Reply:
     remark: str | None = None
 
 
+@dataclass(eq=False)
 class MessageSender:
-    """Puts sent and sent-back messages into the store; counts the sent ones stored
-    in ``traffic`` (the broker's put figures)."""
+    """Puts sent and sent-back messages into the store."""
 
-    def __init__(
-        self,
-        store: MessageStore,
-        topics: TopicConfigManager,
-        groups: SubscriptionGroupManager,
-        traffic: TrafficStats,
-        default_topic_queue_nums: int = 4,
-    ) -> None:
-        self.store = store
-        self.topics = topics
-        self.groups = groups
-        self.traffic = traffic
-        self.default_topic_queue_nums = default_topic_queue_nums
+    store: MessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    traffic: TrafficStats
+    """Where the sent messages stored are counted (the broker's put figures)."""
+    default_topic_queue_nums: int = 4
+    """The queue count of a topic a send auto-creates when the client names none."""
 
     def send(
         self,
