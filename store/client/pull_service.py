@@ -100,15 +100,14 @@ class PullContext:
 class PullTask:
     """One owned queue's pull request: where to pull next and what is held.
 
-    Owned by the service thread, except ``flow_control_times`` (read by anyone)."""
+    Owned by the service thread."""
 
-    __slots__ = ("flow_control_times", "inflight", "locked_first", "mq", "next_offset", "pq")
+    __slots__ = ("inflight", "locked_first", "mq", "next_offset", "pq")
 
     def __init__(self, request: PullRequest) -> None:
         self.mq = request.mq
         self.pq = request.pq
         self.next_offset = request.next_offset
-        self.flow_control_times = 0
         self.locked_first = False
         self.inflight: Cancellable | None = None
         """The outstanding pull; None while the task waits in the service's queue."""
@@ -136,6 +135,9 @@ class PullMessageService:
         self._stopped = False
         self._broker_down_until: dict[str, float] = {}  # service thread only
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.flow_control_times = 0
+        """Pulls put off by flow control, over every queue (RocketMQ's
+        ``queueFlowControlTimes``); written by the service thread, read by anyone."""
 
     def start(self) -> None:
         self._thread.start()
@@ -225,7 +227,7 @@ class PullMessageService:
             self.execute_later(task, PULL_DELAY_WHEN_SUSPEND_MS)
             return
         if flow_control.check(pq, ctx.config, orderly=ctx.orderly) is not None:
-            task.flow_control_times += 1
+            self.flow_control_times += 1
             self.execute_later(task, ctx.config.flow_control_delay_ms)
             return
         if ctx.orderly:

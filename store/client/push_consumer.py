@@ -109,6 +109,12 @@ class PushConsumer(ConsumerBase):
         if orderly is not None:
             orderly.start()  # the lock renewal schedule
 
+    @property
+    def flow_control_times(self) -> int:
+        """Pulls put off because a queue held too many or too large messages (RocketMQ's
+        ``queueFlowControlTimes``), since :meth:`start`."""
+        return 0 if self._pull_service is None else self._pull_service.flow_control_times
+
     def shutdown(self) -> None:
         """Persist offsets and leave the group (idempotent)."""
         if self.state is not ServiceState.RUNNING:

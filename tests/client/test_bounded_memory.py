@@ -77,8 +77,7 @@ def test_a_slow_consumer_holds_at_most_the_flow_control_limit(tmp_path):
                 peak_held = max([peak_held, *held])
                 peak_rss = max(peak_rss, rss_bytes())
                 time.sleep(0.01)
-            loops = list(c._loops.values())
-            paused = sum(loop.flow_control_times for loop in loops)
+            paused = c.flow_control_times
         finally:
             c.shutdown()
         limit = cfg.pull_threshold_for_queue + cfg.pull_batch_size
