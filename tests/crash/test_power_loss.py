@@ -246,3 +246,17 @@ def test_async_flush_power_loss_with_a_multi_mib_hole_in_large_segments(tmp_path
     """2 MiB segments, megabytes per life, and a power loss dropping 1.5 MiB of pages in
     one run while keeping those after it: no phantom, nothing durable lost."""
     _trial(tmp_path, 2000 + seed, FlushDiskType.ASYNC_FLUSH, file_size=LARGE_FILE_SIZE, holes=True)
+
+
+def test_a_failing_producer_surfaces_after_every_other_producer_finished() -> None:
+    finished: list[int] = []
+
+    def worker(tid: int) -> None:
+        if tid == 0:
+            raise OSError("disk cut")
+        threading.Event().wait(0.05)  # still running when worker 0 fails
+        finished.append(tid)
+
+    with pytest.raises(OSError, match="disk cut"):
+        run_producers(4, worker)
+    assert sorted(finished) == [1, 2, 3]
