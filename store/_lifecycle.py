@@ -165,6 +165,15 @@ class StoreLifecycle:
         self.lock_fd = fd
         self.last_exit_ok = not (self.root / "abort").exists()
 
+    @property
+    def recovery_policy(self) -> RecoveryPolicy:
+        """``cfg.recovery_policy``, except that a slave always truncates: its master
+        re-sends whatever is cut, while a fenced range would leave the replica without
+        those records for good (the master resumes after the range)."""
+        if self.cfg.broker_role is BrokerRole.SLAVE:
+            return RecoveryPolicy.TRUNCATE
+        return self.cfg.recovery_policy
+
     def load_and_recover(self) -> None:
         """Open step 3: load segments, queues, checkpoint and index, recover them."""
         cfg = self.cfg
@@ -172,7 +181,7 @@ class StoreLifecycle:
             cfg.commitlog_path, cfg.commitlog_file_size, reserve_chunk=cfg.commitlog_reserve_chunk
         )
         self.segments.durable_entries = True
-        self.segments.fill_gaps = cfg.recovery_policy is RecoveryPolicy.KEEP
+        self.segments.fill_gaps = self.recovery_policy is RecoveryPolicy.KEEP
         self._loaded.append(self.segments)
         self.segments.load()
         self.checkpoint = Checkpoint(self.root / "checkpoint")
@@ -198,7 +207,7 @@ class StoreLifecycle:
             last_exit_ok=self.last_exit_ok,
             check_crc=cfg.check_crc_on_recover,
             on_record=self.logics.recover(last_exit_ok=self.last_exit_ok),
-            policy=cfg.recovery_policy,
+            policy=self.recovery_policy,
             quarantine=self.quarantine,
         )
         if self.recovery.damaged and self.last_exit_ok:

@@ -30,7 +30,8 @@ class RecoveryPolicy(enum.Enum):
     """What CommitLog recovery does at a record that fails its checks (``recovery_policy``).
 
     ``TRUNCATE`` is RocketMQ's: the log ends there. ``KEEP`` fences off damage that valid
-    records follow and keeps them (``mqstore.commitlog.recovery``).
+    records follow and keeps them (``mqstore.commitlog.recovery``). A ``SLAVE`` store
+    always truncates: its master re-sends what is cut.
     """
 
     KEEP = "keep"

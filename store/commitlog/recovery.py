@@ -28,7 +28,9 @@ are created zeroed and every cut is zeroed and synced before the log grows again
 So a bad region is damage when the record after it is older than the checkpoint's
 flushed timestamp (it, and so every byte before it, had been synced), or when no
 512-byte sector's part inside the region is all zeros (a lost sector's part there
-would be: :data:`MIN_LOST_RUN`).
+would be: :data:`MIN_LOST_RUN`) and the region does not start with a zero TOTALSIZE
+and MAGICCODE (a record never written: a killed process's last copy, whose first
+bytes a ``memcpy`` may store last).
 Anything else may be a torn tail whose later pages survived, and keeping what follows
 it would serve records whose predecessors were lost: the log is cut.
 
@@ -460,6 +462,8 @@ def is_damage(
     rather than a torn tail (cut): see the module docstring."""
     if keep.durable(next_timestamp):
         return True
+    if _unwritten_head(segments, start):
+        return False
     sector = start - start % SECTOR
     while sector < end:
         a, b = max(sector, start), min(sector + SECTOR, end)
@@ -471,6 +475,20 @@ def is_damage(
             return False
         sector += SECTOR
     return True
+
+
+def _unwritten_head(segments: Segments, start: int) -> bool:
+    """Whether the bad record at ``start`` has zero TOTALSIZE and MAGICCODE: a record
+    whose write stopped before its first bytes landed, a torn tail however complete
+    the bytes after it are. A process killed in the middle of one copy of several
+    records leaves exactly that: the copy routine may store its first bytes last
+    (glibc's ``memcpy`` writes the head vector after its loop), so the later records
+    are whole while the first starts with zeros shorter than a sector."""
+    mf = segments.find(start)
+    if mf is None:
+        return False
+    rel = start - mf.file_from_offset
+    return mf.file_size - rel >= 8 and mf.view[rel : rel + 8] == _ZERO_SECTOR[:8]
 
 
 def messages_lost(segments: Segments, i: int, pos: int, j: int, next_pos: int) -> int:

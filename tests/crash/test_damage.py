@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mqstore import Message, MessageStore, PutStatus
+from mqstore import BrokerRole, Message, MessageStore, PutStatus
 from mqstore.commitlog.recovery_damage import read_ranges
 from mqstore.config import RecoveryPolicy
 from tests.helpers import check_consistency, make_store, pull_all, reopen
@@ -133,6 +133,21 @@ def test_truncate_policy_cuts_at_the_damage_as_rocketmq_does(tmp_path: Path):
         s.close()
 
 
+def test_a_slave_cuts_at_the_damage_whatever_the_policy_so_its_master_resends(tmp_path: Path):
+    s, puts = _write(tmp_path, 600, seed=8)
+    s.close()
+    victim = puts[300]
+    _overwrite(s.root, victim.phys + 40, random.Random(9).randbytes(64))
+    nobody = "127.0.0.1:1"  # no master: the slave only retries in the background
+    s = reopen(s.cfg, broker_role=BrokerRole.SLAVE, ha_master_address=nobody,
+               recovery_policy=RecoveryPolicy.KEEP)  # fmt: skip
+    try:
+        assert s.damage == ()
+        assert s.max_physical_offset == victim.phys
+    finally:
+        s.close()
+
+
 def test_a_flipped_bit_in_a_body_fences_that_record_after_a_crash(tmp_path: Path):
     s, puts = _write(tmp_path, 400, seed=5, flush_disk_type=_sync())
     s.abandon()
@@ -201,6 +216,23 @@ def test_a_truncated_middle_segment_is_fenced_and_the_rest_served(tmp_path: Path
             key = (p.queue_id, p.queue_offset)
             assert served.get(key) == (None if p in lost else p.body)
         assert len(s.damage) == 1
+    finally:
+        s.close()
+
+
+def test_a_record_whose_head_a_killed_copy_never_wrote_ends_the_log(tmp_path: Path):
+    """A copy of several records killed midway can leave the first record's first bytes
+    unwritten (memcpy stores its head last) and the later records whole: a torn tail."""
+    s, puts = _write(tmp_path, 300, seed=7, flush_interval_commitlog_ms=60_000,
+                     flush_commitlog_thorough_interval_ms=60_000)  # fmt: skip
+    s.abandon()
+    # Inside its sector the zeros are shorter than the sector's part: not a lost sector.
+    victim = next(p for p in puts[200:] if p.phys % 512 < 400)
+    _overwrite(s.root, victim.phys, bytes(36))
+    s = reopen(s.cfg)
+    try:
+        assert s.damage == ()
+        assert s.max_physical_offset == victim.phys
     finally:
         s.close()
 

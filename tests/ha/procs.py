@@ -132,7 +132,14 @@ def assert_same_log(master_root: Path, slave_root: Path, file_size: int) -> tupl
         lo, hi = s.min_physical_offset, s.max_physical_offset
         assert hi <= m.max_physical_offset, (hi, m.max_physical_offset)
         assert lo >= m.min_physical_offset
-        assert log_bytes(s, lo, hi) == log_bytes(m, lo, hi), "slave log differs from master"
+        theirs, ours = log_bytes(s, lo, hi), log_bytes(m, lo, hi)
+        if theirs != ours:
+            at = next(i for i, (a, b) in enumerate(zip(theirs, ours, strict=True)) if a != b)
+            raise AssertionError(
+                f"slave log differs from master from offset {lo + at}: slave "
+                f"{theirs[at : at + 16].hex()}, master {ours[at : at + 16].hex()}; slave "
+                f"damage list {s.damage}"
+            )
         return lo, hi
 
 
