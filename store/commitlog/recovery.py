@@ -571,6 +571,12 @@ def recover(
         start_index = abnormal_start_index(segments, checkpoint)
     if segments.patched:  # files load() had to patch: scan them, whatever the mode
         start_index = min(start_index, _index_of(segments, min(segments.patched)))
+    if policy is RecoveryPolicy.TRUNCATE and quarantine is not None and quarantine.ranges:
+        # A range an earlier KEEP open fenced is bad bytes like any other: TRUNCATE ends
+        # the log at the first one (a slave's master re-sends from there).
+        first = quarantine.ranges[0].start
+        held = [i for i, mf in enumerate(segments.files) if mf.file_from_offset <= first]
+        start_index = min(start_index, held[-1] if held else 0)
     start = segments.files[start_index].file_from_offset
     keep = None
     damaged: list[DamagedRange] = []

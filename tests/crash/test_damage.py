@@ -148,6 +148,26 @@ def test_a_slave_cuts_at_the_damage_whatever_the_policy_so_its_master_resends(tm
         s.close()
 
 
+def test_a_slave_cuts_at_a_range_an_earlier_keep_open_fenced(tmp_path: Path):
+    s, puts = _write(tmp_path, 600, seed=10)
+    s.close()
+    victim = puts[550]
+    _overwrite(s.root, victim.phys + 40, random.Random(11).randbytes(64))
+    s = reopen(s.cfg)
+    assert len(s.damage) == 1
+    for i in range(600):  # the range ends up older than the segments a clean open scans
+        assert s.put_message(Message(topic=TOPIC, body=b"%05d" % i * 80)).status is PutStatus.PUT_OK
+    assert s.max_physical_offset // FILE_SIZE - victim.phys // FILE_SIZE > 3
+    s.close()
+    s = reopen(s.cfg, broker_role=BrokerRole.SLAVE, ha_master_address="127.0.0.1:1")
+    try:
+        assert s.damage == () and read_ranges(s.root) == ()
+        assert s.max_physical_offset == victim.phys
+        assert check_consistency(s.root, FILE_SIZE, end=s.max_physical_offset) == []
+    finally:
+        s.close()
+
+
 def test_a_flipped_bit_in_a_body_fences_that_record_after_a_crash(tmp_path: Path):
     s, puts = _write(tmp_path, 400, seed=5, flush_disk_type=_sync())
     s.abandon()
