@@ -15,7 +15,8 @@ record that is not valid, what happens depends on the policy
 
 * ``TRUNCATE`` (RocketMQ): everything from there on is the torn tail, truncated
   (zeroed to the end of its segment, later segments deleted, synced before anything
-  is appended).
+  is appended). A range an earlier ``KEEP`` open fenced counts as such a record,
+  however old: the scan starts early enough to reach it.
 * ``KEEP`` (the default): the scan looks for the next record that checks out (BODYCRC
   included) *and* whose PHYSICALOFFSET field is its own position. If there is one and
   the bytes in between are damage rather than a torn tail (:func:`is_damage`), they
