@@ -33,6 +33,8 @@ pytestmark = pytest.mark.crash
 FILE_SIZE = 64 * 1024
 TOPIC = "orders"
 QUEUES = 3
+NO_MASTER = "127.0.0.1:1"
+"""A slave's master address where nothing listens: it only retries in the background."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,27 @@ def _overwrite(root: Path, offset: int, data: bytes) -> None:
     with open(seg, "r+b") as f:
         f.seek(offset % FILE_SIZE)
         f.write(data)
+
+
+def _damaged(tmp_path: Path, seed: int, victim: int) -> tuple[MessageStore, Put]:
+    """A closed store of 600 records whose record ``victim`` has 64 random bytes at +40."""
+    s, puts = _write(tmp_path, 600, seed=seed)
+    s.close()
+    hit = puts[victim]
+    _overwrite(s.root, hit.phys + 40, random.Random(seed + 1).randbytes(64))
+    return s, hit
+
+
+def _assert_cut_at(store: MessageStore, end: int, **changes: object) -> None:
+    """Reopened (with ``changes``), the log ends at ``end`` with nothing fenced and the
+    store consistent."""
+    s = reopen(store.cfg, **changes)
+    try:
+        assert s.damage == ()
+        assert s.max_physical_offset == end
+        assert check_consistency(s.root, FILE_SIZE, end=end) == []
+    finally:
+        s.close()
 
 
 def _check(store: MessageStore, puts: list[Put], bad: list[tuple[int, int]]) -> None:
@@ -118,10 +141,7 @@ def test_random_bytes_in_a_middle_segment_lose_only_the_records_they_hit(
 
 
 def test_truncate_policy_cuts_at_the_damage_as_rocketmq_does(tmp_path: Path):
-    s, puts = _write(tmp_path, 600, seed=3)
-    s.close()
-    victim = puts[300]
-    _overwrite(s.root, victim.phys + 40, random.Random(4).randbytes(64))
+    s, victim = _damaged(tmp_path, seed=3, victim=300)
     s = reopen(s.cfg, recovery_policy=RecoveryPolicy.TRUNCATE)
     try:
         assert s.max_physical_offset == victim.phys
@@ -134,38 +154,21 @@ def test_truncate_policy_cuts_at_the_damage_as_rocketmq_does(tmp_path: Path):
 
 
 def test_a_slave_cuts_at_the_damage_whatever_the_policy_so_its_master_resends(tmp_path: Path):
-    s, puts = _write(tmp_path, 600, seed=8)
-    s.close()
-    victim = puts[300]
-    _overwrite(s.root, victim.phys + 40, random.Random(9).randbytes(64))
-    nobody = "127.0.0.1:1"  # no master: the slave only retries in the background
-    s = reopen(s.cfg, broker_role=BrokerRole.SLAVE, ha_master_address=nobody,
-               recovery_policy=RecoveryPolicy.KEEP)  # fmt: skip
-    try:
-        assert s.damage == ()
-        assert s.max_physical_offset == victim.phys
-    finally:
-        s.close()
+    s, victim = _damaged(tmp_path, seed=8, victim=300)
+    _assert_cut_at(s, victim.phys, broker_role=BrokerRole.SLAVE, ha_master_address=NO_MASTER,
+                   recovery_policy=RecoveryPolicy.KEEP)  # fmt: skip
 
 
 def test_a_slave_cuts_at_a_range_an_earlier_keep_open_fenced(tmp_path: Path):
-    s, puts = _write(tmp_path, 600, seed=10)
-    s.close()
-    victim = puts[550]
-    _overwrite(s.root, victim.phys + 40, random.Random(11).randbytes(64))
+    s, victim = _damaged(tmp_path, seed=10, victim=550)
     s = reopen(s.cfg)
     assert len(s.damage) == 1
     for i in range(600):  # the range ends up older than the segments a clean open scans
         assert s.put_message(Message(topic=TOPIC, body=b"%05d" % i * 80)).status is PutStatus.PUT_OK
     assert s.max_physical_offset // FILE_SIZE - victim.phys // FILE_SIZE > 3
     s.close()
-    s = reopen(s.cfg, broker_role=BrokerRole.SLAVE, ha_master_address="127.0.0.1:1")
-    try:
-        assert s.damage == () and read_ranges(s.root) == ()
-        assert s.max_physical_offset == victim.phys
-        assert check_consistency(s.root, FILE_SIZE, end=s.max_physical_offset) == []
-    finally:
-        s.close()
+    _assert_cut_at(s, victim.phys, broker_role=BrokerRole.SLAVE, ha_master_address=NO_MASTER)
+    assert read_ranges(s.root) == ()
 
 
 def test_a_flipped_bit_in_a_body_fences_that_record_after_a_crash(tmp_path: Path):
@@ -191,12 +194,7 @@ def test_a_zero_run_after_a_crash_beyond_the_flushed_point_still_ends_the_log(tm
     s.abandon()
     victim = puts[200]
     _overwrite(s.root, victim.phys, bytes(4096))
-    s = reopen(s.cfg)
-    try:
-        assert s.damage == ()
-        assert s.max_physical_offset == victim.phys
-    finally:
-        s.close()
+    _assert_cut_at(s, victim.phys)
 
 
 def test_a_missing_middle_segment_is_fenced_and_the_rest_served(tmp_path: Path):
@@ -249,12 +247,7 @@ def test_a_record_whose_head_a_killed_copy_never_wrote_ends_the_log(tmp_path: Pa
     # Inside its sector the zeros are shorter than the sector's part: not a lost sector.
     victim = next(p for p in puts[200:] if p.phys % 512 < 400)
     _overwrite(s.root, victim.phys, bytes(36))
-    s = reopen(s.cfg)
-    try:
-        assert s.damage == ()
-        assert s.max_physical_offset == victim.phys
-    finally:
-        s.close()
+    _assert_cut_at(s, victim.phys)
 
 
 def _tail(p: Put) -> int:
