@@ -1,0 +1,92 @@
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+
+/**
+ * Group NAMESRV TOPIC GROUP CONSUMERS: a producer and CONSUMERS push consumers of GROUP (each its
+ * own client instance, as separate processes would be), all started before TOPIC exists, driven
+ * by commands on stdin, one per line, each answered by one line on stdout:
+ *   send N      N sync sends of bodies "m-<seq>"            -> "sent ACKED FAILED" (totals)
+ *   wait N MS   until N distinct bodies consumed, or MS ms   -> "got DISTINCT DELIVERIES FIRST_MS"
+ *               (FIRST_MS: first consumption after the first send, -1 if none yet)
+ *   quit        stop everything                              -> "summary ACKED DISTINCT REDELIVERED LOST"
+ *               (REDELIVERED = deliveries beyond the first of a body; LOST = acked, never consumed)
+ * A consumer takes a body as consumed when its listener returns CONSUME_SUCCESS for it.
+ */
+public class Group {
+    static final Map<String, AtomicInteger> deliveries = new ConcurrentHashMap<>();
+    static final Set<String> acked = ConcurrentHashMap.newKeySet();
+    static final AtomicLong firstSend = new AtomicLong(0), firstConsume = new AtomicLong(0);
+    static final AtomicInteger total = new AtomicInteger();
+
+    public static void main(String[] a) throws Exception {
+        String ns = a[0], topic = a[1], group = a[2]; int n = Integer.parseInt(a[3]);
+        DefaultMQProducer p = new DefaultMQProducer(group + "_P");
+        p.setNamesrvAddr(ns); p.setVipChannelEnabled(false); p.setInstanceName("p-" + group);
+        p.setSendMsgTimeout(15000); p.start();
+        List<DefaultMQPushConsumer> cs = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+            c.setNamesrvAddr(ns); c.setVipChannelEnabled(false); c.setInstanceName("c" + i + "-" + group);
+            c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            c.subscribe(topic, "*");
+            c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                for (MessageExt m : msgs) {
+                    deliveries.computeIfAbsent(new String(m.getBody()), k -> new AtomicInteger()).incrementAndGet();
+                    total.incrementAndGet();
+                    firstConsume.compareAndSet(0, System.nanoTime());
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            c.start();
+            cs.add(c);
+        }
+        System.out.println("ready"); System.out.flush();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+        int seq = 0, failed = 0;
+        for (String line; (line = in.readLine()) != null; ) {
+            String[] w = line.trim().split("\\s+");
+            if (w[0].equals("send")) {
+                for (int k = Integer.parseInt(w[1]); k > 0; k--) {
+                    String body = "m-" + (seq++);
+                    firstSend.compareAndSet(0, System.nanoTime());
+                    try {
+                        SendResult r = p.send(new Message(topic, "T", body.getBytes()));
+                        if (r.getSendStatus() == SendStatus.SEND_OK) acked.add(body); else failed++;
+                    } catch (Exception e) { failed++; }
+                }
+                System.out.println("sent " + acked.size() + " " + failed);
+            } else if (w[0].equals("wait")) {
+                int want = Integer.parseInt(w[1]); long until = System.currentTimeMillis() + Long.parseLong(w[2]);
+                while (deliveries.size() < want && System.currentTimeMillis() < until) Thread.sleep(5);
+                long f = firstConsume.get(), s = firstSend.get();
+                System.out.println("got " + deliveries.size() + " " + total.get() + " " + (f == 0 ? -1 : (f - s) / 1000000));
+            } else if (w[0].equals("quit")) {
+                break;
+            }
+            System.out.flush();
+        }
+        for (DefaultMQPushConsumer c : cs) c.shutdown();
+        p.shutdown();
+        int redelivered = 0, lost = 0;
+        for (AtomicInteger d : deliveries.values()) redelivered += d.get() - 1;
+        for (String b : acked) if (!deliveries.containsKey(b)) lost++;
+        System.out.println("summary " + acked.size() + " " + deliveries.size() + " " + redelivered + " " + lost);
+        System.exit(0);
+    }
+}
