@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -134,7 +135,6 @@ def _slave(tmp_path: Path, ha: int, *extra: str) -> contextlib.AbstractContextMa
 @pytest.mark.integration
 def test_sync_master_and_slave_sharing_the_acl_file_replicate(tmp_path: Path) -> None:
     """The HA secret defaults to the ACL admin's secretKey on both sides: SEND_OK."""
-    import time
 
     ha = _free_port()
     with _sync_master(tmp_path, ha) as master, _admin_client() as client:
@@ -143,7 +143,8 @@ def test_sync_master_and_slave_sharing_the_acl_file_replicate(tmp_path: Path) ->
         assert client.invoke(master.address, create, 5).code == ResponseCode.SUCCESS
         send_ext = {"producerGroup": "pg", "topic": "topicA", "defaultTopic": "TBW102",
                     "defaultTopicQueueNums": "1", "queueId": "0", "sysFlag": "0",
-                    "bornTimestamp": "1", "flag": "0", "properties": ""}  # fmt: skip
+                    "bornTimestamp": str(int(time.time() * 1000)), "flag": "0",
+                    "properties": ""}  # fmt: skip
         send = RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=send_ext, body=b"x")
         assert client.invoke(master.address, send, 5).code == ResponseCode.SLAVE_NOT_AVAILABLE
         with _slave(tmp_path, ha, "--acl", str(tmp_path / "plain_acl.yml")):
@@ -155,7 +156,6 @@ def test_sync_master_and_slave_sharing_the_acl_file_replicate(tmp_path: Path) ->
 
 @pytest.mark.integration
 def test_slave_with_a_wrong_ha_secret_never_makes_send_ok(tmp_path: Path) -> None:
-    import time
 
     ha = _free_port()
     with (
@@ -164,7 +164,8 @@ def test_slave_with_a_wrong_ha_secret_never_makes_send_ok(tmp_path: Path) -> Non
         _slave(tmp_path, ha, "--ha-secret", "not-the-admin-secret"),
     ):
         send_ext = {"producerGroup": "pg", "topic": "TBW102", "queueId": "0", "sysFlag": "0",
-                    "bornTimestamp": "1", "flag": "0", "properties": ""}  # fmt: skip
+                    "bornTimestamp": str(int(time.time() * 1000)), "flag": "0",
+                    "properties": ""}  # fmt: skip
         send = RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=send_ext, body=b"x")
         end = time.monotonic() + 2  # the slave has connected and answered by then
         while time.monotonic() < end:

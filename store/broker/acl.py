@@ -28,28 +28,39 @@ met by PUB or SUB; otherwise the needed and owned bits must meet. A resource not
 in ``topicPerms``/``groupPerms`` falls back to ``defaultTopicPerm``/``defaultGroupPerm``
 (absent: DENY). An admin account without any listed perm passes every resource check.
 
-Rule 4 (resources of a request, :func:`resources_of`), as upstream's
-``PlainAccessResource.parse`` (docs/acl.md §3 has the table): SEND_MESSAGE,
-SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE PUB their topic, or SUB it when it is a retry
-topic ``%RETRY%group`` (a consumer re-sending; upstream 5.x, where 4.9 took the group
-from a header field); PULL_MESSAGE and UPDATE_CONSUMER_OFFSET SUB topic and group;
-QUERY_MESSAGE SUBs its topic; HEART_BEAT SUBs every announced group and subscribed
-topic; UNREGISTER_CLIENT (of a consumer), GET_CONSUMER_LIST_BY_GROUP and
-CONSUMER_SEND_MSG_BACK SUB their group. Every other code needs only the signature.
-Our additions (docs/acl.md §5): QUERY_CONSUMER_OFFSET, POP/ACK and LITE_PULL SUB topic
-and group, LOCK/UNLOCK_BATCH_MQ SUB their group, a missing naming field is refused
-(upstream skips a null resource), and the table dumps (GET_ALL_TOPIC_CONFIG,
-GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET),
-RESET_CONSUMER_CLIENT_OFFSET, INVOKE_BROKER_TO_RESET_OFFSET (222, docs/admin.md §1) and
-NOTIFY_CONSUMER_IDS_CHANGED sent to the broker (40, ``mqstore admin rebalance``) are
-admin-only.
+Rule 4 (resources of a request, :data:`PERMISSIONS`): one table row per request code
+the broker serves, naming the resources the request touches and the permission each
+needs, whether the code is admin-only, and (admin codes) which header fields it may
+carry. Upstream's ``PlainAccessResource.parse`` rows (docs/acl.md §3): sends PUB their
+topic, or SUB the group when it is a retry topic ``%RETRY%group``; PULL_MESSAGE and
+UPDATE_CONSUMER_OFFSET SUB topic and group; QUERY_MESSAGE SUBs its topic; HEART_BEAT
+SUBs every announced group and subscribed topic; UNREGISTER_CLIENT (of a consumer),
+GET_CONSUMER_LIST_BY_GROUP and CONSUMER_SEND_MSG_BACK SUB their group. Upstream 5.x's
+rows for the POP family: POP, ACK, BATCH_ACK, PEEK, CHANGE_MESSAGE_INVISIBLETIME,
+NOTIFICATION, QUERY_ASSIGNMENT and SET_MESSAGE_REQUEST_MODE SUB topic and group. Ours
+(docs/acl.md §5): QUERY_CONSUMER_OFFSET and LITE_PULL SUB topic and group,
+LOCK/UNLOCK_BATCH_MQ SUB their group, a missing naming field is refused (upstream skips
+a null resource), the table dumps and offset resets are admin-only, and a code with no
+row is admin-only. VIEW_MESSAGE_BY_ID and CONSUMER_SEND_MSG_BACK name a record by
+offset: their processors refuse a record whose topic the account may not SUB
+(:func:`read_refusal`), so no code reads a topic the account may not read.
 
 Rule 5 (remarks). A permission failure names the resource as upstream's ``printStr``
 does: ``topic:T`` or ``group:G``. :class:`AclDenied` carries a :class:`Refusal`: a
 missing or unknown key and a wrong signature are UNAUTHENTICATED, the rest FORBIDDEN
 (the gRPC endpoint answers UNAUTHORIZED / FORBIDDEN by it, ``mqstore.grpc.access``).
 
-Pure apart from reading the YAML file; thread-safe (immutable after load).
+Rule 6 (signed timestamps). The request code is not signed (RocketMQ 4.x's format), so
+a recorded signed request stays valid, under any code, for as long as the account
+exists. Where a request carries the client's clock (:data:`SIGNED_TIMESTAMP_FIELDS`),
+a signed request whose timestamp is more than ``timestamp_window_ms`` from the
+broker's clock is refused: such a recording expires.
+
+Rule 7 (admin fields). An admin code's request may carry only its own header fields
+(``Rule.fields``), the signing fields and RocketMQ 5.x's RPC header fields: a recorded
+request of another shape cannot be replayed as an admin code.
+
+Pure apart from reading the YAML file and the clock; thread-safe (immutable after load).
 """
 
 from __future__ import annotations
@@ -58,6 +69,7 @@ import enum
 import hmac
 import ipaddress
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +79,7 @@ import yaml
 
 from mqstore.errors import ConfigError, StoreError
 from mqstore.remoting.codes import RequestCode
-from mqstore.remoting.signing import ACCESS_KEY, SIGNATURE, content_of, sign
+from mqstore.remoting.signing import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, content_of, sign
 
 RETRY_PREFIX = "%RETRY%"
 KEY_MIN_LENGTH = 6
@@ -259,27 +271,23 @@ def _account(raw: object) -> Account:
 
 # --------------------------------------------------------------------- resources
 
-_PUB_TOPIC = {RequestCode.SEND_MESSAGE: "topic", RequestCode.SEND_MESSAGE_V2: "b",
-              RequestCode.SEND_BATCH_MESSAGE: "b"}  # fmt: skip
-_TOPIC_AND_GROUP = frozenset({RequestCode.PULL_MESSAGE, RequestCode.QUERY_CONSUMER_OFFSET,
-                              RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.POP_MESSAGE,
-                              RequestCode.ACK_MESSAGE, RequestCode.LITE_PULL_MESSAGE})  # fmt: skip
-_GROUP_ONLY = {RequestCode.GET_CONSUMER_LIST_BY_GROUP: "consumerGroup",
-               RequestCode.CONSUMER_SEND_MSG_BACK: "group"}  # fmt: skip
+Need = dict[str, Perm]
+"""Resources (topics; groups as ``%RETRY%group``) a request touches, each with the
+permission it needs."""
+Resources = Callable[[Mapping[str, str], bytes], Need]
+"""How a request's header fields and body name its resources (Rule 4)."""
 
-UPSTREAM_ADMIN_CODES: frozenset[int] = frozenset({17, 25, 215, 200, 207})
-"""UPDATE_AND_CREATE_TOPIC, UPDATE_BROKER_CONFIG, DELETE_TOPIC_IN_BROKER,
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP (``Permission.ADMIN_CODE``)."""
-ADMIN_CODES: frozenset[int] = UPSTREAM_ADMIN_CODES | {
-    RequestCode.GET_ALL_TOPIC_CONFIG,
-    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-    RequestCode.GET_ALL_CONSUMER_OFFSET,
-    RequestCode.GET_ALL_DELAY_OFFSET,
-    RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-    222,  # INVOKE_BROKER_TO_RESET_OFFSET: what mqadmin resetOffsetByTime sends
-    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,  # sent to a broker: mqstore admin rebalance
-}
-"""Upstream's admin codes plus ours (Rule 4)."""
+ACL_FIELDS: frozenset[str] = frozenset({ACCESS_KEY, SIGNATURE, SECURITY_TOKEN, "OnsChannel"})
+"""Fields a signing client adds to every request (``OnsChannel``: ali-ons)."""
+RPC_HEADER_FIELDS: frozenset[str] = frozenset({"ns", "nsd", "bname", "oway", "lo", "brokerName"})
+"""Fields RocketMQ 5.x's ``RpcRequestHeader`` / ``TopicRequestHeader`` add to every header."""
+
+
+def _field(ext: Mapping[str, str], name: str) -> str:
+    value = ext.get(name)
+    if not value:
+        raise AclDenied(f"the field <{name}> naming the resource is missing")
+    return value
 
 
 def _json(body: bytes) -> dict[str, Any]:
@@ -292,47 +300,205 @@ def _json(body: bytes) -> dict[str, Any]:
     return obj
 
 
-def resources_of(code: int, ext: Mapping[str, str], body: bytes) -> dict[str, Perm]:
+def _none(ext: Mapping[str, str], body: bytes) -> Need:
+    return {}
+
+
+def pub_topic(name: str) -> Resources:
+    """PUB on the topic in header field ``name``, or SUB on the group when it is a retry
+    topic ``%RETRY%group`` (a consumer re-sending; upstream 5.x)."""
+
+    def need(ext: Mapping[str, str], body: bytes) -> Need:
+        topic = _field(ext, name)
+        return {topic: Perm.SUB if topic.startswith(RETRY_PREFIX) else Perm.PUB}
+
+    return need
+
+
+def sub_group(name: str) -> Resources:
+    """SUB on the group in header field ``name``."""
+    return lambda ext, body: {retry_topic(_field(ext, name)): Perm.SUB}
+
+
+def sub_topic(name: str = "topic") -> Resources:
+    """SUB on the topic in header field ``name``."""
+    return lambda ext, body: {_field(ext, name): Perm.SUB}
+
+
+def sub_topic_and_group(ext: Mapping[str, str], body: bytes) -> Need:
+    """SUB on header fields ``topic`` and ``consumerGroup`` (a consumer's own queue)."""
+    return {_field(ext, "topic"): Perm.SUB, retry_topic(_field(ext, "consumerGroup")): Perm.SUB}
+
+
+def body_topic_and_group(ext: Mapping[str, str], body: bytes) -> Need:
+    """SUB on the JSON body's ``topic`` and ``consumerGroup`` (QUERY_ASSIGNMENT,
+    SET_MESSAGE_REQUEST_MODE, our BATCH_ACK_MESSAGE body)."""
+    obj = _json(body)
+    return {_field(obj, "topic"): Perm.SUB, retry_topic(_field(obj, "consumerGroup")): Perm.SUB}
+
+
+def _unregister(ext: Mapping[str, str], body: bytes) -> Need:
+    group = ext.get("consumerGroup")  # a producer unregisters without one
+    return {retry_topic(group): Perm.SUB} if group else {}
+
+
+def _heartbeat(ext: Mapping[str, str], body: bytes) -> Need:
+    need: Need = {}
+    for c in _json(body).get("consumerDataSet") or []:
+        if isinstance(c, dict) and c.get("groupName"):
+            need[retry_topic(str(c["groupName"]))] = Perm.SUB
+            for s in c.get("subscriptionDataSet") or []:
+                if isinstance(s, dict) and s.get("topic"):
+                    need.setdefault(str(s["topic"]), Perm.SUB)
+    return need
+
+
+def _lock(ext: Mapping[str, str], body: bytes) -> Need:
+    group = _json(body).get("consumerGroup")
+    if not group:
+        raise AclDenied("the lock request names no consumerGroup")
+    return {retry_topic(str(group)): Perm.SUB}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One row of :data:`PERMISSIONS`: what a request code needs beyond a valid signature."""
+
+    resources: Resources = _none
+    """The resources it touches and the permission each needs."""
+    admin: bool = False
+    """Only an ``admin: true`` account may send it."""
+    fields: frozenset[str] | None = None
+    """For admin codes: the header fields it may carry (besides :data:`ACL_FIELDS` and
+    :data:`RPC_HEADER_FIELDS`). The request code is not signed, so a recorded signed
+    request can be re-sent under another code; refusing unknown fields stops a request
+    of another shape from being replayed as this one (docs/acl.md §7)."""
+    reads_records: bool = False
+    """It returns or copies records chosen by offset, not by topic: its processor also
+    checks SUB on each record's topic (``RequestContext.read_refusal``)."""
+
+
+SIGNED = Rule()
+"""Only a valid signature: reads of metadata (offsets, routes, statistics)."""
+
+
+def admin_rule(*fields: str) -> Rule:
+    """An admin-only code whose header carries only ``fields``."""
+    return Rule(admin=True, fields=frozenset(fields))
+
+
+_Q = RequestCode
+_CREATE_TOPIC_FIELDS = ("topic", "defaultTopic", "readQueueNums", "writeQueueNums", "perm",
+                        "topicFilterType", "topicSysFlag", "order", "attributes",
+                        "force")  # fmt: skip
+_RESET_FIELDS = ("topic", "group", "queueId", "offset", "timestamp", "isForce")
+PERMISSIONS: Mapping[int, Rule] = {
+    # --- producers
+    _Q.SEND_MESSAGE: Rule(pub_topic("topic")),
+    _Q.SEND_MESSAGE_V2: Rule(pub_topic("b")),
+    _Q.SEND_BATCH_MESSAGE: Rule(pub_topic("b")),
+    # --- consumers (pull)
+    _Q.PULL_MESSAGE: Rule(sub_topic_and_group),
+    _Q.LITE_PULL_MESSAGE: Rule(sub_topic_and_group),
+    _Q.QUERY_CONSUMER_OFFSET: Rule(sub_topic_and_group),
+    _Q.UPDATE_CONSUMER_OFFSET: Rule(sub_topic_and_group),
+    _Q.HEART_BEAT: Rule(_heartbeat),
+    _Q.UNREGISTER_CLIENT: Rule(_unregister),
+    _Q.GET_CONSUMER_LIST_BY_GROUP: Rule(sub_group("consumerGroup")),
+    _Q.LOCK_BATCH_MQ: Rule(_lock),
+    _Q.UNLOCK_BATCH_MQ: Rule(_lock),
+    _Q.CONSUMER_SEND_MSG_BACK: Rule(sub_group("group"), reads_records=True),
+    # --- reads of records
+    _Q.QUERY_MESSAGE: Rule(sub_topic("topic")),
+    _Q.VIEW_MESSAGE_BY_ID: Rule(reads_records=True),
+    # --- POP (5.x): the group's and the topic's SUB, as a pull
+    _Q.POP_MESSAGE: Rule(sub_topic_and_group),
+    _Q.ACK_MESSAGE: Rule(sub_topic_and_group),
+    _Q.PEEK_MESSAGE: Rule(sub_topic_and_group),
+    _Q.CHANGE_MESSAGE_INVISIBLETIME: Rule(sub_topic_and_group),
+    _Q.NOTIFICATION: Rule(sub_topic_and_group),
+    _Q.BATCH_ACK_MESSAGE: Rule(body_topic_and_group),
+    _Q.QUERY_ASSIGNMENT: Rule(body_topic_and_group),
+    _Q.SET_MESSAGE_REQUEST_MODE: Rule(body_topic_and_group),
+    # --- metadata: the signature only
+    _Q.SEARCH_OFFSET_BY_TIMESTAMP: SIGNED,
+    _Q.GET_MAX_OFFSET: SIGNED,
+    _Q.GET_MIN_OFFSET: SIGNED,
+    _Q.GET_EARLIEST_MSG_STORETIME: SIGNED,
+    _Q.GET_BROKER_RUNTIME_INFO: SIGNED,
+    _Q.GET_BROKER_CONFIG: SIGNED,
+    _Q.GET_TOPIC_STATS_INFO: SIGNED,
+    _Q.GET_CONSUMER_CONNECTION_LIST: SIGNED,
+    _Q.GET_PRODUCER_CONNECTION_LIST: SIGNED,
+    _Q.GET_CONSUME_STATS: SIGNED,
+    # --- the built-in name server's reads (served on the broker port)
+    _Q.GET_ROUTEINFO_BY_TOPIC: SIGNED,
+    _Q.GET_BROKER_CLUSTER_INFO: SIGNED,
+    _Q.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: SIGNED,
+    _Q.GET_KV_CONFIG: SIGNED,
+    # --- admin: upstream's Permission.ADMIN_CODE, then ours (docs/acl.md §5)
+    _Q.UPDATE_AND_CREATE_TOPIC: admin_rule(*_CREATE_TOPIC_FIELDS),
+    _Q.UPDATE_BROKER_CONFIG: admin_rule(),  # the body is the config
+    _Q.DELETE_TOPIC_IN_BROKER: admin_rule("topic"),
+    _Q.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin_rule(),  # the body is the config
+    _Q.DELETE_SUBSCRIPTIONGROUP: admin_rule("groupName", "cleanOffset"),
+    _Q.GET_ALL_TOPIC_CONFIG: Rule(admin=True),
+    _Q.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: Rule(admin=True),
+    _Q.GET_ALL_CONSUMER_OFFSET: Rule(admin=True),
+    _Q.GET_ALL_DELAY_OFFSET: Rule(admin=True),
+    _Q.RESET_CONSUMER_CLIENT_OFFSET: admin_rule(*_RESET_FIELDS),
+    _Q.INVOKE_BROKER_TO_RESET_OFFSET: admin_rule(*_RESET_FIELDS),  # mqadmin resetOffsetByTime
+    _Q.NOTIFY_CONSUMER_IDS_CHANGED: admin_rule("consumerGroup"),
+}
+"""The permission table: every request code the broker serves (remoting, and the
+built-in name server on its port) has a row; ``tests/broker/test_acl_table.py`` walks
+the processor tables and fails for a served code without one. A code with no row is
+admin-only (:data:`UNLISTED`): a new processor is closed until it is given its row.
+To add a code: one line here, with the :class:`Rule` its request needs."""
+
+UNLISTED = Rule(admin=True)
+"""What a code without a row needs."""
+
+UPSTREAM_ADMIN_CODES: frozenset[int] = frozenset({17, 25, 215, 200, 207})
+"""UPDATE_AND_CREATE_TOPIC, UPDATE_BROKER_CONFIG, DELETE_TOPIC_IN_BROKER,
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP (``Permission.ADMIN_CODE``)."""
+ADMIN_CODES: frozenset[int] = frozenset(c for c, r in PERMISSIONS.items() if r.admin)
+"""The codes whose row is admin-only: upstream's and ours (Rule 4)."""
+
+
+SIGNED_TIMESTAMP_FIELDS: tuple[str, ...] = ("bornTimestamp", "g", "bornTime")
+"""Header fields that carry the client's clock in ms, so are signed with the request
+(SEND_MESSAGE's ``bornTimestamp``, SEND_MESSAGE_V2/SEND_BATCH_MESSAGE's ``g``,
+POP_MESSAGE's ``bornTime``): Rule 6 bounds them whatever the request code is."""
+DEFAULT_TIMESTAMP_WINDOW_MS = 15 * 60 * 1000
+"""How far a signed timestamp may be from the broker's clock (clock skew included)."""
+
+
+def read_refusal(account: Account | None, topic: str) -> str | None:
+    """Why ``account`` (None: white-listed) may not read records of ``topic``: the
+    remark of the refusal, or None when it holds SUB on it (a record of ``%RETRY%g`` is
+    the group's)."""
+    if account is None:
+        return None
+    try:
+        AccessControl.authorize(account, {topic: Perm.SUB})
+    except AclDenied as e:
+        return str(e)
+    return None
+
+
+def rule_of(code: int) -> Rule:
+    """The row of ``code`` in :data:`PERMISSIONS`, :data:`UNLISTED` if it has none."""
+    return PERMISSIONS.get(code, UNLISTED)
+
+
+def resources_of(code: int, ext: Mapping[str, str], body: bytes) -> Need:
     """The resources a request touches and the permission each needs (Rule 4).
 
     Raises:
         AclDenied: a field naming a resource is missing or the body is unreadable.
     """
-    need: dict[str, Perm] = {}
-
-    def field_of(name: str) -> str:
-        value = ext.get(name)
-        if not value:
-            raise AclDenied(f"the field <{name}> naming the resource is missing")
-        return value
-
-    if code in _PUB_TOPIC:
-        topic = field_of(_PUB_TOPIC[RequestCode(code)])
-        # a consumer re-sending to its group's retry topic needs SUB on that group
-        need[topic] = Perm.SUB if topic.startswith(RETRY_PREFIX) else Perm.PUB
-    elif code in _TOPIC_AND_GROUP:
-        need[field_of("topic")] = Perm.SUB
-        need[retry_topic(field_of("consumerGroup"))] = Perm.SUB
-    elif code == RequestCode.QUERY_MESSAGE:
-        need[field_of("topic")] = Perm.SUB
-    elif code == RequestCode.UNREGISTER_CLIENT:  # a producer unregisters without one
-        if ext.get("consumerGroup"):
-            need[retry_topic(ext["consumerGroup"])] = Perm.SUB
-    elif code in _GROUP_ONLY:
-        need[retry_topic(field_of(_GROUP_ONLY[RequestCode(code)]))] = Perm.SUB
-    elif code == RequestCode.HEART_BEAT:
-        for c in _json(body).get("consumerDataSet") or []:
-            if isinstance(c, dict) and c.get("groupName"):
-                need[retry_topic(str(c["groupName"]))] = Perm.SUB
-                for s in c.get("subscriptionDataSet") or []:
-                    if isinstance(s, dict) and s.get("topic"):
-                        need.setdefault(str(s["topic"]), Perm.SUB)
-    elif code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
-        group = _json(body).get("consumerGroup")
-        if not group:
-            raise AclDenied("the lock request names no consumerGroup")
-        need[retry_topic(str(group))] = Perm.SUB
-    return need
+    return rule_of(code).resources(ext, body)
 
 
 def _printable(resource: str) -> str:
@@ -351,6 +517,8 @@ class AccessControl:
 
     accounts: Mapping[str, Account]
     global_white: Sequence[AddressPattern] = ()
+    timestamp_window_ms: int = DEFAULT_TIMESTAMP_WINDOW_MS
+    """Rule 6's window; 0 turns the check off."""
 
     @classmethod
     def load(cls, path: str | Path) -> AccessControl:
@@ -389,8 +557,16 @@ class AccessControl:
         """The first admin account, if any (the HA handshake may use its secret)."""
         return next((a for a in self.accounts.values() if a.admin), None)
 
-    def check(self, code: int, ext: Mapping[str, str], body: bytes, peer_host: str) -> None:
-        """Rule 2 for one remoting request from ``peer_host``.
+    def check(
+        self, code: int, ext: Mapping[str, str], body: bytes, peer_host: str,
+        now_ms: int | None = None,
+    ) -> Account | None:  # fmt: skip
+        """Rule 2 for one remoting request from ``peer_host``; then, for a signed
+        request, Rule 6 (its signed timestamp is within :attr:`timestamp_window_ms` of
+        ``now_ms``, default the clock) and, for an admin code, Rule 7 (no unknown header
+        field). Returns the account whose permissions apply (None: white-listed, which
+        may read everything); the server hands it to the processors that read records by
+        offset (:func:`read_refusal`).
 
         Raises:
             AclDenied: refused; the message is the remark for the client.
@@ -398,11 +574,39 @@ class AccessControl:
         signature = ext.get(SIGNATURE, "")
 
         def signed_by(secret_key: str) -> bool:
-            return hmac.compare_digest(sign(content_of(ext, body), secret_key), signature)
+            expected = sign(content_of(ext, body), secret_key).encode("ascii")
+            # bytes: compare_digest refuses str with non-ASCII characters (TypeError)
+            return hmac.compare_digest(expected, signature.encode("utf-8", "replace"))
 
         account = self.authenticate(ext.get(ACCESS_KEY), peer_host, signed_by)
-        if account is not None:
-            self.authorize(account, resources_of(code, ext, body), code)
+        if account is None:
+            return None
+        rule = rule_of(code)
+        self.authorize(account, rule.resources(ext, body), code)
+        if rule.fields is not None:
+            extra = sorted(set(ext) - rule.fields - ACL_FIELDS - RPC_HEADER_FIELDS)
+            if extra:
+                raise AclDenied(f"request code={code} does not take the fields {extra}")
+        self._check_timestamp(ext, now_ms)
+        return account
+
+    def _check_timestamp(self, ext: Mapping[str, str], now_ms: int | None) -> None:
+        if self.timestamp_window_ms <= 0:
+            return
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        for name in SIGNED_TIMESTAMP_FIELDS:
+            text = ext.get(name)
+            if text is None:
+                continue
+            try:
+                stamp = int(text)
+            except ValueError:
+                raise AclDenied(f"the signed timestamp <{name}> is not a number") from None
+            if abs(now - stamp) > self.timestamp_window_ms:
+                raise AclDenied(
+                    f"the signed timestamp <{name}>={stamp} is more than "
+                    f"{self.timestamp_window_ms} ms from the broker's clock"
+                )
 
     def authenticate(
         self, access_key: str | None, peer_host: str, signed_by: Callable[[str], bool]
@@ -439,7 +643,7 @@ class AccessControl:
         Raises:
             AclDenied: (``Refusal.FORBIDDEN``) the account may not do this.
         """
-        if code is not None and code in ADMIN_CODES and not account.admin:
+        if code is not None and rule_of(code).admin and not account.admin:
             raise AclDenied(
                 f"Need admin permission for request code={code}, but accessKey="
                 f"{account.access_key} is not"

@@ -18,6 +18,10 @@ if TYPE_CHECKING:  # the core imports the POP processors, which import this modu
     from mqstore.broker.core import BrokerCore
 
 
+def _readable(topic: str) -> str | None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """Who sent a request and where: the client's channel and address, our address."""
@@ -27,6 +31,11 @@ class RequestContext:
     peer: tuple[str, int]
     broker_addr: str
     serve_name_server: bool = True
+    read_refusal: Callable[[str], str | None] = _readable
+    """Why the request's sender may not read records of a topic, or None when it may.
+    With ACL the server sets it per request from the account that signed it
+    (``mqstore.broker.acl.read_refusal``); processors that pick records by offset
+    (VIEW_MESSAGE_BY_ID, CONSUMER_SEND_MSG_BACK) ask it for each record's topic."""
 
 
 Processor = Callable[[RequestContext, RemotingCommand], RemotingCommand]

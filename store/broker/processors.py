@@ -250,11 +250,15 @@ def process_earliest_time(ctx: RequestContext, cmd: RemotingCommand) -> Remoting
 
 
 def process_view_message(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    """VIEW_MESSAGE_BY_ID (33): header ``offset`` (physical) -> the raw record."""
-    raw = ctx.core.queries.raw_message_at(ext_int(cmd.ext_fields, "offset"))
-    if raw is None:
+    """VIEW_MESSAGE_BY_ID (33): header ``offset`` (physical) -> the raw record, if the
+    sender may read its topic (``ctx.read_refusal``; else NO_PERMISSION)."""
+    found = ctx.core.queries.record_at(ext_int(cmd.ext_fields, "offset"))
+    if found is None:
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, "can not find message by the offset")
-    return _ok(cmd, body=raw)
+    refusal = ctx.read_refusal(found[0])
+    if refusal is not None:
+        return cmd.make_response(ResponseCode.NO_PERMISSION, refusal)
+    return _ok(cmd, body=found[1])
 
 
 def process_query_message(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -284,7 +288,8 @@ def process_query_message(ctx: RequestContext, cmd: RemotingCommand) -> Remoting
 
 
 def process_send_back(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    """CONSUMER_SEND_MSG_BACK (36)."""
+    """CONSUMER_SEND_MSG_BACK (36): the record at ``offset`` is copied only if the sender
+    may read its topic (``ctx.read_refusal``)."""
     ext = cmd.ext_fields
     max_times = ext.get("maxReconsumeTimes")
     reply = ctx.core.sender.send_back(
@@ -293,6 +298,7 @@ def process_send_back(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComm
         ext_int(ext, "delayLevel", 0),
         ext.get("originMsgId", ""),
         ext_int(ext, "maxReconsumeTimes") if max_times else None,
+        read_refusal=ctx.read_refusal,
     )
     return cmd.make_response(reply.code, reply.remark)
 

@@ -85,13 +85,19 @@ class BrokerQueries:
     def raw_message_at(self, physical_offset: int) -> bytes | None:
         """The stored record bytes at ``physical_offset`` (VIEW_MESSAGE_BY_ID and
         QUERY_MESSAGE bodies), None if no valid record starts there."""
+        found = self.record_at(physical_offset)
+        return None if found is None else found[1]
+
+    def record_at(self, physical_offset: int) -> tuple[str, bytes] | None:
+        """The topic and the stored bytes of the record at ``physical_offset``, None if
+        no valid record starts there."""
         msg = self.store.stored_message_at(physical_offset)
         mf = self.store.segments.find(physical_offset) if msg is not None else None
         if msg is None or mf is None:
             return None
         rel = physical_offset - mf.file_from_offset
         try:
-            return bytes(mf.view[rel : rel + msg.size])
+            return msg.topic, bytes(mf.view[rel : rel + msg.size])
         except ValueError:  # the segment was unmapped meanwhile
             return None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mqstore.broker.bodies import inflates_within
@@ -191,8 +191,14 @@ class MessageSender:
         delay_level: int = 0,
         origin_msg_id: str = "",
         max_reconsume_times: int | None = None,
+        *,
+        read_refusal: Callable[[str], str | None] | None = None,
     ) -> Reply:
         """CONSUMER_SEND_MSG_BACK: retry later or DLQ (rules in ``mqstore.broker.sendback``).
+
+        The record is copied into the group's retry topic, which the sender then reads:
+        ``read_refusal(topic)`` (ACL) tells why the sender may not read the record's
+        topic, and such a record is NO_PERMISSION.
 
         A group name that :func:`~mqstore.broker.names.validate_group` refuses is
         SUBSCRIPTION_GROUP_NOT_EXIST: no such group can exist, and its retry topic
@@ -213,6 +219,9 @@ class MessageSender:
             return Reply(
                 ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {physical_offset}"
             )
+        refusal = read_refusal(original.topic) if read_refusal is not None else None
+        if refusal is not None:
+            return Reply(ResponseCode.NO_PERMISSION, refusal)
         limit = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times
         target = plan(group, original.reconsume_times, delay_level, limit)
         nums = DLQ_NUMS_PER_GROUP if target.dlq else sub.retry_queue_nums

@@ -48,7 +48,9 @@ not by the flood. Idle connections (nothing read or written for
 
 Rule 7. With ``acl`` (:class:`~mqstore.broker.acl.AccessControl`), every request is
 checked before it runs, on the loop thread; a refused request gets NO_PERMISSION (16)
-with the reason as remark (a oneway one gets nothing) and never reaches a processor.
+with the reason as remark (a oneway one gets nothing), is logged in one line, and never
+reaches a processor. The processors of an admitted request see the signing account's
+read permission as ``RequestContext.read_refusal``.
 
 Lifecycle: :meth:`BrokerServer.start` also starts the core (long polling);
 :meth:`BrokerServer.stop` closes every connection and the loop but leaves the core
@@ -71,7 +73,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from mqstore.broker.acl import AccessControl, AclDenied
+from mqstore.broker.acl import AccessControl, AclDenied, read_refusal
 from mqstore.broker.context import RequestContext
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.processors import Records, process, process_pull
@@ -317,11 +319,14 @@ class _Connection(asyncio.Protocol):
         acl = self.server.acl
         if acl is not None:
             try:
-                acl.check(cmd.code, cmd.ext_fields, cmd.body, self.peer[0])
+                account = acl.check(cmd.code, cmd.ext_fields, cmd.body, self.peer[0])
             except AclDenied as e:  # RocketMQ answers an AclException with its message
+                log.info("refused request code=%d from %s:%d: %s", cmd.code, *self.peer, e)
                 if not oneway:
                     self.write(cmd.make_response(ResponseCode.NO_PERMISSION, str(e)))
                 return
+            if account is not None:
+                ctx = replace(ctx, read_refusal=functools.partial(read_refusal, account))
         if oneway:  # processors build a response regardless; it is dropped below
             cmd = replace(cmd, flag=cmd.flag & ~RemotingFlag.ONEWAY.value)
         inline = cmd.code in self.server.inline_codes

@@ -21,10 +21,13 @@ the first is the key. A client without keys sends ``Credential=`` empty: that, o
 of the timestamp (the clients write local time), so neither do we: a recorded header
 stays valid for its key, as it does against the proxy.
 
-Rule 2 (resources per RPC), as upstream's ``PlainAccessResource.parse(GeneratedMessageV3,
+Rule 2 (resources per RPC, one row per RPC of the service, :data:`_RESOURCES`; an RPC
+without a row is refused), as upstream's ``PlainAccessResource.parse(GeneratedMessageV3,
 ...)``; a group is checked as its retry topic ``%RETRY%group``: SendMessage PUB every
 message's topic; ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-ForwardMessageToDeadLetterQueue and QueryAssignment SUB group and topic; QueryRoute ANY
+ForwardMessageToDeadLetterQueue, QueryAssignment, PullMessage, UpdateOffset, GetOffset
+and SyncLiteSubscription SUB group and topic (both must be named), QueryOffset SUB the
+topic, RecallMessage PUB it; QueryRoute ANY
 (PUB or SUB) on the topic; EndTransaction PUB the topic; Heartbeat and
 NotifyClientTermination SUB the group they name (a consumer's heartbeat must name one);
 a Telemetry settings command PUB every publishing topic, SUB the subscription's group and
@@ -131,6 +134,12 @@ def _topic(need: dict[str, Perm], resource: Any, perm: Perm) -> None:
         need[str(resource.name)] = perm
 
 
+def _named(resource: Any, what: str) -> str:
+    if not resource.name:
+        raise AclDenied(f"the field <{what}> naming the resource is missing")
+    return str(resource.name)
+
+
 def _settings(need: dict[str, Perm], command: Any) -> None:
     if not command.HasField("settings"):
         return
@@ -151,48 +160,68 @@ def _heartbeat(need: dict[str, Perm], request: Any) -> None:
     _group(need, request.group)
 
 
+def _sub(group: Any, topic: Any, need: dict[str, Perm]) -> None:
+    need[retry_topic(_named(group, "group"))] = Perm.SUB
+    need[_named(topic, "topic")] = Perm.SUB
+
+
 def _group_and_topic(need: dict[str, Perm], request: Any) -> None:
-    _group(need, request.group)
-    _topic(need, request.topic, Perm.SUB)
+    _sub(request.group, request.topic, need)
 
 
-def _receive(need: dict[str, Perm], request: Any) -> None:
-    _group(need, request.group)
-    _topic(need, request.message_queue.topic, Perm.SUB)
+def _group_and_queue(need: dict[str, Perm], request: Any) -> None:
+    _sub(request.group, request.message_queue.topic, need)
 
 
 def _send(need: dict[str, Perm], request: Any) -> None:
     for message in request.messages:
-        _topic(need, message.topic, Perm.PUB)
+        need[_named(message.topic, "topic")] = Perm.PUB
+
+
+def _nothing(need: dict[str, Perm], request: Any) -> None:
+    """The signature only."""
 
 
 _RESOURCES: dict[str, Callable[[dict[str, Perm], Any], None]] = {
     "SendMessage": _send,
-    "ReceiveMessage": _receive,
+    "ReceiveMessage": _group_and_queue,
     "AckMessage": _group_and_topic,
     "ChangeInvisibleDuration": _group_and_topic,
     "ForwardMessageToDeadLetterQueue": _group_and_topic,
     "QueryAssignment": _group_and_topic,
+    "PullMessage": _group_and_queue,
+    "UpdateOffset": _group_and_queue,
+    "GetOffset": _group_and_queue,
+    "QueryOffset": lambda need, r: need.update({_named(r.message_queue.topic, "topic"): Perm.SUB}),
+    "SyncLiteSubscription": _group_and_topic,
     "QueryRoute": lambda need, r: _topic(need, r.topic, Perm.ANY),
     "EndTransaction": lambda need, r: _topic(need, r.topic, Perm.PUB),
+    "RecallMessage": lambda need, r: need.update({_named(r.topic, "topic"): Perm.PUB}),
     "Heartbeat": _heartbeat,
     "NotifyClientTermination": lambda need, r: _group(need, r.group),
     "Telemetry": _settings,
 }
+"""The gRPC permission table: one row per RPC of ``MessagingService`` (a test walks the
+service descriptor). An RPC without a row is refused."""
 
 
 def resources_of(method: str, request: Any) -> dict[str, Perm]:
     """The resources request ``request`` of RPC ``method`` touches, each with the
-    permission it needs (Rule 2).
+    permission it needs (Rule 2). ``method`` "" is a request the endpoint could not
+    parse: it names nothing.
 
     Raises:
-        AclDenied: (FORBIDDEN) a consumer heartbeat without a group, or a settings
-            command with neither publishing nor subscription.
+        AclDenied: (FORBIDDEN) an RPC without a row, a missing resource name, a consumer
+            heartbeat without a group, or a settings command with neither publishing nor
+            subscription.
     """
     need: dict[str, Perm] = {}
+    if not method:
+        return need
     rule = _RESOURCES.get(method)
-    if rule is not None:
-        rule(need, request)
+    if rule is None:
+        raise AclDenied(f"the RPC {method} has no access rule")
+    rule(need, request)
     return need
 
 

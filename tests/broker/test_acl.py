@@ -65,7 +65,8 @@ def acl_address(core: BrokerCore) -> Iterator[str]:
 def _send(topic: str) -> RemotingCommand:
     ext = {"producerGroup": "pg", "topic": topic, "defaultTopic": "TBW102",
            "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0",
-           "bornTimestamp": "1", "flag": "0", "properties": ""}  # fmt: skip
+           "bornTimestamp": str(int(time.time() * 1000)), "flag": "0",
+           "properties": ""}  # fmt: skip
     return RemotingCommand(Rq.SEND_MESSAGE, ext_fields=ext, body=b"hello")
 
 
