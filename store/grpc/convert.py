@@ -16,13 +16,23 @@ does here"):
   PRIORITY get NOT_IMPLEMENTED with a message saying so.
 
 Receive: the stored record back as a protobuf message with the receipt handle,
-delivery attempt and invisible duration of the pop, body digest CRC32 (upper-case hex,
-as the client checks it), and the user properties without the store's system ones.
+delivery attempt and invisible duration of the pop, body digest MD5 in upper-case hex
+(what the proxy's ``GrpcConverter.buildSystemProperties`` sends, and the one digest every
+official client checks alike: the Node client writes CRC32 in decimal, the Python one in
+hex), and the user properties without the store's system ones.
+
+Limits of a message (the proxy's defaults, ``ProxyConfig``; refused as
+``SendMessageActivity`` refuses them): a message group of :data:`MAX_MESSAGE_GROUP_BYTES`
+UTF-8 bytes or more, or blank, or with a control character: ILLEGAL_MESSAGE_GROUP; more
+than :data:`MAX_USER_PROPERTIES` user properties, or more than
+:data:`MAX_USER_PROPERTY_BYTES` in the names and values of the user properties plus the
+tag and the keys: MESSAGE_PROPERTIES_TOO_LARGE.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +53,12 @@ PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 """``MessageConst.PROPERTY_SHARDING_KEY``: a FIFO message's group."""
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 """``MessageConst.PROPERTY_TIMER_DELIVER_MS``: the delivery time asked for."""
+MAX_MESSAGE_GROUP_BYTES = 64
+"""``ProxyConfig.maxMessageGroupSize``: a message group must be shorter (UTF-8 bytes)."""
+MAX_USER_PROPERTY_BYTES = 16 * 1024
+"""``ProxyConfig.maxUserPropertySize``: user property names and values, tag and keys."""
+MAX_USER_PROPERTIES = 128
+"""``ProxyConfig.userPropertyMaxNum``."""
 PROPERTY_MSG_TYPE = "__MSG_TYPE_GRPC"
 """Ours: the 5.x message type the producer declared (NORMAL/FIFO/DELAY)."""
 
@@ -103,6 +119,66 @@ def delay_level_for(wait_ms: int, levels: DelayLevels) -> int:
     )
 
 
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _has_control(text: str) -> bool:
+    """Java's ``CharMatcher.javaIsoControl``: U+0000..U+001F and U+007F..U+009F."""
+    return any(c < " " or "\x7f" <= c <= "\x9f" for c in text)
+
+
+def _user_properties(msg: Any) -> dict[str, str]:
+    """The user properties of ``msg``, refused as the proxy's ``buildMessageProperty``
+    refuses them (the size counts the tag and the keys too)."""
+    users = msg.user_properties
+    if len(users) > MAX_USER_PROPERTIES:
+        raise RequestRefusedError(
+            Code.MESSAGE_PROPERTIES_TOO_LARGE,
+            f"too many user properties ({len(users)}), max is {MAX_USER_PROPERTIES}",
+        )
+    props: dict[str, str] = {}
+    size = 0
+    for k, v in users.items():
+        if k in SYSTEM_PROPERTIES:
+            raise RequestRefusedError(
+                Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {k!r} is reserved"
+            )
+        size += _utf8_len(k) + _utf8_len(v)
+        props[k] = v
+    sp = msg.system_properties
+    size += _utf8_len(sp.tag) + sum(_utf8_len(k) for k in sp.keys)
+    if size > MAX_USER_PROPERTY_BYTES:
+        raise RequestRefusedError(
+            Code.MESSAGE_PROPERTIES_TOO_LARGE,
+            f"the user properties, tag and keys take {size} bytes, max is "
+            f"{MAX_USER_PROPERTY_BYTES}",
+        )
+    return props
+
+
+def _check_group(group: str) -> None:
+    """Refuse a message group as the proxy's ``validateMessageGroup`` does."""
+    why = None
+    if not group.strip():
+        why = "cannot be whitespace only"
+    elif _utf8_len(group) >= MAX_MESSAGE_GROUP_BYTES:
+        why = f"takes {_utf8_len(group)} bytes, it must be under {MAX_MESSAGE_GROUP_BYTES}"
+    elif _has_control(group):
+        why = "cannot contain a control character"
+    if why is not None:
+        raise RequestRefusedError(Code.ILLEGAL_MESSAGE_GROUP, f"message group {why}")
+
+
+def body_digest(body: bytes) -> str:
+    """The body digest a received message carries: MD5, upper-case hex.
+
+    >>> body_digest(b"")
+    'D41D8CD98F00B204E9800998ECF8427E'
+    """
+    return hashlib.md5(body, usedforsecurity=False).hexdigest().upper()
+
+
 def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgoing:
     """The store message for one protobuf ``Message`` of a SendMessageRequest.
 
@@ -139,13 +215,7 @@ def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgo
         raise RequestRefusedError(
             Code.MESSAGE_BODY_TOO_LARGE, f"message body of {len(body)} bytes > {max_body}"
         )
-    props: dict[str, str] = {}
-    for k, v in msg.user_properties.items():
-        if k in SYSTEM_PROPERTIES:
-            raise RequestRefusedError(
-                Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {k!r} is reserved"
-            )
-        props[k] = v
+    props = _user_properties(msg)
     message_id = sp.message_id
     if not message_id:
         raise RequestRefusedError(Code.ILLEGAL_MESSAGE_ID, "message_id is required")
@@ -154,6 +224,7 @@ def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgo
     if mtype == MessageType.FIFO and not group:
         raise RequestRefusedError(Code.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a group")
     if group:
+        _check_group(group)
         props[PROPERTY_SHARDING_KEY] = group
     delay = 0
     if sp.HasField("delivery_timestamp"):
@@ -209,8 +280,8 @@ def to_proto(p: PoppedMessage, invisible_ms: int) -> Any:
         sp.tag = tags
     sp.keys.extend(m.keys)
     sp.message_id = p.msg_id
-    sp.body_digest.type = pb.DigestType.CRC32
-    sp.body_digest.checksum = format(zlib.crc32(body) & 0xFFFFFFFF, "08X")
+    sp.body_digest.type = pb.DigestType.MD5
+    sp.body_digest.checksum = body_digest(body)
     sp.body_encoding = pb.Encoding.IDENTITY
     sp.message_type = _stored_type(props)
     sp.born_timestamp.FromMilliseconds(m.born_timestamp)

@@ -80,11 +80,16 @@ class ServiceConfig:
     port: int = 8081
     long_polling_ms: int = 20_000
     """Longest long poll of a receive (``grpcClientConsumerMaxLongPollingTimeoutMillis``)."""
+    min_long_polling_ms: int = 5_000
+    """Shortest long poll (``grpcClientConsumerMinLongPollingTimeoutMillis``): a receive
+    asking less waits this long; a deadline too close for it is ILLEGAL_POLLING_TIME."""
     receive_batch_size: int = 32
     default_invisible_ms: int = 60_000
-    """Invisible time of a receive that asks none (a push consumer's, ``auto_renew``)."""
-    min_invisible_ms: int = 1000
-    """Shortest invisible duration a receive may ask; shorter is ILLEGAL_INVISIBLE_TIME."""
+    """Invisible time of an ``auto_renew`` receive (a push consumer's;
+    ``defaultInvisibleTimeMills``): the asked duration is not read."""
+    min_invisible_ms: int = 10_000
+    """Shortest invisible duration a receive may ask (``minInvisibleTimeMillsForRecv``);
+    shorter is ILLEGAL_INVISIBLE_TIME."""
     fifo_groups: frozenset[str] = frozenset()
     """Groups that consume in order (RocketMQ ``consumeMessageOrderly``)."""
     max_long_polls: int = 32
@@ -155,6 +160,17 @@ def _refuse(code: int, message: str) -> convert.RequestRefusedError:
 
 def _millis(d: Any) -> int:
     return int(d.seconds) * 1000 + int(d.nanos) // 1_000_000
+
+
+def _check_invisible(ms: int, least: int) -> None:
+    """ILLEGAL_INVISIBLE_TIME outside ``[least, MAX_INVISIBLE_MS]`` (the proxy's
+    ``GrpcValidator.validateInvisibleTime``)."""
+    if ms < least:
+        raise _refuse(Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {ms} ms: min is {least}")
+    if ms > MAX_INVISIBLE_MS:
+        raise _refuse(
+            Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {ms} ms: max is {MAX_INVISIBLE_MS}"
+        )
 
 
 def _group(resource: Any) -> str:
@@ -363,27 +379,39 @@ class MessagingService:
     # ------------------------------------------------------------ receive
 
     def _invisible_ms(self, request: Any) -> int:
-        if not request.HasField("invisible_duration"):
+        """The invisible time of a receive, as ``ReceiveMessageActivity`` takes it: the
+        default for ``auto_renew``, else the asked one (none asked is 0) within
+        [``min_invisible_ms``, :data:`MAX_INVISIBLE_MS`]."""
+        if request.auto_renew:
             return self.config.default_invisible_ms
         ms = _millis(request.invisible_duration)
-        if not self.config.min_invisible_ms <= ms <= MAX_INVISIBLE_MS:
-            raise _refuse(
-                Code.ILLEGAL_INVISIBLE_TIME,
-                f"invisible duration {ms} ms is outside "
-                f"[{self.config.min_invisible_ms}, {MAX_INVISIBLE_MS}] ms",
-            )
+        _check_invisible(ms, self.config.min_invisible_ms)
         return ms
 
     def _poll_ms(self, request: Any, context: Any) -> int:
-        asked = (
+        """The long poll of a receive, as ``ReceiveMessageActivity`` bounds it: the asked
+        timeout (none: the configured one) raised to ``min_long_polling_ms``, cut to
+        ``long_polling_ms`` and to the client's deadline (less :data:`POLL_BUFFER_S`);
+        a deadline nearer than the (raised) poll and than the minimum is
+        ILLEGAL_POLLING_TIME."""
+        cfg = self.config
+        ms = (
             _millis(request.long_polling_timeout)
             if request.HasField("long_polling_timeout")
-            else self.config.long_polling_ms
+            else cfg.long_polling_ms
         )
-        ms = max(0, min(asked, self.config.long_polling_ms))
+        floor = min(cfg.min_long_polling_ms, cfg.long_polling_ms)
+        ms = min(max(ms, floor), cfg.long_polling_ms)
         left = context.time_remaining()
         if left is not None:
-            ms = min(ms, max(0, int((left - POLL_BUFFER_S) * 1000)))
+            left_ms = int(left * 1000)
+            if left_ms < ms and left_ms < floor:
+                raise _refuse(
+                    Code.ILLEGAL_POLLING_TIME,
+                    f"the deadline leaves {max(0, left_ms)} ms, less than the shortest "
+                    f"long poll ({floor} ms): give the call more time",
+                )
+            ms = max(0, min(ms, left_ms - int(POLL_BUFFER_S * 1000)))
         return ms
 
     @staticmethod
@@ -416,6 +444,7 @@ class MessagingService:
             held = wait_ms > 0 and self._polls.acquire(blocking=False)
             busy = wait_ms > 0 and not held
             try:
+                # more than MAX_BATCH is cut to it, as the proxy's ConsumerProcessor does
                 r = self.pop.pop(
                     group, tc.topic_name, min(request.batch_size, MAX_BATCH), invisible,
                     queue_id=-1, subscription=sub, fifo=fifo, wait_ms=wait_ms if held else 0,
@@ -484,8 +513,7 @@ class MessagingService:
         if request.HasField("lite_topic"):
             raise _refuse(Code.NOT_IMPLEMENTED, "lite topics are not supported by mqstore")
         ms = _millis(request.invisible_duration)
-        if not 0 <= ms <= MAX_INVISIBLE_MS:
-            raise _refuse(Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {ms} ms")
+        _check_invisible(ms, 0)
         r = self.pop.change_invisible_time(group, request.topic.name, request.receipt_handle, ms)
         if r.status is not AckStatus.OK:
             raise _refuse(

@@ -78,6 +78,15 @@ class InFlight:
                 del self._table[key]
             return newly
 
+    def unacked_of(self, group: str, topics: frozenset[str]) -> int:
+        """How many messages of ``group`` popped from ``topics`` wait for their ack."""
+        with self._lock:
+            return sum(
+                len(p.unacked)
+                for p in self._table.values()
+                if p.ck.group == group and p.ck.topic in topics
+            )
+
     def get(self, key: CkKey) -> Pending | None:
         """The entry of ``key`` if in flight (shared: read it, do not change it)."""
         with self._lock:

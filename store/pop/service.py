@@ -684,6 +684,18 @@ class PopService(Stoppable):
     def _store_queue_ids(self, topic: str) -> list[int]:
         return self.store.queues.queue_ids(topic)
 
+    def in_flight(self, group: str, topic: str) -> int:
+        """How many messages of ``topic`` (and of its POP retry topic) ``group`` holds
+        popped and not yet acknowledged, FIFO or not; 0 once every one is acked (a
+        message whose invisible time ran out counts until the reviver takes it)."""
+        topics = frozenset({topic, pop_retry_topic(topic, group)})
+        fifo = sum(
+            len(info.unacked())
+            for (t, g, _q), info in list(self._orders.items())
+            if g == group and t in topics
+        )
+        return self.inflight.unacked_of(group, topics) + fifo
+
     def offset_of(self, group: str, topic: str, queue_id: int) -> int | None:
         """The next offset ``group`` pops from the queue (None: never popped)."""
         return self._offsets.get((topic, group, queue_id))

@@ -30,6 +30,14 @@ FIFO_GROUP = "GrpcFifoGroup"
 store = fixtures.store
 
 
+def quick_service(**kw: Any) -> ServiceConfig:
+    """A ServiceConfig whose long polls and invisible times may be short (the proxy's
+    5 s / 10 s minimums lowered), for tests of other behaviour; the limits themselves are
+    tested on the defaults (test_proxy_limits.py)."""
+    kw.setdefault("long_polling_ms", 1000)
+    return ServiceConfig(min_long_polling_ms=0, min_invisible_ms=1000, **kw)
+
+
 @pytest.fixture
 def core(store: MessageStore) -> Iterator[BrokerCore]:
     c = BrokerCore(store)
@@ -45,7 +53,12 @@ def core(store: MessageStore) -> Iterator[BrokerCore]:
 def endpoint(core: BrokerCore) -> Iterator[GrpcEndpoint]:
     cfg = GrpcConfig(
         port=0,
-        service=ServiceConfig(long_polling_ms=1000, fifo_groups=frozenset({FIFO_GROUP})),
+        service=ServiceConfig(
+            long_polling_ms=1000,
+            min_long_polling_ms=0,
+            min_invisible_ms=1000,
+            fifo_groups=frozenset({FIFO_GROUP}),
+        ),
     )
     ep = GrpcEndpoint(core, cfg)
     ep.start()

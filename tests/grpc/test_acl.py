@@ -18,9 +18,9 @@ import yaml
 from mqstore.broker.acl import AccessControl
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.topics import TopicConfig
-from mqstore.grpc import GrpcConfig, GrpcEndpoint, ServiceConfig
+from mqstore.grpc import GrpcConfig, GrpcEndpoint
 from mqstore.grpc.protocol import Code, pb, svc
-from tests.grpc.conftest import GROUP, TOPIC, message, until
+from tests.grpc.conftest import GROUP, TOPIC, message, quick_service, until
 
 rmq = pytest.importorskip("rocketmq")
 
@@ -44,7 +44,9 @@ def acl_endpoint(core: BrokerCore) -> Iterator[GrpcEndpoint]:
     for topic in ("Secret", "SubOnly"):
         core.create_topic(TopicConfig(topic, 4, 4))
     cfg = GrpcConfig(
-        port=0, acl=AccessControl.from_dict(ACL_DOC), service=ServiceConfig(long_polling_ms=1000)
+        port=0,
+        acl=AccessControl.from_dict(ACL_DOC),
+        service=quick_service(),
     )
     ep = GrpcEndpoint(core, cfg)
     ep.start()
@@ -248,7 +250,7 @@ def test_denied_group_cannot_receive(acl_endpoint: GrpcEndpoint) -> None:
 def test_refused_receive_streams_one_status_and_pops_nothing(acl_endpoint: GrpcEndpoint) -> None:
     with producing(acl_endpoint) as p:
         p.send(message(b"kept"))
-    req = svc.ReceiveMessageRequest(group=pb.Resource(name=GROUP), batch_size=8)
+    req = svc.ReceiveMessageRequest(group=pb.Resource(name=GROUP), batch_size=8, auto_renew=True)
     req.message_queue.topic.name = TOPIC
     got = list(stub(acl_endpoint).ReceiveMessage(req, metadata=signed(AK, "bad-secret"), timeout=5))
     assert [(r.status.code, r.status.message) for r in got] == [

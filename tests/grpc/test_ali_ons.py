@@ -11,7 +11,7 @@ import pytest
 
 from mqstore.broker.topics import TopicConfig
 from mqstore.grpc import GrpcConfig, GrpcEndpoint
-from tests.grpc.conftest import client_config, consuming, message, until
+from tests.grpc.conftest import client_config, consuming, message, quick_service, until
 from tests.interop.broker_harness import LiveBroker, run_node
 from tests.interop.conftest import node  # noqa: F401  (the fixture: node with ali-ons)
 
@@ -25,7 +25,7 @@ def both(tmp_path: Path) -> Iterator[tuple[LiveBroker, GrpcEndpoint]]:
     b = LiveBroker(tmp_path / "store").start()
     assert b.core is not None
     b.core.create_topic(TopicConfig(TOPIC, 4, 4))
-    ep = GrpcEndpoint(b.core, GrpcConfig(port=0))
+    ep = GrpcEndpoint(b.core, GrpcConfig(port=0, service=quick_service()))
     ep.start()
     yield b, ep
     ep.stop(grace=0.2)

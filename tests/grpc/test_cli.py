@@ -62,7 +62,7 @@ def test_broker_serves_grpc_clients_beside_remoting(tmp_path: Path) -> None:
         prod.startup()
         sent = prod.send(message(b"via-cli", topic="CliTopic")).message_id
         prod.shutdown()
-        c: Any = SimpleConsumer(cfg, "CliGroup", {"CliTopic": FilterExpression()}, await_duration=2)
+        c: Any = SimpleConsumer(cfg, "CliGroup", {"CliTopic": FilterExpression()}, await_duration=5)
         c.startup()
         got = c.receive(8, 10)
         for m in got:

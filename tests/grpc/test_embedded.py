@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from mqstore.grpc import GrpcConfig, GrpcEndpoint
-from tests.grpc.conftest import client_config, message, simple_consumer, until
+from tests.grpc.conftest import client_config, message, quick_service, simple_consumer, until
 from tests.helpers import make_store
 
 
@@ -16,7 +16,7 @@ def test_endpoint_over_an_embedded_store_serves_and_keeps_state_across_restart(
     from rocketmq import Producer
 
     store = make_store(tmp_path)
-    with GrpcEndpoint(store, GrpcConfig(port=0)) as ep:
+    with GrpcEndpoint(store, GrpcConfig(port=0, service=quick_service())) as ep:
         p: Any = Producer(client_config(ep), ("Embedded",))
         p.startup()
         ids = [p.send(message(f"e{i}".encode(), topic="Embedded")).message_id for i in range(3)]
@@ -29,7 +29,7 @@ def test_endpoint_over_an_embedded_store_serves_and_keeps_state_across_restart(
     assert len(set(ids)) == 3 and {m.body for m in got} == {b"e0", b"e1", b"e2"}
     store = make_store(tmp_path)  # the acked one stays acked; the held ones come back
     try:
-        with GrpcEndpoint(store, GrpcConfig(port=0)) as ep:
+        with GrpcEndpoint(store, GrpcConfig(port=0, service=quick_service())) as ep:
             c = simple_consumer(ep, "emb", topic="Embedded")
             back: list[Any] = []
             until(lambda: back.extend(c.receive(32, 30)) or len(back) >= 2)

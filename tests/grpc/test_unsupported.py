@@ -72,7 +72,7 @@ def test_pull_message_stream_answers_not_implemented(stub: Any) -> None:
 
 
 def test_sql_filter_is_not_implemented(stub: Any) -> None:
-    req = svc.ReceiveMessageRequest(batch_size=1)
+    req = svc.ReceiveMessageRequest(batch_size=1, auto_renew=True)
     req.group.name = GROUP
     req.message_queue.topic.name = TOPIC
     req.filter_expression.type = pb.FilterType.SQL
@@ -83,7 +83,7 @@ def test_sql_filter_is_not_implemented(stub: Any) -> None:
 
 
 def test_receive_of_unknown_topic_is_topic_not_found(stub: Any) -> None:
-    req = svc.ReceiveMessageRequest(batch_size=1)
+    req = svc.ReceiveMessageRequest(batch_size=1, auto_renew=True)
     req.group.name = GROUP
     req.message_queue.topic.name = "NoSuchTopic"
     (r,) = list(stub.ReceiveMessage(req, timeout=DEADLINE))

@@ -9,50 +9,24 @@ reason, when node/npm are absent or the install fails (e.g. no registry access).
 
 from __future__ import annotations
 
-import fcntl
 import json
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.npm_deps import node_with
+
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "decode_records.js"
 DECODER_MODULE = HERE / "node_modules" / "ali-ons" / "lib" / "message" / "message_decoder.js"
-NPM_CI = ["ci", "--no-audit", "--no-fund"]
-
-
-def _install(npm: str) -> None:
-    with (Path(tempfile.gettempdir()) / "mqstore-interop-npm-ci.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if DECODER_MODULE.is_file():
-            return
-        try:
-            proc = subprocess.run(
-                [npm, *NPM_CI], cwd=HERE, capture_output=True, text=True, timeout=300, check=False
-            )
-        except subprocess.TimeoutExpired:
-            pytest.skip(f"`npm {' '.join(NPM_CI)}` in {HERE} timed out after 300 s")
-        if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-            pytest.skip(f"`npm {' '.join(NPM_CI)}` in {HERE} failed: " + " | ".join(tail))
 
 
 @pytest.fixture(scope="session")
 def node() -> str:
     """Path of ``node`` with ali-ons installed next to the script; skip when impossible."""
-    node_bin = shutil.which("node")
-    if node_bin is None:
-        pytest.skip("node is not on PATH: the ali-ons interop tests need Node.js")
-    if not DECODER_MODULE.is_file():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip(f"npm is not on PATH and {HERE / 'node_modules'} is missing")
-        _install(npm)
-    return node_bin
+    return node_with(HERE, DECODER_MODULE, "the ali-ons interop tests")
 
 
 @pytest.fixture

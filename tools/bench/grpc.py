@@ -77,7 +77,7 @@ def _grpc_receive_ack(endpoint: Any, topic: str, n: int) -> float:
     from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 
     cfg = ClientConfiguration(endpoint.address, Credentials())
-    c = SimpleConsumer(cfg, "bench-grpc", {topic: FilterExpression()}, await_duration=1)
+    c = SimpleConsumer(cfg, "bench-grpc", {topic: FilterExpression()}, await_duration=5)
     c.startup()
     try:
         done = 0
