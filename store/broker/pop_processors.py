@@ -42,6 +42,7 @@ from mqstore.broker.pop_assignment import RequestMode, RequestModeTable, assign
 from mqstore.broker.wire import BadRequestError, ext_int, ext_str
 from mqstore.errors import InvalidReceiptHandleError
 from mqstore.pop import wire as pop_wire
+from mqstore.pop.records import MAX_BATCH
 from mqstore.pop.service import AckStatus, PopConfig, PopService
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
@@ -133,9 +134,14 @@ def process_pop(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
     if ctx.core.topics.get(topic) is None:
         return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+    max_nums = ext_int(ext, "maxMsgNums", 32)
+    if max_nums > MAX_BATCH:
+        host = ctx.broker_addr.rpartition(":")[0]
+        remark = f"the broker[{host}] pop message's num is greater than {MAX_BATCH}"
+        return cmd.make_response(ResponseCode.INVALID_PARAMETER, remark)
     svc = _service(ctx)
     r = svc.pop(
-        group, topic, ext_int(ext, "maxMsgNums", 32), ext_int(ext, "invisibleTime"),
+        group, topic, max_nums, pop_wire.pop_invisible_time(ext),
         queue_id=ext_int(ext, "queueId", -1), subscription=ext_str(ext, "exp", "*") or "*",
         fifo=ext_str(ext, "order", "false") == "true", wait_ms=_poll_ms(ext),
     )  # fmt: skip
@@ -179,13 +185,24 @@ def process_batch_ack(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComm
     return cmd.make_response(ResponseCode.SUCCESS, None, None, out)
 
 
+def _change_invisible_time(ext: dict[str, str]) -> int:
+    """The ``invisibleTime`` of CHANGE_MESSAGE_INVISIBLETIME: any Java long (negative
+    too, as RocketMQ 5.3.3 takes it); one it cannot parse is refused (5.3.3's field is a
+    ``Long`` left null, and the processor fails: SYSTEM_ERROR)."""
+    value = pop_wire.java_long_text(ext.get("invisibleTime"))
+    if value is None:
+        text = ext.get("invisibleTime")
+        raise BadRequestError(f"the custom field <invisibleTime> is not a 64-bit integer: {text!r}")
+    return value
+
+
 def process_change_invisible(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """CHANGE_MESSAGE_INVISIBLETIME (200053)."""
     ext = cmd.ext_fields
     try:
         r = _service(ctx).change_invisible_time(
             ext_str(ext, "consumerGroup"), ext_str(ext, "topic"), ext_str(ext, "extraInfo"),
-            ext_int(ext, "invisibleTime"),
+            _change_invisible_time(ext),
         )  # fmt: skip
     except InvalidReceiptHandleError as e:
         return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))

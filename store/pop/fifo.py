@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqstore.pop.records import java_long
+
 
 @dataclass(slots=True)
 class OrderInfo:
@@ -37,7 +39,7 @@ class OrderInfo:
     @property
     def deadline(self) -> int:
         """When the unacknowledged messages may be delivered again (ms)."""
-        return self.pop_time + self.invisible_time
+        return java_long(self.pop_time + self.invisible_time)
 
     def done(self) -> bool:
         """Every message of the batch acknowledged."""

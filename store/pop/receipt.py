@@ -24,7 +24,7 @@ import enum
 from dataclasses import dataclass
 
 from mqstore.errors import InvalidReceiptHandleError
-from mqstore.pop.records import RETRY_PREFIX
+from mqstore.pop.records import RETRY_PREFIX, java_long
 
 _SEP = " "
 
@@ -72,7 +72,7 @@ class ReceiptHandle:
     @property
     def deadline(self) -> int:
         """When the message becomes visible again unless acknowledged (ms)."""
-        return self.pop_time + self.invisible_time
+        return java_long(self.pop_time + self.invisible_time)
 
     def real_topic(self, topic: str, group: str) -> str:
         """The topic the message was read from (``ExtraInfoUtil.getRealTopic``)."""

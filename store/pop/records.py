@@ -81,6 +81,20 @@ CkKey = tuple[str, str, int, int, int, str]
 """Merge key of a checkpoint: (topic, group, queue id, start offset, pop time, broker)."""
 
 
+def java_long(value: int) -> int:
+    """``value`` as a Java ``long`` holds it: wrapped into [-2**63, 2**63).
+
+    RocketMQ adds a pop time and an invisible time as longs, so a sum past 2**63 - 1
+    wraps to a time long past and the message is revived at once (5.3.3 does so for an
+    invisibleTime of 2**63 - 1). The sums here wrap the same way, so every number written
+    into a record stays one a Java reader parses, and means what it means to RocketMQ.
+
+    >>> java_long(2**63), java_long(-1)
+    (-9223372036854775808, -1)
+    """
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 @dataclass(frozen=True, slots=True)
 class PopCheckPoint:
     """One popped batch of one queue (``org.apache.rocketmq.store.pop.PopCheckPoint``)."""
@@ -104,8 +118,9 @@ class PopCheckPoint:
 
     @property
     def revive_time(self) -> int:
-        """When the unacknowledged messages become visible again (ms)."""
-        return self.pop_time + self.invisible_time
+        """When the unacknowledged messages become visible again (ms; a Java sum,
+        :func:`java_long`)."""
+        return java_long(self.pop_time + self.invisible_time)
 
     @property
     def offsets(self) -> tuple[int, ...]:

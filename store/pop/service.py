@@ -61,6 +61,7 @@ from mqstore.pop.records import (
     PopCheckPoint,
     ckey,
     dlq_topic,
+    java_long,
     pop_retry_topic,
     revive_topic,
 )
@@ -403,7 +404,7 @@ class PopService(Stoppable):
         ``t`` under the checkpoint or FIFO batch that starts at offset ``first``."""
         flag = retry_flag(t)
         broker = self.config.broker_name
-        deadline = r.now + r.invisible
+        deadline = java_long(r.now + r.invisible)
         out = []
         for m, attempt in msgs:
             h = ReceiptHandle(first, r.now, r.invisible, r.revive_qid, flag, broker, qid,
@@ -502,7 +503,7 @@ class PopService(Stoppable):
             ):
                 return ChangeResult(AckStatus.NO_EXIST)
             now = int(self._clock() * 1000)
-            info.invisible_time = now + invisible - info.pop_time
+            info.invisible_time = java_long(java_long(now + invisible) - info.pop_time)
             nh = ReceiptHandle(h.ck_start_offset, info.pop_time, info.invisible_time,
                                POP_ORDER_REVIVE_QUEUE, h.retry, h.broker_name, h.queue_id,
                                h.queue_offset)  # fmt: skip

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mqstore.errors import CorruptRecordError, InvalidReceiptHandleError
+from mqstore.pop import wire as pop_wire
 from mqstore.pop.receipt import ReceiptHandle, RetryFlag
 from mqstore.pop.records import AckMsg, PopCheckPoint, normal_topic, pop_retry_topic
 
@@ -91,3 +92,18 @@ def test_pop_retry_topic_names() -> None:
     assert pop_retry_topic("T", "g") == "%RETRY%g_T"
     assert normal_topic("%RETRY%g_T", "g") == "T"
     assert normal_topic("T", "g") == "T"
+
+
+def test_checkpoint_of_the_longest_invisible_time_writes_a_revive_time_java_parses() -> None:
+    ck = PopCheckPoint("T", "g", 0, 0, 1_700_000_000_000, 2**63 - 1, (0,), "b")
+    rt = json.loads(ck.to_json())["rt"]
+    assert -(2**63) <= rt < 0  # wrapped as RocketMQ's long sum: revived at once
+
+
+@pytest.mark.parametrize(("text", "taken"), [("-100000", -100000), (str(2**63 - 1), 2**63 - 1),
+                                             (str(10**20), 0), ("abc", 0), (None, 0)])  # fmt: skip
+def test_pop_invisible_time_is_read_as_rocketmq_533_decodes_it(
+    text: str | None, taken: int
+) -> None:
+    ext = {} if text is None else {"invisibleTime": text}
+    assert pop_wire.pop_invisible_time(ext) == taken

@@ -1,0 +1,125 @@
+"""POP over remoting, differential against the real RocketMQ 5.3.3 broker
+(``shared/oracles/rocketmq-5.3.3``): the same raw POP_MESSAGE and
+CHANGE_MESSAGE_INVISIBLETIME frames go to it and to ``mqstore broker``, and the answers
+(response codes, the echoed invisible time, which messages come back) must be equal
+(docs/pop.md §10). Skipped without Java or the oracle."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mqstore.client.remoting_client import RemotingClient
+from mqstore.remoting.codec import RemotingCommand
+from tests.conftest import SHARED
+from tests.oracle.conftest import Side
+from tests.oracle.harness import Fleet, Proc, _java_env, broker_port, free_port
+
+ORACLE_533 = SHARED / "oracles" / "rocketmq-5.3.3"
+SEND_MESSAGE, POP_MESSAGE, CHANGE_INVISIBLE = 10, 200050, 200053
+INVISIBLE_TIMES = ["-100000", "0", str(2**63 - 1), str(10**20)]
+"""Each popped once; 5.3.3 takes the last as 0 (it does not parse as a long)."""
+
+
+@pytest.fixture(scope="module")
+def real533(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real 5.3.3 name server and broker; the broker's address."""
+    if shutil.which("java") is None or not (ORACLE_533 / "bin" / "broker").is_file():
+        pytest.skip(f"java or the RocketMQ 5.3.3 oracle ({ORACLE_533}) is missing")
+    d = tmp_path_factory.mktemp("rmq533")
+    ns_port, port = free_port(), broker_port()
+    ns = Proc("real 5.3.3 namesrv", [str(ORACLE_533 / "bin" / "namesrv"), str(ns_port),
+              str(d / "ns")], d / "ns.log", "boot success", address=f"127.0.0.1:{ns_port}",
+              env=_java_env(d / "ns-home"))  # fmt: skip
+    fleet.procs.append(ns)
+    ns.start()
+    conf = d / "broker.conf"
+    subprocess.run([str(ORACLE_533 / "bin" / "mkconf"), str(conf), "broker-a", str(port),
+                    str(d / "store"), ns.address], check=True, capture_output=True, timeout=30)  # fmt: skip
+    broker = Proc("real 5.3.3 broker", [str(ORACLE_533 / "bin" / "broker"), str(conf),
+                  str(d / "b")], d / "broker.log", "boot success", address=f"127.0.0.1:{port}",
+                  env=_java_env(d / "b-home"))  # fmt: skip
+    fleet.procs.append(broker)
+    broker.start()
+    return broker.address
+
+
+@pytest.fixture
+def client() -> Iterator[RemotingClient]:
+    c = RemotingClient()
+    yield c
+    c.close()
+
+
+def _call(c: RemotingClient, addr: str, code: int, ext: dict[str, Any]) -> RemotingCommand:
+    fields = {k: str(v) for k, v in ext.items() if v is not None}
+    return c.invoke(addr, RemotingCommand(code, ext_fields=fields, body=b""), 30)
+
+
+def _send(c: RemotingClient, addr: str, topic: str, body: bytes) -> None:
+    ext = {"producerGroup": "pg", "topic": topic, "defaultTopic": "TBW102",
+           "defaultTopicQueueNums": 4, "queueId": 0, "sysFlag": 0, "flag": 0,
+           "bornTimestamp": int(time.time() * 1000), "properties": "", "reconsumeTimes": 0,
+           "unitMode": "false", "batch": "false"}  # fmt: skip
+    r = c.invoke(addr, RemotingCommand(SEND_MESSAGE, ext_fields={k: str(v) for k, v in
+                                                                 ext.items()}, body=body), 30)  # fmt: skip
+    assert r.code == 0, r.remark
+
+
+def _pop(c: RemotingClient, addr: str, topic: str, group: str, **kw: Any) -> RemotingCommand:
+    ext = {"consumerGroup": group, "topic": topic, "queueId": 0, "maxMsgNums": 1,
+           "invisibleTime": 60_000, "pollTime": 0, "bornTime": int(time.time() * 1000),
+           "initMode": 1, "expType": "TAG", "exp": "*", "order": "false", **kw}  # fmt: skip
+    return _call(c, addr, POP_MESSAGE, ext)
+
+
+def _offsets(r: RemotingCommand) -> str:
+    """``msgOffsetInfo`` of a pop: ``<retry flag> <queue id> <offset>``."""
+    return (r.ext_fields or {}).get("msgOffsetInfo", "")
+
+
+def pop_answers(c: RemotingClient, addr: str, topic: str, group: str) -> dict[str, Any]:
+    """The scenario: what a broker answers, with nothing that differs by nature (times,
+    addresses, revive queue ids) in it."""
+    for i in range(len(INVISIBLE_TIMES) + 1):
+        _send(c, addr, topic, b"m%d" % i)
+    out: dict[str, Any] = {}
+    for inv in INVISIBLE_TIMES:
+        r = _pop(c, addr, topic, group, invisibleTime=inv)
+        out[f"pop {inv}"] = (r.code, (r.ext_fields or {}).get("invisibleTime"), _offsets(r))
+    r = _pop(c, addr, topic, group, maxMsgNums=33)
+    out["pop maxMsgNums=33"] = (r.code, (r.remark or "").replace(addr.rpartition(":")[0], "IP"))
+    held = _pop(c, addr, topic, group)
+    h = held.ext_fields or {}
+    start, offset = h["startOffsetInfo"].split()[2], h["msgOffsetInfo"].split()[2]
+    name = h.get("brokerName", "broker-a")
+    extra = f"{start} {h['popTime']} {h['invisibleTime']} {h['reviveQid']} 0 {name} 0 {offset}"
+    for inv in ("-5", str(10**20)):
+        r = _call(c, addr, CHANGE_INVISIBLE, {"consumerGroup": group, "topic": topic,
+                                              "queueId": 0, "extraInfo": extra,
+                                              "offset": offset, "invisibleTime": inv})  # fmt: skip
+        out[f"change {inv}"] = r.code
+    back: set[str] = set()  # the four popped first, revived into the retry topic
+    deadline = time.monotonic() + 30
+    while len(back) < len(INVISIBLE_TIMES) and time.monotonic() < deadline:
+        r = _pop(c, addr, topic, group)
+        if r.code == 0 and _offsets(r).startswith("1 "):
+            back.add(_offsets(r))
+        elif r.code != 0:
+            time.sleep(0.5)
+    out["came back"] = len(back)
+    return out
+
+
+def test_pop_invisible_time_answers_equal_the_real_533_broker(
+    real533: str, mq_side: Side, client: RemotingClient, unique: str
+) -> None:
+    real = pop_answers(client, real533, unique, "G" + unique)
+    ours = pop_answers(client, mq_side.brokers[0].address, unique, "G" + unique)
+    assert ours == real
+    assert real["pop 100000000000000000000"][1] == "0"  # what the oracle showed
