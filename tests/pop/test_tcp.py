@@ -182,12 +182,12 @@ def test_tcp_bad_requests_get_codes_and_the_broker_keeps_serving(
         == ResponseCode.INVALID_PARAMETER
     )
     assert call(client, broker, 200151, {}, b"{not json").code == ResponseCode.INVALID_PARAMETER
-    assert (
-        call(client, broker, 200050, {"consumerGroup": "g", "topic": "T"}).code
-        == ResponseCode.SYSTEM_ERROR
-    )
+    # no invisibleTime: RocketMQ 5.3.3 pops with 0, the message comes back at once (docs/pop.md §10)
+    popped = call(client, broker, 200050, {"consumerGroup": "g", "topic": "T", "queueId": "0"})
+    assert (popped.code, popped.ext_fields["invisibleTime"]) == (ResponseCode.SUCCESS, "0")
     missing = call(
         client, broker, 200050, {"consumerGroup": "g", "topic": "Nope", "invisibleTime": "1"}
     )
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
-    assert [m.body for m in consumer(client, broker).receive(1, 5)] == [b"a"]
+    send(broker, [b"b"])
+    assert [m.body for m in consumer(client, broker).receive(1, 5)] in ([b"a"], [b"b"])
