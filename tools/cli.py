@@ -724,6 +724,7 @@ def _start_registrar(args: argparse.Namespace, core: Any, addr: str, ha: str) ->
         broker_addr=addr, ha_server_addr=ha,
         topics=core.topics.all, interval_s=args.register_interval,
     )  # fmt: skip
+    core.topics.on_change(lambda _config: registrar.topics_changed())
     registrar.start()
     print(f"mqstore broker: registering with {';'.join(args.namesrv)}", flush=True)
     return registrar

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -139,11 +140,22 @@ class TopicConfigManager:
         self._table: dict[str, TopicConfig] = {t.topic_name: t for t in defaults}
         self._file = VersionedTable(path, "topicConfigTable")
         self.failures = FailureCounter(log, "topic configs")
+        self._listeners: list[Callable[[TopicConfig], None]] = []
         for name, obj in self._file.load().items():
             try:  # an entry no broker could have written is left out, not fatal
                 self._table[name] = check_topic_config(TopicConfig.from_json(name, obj))
             except (BadRequestError, ValueError, TypeError) as e:
                 self.failures.record("loading a topic config", e, name)
+
+    def on_change(self, listener: Callable[[TopicConfig], None]) -> None:
+        """Call ``listener(config)`` whenever a topic is created or its config replaced
+        (after the table changed, outside its lock, on the changing thread: a listener
+        must return quickly and must not raise)."""
+        self._listeners.append(listener)
+
+    def _notify(self, config: TopicConfig) -> None:
+        for listener in self._listeners:
+            listener(config)
 
     def get(self, topic: str) -> TopicConfig | None:
         """The topic's config, None if unknown."""
@@ -165,17 +177,21 @@ class TopicConfigManager:
         with self._lock:
             self._table[config.topic_name] = config
             self._persist_locked()
+        self._notify(config)
 
     def learn(self, topic: str, queue_nums: int) -> None:
         """Rule 3: make sure ``topic`` has at least ``queue_nums`` queues (no persist)."""
         with self._lock:
             old = self._table.get(topic)
             if old is None:
-                self._table[topic] = TopicConfig(topic, queue_nums, queue_nums)
+                new = self._table[topic] = TopicConfig(topic, queue_nums, queue_nums)
             elif old.read_queue_nums < queue_nums:
-                self._table[topic] = replace(
+                new = self._table[topic] = replace(
                     old, read_queue_nums=queue_nums, write_queue_nums=queue_nums
                 )
+            else:
+                return
+        self._notify(new)
 
     def create_in_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
         """Rule 2 (``createTopicInSendMessageMethod``): the config of ``topic``,
@@ -194,7 +210,8 @@ class TopicConfigManager:
             created = TopicConfig(topic, n, n, PERM_RW)
             self._table[topic] = created
             self._persist_locked()
-            return created
+        self._notify(created)
+        return created
 
     def create_system(self, topic: str, queue_nums: int, perm: int = PERM_RW) -> TopicConfig:
         """Retry / DLQ topics (``createTopicInSendMessageBackMethod``): created if absent."""
@@ -205,7 +222,8 @@ class TopicConfigManager:
             created = TopicConfig(topic, queue_nums, queue_nums, perm)
             self._table[topic] = created
             self._persist_locked()
-            return created
+        self._notify(created)
+        return created
 
     def delete(self, topic: str) -> bool:
         """Drop a topic's config (DELETE_TOPIC_IN_BROKER) and persist; False if unknown."""

@@ -1,17 +1,30 @@
-"""The broker side: register with name servers every 30 s, unregister on shutdown.
+"""The broker side: register with name servers every 30 s and at once when a topic
+is created, unregister on shutdown.
 
-As RocketMQ's ``BrokerController.registerBrokerAll``: REGISTER_BROKER to every name
-server of ``--namesrv`` (a ``;``-separated list), at start, then every
+As RocketMQ 4.9.8's ``BrokerController.registerBrokerAll``: REGISTER_BROKER to every
+name server of ``--namesrv`` (a ``;``-separated list), at start, then every
 ``interval_s`` (RocketMQ's ``registerNameServerPeriod`` = 30 s), with the broker's whole
-topic table. The data version changes whenever the table does, so a name server
-rebuilds its queue data only then. A name server that cannot be reached is logged
-once per kind of failure and tried again next round; the broker keeps serving.
+topic table. The data version changes whenever the table does, so a name server reads
+the body only then. :meth:`BrokerRegistrar.topics_changed` (a topic created by
+UPDATE_AND_CREATE_TOPIC, auto-created by a send, a retry/DLQ topic) registers at once,
+oneway, on the registrar's thread, as a 4.9.8 broker does after auto-creating a topic:
+routes then carry a new topic within milliseconds rather than at the next period.
+
+Every request carries remoting version 409 (V4_9_8) and the header's ``bodyCrc32``
+(CRC32 of the body, masked to 31 bits as ``UtilAll.crc32``), as a 4.9.8 broker sends
+them: a 4.9.8 name server reads the body as ``RegisterBrokerBody`` only for versions
+from V3_0_11 on and refuses a body whose non-zero ``bodyCrc32`` does not match.
+
+A name server that cannot be reached is logged once per kind of failure and tried
+again next round; the broker keeps serving.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 
 from mqstore.broker.topics import TopicConfig
@@ -21,7 +34,7 @@ from mqstore.failures import FailureCounter
 from mqstore.namesrv.bodies import register_body
 from mqstore.namesrv.routes import DataVersion
 from mqstore.remoting.codec import RemotingCommand
-from mqstore.remoting.codes import RequestCode, ResponseCode
+from mqstore.remoting.codes import V4_9_8, RequestCode, ResponseCode
 from mqstore.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -79,6 +92,7 @@ class BrokerRegistrar(ServiceThread):
         """Successful REGISTER_BROKER answers so far (all name servers)."""
         self._snapshot: dict[str, TopicConfig] | None = None
         self._version = DataVersion()
+        self._changed = threading.Event()
 
     def _header(self) -> dict[str, str]:
         return {
@@ -94,14 +108,38 @@ class BrokerRegistrar(ServiceThread):
             self._version = DataVersion(int(time.time() * 1000), self._version.counter + 1)
         return self._version
 
+    def _request(self) -> RemotingCommand:
+        topics = self._topics()
+        body = register_body(list(topics.values()), self._current_version(topics))
+        ext = self._header() | {
+            "haServerAddr": self.ha_server_addr,
+            "compressed": "false",
+            "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+        }
+        return RemotingCommand(
+            code=RequestCode.REGISTER_BROKER, version=V4_9_8, ext_fields=ext, body=body
+        )
+
+    def topics_changed(self) -> None:
+        """A topic was created or changed: register at once (oneway), off the caller's
+        thread; safe from any thread, never blocks."""
+        self._changed.set()
+        self.wakeup()
+
+    def register_oneway(self) -> None:
+        """Register with every name server now, oneway (no answer awaited)."""
+        cmd = self._request()
+        for addr in self.namesrv_addrs:
+            try:
+                self.client.invoke_oneway(addr, cmd)
+            except TransportError as e:
+                self.failures.record(f"registering with {addr}", e)
+
     def register_once(self) -> int:
         """Register with every name server now; returns how many accepted."""
-        topics = self._topics()
-        ext = self._header() | {"haServerAddr": self.ha_server_addr, "compressed": "false"}
-        body = register_body(list(topics.values()), self._current_version(topics))
+        cmd = self._request()
         ok = 0
         for addr in self.namesrv_addrs:
-            cmd = RemotingCommand(code=RequestCode.REGISTER_BROKER, ext_fields=ext, body=body)
             try:
                 resp = self.client.invoke(addr, cmd, self.timeout_s)
             except TransportError as e:
@@ -115,7 +153,11 @@ class BrokerRegistrar(ServiceThread):
         return ok
 
     def run_once(self) -> None:
-        self.register_once()
+        if self._changed.is_set():
+            self._changed.clear()
+            self.register_oneway()
+        else:
+            self.register_once()
 
     def start(self) -> None:
         """Register at once, then every ``interval_s`` on the thread."""
@@ -126,7 +168,9 @@ class BrokerRegistrar(ServiceThread):
         """Stop registering, UNREGISTER_BROKER from every name server, close sockets."""
         self.stop()
         for addr in self.namesrv_addrs:
-            cmd = RemotingCommand(code=RequestCode.UNREGISTER_BROKER, ext_fields=self._header())
+            cmd = RemotingCommand(
+                code=RequestCode.UNREGISTER_BROKER, version=V4_9_8, ext_fields=self._header()
+            )
             try:
                 self.client.invoke(addr, cmd, self.timeout_s)
             except TransportError as e:

@@ -6,7 +6,13 @@ Four tables, one lock:
 - ``broker name -> (cluster, {broker id -> address})`` (id 0 is the master, others slaves);
 - ``topic -> {broker name -> queue data}``, taken from a MASTER's registration only (a
   slave's topic table does not change the routes), and only when its data version
-  changed since its last registration (or it is new);
+  changed since its last registration (or it is new). The topics of such a body are
+  merged in (added or replaced), never used to remove the broker's other topics, as
+  RocketMQ 4.9.8's ``RouteInfoManager.registerBroker`` (``createAndUpdateQueueData``):
+  a 4.9.8 broker's UPDATE_AND_CREATE_TOPIC sends an incremental registration carrying
+  only the new topic and its bumped data version, and its next full registrations
+  carry that same version. A topic leaves a broker's routes when the broker goes
+  (expiry, unregistration, closed connection) or is deleted by name;
 - ``address -> liveness`` (last registration time, data version, HA address).
 
 Liveness: a broker is dropped when it has not registered for ``expiry_s`` (RocketMQ:
@@ -120,7 +126,7 @@ class RouteInfoManager:
 
     def register(self, reg: Registration) -> RegisterResult:
         """Add or refresh a broker address, and for a master with a new data version
-        replace its queue data from ``reg.topics``."""
+        (or a first registration) merge ``reg.topics`` into its queue data."""
         with self._lock:
             self._clusters.setdefault(reg.cluster, set()).add(reg.broker_name)
             broker = self._brokers.get(reg.broker_name)
@@ -136,7 +142,7 @@ class RouteInfoManager:
             previous = self._live.get(reg.broker_addr)
             changed = previous is None or previous.data_version != reg.data_version
             if reg.broker_id == MASTER_ID and (first or changed):
-                self._replace_queue_datas(reg.broker_name, reg.topics)
+                self._merge_queue_datas(reg.broker_name, reg.topics)
             self._live[reg.broker_addr] = _Live(self._clock(), reg.data_version, reg.ha_server_addr)
             if reg.broker_id == MASTER_ID:
                 return RegisterResult()
@@ -144,13 +150,7 @@ class RouteInfoManager:
             live = self._live.get(master)
             return RegisterResult(master, live.ha_server_addr if live else "")
 
-    def _replace_queue_datas(self, broker_name: str, topics: tuple[TopicConfig, ...]) -> None:
-        names = {t.topic_name for t in topics}
-        for topic, by_broker in list(self._topics.items()):
-            if topic not in names and broker_name in by_broker:
-                del by_broker[broker_name]
-                if not by_broker:
-                    del self._topics[topic]
+    def _merge_queue_datas(self, broker_name: str, topics: tuple[TopicConfig, ...]) -> None:
         for t in topics:
             self._topics.setdefault(t.topic_name, {})[broker_name] = QueueData(
                 broker_name, t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_sys_flag

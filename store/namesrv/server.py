@@ -15,6 +15,8 @@ the loop thread. Codes served, as RocketMQ's ``DefaultRequestProcessor``:
 - GET_KV_CONFIG (101): QUERY_NOT_FOUND (no KV config is kept).
 
 Anything else gets REQUEST_CODE_NOT_SUPPORTED. A malformed frame closes its connection.
+A oneway request (a 4.9.8 broker registers oneway when it creates a topic) is processed
+and never answered; it never closes the connection.
 
 Liveness (RocketMQ's ``scanNotActiveBroker``): every ``scan_interval_s`` (10 s) addresses
 not registered for ``expiry_s`` (120 s) are dropped. A connection that registered
@@ -28,6 +30,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 
 from mqstore.broker.wire import ext_int, ext_str
 from mqstore.closeable import Stoppable
@@ -44,10 +47,11 @@ from mqstore.remoting.codec import (
     RemotingCommand,
     encode,
 )
-from mqstore.remoting.codes import RequestCode, ResponseCode
+from mqstore.remoting.codes import RemotingFlag, RequestCode, ResponseCode
 from mqstore.remoting.errors import BadRequestError
 
 log = logging.getLogger(__name__)
+_ONEWAY = RemotingFlag.ONEWAY.value
 
 DEFAULT_PORT = 9876
 _FAQ = "See http://rocketmq.apache.org/docs/faq/ for further details."
@@ -76,8 +80,12 @@ class _Connection(asyncio.Protocol):
             while isinstance(cmd := self.decoder.next_command(), RemotingCommand):
                 if cmd.is_response:
                     continue
+                if cmd.is_oneway:  # processed, never answered (a 4.9.8 broker's triggered
+                    # registrations are oneway); the answer built is dropped
+                    self.server.process(self, replace(cmd, flag=cmd.flag & ~_ONEWAY))
+                    continue
                 resp = self.server.process(self, cmd)
-                if not cmd.is_oneway and self.transport is not None:
+                if self.transport is not None:
                     self.transport.write(encode(resp))
         except ProtocolError as e:
             log.info("namesrv: closing a connection: %s", e)

@@ -150,6 +150,13 @@ class SerializeType(enum.IntEnum):
     ROCKETMQ = 1
 
 
+V4_9_8 = 409
+"""The remoting ``version`` a RocketMQ 4.9.8 process puts on every command it sends
+(``MQVersion.Version.V4_9_8.ordinal()``). A 4.9.8 name server reads a REGISTER_BROKER
+body as ``RegisterBrokerBody`` only from brokers of version >= V3_0_11; below that it
+takes the body as a bare ``TopicConfigSerializeWrapper`` and registers no topics."""
+
+
 class RemotingFlag(enum.IntFlag):
     """Bits of ``RemotingCommand.flag`` (RocketMQ ``RPC_TYPE`` and ``RPC_ONEWAY``)."""
 

@@ -30,13 +30,21 @@ def test_a_slave_is_listed_under_its_masters_name_and_learns_the_master():
     assert routes.route("Other") is None  # a slave's topics do not make routes
 
 
-def test_queue_data_is_replaced_only_when_the_data_version_changes():
+def test_a_body_is_read_only_when_the_data_version_changes():
     routes = RouteInfoManager()
     routes.register(reg("b", "m:1", 0, 1, "T"))
     routes.register(reg("b", "m:1", 0, 1, "U"))  # same version: ignored
     assert routes.topics() == ["T"]
+
+
+def test_an_incremental_registration_merges_into_the_brokers_topics():
+    # a 4.9.8 broker's UPDATE_AND_CREATE_TOPIC: only the new topic, a bumped version;
+    # the full registrations after it carry that same version
+    routes = RouteInfoManager()
+    routes.register(reg("b", "m:1", 0, 1, "T", "TBW102"))
     routes.register(reg("b", "m:1", 0, 2, "U"))
-    assert routes.topics() == ["U"]
+    routes.register(reg("b", "m:1", 0, 2, "T", "TBW102", "U"))
+    assert routes.topics() == ["T", "TBW102", "U"]
 
 
 def test_an_address_silent_past_the_expiry_is_dropped_with_its_queues():

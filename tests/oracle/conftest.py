@@ -68,3 +68,19 @@ def real_side(fleet: Fleet, real_ns: Proc) -> Side:
 def mq_side(fleet: Fleet, mq_ns: Proc) -> Side:
     """mqstore throughout: ``mqstore broker`` ``mq-a`` on ``mqstore namesrv``."""
     return Side("mqstore", mq_ns, (fleet.mq_broker("mq-a", mq_ns.address),))
+
+
+@pytest.fixture(scope="session")
+def real_ns_mixed(fleet: Fleet) -> Side:
+    """A real name server with one real broker ``real-x`` and one mqstore broker ``mq-x``."""
+    ns = fleet.real_namesrv()
+    brokers = (fleet.real_broker("real-x", ns.address), fleet.mq_broker("mq-x", ns.address))
+    return Side("real namesrv", ns, brokers)
+
+
+@pytest.fixture(scope="session")
+def mq_ns_mixed(fleet: Fleet) -> Side:
+    """A ``mqstore namesrv`` with one real broker ``real-y`` and one mqstore broker ``mq-y``."""
+    ns = fleet.mq_namesrv()
+    brokers = (fleet.real_broker("real-y", ns.address), fleet.mq_broker("mq-y", ns.address))
+    return Side("mqstore namesrv", ns, brokers)

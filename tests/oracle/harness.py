@@ -25,9 +25,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from mqstore.client.remoting_client import RemotingClient
+from mqstore.remoting import fastjson
+from mqstore.remoting.codec import RemotingCommand
+from mqstore.remoting.codes import V4_9_8, RequestCode, ResponseCode
 from tests.conftest import SHARED
 from tests.helpers import SMALL_STORE_FLAGS
 
@@ -240,10 +245,16 @@ class Fleet:
         conv.expect(ready, BOOT_S)
         return conv
 
-    def mqadmin(self, *args: str, timeout_s: float = 60) -> Ran:
-        """The real ``mqadmin ARGS`` (own HOME)."""
+    def mqadmin(self, *args: str, timeout_s: float = 60, tries: int = 3) -> Ran:
+        """The real ``mqadmin ARGS`` (own HOME). Run again, up to ``tries`` times, when it
+        failed on a remoting timeout or connect failure: its calls wait 3 s, which a cold JVM on a loaded
+        2-core machine can miss."""
         home = self._dir("mqadmin") / "home"
-        return _run([str(ORACLE / "bin" / "mqadmin"), *args], _java_env(home), timeout_s)
+        for _ in range(tries):
+            ran = _run([str(ORACLE / "bin" / "mqadmin"), *args], _java_env(home), timeout_s)
+            if "rocketmq.remoting.exception" not in ran.err + ran.out:
+                break
+        return ran
 
     def close(self) -> None:
         """Stop every process started, newest first."""
@@ -325,3 +336,53 @@ def wait_until(
             raise AssertionError(f"condition not met within {timeout_s} s")
         time.sleep(step_s)
     return time.monotonic() - start
+
+
+def remoting_call(
+    addr: str, code: int, ext: dict[str, str] | None = None, body: bytes = b""
+) -> RemotingCommand:
+    """One request over a connection of its own, as a 4.9.8 client sends it (version 409)."""
+    client = RemotingClient()
+    try:
+        cmd = RemotingCommand(code=code, version=V4_9_8, ext_fields=ext or {}, body=body)
+        return client.invoke(addr, cmd, 10.0)
+    finally:
+        client.close()
+
+
+def route(namesrv: str, topic: str) -> dict[str, Any] | None:
+    """GET_ROUTEINFO_BY_TOPIC's TopicRouteData (fastjson read), None for TOPIC_NOT_EXIST."""
+    resp = remoting_call(namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+        return None
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    doc: dict[str, Any] = fastjson.loads(resp.body)
+    return doc
+
+
+def queues(namesrv: str, topic: str) -> dict[str, tuple[int, int, int]]:
+    """The route's queue data by broker name: (read, write, perm); {} when none."""
+    doc = route(namesrv, topic)
+    return {
+        q["brokerName"]: (q["readQueueNums"], q["writeQueueNums"], q["perm"])
+        for q in (doc or {}).get("queueDatas", [])
+    }
+
+
+def create_topic(broker: str, topic: str, queue_nums: int = 4) -> None:
+    """UPDATE_AND_CREATE_TOPIC as ``mqadmin updateTopic -b`` sends it."""
+    ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queue_nums),
+           "writeQueueNums": str(queue_nums), "perm": "6", "topicFilterType": "SINGLE_TAG",
+           "topicSysFlag": "0", "order": "false"}  # fmt: skip
+    resp = remoting_call(broker, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+def send_new(broker: str, topic: str) -> None:
+    """One SEND_MESSAGE to ``topic`` with TBW102 as the default topic (auto-creation)."""
+    ext = {"producerGroup": "oracle_pg", "topic": topic, "defaultTopic": "TBW102",
+           "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0",
+           "bornTimestamp": str(int(time.time() * 1000)), "flag": "0", "properties": "",
+           "reconsumeTimes": "0", "unitMode": "false", "batch": "false"}  # fmt: skip
+    resp = remoting_call(broker, RequestCode.SEND_MESSAGE, ext, b"hello")
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
