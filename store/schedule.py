@@ -49,6 +49,7 @@ from mqstore.message import (
 from mqstore.remoting import fastjson
 from mqstore.service import ServiceThread
 from mqstore.status import PutStatus
+from mqstore.system_topics import broker_written_schedule_record
 
 log = logging.getLogger(__name__)
 
@@ -149,9 +150,17 @@ def redirect(msg: Message, levels: DelayLevels) -> Message:
 def time_up(rec: fmt.MessageRecord) -> Message | None:
     """The message to re-put for a due schedule record (``messageTimeup``).
 
-    None when the record lacks REAL_TOPIC / a numeric REAL_QID (nothing to deliver to).
+    None when the record lacks REAL_TOPIC / a numeric REAL_QID (nothing to deliver to),
+    or was not written by the broker (``mqstore.system_topics`` Rule 2: no DELAY of its
+    queue's level, or a REAL_TOPIC no client may send to): such a record came from a
+    client send to ``SCHEDULE_TOPIC_XXXX`` that an older broker accepted.
     """
     props = rec.properties
+    if not broker_written_schedule_record(props, rec.queue_id):
+        real = props.get(PROPERTY_REAL_TOPIC)
+        log.warning("schedule: skipping the record at %d (REAL_TOPIC=%s): not written by "
+                    "the broker", rec.physical_offset, real)  # fmt: skip
+        return None
     topic = props.get(PROPERTY_REAL_TOPIC)
     qid = props.get(PROPERTY_REAL_QUEUE_ID, "")
     if not topic or not qid.isdigit():

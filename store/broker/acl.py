@@ -518,7 +518,7 @@ class AccessControl:
     accounts: Mapping[str, Account]
     global_white: Sequence[AddressPattern] = ()
     timestamp_window_ms: int = DEFAULT_TIMESTAMP_WINDOW_MS
-    """Rule 6's window; 0 turns the check off."""
+    """Rule 6's window; 0 turns the check off (``timestampWindowMs`` in the file, ours)."""
 
     @classmethod
     def load(cls, path: str | Path) -> AccessControl:
@@ -551,7 +551,10 @@ class AccessControl:
                 raise AclConfigError(f"{source}: accessKey {acc.access_key} appears twice")
             accounts[acc.access_key] = acc
         white = [AddressPattern(str(a)) for a in raw.get("globalWhiteRemoteAddresses") or []]
-        return cls(accounts, tuple(white))
+        window = raw.get("timestampWindowMs", DEFAULT_TIMESTAMP_WINDOW_MS)
+        if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+            raise AclConfigError(f"{source}: timestampWindowMs must be an integer >= 0")
+        return cls(accounts, tuple(white), window)
 
     def admin(self) -> Account | None:
         """The first admin account, if any (the HA handshake may use its secret)."""

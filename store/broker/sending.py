@@ -34,6 +34,7 @@ from mqstore.message_store import MessageStore, PutResult
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.values import PERM_RW
 from mqstore.status import PutStatus
+from mqstore.system_topics import refuses_client_sends, send_refusal
 
 PUT_STATUS_CODES: dict[PutStatus, ResponseCode] = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -97,11 +98,16 @@ class MessageSender:
         failed) goes to ``%DLQ%<group>`` once its reconsume times reach the maximum
         (``handleRetryAndDLQ``). A body flagged compressed must inflate to at most the
         store's ``max_message_size`` (``mqstore.broker.bodies``), else MESSAGE_ILLEGAL.
+        A topic only the broker writes (``mqstore.system_topics`` Rule 1) is
+        NO_PERMISSION, "Sending message to topic[T] is forbidden.", as RocketMQ answers.
         """
         try:  # before anything is created under that name (msgCheck)
             validate_topic(topic)
         except IllegalTopicError as e:
             return SendOutcome(ResponseCode.SYSTEM_ERROR, topic, queue_id, remark=str(e))
+        if refuses_client_sends(topic, self._is_group, self._is_topic):  # system topics
+            return SendOutcome(ResponseCode.NO_PERMISSION, topic, queue_id,
+                               remark=send_refusal(topic))  # fmt: skip
         limit = self.store.cfg.max_message_size
         if any(not inflates_within(m.body, m.sys_flag, limit) for m in messages):
             remark = f"a compressed body does not inflate to at most {limit} bytes"
@@ -115,6 +121,12 @@ class MessageSender:
         if not messages:
             return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark="no message")
         return self._put(topic, queue_id, messages)
+
+    def _is_group(self, group: str) -> bool:
+        return self.groups.known(group)
+
+    def _is_topic(self, topic: str) -> bool:
+        return self.topics.get(topic) is not None
 
     def _target_queue(
         self, topic: str, queue_id: int, default_topic: str, default_queue_nums: int | None

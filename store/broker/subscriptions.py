@@ -85,6 +85,11 @@ class SubscriptionGroupManager:
                 self._persist_locked()
             return cfg
 
+    def known(self, group: str) -> bool:
+        """Whether the group has a config (never creates one)."""
+        with self._lock:
+            return group in self._table
+
     def put(self, cfg: SubscriptionGroupConfig) -> None:
         """Create or replace a group's config and persist."""
         with self._lock:

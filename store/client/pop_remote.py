@@ -8,6 +8,8 @@ does (``mqstore.pop.wire``). One broker address; thread-safe as the remoting cli
 
 from __future__ import annotations
 
+import time
+
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.simple_consumer import ReceivedMessage
 from mqstore.client.wire import decode_pull_body
@@ -47,7 +49,8 @@ class RemotePop:
         ext = {
             "consumerGroup": group, "topic": topic, "queueId": str(queue_id),
             "maxMsgNums": str(max_count), "invisibleTime": str(invisible_ms),
-            "pollTime": str(wait_ms), "bornTime": "0", "initMode": "0", "expType": "TAG",
+            "pollTime": str(wait_ms), "bornTime": str(time.time_ns() // 1_000_000),
+            "initMode": "0", "expType": "TAG",
             "exp": subscription, "order": "true" if fifo else "false",
         }  # fmt: skip
         resp = self._call(POP_MESSAGE, ext, wait_ms)

@@ -9,7 +9,10 @@ group pops it again. Here:
 - :func:`replay` rebuilds the in-flight table after a restart: it reads the revive
   queues from the saved revive offsets, registers every checkpoint and applies every
   ack that follows it (an ack whose checkpoint is older than the revive offset was
-  already settled and is ignored);
+  already settled and is ignored). A record not written by the broker (a client send
+  an older broker accepted, ``mqstore.system_topics`` Rule 2) is skipped and logged:
+  a forged checkpoint would copy any topic into the forger's retry topic, a forged ack
+  drop another group's message;
 - :class:`Reviver` does the copies for the checkpoints :class:`InFlight` reports due. A
   message whose delivery attempt (reconsume times + 1) has reached the group's
   maximum goes to ``%DLQ%<group>`` instead and is not delivered again. A copy the
@@ -57,6 +60,7 @@ from mqstore.pop.state import QueueKey
 from mqstore.pop.writer import RecordWriter
 from mqstore.service import ServiceThread
 from mqstore.status import GetStatus
+from mqstore.system_topics import broker_written_revive_record
 
 if TYPE_CHECKING:
     from mqstore.consumequeue.results import StoredMessage
@@ -98,6 +102,11 @@ def _replay_one(
     m: StoredMessage, revive_qid: int, inflight: InFlight, pop_offsets: dict[QueueKey, int]
 ) -> None:
     tag = m.tags
+    if not broker_written_revive_record(m.properties, m.born_host, m.store_host):
+        log.warning("revive queue %d offset %d: skipping a %s record not written by the "
+                    "broker (born at %s:%d)", revive_qid, m.queue_offset, tag,
+                    *m.born_host)  # fmt: skip
+        return
     try:
         if tag == CK_TAG:
             ck = PopCheckPoint.from_json(m.body)
