@@ -319,6 +319,11 @@ def _add_namesrv_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="drop a broker not registered for S seconds (RocketMQ: 120)",
     )  # fmt: skip
     n.add_argument("--scan-interval", type=float, default=10.0, help=argparse.SUPPRESS)
+    n.add_argument(
+        "--acl", default=None, metavar="FILE",
+        help="RocketMQ plain_acl.yml: registrations need an admin account's signature, "
+        "reads any account's (docs/acl.md §8)",
+    )  # fmt: skip
 
 
 def _add_spark_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -712,6 +717,17 @@ def _serve_broker(
     return Exit.OK
 
 
+def _registration_signer(acl: Any) -> Any:
+    """With ``--acl``, registrations are signed with the file's first admin account (a
+    name server with ACL wants an admin's signature on REGISTER_BROKER)."""
+    admin = acl.admin() if acl is not None else None
+    if admin is None:
+        return None
+    from mqstore.client.acl_hook import AclSigner
+
+    return AclSigner(admin.access_key, admin.secret_key)
+
+
 def _start_registrar(args: argparse.Namespace, core: Any, addr: str, ha: str) -> Any:
     """The name-server registration of ``--namesrv`` (None without it)."""
     if args.namesrv is None:
@@ -723,6 +739,7 @@ def _start_registrar(args: argparse.Namespace, core: Any, addr: str, ha: str) ->
         broker_name=core.config.broker_name, broker_id=core.config.broker_id,
         broker_addr=addr, ha_server_addr=ha,
         topics=core.topics.all, interval_s=args.register_interval,
+        rpc_hook=_registration_signer(args.access.acl),
     )  # fmt: skip
     core.topics.on_change(lambda _config: registrar.topics_changed())
     registrar.start()
@@ -736,6 +753,7 @@ def _namesrv(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from mqstore.broker.acl import AccessControl
     from mqstore.namesrv.server import NameServer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -743,9 +761,11 @@ def _namesrv(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
+        acl = AccessControl.load(args.acl) if args.acl else None
         server = NameServer(
-            args.host, args.port, expiry_s=args.expiry, scan_interval_s=args.scan_interval
-        )
+            args.host, args.port, expiry_s=args.expiry, scan_interval_s=args.scan_interval,
+            acl=acl,
+        )  # fmt: skip
         server.start()
     except ValueError as e:
         raise CliError(str(e)) from None

@@ -456,6 +456,20 @@ the processor tables and fails for a served code without one. A code with no row
 admin-only (:data:`UNLISTED`): a new processor is closed until it is given its row.
 To add a code: one line here, with the :class:`Rule` its request needs."""
 
+NAMESRV_PERMISSIONS: Mapping[int, Rule] = {
+    # a broker announcing itself, or withdrawing: any client could otherwise register a
+    # known broker name and make its routes vanish when it disconnects
+    _Q.REGISTER_BROKER: Rule(admin=True),
+    _Q.UNREGISTER_BROKER: Rule(admin=True),
+    _Q.GET_ROUTEINFO_BY_TOPIC: SIGNED,
+    _Q.GET_BROKER_CLUSTER_INFO: SIGNED,
+    _Q.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: SIGNED,
+    _Q.GET_KV_CONFIG: SIGNED,
+}
+"""The standalone name server's permission table (``mqstore namesrv --acl``), the same
+shape as :data:`PERMISSIONS`: its write codes need an admin account (a broker signs its
+registration with one), its reads a valid signature; a code with no row is admin-only."""
+
 UNLISTED = Rule(admin=True)
 """What a code without a row needs."""
 
@@ -487,9 +501,9 @@ def read_refusal(account: Account | None, topic: str) -> str | None:
     return None
 
 
-def rule_of(code: int) -> Rule:
-    """The row of ``code`` in :data:`PERMISSIONS`, :data:`UNLISTED` if it has none."""
-    return PERMISSIONS.get(code, UNLISTED)
+def rule_of(code: int, table: Mapping[int, Rule] = PERMISSIONS) -> Rule:
+    """The row of ``code`` in ``table``, :data:`UNLISTED` if it has none."""
+    return table.get(code, UNLISTED)
 
 
 def resources_of(code: int, ext: Mapping[str, str], body: bytes) -> Need:
@@ -562,12 +576,14 @@ class AccessControl:
 
     def check(
         self, code: int, ext: Mapping[str, str], body: bytes, peer_host: str,
-        now_ms: int | None = None,
+        now_ms: int | None = None, table: Mapping[int, Rule] = PERMISSIONS,
     ) -> Account | None:  # fmt: skip
         """Rule 2 for one remoting request from ``peer_host``; then, for a signed
         request, Rule 6 (its signed timestamp is within :attr:`timestamp_window_ms` of
         ``now_ms``, default the clock) and, for an admin code, Rule 7 (no unknown header
-        field). Returns the account whose permissions apply (None: white-listed, which
+        field); ``table`` is the server's permission table (the broker's
+        :data:`PERMISSIONS`, the name server's :data:`NAMESRV_PERMISSIONS`). Returns the
+        account whose permissions apply (None: white-listed, which
         may read everything); the server hands it to the processors that read records by
         offset (:func:`read_refusal`).
 
@@ -584,8 +600,13 @@ class AccessControl:
         account = self.authenticate(ext.get(ACCESS_KEY), peer_host, signed_by)
         if account is None:
             return None
-        rule = rule_of(code)
-        self.authorize(account, rule.resources(ext, body), code)
+        rule = rule_of(code, table)
+        if rule.admin and not account.admin:
+            raise AclDenied(
+                f"Need admin permission for request code={code}, but accessKey="
+                f"{account.access_key} is not"
+            )
+        self.authorize(account, rule.resources(ext, body))
         if rule.fields is not None:
             extra = sorted(set(ext) - rule.fields - ACL_FIELDS - RPC_HEADER_FIELDS)
             if extra:
@@ -639,18 +660,12 @@ class AccessControl:
         return account
 
     @staticmethod
-    def authorize(account: Account, need: Mapping[str, Perm], code: int | None = None) -> None:
-        """Rule 2 (e)-(f): the admin flag for an admin-only remoting ``code`` (None: no
-        request code, as for gRPC), then every needed resource's permission (Rule 3).
+    def authorize(account: Account, need: Mapping[str, Perm]) -> None:
+        """Rule 2 (f): every needed resource's permission (Rule 3), for any transport.
 
         Raises:
             AclDenied: (``Refusal.FORBIDDEN``) the account may not do this.
         """
-        if code is not None and rule_of(code).admin and not account.admin:
-            raise AclDenied(
-                f"Need admin permission for request code={code}, but accessKey="
-                f"{account.access_key} is not"
-            )
         if account.admin and not account.resource_perms:
             return
         for resource, perm in need.items():

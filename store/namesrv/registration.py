@@ -28,6 +28,7 @@ import zlib
 from collections.abc import Callable, Sequence
 
 from mqstore.broker.topics import TopicConfig
+from mqstore.client.acl_hook import RpcHook
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.transport import TransportError
 from mqstore.failures import FailureCounter
@@ -76,6 +77,7 @@ class BrokerRegistrar(ServiceThread):
         topics: Callable[[], dict[str, TopicConfig]],
         interval_s: float = DEFAULT_INTERVAL_S,
         timeout_s: float = 3.0,
+        rpc_hook: RpcHook | None = None,
     ) -> None:
         super().__init__(interval_s)
         self.namesrv_addrs = list(namesrv_addrs)
@@ -86,7 +88,9 @@ class BrokerRegistrar(ServiceThread):
         self.ha_server_addr = ha_server_addr
         self._topics = topics
         self.timeout_s = timeout_s
-        self.client = RemotingClient()
+        self.client = RemotingClient(rpc_hook=rpc_hook)
+        """Signs the registrations with ``rpc_hook`` (an admin account's ``AclSigner``)
+        for name servers with ACL."""
         self.failures = FailureCounter(log, self.name)
         self.registrations = 0
         """Successful REGISTER_BROKER answers so far (all name servers)."""

@@ -18,6 +18,11 @@ Anything else gets REQUEST_CODE_NOT_SUPPORTED. A malformed frame closes its conn
 A oneway request (a 4.9.8 broker registers oneway when it creates a topic) is processed
 and never answered; it never closes the connection.
 
+With ``acl`` (``mqstore namesrv --acl FILE``), every request is checked first as the
+broker checks its own (``mqstore.broker.acl.NAMESRV_PERMISSIONS``, docs/acl.md §8):
+REGISTER_BROKER and UNREGISTER_BROKER need an admin account's signature, reads any
+account's; a refusal is NO_PERMISSION with the reason.
+
 Liveness (RocketMQ's ``scanNotActiveBroker``): every ``scan_interval_s`` (10 s) addresses
 not registered for ``expiry_s`` (120 s) are dropped. A connection that registered
 brokers and closes drops them at once (``BrokerHousekeepingService``); a broker that is
@@ -32,6 +37,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 
+from mqstore.broker.acl import NAMESRV_PERMISSIONS, AccessControl, AclDenied
 from mqstore.broker.wire import ext_int, ext_str
 from mqstore.closeable import Stoppable
 from mqstore.namesrv import bodies
@@ -109,6 +115,7 @@ class NameServer(Stoppable):
         *,
         expiry_s: float = DEFAULT_EXPIRY_S,
         scan_interval_s: float = DEFAULT_SCAN_INTERVAL_S,
+        acl: AccessControl | None = None,
     ) -> None:
         if scan_interval_s <= 0:
             raise ValueError("scan_interval_s must be > 0")
@@ -116,6 +123,8 @@ class NameServer(Stoppable):
         self.port = port
         self.routes = RouteInfoManager(expiry_s=expiry_s)
         self.scan_interval_s = scan_interval_s
+        self.acl = acl
+        """With ACL, every request is checked against ``NAMESRV_PERMISSIONS`` first."""
         self.loop = asyncio.new_event_loop()
         self.connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
@@ -139,6 +148,15 @@ class NameServer(Stoppable):
 
     def process(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
         """The response to one request (never raises)."""
+        if self.acl is not None:
+            peer = conn.transport.get_extra_info("peername") if conn.transport else None
+            host = str(peer[0]) if peer else ""
+            try:
+                self.acl.check(cmd.code, cmd.ext_fields, cmd.body, host,
+                               table=NAMESRV_PERMISSIONS)  # fmt: skip
+            except AclDenied as e:
+                log.info("refused request code=%d from %s: %s", cmd.code, host, e)
+                return cmd.make_response(ResponseCode.NO_PERMISSION, str(e))
         handler = self._handlers.get(cmd.code)
         if handler is None:
             remark = f" request type {cmd.code} not supported"
