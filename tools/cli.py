@@ -117,6 +117,18 @@ def _namesrv_addrs(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _spark_master(text: str) -> str:
+    """A Spark master URL of a form Spark accepts (its reachability is checked later,
+    just before the JVM would start)."""
+    from mqstore.tools.spark.session import SparkSetupError, check_master
+
+    try:
+        check_master(text)
+    except SparkSetupError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def _integer(text: str) -> int:
     try:
         return int(text)
@@ -190,12 +202,12 @@ def _store_config(args: argparse.Namespace, **fields: object) -> StoreConfig:
     """StoreConfig for ``args.store`` with the store's geometry; says which on stderr.
 
     Raises:
-        CliError: ``args.store`` is a file.
+        CliError: ``args.store`` is a file, or a directory of other files.
         GeometryError: the sizes cannot be told for sure (see ``mqstore.geometry``).
     """
     from mqstore import StoreConfig, geometry
 
-    _require_directory(args.store)
+    require_store_directory(args.store)
     flags = {
         "commitlog_file_size": args.file_size,
         "mapped_file_size_consume_queue": args.cq_file_size,
@@ -207,10 +219,24 @@ def _store_config(args: argparse.Namespace, **fields: object) -> StoreConfig:
     return g.apply(StoreConfig(root_dir=args.store, **fields))  # type: ignore[arg-type]
 
 
-def _require_directory(path: str) -> None:
-    """Refuse a store path that exists and is not a directory."""
+_STORE_ENTRIES = frozenset({"commitlog", "consumequeue", "index", "checkpoint", "lock", "config"})
+"""What a store directory holds (ours or a RocketMQ broker's): one of these is enough."""
+
+
+def require_store_directory(path: str) -> None:
+    """Refuse a store path that exists and is not a directory, or a directory that
+    holds files but no store: a command that creates a store would fill someone's
+    folder with one."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise CliError(f"{path} is a file, not a store directory")
+    try:
+        entries = set(os.listdir(path))
+    except FileNotFoundError:
+        return
+    if entries and not entries & _STORE_ENTRIES:
+        raise CliError(
+            f"{path} holds files but no store (no commitlog/): give a new or empty directory"
+        )
 
 
 def _add_broker_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -336,8 +362,10 @@ def _add_spark_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
         s = sub.add_parser(name, help=helptext, formatter_class=_Formatter, epilog=EXIT_CODES_HELP)
         s.add_argument("dir", help="store directory (ours, or a RocketMQ broker's store/)")
         s.add_argument(
-            "--master", default=None, help="Spark master URL (default: local[*], this machine)"
-        )
+            "--master", type=_spark_master, default=None,
+            help="Spark master URL: local[*], local[N], spark://HOST:PORT, yarn, k8s://URL "
+            "(default: local[*], this machine)",
+        )  # fmt: skip
         if name == "audit":
             s.add_argument(
                 "--report", default=None, metavar="FILE.json", help="also write the report here"
@@ -354,6 +382,10 @@ def _add_spark_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
             s.add_argument(
                 "--parquet", required=True, metavar="OUT", help="output directory (must not exist)"
             )
+            s.add_argument(
+                "--partition-by", choices=["topic"], default=None,
+                help="one folder per topic (OUT/topic=NAME/), as Spark partitions Parquet",
+            )  # fmt: skip
 
 
 def _version() -> str:
@@ -506,6 +538,8 @@ def _spark(args: argparse.Namespace) -> int:
         argv += ["--out", args.out]
     if getattr(args, "parquet", None):
         argv += ["--parquet", args.parquet]
+    if getattr(args, "partition_by", None):
+        argv += ["--partition-by", args.partition_by]
     for flag in ("file_size", "cq_file_size", "index_slots", "index_num", "broker_config"):
         if getattr(args, flag, None) is not None:
             argv += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
@@ -521,13 +555,17 @@ def _spark(args: argparse.Namespace) -> int:
 
 
 def _check_spark_paths(args: argparse.Namespace) -> None:
-    """Refuse a DIR that holds no store, or an existing export output, before the JVM
-    starts (that takes seconds)."""
+    """Refuse a DIR that holds no store, an existing export output or a --report that
+    cannot be written, before the JVM starts (that takes seconds) and long before the
+    job's last write."""
+    from mqstore.tools.spark._cli import check_output_file
     from mqstore.tools.spark.layout import LayoutError, find_commitlog_dir
 
     try:
         find_commitlog_dir(Path(args.dir))
-    except LayoutError as e:
+        if getattr(args, "report", None) is not None:
+            check_output_file(args.report, "--report")
+    except (LayoutError, ValueError) as e:
         raise CliError(str(e)) from None
     if hasattr(args, "broker_config"):  # audit, reindex: the geometry, before the JVM
         from mqstore import ConfigError
@@ -572,7 +610,7 @@ def _broker(args: argparse.Namespace) -> int:
     role = BrokerRole[args.role]
     if role is BrokerRole.SLAVE and not args.master_ha:
         raise CliError("a SLAVE needs --master-ha HOST:PORT")
-    _require_directory(args.store)
+    require_store_directory(args.store)
     from mqstore.broker.exposure import BrokerAccess
 
     args.access = BrokerAccess.from_flags(args.acl, args.ha_secret, args.ha_allow)

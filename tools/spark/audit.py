@@ -59,7 +59,7 @@ if not __package__:  # run as a script: spark-submit tools/spark/audit.py DIR
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mqstore.tools.spark import cqscan, indexcheck, queueparts, queues
-from mqstore.tools.spark._cli import run
+from mqstore.tools.spark._cli import check_output_file, run
 from mqstore.tools.spark.layout import (
     StoreLayout,
     add_geometry_args,
@@ -301,10 +301,13 @@ def run_audit(
 
     Raises:
         LayoutError: ``store_dir`` is not a store.
+        ConfigError: ``report`` cannot be written (checked first).
         OSError: a file cannot be read or the report cannot be written.
     """
     from mqstore.tools.spark.session import build_session
 
+    if report is not None:  # before the work: a run is not lost to its last write
+        check_output_file(report, "--report")
     layout = discover(store_dir, flags=geometry_flags, broker_config=broker_config)
     spark = build_session(
         master, "mqstore-audit", progress=progress, input_bytes=layout.data_bytes()

@@ -60,6 +60,7 @@ if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mqstore.commitlog import format as fmt
+from mqstore.errors import StoreLockedError
 from mqstore.tools.spark._cli import run
 from mqstore.tools.spark._reindex_index import FAIL_ENV, write_index_files, write_queue_files
 from mqstore.tools.spark.indexcheck import index_files, resolve_geometry
@@ -83,8 +84,8 @@ if TYPE_CHECKING:
 _IN_QUEUE: Final = (fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE)
 
 
-class StoreInUseError(OSError):
-    """The store's lock file is held: a broker or MessageStore has it open."""
+class StoreInUseError(StoreLockedError, OSError):
+    """The store's lock file is held: a broker or MessageStore has it open (busy: exit 3)."""
 
 
 def _tags_coder() -> Any:

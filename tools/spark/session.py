@@ -14,6 +14,12 @@ Spark's lines again), and its stderr passes through a filter that drops the JVM'
 notices; everything else (a Python worker's traceback) still reaches stderr. Failures reach
 Python as exceptions either way.
 
+Before a JVM starts, :func:`build_session` checks what would otherwise fail late and
+noisily (:class:`SparkSetupError`, one line for the user): the master URL's form
+(:func:`check_master`), that a ``spark://`` master answers on its port (a dead one
+made Spark retry for over a minute), and that Java 17 or 21 is there (``$JAVA_HOME/bin/java``,
+else ``java`` on PATH, the one spark-submit runs; :func:`find_java`).
+
 Under ``spark-submit`` the JVM starts before this code runs: export
 ``SPARK_LOCAL_IP=127.0.0.1`` (and PYSPARK_PYTHON) yourself there.
 
@@ -28,7 +34,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +45,8 @@ import threading
 import zipfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
+
+from mqstore.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark import SparkConf
@@ -80,6 +91,109 @@ _JVM_NOTICES = (
     b"To adjust logging level use sc.setLogLevel(",
 )
 """Lines the JVM prints at start-up past log4j (System.err), dropped from stderr."""
+
+
+JAVA_VERSIONS = (17, 21)
+"""The Java releases PySpark 4 supports (newer ones are let through: they may work)."""
+MASTER_CONNECT_TIMEOUT_S = 5.0
+"""How long :func:`check_master` waits for a ``spark://`` master to accept a connection."""
+
+_LOCAL_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[[1-9]\d*,\s*[1-9]\d*,\s*[1-9]\d*\]")
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
+
+
+class SparkSetupError(ConfigError):
+    """Spark cannot start here as asked: a malformed or unreachable master URL, or no
+    suitable Java. The message is one line for the user (exit 2 on the command line)."""
+
+
+def _spark_endpoints(master: str) -> list[tuple[str, int]]:
+    """``(host, port)`` of each master of a ``spark://h1:p1[,h2:p2]`` URL."""
+    out = []
+    for part in master.removeprefix("spark://").split(","):
+        m = _HOST_PORT.fullmatch(part.strip())
+        if m is None or not 0 < int(m.group(2)) < 65536:
+            raise SparkSetupError(
+                f"bad Spark master URL {master!r}: spark:// takes HOST:PORT[,HOST:PORT...]"
+            )
+        out.append((m.group(1).strip("[]"), int(m.group(2))))
+    return out
+
+
+def check_master(master: str) -> None:
+    """Refuse a master URL Spark would not accept: ``local``, ``local[N|*]``,
+    ``local[N|*,F]``, ``local-cluster[N,C,M]``, ``spark://HOST:PORT[,...]``, ``yarn``
+    and ``k8s://URL`` pass.
+
+    Raises:
+        SparkSetupError: any other form.
+    """
+    if _LOCAL_MASTER.fullmatch(master) or _LOCAL_CLUSTER.fullmatch(master):
+        return
+    if master == "yarn" or (master.startswith("k8s://") and len(master) > len("k8s://")):
+        return
+    if master.startswith("spark://"):
+        _spark_endpoints(master)
+        return
+    raise SparkSetupError(
+        f"bad Spark master URL {master!r} (expected local[*], local[N], spark://HOST:PORT,"
+        " yarn or k8s://URL)"
+    )
+
+
+def check_master_reachable(master: str, timeout_s: float = MASTER_CONNECT_TIMEOUT_S) -> None:
+    """For a ``spark://`` master: one of its addresses accepts a TCP connection within
+    ``timeout_s`` (other masters are not probed).
+
+    Raises:
+        SparkSetupError: the URL is malformed, or no address answers.
+    """
+    check_master(master)
+    if not master.startswith("spark://"):
+        return
+    reasons = []
+    for host, port in _spark_endpoints(master):
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return
+        except OSError as e:
+            reasons.append(f"{host}:{port}: {e.strerror or e}")
+    raise SparkSetupError(f"Spark master {master} cannot be reached ({'; '.join(reasons)})")
+
+
+def find_java() -> tuple[str, int]:
+    """The ``java`` spark-submit would run (``$JAVA_HOME/bin/java`` when JAVA_HOME is
+    set, else ``java`` on PATH) and its major version.
+
+    Raises:
+        SparkSetupError: none there, it does not run, or it is older than Java 17.
+    """
+    wanted = " or ".join(str(v) for v in JAVA_VERSIONS)
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if home and not os.access(java or "", os.X_OK):
+        raise SparkSetupError(
+            f"Java {wanted} not found: JAVA_HOME={home} has no bin/java (fix or unset JAVA_HOME)"
+        )
+    if java is None:
+        raise SparkSetupError(
+            f"Java {wanted} not found: no java on PATH and JAVA_HOME is not set;"
+            " Spark needs one (install a JDK or set JAVA_HOME)"
+        )
+    try:
+        out = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SparkSetupError(f"Java {wanted} not found: {java} does not run ({e})") from None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if m is None:
+        raise SparkSetupError(f"Java {wanted} not found: {java} -version says no version")
+    major = int(m.group(2) or 0) if m.group(1) == "1" else int(m.group(1))  # "1.8.0" is 8
+    if major < min(JAVA_VERSIONS):
+        raise SparkSetupError(f"Java {wanted} not found: {java} is Java {major}")
+    return java, major
 
 
 def _log_level() -> str:
@@ -215,6 +329,10 @@ def build_session(
     will read, when known) at most :data:`QUICK_START_BYTES` starts the JVM with
     :data:`QUICK_START_JVM`. An already running session is reused as is (tests share
     one), so ``conf`` and ``input_bytes`` only apply to a new one.
+
+    Raises:
+        SparkSetupError: before any JVM starts, for a bad or unreachable ``master`` or
+            no Java 17+ (:func:`check_master_reachable`, :func:`find_java`).
     """
     from pyspark.sql import SparkSession
 
@@ -224,6 +342,9 @@ def build_session(
     # Under spark-submit the JVM already exists and carries the submitted master.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     chosen = master or DEFAULT_MASTER
+    if not submitted:
+        check_master_reachable(chosen)
+        find_java()
     set_environment(chosen)
     builder = SparkSession.builder.appName(app_name)
     if master is not None or not submitted:
