@@ -239,6 +239,19 @@ def require_store_directory(path: str) -> None:
         )
 
 
+def _add_remote_args(group: argparse._MutuallyExclusiveGroup) -> None:
+    """``--broker`` / ``--namesrv``: where a command finds a running broker."""
+    group.add_argument(
+        "--broker", metavar="HOST:PORT",
+        help="an mqstore broker's remoting address (it answers route requests itself)",
+    )  # fmt: skip
+    group.add_argument(
+        "--namesrv", metavar="HOST:PORT",
+        help="a name server that knows the broker (mqstore namesrv or RocketMQ's; needed "
+        "for a RocketMQ broker)",
+    )  # fmt: skip
+
+
 def _add_broker_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     """Add the ``broker`` subcommand and its flags to ``sub``."""
     b = sub.add_parser(
@@ -429,8 +442,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--body", default="hello from mqstore", help="body text; ' #N' is appended")
     p.add_argument("--queue-id", type=_non_negative, default=0, help="queue to put into")
 
-    c = add("consume", "print a topic's messages (read-only: works beside a running broker)")
-    c.add_argument("--store", default="data", help="store directory (must hold a store)")
+    c = add(
+        "consume",
+        "print a topic's messages: from a store directory (read-only: works beside a "
+        "running broker), or from a running broker (--broker/--namesrv)",
+    )
+    src = c.add_mutually_exclusive_group()
+    src.add_argument("--store", default="data", help="store directory (must hold a store)")
+    _add_remote_args(src)
     c.add_argument("--topic", required=True, help="topic name")
     c.add_argument(
         "--queue-id", type=_non_negative, default=None, help="only this queue (default: all)"
@@ -438,6 +457,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--offset", type=_non_negative, default=0, help="first queue offset to read")
     c.add_argument("--limit", type=_positive, default=20, help="print at most this many")
     c.add_argument("--tags", default="*", help='subscription, e.g. "TagA || TagB"')
+
+    s = add("send", "send messages to a running broker (like mqadmin sendMessage)")
+    _add_remote_args(s.add_mutually_exclusive_group(required=True))
+    s.add_argument("--topic", required=True, help="topic name ([%%|a-zA-Z0-9_-], 1-127 chars)")
+    s.add_argument("--count", type=_positive, default=1, help="how many messages")
+    s.add_argument("--body", default="hello from mqstore", help="body text; ' #N' is appended")
+    s.add_argument("--tags", default=None, help="the messages' tag, e.g. TagA")
+    s.add_argument("--keys", default=None, help="the messages' keys (space-separated)")
+    s.add_argument(
+        "--queue-id", type=_non_negative, default=None,
+        help="queue to send to (default: round-robin over the topic's queues)",
+    )  # fmt: skip
 
     _add_broker_parser(sub)
     _add_namesrv_parser(sub)
@@ -483,12 +514,91 @@ def _produce(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _remote_addr(args: argparse.Namespace) -> str | None:
+    """``--broker`` or ``--namesrv`` (checked as HOST:PORT), None when neither is given."""
+    addr: str | None = args.broker or args.namesrv
+    if addr is not None:
+        host, _, port = addr.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            option = "--broker" if args.broker else "--namesrv"
+            raise CliError(f"{option} takes HOST:PORT, got {addr!r}")
+    return addr
+
+
+def _remote_error(addr: str, e: Exception) -> CliError:
+    """A broker or name server that did not answer, or refused: one line, exit 2."""
+    from mqstore.client.transport import TransportError
+
+    if isinstance(e, TransportError):
+        return CliError(f"no answer from {addr}: {e}")
+    return CliError(f"{addr} refused: {e}")
+
+
+def _send(args: argparse.Namespace) -> int:
+    """Send ``--count`` messages to a running broker; one line per broker answer."""
+    from mqstore import Message
+    from mqstore.client.transport import BrokerError, TransportError
+    from mqstore.message import validate_topic
+    from mqstore.tools import remote
+
+    validate_topic(args.topic)
+    addr = _remote_addr(args)
+    assert addr is not None  # argparse requires one
+    msgs = [
+        Message(topic=args.topic, body=f"{args.body} #{i}".encode(), tags=args.tags,
+                keys=args.keys)
+        for i in range(args.count)
+    ]  # fmt: skip
+    with remote.connect(addr) as transport:
+        try:
+            for r in remote.send(transport, msgs, args.queue_id):
+                print(f"{r.status.value} queue={r.queue.queue_id} queue_offset={r.queue_offset}"
+                      f" msg_id={r.msg_id}")  # fmt: skip
+                if r.status.value != "SEND_OK":
+                    _say(args, f"not stored as asked: {r.status.value}")
+                    return Exit.PROBLEMS
+        except BrokerError as e:
+            _say(args, f"not stored: {addr} refused: {e}")
+            return Exit.PROBLEMS
+        except TransportError as e:
+            raise _remote_error(addr, e) from None
+    return Exit.OK
+
+
+def _consume_remote(args: argparse.Namespace, addr: str) -> int:
+    """Print a topic's messages pulled from a running broker (nothing committed)."""
+    from mqstore.client.transport import BrokerError, TransportError
+    from mqstore.tools import remote
+
+    shown = 0
+    with remote.connect(addr) as transport:
+        try:
+            queues = remote.queues(transport, args.topic, args.queue_id)
+            for queue in queues:
+                for m in remote.pull(transport, queue, args.offset, args.tags, args.limit - shown):
+                    print(_message_line(m))
+                    shown += 1
+                if shown >= args.limit:
+                    break
+        except (BrokerError, TransportError) as e:
+            raise _remote_error(addr, e) from None
+    if shown == 0:
+        where = "" if args.queue_id is None else f" queue {args.queue_id}"
+        known = "" if queues else f" (no route for it at {addr})"
+        _say(args, f"no messages in topic {args.topic!r}{where}{known}")
+    return Exit.OK
+
+
 def _consume(args: argparse.Namespace) -> int:
-    """Print a topic's messages, read-only (see :mod:`mqstore.tools.storeview`)."""
+    """Print a topic's messages: pulled from a running broker with --broker/--namesrv,
+    else read-only from the store (see :mod:`mqstore.tools.storeview`)."""
     from mqstore.message import validate_topic
     from mqstore.tools.storeview import StoreView
 
     validate_topic(args.topic)
+    addr = _remote_addr(args)
+    if addr is not None:
+        return _consume_remote(args, addr)
     with StoreView(args.store) as view:
         queues = view.queue_ids(args.topic) if args.queue_id is None else [args.queue_id]
         shown = 0
@@ -834,6 +944,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "quickstart": _quickstart.main,
         "produce": _produce,
         "consume": _consume,
+        "send": _send,
         "broker": _broker,
         "namesrv": _namesrv,
         "audit": _spark,
