@@ -90,3 +90,52 @@ def test_plot_is_a_png(lab: tuple[int, dict, Path]) -> None:
     png = lab[2]
     assert png.stat().st_size > 10_000
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_plot_panel_shows_data_on_the_default_layer(lab: tuple[int, dict, Path]) -> None:
+    import matplotlib.pyplot as plt
+
+    from mqstore.tools.bench._flush_report import figure
+
+    assert lab[1]["durability"]["layer"] == "model"
+    fig = figure(lab[1])
+    try:
+        assert [ax.has_data() for ax in fig.axes] == [True] * 4
+    finally:
+        plt.close(fig)
+
+
+def test_each_page_model_trial_records_how_long_it_put(lab: tuple[int, dict, Path]) -> None:
+    for mode in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        assert all(t["put_s"] >= 0 for t in lab[1]["durability"][mode]["per_trial"])
+
+
+def _async_trials(*put_ms_lost: tuple[int, int]) -> dict:
+    per_trial = [{"put_s": ms / 1000, "acked_lost": lost} for ms, lost in put_ms_lost]
+    acked = 100 * len(per_trial)
+    lost = sum(t["acked_lost"] for t in per_trial)
+    return {"ASYNC_FLUSH": {"acked": acked, "acked_lost": lost, "per_trial": per_trial}}
+
+
+def test_the_report_explains_async_loss_by_flush_interval_and_trial_length() -> None:
+    from mqstore.tools.bench._flush_report import async_loss_lines
+
+    lines = async_loss_lines(_async_trials((120, 100), (300, 96), (900, 2)))
+    text = " ".join(" ".join(lines).split())
+    assert "Why ASYNC_FLUSH lost 66% of what it acknowledged" in text
+    assert "syncs every 500 ms" in text
+    assert "put for a median 300 ms (longest 900 ms) before the cut, 2 of 3 for less" in text
+
+
+def test_the_report_says_nothing_of_async_loss_when_there_was_none() -> None:
+    from mqstore.tools.bench._flush_report import async_loss_lines
+
+    assert async_loss_lines(_async_trials((120, 0))) == []
+
+
+def test_help_speaks_to_users_not_to_the_tracker(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        flush.parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert "issue" not in out.lower()
+    assert "what SYNC_FLUSH and ASYNC_FLUSH cost and what they lose" in out

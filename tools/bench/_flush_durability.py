@@ -8,6 +8,7 @@ import logging
 import random
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,20 +74,25 @@ def _produce(
 
 
 def trial(root: Path, mode: FlushDiskType, seed: int) -> dict[str, Any]:
-    """One power loss at a random moment; what the reopened store lost or got wrong."""
+    """One power loss at a random moment; what the reopened store lost or got wrong, and
+    ``put_s``: how long the producers put before the power failed (they stop at the
+    cut), to hold against the flush interval."""
     rng = random.Random(seed)
     cfg = _trial_config(root, mode)
     model = DiskModel(root)
     cut_after = _arm(model, rng)
     puts: list[tuple[int, bytes, bool]] = []
     image = None
+    put_s = 0.0
     with model.installed():
         try:
             store = MessageStore.open(cfg)
         except OSError:  # the power failed while the store was opening
             store = None
         if store is not None:
+            started = time.monotonic()
             puts = _produce(store, model, seed, cut_after)
+            put_s = time.monotonic() - started  # the producers stop at the cut
             image = store.abandon()
     loss = power_loss(image, rng, model)
 
@@ -105,6 +111,7 @@ def trial(root: Path, mode: FlushDiskType, seed: int) -> dict[str, Any]:
         "pages_torn": loss.torn,
         "abort_lost": loss.abort_lost,
         "recovery_mode": recovery_mode,
+        "put_s": round(put_s, 4),
     }
 
 
