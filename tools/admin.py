@@ -4,7 +4,7 @@
 ``progress`` is a consumer group's lag per queue (``consumerProgress``, docs/admin.md §4);
 ``topic-status`` (``topicStatus``, §3), ``consumer-connections`` / ``producer-connections``
 (§5) and ``broker-status`` (``brokerStatus``, §6) ask a running broker (``--broker``).
-``rebalance GROUP`` makes every online member of a consumer group rebalance now: it
+``rebalance --group GROUP`` makes every online member of a consumer group rebalance now: it
 sends NOTIFY_CONSUMER_IDS_CHANGED to the broker, which relays it to the group's clients
 as it does when membership changes (``mqstore.broker.admin``, Rule 4); a group with no
 online member is an error (exit 2).
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -235,7 +236,8 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter], epilog: str) -
         formatter_class=formatter,
         epilog=epilog,
     )
-    r.add_argument("group", metavar="GROUP", help="consumer group")
+    r.add_argument("--group", default=None, help="consumer group")
+    r.add_argument("legacy_group", nargs="?", default=None, help=argparse.SUPPRESS)
     r.add_argument("--broker", required=True, metavar="HOST:PORT", help="a broker of the group")
     r.add_argument("--json", action="store_true", help="print JSON")
     for name, helptext in others:
@@ -311,6 +313,28 @@ def rebalance(addr: str, group: str) -> list[str]:
     return [str(i) for i in ids]
 
 
+def _rebalance_group(args: argparse.Namespace) -> str:
+    """``--group`` of ``rebalance``, as every view takes it; the positional GROUP of
+    earlier releases still works, with a deprecation line on stderr.
+
+    Raises:
+        AdminError: neither given, or both and they differ.
+    """
+    group: str | None = args.group
+    legacy: str | None = args.legacy_group
+    if legacy is not None:
+        if group is not None and group != legacy:
+            raise AdminError(f"two groups given: --group {group} and {legacy}")
+        print(
+            f"mqstore admin: rebalance GROUP is deprecated: use --group {legacy}",
+            file=sys.stderr,
+        )
+        group = legacy
+    if group is None:
+        raise AdminError("rebalance needs --group GROUP")
+    return group
+
+
 def main(args: argparse.Namespace) -> list[QueueProgress]:
     """Run ``mqstore admin VIEW`` and print; returns the rows of ``progress``.
 
@@ -318,6 +342,7 @@ def main(args: argparse.Namespace) -> list[QueueProgress]:
         AdminError: see the sources. TransportError: the broker did not answer.
     """
     if args.view == "rebalance":
+        args.group = _rebalance_group(args)
         ids = rebalance(args.broker, args.group)
         if args.json:
             print(json.dumps({"consumerGroup": args.group, "clientIds": ids}))

@@ -45,10 +45,12 @@ class Exit(enum.IntEnum):
 EXIT_CODES_HELP = """\
 exit codes:
   0    success
-  1    the command ran and found problems (audit findings, a message not stored,
-       quickstart could not read every message back)
+  1    the command ran and found problems (audit findings, a message not stored or
+       refused by the broker, quickstart could not read every message back)
   2    usage or input error: a bad option value, an illegal topic, a path that is a
-       file or holds no store, an output that already exists, a file the OS refuses
+       file, holds no store or holds other files, an output that already exists or
+       cannot be written, a file the OS refuses, a broker or name server that does
+       not answer, Java 17 or 21 not found, a Spark master malformed or not answering
   3    busy: the store is locked by another process, or a port is in use
   130  interrupted (Ctrl-C)
   141  the output was closed early (`mqstore consume ... | head`); nothing is printed

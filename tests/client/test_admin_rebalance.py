@@ -1,4 +1,4 @@
-"""``mqstore admin rebalance GROUP``: an operator wakes a group's rebalance from outside.
+"""``mqstore admin rebalance --group GROUP``: an operator wakes a group's rebalance from outside.
 
 The broker relays NOTIFY_CONSUMER_IDS_CHANGED to the group's members, which then
 rebalance at once rather than at their timer: here a topic grown from 4 to 8 queues
@@ -70,7 +70,7 @@ def test_admin_rebalance_makes_a_group_take_new_queues_before_its_timer(broker):
         create_topic(broker.address, "T", 8)
         time.sleep(1.0)  # nothing moves by itself: the timers are a minute away
         assert [len(queue_ids(c)) for c in consumers] == [2, 2]
-        out = admin("rebalance", "g", "--broker", broker.address, "--json")
+        out = admin("rebalance", "--group", "g", "--broker", broker.address, "--json")
         assert out.returncode == 0, out.stderr
         doc = json.loads(out.stdout)
         assert sorted(doc["clientIds"]) == sorted(c.client_id for c in consumers)
@@ -84,8 +84,23 @@ def test_admin_rebalance_makes_a_group_take_new_queues_before_its_timer(broker):
 
 
 def test_admin_rebalance_of_a_group_with_no_online_member_is_one_line_and_exit_2(broker):
-    out = admin("rebalance", "nobody", "--broker", broker.address)
+    out = admin("rebalance", "--group", "nobody", "--broker", broker.address)
     assert out.returncode == 2
     assert out.stderr.splitlines() == [
         "mqstore admin: broker answered 206: the consumer group[nobody] not online"
     ]
+
+
+def test_admin_rebalance_positional_group_still_works_with_a_deprecation_line(broker):
+    out = admin("rebalance", "nobody", "--broker", broker.address)
+    assert out.returncode == 2
+    assert out.stderr.splitlines() == [
+        "mqstore admin: rebalance GROUP is deprecated: use --group nobody",
+        "mqstore admin: broker answered 206: the consumer group[nobody] not online",
+    ]
+
+
+def test_admin_rebalance_without_a_group_is_one_line_and_exit_2(broker):
+    out = admin("rebalance", "--broker", broker.address)
+    assert out.returncode == 2
+    assert out.stderr.splitlines() == ["mqstore admin: rebalance needs --group GROUP"]
