@@ -1,7 +1,7 @@
 """``mqstore send`` and ``mqstore consume --broker/--namesrv``: messages to and from a
 running broker over RocketMQ's remoting protocol, with mqstore's own client
 (:class:`~mqstore.client.remote.RemoteTransport`), as ``mqadmin sendMessage`` and
-``consumeMessage`` do for RocketMQ users.
+``consumeMessage`` do for RocketMQ users (docs/admin.md §11).
 
 The address is where routes come from: a name server (``mqstore namesrv`` or
 RocketMQ's), or an ``mqstore broker``, which answers route requests itself. A RocketMQ
