@@ -22,15 +22,19 @@ settings.register_profile("dev", max_examples=50, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
+"""Store files real RocketMQ brokers wrote (each folder's README says where from). They
+ship with the repository, so every clone runs the byte-compatibility tests."""
+REAL = FIXTURES / "rocketmq-real"
 SHARED = Path(os.environ.get("MQSTORE_SHARED", REPO.parent / "shared"))
-REAL = SHARED / "fixtures" / "rocketmq-real"
+"""The workplace's shared folder, outside the repository: the Java oracles
+(``SHARED / "oracles"``) live there, not the fixtures."""
+ORACLES = SHARED / "oracles"
 
 
 @pytest.fixture(scope="session")
 def real_fixtures() -> Path:
-    """Directory of the RocketMQ-written files; skip when shared/ is absent."""
-    if not REAL.is_dir():
-        pytest.skip(f"real RocketMQ fixtures not found at {REAL}")
+    """Directory of the RocketMQ-written files (in the repository)."""
     return REAL
 
 

@@ -1,4 +1,4 @@
-"""The store Apache RocketMQ 4.9.8 wrote (``shared/fixtures/rocketmq-4.9.8-store``): copies
+"""The store Apache RocketMQ 4.9.8 wrote (``tests/fixtures/rocketmq-4.9.8-store``): copies
 and its manifest, for the tests that hold mqstore to it."""
 
 from __future__ import annotations
@@ -7,11 +7,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from tests.conftest import FIXTURES
 
-from tests.conftest import SHARED
-
-FIXTURE = SHARED / "fixtures" / "rocketmq-4.9.8-store"
+FIXTURE = FIXTURES / "rocketmq-4.9.8-store"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +28,7 @@ class Put:
 
 
 def copy_store(dst: Path) -> Path:
-    """A writable copy of the fixture's ``store/`` at ``dst`` (skips without the fixture)."""
-    if not (FIXTURE / "store").is_dir():
-        pytest.skip("the rocketmq-4.9.8-store fixture is not here")
+    """A writable copy of the fixture's ``store/`` at ``dst``."""
     shutil.copytree(FIXTURE / "store", dst)
     for p in [dst, *dst.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)

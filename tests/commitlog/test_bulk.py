@@ -22,12 +22,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.index.format import key_hash
 from mqstore.message import java_string_hash
 from tests.commitlog.test_format_properties import INT32, INT64, other_sysflag, raw_hosts
-from tests.conftest import SHARED
-
-FIXTURES = SHARED / "fixtures"
-needs_fixtures = pytest.mark.skipif(
-    not FIXTURES.is_dir(), reason=f"real RocketMQ fixtures not found at {FIXTURES}"
-)
+from tests.conftest import FIXTURES
 
 NAMES = st.sampled_from(
     ["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "a", "TAG", "KEYSX", "UNIQ_KEYS", "__STARTDELIVERTIME"]
@@ -163,13 +158,11 @@ def assert_agrees(buf: bytes, start: int = 0, end: int | None = None, chunk: int
     ],
 )
 @pytest.mark.parametrize("agrees", ["bulk", "plain"])
-@needs_fixtures
 def test_scans_agree_on_real_rocketmq_segments(rel, agrees):
     buf = (Path(FIXTURES) / rel).read_bytes()
     assert _agrees(agrees)(buf, chunk=bulk.CHUNK_RECORDS) > 0
 
 
-@needs_fixtures
 def test_real_segment_ends_at_its_blank_record():
     buf = (
         Path(FIXTURES) / "rocketmq-real/apache-4e25b979/commitlog/00000000000000000000"

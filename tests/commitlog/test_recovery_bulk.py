@@ -29,7 +29,8 @@ from mqstore.commitlog.recovery import KeepRule, SearchCounter
 from mqstore.commitlog.recovery_damage import DamagedRange
 from mqstore.commitlog.segments import Segments
 from mqstore.config import RecoveryPolicy
-from tests.commitlog.test_bulk import FIXTURES, needs_fixtures, record
+from tests.commitlog.test_bulk import record
+from tests.conftest import FIXTURES
 
 SIZE = 2048
 
@@ -308,7 +309,6 @@ def _without_seconds(r: recovery.RecoveryResult) -> tuple[object, ...]:
         ("rocketmq-4.9.8-store/store/commitlog", None),
     ],
 )
-@needs_fixtures
 def test_bulk_scan_agrees_on_real_rocketmq_logs(rel, size):
     src = Path(FIXTURES) / rel
     names = sorted(p.name for p in src.iterdir() if p.name.isdigit())

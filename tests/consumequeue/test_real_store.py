@@ -1,6 +1,6 @@
 """A CommitLog written by Apache RocketMQ gets its consume queue and index on open.
 
-The fixture (shared/fixtures/rocketmq-real, see its README) has 47 records of topic
+The fixture (tests/fixtures/rocketmq-real, see its README) has 47 records of topic
 ``abc`` queue 0, TAGS=TAG1 and KEYS=<millis>, and no consume queue files.
 """
 

@@ -1,6 +1,6 @@
 """Files written by Apache RocketMQ itself decode exactly as the fixture README says.
 
-``shared/fixtures/rocketmq-real/README.md``: two commitlog segments of 8192 bytes from
+``tests/fixtures/rocketmq-real/README.md``: two commitlog segments of 8192 bytes from
 RocketMQ's ``ConsumeQueueTest``, each 47 V1 records of 172 bytes then an end-of-file
 blank record at byte 8084; and a 4096-byte checkpoint file. These tests only read the
 originals (nothing here writes), so no copy is needed.
