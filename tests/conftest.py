@@ -1,5 +1,5 @@
-"""Shared fixtures: paths to the real RocketMQ fixtures, hypothesis profiles, a broker
-with a topic of 1,000 queues."""
+"""Shared fixtures: paths to the real RocketMQ fixtures, hypothesis profiles, RocketMQ's
+default ports held for the whole run, a broker with a topic of 1,000 queues."""
 
 from __future__ import annotations
 
@@ -48,6 +48,17 @@ def real_store_copy(real_fixtures: Path, tmp_path: Path) -> Path:
     shutil.copy(src / "checkpoint", root / "checkpoint")
     shutil.copytree(src / "config", root / "config")
     return root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def default_ports_held() -> Iterator[tuple[int, ...]]:
+    """9876, 10911, 10912 and 8081 held by another process for the whole run, as a
+    user's own broker would hold them: a test that listens on a default port instead of
+    one the OS gives fails on every run (``tests.default_ports``)."""
+    from tests import default_ports
+
+    with default_ports.hold():
+        yield default_ports.DEFAULT_PORTS
 
 
 @pytest.fixture(scope="module")

@@ -164,13 +164,16 @@ def test_cli_broker_runs_a_master_until_sigterm(tmp_path: Path):
         pre.put_message(msg(0))
     proc = subprocess.Popen(
         [sys.executable, "-m", "mqstore.tools.cli", "broker", "--store", str(tmp_path / "b"),
-         "--role", "ASYNC_MASTER", "--ha-port", "0", "--file-size", str(FILE_SIZE)],
+         "--port", "0", "--role", "ASYNC_MASTER", "--ha-port", "0", "--file-size", str(FILE_SIZE)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
     )  # fmt: skip
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
+        if not line:  # it exited: say why (a port in use, ...) instead of an empty line
+            proc.wait(15)
+            raise AssertionError(proc.stderr.read() if proc.stderr else "no output")
         assert "ASYNC_MASTER" in line and "HA port" in line, line
         port = int(line.rsplit(":", 1)[1].split()[0])
         probe = FakeSlave(port)
