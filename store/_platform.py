@@ -49,6 +49,22 @@ def allocate(fd: int, size: int) -> None:
             raise
 
 
+def reserve_ahead(used: int, most: int, least: int) -> int:
+    """How far past ``used`` bytes a sparse file reserves before writing on: as much
+    again as it holds, at least ``least``, at most ``most``.
+
+    A file's reservations so grow with it: a small store costs about what it holds,
+    and a busy file reaches ``most``-sized chunks after a few doublings, so the
+    number of ``fallocate`` calls grows only by about log2(``most`` / ``least``).
+
+    >>> reserve_ahead(0, 64 << 20, 1 << 20), reserve_ahead(5 << 20, 64 << 20, 1 << 20)
+    (1048576, 5242880)
+    >>> reserve_ahead(0, 4096, 1 << 20), reserve_ahead(1 << 30, 64 << 20, 1 << 20)
+    (4096, 67108864)
+    """
+    return min(most, max(least, used))
+
+
 def allocate_range(fd: int, offset: int, length: int, *, point: str, what: str = "") -> None:
     """Allocate ``[offset, offset + length)`` of a sparse file (its contents stay), so
     writes through a mapping there cannot hit ENOSPC; nothing on a filesystem without

@@ -77,9 +77,10 @@ class StoreConfig:
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     commitlog_file_size: int = Unset(1 << 30)  # sizes left Unset: the files' (mqstore.geometry)
     commitlog_dir: str | None = None
-    # CommitLog segments are sparse: space is reserved this far ahead of the write
-    # position (a full disk refuses the put instead of SIGBUS); 0 allocates a segment
-    # in full when it is created.
+    # CommitLog segments are sparse: space is reserved ahead of the write position (a
+    # full disk refuses the put instead of SIGBUS), as much again as the segment holds,
+    # 1 MiB to this much (mqstore._platform.reserve_ahead); 0 allocates a
+    # segment in full when it is created.
     commitlog_reserve_chunk: int = 64 << 20
     max_message_size: int = 4 * 1024 * 1024
     # group commit (SYNC_FLUSH)

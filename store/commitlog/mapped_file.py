@@ -5,10 +5,16 @@ Allocation: a segment is either allocated in full when created (``reserve_chunk`
 written). A sparse segment still never writes through its mapping into an
 unallocated hole, because on a full disk that is SIGBUS, not an exception:
 ``reserved`` is how far the file is known to be allocated, and every write past it
-first reserves (``posix_fallocate``) up to ``reserve_chunk`` bytes beyond its end,
-so ENOSPC surfaces as an ``OSError`` from the write call, before any byte is
-written. Writers that pack straight into ``mapping`` check ``reserved``, not
-``file_size``.
+first reserves (``posix_fallocate``) a chunk beyond its end, so ENOSPC surfaces as an
+``OSError`` from the write call, before any byte is written. Writers that pack
+straight into ``mapping`` check ``reserved``, not ``file_size``.
+
+The chunk grows with the file: as much again as the file already holds, at least
+:data:`RESERVE_FLOOR` and at most ``reserve_chunk``
+(:func:`mqstore._platform.reserve_ahead`). A store
+of ten messages so reserves 1 MiB, not ``reserve_chunk``'s 64 MiB, while a busy
+segment reaches full-size chunks after a handful of reservations (1, 2, 4, ... MiB):
+the number of ``fallocate`` calls per segment grows by about log2(64) = 6.
 
 Mapping: a segment may be opened unmapped (``mapped=False``) and mapped on first
 use (:meth:`MappedFile.map`); :meth:`MappedFile.unmap` gives the mapping and the
@@ -47,6 +53,10 @@ _ZERO_CHUNK = bytes(_ZERO_CHUNK_LEN)
 UNMAPPED = memoryview(b"")
 UNMAPPED.release()
 """``view`` of an unmapped file: any access raises ``ValueError`` (as a closed file's)."""
+
+
+RESERVE_FLOOR = 1 << 20
+"""The least a sparse segment reserves ahead of a write (when ``reserve_chunk`` allows)."""
 
 
 def allocate_range(fd: int, offset: int, length: int, *, what: str = "") -> None:
@@ -146,8 +156,9 @@ class MappedFile:
         """Open (or create) a segment.
 
         ``reserve_chunk`` 0 allocates every byte at creation; otherwise the file is
-        created sparse and space is reserved that far ahead of each write past
-        ``reserved``. ``mapped`` False opens nothing yet (:meth:`map` does, on use).
+        created sparse and space is reserved ahead of each write past ``reserved``,
+        at most that far (:func:`~mqstore._platform.reserve_ahead`). ``mapped`` False
+        opens nothing yet (:meth:`map` does, on use).
         ``random_access`` maps without readahead (small, scattered accesses). ``st``:
         the existing file's ``stat`` if the caller has it.
 
@@ -259,7 +270,8 @@ class MappedFile:
     # ------------------------------------------------------------- allocation
 
     def reserve(self, end: int) -> None:
-        """Make sure bytes up to ``end`` are allocated (plus ``reserve_chunk`` ahead).
+        """Make sure bytes up to ``end`` are allocated, and a chunk ahead
+        (:func:`~mqstore._platform.reserve_ahead`).
 
         Raises:
             OSError: ENOSPC (nothing was written; ``reserved`` does not move).
@@ -269,7 +281,8 @@ class MappedFile:
         start = max(self.reserved, self.wrote_position) // OS_PAGE_SIZE * OS_PAGE_SIZE
         chunk = self.reserve_chunk
         page_end = -(-end // OS_PAGE_SIZE) * OS_PAGE_SIZE
-        ahead = (start + chunk) // OS_PAGE_SIZE * OS_PAGE_SIZE
+        ahead = start + _platform.reserve_ahead(start, chunk, RESERVE_FLOOR)
+        ahead = ahead // OS_PAGE_SIZE * OS_PAGE_SIZE
         stop = min(self.file_size, max(page_end, ahead)) if chunk else self.file_size
         shared = self._shared_fd()
         fd = shared if shared >= 0 else os.open(self.path, os.O_RDWR)

@@ -30,7 +30,7 @@ class Segments:
     """Ordered segments of one directory, all ``file_size`` bytes.
 
     ``reserve_chunk`` (0: allocate each file in full when created) makes new files
-    sparse, reserving that much ahead of writes (:class:`MappedFile`); ``lazy``
+    sparse, reserving at most that much ahead of writes (:class:`MappedFile`); ``lazy``
     opens files unmapped, for an owner that maps them on use, and maps them without
     readahead (consume queues: many small files, a few units touched in each).
     """

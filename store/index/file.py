@@ -7,9 +7,11 @@ default file is 420 MB and most stores fill a small part of it) and RocketMQ's
 
 Space: writing through a mapping into a hole the disk cannot back is a SIGBUS, not
 an exception. So the file reserves (``posix_fallocate``) what it is about to touch
-before touching it: the header's chunk at creation, each 1 MiB chunk of the slot
-table on the first key hashed into it, and the entry area 4 MiB at a time ahead of
-the next entry (a page at a time when less than that is free). A reservation that
+before touching it: the header's chunk at creation, each 64 KiB chunk of the slot
+table on the first key hashed into it, and the entry area ahead of the next entry,
+as much again as the entries written, 64 KiB to 4 MiB at a time (a page at a time
+when less than that is free). A small store's index so costs about 1 MiB, not the
+8 MiB that 1 MiB slot chunks and a fixed 4 MiB entry reserve took. A reservation that
 fails raises ``OSError`` (ENOSPC) *before* any byte of the message is written, so
 the file is unchanged and the message can be indexed again later
 (``mqstore.consumequeue.dispatch``: "index disabled until space is available").
@@ -45,10 +47,14 @@ _ENTRY_DTYPE = np.dtype([("h", ">i4"), ("p", ">i8"), ("d", ">i4"), ("v", ">i4")]
 assert _ENTRY_DTYPE.itemsize == ifmt.ENTRY_SIZE
 I64 = NDArray[np.int64]
 
-SLOT_CHUNK_SHIFT = 20
-"""Slot-table reservations are 1 MiB chunks (2**20), reserved on first touch."""
+SLOT_CHUNK_SHIFT = 16
+"""Slot-table reservations are 64 KiB chunks (2**16), reserved on first touch: a
+default file's 20 MB table is 306 of them, so a key's first touch of its chunk is
+rare after the first few thousand keys."""
 ENTRY_RESERVE = 4 << 20
-"""The entry area is reserved this far ahead of the next entry."""
+"""The entry area is reserved at most this far ahead of the next entry..."""
+ENTRY_RESERVE_FLOOR = 64 << 10
+"""... and at least this far (``mqstore._platform.reserve_ahead``)."""
 
 
 def reserve(fd: int, offset: int, length: int, *, what: str = "") -> None:
@@ -379,13 +385,15 @@ class IndexFile:
 
     def _reserve_entries(self, need_end: int) -> None:
         start = self._reserved_to if self._reserved_to > self._entries_pos else self._entries_pos
-        end = min(self.file_size, max(need_end, start + ENTRY_RESERVE))
+        ahead = _platform.reserve_ahead(start - self._entries_pos, ENTRY_RESERVE,
+                                        ENTRY_RESERVE_FLOOR)  # fmt: skip
+        end = min(self.file_size, max(need_end, start + ahead))
         try:
             reserve(self._fd, start, end - start, what=str(self.path))
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
-            # Not 4 MiB left: as much as this message needs, to the end of its page.
+            # Not that much left: as much as this message needs, to the end of its page.
             end = min(self.file_size, -(-need_end // mmap.PAGESIZE) * mmap.PAGESIZE)
             reserve(self._fd, start, end - start, what=str(self.path))
         self._reserved_to = end
