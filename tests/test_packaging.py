@@ -27,3 +27,11 @@ def test_every_folder_with_an_init_is_listed_as_a_package() -> None:
                 continue
             on_disk.add(".".join((name, *rel.parts)))
     assert set(_setuptools()["packages"]) == on_disk  # type: ignore[arg-type]
+
+
+def test_the_license_file_holds_the_license_pyproject_declares() -> None:
+    data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert data["project"]["license"] == "Apache-2.0"
+    text = (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
