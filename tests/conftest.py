@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +16,37 @@ from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from tests.interop.broker_harness import BrokerProcess
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every temporary file of the run, pytest's own ``tmp_path`` base included, goes
+    under one scratch directory (``TMPDIR`` for child processes, ``tempfile.tempdir``
+    here), removed when the run passes: what a test, a library or a child process
+    forgets in the temp dir cannot pile up run after run. A failed run keeps it (the
+    failures' files are there to look at) and names it."""
+    if hasattr(config, "workerinput"):  # an xdist worker shares its controller's
+        return
+    scratch = tempfile.mkdtemp(prefix="mqstore-tests-")
+    config.stash[_SCRATCH] = scratch
+    os.environ["TMPDIR"] = tempfile.tempdir = scratch
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    scratch = config.stash.get(_SCRATCH, None)
+    if scratch is None:
+        return
+    if config.stash.get(_PASSED, False):
+        shutil.rmtree(scratch, ignore_errors=True)
+    else:
+        print(f"temporary files of this run kept in {scratch}", file=sys.stderr)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_PASSED] = exitstatus == 0
+
+
+_SCRATCH = pytest.StashKey[str]()
+_PASSED = pytest.StashKey[bool]()
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]

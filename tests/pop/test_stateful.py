@@ -4,6 +4,7 @@ restarts."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,8 +57,11 @@ class PopMachine(RuleBasedStateMachine):
         self.pop.start()
 
     def teardown(self) -> None:
-        self.pop.stop()
-        self.store.close()
+        try:
+            self.pop.stop()
+            self.store.close()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def _holding(self) -> list[str]:
         return [k for k, m in self.model.items() if m.state == "invisible"]
