@@ -29,4 +29,3 @@ def test_a_broker_left_on_its_default_port_says_the_port_is_in_use(tmp_path: Pat
     )  # fmt: skip
     assert r.returncode == 3, r.stderr
     assert "127.0.0.1:10911: the port is in use" in r.stderr
-
