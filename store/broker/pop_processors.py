@@ -69,8 +69,9 @@ class PopCode(enum.IntEnum):
 
 class BrokerPop:
     """The broker's POP service: a :class:`PopService` over the core's store, with the
-    topics' queue counts from the topic table and each group's ``retryMaxTimes`` + 1
-    as its maximum of delivery attempts."""
+    topics' queue counts from the topic table, each group's ``retryMaxTimes`` + 1
+    as its maximum of delivery attempts, and the consumer offset table as the position
+    pops and pulls of a group share."""
 
     def __init__(self, core: BrokerCore) -> None:
         self.core = core
@@ -78,6 +79,7 @@ class BrokerPop:
         self.service = PopService(
             core.store, PopConfig(broker_name=cfg.broker_name),
             queue_ids=self._queue_ids, max_attempts=self._max_attempts,
+            shared_offsets=core.offsets,
         )  # fmt: skip
         self.modes = RequestModeTable(Path(core.store.root) / "config" / "messageRequestMode.json")
         self.service.start()

@@ -24,7 +24,7 @@ from mqstore.broker.namesrv import cluster_info_body, route_body
 from mqstore.broker.pop_processors import POP_PROCESSORS
 from mqstore.broker.pulls import PullOutcome, PullRequest
 from mqstore.broker.sending import SendOutcome
-from mqstore.broker.topics import TopicConfig, check_topic_config
+from mqstore.broker.topics import TopicConfig, check_topic_config, parse_attributes
 from mqstore.broker.wire import (
     BadRequestError,
     build_message,
@@ -395,6 +395,14 @@ def process_kv_config(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComm
     return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, remark)
 
 
+def _attributes(ctx: RequestContext, topic: str, text: str) -> tuple[tuple[str, str], ...]:
+    """The topic's attributes after an update: the existing ones, those given replacing
+    theirs (RocketMQ 5 ``AttributeUtil.alterCurrentAttributes``)."""
+    old = ctx.core.topics.get(topic)
+    merged = dict(old.attributes if old is not None else ()) | dict(parse_attributes(text))
+    return tuple(sorted(merged.items()))
+
+
 def process_create_topic(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """UPDATE_AND_CREATE_TOPIC (17)."""
     ext = cmd.ext_fields
@@ -411,6 +419,7 @@ def process_create_topic(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
         ext.get("topicFilterType", "SINGLE_TAG"),
         ext_int(ext, "topicSysFlag", 0),
         ext.get("order") == "true",
+        _attributes(ctx, topic, ext.get("attributes") or ""),
     )
     ctx.core.create_topic(check_topic_config(config))  # BadRequestError: SYSTEM_ERROR
     return _ok(cmd)

@@ -52,6 +52,37 @@ client asking for billions would take the broker and every client down with it. 
 is far above any real topic (the defaults are 4 and 8)."""
 
 
+MESSAGE_TYPE_ATTRIBUTE: Final = "message.type"
+"""``TopicAttributes.TOPIC_MESSAGE_TYPE_ATTRIBUTE``: what a 5.x client may send to the topic."""
+TOPIC_MESSAGE_TYPES: Final = frozenset({"UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION",
+                                        "MIXED"})  # fmt: skip
+"""``TopicMessageType`` values; a topic without the attribute is NORMAL."""
+
+
+def parse_attributes(text: str) -> tuple[tuple[str, str], ...]:
+    """The topic attributes of an UPDATE_AND_CREATE_TOPIC ``attributes`` header field
+    (RocketMQ 5 ``AttributeParser``: ``+key=value`` items joined by ``,``), sorted by key.
+
+    >>> parse_attributes("+message.type=FIFO")
+    (('message.type', 'FIFO'),)
+
+    Raises:
+        BadRequestError: an item not of that form, an unknown attribute or message type.
+    """
+    out: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, eq, value = item.partition("=")
+        if not key.startswith("+") or not eq:
+            raise BadRequestError(f"attribute {item!r} is not +key=value")
+        if key[1:] != MESSAGE_TYPE_ATTRIBUTE:
+            raise BadRequestError(f"unsupported topic attribute {key[1:]!r}")
+        if value not in TOPIC_MESSAGE_TYPES:
+            known = ", ".join(sorted(TOPIC_MESSAGE_TYPES))
+            raise BadRequestError(f"message.type {value!r} is not one of {known}")
+        out[key[1:]] = value
+    return tuple(sorted(out.items()))
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfig:
     """One topic's config (RocketMQ ``TopicConfig``)."""
@@ -63,6 +94,14 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: tuple[tuple[str, str], ...] = ()
+    """RocketMQ 5's topic attributes (sorted pairs); only ``message.type`` is known."""
+
+    @property
+    def message_type(self) -> str:
+        """The ``TopicMessageType`` (``TopicConfig.getTopicMessageType``: NORMAL when the
+        attribute is absent)."""
+        return dict(self.attributes).get(MESSAGE_TYPE_ATTRIBUTE, "NORMAL")
 
     @property
     def readable(self) -> bool:
@@ -75,8 +114,11 @@ class TopicConfig:
         return bool(self.perm & PERM_WRITE)
 
     def to_bean(self) -> Bean:
-        """The fastjson bean RocketMQ writes (alphabetical fields)."""
+        """The fastjson bean RocketMQ writes (alphabetical fields); ``attributes`` only
+        when there are some (RocketMQ 4.9.8 has none and writes none)."""
+        extra = {"attributes": dict(self.attributes)} if self.attributes else {}
         return Bean(
+            **extra,
             order=self.order,
             perm=self.perm,
             readQueueNums=self.read_queue_nums,
@@ -97,6 +139,9 @@ class TopicConfig:
             topic_filter_type=str(obj.get("topicFilterType", "SINGLE_TAG")),
             topic_sys_flag=int(obj.get("topicSysFlag", 0)),
             order=bool(obj.get("order", False)),
+            attributes=tuple(
+                sorted((str(k), str(v)) for k, v in dict(obj.get("attributes") or {}).items())
+            ),
         )
 
 

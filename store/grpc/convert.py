@@ -247,6 +247,33 @@ def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgo
     return Outgoing(out, message_id, group)
 
 
+def actual_type(out: Outgoing) -> str:
+    """The ``TopicMessageType`` of a message to store, as upstream's
+    ``TopicMessageType.parseFromMessageProperty`` reads it from the properties (not from
+    the declared type): a delivery time makes it DELAY, else a message group FIFO, else
+    NORMAL (TRANSACTION never gets here: it is refused first)."""
+    props = out.message.properties
+    if PROPERTY_TIMER_DELIVER_MS in props:
+        return "DELAY"
+    return "FIFO" if PROPERTY_SHARDING_KEY in props else "NORMAL"
+
+
+def check_topic_type(topic_type: str, out: Outgoing) -> None:
+    """Refuse a message the topic's ``message.type`` does not take, as the proxy's
+    ``DefaultTopicMessageTypeValidator`` does (a MIXED topic takes every type).
+
+    Raises:
+        RequestRefusedError: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE.
+    """
+    actual = actual_type(out)
+    if topic_type not in (actual, "MIXED"):
+        raise RequestRefusedError(
+            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"TopicMessageType validate failed, the expected type is {topic_type}, but actual "
+            f"type is {actual}",
+        )
+
+
 def _stored_type(props: dict[str, str]) -> int:
     declared = props.get(PROPERTY_MSG_TYPE)
     if declared:

@@ -52,10 +52,18 @@ MALFORMED_REQUEST = _Malformed()
 POLL_BUFFER_S = 0.3
 """A long poll ends this long before the client's deadline, so the answer arrives."""
 
-ACCEPTED_TYPES = (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY,
-                  MessageType.TRANSACTION)  # fmt: skip
-"""What a route's queues accept: the proxy's MIXED topic. TRANSACTION is listed so a
-client sends it and hears NOT_IMPLEMENTED from the server, not a local type error."""
+ACCEPTED_TYPES: dict[str, tuple[int, ...]] = {
+    "MIXED": (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION),
+    "NORMAL": (MessageType.NORMAL,),
+    "FIFO": (MessageType.FIFO,),
+    "DELAY": (MessageType.DELAY,),
+    "TRANSACTION": (MessageType.TRANSACTION,),
+}
+"""What a route's queues accept, by the topic's ``message.type`` (``RouteActivity``'s
+``parseTopicMessageType``; UNSPECIFIED accepts MESSAGE_TYPE_UNSPECIFIED only). A MIXED
+topic lists TRANSACTION so a client sends it and hears NOT_IMPLEMENTED from the server,
+not a local type error."""
+
 
 _SEND_CODES = {
     ResponseCode.SUCCESS: Code.OK,
@@ -238,11 +246,12 @@ class MessagingService:
         b.endpoints.addresses.add(host=self.config.host, port=self.config.port)
         return b
 
-    def _queue(self, topic: Any, queue_id: int, perm: int) -> Any:
+    def _queue(self, topic: Any, queue_id: int, perm: int, tc: TopicConfig) -> Any:
         q = pb.MessageQueue(id=queue_id, permission=perm)
         q.topic.CopyFrom(topic)
         q.broker.CopyFrom(self._broker())
-        q.accept_message_types.extend(ACCEPTED_TYPES)
+        unspecified = (MessageType.MESSAGE_TYPE_UNSPECIFIED,)
+        q.accept_message_types.extend(ACCEPTED_TYPES.get(tc.message_type, unspecified))
         return q
 
     @staticmethod
@@ -262,7 +271,7 @@ class MessagingService:
         out = svc.QueryRouteResponse(status=ok())
         n = max(tc.read_queue_nums, tc.write_queue_nums)
         for qid in range(n):
-            out.message_queues.append(self._queue(request.topic, qid, perm))
+            out.message_queues.append(self._queue(request.topic, qid, perm, tc))
         return out
 
     @_guarded("QueryAssignmentResponse")
@@ -279,7 +288,7 @@ class MessagingService:
         ids = range(tc.read_queue_nums) if group in self.config.fifo_groups else [-1]
         out = svc.QueryAssignmentResponse(status=ok())
         for qid in ids:
-            out.assignments.add().message_queue.CopyFrom(self._queue(request.topic, qid, perm))
+            out.assignments.add().message_queue.CopyFrom(self._queue(request.topic, qid, perm, tc))
         return out
 
     # ------------------------------------------------------------ clients
@@ -346,6 +355,7 @@ class MessagingService:
             out = convert.to_store(
                 msg, self._delay_levels, now_ms, self.core.store.cfg.max_message_size
             )
+            convert.check_topic_type(tc.message_type, out)
             res = self.core.sender.send(tc.topic_name, self._send_queue(tc, out.message_group),
                                  [out.message])  # fmt: skip
         except convert.RequestRefusedError as e:

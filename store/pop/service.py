@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from mqstore.closeable import Stoppable
 from mqstore.consumequeue.dispatch import Arrival
@@ -193,6 +193,17 @@ class ChangeResult:
     invisible_time: int = 0
 
 
+class SharedOffsets(Protocol):
+    """The broker's consumer offset table (``mqstore.broker.offsets.ConsumerOffsetManager``),
+    the one position a group's pulls and pops share (docs/pop.md §11)."""
+
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The committed next offset, None if none."""
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Commit ``offset`` as the next one to consume."""
+
+
 class PopService(Stoppable):
     """POP over one store (see the module docstring): ``start()`` before use, ``stop()``
     before the store closes; ``with`` does both."""
@@ -204,6 +215,7 @@ class PopService(Stoppable):
         *,
         queue_ids: Callable[[str], Sequence[int]] | None = None,
         max_attempts: Callable[[str], int] | None = None,
+        shared_offsets: SharedOffsets | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -211,6 +223,7 @@ class PopService(Stoppable):
         self.revive_topic = revive_topic(store.cfg.broker_cluster)
         self._queue_ids = queue_ids or self._store_queue_ids
         self._max_attempts = max_attempts or (lambda _g: self.config.max_attempts)
+        self._shared = shared_offsets
         self._clock = clock
         self._writer = RecordWriter(store, self.revive_topic)
         self.inflight = InFlight()
@@ -363,10 +376,25 @@ class PopService(Stoppable):
         return lock
 
     def _start_offset(self, key: QueueKey) -> int:
-        off = self._offsets.get(key)
-        if off is None:
-            off = self.store.min_offset_in_queue(key[0], key[2])
-        return off
+        """Where the group's next pop of the queue starts: the further of its POP
+        position and, with ``shared_offsets``, the offset committed there (a pull
+        consumer's commit, or our own); neither: the queue's first message."""
+        known = [self._offsets.get(key)]
+        if self._shared is not None:
+            known.append(self._shared.query(key[1], key[0], key[2]))
+        offsets = [o for o in known if o is not None and o >= 0]
+        if not offsets:
+            return self.store.min_offset_in_queue(key[0], key[2])
+        return max(offsets)
+
+    def _advance(self, key: QueueKey, offset: int) -> None:
+        """The group has consumed the queue up to ``offset`` (popped, or for FIFO
+        acknowledged): the next pop starts there, and so does a pull of the group
+        (committed to ``shared_offsets``, as ``PopMessageProcessor`` commits to the
+        ConsumerOffsetManager)."""
+        self._offsets[key] = offset
+        if self._shared is not None:
+            self._shared.commit(key[1], key[0], key[2], offset)
 
     def _get(
         self, group: str, topic: str, qid: int, offset: int, n: int, sub: str
@@ -386,7 +414,7 @@ class PopService(Stoppable):
             msgs, nxt = self._get(r.group, t, qid, start, n, r.subscription)
             if not msgs:
                 if nxt > start:
-                    self._offsets[key] = nxt  # filtered out: consumed for this group
+                    self._advance(key, nxt)  # filtered out: consumed for this group
                 return []
             first = msgs[0].queue_offset
             ck = PopCheckPoint(t, r.group, qid, first, r.now, r.invisible,
@@ -394,7 +422,7 @@ class PopService(Stoppable):
                                self.config.broker_name)  # fmt: skip
             if not self._write_checkpoint(ck, r.revive_qid):
                 return []
-            self._offsets[key] = nxt
+            self._advance(key, nxt)
         return self._handed_out(r, t, qid, first, [(m, m.reconsume_times + 1) for m in msgs])
 
     def _handed_out(
@@ -449,7 +477,7 @@ class PopService(Stoppable):
             found, nxt = self._get(r.group, t, qid, start, n, r.subscription)
             if not found:
                 if nxt > start:
-                    self._offsets[key] = nxt
+                    self._advance(key, nxt)
                 return []
             info = OrderInfo(r.now, r.invisible, [m.queue_offset for m in found], [1] * len(found))
             info.extra["next"] = nxt
@@ -479,7 +507,7 @@ class PopService(Stoppable):
         if out:
             info.pop_time, info.invisible_time = now, invisible
         else:
-            self._offsets[key] = int(info.extra.get("next", info.next_offset()))
+            self._advance(key, int(info.extra.get("next", info.next_offset())))
             del self._orders[key]
         return out
 
@@ -489,7 +517,7 @@ class PopService(Stoppable):
             if info is None or info.pop_time != h.pop_time or not info.ack(h.queue_offset):
                 return AckStatus.NO_EXIST
             if info.done():
-                self._offsets[key] = int(info.extra.get("next", info.next_offset()))
+                self._advance(key, int(info.extra.get("next", info.next_offset())))
                 del self._orders[key]
             return AckStatus.OK
 
@@ -717,5 +745,6 @@ __all__ = [
     "PopService",
     "PopStatus",
     "PoppedMessage",
+    "SharedOffsets",
     "parse_handle",
 ]

@@ -42,7 +42,7 @@ def quick_service(**kw: Any) -> ServiceConfig:
 def core(store: MessageStore) -> Iterator[BrokerCore]:
     c = BrokerCore(store)
     c.start()
-    c.create_topic(TopicConfig(TOPIC, 4, 4))
+    c.create_topic(TopicConfig(TOPIC, 4, 4, attributes=(("message.type", "MIXED"),)))
     c.groups.put(SubscriptionGroupConfig(GROUP, retry_max_times=1))
     c.groups.put(SubscriptionGroupConfig(FIFO_GROUP, retry_max_times=16))
     yield c

@@ -170,3 +170,39 @@ def test_push_consumer_consumes_with_its_listener(producer: Any, endpoint: GrpcE
     finally:
         pc.shutdown()
     assert all(seen[b] == 1 for b in bodies if b != b"fail-once")
+
+
+@pytest.mark.parametrize("fifo", [False, True], ids=["normal", "fifo"])
+def test_never_acked_message_is_delivered_max_attempts_times_then_dead_lettered(
+    core: Any, fifo: bool
+) -> None:
+    """retryMaxTimes 2 -> max attempts 3 (the settings' ``max_attempts``): attempts 1, 2, 3,
+    then one copy in ``%DLQ%group``, FIFO or not (the proxy's PopMessageResultFilterImpl
+    dead-letters a message received with reconsumeTimes >= max attempts)."""
+    from mqstore.broker.subscriptions import SubscriptionGroupConfig
+    from mqstore.grpc import GrpcConfig
+    from tests.grpc.conftest import quick_service, simple_consumer
+
+    group = "AttemptsFifo" if fifo else "AttemptsNormal"
+    core.groups.put(SubscriptionGroupConfig(group, retry_max_times=2))
+    fifo_groups = frozenset({group} if fifo else ())
+    ep = GrpcEndpoint(core, GrpcConfig(port=0, service=quick_service(fifo_groups=fifo_groups)))
+    ep.start()
+    try:
+        from rocketmq import Producer
+
+        p: Any = Producer(client_config(ep), (TOPIC,))
+        p.startup()
+        p.send(message(b"poison", **({"message_group": "mg"} if fifo else {})))
+        p.shutdown()
+        c = simple_consumer(ep, group)
+        attempts: list[int] = []
+        until(lambda: (attempts.extend(m.delivery_attempt for m in c.receive(32, 1))
+                       or dlq_bodies(ep, group) != []), timeout=30)  # fmt: skip
+        time.sleep(1.5)  # nothing more comes after the dead-lettering
+        attempts.extend(m.delivery_attempt for m in c.receive(32, 1))
+        c.shutdown()
+        assert attempts == [1, 2, 3]
+        assert dlq_bodies(ep, group) == [b"poison"]
+    finally:
+        ep.stop(grace=0.2)

@@ -152,6 +152,38 @@ def test_pull_and_pop_consumers_of_different_groups_read_the_same_topic(
     assert len(set(popped)) == n
 
 
+def _pull_all(broker: Broker, group: str, seconds: float) -> list[bytes]:
+    """What a LitePullConsumer of ``group`` pulls in ``seconds`` (then it commits)."""
+    with RemoteTransport(broker.server.address) as t:
+        puller = LitePullConsumer(group, t)
+        puller.subscribe("T")
+        puller.start()
+        pulled: list[bytes] = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            pulled.extend(m.body for m in puller.poll(timeout=0.2))
+        puller.shutdown()
+    return pulled
+
+
+def test_pop_of_a_group_starts_where_its_pulls_committed(
+    broker: Broker, client: RemotingClient
+) -> None:
+    """One position per group and queue, as upstream's PopMessageProcessor reads and
+    commits the ConsumerOffsetManager (docs/pop.md §11): nothing is consumed twice."""
+    send_to_every_queue(broker, 8)
+    assert len(_pull_all(broker, "mixed", 3)) == 8
+    assert consumer(client, broker, group="mixed", await_duration=0.5).receive(16, 10) == []
+
+
+def test_pull_of_a_group_starts_where_its_pops_went(broker: Broker, client: RemotingClient) -> None:
+    send_to_every_queue(broker, 8)
+    popper = consumer(client, broker, group="mixed2", await_duration=0.5)
+    popped: list[bytes] = []
+    until(lambda: popped.extend(m.body for m in popper.receive(16, 10)) or len(popped) >= 8)
+    assert _pull_all(broker, "mixed2", 2) == []
+
+
 def call(client: RemotingClient, broker: Broker, code: int, ext: dict[str, str], body: bytes = b""):  # type: ignore[no-untyped-def]
     return client.invoke(broker.server.address, RemotingCommand(code, ext_fields=ext, body=body), 5)
 
