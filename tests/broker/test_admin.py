@@ -430,3 +430,18 @@ def test_connections_of_client_ids_are_the_known_ones_in_the_order_asked() -> No
     for cid in ("b", "a"):
         table.heartbeat(cid, (), object(), "127.0.0.1:1", "JAVA", 1)  # type: ignore[arg-type]
     assert [c.client_id for c in table.clients(["a", "gone", "b"])] == ["a", "b"]
+
+
+def test_topic_created_with_a_message_type_keeps_it_across_updates_without_attributes(
+    client: WireClient, server: BrokerServer
+) -> None:
+    ext = {"topic": "Typed", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6,
+           "attributes": "+message.type=FIFO"}  # fmt: skip
+    assert client.call(Rq.UPDATE_AND_CREATE_TOPIC, ext).code == Rs.SUCCESS
+    del ext["attributes"]  # a 4.9.8 mqadmin sends none: the type stays (5.x merges)
+    ext["readQueueNums"] = 4
+    assert client.call(Rq.UPDATE_AND_CREATE_TOPIC, ext).code == Rs.SUCCESS
+    tc = server.core.topics.get("Typed")
+    assert tc is not None and (tc.read_queue_nums, tc.message_type) == (4, "FIFO")
+    bad = {**ext, "attributes": "+message.type=ODD"}
+    assert client.call(Rq.UPDATE_AND_CREATE_TOPIC, bad).code == Rs.SYSTEM_ERROR
