@@ -74,6 +74,7 @@ from mqstore.broker.context import Processor, RequestContext
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.offsets import TOPIC_GROUP_SEPARATOR
 from mqstore.broker.subscriptions import SubscriptionGroupConfig
+from mqstore.broker.traffic import GROUP_GET_NUMS
 from mqstore.broker.wire import BadRequestError, ext_group, ext_int, ext_str
 from mqstore.errors import IllegalTopicError
 from mqstore.message import validate_topic
@@ -137,16 +138,21 @@ def topics_of_group(core: BrokerCore, group: str) -> list[str]:
     return sorted(k[: -len(suffix)] for k in core.offsets.table() if k.endswith(suffix))
 
 
-def consume_stats(core: BrokerCore, group: str, topic: str | None) -> list[QueueProgress]:
-    """Rule 1: the group's progress per read queue of ``topic`` (every topic it
-    committed offsets for when None); unknown topics are skipped."""
+def consume_stats(
+    core: BrokerCore, group: str, topic: str | None, *, write_queues: bool = False
+) -> list[QueueProgress]:
+    """Rule 1: the group's progress per read queue (``write_queues``: per write queue,
+    as GET_BROKER_CONSUME_STATS walks them) of ``topic`` (every topic it committed
+    offsets for when None); unknown topics are skipped, and so are topics an online
+    group with subscriptions does not subscribe."""
     store, name = core.store, core.config.broker_name
     out = []
     for t in [topic] if topic else topics_of_group(core, group):
         config = core.topic_config(t)
-        if config is None:
+        if config is None or core.consumers.subscribes(group, t) is False:
             continue
-        for qid in range(config.read_queue_nums):
+        queues = config.write_queue_nums if write_queues else config.read_queue_nums
+        for qid in range(queues):
             broker = max(0, store.max_offset_in_queue(t, qid))
             consumer = max(0, core.offsets.query(group, t, qid) or 0)
             out.append(
@@ -174,7 +180,18 @@ def process_consume_stats(ctx: RequestContext, cmd: RemotingCommand) -> Remoting
     ext = cmd.ext_fields
     group = ext_group(ext, "consumerGroup")
     stats = consume_stats(ctx.core, group, ext.get("topic") or None)
-    return _ok(cmd, consume_stats_body(stats))
+    return _ok(cmd, consume_stats_body(stats, consume_tps(ctx.core, group, stats)))
+
+
+def consume_tps(core: BrokerCore, group: str, rows: list[QueueProgress]) -> float:
+    """Messages per second the group pulled over the last minute from the rows'
+    topics (RocketMQ ``tpsGroupGetNums``: the ``GROUP_GET_NUMS`` minute rate)."""
+    tps = 0.0
+    for topic in sorted({row.queue.topic for row in rows}):
+        snaps = core.traffic.snapshots(GROUP_GET_NUMS, f"{topic}@{group}")
+        if snaps is not None:
+            tps += snaps[0].tps
+    return tps
 
 
 def process_consumer_connections(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:

@@ -27,6 +27,8 @@ class VersionedTable:
         self.table_key = table_key
         self.counter = 0
         """The ``dataVersion.counter`` of the last load or write."""
+        self.timestamp_ms = int(time.time() * 1000)
+        """The ``dataVersion.timestamp`` of the last load or write (else: creation)."""
 
     def load(self) -> dict[str, dict[str, Any]]:
         """The table's entries that are JSON objects, by name (``{}`` without a file);
@@ -35,7 +37,9 @@ class VersionedTable:
         if not isinstance(loaded, dict):
             return {}
         version = loaded.get("dataVersion") or {}
-        self.counter = int(version.get("counter", 0)) if isinstance(version, dict) else 0
+        if isinstance(version, dict):
+            self.counter = int(version.get("counter", 0))
+            self.timestamp_ms = int(version.get("timestamp", self.timestamp_ms))
         table = loaded.get(self.table_key) or {}
         return {str(k): v for k, v in table.items() if isinstance(v, dict)}
 
@@ -46,7 +50,13 @@ class VersionedTable:
             OSError: the write failed.
         """
         self.counter += 1
-        doc = Bean(dataVersion=Bean(counter=self.counter, timestamp=int(time.time() * 1000)))
-        doc[self.table_key] = dict(beans)
+        self.timestamp_ms = int(time.time() * 1000)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_config_file(self.path, dumps(doc, pretty=True))
+        write_config_file(self.path, self.document(beans, pretty=True))
+
+    def document(self, beans: Mapping[str, Bean], *, pretty: bool = False) -> str:
+        """The file's JSON for ``beans`` at the current data version (what a broker
+        also sends as the body of a GET_ALL_* request)."""
+        doc = Bean(dataVersion=Bean(counter=self.counter, timestamp=self.timestamp_ms))
+        doc[self.table_key] = dict(beans)
+        return dumps(doc, pretty=pretty)

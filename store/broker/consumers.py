@@ -134,6 +134,24 @@ class ConsumerManager:
             info = self._groups.get(group)
             return list(info.clients) if info is not None else []
 
+    def groups_of_topic(self, topic: str) -> list[str]:
+        """Online groups subscribed to ``topic`` (``queryTopicConsumeByWho``)."""
+        with self._lock:
+            return [
+                name
+                for name, info in self._groups.items()
+                if any(s.topic == topic for s in info.data.subscriptions)
+            ]
+
+    def subscribes(self, group: str, topic: str) -> bool | None:
+        """Whether online ``group`` subscribes ``topic``; None when the group has no
+        online member or no subscription at all (RocketMQ then counts every topic)."""
+        with self._lock:
+            info = self._groups.get(group)
+            if info is None or not info.data.subscriptions:
+                return None
+            return any(s.topic == topic for s in info.data.subscriptions)
+
     def group_info(self, group: str) -> ConsumerGroupInfo | None:
         """The group's record (read-only use), None if no member is registered."""
         with self._lock:

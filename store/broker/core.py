@@ -249,8 +249,8 @@ class BrokerCore:
         after the start (looked up in the store on a miss), so an embedded writer's
         topics stay pullable.
         """
-        on_done = self._counted(on_done)
         q = request.query
+        on_done = self._counted(on_done, q.queue.topic, q.group)
         topic, queue_id = q.queue.topic, q.queue.queue_id
         config = self._pull_topic_config(topic)
         if config is None:
@@ -275,9 +275,9 @@ class BrokerCore:
             return
         on_done(outcome)
 
-    def _counted(self, on_done: PullCallback) -> PullCallback:
+    def _counted(self, on_done: PullCallback, topic: str, group: str) -> PullCallback:
         def done(out: PullOutcome) -> None:
-            self.traffic.record_get(len(out.buffers) + len(out.messages))
+            self.traffic.record_get(len(out.buffers) + len(out.messages), topic, group)
             on_done(out)
 
         return done

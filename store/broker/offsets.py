@@ -75,6 +75,14 @@ class ConsumerOffsetManager:
                 del self._table[key]
                 self._dirty = True
 
+    def drop_group(self, group: str) -> None:
+        """Forget the group's offsets of every topic (the group was deleted)."""
+        suffix = TOPIC_GROUP_SEPARATOR + group
+        with self._lock:
+            for key in [k for k in self._table if k.endswith(suffix)]:
+                del self._table[key]
+                self._dirty = True
+
     def table(self) -> dict[str, dict[int, int]]:
         """A deep snapshot of the table."""
         with self._lock:

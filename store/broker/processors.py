@@ -18,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from mqstore.broker.admin import ADMIN_PROCESSORS
+from mqstore.broker.admin_stats import STATS_PROCESSORS
+from mqstore.broker.admin_tables import TABLE_PROCESSORS
 from mqstore.broker.as_stored import as_stored
+from mqstore.broker.client_calls import CLIENT_CALL_PROCESSORS
 from mqstore.broker.context import Processor, RequestContext
 from mqstore.broker.namesrv import cluster_info_body, route_body
 from mqstore.broker.pop_processors import POP_PROCESSORS
@@ -446,6 +449,9 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.UNLOCK_BATCH_MQ: process_unlock,
     **POP_PROCESSORS,  # 5.x POP codes (mqstore.broker.pop_processors)
     **ADMIN_PROCESSORS,  # mqadmin / dashboard codes (mqstore.broker.admin)
+    **TABLE_PROCESSORS,  # broker config and group table (mqstore.broker.admin_tables)
+    **STATS_PROCESSORS,  # who consumes, stats, consume queues (mqstore.broker.admin_stats)
+    **CLIENT_CALL_PROCESSORS,  # relayed to a client (mqstore.broker.client_calls)
 }
 """Broker request codes (PULL_MESSAGE is handled by :func:`process_pull`)."""
 

@@ -175,7 +175,7 @@ class MessageSender:
             )
         except (IllegalTopicError, IllegalMessageError) as e:
             return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark=str(e))
-        self.traffic.record_put(sum(1 for r in results if r.status.stored))
+        self.traffic.record_put(sum(1 for r in results if r.status.stored), topic)
         status = results[0].status
         code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
         remark = results[0].error if not status.stored else None

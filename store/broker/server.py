@@ -199,6 +199,8 @@ class _Connection(asyncio.Protocol):
         self._pump_scheduled = False
         self._counted = 0
         """This connection's share of ``server.buffered_total``."""
+        self._calls: dict[int, Future[RemotingCommand]] = {}
+        """Broker-to-client requests awaiting the client's answer, by opaque (:meth:`call`)."""
 
     # ---------------------------------------------------------------- asyncio
 
@@ -249,6 +251,9 @@ class _Connection(asyncio.Protocol):
         self.server.buffered_total -= self._counted
         self._counted = 0
         self.transport = None
+        for waiting in self._calls.values():
+            waiting.set_exception(ConnectionError("the client's connection closed"))
+        self._calls.clear()
         if self.server.submit(self.server.core.channel_closed, self) is None:
             self.server.core.channel_closed(self)  # stopping: no pool left, do it here
 
@@ -311,8 +316,11 @@ class _Connection(asyncio.Protocol):
     # --------------------------------------------------------------- requests
 
     def _dispatch(self, cmd: RemotingCommand) -> None:
-        if cmd.is_response:
-            return  # answers to our oneway notifications never come; ignore strays
+        if cmd.is_response:  # the answer to a call(); strays are ignored
+            waiting = self._calls.pop(cmd.opaque, None)
+            if waiting is not None:
+                waiting.set_result(cmd)
+            return
         ctx = self.ctx
         assert ctx is not None
         oneway = cmd.is_oneway
@@ -393,6 +401,33 @@ class _Connection(asyncio.Protocol):
             ext_fields={"consumerGroup": group},
         )
         self.server.call_soon(self.write, cmd)
+
+    def call(
+        self, code: int, ext: dict[str, str], body: bytes, timeout_s: float
+    ) -> RemotingCommand:
+        """Send a request to the client and wait for its answer (Broker2Client
+        ``callClient``); any thread but the loop's.
+
+        Raises:
+            TimeoutError: no answer within ``timeout_s``.
+            ConnectionError: the connection closed before the answer.
+        """
+        opaque = next(self.server.opaques)
+        waiting: Future[RemotingCommand] = Future()
+        cmd = RemotingCommand(code=code, opaque=opaque, ext_fields=ext, body=body)
+
+        def start() -> None:
+            if self.transport is None or self.transport.is_closing():
+                waiting.set_exception(ConnectionError("the client's connection is closed"))
+                return
+            self._calls[opaque] = waiting
+            self.write(cmd)
+
+        self.server.call_soon(start)
+        try:
+            return waiting.result(timeout_s)
+        finally:
+            self.server.call_soon(self._calls.pop, opaque, None)
 
     def send_oneway(self, code: int, ext: dict[str, str], body: bytes) -> None:
         """Push a oneway request to the client (RESET_CONSUMER_CLIENT_OFFSET); any thread."""

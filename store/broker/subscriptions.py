@@ -4,7 +4,9 @@
 A group's config carries its retry policy: ``retryMaxTimes`` (16) before a message goes
 to the dead-letter queue and ``retryQueueNums`` (1) queues in ``%RETRY%<group>``.
 Groups are auto-created on first use (``autoCreateSubscriptionGroup`` = true), as
-RocketMQ does. Thread-safe.
+RocketMQ does. The system groups a 4.9.8 broker starts with (``SubscriptionGroupManager
+.init``: ``TOOLS_CONSUMER``, ``FILTERSRV_CONSUMER``, ``SELF_TEST_C_GROUP`` and the four
+ONS groups) are in the table from the start. Thread-safe.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from mqstore.broker.configtable import VersionedTable
 from mqstore.remoting.fastjson import Bean
@@ -64,6 +66,17 @@ class SubscriptionGroupConfig:
         )
 
 
+SYSTEM_GROUPS: Final = (
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+)
+
+
 class SubscriptionGroupManager:
     """The group table, auto-creating groups on first sight."""
 
@@ -71,7 +84,7 @@ class SubscriptionGroupManager:
         self.path = path
         self.auto_create = auto_create
         self._lock = threading.Lock()
-        self._table: dict[str, SubscriptionGroupConfig] = {}
+        self._table = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
         self._file = VersionedTable(path, "subscriptionGroupTable")
         for name, obj in self._file.load().items():
             self._table[name] = SubscriptionGroupConfig.from_json(name, obj)
@@ -95,6 +108,30 @@ class SubscriptionGroupManager:
         with self._lock:
             self._table[cfg.group_name] = cfg
             self._persist_locked()
+
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config, None if unknown (never auto-creates)."""
+        with self._lock:
+            return self._table.get(group)
+
+    def all(self) -> dict[str, SubscriptionGroupConfig]:
+        """A snapshot of the table."""
+        with self._lock:
+            return dict(self._table)
+
+    def delete(self, group: str) -> bool:
+        """Drop a group's config (DELETE_SUBSCRIPTIONGROUP) and persist; False if unknown."""
+        with self._lock:
+            if self._table.pop(group, None) is None:
+                return False
+            self._persist_locked()
+            return True
+
+    def wrapper_body(self) -> bytes:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG's ``SubscriptionGroupWrapper``: the table and
+        its data version, as the file holds them (compact JSON)."""
+        with self._lock:
+            return self._file.document({n: c.to_bean() for n, c in self._table.items()}).encode()
 
     def persist(self) -> None:
         """Write ``subscriptionGroup.json`` now."""

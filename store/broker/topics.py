@@ -6,10 +6,15 @@ data and checks sends against them.
 
 Rules
 -----
-Rule 1. System topics exist from the start, as in RocketMQ: ``TBW102`` (the template of
-auto-created topics, 8 queues, perm 7 when auto-creation is enabled), ``SELF_TEST_TOPIC``,
-``OFFSET_MOVED_EVENT``, ``SCHEDULE_TOPIC_XXXX`` (18 queues) and the cluster and broker
-names (perm 7, one queue each, plus 16 for the cluster).
+Rule 1. System topics exist from the start, as in RocketMQ 4.9.8 (``TopicConfigManager``,
+``TransactionalMessageBridge``): ``TBW102`` (the template of auto-created topics, 8
+queues, perm 7 when auto-creation is enabled), ``SELF_TEST_TOPIC``,
+``OFFSET_MOVED_EVENT``, ``<cluster>_REPLY_TOPIC`` and ``RMQ_SYS_TRANS_HALF_TOPIC`` (one
+queue each, perm 6), ``SCHEDULE_TOPIC_XXXX`` (18 queues), ``BenchmarkTest`` (1024
+queues, perm 6) and the cluster and broker names (perm 7, 16 queues and one). A Java
+broker creates the half topic at its first transaction check (a minute after start);
+ours has it from the start, so ``mqadmin topicList`` shows the same set either way
+once that minute has passed.
 
 Rule 2. A send to an unknown topic auto-creates it when ``TBW102`` has the INHERIT bit:
 ``min(requested queue count, TBW102's write queues)`` queues, perm 6.
@@ -43,6 +48,9 @@ log = logging.getLogger(__name__)
 AUTO_CREATE_TOPIC_KEY: Final = "TBW102"
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 SCHEDULE_TOPIC_QUEUE_NUMS: Final = 18
+TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
+BENCHMARK_TOPIC: Final = "BenchmarkTest"
+BENCHMARK_QUEUE_NUMS: Final = 1024
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 8
 """RocketMQ ``BrokerConfig.defaultTopicQueueNums``: TBW102's queue count."""
 MAX_QUEUE_NUMS: Final = 1024
@@ -170,6 +178,9 @@ def system_topics(cluster_name: str, broker_name: str, auto_create: bool) -> lis
         ),
         TopicConfig("SELF_TEST_TOPIC", 1, 1),
         TopicConfig("OFFSET_MOVED_EVENT", 1, 1),
+        TopicConfig(f"{cluster_name}_REPLY_TOPIC", 1, 1),
+        TopicConfig(TRANS_HALF_TOPIC, 1, 1),
+        TopicConfig(BENCHMARK_TOPIC, BENCHMARK_QUEUE_NUMS, BENCHMARK_QUEUE_NUMS),
         TopicConfig(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS),
         TopicConfig(cluster_name, 16, 16, PERM_RW | PERM_INHERIT),
         TopicConfig(broker_name, 1, 1, PERM_RW | PERM_INHERIT),

@@ -1,10 +1,14 @@
-"""Message traffic counters for GET_BROKER_RUNTIME_INFO (docs/admin.md §6): messages
-put and messages handed out by pulls since the broker started, and their rates.
+"""Message traffic counters for GET_BROKER_RUNTIME_INFO (docs/admin.md §6) and
+VIEW_BROKER_STATS_DATA (docs/admin.md §13): messages put and messages handed out by
+pulls since the broker started, and their rates; the same per topic (puts) and per
+``topic@group`` (pulls).
 
 Rates are kept as per-second buckets over the last 600 s, so ``putTps`` /
 ``getTransferedTps`` read ``"<10 s> <60 s> <600 s>"`` as RocketMQ prints them (the
 first number is what the dashboard and ``clusterList`` show). A window longer than the
-broker's uptime is averaged over the uptime. Thread-safe.
+broker's uptime is averaged over the uptime. Per key, minute buckets over the last day
+give the minute, hour and day snapshots of RocketMQ's ``StatsItem`` (sum, tps, and
+``avgpt``: messages per request). Thread-safe.
 """
 
 from __future__ import annotations
@@ -13,8 +17,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
 
 WINDOWS_S = (10, 60, 600)
+SNAPSHOT_S: Final = (60, 3600, 86400)
+"""The minute, hour and day windows of a stats snapshot."""
+
+
+TOPIC_PUT_NUMS: Final = "TOPIC_PUT_NUMS"
+GROUP_GET_NUMS: Final = "GROUP_GET_NUMS"
+"""The stats item names (RocketMQ ``BrokerStatsManager``) kept per key."""
 
 
 class _Counter:
@@ -36,6 +49,40 @@ class _Counter:
         return sum(c for s, c in self.buckets if s > now - window) / span
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One window of a keyed counter (RocketMQ ``StatsSnapshot``): messages, their
+    rate, and messages per request."""
+
+    sum: int
+    tps: float
+    avgpt: float
+
+
+class _KeyedCounter:
+    """Messages and requests of one key, in minute buckets over the last day."""
+
+    def __init__(self) -> None:
+        self.buckets: deque[tuple[int, int, int]] = deque()  # (minute, messages, requests)
+
+    def add(self, second: int, n: int) -> None:
+        minute = second // 60
+        if self.buckets and self.buckets[-1][0] == minute:
+            _, m, r = self.buckets[-1]
+            self.buckets[-1] = (minute, m + n, r + 1)
+        else:
+            self.buckets.append((minute, n, 1))
+        while self.buckets and self.buckets[0][0] <= minute - SNAPSHOT_S[-1] // 60:
+            self.buckets.popleft()
+
+    def snapshot(self, now: int, window: int, uptime: float) -> Snapshot:
+        first = (now - window) // 60 + 1
+        rows = [(m, r) for minute, m, r in self.buckets if minute >= first]
+        total, requests = sum(m for m, _ in rows), sum(r for _, r in rows)
+        span = max(1.0, min(float(window), uptime))
+        return Snapshot(total, total / span, total / requests if requests else 0.0)
+
+
 class TrafficStats:
     """Puts and pulled messages: totals and rates."""
 
@@ -45,18 +92,45 @@ class TrafficStats:
         self._lock = threading.Lock()
         self._put = _Counter()
         self._get = _Counter()
+        self._keyed: dict[tuple[str, str], _KeyedCounter] = {}
 
-    def record_put(self, n: int) -> None:
-        """``n`` messages stored."""
+    def record_put(self, n: int, topic: str | None = None) -> None:
+        """``n`` messages stored (in ``topic``: counted under ``TOPIC_PUT_NUMS``)."""
         if n > 0:
             with self._lock:
-                self._put.add(int(self._clock()), n)
+                second = int(self._clock())
+                self._put.add(second, n)
+                if topic is not None:
+                    self._keyed_locked(TOPIC_PUT_NUMS, topic).add(second, n)
 
-    def record_get(self, n: int) -> None:
-        """``n`` messages handed out by a pull."""
+    def record_get(self, n: int, topic: str | None = None, group: str | None = None) -> None:
+        """``n`` messages handed out by a pull (of ``group`` from ``topic``: counted
+        under ``GROUP_GET_NUMS``, key ``topic@group``)."""
         if n > 0:
             with self._lock:
-                self._get.add(int(self._clock()), n)
+                second = int(self._clock())
+                self._get.add(second, n)
+                if topic is not None and group is not None:
+                    self._keyed_locked(GROUP_GET_NUMS, f"{topic}@{group}").add(second, n)
+
+    def _keyed_locked(self, name: str, key: str) -> _KeyedCounter:
+        counter = self._keyed.get((name, key))
+        if counter is None:
+            counter = self._keyed[(name, key)] = _KeyedCounter()
+        return counter
+
+    def snapshots(self, name: str, key: str) -> tuple[Snapshot, Snapshot, Snapshot] | None:
+        """The minute, hour and day snapshots of stats item ``name`` / ``key``; None when
+        nothing was ever counted under it."""
+        now_f = self._clock()
+        with self._lock:
+            counter = self._keyed.get((name, key))
+            if counter is None:
+                return None
+            minute, hour, day = (
+                counter.snapshot(int(now_f), w, now_f - self._start) for w in SNAPSHOT_S
+            )
+        return minute, hour, day
 
     def totals(self) -> tuple[int, int]:
         """(messages put, messages pulled) since the start."""

@@ -19,16 +19,19 @@ or orderly consume service. CLUSTERING consumers also subscribe to
 from __future__ import annotations
 
 import logging
+import time
 
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.consume_concurrently import ConsumeMessageConcurrentlyService
 from mqstore.client.consume_orderly import ConsumeMessageOrderlyService
 from mqstore.client.consumer_base import ConsumerBase, ServiceState
 from mqstore.client.listener import ConcurrentListener, OrderlyListener
+from mqstore.client.offset_store import ReadOffsetType
 from mqstore.client.process_queue import ProcessQueue
 from mqstore.client.pull_service import PullContext, PullMessageService, PullTask
 from mqstore.client.rebalance import PullRequest, compute_pull_from_where
 from mqstore.client.remote import RemoteTransport
+from mqstore.client.running_info import QueueState, running_info_body
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,8 @@ class PushConsumer(ConsumerBase):
     consume_service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService
     """Built by :meth:`start`, for the kind of listener registered."""
     _pull_service: PullMessageService | None = None
+    started_ms = 0
+    """When :meth:`start` ran (epoch ms; the running info's start timestamp)."""
 
     def register_message_listener(
         self, listener: ConcurrentListener | OrderlyListener, *, orderly: bool = False
@@ -64,6 +69,7 @@ class PushConsumer(ConsumerBase):
         if not self.subscriptions:
             raise RuntimeError("subscribe to a topic before start()")
         self._add_retry_subscription()
+        self.started_ms = int(time.time() * 1000)
         orderly: ConsumeMessageOrderlyService | None = None
         if self.orderly:
             orderly = ConsumeMessageOrderlyService(
@@ -106,6 +112,7 @@ class PushConsumer(ConsumerBase):
         for t in self.brokers:
             if isinstance(t, RemoteTransport):
                 t.reset_handlers.register(self.group, self.reset_offset)
+                t.running_info.register(self.group, self.running_info)
         if orderly is not None:
             orderly.start()  # the lock renewal schedule
 
@@ -125,6 +132,7 @@ class PushConsumer(ConsumerBase):
         for t in self.brokers:
             if isinstance(t, RemoteTransport):
                 t.reset_handlers.unregister(self.group)
+                t.running_info.unregister(self.group)
         self.consume_service.shutdown(wait=True)
         self._finish_shutdown()
 
@@ -182,6 +190,24 @@ class PushConsumer(ConsumerBase):
             self.offset_store.update_offset(mq, offset, increase_only=False)
             self.offset_store.persist(mq)
         self.rebalance_now()
+
+    def running_info(self) -> bytes:
+        """GET_CONSUMER_RUNNING_INFO's body for this group (store.client.running_info)."""
+        states = []
+        for mq, pq in self._table().items():
+            committed = self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
+            states.append(QueueState(mq, pq, -1 if committed is None else committed))
+        props = {
+            "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+            "PROP_CONSUMEORDERLY": "true" if self.orderly else "false",
+            "PROP_CONSUMER_START_TIMESTAMP": str(self.started_ms),
+            "PROP_THREADPOOL_CORE_SIZE": str(self.config.consume_thread_max),
+            "consumerGroup": self.group,
+            "messageModel": self.config.message_model.value,
+        }
+        return running_info_body(
+            properties=props, subscriptions=dict(self.subscriptions), queues=states
+        )
 
     # -- pull-loop callbacks ------------------------------------------------------------
 

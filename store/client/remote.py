@@ -41,6 +41,7 @@ from mqstore.client.remote_routing import Router, expect
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.reset_offset import ResetOffsetHandlers
 from mqstore.client.route import TopicRoute
+from mqstore.client.running_info import RunningInfoProviders
 from mqstore.client.transport import (
     BrokerError,
     Cancellable,
@@ -93,6 +94,7 @@ class RemoteTransport(Closeable):
         self._router = Router(namesrv_addr, self._client, timeout_s)
         self._ids_changed: ConsumerIdsChanged | None = None
         self.reset_handlers = ResetOffsetHandlers()  # RESET_CONSUMER_CLIENT_OFFSET, by group
+        self.running_info = RunningInfoProviders()  # GET_CONSUMER_RUNNING_INFO, by group
 
     def route(self, topic: str) -> TopicRoute | None:
         """The topic's route from the name server; ``None`` for TOPIC_NOT_EXIST.
@@ -106,6 +108,8 @@ class RemoteTransport(Closeable):
         if request.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             self.reset_handlers.dispatch(request)
             return None if request.is_oneway else request.make_response(ResponseCode.SUCCESS)
+        if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO and not request.is_oneway:
+            return self.running_info.answer(request)
         if request.code != RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             return None  # REQUEST_CODE_NOT_SUPPORTED, as the Java client answers
         handler = self._ids_changed

@@ -237,6 +237,21 @@ class RouteInfoManager:
         with self._lock:
             return sorted(self._topics)
 
+    def delete_topic(self, topic: str, cluster: str | None = None) -> None:
+        """Forget ``topic``'s queue data: of every broker, or (``cluster``) of that
+        cluster's brokers only (DELETE_TOPIC_IN_NAMESRV)."""
+        with self._lock:
+            by_broker = self._topics.get(topic)
+            if by_broker is None:
+                return
+            if cluster is None:
+                by_broker.clear()
+            else:
+                for name in self._clusters.get(cluster, set()):
+                    by_broker.pop(name, None)
+            if not by_broker:
+                del self._topics[topic]
+
     def live_addrs(self) -> list[str]:
         """Addresses registered and not yet expired or unregistered."""
         with self._lock:

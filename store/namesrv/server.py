@@ -13,6 +13,7 @@ the loop thread. Codes served, as RocketMQ's ``DefaultRequestProcessor``:
   broker holds it.
 - GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206).
 - GET_KV_CONFIG (101): QUERY_NOT_FOUND (no KV config is kept).
+- DELETE_TOPIC_IN_NAMESRV (216), GET_NAMESRV_CONFIG (319): :mod:`mqstore.namesrv.admin`.
 
 Anything else gets REQUEST_CODE_NOT_SUPPORTED. A malformed frame closes its connection.
 A oneway request (a 4.9.8 broker registers oneway when it creates a topic) is processed
@@ -40,7 +41,7 @@ from dataclasses import replace
 from mqstore.broker.acl import NAMESRV_PERMISSIONS, AccessControl, AclDenied
 from mqstore.broker.wire import ext_int, ext_str
 from mqstore.closeable import Stoppable
-from mqstore.namesrv import bodies
+from mqstore.namesrv import admin, bodies
 from mqstore.namesrv.routes import (
     DEFAULT_EXPIRY_S,
     DEFAULT_SCAN_INTERVAL_S,
@@ -136,6 +137,7 @@ class NameServer(Stoppable):
             RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._topic_list,
             RequestCode.GET_KV_CONFIG: self._kv_config,
+            **admin.handlers(self.routes, lambda: self.port),  # 216, 319: mqstore.namesrv.admin
         }
 
     @property

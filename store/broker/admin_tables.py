@@ -1,0 +1,111 @@
+"""Admin requests that change or show the broker's settings and group table
+(docs/admin.md §11):
+
+====  ===================================  ==========================================
+code  request                              answer
+====  ===================================  ==========================================
+25    UPDATE_BROKER_CONFIG                 body: properties text; live keys applied
+201   GET_ALL_SUBSCRIPTIONGROUP_CONFIG     ``SubscriptionGroupWrapper`` (the table)
+207   DELETE_SUBSCRIPTIONGROUP             header ``groupName``, ``removeOffset``
+====  ===================================  ==========================================
+
+Rules
+-----
+Rule 1. UPDATE_BROKER_CONFIG reads its body as ``key=value`` lines (Java
+``Properties``). A Java broker sets every key that names a field of its config objects
+and ignores the rest, answering SUCCESS either way. Ours applies the keys of
+:data:`LIVE_KEYS`, the settings its broker reads on every use, so they take effect at
+once and GET_BROKER_CONFIG shows them; other keys are ignored, as a Java broker ignores
+keys it does not know (a Java broker also writes its broker.conf; ours keeps the values
+until it stops). A value that does not parse as its key's type is SYSTEM_ERROR naming
+the key, and nothing changes.
+
+Rule 2. DELETE_SUBSCRIPTIONGROUP drops the group's config (persisted) whether or not it
+existed, as the Java broker; with ``removeOffset=true`` the group's committed offsets go
+too. Its ``%RETRY%`` / ``%DLQ%`` topics are left alone here: ``mqadmin deleteSubGroup``
+deletes them with separate DELETE_TOPIC requests when asked to (``-r``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Final
+
+from mqstore.broker.context import Processor, RequestContext
+from mqstore.broker.wire import BadRequestError, ext_str
+from mqstore.remoting.codec import RemotingCommand
+from mqstore.remoting.codes import RequestCode, ResponseCode
+
+LIVE_KEYS: Final[dict[str, str]] = {
+    "notifyConsumerIdsChangedEnable": "notify_consumer_ids_changed_enable",
+    "longPollingEnable": "long_polling_enable",
+    "shortPollingTimeMills": "short_polling_time_ms",
+    "slaveReadEnable": "slave_read_enable",
+}
+"""RocketMQ ``BrokerConfig`` names -> our ``BrokerConfig`` fields read on every use."""
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``Properties.load`` of simple ``key=value`` (or ``key:value``) lines: blank
+    lines and ``#`` / ``!`` comments skipped, whitespace around key and value dropped."""
+    out = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        key, value = (line, "") if cut < 0 else (line[:cut], line[cut + 1 :])
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _typed(key: str, value: str, current: object) -> object:
+    if isinstance(current, bool):
+        if value.lower() not in ("true", "false"):
+            raise BadRequestError(f"{key}: not a boolean: {value}")
+        return value.lower() == "true"
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequestError(f"{key}: not an integer: {value}") from None
+
+
+def process_update_broker_config(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """UPDATE_BROKER_CONFIG (25): Rule 1."""
+    try:
+        props = parse_properties((cmd.body or b"").decode())
+    except UnicodeDecodeError:
+        return cmd.make_response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
+    core = ctx.core
+    changes = {
+        LIVE_KEYS[k]: _typed(k, v, getattr(core.config, LIVE_KEYS[k]))
+        for k, v in props.items()
+        if k in LIVE_KEYS
+    }
+    if changes:
+        core.config = replace(core.config, **changes)  # type: ignore[arg-type]
+    return cmd.make_response(ResponseCode.SUCCESS)
+
+
+def process_all_groups(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): ``{"dataVersion":..,
+    "subscriptionGroupTable":{name: SubscriptionGroupConfig}}``."""
+    return cmd.make_response(ResponseCode.SUCCESS, body=ctx.core.groups.wrapper_body())
+
+
+def process_delete_group(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """DELETE_SUBSCRIPTIONGROUP (207): Rule 2."""
+    ext = cmd.ext_fields
+    group = ext_str(ext, "groupName")
+    ctx.core.groups.delete(group)
+    if ext.get("removeOffset", "false").lower() == "true":
+        ctx.core.offsets.drop_group(group)
+    return cmd.make_response(ResponseCode.SUCCESS)
+
+
+TABLE_PROCESSORS: dict[int, Processor] = {
+    RequestCode.UPDATE_BROKER_CONFIG: process_update_broker_config,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: process_all_groups,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: process_delete_group,
+}
+"""The codes of this module (registered by ``mqstore.broker.processors``)."""
