@@ -431,6 +431,11 @@ PERMISSIONS: Mapping[int, Rule] = {
     _Q.GET_CONSUMER_CONNECTION_LIST: SIGNED,
     _Q.GET_PRODUCER_CONNECTION_LIST: SIGNED,
     _Q.GET_CONSUME_STATS: SIGNED,
+    _Q.QUERY_TOPIC_CONSUME_BY_WHO: SIGNED,
+    _Q.VIEW_BROKER_STATS_DATA: SIGNED,
+    _Q.GET_BROKER_CONSUME_STATS: SIGNED,
+    _Q.QUERY_CONSUME_QUEUE: SIGNED,
+    _Q.GET_CONSUMER_RUNNING_INFO: SIGNED,  # relayed to the client (store.broker.client_calls)
     # --- the built-in name server's reads (served on the broker port)
     _Q.GET_ROUTEINFO_BY_TOPIC: SIGNED,
     _Q.GET_BROKER_CLUSTER_INFO: SIGNED,
@@ -441,7 +446,7 @@ PERMISSIONS: Mapping[int, Rule] = {
     _Q.UPDATE_BROKER_CONFIG: admin_rule(),  # the body is the config
     _Q.DELETE_TOPIC_IN_BROKER: admin_rule("topic"),
     _Q.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin_rule(),  # the body is the config
-    _Q.DELETE_SUBSCRIPTIONGROUP: admin_rule("groupName", "cleanOffset"),
+    _Q.DELETE_SUBSCRIPTIONGROUP: admin_rule("groupName", "removeOffset", "cleanOffset"),
     _Q.GET_ALL_TOPIC_CONFIG: Rule(admin=True),
     _Q.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: Rule(admin=True),
     _Q.GET_ALL_CONSUMER_OFFSET: Rule(admin=True),
