@@ -1,4 +1,4 @@
-"""Admin views of who consumes what and how fast (docs/admin.md §12-14):
+"""Admin views of who consumes what and how fast (docs/admin.md §13-15):
 
 ====  ===================================  ==========================================
 code  request                              answer
@@ -30,7 +30,9 @@ Rule 4. QUERY_CONSUME_QUEUE answers the queue's min and max offsets and up to
 ``count`` units from ``index`` within the file holding ``index`` (RocketMQ
 ``getIndexBuffer``). A queue the store does not have is SYSTEM_ERROR
 ``<queueId>@<topic> is not exist!``; an index outside the held units is SUCCESS with
-remark ``Index <index> of <queueId>@<topic> is not exist!`` and the offsets only. With a
+remark ``Index <index> of <queueId>@<topic> is not exist!`` and no body, as the 4.9.8
+broker answers (it sets the body after reading the units; its own ``queryCq`` then fails
+on the missing body). With a
 ``consumerGroup`` the group's subscription of the topic is included, or ``filterData``
 says it is not online. mqstore keeps no consume-queue extension (no ``bitMap``,
 ``extendDataJson``, ``eval``), as a Java broker without ``enableConsumeQueueExt``.
@@ -123,9 +125,9 @@ def process_query_cq(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComma
         else:
             body["subscriptionData"] = subscription_bean(sub, 0)
     units = cq.units_from(index) if index >= 0 else None
-    if units is None:
+    if units is None:  # the Java broker sets the body only after the units: none here
         remark = f"Index {index} of {queue_id}@{topic} is not exist!"
-        return _ok(cmd, dumps(body).encode(), remark)
+        return _ok(cmd, b"", remark)
     rows = []
     for pos in range(0, min(len(units), max(0, count) * UNIT_SIZE), UNIT_SIZE):
         phys, size, tags = unpack_unit(units, pos)

@@ -1,9 +1,10 @@
 """Admin requests that change or show the broker's settings and group table
-(docs/admin.md §11):
+(docs/admin.md §12):
 
 ====  ===================================  ==========================================
 code  request                              answer
 ====  ===================================  ==========================================
+21    GET_ALL_TOPIC_CONFIG                 ``TopicConfigSerializeWrapper`` (the table)
 25    UPDATE_BROKER_CONFIG                 body: properties text; live keys applied
 201   GET_ALL_SUBSCRIPTIONGROUP_CONFIG     ``SubscriptionGroupWrapper`` (the table)
 207   DELETE_SUBSCRIPTIONGROUP             header ``groupName``, ``removeOffset``
@@ -87,6 +88,12 @@ def process_update_broker_config(ctx: RequestContext, cmd: RemotingCommand) -> R
     return cmd.make_response(ResponseCode.SUCCESS)
 
 
+def process_all_topics(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_ALL_TOPIC_CONFIG (21): ``{"dataVersion":..,"topicConfigTable":{name:
+    TopicConfig}}`` (``mqadmin exportMetadata`` / ``exportMetrics``)."""
+    return cmd.make_response(ResponseCode.SUCCESS, body=ctx.core.topics.wrapper_body())
+
+
 def process_all_groups(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): ``{"dataVersion":..,
     "subscriptionGroupTable":{name: SubscriptionGroupConfig}}``."""
@@ -104,6 +111,7 @@ def process_delete_group(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
 
 
 TABLE_PROCESSORS: dict[int, Processor] = {
+    RequestCode.GET_ALL_TOPIC_CONFIG: process_all_topics,
     RequestCode.UPDATE_BROKER_CONFIG: process_update_broker_config,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: process_all_groups,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: process_delete_group,

@@ -1,5 +1,5 @@
 """Admin requests the broker relays to one client of a group and answers with the
-client's own answer (RocketMQ ``AdminBrokerProcessor.callConsumer``, docs/admin.md §15):
+client's own answer (RocketMQ ``AdminBrokerProcessor.callConsumer``, docs/admin.md §16):
 
 ====  ===================================  ==========================================
 code  request                              answer

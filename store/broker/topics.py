@@ -289,6 +289,13 @@ class TopicConfigManager:
             self._persist_locked()
             return True
 
+    def wrapper_body(self) -> bytes:
+        """GET_ALL_TOPIC_CONFIG's ``TopicConfigSerializeWrapper``: the table and its data
+        version, as the file holds them (compact JSON)."""
+        with self._lock:
+            beans = {name: t.to_bean() for name, t in self._table.items()}
+            return self._file.document(beans).encode()
+
     def persist(self) -> None:
         """Write ``topics.json`` now."""
         with self._lock:

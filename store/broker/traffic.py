@@ -1,5 +1,5 @@
 """Message traffic counters for GET_BROKER_RUNTIME_INFO (docs/admin.md §6) and
-VIEW_BROKER_STATS_DATA (docs/admin.md §13): messages put and messages handed out by
+VIEW_BROKER_STATS_DATA (docs/admin.md §14): messages put and messages handed out by
 pulls since the broker started, and their rates; the same per topic (puts) and per
 ``topic@group`` (pulls).
 

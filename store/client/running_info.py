@@ -1,5 +1,5 @@
 """GET_CONSUMER_RUNNING_INFO (307): a broker asks one client how a group of it runs
-(``mqadmin consumerStatus``, relayed by the broker; docs/admin.md §15).
+(``mqadmin consumerStatus``, relayed by the broker; docs/admin.md §16).
 
 The answer body is a ``ConsumerRunningInfo`` in fastjson form: ``properties`` (the
 ``PROP_*`` keys ``consumerStatus`` reads: consume type, orderly, start time), the

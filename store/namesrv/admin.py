@@ -1,4 +1,4 @@
-"""The name server's admin requests (docs/admin.md §16), as RocketMQ 4.9.8's
+"""The name server's admin requests (docs/admin.md §17), as RocketMQ 4.9.8's
 ``DefaultRequestProcessor`` answers them:
 
 ====  ===================================  ==========================================

@@ -3,6 +3,8 @@ import java.io.ByteArrayOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -20,7 +22,7 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.tools.command.MQAdminStartup;
 
 /**
- * AdminBatch NAMESRV TOPIC GROUP N: many mqadmin command lines in one JVM (a JVM start costs
+ * AdminBatch NAMESRV TOPIC GROUP N [FILE]: many mqadmin command lines in one JVM (a JVM start costs
  * seconds on a loaded machine, a command a fraction of one), with a live producer and consumer.
  *
  * First, when N > 0: producer group GROUP_P sends N messages to TOPIC (which must exist),
@@ -28,7 +30,7 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  * first offset) consumes them all and commits. Both stay online while the commands run, so the
  * connection, status and progress views have something to show.
  *
- * Stdin: mqadmin command lines, one per line, arguments separated by tabs; those before a
+ * FILE (else stdin): mqadmin command lines, one per line, arguments separated by tabs; those before a
  * line "=start" run before the producer and consumer start (to create the topic), the rest
  * after. @MSGID@ and @OFFSETMSGID@ stand for the first message's unique and offset ids. Each line runs through
  * MQAdminStartup.main0 exactly as bin/mqadmin would; what it wrote to stdout and stderr is
@@ -55,9 +57,13 @@ public class AdminBatch {
     static void session(String[] a) throws Exception {
         String ns = a[0], topic = a[1], group = a[2];
         int n = Integer.parseInt(a[3]);
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         List<String> lines = new ArrayList<>();
-        for (String line; (line = in.readLine()) != null; ) { lines.add(line); }
+        if (a.length > 4) {
+            lines.addAll(Files.readAllLines(Paths.get(a[4]), StandardCharsets.UTF_8));
+        } else {
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            for (String line; (line = in.readLine()) != null; ) { lines.add(line); }
+        }
         int split = lines.indexOf("=start");
         List<String> setup = split < 0 ? new ArrayList<>() : lines.subList(0, split);
         List<String> commands = split < 0 ? lines : lines.subList(split + 1, lines.size());
