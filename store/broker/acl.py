@@ -435,6 +435,7 @@ PERMISSIONS: Mapping[int, Rule] = {
     _Q.VIEW_BROKER_STATS_DATA: SIGNED,
     _Q.GET_BROKER_CONSUME_STATS: SIGNED,
     _Q.QUERY_CONSUME_QUEUE: SIGNED,
+    305: SIGNED,  # GET_SYSTEM_TOPIC_LIST_FROM_BROKER (store.broker.admin_tables)
     _Q.GET_CONSUMER_RUNNING_INFO: SIGNED,  # relayed to the client (store.broker.client_calls)
     # --- the built-in name server's reads (served on the broker port)
     _Q.GET_ROUTEINFO_BY_TOPIC: SIGNED,

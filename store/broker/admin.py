@@ -292,6 +292,12 @@ def broker_properties(ctx: RequestContext) -> dict[str, object]:
         "offsetCheckInSlave": sc.offset_check_in_slave,
         "accessMessageInMemoryMaxRatio": sc.access_message_in_memory_max_ratio,
         "haListenPort": sc.ha_listen_port,
+        # what mqstore does not have, as the Java broker names it (exportConfigs reads them)
+        "filterServerNums": 0,
+        "msgTraceTopicName": "RMQ_SYS_TRACE_TOPIC",
+        "traceTopicEnable": False,
+        "traceOn": True,  # sends answer TRACE_ON=true (store.broker.processors)
+        "useTLS": False,
     }
 
 

@@ -6,6 +6,7 @@ code  request                              answer
 ====  ===================================  ==========================================
 21    GET_ALL_TOPIC_CONFIG                 ``TopicConfigSerializeWrapper`` (the table)
 25    UPDATE_BROKER_CONFIG                 body: properties text; live keys applied
+305   GET_SYSTEM_TOPIC_LIST_FROM_BROKER    ``TopicList``: the system topics
 201   GET_ALL_SUBSCRIPTIONGROUP_CONFIG     ``SubscriptionGroupWrapper`` (the table)
 207   DELETE_SUBSCRIPTIONGROUP             header ``groupName``, ``removeOffset``
 ====  ===================================  ==========================================
@@ -33,9 +34,13 @@ from dataclasses import replace
 from typing import Final
 
 from mqstore.broker.context import Processor, RequestContext
+from mqstore.broker.topics import system_topics
 from mqstore.broker.wire import BadRequestError, ext_str
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
+from mqstore.remoting.fastjson import dumps
+
+GET_SYSTEM_TOPIC_LIST_FROM_BROKER: Final = 305
 
 LIVE_KEYS: Final[dict[str, str]] = {
     "notifyConsumerIdsChangedEnable": "notify_consumer_ids_changed_enable",
@@ -94,6 +99,17 @@ def process_all_topics(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCom
     return cmd.make_response(ResponseCode.SUCCESS, body=ctx.core.topics.wrapper_body())
 
 
+def process_system_topics(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305): ``{"topicList":[..]}``, the topics the
+    broker starts with (``TopicConfigManager.getSystemTopic``; ``mqadmin
+    exportMetadata`` leaves them out)."""
+    cfg = ctx.core.config
+    names = [t.topic_name for t in system_topics(cfg.cluster_name, cfg.broker_name, True)]
+    return cmd.make_response(
+        ResponseCode.SUCCESS, body=dumps({"topicList": sorted(names)}).encode()
+    )
+
+
 def process_all_groups(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): ``{"dataVersion":..,
     "subscriptionGroupTable":{name: SubscriptionGroupConfig}}``."""
@@ -112,6 +128,7 @@ def process_delete_group(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
 
 TABLE_PROCESSORS: dict[int, Processor] = {
     RequestCode.GET_ALL_TOPIC_CONFIG: process_all_topics,
+    GET_SYSTEM_TOPIC_LIST_FROM_BROKER: process_system_topics,
     RequestCode.UPDATE_BROKER_CONFIG: process_update_broker_config,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: process_all_groups,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: process_delete_group,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -69,17 +70,15 @@ class ConsumerOffsetManager:
 
     def drop_topic(self, topic: str) -> None:
         """Forget every group's offsets of ``topic`` (the topic was deleted)."""
-        prefix = topic + TOPIC_GROUP_SEPARATOR
-        with self._lock:
-            for key in [k for k in self._table if k.startswith(prefix)]:
-                del self._table[key]
-                self._dirty = True
+        self._drop(lambda key: key.startswith(topic + TOPIC_GROUP_SEPARATOR))
 
     def drop_group(self, group: str) -> None:
         """Forget the group's offsets of every topic (the group was deleted)."""
-        suffix = TOPIC_GROUP_SEPARATOR + group
+        self._drop(lambda key: key.endswith(TOPIC_GROUP_SEPARATOR + group))
+
+    def _drop(self, doomed: Callable[[str], bool]) -> None:
         with self._lock:
-            for key in [k for k in self._table if k.endswith(suffix)]:
+            for key in [k for k in self._table if doomed(k)]:
                 del self._table[key]
                 self._dirty = True
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable
 
 from mqstore.client.allocate import MessageQueue
+from mqstore.client.by_group import ByGroup
 from mqstore.remoting.codec import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -59,26 +59,13 @@ def parse_reset_offset_body(body: bytes) -> dict[MessageQueue, int]:
     return out
 
 
-class ResetOffsetHandlers:
+class ResetOffsetHandlers(ByGroup[ResetHandler]):
     """The handlers of one transport, by group. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_group: dict[str, ResetHandler] = {}
-
-    def register(self, group: str, handler: ResetHandler) -> None:
-        with self._lock:
-            self._by_group[group] = handler
-
-    def unregister(self, group: str) -> None:
-        with self._lock:
-            self._by_group.pop(group, None)
 
     def dispatch(self, request: RemotingCommand) -> None:
         """Run the group's handler for one request (a bad body is logged, not raised)."""
         ext = request.ext_fields
-        with self._lock:
-            handler = self._by_group.get(ext.get("group", ""))
+        handler = self.get(ext.get("group", ""))
         if handler is None:
             return
         try:

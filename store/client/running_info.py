@@ -13,11 +13,11 @@ push consumer registers itself while running, and a group with none is SYSTEM_ER
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mqstore.client.allocate import MessageQueue
+from mqstore.client.by_group import ByGroup
 from mqstore.client.process_queue import ProcessQueue
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
@@ -94,26 +94,13 @@ def running_info_body(
     ).encode()  # fmt: skip
 
 
-class RunningInfoProviders:
+class RunningInfoProviders(ByGroup[Provider]):
     """The providers of one transport, by group. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_group: dict[str, Provider] = {}
-
-    def register(self, group: str, provider: Provider) -> None:
-        with self._lock:
-            self._by_group[group] = provider
-
-    def unregister(self, group: str) -> None:
-        with self._lock:
-            self._by_group.pop(group, None)
 
     def answer(self, request: RemotingCommand) -> RemotingCommand:
         """The response to one GET_CONSUMER_RUNNING_INFO request."""
         group = request.ext_fields.get("consumerGroup", "")
-        with self._lock:
-            provider = self._by_group.get(group)
+        provider = self.get(group)
         if provider is None:
             remark = f"The Consumer Group <{group}> not exist in this consumer"
             return request.make_response(ResponseCode.SYSTEM_ERROR, remark)

@@ -59,7 +59,17 @@ def test_update_broker_config_with_a_bad_value_changes_nothing(
     assert core.config.short_polling_time_ms == 1000
 
 
-# ------------------------------------------------------ 21, 201, 207: tables
+# --------------------------------------------------- 21, 201, 207, 305: tables
+
+
+def test_system_topic_list_names_the_topics_a_broker_starts_with(client: WireClient) -> None:
+    client.call(Rq.UPDATE_AND_CREATE_TOPIC, {"topic": "Mine", "readQueueNums": 1,
+                                             "writeQueueNums": 1, "perm": 6})  # fmt: skip
+    r = client.call(305)
+    assert r.code == Rs.SUCCESS
+    topics = set(loads(r.body)["topicList"])
+    assert {"TBW102", "SCHEDULE_TOPIC_XXXX", "DefaultCluster", "broker-a"} <= topics
+    assert "Mine" not in topics
 
 
 def test_all_topic_configs_list_the_system_topics_and_created_ones(client: WireClient) -> None:

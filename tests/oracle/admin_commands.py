@@ -88,7 +88,7 @@ COMMANDS: Final[tuple[Command, ...]] = (
     Command("consumeMessage -n {ns} -t {topic} -b {broker} -i 1 -o 0 -c 2", CLUSTER_PROPERTY),
     Command("allocateMQ -n {ns} -t {topic} -i 10.0.0.1,10.0.0.2"),
     Command("sendMsgStatus -n {ns} -b {broker} -s 16 -c 2", numbers=True),
-    Command("sendMessage -n {ns} -t {topic} -p hello -k kk -c tagx"),
+    Command("sendMessage -n {ns} -t {topic} -p hello -k kk -c tagx -b {broker} -i 0"),
     Command("checkMsgSendRT -n {ns} -t {topic} -a 2 -s 16", numbers=True),
     Command("cloneGroupOffset -n {ns} -s {group} -d {group}C -t {topic}"),
     Command("resetOffsetByTime -n {ns} -g {group}C -t {topic} -s -1"),
@@ -115,7 +115,7 @@ COMMANDS: Final[tuple[Command, ...]] = (
     Command("queryMsgTraceById -n {ns} -i @MSGID@"),
     Command("exportMetadata -n {ns} -c {cluster} -f {dir}"),
     Command("exportConfigs -n {ns} -c {cluster} -f {dir}"),
-    Command("exportMetrics -n {ns} -c {cluster} -f {dir}"),
+    Command("exportMetrics -n {ns} -c {cluster} -f {dir}", RUNTIME_KEYS),
     Command("wipeWritePerm -n {ns} -b {broker}", "WIPE_WRITE_PERM_OF_BROKER (205) is not served"),
     Command("addWritePerm -n {ns} -b {broker}", "ADD_WRITE_PERM_OF_BROKER (327) is not served"),
 )

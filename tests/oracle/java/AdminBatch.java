@@ -36,12 +36,12 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  * MQAdminStartup.main0 exactly as bin/mqadmin would; what it wrote to stdout and stderr is
  * printed between "### BEGIN n" and "### END n" (n counts from 0). The name server address
  * a previous line set with -n is cleared before each line. A command whose output names a
- * remoting timeout or send failure runs again (RETRIES), and a first, unprinted clusterList loads
+ * remoting timeout or send failure runs again, 2 s later (RETRIES), and a first, unprinted clusterList loads
  * the classes: on a loaded 2-core machine a JVM's first call can outlast its 3 s timeout.
  */
 public class AdminBatch {
     /** A command that timed out runs again, up to this many times (a loaded machine). */
-    static final int RETRIES = 2;
+    static final int RETRIES = 4;
 
     public static void main(String[] a) {
         int status = 0;
@@ -140,6 +140,7 @@ public class AdminBatch {
             }
             String text = admin(args);
             for (int retry = 0; retry < RETRIES && retryable(text); retry++) {
+                Thread.sleep(2000);
                 text = admin(args);
             }
             out.println("### BEGIN " + n);
