@@ -471,6 +471,8 @@ NAMESRV_PERMISSIONS: Mapping[int, Rule] = {
     _Q.GET_BROKER_CLUSTER_INFO: SIGNED,
     _Q.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: SIGNED,
     _Q.GET_KV_CONFIG: SIGNED,
+    _Q.GET_NAMESRV_CONFIG: SIGNED,  # mqadmin getNamesrvConfig (store.namesrv.admin)
+    _Q.DELETE_TOPIC_IN_NAMESRV: Rule(admin=True),  # mqadmin deleteTopic's second half
 }
 """The standalone name server's permission table (``mqstore namesrv --acl``), the same
 shape as :data:`PERMISSIONS`: its write codes need an admin account (a broker signs its
