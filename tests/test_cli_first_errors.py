@@ -121,3 +121,31 @@ def test_quickstart_on_an_existing_default_size_store_keeps_its_geometry(tmp_pat
         store.put_message(Message(topic="t", body=b"before"))
     assert main(["quickstart", str(root), "--messages", "30", "--no-spark"]) == 0
     assert [p.stat().st_size for p in (root / "commitlog").iterdir()] == [1 << 30]
+
+
+@pytest.mark.parametrize(
+    "master",
+    ["local", "local[*]", "local[2]", "local[2,4]", "local[*,3]", "local-cluster[2,1,1024]",
+     "spark://127.0.0.1:7077", "spark://a:7077,b:7077", "yarn", "k8s://https://h:6443"],
+)  # fmt: skip
+def test_master_urls_spark_takes_are_accepted(master: str):
+    from mqstore.tools.spark.session import check_master
+
+    check_master(master)
+
+
+@pytest.mark.parametrize(
+    "master", ["bogus", "local[0]", "local[", "spark://host", "spark://:7077", "k8s://", ""]
+)
+def test_master_urls_spark_refuses_are_refused_in_one_line(master: str):
+    from mqstore.tools.spark.session import SparkSetupError, check_master
+
+    with pytest.raises(SparkSetupError, match="bad Spark master URL"):
+        check_master(master)
+
+
+def test_a_listening_spark_master_passes_the_reachability_check():
+    from mqstore.tools.spark.session import check_master_reachable
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        check_master_reachable(f"spark://127.0.0.1:{server.getsockname()[1]}")
