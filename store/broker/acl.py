@@ -325,16 +325,42 @@ def sub_topic(name: str = "topic") -> Resources:
     return lambda ext, body: {_field(ext, name): Perm.SUB}
 
 
+DLQ_PREFIX = "%DLQ%"
+
+
+def consumed(topic: str, group: str, *, own_pop_retry: bool = False) -> Need:
+    """SUB on ``topic`` and ``group``, for a request of ``group`` on ``topic``. A retry
+    topic holds copies of other topics' records, so a group reads only its own
+    (``%RETRY%group``; with ``own_pop_retry``, also its POP retry topics
+    ``%RETRY%group_T`` / ``%RETRY%group+T``, which acks and changes of invisible time
+    name), as upstream 5.x refuses a pull whose "retry topic does not match consumer
+    group"; a dead-letter topic ``%DLQ%g`` also needs SUB on the group ``g``."""
+    own = retry_topic(group)
+    own_pop = own_pop_retry and topic.startswith((own + "_", own + "+"))
+    if topic.startswith(RETRY_PREFIX) and topic != own and not own_pop:
+        raise AclDenied("retry topic does not match consumer group.")
+    need = {topic: Perm.SUB, own: Perm.SUB}
+    if topic.startswith(DLQ_PREFIX):
+        need[retry_topic(topic[len(DLQ_PREFIX) :])] = Perm.SUB
+    return need
+
+
 def sub_topic_and_group(ext: Mapping[str, str], body: bytes) -> Need:
     """SUB on header fields ``topic`` and ``consumerGroup`` (a consumer's own queue)."""
-    return {_field(ext, "topic"): Perm.SUB, retry_topic(_field(ext, "consumerGroup")): Perm.SUB}
+    return consumed(_field(ext, "topic"), _field(ext, "consumerGroup"))
+
+
+def sub_handle_topic_and_group(ext: Mapping[str, str], body: bytes) -> Need:
+    """As :func:`sub_topic_and_group`, for a request with a receipt handle (ACK,
+    CHANGE_MESSAGE_INVISIBLETIME), whose topic may be the group's POP retry topic."""
+    return consumed(_field(ext, "topic"), _field(ext, "consumerGroup"), own_pop_retry=True)
 
 
 def body_topic_and_group(ext: Mapping[str, str], body: bytes) -> Need:
     """SUB on the JSON body's ``topic`` and ``consumerGroup`` (QUERY_ASSIGNMENT,
     SET_MESSAGE_REQUEST_MODE, our BATCH_ACK_MESSAGE body)."""
     obj = _json(body)
-    return {_field(obj, "topic"): Perm.SUB, retry_topic(_field(obj, "consumerGroup")): Perm.SUB}
+    return consumed(_field(obj, "topic"), _field(obj, "consumerGroup"), own_pop_retry=True)
 
 
 def _unregister(ext: Mapping[str, str], body: bytes) -> Need:
@@ -413,9 +439,9 @@ PERMISSIONS: Mapping[int, Rule] = {
     _Q.VIEW_MESSAGE_BY_ID: Rule(reads_records=True),
     # --- POP (5.x): the group's and the topic's SUB, as a pull
     _Q.POP_MESSAGE: Rule(sub_topic_and_group),
-    _Q.ACK_MESSAGE: Rule(sub_topic_and_group),
+    _Q.ACK_MESSAGE: Rule(sub_handle_topic_and_group),
     _Q.PEEK_MESSAGE: Rule(sub_topic_and_group),
-    _Q.CHANGE_MESSAGE_INVISIBLETIME: Rule(sub_topic_and_group),
+    _Q.CHANGE_MESSAGE_INVISIBLETIME: Rule(sub_handle_topic_and_group),
     _Q.NOTIFICATION: Rule(sub_topic_and_group),
     _Q.BATCH_ACK_MESSAGE: Rule(body_topic_and_group),
     _Q.QUERY_ASSIGNMENT: Rule(body_topic_and_group),

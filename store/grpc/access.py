@@ -53,7 +53,7 @@ import hmac
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from mqstore.broker.acl import AccessControl, AclDenied, Perm, Refusal, retry_topic
+from mqstore.broker.acl import AccessControl, AclDenied, Perm, Refusal, consumed, retry_topic
 from mqstore.grpc.protocol import ClientType, Code, status, svc
 
 AUTHORIZATION = "authorization"
@@ -160,17 +160,17 @@ def _heartbeat(need: dict[str, Perm], request: Any) -> None:
     _group(need, request.group)
 
 
-def _sub(group: Any, topic: Any, need: dict[str, Perm]) -> None:
-    need[retry_topic(_named(group, "group"))] = Perm.SUB
-    need[_named(topic, "topic")] = Perm.SUB
-
-
 def _group_and_topic(need: dict[str, Perm], request: Any) -> None:
-    _sub(request.group, request.topic, need)
+    """A request with a receipt handle or an assignment: the topic may be the group's
+    POP retry topic (``mqstore.broker.acl.consumed``)."""
+    group, topic = _named(request.group, "group"), _named(request.topic, "topic")
+    need.update(consumed(topic, group, own_pop_retry=True))
 
 
 def _group_and_queue(need: dict[str, Perm], request: Any) -> None:
-    _sub(request.group, request.message_queue.topic, need)
+    """A read of a queue: a retry topic must be the group's own."""
+    group = _named(request.group, "group")
+    need.update(consumed(_named(request.message_queue.topic, "topic"), group))
 
 
 def _send(need: dict[str, Perm], request: Any) -> None:

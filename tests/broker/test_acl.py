@@ -228,3 +228,24 @@ def test_admin_tool_changes_need_admin(acl_address: str, code: int) -> None:
     resp = _call(acl_address, RemotingCommand(code, ext_fields=ext), APP)
     assert resp.code == Rs.NO_PERMISSION
     assert resp.remark.startswith(f"Need admin permission for request code={code},")
+
+
+def test_a_non_ascii_signature_gets_one_log_line_and_an_answer_on_a_live_connection(
+    acl_address: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ext = {"topic": "orders", "AccessKey": "app-key", "Signature": "sïgnätüre"}
+    bad = RemotingCommand(Rq.GET_MAX_OFFSET, ext_fields={**ext, "queueId": "0"})
+    client = RemotingClient()
+    try:
+        with caplog.at_level("INFO", logger="mqstore.broker.server"):
+            resp = client.invoke(acl_address, bad, 5)
+        assert (resp.code, resp.remark) == (Rs.NO_PERMISSION,
+                                            "Check signature failed for accessKey=app-key")  # fmt: skip
+        lines = [r for r in caplog.records if r.name == "mqstore.broker.server"]
+        assert len(lines) == 1 and lines[0].exc_info is None
+        assert "Check signature failed" in lines[0].getMessage()
+        # the same connection still answers
+        again = client.invoke(acl_address, replace(bad, ext_fields={"queueId": "0"}), 5)
+        assert again.code == Rs.NO_PERMISSION
+    finally:
+        client.close()

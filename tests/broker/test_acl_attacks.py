@@ -3,7 +3,7 @@ without rights on the victim's topic and group: no data is read, written or acke
 
 The victim's topic ``SecretT`` holds three records whose bodies start ``SECRET-``; the
 victim group has popped all three (in flight, 60 s). ``mallory`` may use only its own
-topic and group and is DENY on ``SecretT``; it knows the victim's receipt handles (they
+topic (and any group's name but the victim's) and is DENY on ``SecretT``; it knows the victim's receipt handles (they
 are not secret: the revive topic's checkpoints carry their fields) and the physical
 offset of a secret record. After each attack: no response body holds a secret, SecretT
 and mallory's retry topics hold nothing new, the topic and the group still exist, and
@@ -41,8 +41,9 @@ ACL = {
         {"accessKey": "victim-key", "secretKey": "victim-secret",
          "topicPerms": ["SecretT=PUB|SUB"], "groupPerms": ["victim=SUB"]},
         {"accessKey": "mallory-key", "secretKey": "mallory-secret",
-         "defaultTopicPerm": "DENY", "defaultGroupPerm": "DENY",
-         "topicPerms": ["MalloryT=PUB|SUB", "SecretT=DENY"], "groupPerms": ["mallory=SUB"]},
+         "defaultTopicPerm": "DENY", "defaultGroupPerm": "SUB",
+         "topicPerms": ["MalloryT=PUB|SUB", "SecretT=DENY"],
+         "groupPerms": ["mallory=SUB", "victim=DENY"]},
     ]
 }  # fmt: skip
 MALLORY = AclSigner("mallory-key", "mallory-secret")
@@ -150,6 +151,14 @@ CASES: list[tuple[int, str, Callable[[Scene], RemotingCommand], str]] = [
         "consumerGroup": "mallory", "topic": "SecretT", "queueId": "0", "queueOffset": "0",
         "maxMsgNums": "32", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0",
         "subscription": "*"}), REFUSED),
+    (Rq.PULL_MESSAGE, "victim's POP retry topic", lambda s: _cmd(Rq.PULL_MESSAGE, {
+        "consumerGroup": "mallory", "topic": "%RETRY%victim_SecretT", "queueId": "0",
+        "queueOffset": "0", "maxMsgNums": "32", "sysFlag": "0", "commitOffset": "0",
+        "suspendTimeoutMillis": "0", "subscription": "*"}), REFUSED),
+    (Rq.POP_MESSAGE, "victim's POP retry topic", lambda s: _cmd(Rq.POP_MESSAGE, {
+        "consumerGroup": "mallory", "topic": "%RETRY%victim_SecretT", "queueId": "-1",
+        "maxMsgNums": "32", "invisibleTime": "60000", "pollTime": "0", "bornTime": _now(),
+        "initMode": "0"}), REFUSED),
     (Rq.QUERY_MESSAGE, "by key", lambda s: _cmd(Rq.QUERY_MESSAGE, {
         "topic": "SecretT", "key": "k1", "maxNum": "32", "beginTimestamp": "0",
         "endTimestamp": str(2**62)}), REFUSED),

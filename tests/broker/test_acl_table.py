@@ -168,3 +168,39 @@ def test_a_signed_timestamp_outside_the_window_is_refused(code: int, name: str) 
     )
     with pytest.raises(AclDenied, match=f"signed timestamp <{name}>"):
         acl.check(stale.code, stale.ext_fields, stale.body, "127.0.0.1", now_ms=now)
+
+
+# ------------------------------------------ retry and dead-letter topics: copies of others
+
+
+@pytest.mark.parametrize(
+    "code",
+    [RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE, RequestCode.PEEK_MESSAGE,
+     RequestCode.NOTIFICATION, RequestCode.QUERY_CONSUMER_OFFSET],
+)  # fmt: skip
+@pytest.mark.parametrize("topic", ["%RETRY%victim", "%RETRY%victim_SecretT", "%RETRY%mallory_T"])
+def test_a_read_of_another_groups_retry_topic_is_refused(code: int, topic: str) -> None:
+    with pytest.raises(AclDenied, match="retry topic does not match consumer group"):
+        resources_of(code, {"topic": topic, "consumerGroup": "mallory"}, b"")
+
+
+def test_a_group_reads_its_own_retry_topic() -> None:
+    need = resources_of(RequestCode.PULL_MESSAGE, {"topic": "%RETRY%g", "consumerGroup": "g"}, b"")
+    assert need == {"%RETRY%g": Perm.SUB}
+
+
+@pytest.mark.parametrize(
+    "code", [RequestCode.ACK_MESSAGE, RequestCode.CHANGE_MESSAGE_INVISIBLETIME]
+)
+def test_an_ack_may_name_the_groups_own_pop_retry_topic(code: int) -> None:
+    need = resources_of(code, {"topic": "%RETRY%g_T", "consumerGroup": "g"}, b"")
+    assert need == {"%RETRY%g_T": Perm.SUB, "%RETRY%g": Perm.SUB}
+    with pytest.raises(AclDenied, match="retry topic does not match consumer group"):
+        resources_of(code, {"topic": "%RETRY%victim_T", "consumerGroup": "g"}, b"")
+
+
+def test_a_dead_letter_topic_also_needs_sub_on_its_group() -> None:
+    need = resources_of(
+        RequestCode.PULL_MESSAGE, {"topic": "%DLQ%victim", "consumerGroup": "g"}, b""
+    )
+    assert need == {"%DLQ%victim": Perm.SUB, "%RETRY%g": Perm.SUB, "%RETRY%victim": Perm.SUB}
