@@ -233,3 +233,15 @@ def test_denied_group_is_forbidden() -> None:
 def test_global_white_list_admits_a_peer_without_header() -> None:
     GrpcAccess(ACL).check("QueryRoute", svc.QueryRouteRequest(topic=_res("anything")), [],
                           "ipv4:10.10.3.4:1")  # fmt: skip
+
+
+def test_a_receive_of_another_groups_retry_topic_is_refused() -> None:
+    req = svc.ReceiveMessageRequest(group=_res("mallory"), message_queue=pb.MessageQueue(
+        topic=_res("%RETRY%victim_SecretT")))  # fmt: skip
+    with pytest.raises(AclDenied, match="retry topic does not match consumer group"):
+        resources_of("ReceiveMessage", req)
+
+
+def test_an_ack_may_name_the_groups_own_pop_retry_topic() -> None:
+    req = svc.AckMessageRequest(group=_res("g"), topic=_res("%RETRY%g_T"))
+    assert resources_of("AckMessage", req) == {"%RETRY%g": Perm.SUB, "%RETRY%g_T": Perm.SUB}
