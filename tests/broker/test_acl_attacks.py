@@ -210,6 +210,25 @@ CASES: list[tuple[int, str, Callable[[Scene], RemotingCommand], str]] = [
                                                          {"topic": "SecretT"}), REFUSED),
     (Rq.INVOKE_BROKER_TO_RESET_OFFSET, "rewind victim", lambda s: _cmd(
         Rq.INVOKE_BROKER_TO_RESET_OFFSET, _RESET), REFUSED),
+    (Rq.GET_ALL_TOPIC_CONFIG, "dump", lambda s: _cmd(Rq.GET_ALL_TOPIC_CONFIG), REFUSED),
+    (Rq.UPDATE_BROKER_CONFIG, "close the broker", lambda s: _cmd(
+        Rq.UPDATE_BROKER_CONFIG, body=b"brokerPermission=0\n"), REFUSED),
+    (Rq.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, "dump", lambda s: _cmd(
+        Rq.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), REFUSED),
+    (Rq.DELETE_SUBSCRIPTIONGROUP, "victim", lambda s: _cmd(Rq.DELETE_SUBSCRIPTIONGROUP, {
+        "groupName": "victim", "cleanOffset": "true"}), REFUSED),
+    (Rq.QUERY_TOPIC_CONSUME_BY_WHO, "metadata", lambda s: _cmd(Rq.QUERY_TOPIC_CONSUME_BY_WHO,
+                                                               {"topic": "SecretT"}), ANY),
+    (305, "metadata", lambda s: _cmd(305), ANY),  # GET_SYSTEM_TOPIC_LIST_FROM_BROKER
+    (Rq.GET_CONSUMER_RUNNING_INFO, "metadata", lambda s: _cmd(Rq.GET_CONSUMER_RUNNING_INFO, {
+        "consumerGroup": "victim", "clientId": "m", "jstackEnable": "false"}), ANY),
+    (Rq.VIEW_BROKER_STATS_DATA, "metadata", lambda s: _cmd(Rq.VIEW_BROKER_STATS_DATA, {
+        "statsName": "TOPIC_PUT_NUMS", "statsKey": "SecretT"}), ANY),
+    (Rq.GET_BROKER_CONSUME_STATS, "metadata", lambda s: _cmd(Rq.GET_BROKER_CONSUME_STATS, {
+        "isOrder": "false", "timeoutMillis": "3000"}), ANY),
+    (Rq.QUERY_CONSUME_QUEUE, "units, not records", lambda s: _cmd(Rq.QUERY_CONSUME_QUEUE, {
+        "topic": "SecretT", "queueId": "0", "index": "0", "count": "3",
+        "consumerGroup": "victim"}), ANY),
     (Rq.QUERY_ASSIGNMENT, "victim", lambda s: _cmd(Rq.QUERY_ASSIGNMENT, body=json.dumps({
         "topic": "SecretT", "consumerGroup": "victim", "clientId": "m"}).encode()), REFUSED),
     (Rq.SET_MESSAGE_REQUEST_MODE, "victim", lambda s: _cmd(Rq.SET_MESSAGE_REQUEST_MODE,
