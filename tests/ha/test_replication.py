@@ -383,3 +383,19 @@ def test_slave_serves_pulls_and_key_lookups_of_replicated_messages(tmp_path: Pat
         assert g.status is GetStatus.FOUND
         assert [x.body for x in g.messages] == [f"b{i}".encode() for i in range(20)]
         assert [x.body for x in s.query_by_key("ha", "k7").messages] == [b"b7"]
+
+
+def test_a_slave_reopened_as_master_takes_over_where_the_master_stopped(tmp_path: Path):
+    """README "Failing over to a slave": stop the slave, open its directory as a master."""
+    with MessageStore.open(master_cfg(tmp_path / "m", BrokerRole.ASYNC_MASTER)) as m:
+        port = ha_service.serve(m).port
+        ends = [m.put_message(msg(i)) for i in range(8)]
+        with MessageStore.open(slave_cfg(tmp_path / "s", port)) as s:
+            wait_until(lambda: caught_up(m, s), 10, "slave caught up")
+    with MessageStore.open(master_cfg(tmp_path / "s", BrokerRole.ASYNC_MASTER)) as promoted:
+        assert promoted.wait_dispatched(10)
+        assert promoted.max_offset_in_queue("ha", 0) == 2
+        r = promoted.put_message(msg(8))
+        assert r.status is PutStatus.PUT_OK
+        assert r.physical_offset == ends[-1].physical_offset + ends[-1].size
+        assert r.queue_offset == 2  # queue 0 held messages 0 and 4
