@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 
 import pytest
 
+from mqstore.broker.inprocess import InProcessTransport
+from mqstore.client.producer import Producer
+from mqstore.message import Message
 from tests.client import consumer_harness
 from tests.client.consumer_harness import FIRST, Seen, broker, create_topic, produce, wait_until
 
@@ -138,3 +142,19 @@ def test_orderly_consumption_keeps_per_queue_order_across_a_rebalance(core):
     finally:
         for c in cs:
             c.shutdown()
+
+
+def test_a_consumer_started_before_its_topic_exists_gets_the_first_message_at_once(core):
+    # issue 33: it waited for its next rebalance (20 s by default, 60 s here); the topic's
+    # creation now notifies the groups subscribed to it
+    seen = Seen()
+    c = start_consumer(core, seen, "c0", topic="Later")
+    try:
+        with InProcessTransport(core) as t, Producer("pg", t) as p:
+            t0 = time.monotonic()
+            p.send(Message("Later", b"first"))
+            assert seen.wait_for(lambda counts: counts["first"] == 1, 5)
+            took = time.monotonic() - t0
+        assert took < 5, took
+    finally:
+        c.shutdown()

@@ -20,5 +20,5 @@ def test_java_producer_and_push_group_through_each_name_server(
     assert group.ask("send 20", "sent") == [20, 0]
     group.ask("start", "started")
     group.ask("wait 20 60000", "got")
-    acked, distinct, _, lost = group.ask("quit", "summary")
+    acked, distinct, _, lost, _ = group.ask("quit", "summary")
     assert (acked, distinct, lost) == (20, 20, 0), s.label

@@ -28,12 +28,17 @@ import org.apache.rocketmq.common.message.MessageExt;
  *   send N      N sync sends of bodies "m-<seq>"             -> "sent ACKED FAILED" (totals)
  *   wait N MS   until N distinct bodies consumed, or MS ms   -> "got DISTINCT DELIVERIES FIRST_MS"
  *               (FIRST_MS: from the first send to the first consumption, -1 if none yet)
- *   quit        stop everything                              -> "summary ACKED DISTINCT REDELIVERED LOST"
- *               (REDELIVERED: deliveries beyond the first of a body; LOST: acked, never consumed)
- * A body counts as consumed when a listener returns CONSUME_SUCCESS for it.
+ *   quit        stop everything                              -> "summary ACKED DISTINCT REDELIVERED LOST STORED_TWICE"
+ *               (REDELIVERED: deliveries of a stored message (broker, queue, queue offset)
+ *               beyond its first; LOST: acked bodies never consumed; STORED_TWICE: bodies
+ *               consumed from more than one stored message, a producer retry of a send
+ *               whose answer the kill of a broker cut off)
+ * A message counts as consumed when a listener returns CONSUME_SUCCESS for it.
  */
 public class Group {
     static final Map<String, AtomicInteger> deliveries = new ConcurrentHashMap<>();
+    static final Map<String, AtomicInteger> stored = new ConcurrentHashMap<>();
+    static final Map<String, Set<String>> copies = new ConcurrentHashMap<>();
     static final Set<String> acked = ConcurrentHashMap.newKeySet();
     static final AtomicLong firstSend = new AtomicLong(0), firstConsume = new AtomicLong(0);
     static final AtomicInteger total = new AtomicInteger();
@@ -64,9 +69,13 @@ public class Group {
         c.subscribe(topic, "*");
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
-                deliveries.computeIfAbsent(new String(m.getBody()), k -> new AtomicInteger()).incrementAndGet();
+                firstConsume.compareAndSet(0, System.nanoTime());  // before the body is counted
+                String body = new String(m.getBody());
+                String where = m.getBrokerName() + "/" + m.getQueueId() + "/" + m.getQueueOffset();
+                deliveries.computeIfAbsent(body, k -> new AtomicInteger()).incrementAndGet();
+                stored.computeIfAbsent(where, k -> new AtomicInteger()).incrementAndGet();
+                copies.computeIfAbsent(body, k -> ConcurrentHashMap.newKeySet()).add(where);
                 total.incrementAndGet();
-                firstConsume.compareAndSet(0, System.nanoTime());
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
@@ -113,10 +122,11 @@ public class Group {
         }
         for (DefaultMQPushConsumer c : cs) c.shutdown();
         p.shutdown();
-        int redelivered = 0, lost = 0;
-        for (AtomicInteger d : deliveries.values()) redelivered += d.get() - 1;
+        int redelivered = 0, lost = 0, twice = 0;
+        for (AtomicInteger d : stored.values()) redelivered += d.get() - 1;
         for (String b : acked) if (!deliveries.containsKey(b)) lost++;
-        System.out.println("summary " + acked.size() + " " + deliveries.size() + " " + redelivered + " " + lost);
+        for (Set<String> c : copies.values()) if (c.size() > 1) twice++;
+        System.out.println("summary " + acked.size() + " " + deliveries.size() + " " + redelivered + " " + lost + " " + twice);
         System.out.flush();
         System.exit(0);
     }
