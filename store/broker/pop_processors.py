@@ -23,8 +23,10 @@ fields are the upstream ``*RequestHeader`` / ``*ResponseHeader`` names:
 - QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE: bodies and rules in
   ``mqstore.broker.pop_assignment``.
 
-Long polling (``pollTime``) holds the worker thread for at most
-:data:`MAX_POLL_MS`; the broker's pull hold service is not used for POP.
+Long polling (``pollTime``, at most :data:`MAX_POLL_MS`): the broker server runs
+POP_MESSAGE and NOTIFICATION through ``mqstore.broker.pop_polling``, which suspends a
+request that finds nothing without holding a thread; the processors here, called with
+``pollTime`` > 0 directly, wait on the calling thread.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING
 from mqstore.broker.context import Processor, RequestContext
 from mqstore.broker.names import RETRY_GROUP_TOPIC_PREFIX
 from mqstore.broker.pop_assignment import RequestMode, RequestModeTable, assign
+from mqstore.broker.pop_polling import MAX_POLL_MS, PopPolling
 from mqstore.broker.wire import BadRequestError, ext_int, ext_str
 from mqstore.errors import InvalidReceiptHandleError
 from mqstore.pop import wire as pop_wire
@@ -50,8 +53,6 @@ from mqstore.remoting.fastjson import dumps, loads
 
 if TYPE_CHECKING:
     from mqstore.broker.core import BrokerCore
-
-MAX_POLL_MS = 20_000
 
 
 class PopCode(enum.IntEnum):
@@ -83,6 +84,9 @@ class BrokerPop:
         )  # fmt: skip
         self.modes = RequestModeTable(Path(core.store.root) / "config" / "messageRequestMode.json")
         self.service.start()
+        self.polling = PopPolling()
+        """The suspended POP_MESSAGE / NOTIFICATION requests (long polling)."""
+        core.store.add_arrival_listener(self.polling.on_arrival)
 
     def _queue_ids(self, topic: str) -> Sequence[int]:
         tc = self.core.topics.get(topic)
@@ -95,7 +99,9 @@ class BrokerPop:
         return (g.retry_max_times if g is not None else 16) + 1
 
     def close(self) -> None:
-        """Stop the revive thread and save the POP state."""
+        """Answer the held requests, stop the revive thread and save the POP state."""
+        self.core.store.remove_arrival_listener(self.polling.on_arrival)
+        self.polling.stop()
         self.service.stop()
 
 

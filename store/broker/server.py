@@ -23,7 +23,10 @@ the client's registrations (the group rebalances at once).
 
 Rule 4. Blocking work runs on a thread pool; requests that cannot block (offset
 lookups, routes, pulls, and puts under ASYNC_FLUSH) run on the loop thread, because
-the pool hand-off would cost more than the work (:func:`inline_codes`).
+the pool hand-off would cost more than the work (:func:`inline_codes`). No long poll
+holds a thread while it waits: a PULL that finds nothing is held by the core's
+``PullHoldService``, a POP_MESSAGE or NOTIFICATION by ``mqstore.broker.pop_polling``;
+both are answered later from another thread.
 
 Rule 5. The store host written into records (and so into message ids, which clients
 dial) is the store's ``store_host`` config, fixed when the store opens. To serve on a
@@ -33,17 +36,18 @@ store with ``store_host=(host, sock.getsockname()[1])``, and serve on that socke
 other process can take it in between. ``BrokerServer(core, host, 0)`` alone binds a
 free port only after the store opened, so its message ids name the configured address.
 
-Rule 6. No client takes unbounded memory or the whole loop (:class:`ServerLimits`).
+Rule 6. No client takes unbounded memory or the whole loop (:class:`ServerLimits`,
+shared by every server: ``mqstore.limits``, docs/limits.md).
 Back-pressure: a connection whose unsent output passes ``write_high_water`` (a client
 that sends and does not read) is not read, and its received requests are not run,
 until the output drains below ``write_low_water``; the same holds while it has
 ``max_in_flight`` requests running or held (long polls). Partial frames: a frame is at
 most 16 MiB (the codec refuses more), and the bytes of unfinished frames over all
-connections together are capped at ``max_buffered_total``: the connection whose data
-passes the cap is closed. Fairness: a connection runs at most ``frames_per_turn``
-requests, then the loop serves the others before it runs the rest (its reading
-paused meanwhile), so a flood of pipelined requests delays a new client by one round,
-not by the flood. Idle connections (nothing read or written for
+connections together are capped at ``max_buffered_total``: when a read passes the
+cap, the connections holding the most are closed. Fairness: a connection runs at most
+``frames_per_turn`` requests, then the loop serves the others before it runs the rest
+(its reading paused meanwhile), so a flood of pipelined requests delays a new client by
+one round, not by the flood. Idle connections (nothing read or written for
 ``idle_timeout_s``, RocketMQ's ``channelMaxIdleTimeSeconds`` = 120) are closed.
 
 Rule 7. With ``acl`` (:class:`~mqstore.broker.acl.AccessControl`), every request is
@@ -70,16 +74,18 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypeVar
 
 from mqstore.broker.acl import AccessControl, AclDenied, read_refusal
 from mqstore.broker.context import RequestContext
 from mqstore.broker.core import BrokerCore
+from mqstore.broker.pop_polling import SUSPENDING
 from mqstore.broker.processors import Records, process, process_pull
 from mqstore.closeable import Stoppable
 from mqstore.config import BrokerRole, FlushDiskType
 from mqstore.failures import FailureCounter
+from mqstore.limits import PartialFrames, ServerLimits, close_idle
 from mqstore.remoting.codec import (
     FrameDecoder,
     ProtocolError,
@@ -94,32 +100,6 @@ log = logging.getLogger(__name__)
 _PREFIX = struct.Struct(">iI")
 T = TypeVar("T")
 DEFAULT_PORT = 10911
-
-
-@dataclass(frozen=True, slots=True)
-class ServerLimits:
-    """The bounds of Rule 6; the defaults suit a broker, tests pass small ones."""
-
-    write_high_water: int = 4 * 1024 * 1024
-    """Unsent output bytes of one connection above which it is no longer read."""
-    write_low_water: int = 1024 * 1024
-    """Unsent output bytes below which a paused connection is read again."""
-    max_in_flight: int = 1024
-    """Requests of one connection running on the pool or held (long polls) at once."""
-    frames_per_turn: int = 32
-    """Requests one connection runs before the loop serves the others."""
-    max_buffered_total: int = 128 * 1024 * 1024
-    """Bytes of unfinished frames over all connections together."""
-    idle_timeout_s: float = 120.0
-    """A connection with nothing read or written for this long is closed."""
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.write_low_water <= self.write_high_water:
-            raise ValueError("need 0 <= write_low_water <= write_high_water")
-        if min(self.max_in_flight, self.frames_per_turn, self.max_buffered_total) < 1:
-            raise ValueError("max_in_flight, frames_per_turn, max_buffered_total must be >= 1")
-        if self.idle_timeout_s <= 0:
-            raise ValueError("idle_timeout_s must be > 0")
 
 
 def bind_listener(host: str, port: int = 0) -> socket.socket:
@@ -187,7 +167,7 @@ class _Connection(asyncio.Protocol):
         self.server = server
         self.loop = server.loop
         self.limits = server.limits
-        self.decoder = FrameDecoder()
+        self.decoder = FrameDecoder(server.limits.max_frame_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self.ctx: RequestContext | None = None
@@ -197,8 +177,6 @@ class _Connection(asyncio.Protocol):
         self._write_paused = False
         self._reading_paused = False
         self._pump_scheduled = False
-        self._counted = 0
-        """This connection's share of ``server.buffered_total``."""
         self._calls: dict[int, Future[RemotingCommand]] = {}
         """Broker-to-client requests awaiting the client's answer, by opaque (:meth:`call`)."""
 
@@ -228,15 +206,10 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         self.decoder.receive_data(data)
-        self._account()
-        if self.server.buffered_total > self.limits.max_buffered_total:
-            self.server.failures.record(
-                "buffering partial frames over the total cap", OverflowError(self.peer), self.peer
-            )
-            self.abort()
-            return
         if not self._pump_scheduled:
-            self._pump()
+            self._pump()  # decodes first: a whole request holds no partial bytes
+        else:
+            self._account()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -248,8 +221,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
-        self.server.buffered_total -= self._counted
-        self._counted = 0
+        self.server.partial.account(self, 0)
         self.transport = None
         for waiting in self._calls.values():
             waiting.set_exception(ConnectionError("the client's connection closed"))
@@ -263,10 +235,18 @@ class _Connection(asyncio.Protocol):
     def _blocked(self) -> bool:
         return self._write_paused or self.in_flight >= self.limits.max_in_flight
 
+    @property
+    def busy(self) -> bool:
+        """True while a request of this connection is running or held."""
+        return self.in_flight > 0
+
     def _account(self) -> None:
-        buffered = self.decoder.buffered
-        self.server.buffered_total += buffered - self._counted
-        self._counted = buffered
+        """Report the decoder's partial bytes; over the server's total, the connections
+        holding the most are closed (Rule 6)."""
+        if self.server.partial.account(self, self.decoder.buffered):
+            self.server.failures.record(
+                "buffering partial frames over the total cap", OverflowError(self.peer), self.peer
+            )
 
     def abort(self) -> None:
         """Close the connection now, dropping unsent output."""
@@ -338,6 +318,13 @@ class _Connection(asyncio.Protocol):
         if oneway:  # processors build a response regardless; it is dropped below
             cmd = replace(cmd, flag=cmd.flag & ~RemotingFlag.ONEWAY.value)
         inline = cmd.code in self.server.inline_codes
+        suspending = SUSPENDING.get(cmd.code)
+        if suspending is not None:  # long polls: held without a thread, answered later
+            self.in_flight += 1
+            respond = _Responder(self, oneway)
+            if self.server.submit(suspending, ctx, cmd, lambda r: respond(r, ())) is None:
+                self.in_flight -= 1
+            return
         if cmd.code == RequestCode.PULL_MESSAGE:
             self.in_flight += 1
             respond = _Responder(self, oneway)
@@ -361,6 +348,9 @@ class _Connection(asyncio.Protocol):
             fut.add_done_callback(lambda f: self._finish(cmd, oneway, f))
 
     def _finish(self, cmd: RemotingCommand, oneway: bool, fut: Future[RemotingCommand]) -> None:
+        if fut.cancelled():  # the server is stopping: nobody is left to answer
+            _Responder(self, True)(cmd, ())
+            return
         err = fut.exception()
         if err is not None:
             self.server.failures.record(f"request {cmd.code}", err)
@@ -485,7 +475,7 @@ class BrokerServer(Stoppable):
         self.acl = acl
         """When set, every request passes :meth:`AccessControl.check` first (Rule 7)."""
         self.limits = limits or ServerLimits()
-        self.buffered_total = 0
+        self.partial = PartialFrames(self.limits.max_buffered_total)
         """Bytes received and not yet decoded, over all connections (loop thread)."""
         self.failures = FailureCounter(log, "broker server")
         self.host = host
@@ -530,7 +520,9 @@ class BrokerServer(Stoppable):
                     serving = self.loop.create_server(factory, self.host, self.port)
                 self._server = self.loop.run_until_complete(serving)
                 self.port = self._server.sockets[0].getsockname()[1]
-                self._idle_check = self.loop.create_task(self._close_idle())
+                self._idle_check = self.loop.create_task(
+                    close_idle(lambda: self.connections, self.limits.idle_timeout_s, "broker")
+                )
             except BaseException as e:
                 if self._sock is not None:
                     self._sock.close()
@@ -552,17 +544,10 @@ class BrokerServer(Stoppable):
         log.info("broker %s serving on %s", self.core.config.broker_name, self.address)
         return self.port
 
-    async def _close_idle(self) -> None:
-        """Close connections idle for ``idle_timeout_s`` (Rule 6), checking a few times
-        per timeout."""
-        timeout = self.limits.idle_timeout_s
-        while True:
-            await asyncio.sleep(min(timeout / 4, 5.0))
-            deadline = time.monotonic() - timeout
-            for conn in list(self.connections):
-                if conn.last_active < deadline and conn.in_flight == 0:
-                    log.info("closing %s:%d: idle for %.0f s", *conn.peer, timeout)
-                    conn.abort()
+    @property
+    def buffered_total(self) -> int:
+        """Bytes of unfinished frames over all connections (loop thread)."""
+        return self.partial.total
 
     async def _close_all(self) -> None:
         if self._idle_check is not None:

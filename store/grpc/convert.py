@@ -7,7 +7,8 @@ does here"):
   consumer sees the same message id; tag -> ``TAGS``; keys -> ``KEYS``;
   ``message_group`` -> ``__SHARDINGKEY``; user properties as they are (a name the
   store reserves is refused with ILLEGAL_MESSAGE_PROPERTY_KEY).
-- A GZIP body is inflated and stored as is (the store keeps its own compression flag).
+- A GZIP body is inflated (at most ``max_body`` bytes, refused as soon as it passes them:
+  MESSAGE_BODY_TOO_LARGE) and stored as is (the store keeps its own compression flag).
 - ``delivery_timestamp`` in the future: the store has RocketMQ 4's delay levels, not the
   5.x timer wheel, so the message takes the *smallest level that is not shorter* than
   the wait (never early; at most one level late). Later than the highest level:
@@ -31,13 +32,12 @@ tag and the keys: MESSAGE_PROPERTIES_TOO_LARGE.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from mqstore.compression import decompress
+from mqstore.compression import InflateLimitError, Stream, decompress, inflate
 from mqstore.errors import IllegalMessageError, IllegalTopicError, StoreError
 from mqstore.grpc.protocol import Code, MessageType, pb
 from mqstore.message import (
@@ -205,9 +205,13 @@ def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgo
         raise RequestRefusedError(Code.NOT_IMPLEMENTED, f"{name} are not supported by mqstore")
     body = bytes(msg.body)
     if sp.body_encoding == pb.Encoding.GZIP:
-        try:
-            body = gzip.decompress(body)
-        except (OSError, EOFError, zlib.error) as e:
+        try:  # bounded: a GZIP bomb is refused at max_body + 1 inflated bytes
+            body = inflate(body, Stream.GZIP, max_body)
+        except InflateLimitError:
+            raise RequestRefusedError(
+                Code.MESSAGE_BODY_TOO_LARGE, f"GZIP body inflates to more than {max_body} bytes"
+            ) from None
+        except ValueError as e:
             raise RequestRefusedError(Code.MESSAGE_CORRUPTED, f"bad GZIP body: {e}") from None
     if not body:
         raise RequestRefusedError(Code.MESSAGE_BODY_EMPTY, "message body is empty")

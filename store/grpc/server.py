@@ -6,17 +6,21 @@ with a broker core or an embedded store.
 
 Plaintext only, bound to 127.0.0.1 unless told otherwise (8081 as the proxy). A
 request larger than :attr:`GrpcConfig.max_request_bytes` is refused by gRPC itself
-(RESOURCE_EXHAUSTED) before any handler runs; at most ``max_concurrent_rpcs`` calls
-run at once (long polls and telemetry streams hold a worker each), more are refused
-with RESOURCE_EXHAUSTED rather than queued without end. At most
-``ServiceConfig.max_long_polls`` receives wait at once (kept below ``max_workers``, so
-workers stay free for every other call); one connection opens at most
+(RESOURCE_EXHAUSTED) before any handler runs. The connection and call bounds are the
+shared :class:`~mqstore.limits.ServerLimits` (docs/limits.md): at most
+``max_calls_total`` calls run or wait at once, more are refused with
+RESOURCE_EXHAUSTED rather than queued without end; one connection opens at most
 ``max_streams_per_connection`` concurrent streams (HTTP/2 SETTINGS); a connection with
-no call for ``idle_timeout_ms`` is closed (120 s, as the remoting server), and the
-server pings a connection quiet for ``keepalive_ms`` to find dead peers. With
+no call for ``idle_timeout_s`` is closed (120 s, as the remoting server), and the
+server pings a connection quiet for ``keepalive_ms`` to find dead peers. Every call
+runs on a worker thread, so the calls that wait are bounded to leave workers free: at
+most ``ServiceConfig.max_long_polls`` receives wait at once, at most
+``max_streams_total`` Telemetry streams are open, and a stream with no first message
+within ``first_message_s`` is cancelled (``mqstore.grpc.streams``). With
 :attr:`GrpcConfig.acl`, every request must be signed by an account of the broker's
 plain ACL and hold the permissions its RPC needs, else it is answered UNAUTHORIZED or
-FORBIDDEN without running (``mqstore.grpc.access``).
+FORBIDDEN without running (``mqstore.grpc.access``); a Telemetry stream ends at its
+first refused message.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from mqstore.closeable import Stoppable
 from mqstore.grpc.access import GrpcAccess, guard
 from mqstore.grpc.protocol import SERVICE_NAME, svc
 from mqstore.grpc.service import MALFORMED_REQUEST, MessagingService, ServiceConfig
+from mqstore.grpc.streams import StreamLimits
+from mqstore.limits import ServerLimits
 from mqstore.message_store import MessageStore
 
 DEFAULT_PORT = 8081
@@ -59,9 +65,10 @@ def _lenient(message_class: Any) -> Callable[[bytes], Any]:
     return parse
 
 
-def _handlers(service: MessagingService, access: GrpcAccess | None = None) -> Any:
+def _handlers(service: MessagingService, access: GrpcAccess | None, streams: StreamLimits) -> Any:
     """The method handlers of every RPC of the service descriptor, on ``service``; with
-    ``access``, each request is checked against the ACL first (``mqstore.grpc.access``)."""
+    ``access``, each request is checked against the ACL first (``mqstore.grpc.access``);
+    client streams are bounded by ``streams`` before anything else."""
     makers = {
         (False, False): grpc.unary_unary_rpc_method_handler,
         (False, True): grpc.unary_stream_rpc_method_handler,
@@ -72,8 +79,12 @@ def _handlers(service: MessagingService, access: GrpcAccess | None = None) -> An
     for m in svc.DESCRIPTOR.services_by_name["MessagingService"].methods:
         make = makers[(m.client_streaming, m.server_streaming)]
         behaviour = getattr(service, m.name)
+        if access is not None:
+            behaviour = guard(access, m, behaviour)
+        if m.client_streaming:
+            behaviour = streams.wrap(behaviour)
         handlers[m.name] = make(
-            behaviour if access is None else guard(access, m, behaviour),
+            behaviour,
             request_deserializer=_lenient(getattr(svc, m.input_type.name)),
             response_serializer=getattr(svc, m.output_type.name).SerializeToString,
         )
@@ -89,14 +100,13 @@ class GrpcConfig:
     """0: any free port (see :attr:`GrpcEndpoint.port` once started)."""
     advertised_host: str | None = None
     """The host routes name (default: ``host``, or 127.0.0.1 for a wildcard)."""
-    max_workers: int = 64
-    max_concurrent_rpcs: int = 256
+    max_workers: int = 128
+    """Threads running calls; long polls and open streams together take at most
+    three quarters of them."""
     max_request_bytes: int | None = None
     """Largest request accepted (default: the store's max message size + 64 KiB)."""
-    max_streams_per_connection: int = 100
-    """Concurrent calls one HTTP/2 connection may have open (``grpc.max_concurrent_streams``)."""
-    idle_timeout_ms: int = 120_000
-    """A connection without a call this long is closed (``grpc.max_connection_idle_ms``)."""
+    limits: ServerLimits = dataclasses.field(default_factory=ServerLimits)
+    """Calls, streams, idle connections: the bounds every server shares."""
     keepalive_ms: int = 60_000
     """The server pings a connection quiet this long; no answer within
     ``keepalive_timeout_ms`` closes it."""
@@ -119,6 +129,7 @@ class GrpcEndpoint(Stoppable):
         else:
             self.core, self._owns_core = BrokerCore(target), True
         self.service: MessagingService | None = None
+        self.streams: StreamLimits | None = None
         self._server: Any = None
         self.port = 0
 
@@ -146,14 +157,15 @@ class GrpcEndpoint(Stoppable):
         if cfg.port:
             _probe(cfg.host, cfg.port)
         limit = cfg.max_request_bytes or self.core.store.cfg.max_message_size + 64 * 1024
+        bounds = cfg.limits
         server = grpc.server(
             ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="mqstore-grpc"),
-            maximum_concurrent_rpcs=cfg.max_concurrent_rpcs,
+            maximum_concurrent_rpcs=bounds.max_calls_total,
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.so_reuseport", 0),
-                ("grpc.max_concurrent_streams", cfg.max_streams_per_connection),
-                ("grpc.max_connection_idle_ms", cfg.idle_timeout_ms),
+                ("grpc.max_concurrent_streams", bounds.max_streams_per_connection),
+                ("grpc.max_connection_idle_ms", int(bounds.idle_timeout_s * 1000)),
                 ("grpc.keepalive_time_ms", cfg.keepalive_ms),
                 ("grpc.keepalive_timeout_ms", cfg.keepalive_timeout_ms),
             ],
@@ -173,7 +185,11 @@ class GrpcEndpoint(Stoppable):
         )
         self.service = MessagingService(self.core, svc_cfg)
         access = GrpcAccess(cfg.acl) if cfg.acl is not None else None
-        server.add_generic_rpc_handlers((_handlers(self.service, access),))
+        # a quarter of the workers is never taken by a call that waits
+        spare = cfg.max_workers - polls - cfg.max_workers // 4
+        open_streams = min(bounds.max_streams_total, max(1, spare))
+        self.streams = StreamLimits(open_streams, bounds.first_message_s)
+        server.add_generic_rpc_handlers((_handlers(self.service, access, self.streams),))
         server.start()
         self._server = server
         return self.port
@@ -188,6 +204,8 @@ class GrpcEndpoint(Stoppable):
             self.service.close()
         # bounded: a call gRPC itself failed to end must not hold the broker's shutdown
         server.stop(grace).wait(grace + STOP_WAIT_S)
+        if self.streams is not None:
+            self.streams.close()
         if self._owns_core:
             self.core.shutdown()
 

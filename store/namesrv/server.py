@@ -24,6 +24,13 @@ broker checks its own (``mqstore.broker.acl.NAMESRV_PERMISSIONS``, docs/acl.md Â
 REGISTER_BROKER and UNREGISTER_BROKER need an admin account's signature, reads any
 account's; a refusal is NO_PERMISSION with the reason.
 
+Limits (``mqstore.limits``, :data:`~mqstore.limits.NAME_SERVER_LIMITS` by default), as
+the broker's: a frame is at most ``max_frame_bytes``; the bytes of unfinished frames
+over all connections are capped at ``max_buffered_total`` (past it, the connections
+holding the most are closed); a connection idle for ``idle_timeout_s`` is closed (a broker
+registers every 30 s, a client asks routes every 30 s); a connection runs at most
+``frames_per_turn`` requests before the loop serves the others.
+
 Liveness (RocketMQ's ``scanNotActiveBroker``): every ``scan_interval_s`` (10 s) addresses
 not registered for ``expiry_s`` (120 s) are dropped. A connection that registered
 brokers and closes drops them at once (``BrokerHousekeepingService``); a broker that is
@@ -35,12 +42,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from mqstore.broker.acl import NAMESRV_PERMISSIONS, AccessControl, AclDenied
 from mqstore.broker.wire import ext_int, ext_str
 from mqstore.closeable import Stoppable
+from mqstore.limits import NAME_SERVER_LIMITS, PartialFrames, ServerLimits, close_idle
 from mqstore.namesrv import admin, bodies
 from mqstore.namesrv.routes import (
     DEFAULT_EXPIRY_S,
@@ -71,20 +80,40 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self, server: NameServer) -> None:
         self.server = server
-        self.decoder = FrameDecoder()
+        self.decoder = FrameDecoder(server.limits.max_frame_bytes)
         self.transport: asyncio.Transport | None = None
         self.registered: set[str] = set()
         """Broker addresses registered over this connection (dropped when it closes)."""
+        self.last_active = time.monotonic()
+        self._pump_scheduled = False
+
+    busy = False
+    """Every request is answered at once: nothing is ever pending."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.server.connections.add(self)
 
+    def abort(self) -> None:
+        """Close the connection now."""
+        if self.transport is not None:
+            self.transport.abort()
+
     def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
         self.decoder.receive_data(data)
+        if not self._pump_scheduled:
+            self._pump()
+
+    def _pump(self) -> None:
+        """Answer up to ``frames_per_turn`` requests; the rest after the others' turns."""
+        self._pump_scheduled = False
         try:
-            while isinstance(cmd := self.decoder.next_command(), RemotingCommand):
+            for _ in range(self.server.limits.frames_per_turn):
+                cmd = self.decoder.next_command()
+                if not isinstance(cmd, RemotingCommand):
+                    break
                 if cmd.is_response:
                     continue
                 if cmd.is_oneway:  # processed, never answered (a 4.9.8 broker's triggered
@@ -94,14 +123,19 @@ class _Connection(asyncio.Protocol):
                 resp = self.server.process(self, cmd)
                 if self.transport is not None:
                     self.transport.write(encode(resp))
+            else:
+                self._pump_scheduled = True
+                self.server.loop.call_soon(self._pump)
         except ProtocolError as e:
             log.info("namesrv: closing a connection: %s", e)
-            if self.transport is not None:
-                self.transport.abort()
+            self.abort()
+        if self.server.partial.account(self, self.decoder.buffered):
+            log.warning("namesrv: closed connections holding partial frames over the cap")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.server.connections.discard(self)
+        self.server.partial.account(self, 0)
         for addr in self.registered:
             self.server.routes.channel_closed(addr)
 
@@ -117,6 +151,7 @@ class NameServer(Stoppable):
         expiry_s: float = DEFAULT_EXPIRY_S,
         scan_interval_s: float = DEFAULT_SCAN_INTERVAL_S,
         acl: AccessControl | None = None,
+        limits: ServerLimits = NAME_SERVER_LIMITS,
     ) -> None:
         if scan_interval_s <= 0:
             raise ValueError("scan_interval_s must be > 0")
@@ -126,6 +161,9 @@ class NameServer(Stoppable):
         self.scan_interval_s = scan_interval_s
         self.acl = acl
         """With ACL, every request is checked against ``NAMESRV_PERMISSIONS`` first."""
+        self.limits = limits
+        self.partial = PartialFrames(limits.max_buffered_total)
+        """Bytes of unfinished frames over all connections (loop thread)."""
         self.loop = asyncio.new_event_loop()
         self.connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
@@ -252,6 +290,9 @@ class NameServer(Stoppable):
                 )
                 self.port = int(self._server.sockets[0].getsockname()[1])
                 scan = self.loop.create_task(self._scan())
+                idle = self.loop.create_task(
+                    close_idle(lambda: self.connections, self.limits.idle_timeout_s, "namesrv")
+                )
             except BaseException as e:
                 failure.append(e)
                 ready.set()
@@ -259,6 +300,7 @@ class NameServer(Stoppable):
             ready.set()
             self.loop.run_forever()
             scan.cancel()
+            idle.cancel()
             self._server.close()
             for conn in list(self.connections):
                 if conn.transport is not None:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from mqstore.broker.core import BrokerCore
-from mqstore.broker.server import BrokerServer, ServerLimits
+from mqstore.broker.server import BrokerServer
+from mqstore.limits import ServerLimits
 from mqstore.remoting.codec import RemotingCommand, encode
 from mqstore.remoting.codes import RequestCode as Rq
 from mqstore.remoting.codes import ResponseCode as Rs
@@ -156,24 +157,24 @@ def is_closed(sock: socket.socket, timeout: float = 3.0) -> bool:
         return False
 
 
-def test_partial_frames_over_the_total_cap_close_the_connection_that_passes_it(
+def test_partial_frames_over_the_total_cap_close_the_connection_holding_the_most(
     core: BrokerCore,
 ) -> None:
     cap = 1 << 20
     srv = serve(core, max_buffered_total=cap)
     try:
         host, port = srv.address.rsplit(":", 1)
-        first = socket.create_connection((host, int(port)))
-        first.sendall(partial_frame(900 * 1024, 700 * 1024))
+        hog = socket.create_connection((host, int(port)))
+        hog.sendall(partial_frame(900 * 1024, 800 * 1024))
         time.sleep(0.3)
-        second = socket.create_connection((host, int(port)))
-        second.sendall(partial_frame(900 * 1024, 700 * 1024))
-        assert is_closed(second)
-        assert not is_closed(first, timeout=0.3)
-        assert on_loop(srv, lambda: srv.buffered_total) == 700 * 1024  # type: ignore[comparison-overlap]
+        small = socket.create_connection((host, int(port)))
+        small.sendall(partial_frame(900 * 1024, 300 * 1024))  # passes the cap
+        assert is_closed(hog)
+        assert not is_closed(small, timeout=0.3)
+        assert on_loop(srv, lambda: srv.buffered_total) == 300 * 1024  # type: ignore[comparison-overlap]
         with WireClient(srv.address) as good:
             assert latency(good) < 1.0
-        first.close()
+        small.close()
         time.sleep(0.3)
         assert on_loop(srv, lambda: srv.buffered_total) == 0  # type: ignore[comparison-overlap]
     finally:

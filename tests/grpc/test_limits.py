@@ -16,6 +16,7 @@ from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
 
 from mqstore.broker.core import BrokerCore
 from mqstore.grpc import GrpcConfig, GrpcEndpoint, ServiceConfig
+from mqstore.limits import ServerLimits
 from tests.grpc.conftest import GROUP, TOPIC
 
 WORKERS = 16
@@ -29,7 +30,7 @@ def _rss_mib() -> float:
 @pytest.fixture
 def small(core: BrokerCore) -> Iterator[GrpcEndpoint]:
     cfg = GrpcConfig(
-        port=0, max_workers=WORKERS, idle_timeout_ms=800,
+        port=0, max_workers=WORKERS, limits=ServerLimits(idle_timeout_s=0.8),
         service=ServiceConfig(long_polling_ms=4000),
     )  # fmt: skip
     ep = GrpcEndpoint(core, cfg)
@@ -123,3 +124,74 @@ def test_idle_connection_is_closed_by_the_server(small: GrpcEndpoint):
             time.sleep(0.05)
         assert states[0] is grpc.ChannelConnectivity.READY
         assert grpc.ChannelConnectivity.IDLE in states[1:]
+
+
+@pytest.fixture
+def streams_small(core: BrokerCore) -> Iterator[GrpcEndpoint]:
+    limits = ServerLimits(first_message_s=0.5, max_streams_total=2)
+    ep = GrpcEndpoint(core, GrpcConfig(port=0, max_workers=WORKERS, limits=limits))
+    ep.start()
+    yield ep
+    ep.stop(grace=0.2)
+
+
+def _silent(stop: threading.Event) -> Iterator[svc.TelemetryCommand]:
+    stop.wait(30)
+    return
+    yield
+
+
+def _settings() -> svc.TelemetryCommand:
+    cmd = svc.TelemetryCommand()
+    cmd.settings.publishing.topics.add().name = TOPIC
+    return cmd
+
+
+def test_a_silent_telemetry_stream_is_cancelled_after_the_first_message_time(
+    streams_small: GrpcEndpoint,
+) -> None:
+    stop = threading.Event()
+    with grpc.insecure_channel(streams_small.address) as ch:
+        call = MessagingServiceStub(ch).Telemetry(_silent(stop), timeout=20)
+        t0 = time.monotonic()
+        with pytest.raises(grpc.RpcError) as e:
+            list(call)
+        stop.set()
+    assert e.value.code() == grpc.StatusCode.CANCELLED
+    assert time.monotonic() - t0 < 10  # the client's own deadline is 20 s
+    assert streams_small.streams is not None and streams_small.streams.watch.cancelled == 1
+
+
+def test_a_telemetry_stream_that_sent_its_settings_stays_open(
+    streams_small: GrpcEndpoint,
+) -> None:
+    def commands() -> Iterator[svc.TelemetryCommand]:
+        yield _settings()
+        time.sleep(1.5)  # three times the first-message time
+        yield _settings()
+
+    with grpc.insecure_channel(streams_small.address) as ch:
+        answers = list(MessagingServiceStub(ch).Telemetry(commands(), timeout=20))
+    assert [a.status.code for a in answers] == [pb.Code.OK, pb.Code.OK]
+
+
+def test_telemetry_streams_past_the_bound_are_refused_at_once(
+    streams_small: GrpcEndpoint,
+) -> None:
+    stop = threading.Event()
+    with grpc.insecure_channel(streams_small.address) as ch:
+        stub = MessagingServiceStub(ch)
+        held = [stub.Telemetry(_settings_then_wait(stop), timeout=20) for _ in range(2)]
+        for call in held:
+            assert next(call).status.code == pb.Code.OK  # both open and served
+        with pytest.raises(grpc.RpcError) as e:
+            list(stub.Telemetry(iter([_settings()]), timeout=20))
+        stop.set()
+        for call in held:
+            list(call)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def _settings_then_wait(stop: threading.Event) -> Iterator[svc.TelemetryCommand]:
+    yield _settings()
+    stop.wait(20)

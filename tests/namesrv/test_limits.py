@@ -1,0 +1,55 @@
+"""The name server's connection limits (``mqstore.limits``), over real sockets."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mqstore.limits import ServerLimits
+from mqstore.namesrv.server import NameServer
+from mqstore.remoting.codes import RequestCode as Rq
+from mqstore.remoting.codes import ResponseCode as Rs
+from tests.broker.wire_client import WireClient
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def small() -> Iterator[NameServer]:
+    srv = NameServer(port=0, limits=ServerLimits(idle_timeout_s=0.4, max_buffered_total=1 << 20))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+def test_an_idle_connection_is_closed(small: NameServer) -> None:
+    sock = socket.create_connection(("127.0.0.1", small.port))
+    with sock:
+        assert _closed_within(sock, 5.0)
+
+
+def test_the_largest_half_frame_is_dropped_and_a_small_request_still_answered(
+    small: NameServer,
+) -> None:
+    hog = socket.create_connection(("127.0.0.1", small.port))
+    with hog, WireClient(small.address) as client:
+        hog.sendall(struct.pack(">iI", (4 << 20) - 4, 16) + bytes(900 * 1024))
+        time.sleep(0.1)
+        hog.sendall(bytes(200 * 1024))  # passes the 1 MiB cap: the hog goes
+        assert _closed_within(hog, 5.0)
+        resp = client.call(Rq.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+        assert resp.code == Rs.TOPIC_NOT_EXIST
