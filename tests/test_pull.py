@@ -377,3 +377,52 @@ def test_pull_benchmark_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     printed = capsys.readouterr().out
     assert "pull_raw_8q" in printed and "dispatch lag" in printed
     assert out.exists()
+
+
+# ------------------------------------------------------------ limits at their edges
+
+
+def test_on_disk_byte_limit_stops_a_batch_before_the_count(tmp_path: Path):
+    with open_store(tmp_path, mapped_file_size_consume_queue=1000 * 20,
+                    access_message_in_memory_max_ratio=0) as s:  # fmt: skip
+        size = put_n(s, 20)[0].size  # every record is "on disk": ratio 0
+        g = MessageStore.get_message(s, "g", "T", 0, 0, 32, "*", max_bytes=3 * size + 1)
+        assert (len(g.messages), g.next_begin_offset) == (3, 3)  # < the 8 on-disk count
+
+
+def _limits_with_memory(memory_bytes: int):
+    from mqstore.consumequeue.get import PullLimits
+
+    return PullLimits(16000, 256 * 1024, 32, 64 * 1024, 8, memory_bytes)
+
+
+def test_suggest_pulling_from_slave_turns_on_one_byte_past_the_memory_threshold(tmp_path: Path):
+    from mqstore.consumequeue.filter import parse_subscription
+    from mqstore.consumequeue.get import select
+
+    with open_store(tmp_path, mapped_file_size_consume_queue=1000 * 20) as s:
+        put_n(s, 5)
+        cq = s.queues.find("T", 0)
+        last = cq.unit_at(4)
+        behind = s.segments.max_offset - last[0]  # bytes from the last pulled to the end
+        sub = parse_subscription("*")
+        at = select(cq, s.segments, 0, 32, sub, _limits_with_memory(behind), None)
+        past = select(cq, s.segments, 0, 32, sub, _limits_with_memory(behind - 1), None)
+        assert len(at.items) == len(past.items) == 5
+        assert (at.suggest_pulling_from_slave, past.suggest_pulling_from_slave) == (False, True)
+
+
+def test_a_pull_from_a_non_zero_offset_across_blank_units_returns_what_follows(tmp_path: Path):
+    from mqstore.consumequeue.filter import parse_subscription
+    from mqstore.consumequeue.get import select
+
+    with open_store(tmp_path, mapped_file_size_consume_queue=1000 * 20) as s:
+        put_n(s, 3)
+        other = put_n(s, 1, queue_id=1)[0]
+        cq = s.queues.find("T", 0)
+        assert cq.put(other.physical_offset, other.size, 0, 8)  # units 3..7 are blank
+        g = select(cq, s.segments, 1, 32, parse_subscription("*"),
+                   _limits_with_memory(1 << 40), None)  # fmt: skip
+        assert g.status is GetStatus.FOUND
+        assert g.queue_offsets == [1, 2, 8]
+        assert g.next_begin_offset == 9

@@ -35,6 +35,13 @@ bytes a ``memcpy`` may store last).
 Anything else may be a torn tail whose later pages survived, and keeping what follows
 it would serve records whose predecessors were lost: the log is cut.
 
+What recovery does not see: after a clean shutdown only the last three segments are
+scanned, so damage older than that (a flipped bit in a segment flushed long ago) is
+neither found nor fenced at open, and a pull serves the record as it is read, corrupt
+body included, unless ``check_crc_on_read`` is set (RocketMQ behaves the same;
+``mqstore audit`` reads every segment). A range fenced once stays fenced
+(``damage.json``), whichever later open no longer scans it.
+
 Worked example: segments of 8192 bytes holding 47 records of 172 bytes and a blank
 at 8084 recover to 8084; the next append writes the blank again and rolls to the
 segment at 8192.
@@ -496,9 +503,13 @@ def messages_lost(segments: Segments, i: int, pos: int, j: int, next_pos: int) -
     """Queue offsets missing between the bad record at (``i``, ``pos``) and the
     record at (``j``, ``next_pos``): per queue seen on both sides, the first offset
     after minus the one that should have followed the last before. The records before
-    are read from the start of segment ``i``, those after up to
-    :data:`LOST_LOOKAHEAD` records."""
+    are read from the start of segment ``i`` (and of the segment before it when the
+    damage starts segment ``i``: a missing segment, filled with zeros, has no record
+    before its damage), those after up to :data:`LOST_LOOKAHEAD` records."""
     before: dict[tuple[str, int], int] = {}
+    if pos == 0 and i > 0:
+        prev = segments.files[i - 1]
+        _last_offsets(prev.view, prev.file_size, before)
     mf = segments.files[i]
     p = 0
     while p < pos:
@@ -530,6 +541,18 @@ def messages_lost(segments: Segments, i: int, pos: int, j: int, next_pos: int) -
                 break
         p += r.size
     return lost
+
+
+def _last_offsets(view: memoryview, size: int, out: dict[tuple[str, int], int]) -> None:
+    """The queue offset after the last record of each queue in one segment's valid
+    records from its start (stops at the first invalid one)."""
+    p = 0
+    while True:
+        r = fmt.scan(view, p, size, check_crc=False)
+        if not isinstance(r, fmt.RecordInfo):
+            return
+        out[(r.topic, r.queue_id)] = r.queue_offset + 1
+        p += r.size
 
 
 def _corrupt_why(r: fmt.ScanResult, offset: int) -> str:

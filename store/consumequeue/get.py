@@ -26,8 +26,9 @@ or the request's byte limit, or the transfer limits: 256 KiB / 32 messages while
 the record is "in memory" (less than 40% of RAM behind the CommitLog end), 64 KiB /
 8 messages otherwise.
 
-Blank pre-fill units are skipped like filtered ones (RocketMQ would read 2 GiB at
-offset 0 and report MESSAGE_WAS_REMOVING).
+Blank units (pre-fill, and padding of a gap) are skipped before anything else: they
+neither end a batch (RocketMQ would count their 2 GiB size, or read 2 GiB at offset 0
+and report MESSAGE_WAS_REMOVING) nor count as the physical offset the pull reached.
 """
 
 from __future__ import annotations
@@ -193,6 +194,9 @@ def _scan(
     total, count, max_phy_pulling, skip_below = 0, 0, 0, -1
     mf_view, mf_start, mf_end, mf_wrote = _NO_FILE  # see _commitlog_file
     for phys, size, tags in units:  # the hot loop of every pull: no call per unit
+        if size == BLANK_SIZE and not phys:  # a blank pads: it neither fills a batch
+            q += 1  # (its size is 2 GiB) nor says where the pull reads (physical 0)
+            continue
         if count:  # the batch is full: limits.caps folds the request's limits in
             if phys >= mem_from:  # "in memory"
                 if total + size > mem_bytes or count >= mem_count:
@@ -202,7 +206,7 @@ def _scan(
         max_phy_pulling = phys
         this_q = q
         q += 1
-        if phys < skip_below or (size == BLANK_SIZE and not phys):
+        if phys < skip_below:
             continue
         if match is not None and not match(tags):
             miss = GetStatus.NO_MATCHED_MESSAGE

@@ -140,6 +140,53 @@ def test_random_bytes_in_a_middle_segment_lose_only_the_records_they_hit(
         s.close()
 
 
+def _last_of_scanned_segment(puts: list[Put]) -> Put:
+    """The last record of the first segment a clean open scans (the third-to-last)."""
+    segment = puts[-1].phys // FILE_SIZE - 2
+    return max((p for p in puts if p.phys // FILE_SIZE == segment), key=lambda p: p.phys)
+
+
+def test_damage_running_into_a_blank_tail_ends_its_range_at_the_blank(tmp_path: Path):
+    s, puts = _write(tmp_path, 600, seed=11)
+    s.close()
+    victim = _last_of_scanned_segment(puts)  # the next valid record is in the next one
+    bad = (victim.phys + 40, victim.phys + 104)
+    _overwrite(s.root, bad[0], random.Random(12).randbytes(64))
+    s = reopen(s.cfg)
+    try:
+        blank = victim.phys + victim.size
+        assert blank % FILE_SIZE != 0  # the segment ends with a blank record
+        assert [(d.start, d.end) for d in s.damage] == [(victim.phys, blank)]
+        _check(s, puts, [bad])
+    finally:
+        s.close()
+
+
+def test_damage_across_a_blank_tail_into_the_next_segment_is_two_ranges(tmp_path: Path):
+    s, puts = _write(tmp_path, 600, seed=13)
+    s.close()
+    victim = _last_of_scanned_segment(puts)
+    next_segment = victim.phys - victim.phys % FILE_SIZE + FILE_SIZE
+    first_next = min((p for p in puts if p.phys >= next_segment), key=lambda p: p.phys)
+    assert first_next.phys == next_segment
+    bad = [(victim.phys + 40, victim.phys + 104), (first_next.phys + 40, first_next.phys + 104)]
+    for a, b in bad:
+        _overwrite(s.root, a, random.Random(a).randbytes(b - a))
+    s = reopen(s.cfg)
+    try:
+        after = first_next.phys + first_next.size
+        assert [(d.start, d.end) for d in s.damage] == [
+            (victim.phys, victim.phys + victim.size), (first_next.phys, after)
+        ]
+        assert sum(d.messages_lost for d in s.damage) == 2
+        served = _served(s)
+        for p in puts:
+            expected = None if p in (victim, first_next) else p.body
+            assert served.get((p.queue_id, p.queue_offset)) == expected
+    finally:
+        s.close()
+
+
 def test_truncate_policy_cuts_at_the_damage_as_rocketmq_does(tmp_path: Path):
     s, victim = _damaged(tmp_path, seed=3, victim=300)
     s = reopen(s.cfg, recovery_policy=RecoveryPolicy.TRUNCATE)
@@ -210,6 +257,7 @@ def test_a_missing_middle_segment_is_fenced_and_the_rest_served(tmp_path: Path):
         lost = [p for p in puts if start <= p.phys < start + FILE_SIZE]
         first_after = min(p.phys for p in puts if p.phys >= start + FILE_SIZE)
         assert [(d.start, d.end) for d in s.damage] == [(start, first_after)]
+        assert s.damage[0].messages_lost == len(lost)  # counted from the consume queues
         served = _served(s)
         for p in puts:
             key = (p.queue_id, p.queue_offset)

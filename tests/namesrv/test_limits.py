@@ -13,6 +13,7 @@ from mqstore.limits import ServerLimits
 from mqstore.namesrv.server import NameServer
 from mqstore.remoting.codes import RequestCode as Rq
 from mqstore.remoting.codes import ResponseCode as Rs
+from tests.broker.test_server_limits import is_closed
 from tests.broker.wire_client import WireClient
 
 pytestmark = pytest.mark.integration
@@ -26,20 +27,10 @@ def small() -> Iterator[NameServer]:
     srv.stop()
 
 
-def _closed_within(sock: socket.socket, seconds: float) -> bool:
-    sock.settimeout(seconds)
-    try:
-        return sock.recv(1) == b""
-    except TimeoutError:
-        return False
-    except OSError:
-        return True
-
-
 def test_an_idle_connection_is_closed(small: NameServer) -> None:
     sock = socket.create_connection(("127.0.0.1", small.port))
     with sock:
-        assert _closed_within(sock, 5.0)
+        assert is_closed(sock, 5.0)
 
 
 def test_the_largest_half_frame_is_dropped_and_a_small_request_still_answered(
@@ -50,6 +41,6 @@ def test_the_largest_half_frame_is_dropped_and_a_small_request_still_answered(
         hog.sendall(struct.pack(">iI", (4 << 20) - 4, 16) + bytes(900 * 1024))
         time.sleep(0.1)
         hog.sendall(bytes(200 * 1024))  # passes the 1 MiB cap: the hog goes
-        assert _closed_within(hog, 5.0)
+        assert is_closed(hog, 5.0)
         resp = client.call(Rq.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
         assert resp.code == Rs.TOPIC_NOT_EXIST
