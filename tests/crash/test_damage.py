@@ -176,7 +176,8 @@ def test_damage_across_a_blank_tail_into_the_next_segment_is_two_ranges(tmp_path
     try:
         after = first_next.phys + first_next.size
         assert [(d.start, d.end) for d in s.damage] == [
-            (victim.phys, victim.phys + victim.size), (first_next.phys, after)
+            (victim.phys, victim.phys + victim.size),
+            (first_next.phys, after),
         ]
         assert sum(d.messages_lost for d in s.damage) == 2
         served = _served(s)
