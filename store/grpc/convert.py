@@ -33,7 +33,6 @@ tag and the keys: MESSAGE_PROPERTIES_TOO_LARGE.
 from __future__ import annotations
 
 import hashlib
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
