@@ -124,7 +124,8 @@ def _send_cmd(topic: str) -> RemotingCommand:
 
 def _pop_cmd(topic: str, poll_ms: int) -> RemotingCommand:
     ext = {"consumerGroup": "popg", "topic": topic, "queueId": "-1", "maxMsgNums": "1",
-           "invisibleTime": "60000", "pollTime": str(poll_ms), "bornTime": "0",
+           "invisibleTime": "60000", "pollTime": str(poll_ms),
+           "bornTime": str(int(time.time() * 1000)),
            "initMode": "0", "expType": "TAG", "exp": "*"}  # fmt: skip
     return RemotingCommand(code=200050, ext_fields=ext)
 

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.integration
 
 def pop_cmd(poll_ms: int, group: str = "g", order: bool = False) -> RemotingCommand:
     ext = {"consumerGroup": group, "topic": "T", "queueId": "-1", "maxMsgNums": "4",
-           "invisibleTime": "60000", "pollTime": str(poll_ms), "bornTime": "0",
+           "invisibleTime": "60000", "pollTime": str(poll_ms),
+           "bornTime": str(int(time.time() * 1000)),
            "initMode": "0", "expType": "TAG", "exp": "*",
            "order": "true" if order else "false"}  # fmt: skip
     return RemotingCommand(code=200050, ext_fields=ext)
