@@ -36,7 +36,9 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+# pip and Spark on a busy machine can take many minutes (the spark test once waited 9 for
+# its venv at a load average of 25): more than the suite's per-test default of 600 s.
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(1800)]
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 EXTRAS: dict[str, list[str]] = PYPROJECT["project"]["optional-dependencies"]
