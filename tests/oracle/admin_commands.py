@@ -22,10 +22,6 @@ SAME: Final = "same"
 START: Final = "=start"
 """The line separating set-up commands from the rest (``AdminBatch.java``)."""
 
-CLUSTER_PROPERTY: Final = (
-    "a 4.9.8 broker adds the CLUSTER property to every message it stores "
-    "(SendMessageProcessor); mqstore stores the properties as sent"
-)
 RUNTIME_KEYS: Final = (
     "GET_BROKER_RUNTIME_INFO: mqstore fills the keys it keeps (docs/admin.md §6), not the "
     "Java broker's thread-pool, latency and page-cache keys, and names itself in "
@@ -77,15 +73,15 @@ COMMANDS: Final[tuple[Command, ...]] = (
     Command("brokerConsumeStats -n {ns} -b {addr}"),
     Command("statsAll -n {ns}", numbers=True),
     Command("statsAll -n {ns} -t {topic}", numbers=True),
-    Command("queryMsgById -n {ns} -i @OFFSETMSGID@", CLUSTER_PROPERTY),
-    Command("queryMsgByUniqueKey -n {ns} -i @MSGID@ -t {topic}", CLUSTER_PROPERTY),
+    Command("queryMsgById -n {ns} -i @OFFSETMSGID@"),
+    Command("queryMsgByUniqueKey -n {ns} -i @MSGID@ -t {topic}"),
     Command("queryMsgByKey -n {ns} -t {topic} -k k1"),
-    Command("queryMsgByOffset -n {ns} -t {topic} -b {broker} -i 0 -o 0", CLUSTER_PROPERTY),
-    Command("queryCq -n {ns} -t {topic} -q 0 -i 0 -c 5 -b {addr}", CLUSTER_PROPERTY),
+    Command("queryMsgByOffset -n {ns} -t {topic} -b {broker} -i 0 -o 0"),
+    Command("queryCq -n {ns} -t {topic} -q 0 -i 0 -c 5 -b {addr}"),
     Command("queryCq -n {ns} -t {topic} -q 0 -i 7 -c 5 -b {addr}"),
-    Command("printMsg -n {ns} -t {topic}", CLUSTER_PROPERTY),
+    Command("printMsg -n {ns} -t {topic}"),
     Command("printMsgByQueue -n {ns} -t {topic} -a {broker} -i 1"),
-    Command("consumeMessage -n {ns} -t {topic} -b {broker} -i 1 -o 0 -c 2", CLUSTER_PROPERTY),
+    Command("consumeMessage -n {ns} -t {topic} -b {broker} -i 1 -o 0 -c 2"),
     Command("allocateMQ -n {ns} -t {topic} -i 10.0.0.1,10.0.0.2"),
     Command("sendMsgStatus -n {ns} -b {broker} -s 16 -c 2", numbers=True),
     Command("sendMessage -n {ns} -t {topic} -p hello -k kk -c tagx -b {broker} -i 0"),

@@ -8,7 +8,9 @@ and committed, before the commands run). The outputs are compared after
 as a table, and the test fails when a command expected to give the same output does not.
 A command expected to differ is only reported (a fix elsewhere may make it equal).
 
-Both brokers carry the same name and cluster, so route and listing orders (Java hash
+The mqstore broker stores what a 4.9.8 broker stores (``--property-format 4.9``: the
+``CLUSTER`` property on every message, docs/format.md §1.6). Both brokers carry the same
+name and cluster, so route and listing orders (Java hash
 orders of the same names) agree. The real broker checks transactions every second
 (``transactionCheckInterval=1000``, 60 s by default) so that it has created
 ``RMQ_SYS_TRANS_HALF_TOPIC``, which mqstore has from the start, before the listings run.
@@ -73,7 +75,7 @@ def outputs(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         real_broker, mq_broker = pool.map(
             lambda start: start(),
             (lambda: fleet.real_broker(BROKER, real_ns.address, "transactionCheckInterval=1000"),
-             lambda: fleet.mq_broker(BROKER, mq_ns.address)),
+             lambda: fleet.mq_broker(BROKER, mq_ns.address, "--property-format", "4.9")),
         )  # fmt: skip
         time.sleep(2)  # the real broker's first transaction check creates the half topic
         runs = pool.map(
