@@ -26,7 +26,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_for(predicate, what: str, timeout: float = 60.0) -> None:
+def _wait_for(predicate, what: str, timeout: float = 180.0) -> None:
+    """Poll until ready; generous because a JVM's start on a loaded 2-core machine takes a minute."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
