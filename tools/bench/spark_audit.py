@@ -11,7 +11,10 @@ cache:
 * ``bulk scan``: :mod:`mqstore.commitlog.bulk` in one process (CRC, index key hashes);
 * ``audit`` (records, consume queues and index; cold, then warm twice), ``reindex --out``
   (checked byte-identical to the generated consumequeue/ and index/) and
-  ``export --parquet`` on ``--master``; the session start-up is timed on its own.
+  ``export --parquet`` on ``--master``; the session start-up is timed on its own;
+* with ``--cli 1`` (the default), ``mqstore audit`` and ``mqstore reindex --out`` as an
+  operator runs them, each minus the mean of the same command on a store of 10 records
+  just before and after (the interpreter's and Spark's start-up).
 
 Every Spark figure is printed as records/s and as a ratio to the numpy and recovery scans
 of this run, and to the mean of a numpy scan run just before and just after the job
@@ -51,7 +54,10 @@ OPTIONS = (
     Option("--segment-mib", int, 1024, "segment size in MiB", quick=16),
     Option("--body-bytes", int, 1000, "body size"),
     Option("--master", str, "local[2]", "Spark master"),
+    Option("--cli", int, 1, "also time audit and reindex run by the mqstore command (0: no)"),
 )
+TINY_RECORDS = 10
+"""The store the command-line rows subtract: Spark's and the interpreter's start-up."""
 
 
 def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) -> int:
@@ -261,12 +267,54 @@ def spark_runs(root: Path, master: str, work: Path) -> dict[str, Any]:
     return out
 
 
+def cli_runs(root: Path, master: str, work: Path, body_bytes: int) -> dict[str, Any]:
+    """``mqstore audit`` and ``mqstore reindex --out`` as an operator runs them, each on
+    the store and on a store of :data:`TINY_RECORDS` records: ``cli_<job>`` is the
+    difference (the command's start-up removed), bracketed by numpy scans like
+    :func:`spark_runs`' jobs."""
+    import subprocess
+    import sys
+
+    tiny = work / "tiny"
+    generate(tiny, TINY_RECORDS * (body_bytes + 150), 1 << 20, body_bytes)
+    out: dict[str, Any] = {}
+    jobs = {
+        "audit": lambda d, n: ["audit", str(d), "--master", master],
+        "reindex": lambda d, n: ["reindex", str(d), "--master", master,
+                                 "--out", str(work / f"cli-reindex-{n}")],
+    }  # fmt: skip
+
+    def run(args: list[str]) -> float:
+        t0 = time.perf_counter()
+        quiet = subprocess.DEVNULL
+        cmd = [sys.executable, "-m", "mqstore.tools.cli", *args]
+        subprocess.run(cmd, stdout=quiet, stderr=quiet, check=False)
+        return time.perf_counter() - t0
+
+    for key, argv in jobs.items():
+        small = run(argv(tiny, "tiny-1"))
+        before = _timed(numpy_scan, root)[1]
+        cpu0 = tree_cpu()
+        big = run(argv(root, "big"))
+        out[f"cpu_cli_{key}"] = tree_cpu() - cpu0
+        out[f"ref_cli_{key}"] = (before + _timed(numpy_scan, root)[1]) / 2
+        small = (small + run(argv(tiny, "tiny-2"))) / 2  # before and after: load drifts
+        out[f"cli_{key}"] = max(big - small, 1e-3)
+        print(f"mqstore {key}: {big:.2f} s, {small:.2f} s on {TINY_RECORDS} records"
+              f" (numpy scan around it {out[f'ref_cli_{key}']:.2f} s)", flush=True)  # fmt: skip
+    return out
+
+
 ROWS = (
     ("audit_cold", "audit (cold)"),
     ("audit_warm", "audit (warm)"),
     ("audit_warm2", "audit (warm, again)"),
     ("reindex", "reindex --out"),
     ("export", "export --parquet"),
+)
+CLI_ROWS = (
+    ("cli_audit", "mqstore audit - start-up"),
+    ("cli_reindex", "mqstore reindex - start-up"),
 )
 
 
@@ -292,7 +340,11 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         rows.append({"scan": name, "records": recs, "seconds": secs, "around": 0.0, "cpu": cpu})
         print(f"{name}: {recs} records in {secs:.2f} s", flush=True)
     sp = spark_runs(root, args.master, work)
-    for key, label in ROWS:
+    rows_wanted = ROWS
+    if args.cli:
+        sp |= cli_runs(root, args.master, work, args.body_bytes)
+        rows_wanted = ROWS + CLI_ROWS
+    for key, label in rows_wanted:
         rows.append({"scan": f"{label}, {args.master}", "records": int(sp["records"]),
                      "seconds": sp[key], "around": sp[f"ref_{key}"],
                      "cpu": sp[f"cpu_{key}"]})  # fmt: skip
