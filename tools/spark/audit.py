@@ -2,10 +2,12 @@
 
 Usage::
 
-    mqstore audit DIR [--master URL] [--report FILE.json]
+    mqstore audit DIR [--master URL] [--report FILE.json] [--strict]
     python -m mqstore.tools.spark.audit DIR [...]      spark-submit tools/spark/audit.py DIR [...]
 
-Exit status: 0 clean (warnings allowed), 1 problems found, 2 usage or I/O error.
+Exit status: 0 clean (warnings allowed, counted in the summary line), 1 problems found
+(with ``--strict``, warnings too), 2 usage or I/O error. The JSON report's schema and
+every finding kind's severity: docs/audit.md.
 
 What is checked (finding kinds are listed in :mod:`mqstore.tools.spark.report`):
 
@@ -290,8 +292,10 @@ def run_audit(
     index_num: int | None = None,
     geometry_flags: dict[str, int | None] | None = None,
     broker_config: str | None = None,
+    strict: bool = False,
 ) -> AuditReport:
-    """Audit ``store_dir``; write the JSON report to ``report`` if given.
+    """Audit ``store_dir``; write the JSON report to ``report`` if given (``strict``:
+    warnings fail the exit code too).
 
     The store's geometry comes from its files, else ``broker_config``, else
     ``geometry_flags`` (``mqstore.geometry``); the report says which.
@@ -320,6 +324,7 @@ def run_audit(
         index_num=index_num,
         announce=_to_stderr if progress else None,
     )
+    result.strict = strict
     if report is not None:
         result.write_json(report)
     return result
@@ -335,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", help="store root (with commitlog/) or a directory of segments")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--report", default=None, metavar="FILE.json", help="write every finding")
+    p.add_argument(
+        "--strict", action="store_true", help="warnings fail the audit too (exit 1)"
+    )
     p.add_argument(
         "--split-mib", type=int, default=None,
         help="split segments larger than this into ranges (default: the data shared out over"
@@ -361,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
                 index_num=args.index_num,
                 geometry_flags=geometry_flags(args),
                 broker_config=args.broker_config,
+                strict=args.strict,
             ),
             args.report,
         ),

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
+from mqstore.tools.spark.headercheck import header_findings
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -340,8 +341,9 @@ class _Capped:
 def _record_findings(
     view: memoryview, rng: ByteRange, arr: bulk.RecordArrays, ts_max: int, prev_ts: int | None
 ) -> list[Row]:
-    """The findings of valid records (bad CRC, PHYSICALOFFSET, store timestamps), with
-    numpy: only the records that have one are visited."""
+    """The findings of valid records (bad CRC, PHYSICALOFFSET, store timestamps, the
+    header fields of :mod:`mqstore.tools.spark.headercheck`), with numpy: only the
+    records that have one are visited."""
     import numpy as np
 
     name, base = rng.name, rng.base_offset
@@ -361,6 +363,8 @@ def _record_findings(
         out.append(_finding(name, int(pos[i]), "bad_timestamp", f"store timestamp {ts[i]}"))
     for i in np.flatnonzero(~bad & (ts < prev)).tolist():
         out.append(_timestamp_regression(name, int(pos[i]), int(ts[i]), int(prev[i])))
+    for at, kind, detail in header_findings(view, arr, base, prev_ts):
+        out.append(_finding(name, at, kind, detail))
     return out
 
 
