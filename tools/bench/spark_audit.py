@@ -34,6 +34,7 @@ import argparse
 import os
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -278,7 +279,7 @@ def cli_runs(root: Path, master: str, work: Path, body_bytes: int) -> dict[str, 
     tiny = work / "tiny"
     generate(tiny, TINY_RECORDS * (body_bytes + 150), 1 << 20, body_bytes)
     out: dict[str, Any] = {}
-    jobs = {
+    jobs: dict[str, Callable[[Path, str], list[str]]] = {
         "audit": lambda d, n: ["audit", str(d), "--master", master],
         "reindex": lambda d, n: ["reindex", str(d), "--master", master,
                                  "--out", str(work / f"cli-reindex-{n}")],
@@ -340,7 +341,7 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         rows.append({"scan": name, "records": recs, "seconds": secs, "around": 0.0, "cpu": cpu})
         print(f"{name}: {recs} records in {secs:.2f} s", flush=True)
     sp = spark_runs(root, args.master, work)
-    rows_wanted = ROWS
+    rows_wanted: tuple[tuple[str, str], ...] = ROWS
     if args.cli:
         sp |= cli_runs(root, args.master, work, args.body_bytes)
         rows_wanted = ROWS + CLI_ROWS

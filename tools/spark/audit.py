@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING
 if not __package__:  # run as a script: spark-submit tools/spark/audit.py DIR
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mqstore.tools.spark import cqscan, indexcheck, queueparts, queues
+from mqstore.tools.spark import cqscan, indexcheck, livecut, queueparts, queues
 from mqstore.tools.spark._cli import check_output_file, run
 from mqstore.tools.spark.layout import (
     StoreLayout,
@@ -75,7 +75,7 @@ from mqstore.tools.spark.reader import (
     queue_values,
     scan_ranges,
 )
-from mqstore.tools.spark.report import AuditReport, Finding, QueueStats
+from mqstore.tools.spark.report import AuditReport, Cut, Finding, QueueStats
 from mqstore.tools.spark.segscan import Row, RowType
 from mqstore.tools.spark.session import master_url
 
@@ -103,13 +103,12 @@ def _segment_series(layout: StoreLayout) -> list[Finding]:
     return out
 
 
-def _checkpoint(
-    layout: StoreLayout, newest: int | None
-) -> tuple[dict[str, int] | None, list[Finding]]:
-    """Read the checkpoint through store.checkpoint on a private copy (it maps read-write)."""
+def _read_checkpoint(layout: StoreLayout) -> dict[str, int] | None:
+    """The checkpoint's timestamps, read through store.checkpoint on a private copy (it
+    maps read-write); None without one. Read before the scan: a live broker moves it."""
     if layout.checkpoint is None:
-        return None, []
-    from mqstore.checkpoint import MIN_TIMESTAMP_SLACK_MS, Checkpoint
+        return None
+    from mqstore.checkpoint import Checkpoint
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "checkpoint"
@@ -121,6 +120,17 @@ def _checkpoint(
             "indexMsgTimestamp": cp.index_msg_timestamp,
         }
         cp.close()
+    return fields
+
+
+def _checkpoint(
+    layout: StoreLayout, fields: dict[str, int] | None, newest: int | None
+) -> list[Finding]:
+    """``checkpoint_ahead`` for each timestamp after the newest record seen (+3 s)."""
+    from mqstore.checkpoint import MIN_TIMESTAMP_SLACK_MS
+
+    if fields is None:
+        return []
     limit = (newest or 0) + MIN_TIMESTAMP_SLACK_MS
     rel = queues.rel_name(layout, str(layout.checkpoint))
     out = [
@@ -128,7 +138,7 @@ def _checkpoint(
         for pos, (name, value) in zip((0, 8, 16), fields.items(), strict=True)
         if value > limit
     ]
-    return fields, out
+    return out
 
 
 def _collect(rows: list[Row], layout: StoreLayout) -> tuple[list[Finding], int]:
@@ -163,16 +173,21 @@ def _queue_checks(
     ctx: queues.QueueContext,
     index: tuple[indexcheck.Geometry, list[Path]] | None = None,
     announce: Callable[[str], None] | None = None,
+    cut: Cut | None = None,
 ) -> tuple[list[Row], list[Finding], list[QueueStats]]:
     """The segment scan (tools.spark.reader.scan_ranges): its finding and range rows,
     and the per-queue findings and statistics from the queue parts it sent
     (tools.spark.queueparts); the queues the parts cannot settle are checked from their
     records, read by a second job. With ``index`` (geometry, files), the scan tasks also
     check the index entries (tools.spark.indexcheck.IndexPlan). ``announce`` is handed
-    the plan (segments, bytes, ranges, queue files) before the job starts."""
+    the plan (segments, bytes, ranges, queue files) before the job starts; with ``cut``
+    (a live store, tools.spark.livecut) only what lies below it is read and judged."""
     split = split_bytes or balanced_split(layout, spark.sparkContext.defaultParallelism)
     ranges = plan_ranges(layout, split)
-    iplan = indexcheck.plan(layout, ranges, *index) if index else None
+    at = None
+    if cut is not None:
+        ranges, at = livecut.clip(ranges, cut), cut.log_end
+    iplan = indexcheck.plan(layout, ranges, *index, cut=at) if index else None
     if announce is not None:
         announce(
             f"audit: {len(layout.segments)} segments, {layout.total_bytes / 2**20:.1f} MiB,"
@@ -204,13 +219,15 @@ def audit_with(
     ``index_slots``/``index_num``: the index geometry (see tools.spark.indexcheck);
     ``announce``: handed one line with the job's plan before it starts."""
     t0 = time.perf_counter()
+    cut = livecut.take(layout)  # before anything else is read: the broker moves on
+    cp_fields = _read_checkpoint(layout)
     cq_found, lost = cqscan.file_findings(layout.cq_files, layout.cq_file_size)
-    ctx = queues.QueueContext.of(layout, lost)
+    ctx = queues.QueueContext.of(layout, lost, cut.log_end if cut else 1 << 62)
     ifiles = indexcheck.index_files(layout.index_dir)
     shown = layout.index_geometry() or (index_slots, index_num)
     geo = indexcheck.resolve_geometry(ifiles, *shown) if ifiles else None
     index = (geo, ifiles) if geo is not None else None
-    rows, q_found, stats = _queue_checks(spark, layout, split_bytes, ctx, index, announce)
+    rows, q_found, stats = _queue_checks(spark, layout, split_bytes, ctx, index, announce, cut)
     findings, n_records = _collect(rows, layout)
     findings += q_found
     stats.sort()
@@ -223,8 +240,16 @@ def audit_with(
         else "skipped (no consumequeue/)"
     )
     newest = max((q.max_store_timestamp for q in stats), default=None)
-    cp_fields, cp_found = _checkpoint(layout, newest)
-    findings += cp_found
+    if cut is not None:
+        tail = livecut.walk_tail(layout, cut)
+        if tail.newest_ts is not None:
+            newest = max(newest or 0, tail.newest_ts)
+        state["cut"] = (
+            f"live store judged up to log offset {cut.log_end} ({cut.reason}); in-flight"
+            f" tail left out: {tail.records} records, {tail.bytes} bytes from"
+            f" {cut.tail_file}@{cut.tail_offset}"
+        )
+    findings += _checkpoint(layout, cp_fields, newest)
     state["checkpoint"] = "checked" if cp_fields is not None else "skipped (no checkpoint file)"
     state["geometry"] = _geometry_state(layout)
     if geo is not None:
@@ -244,6 +269,7 @@ def audit_with(
         checkpoint=cp_fields,
         master=master_url(spark),
         elapsed_s=time.perf_counter() - t0,
+        cut=cut,
     )
 
 
@@ -340,9 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", help="store root (with commitlog/) or a directory of segments")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--report", default=None, metavar="FILE.json", help="write every finding")
-    p.add_argument(
-        "--strict", action="store_true", help="warnings fail the audit too (exit 1)"
-    )
+    p.add_argument("--strict", action="store_true", help="warnings fail the audit too (exit 1)")
     p.add_argument(
         "--split-mib", type=int, default=None,
         help="split segments larger than this into ranges (default: the data shared out over"

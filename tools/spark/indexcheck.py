@@ -159,9 +159,13 @@ def _entry_dtype() -> Any:
     return dt
 
 
-def check_file(buf: Buffer, rel: str, g: Geometry) -> list[Finding]:
+def check_file(buf: Buffer, rel: str, g: Geometry, *, live: bool = False) -> list[Finding]:
     """Header and chain checks of one file, vectorised with numpy over its entries read
-    in place (no view of ``buf`` outlives the call)."""
+    in place (no view of ``buf`` outlives the call). ``live``: the file a running broker
+    is appending to, whose header fields and slot trail each new entry by a few writes
+    (entry, slot, then hashSlotCount, indexCount, endPhyOffset): a slot pointing at the
+    entry just past indexCount, one slot more than hashSlotCount and an endPhyOffset
+    not yet moved are in flight, not damage."""
     import numpy as np
 
     if len(buf) != g.file_size:
@@ -176,15 +180,17 @@ def check_file(buf: Buffer, rel: str, g: Geometry) -> list[Finding]:
     slots = np.frombuffer(buf, slot_dt, g.slots, ifmt.HEADER_SIZE).astype(np.int64)
     ents = np.frombuffer(buf, _entry_dtype(), count - 1, ifmt.entry_position(g.slots, 1))
     out: list[Finding] = []
+    if live:
+        slots[slots == count] = 0  # the entry being added: its header update trails
     used = np.flatnonzero(slots)
-    if used.size != h.hash_slot_count:
+    if used.size != h.hash_slot_count and not (live and used.size + 1 >= h.hash_slot_count):
         detail = f"hashSlotCount {h.hash_slot_count}, {used.size} slots in use"
         out.append(Finding(rel, 32, "index_header", detail))
     if ents.size:
         if h.begin_phy_offset != ents["phy_offset"][0]:
             detail = f"beginPhyOffset {h.begin_phy_offset}, entry 1 at {ents['phy_offset'][0]}"
             out.append(Finding(rel, 16, "index_header", detail))
-        if h.end_phy_offset != ents["phy_offset"][-1]:
+        if h.end_phy_offset != ents["phy_offset"][-1] and not live:
             detail = f"endPhyOffset {h.end_phy_offset}, last entry at {ents['phy_offset'][-1]}"
             out.append(Finding(rel, 24, "index_header", detail))
     chain = _chain_findings(rel, g, count, slots, used, ents)
@@ -205,6 +211,9 @@ class IndexFileInfo:
     begin_ts: int
     prev_end_ts: int
     slices: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+    begin_phy: int = 0
+    """The header's beginPhyOffset: an entry below the log's first offset is expired
+    (not checked) only when the file began there too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +230,19 @@ class IndexPlan:
     file_checks: dict[tuple[str, int], tuple[tuple[str, str], ...]]
     """Per range, the index files (path, name) whose header and chains its task checks:
     file k goes to range k modulo the range count, so no extra job is needed."""
+    covered: tuple[int, int] = (0, -1)
+    """Log offsets ``[lo, hi]`` the index files cover (the oldest file's first entry to
+    the newest's last): every keyed record there must have its entries."""
+    cut: int | None = None
+    """A live store's cut (tools.spark.livecut): entries at or past it are in flight."""
+    newest: str = ""
+    """Path of the newest index file: with ``cut``, the one a broker may be writing."""
+
+    def _covered(self) -> tuple[int, int]:
+        """``covered`` as a half-open range: a live store's last indexed record may
+        still be getting its other keys, so it is left out."""
+        lo, hi = self.covered
+        return (lo, hi) if self.cut is not None else (lo, hi + 1)
 
     def check_range(self, rng: ByteRange, cols: RecordColumns, rows: list[Row]) -> list[Row]:
         """Findings for the entries of this range's territory against its records
@@ -231,11 +253,14 @@ class IndexPlan:
         cut = rng.base_offset + min(torn) if torn else None
         recs = _RangeKeys.of(cols)
         out: list[Row] = []
+        seen: list[tuple[NDArray[Any], NDArray[Any]]] = []
         for info in self.files:
-            out += _check_entries(info, self, recs, (lo, hi), max(lo, self.min_offset), cut)
+            out += _check_entries(info, self, recs, (lo, hi), seen, cut)
+        out += _missing(recs, seen, self._covered(), rng)
         for path, rel in self.file_checks.get((rng.path, rng.start), ()):
+            live = self.cut is not None and path == self.newest
             with open_mapped(path) as data:
-                found = check_file(data, rel, self.geometry)
+                found = check_file(data, rel, self.geometry, live=live)
             out += [
                 Row(RowType.FINDING.value, f.file, f.offset, kind=f.kind, detail=f.detail)
                 for f in found
@@ -244,10 +269,15 @@ class IndexPlan:
 
 
 def plan(
-    layout: StoreLayout, ranges: list[ByteRange], geometry: Geometry, files: list[Path]
+    layout: StoreLayout,
+    ranges: list[ByteRange],
+    geometry: Geometry,
+    files: list[Path],
+    cut: int | None = None,
 ) -> IndexPlan:
     """The :class:`IndexPlan` of ``files`` (those whose size and count fit ``geometry``;
-    the file check reports the others) over ``ranges``."""
+    the file check reports the others) over ``ranges``; ``cut``: a live store's cut
+    (entries at or past it are in flight, not checked)."""
     rows, _ = _file_rows(layout, geometry, files)
     starts = sorted((r.base_offset + r.start, r.path, r.start) for r in ranges)
     territory: dict[tuple[str, int], tuple[int, int]] = {}
@@ -256,6 +286,7 @@ def plan(
         hi = starts[i + 1][0] if i + 1 < len(starts) else 1 << 63
         territory[(path, start)] = (lo, hi)
     infos = []
+    covered = (1 << 63, -1)
     for path, rel, prev_end, _s, _n in rows:
         if Path(path).stat().st_size != geometry.file_size:
             continue
@@ -264,14 +295,20 @@ def plan(
             count = h.index_count if h.index_count > 0 else 1
             if 1 < count <= geometry.num:
                 cuts = entry_slices(mm, count - 1, geometry, sorted(territory.values()))
-                infos.append(IndexFileInfo(path, rel, count, h.begin_timestamp, prev_end, cuts))
+                infos.append(
+                    IndexFileInfo(
+                        path, rel, count, h.begin_timestamp, prev_end, cuts, h.begin_phy_offset
+                    )
+                )
+                covered = (min(covered[0], h.begin_phy_offset), max(covered[1], h.end_phy_offset))
     checks: dict[tuple[str, int], list[tuple[str, str]]] = {}
     for k, (path, rel, *_rest) in enumerate(rows):
         _, rpath, rstart = starts[k % len(starts)]
         checks.setdefault((rpath, rstart), []).append((path, rel))
     return IndexPlan(
         tuple(infos), geometry, layout.min_offset, territory,
-        {key: tuple(v) for key, v in checks.items()},
+        {key: tuple(v) for key, v in checks.items()}, covered, cut,
+        rows[-1][0] if rows else "",
     )  # fmt: skip
 
 
@@ -386,29 +423,34 @@ def _check_entries(
     plan: IndexPlan,
     recs: _RangeKeys,
     territory: tuple[int, int],
-    lo: int,
+    seen: list[tuple[NDArray[Any], NDArray[Any]]],
     cut: int | None,
 ) -> list[Row]:
     """index_dangling / index_wrong_key / index_time for the entries of one file that
-    point into ``[lo, hi)`` (``hi`` the territory's end; ``lo`` may exceed its start:
-    older entries point at expired data), with numpy (searchsorted on the records'
-    offsets; only the territory's slice of an ordered file is read). Entries
-    past a torn tail at ``cut`` are one warning, not one error each; each kind is
-    capped at MAX_PER_KIND per file and range."""
+    point into the territory ``[lo, hi)``, but expired ones (below the log's first
+    offset in a file that began there: a negative offset, or one below the file's own
+    begin, is damage), with numpy (searchsorted on the records' offsets; only the
+    territory's slice of an ordered file is read). Entries past a torn tail at ``cut``
+    are one warning, not one error each; each kind is capped at MAX_PER_KIND per file
+    and range. The (offset, key hash) of the entries checked are appended to ``seen``."""
     import numpy as np
 
-    hi = territory[1]
+    lo, hi = territory
     first, stop = info.slices.get(territory, (0, info.count - 1))
     if stop <= first:
         return []
     phy, h, diff = _entries(info, plan.geometry, first, stop)
-    inside = (phy >= lo) & (phy < hi)
+    expired = (phy >= info.begin_phy) & (phy >= 0) & (phy < plan.min_offset)
+    inside = (phy >= lo) & (phy < hi) & ~expired
+    if plan.cut is not None:  # a live store: entries past the cut are in flight
+        inside &= phy < plan.cut
     sel: NDArray[Any] | None = None  # a slice of an ordered file: entry i is first + 1 + i
     if not inside.all():
         sel = np.flatnonzero(inside)
         if sel.size == 0:
             return []
         phy, h, diff = phy[sel], h[sel], diff[sel]
+    seen.append((phy, h))
     n = recs.offset.size
     run = recs.in_key_order(phy, h)
     if run is not None:  # every entry found, with one of its record's keys
@@ -557,3 +599,53 @@ def _file_rows(
                 found.append(Finding(rel, 16, "index_header", detail))
             prev_end, prev_end_phy = h.end_timestamp, h.end_phy_offset
     return file_rows, found
+
+
+def _missing(
+    recs: _RangeKeys,
+    seen: list[tuple[NDArray[Any], NDArray[Any]]],
+    covered: tuple[int, int],
+    rng: ByteRange,
+) -> list[Row]:
+    """``index_missing`` for each index key of a record in ``covered`` (half-open log
+    offsets) with no entry among ``seen`` (every entry of every file that points into
+    this range's territory): (offset, key hash) pairs compared as one int64 each,
+    offset relative to the range's first record (a range lies inside one segment)."""
+    import numpy as np
+
+    if recs.hashes.size == 0 or covered[1] <= covered[0]:
+        return []
+    k_off = recs.offset[recs.key_record]
+    keep = (k_off >= covered[0]) & (k_off < covered[1])
+    k_off, k_h = k_off[keep], recs.hashes[keep]
+    if k_off.size == 0:
+        return []
+    e_off = np.concatenate([p for p, _ in seen]) if seen else np.zeros(0, np.int64)
+    e_h = np.concatenate([h for _, h in seen]) if seen else np.zeros(0, np.int32)
+    if np.array_equal(e_off, k_off) and np.array_equal(e_h, k_h):
+        return []  # the dispatcher's order: every key, in log order, once
+    base = int(recs.offset[0])
+    if int(recs.offset[-1]) - base >= 1 << 31:  # not one segment: compare pairs in Python
+        have = set(zip(e_off.tolist(), e_h.tolist(), strict=True))
+        miss = np.array([(o, x) not in have for o, x in zip(k_off.tolist(), k_h.tolist(),
+                                                             strict=True)], np.bool_)  # fmt: skip
+    else:
+        near = (e_off >= base) & (e_off <= int(recs.offset[-1]))
+
+        def pair(off: NDArray[Any], h: NDArray[Any]) -> NDArray[Any]:
+            out: NDArray[Any] = ((off - base) << 32) | (h.astype(np.int64) & 0xFFFFFFFF)
+            return out
+
+        miss = ~np.isin(pair(k_off, k_h), pair(e_off[near], e_h[near]))
+    rows: list[Row] = []
+    idx = np.flatnonzero(miss)
+    for i in idx[:MAX_PER_KIND].tolist():
+        at = int(k_off[i]) - rng.base_offset
+        rows.append(Row(RowType.FINDING.value, rng.name, at, kind="index_missing",
+                        detail=f"record at log offset {k_off[i]}: index key hash {k_h[i]}"
+                        " (topic#UNIQ_KEY or topic#KEYS token) has no index entry"))  # fmt: skip
+    if idx.size > MAX_PER_KIND:
+        more = idx.size - MAX_PER_KIND
+        rows.append(Row(RowType.FINDING.value, rng.name, 0, kind="index_missing",
+                        detail=f"{more} more index_missing findings not listed"))  # fmt: skip
+    return rows

@@ -208,7 +208,7 @@ def _units(
         held = (k >= 0) & (uq <= hi[np.maximum(k, 0)])
     for p in parts:
         out.take(p.findings, p.counts)
-    orphans = np.flatnonzero(~held & (u["u_phys"] >= ctx.min_offset))
+    orphans = np.flatnonzero(~held & (u["u_phys"] >= ctx.min_offset) & (u["u_phys"] < ctx.cut))
     queues._orphans(q, files, u, orphans, out)
     queues.missing_runs(topic, queue_id, _joined(parts), ctx, out)
 

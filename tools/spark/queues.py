@@ -58,13 +58,17 @@ class QueueContext:
     cq_files: dict[tuple[str, int], tuple[CqFile, ...]]
     lost: dict[tuple[str, int], tuple[tuple[int, int], ...]]
     cq_file_size: int = cqfmt.FILE_SIZE  # the store's (StoreLayout.cq_file_size)
+    cut: int = 1 << 62
+    """A live store's cut (tools.spark.livecut): units at or past it are in flight."""
     packed: frozenset[tuple[str, int]] = frozenset()
     """Queues whose files' units overlap (a file longer than its successor's name
     allows): a queue offset may then have two units, so the scan tasks ship these
     queues' records to the driver (:func:`check_queues`) instead of checking them."""
 
     @classmethod
-    def of(cls, layout: StoreLayout, lost: Iterable[tuple[str, int, int, int]]) -> QueueContext:
+    def of(
+        cls, layout: StoreLayout, lost: Iterable[tuple[str, int, int, int]], cut: int = 1 << 62
+    ) -> QueueContext:
         """From a layout and the ranges truncated CQ files lost (see cqscan.file_findings)."""
         files: dict[tuple[str, int], list[CqFile]] = {}
         for f in layout.cq_files:
@@ -81,6 +85,7 @@ class QueueContext:
             {k: tuple(v) for k, v in files.items()},
             {k: tuple(v) for k, v in holes.items()},
             layout.cq_file_size,
+            cut,
             frozenset(k for k, v in files.items() if _overlapping(v)),
         )
 
@@ -355,7 +360,8 @@ def _units(
         else np.zeros(idx.size, bool)
     )
     _compare_matched(topic, q, files, u, r, matched, clipped, out)
-    _orphans(q, files, u, np.flatnonzero(~matched & (u["u_phys"] >= ctx.min_offset)), out)
+    live = (u["u_phys"] >= ctx.min_offset) & (u["u_phys"] < ctx.cut)
+    _orphans(q, files, u, np.flatnonzero(~matched & live), out)
     missing = rq[:0] if same else rq[~np.isin(rq, u["queue_offset"])]
     missing_runs(topic, queue_id, _runs(missing), ctx, out)
 

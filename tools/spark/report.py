@@ -111,16 +111,15 @@ class QueueStats:
 @dataclass(frozen=True, slots=True)
 class Cut:
     """What a live (or not cleanly closed) store was judged up to: the CommitLog bytes
-    below ``log_end`` (every record there dispatched when the audit began), the index
-    entries below ``index_entries`` per file. ``tail_*``: the in-flight tail left out
-    (bytes written, or being written, after the cut), where it starts."""
+    below ``log_end`` (every record there dispatched when the audit began) and the units
+    and index entries pointing there. ``tail_*``: the in-flight tail left out (bytes
+    written, or being written, past the cut), where it starts and its length."""
 
     reason: str
     log_end: int
     tail_file: str
     tail_offset: int
     tail_bytes: int
-    index_entries: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -213,12 +212,6 @@ class AuditReport:
             f" {self.elapsed_s:.1f} s on {self.master}",
         ]
         lines += [f"  {name}: {state}" for name, state in self.checks.items()]
-        if self.cut is not None:
-            c = self.cut
-            lines.append(
-                f"  in-flight tail left out: {c.tail_bytes} bytes from {c.tail_file}@"
-                f"{c.tail_offset} (log offset {c.log_end}; {c.reason})"
-            )
         if kinds:
             lines.append("  findings: " + ", ".join(f"{k}={n}" for k, n in sorted(kinds.items())))
             shown = sorted(self.findings, key=lambda f: f.severity != ERROR)[:max_lines]
