@@ -77,8 +77,9 @@ def test_injected_index_faults_are_reported_exactly(spark, index_store, tmp_path
     report = run_audit(root, index_slots=SLOTS, index_num=NUM)
     got = Counter(f.kind for f in report.findings)
     assert got == {
-        "index_dangling": 1, "index_wrong_key": 1, "index_bad_chain": 1, "index_header": 1,
-        "index_time": 1,
+        "index_dangling": 1, "index_wrong_key": 1, "index_header": 1, "index_time": 1,
+        "index_bad_chain": 1 + (e20.prev_index > 0),  # and the entry it no longer links
+        "index_missing": 2,  # the keys entries 5 and 9 no longer index
     }, report.summary()  # fmt: skip
     where = {f.kind: (f.file, f.offset) for f in report.findings}
     assert where["index_dangling"] == (f"index/{first.name}", pos5)

@@ -18,10 +18,16 @@ MAX_PER_KIND: Final = 10_000
 
 
 def _chain_findings(
-    rel: str, g: Geometry, count: int, slots: Any, used: Any, ents: Any
+    rel: str, g: Geometry, count: int, slots: Any, used: Any, ents: Any, *, live: bool = False
 ) -> list[Finding]:
     """Chain checks of one file (slots -> entries -> previous entries), sorted and capped
-    at MAX_PER_KIND; ``used`` are the indices of the non-zero ``slots``."""
+    at MAX_PER_KIND; ``used`` are the indices of the non-zero ``slots``.
+
+    Besides each link's range and slot, every entry must be linked exactly once: the
+    writer points a slot at its newest entry and each entry at the slot's previous head,
+    so an entry nothing links to (a cut chain) or one linked twice (a link that skips
+    entries) is lost to lookups. Not judged on a ``live`` file (the entry being added
+    links the previous head before the header counts it)."""
     import numpy as np
 
     home = ents["key_hash"].astype(np.int64) % g.slots  # the slot of each entry
@@ -50,6 +56,12 @@ def _chain_findings(
     for i, pi in zip(n[other].tolist(), p[other].tolist(), strict=True):
         detail = f"entry {i} (slot {home[i - 1]}) -> entry {pi} of another slot"
         chain.append(Finding(rel, ifmt.entry_position(g.slots, i), "index_bad_chain", detail))
+    if not live and count > 1:
+        refs = np.bincount(np.r_[v[ok], p[good]], minlength=count)[1:count]
+        for i in np.flatnonzero(refs != 1).tolist():
+            detail = f"entry {i + 1} is linked {refs[i]} times, not once (slot or newer entry)"
+            at = ifmt.entry_position(g.slots, i + 1)
+            chain.append(Finding(rel, at, "index_bad_chain", detail))
     chain.sort()
     if len(chain) > MAX_PER_KIND:
         more = len(chain) - MAX_PER_KIND

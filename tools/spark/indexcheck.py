@@ -193,7 +193,7 @@ def check_file(buf: Buffer, rel: str, g: Geometry, *, live: bool = False) -> lis
         if h.end_phy_offset != ents["phy_offset"][-1] and not live:
             detail = f"endPhyOffset {h.end_phy_offset}, last entry at {ents['phy_offset'][-1]}"
             out.append(Finding(rel, 24, "index_header", detail))
-    chain = _chain_findings(rel, g, count, slots, used, ents)
+    chain = _chain_findings(rel, g, count, slots, used, ents, live=live)
     del ents  # the view must go before the mapping closes
     return out + chain
 

@@ -26,7 +26,6 @@ is judged whole: there a record without its unit is damage.
 from __future__ import annotations
 
 import fcntl
-import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,9 @@ from mqstore.commitlog import bulk
 from mqstore.consumequeue import format as cqfmt
 from mqstore.tools.spark.layout import StoreLayout
 from mqstore.tools.spark.report import Cut
-from mqstore.tools.spark.segscan import ByteRange, last_nonzero
+from mqstore.tools.spark.segscan import ByteRange, data_spans
+
+_PROBE = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,16 +89,13 @@ def dispatched_end(layout: StoreLayout) -> int | None:
             last[key] = (f.base_unit, Path(f.path))
     end = None
     for _, path in last.values():
+        size = path.stat().st_size
+        at = last_written(path, size - size % cqfmt.UNIT_SIZE)
+        if at < 0:
+            continue
+        unit = at - at % cqfmt.UNIT_SIZE
         with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size < cqfmt.UNIT_SIZE:
-                continue
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                at = last_nonzero(mm, 0, size - size % cqfmt.UNIT_SIZE, str(path))
-                if at < 0:
-                    continue
-                unit = at - at % cqfmt.UNIT_SIZE
-                phys, usize, tags = cqfmt.unpack_unit(mm[unit : unit + cqfmt.UNIT_SIZE])
+            phys, usize, tags = cqfmt.unpack_unit(os.pread(fh.fileno(), cqfmt.UNIT_SIZE, unit))
         if phys >= 0 and usize > 0 and not cqfmt.is_blank(phys, usize, tags):
             end = max(end or 0, int(np.int64(phys) + usize))
     return end
@@ -121,12 +119,30 @@ def take(layout: StoreLayout) -> Cut | None:
                max(0, data_end - end))  # fmt: skip
 
 
+def last_written(path: Path, end: int) -> int:
+    """Position of the last non-zero byte of the file's first ``end`` bytes, or -1. Read
+    in copies (a writer changes a mapping under numpy), backwards in 1 MiB probes, the
+    file's holes skipped."""
+    import numpy as np
+
+    with open(path, "rb") as f:
+        for lo_span, hi_span in reversed(data_spans(str(path), 0, end)):
+            hi = hi_span
+            while hi > lo_span:
+                lo = max(lo_span, hi - _PROBE)
+                chunk = np.frombuffer(os.pread(f.fileno(), hi - lo, lo), np.uint8)
+                nz = np.flatnonzero(chunk)
+                if nz.size:
+                    return lo + int(nz[-1])
+                hi = lo
+    return -1
+
+
 def _data_end(layout: StoreLayout) -> int:
     """Log offset just past the last non-zero byte of the segments."""
     for seg in reversed(layout.segments):
         if seg.length:
-            with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                at = last_nonzero(mm, 0, len(mm), seg.path)
+            at = last_written(Path(seg.path), seg.length)
             if at >= 0:
                 return seg.base_offset + at + 1
     return 0
@@ -149,20 +165,26 @@ def clip(ranges: list[ByteRange], cut: Cut) -> list[ByteRange]:
 
 
 def walk_tail(layout: StoreLayout, cut: Cut) -> Tail:
-    """The records past the cut, read once (no CRC): count, bytes, newest store time."""
+    """The records past the cut, read once from a copy (no CRC): count, bytes, newest
+    store time. A record still being written ends the walk."""
     count, newest = 0, None
     for seg in layout.segments:
-        if seg.base_offset + max(seg.length, 1) <= cut.log_end or not seg.length:
+        if seg.base_offset + seg.length <= cut.log_end or not seg.length:
             continue
         pos = max(0, cut.log_end - seg.base_offset)
-        with open(seg.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            while pos < len(mm):
-                b = bulk.scan(mm, pos, len(mm), check_crc=False, tags=False)
-                if len(b.records):
-                    count += len(b.records)
-                    top = int(b.records.store_timestamp.max())
-                    newest = top if newest is None else max(newest, top)
-                if b.stop is not None or b.end <= pos:
-                    break
-                pos = b.end
+        end = last_written(Path(seg.path), seg.length) + 1
+        if end <= pos:
+            continue
+        with open(seg.path, "rb") as f:
+            data = os.pread(f.fileno(), end - pos, pos)
+        at = 0
+        while at < len(data):
+            b = bulk.scan(data, at, len(data), check_crc=False, tags=False)
+            if len(b.records):
+                count += len(b.records)
+                top = int(b.records.store_timestamp.max())
+                newest = top if newest is None else max(newest, top)
+            if b.stop is not None or b.end <= at:
+                break
+            at = b.end
     return Tail(count, cut.tail_bytes, newest)
