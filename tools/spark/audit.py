@@ -14,19 +14,26 @@ What is checked (finding kinds are listed in :mod:`mqstore.tools.spark.report`):
 1. every record of every segment, in parallel tasks (:mod:`mqstore.tools.spark.segscan`): magic,
    TOTALSIZE against the recomputed length, body CRC, PHYSICALOFFSET against the
    position, blank end-of-file records followed by zeros, store timestamps plausible and
-   non-decreasing per file; a torn tail of the last segment is reported once;
+   non-decreasing per file, and the header fields the CRC does not cover (reconsume
+   times, prepared offset, SYSFLAG bits, hosts, born and store times:
+   :mod:`mqstore.tools.spark.headercheck`); a torn tail of the last segment is reported once;
 2. the segment series: equal sizes, names one segment size apart;
 3. per topic/queue queue-offset continuity (gaps, duplicates) and statistics;
 4. ConsumeQueue files: length, and every unit against the CommitLog (offset, size, tag
    code); records without units where the queue has a CQ directory;
 5. the checkpoint: no timestamp after the newest record (+3 s, RocketMQ's slack);
 6. index files (``index/``): header, slot and chain consistency per file, and every
-   used entry against the record at its physical offset (key hash, time diff), see
+   used entry against the record at its physical offset (key hash, time diff), every
+   entry linked once, and every keyed record in the files' span against its entries, see
    :mod:`mqstore.tools.spark.indexcheck`; skipped (noted in ``checks``) without ``index/``;
 7. the ranges recovery fenced off as damaged (``damage.json``,
    :mod:`mqstore.commitlog.recovery_damage`): one ``fenced_damage`` finding each (file and
    position of its start, log range, reason); and segments that hold bytes but not one
    valid record are a ``no_valid_record`` finding, never CLEAN.
+
+A store whose broker is running (or did not close cleanly) is judged at a cut taken
+before anything else is read: what the dispatcher had handled; the in-flight tail past it
+is named in the report, never reported as damage (:mod:`mqstore.tools.spark.livecut`).
 
 Design: one Spark job of one stage, no shuffle. Segment byte ranges are read in tasks
 (each mmaps its file and reads it with the bulk scanner, :mod:`mqstore.commitlog.bulk`);
