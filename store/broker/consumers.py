@@ -16,11 +16,13 @@ enabled), the joiner included, so each rebalances at once instead of within 20 s
 Rule 2. A heartbeat from a known client only refreshes its timestamp and
 subscriptions: no notification.
 
-Rule 3. A topic created (or its queue count changed) on this broker notifies every
-group subscribed to it, as a membership change does (our addition; RocketMQ waits for
-the 20 s rebalance). A consumer started before its topic existed then takes the
-topic's queues at once: in-process its rebalance reads the broker's topic table, and a
-TCP client that routes through this broker sees the queues too.
+Rule 3. A topic created on this broker notifies every group subscribed to it, as a
+membership change does (our addition; RocketMQ waits for the 20 s rebalance). A change
+of an existing topic's queue count does not: as in RocketMQ, members take new queues at
+their next rebalance or when told to (``admin rebalance``). A consumer started before
+its topic existed then takes the topic's queues at once: in-process its rebalance reads
+the broker's topic table, and a TCP client that routes through this broker sees the
+queues too.
 
 Notifications are delivered after the lock is released, so a channel's
 ``notify_consumer_ids_changed`` may block briefly or call back into the manager.
@@ -134,7 +136,7 @@ class ConsumerManager:
         self._notify(changed)
         return removed
 
-    def topic_changed(self, topic: str) -> None:
+    def topic_created(self, topic: str) -> None:
         """Rule 3: notify the groups subscribed to ``topic``."""
         with self._lock:
             groups = [

@@ -151,7 +151,7 @@ class BrokerCore:
             store, self.topics, self.groups, self.traffic, cfg.default_topic_queue_nums
         )
         self.consumers = ConsumerManager(cfg.channel_expired_ms, self._notify_enabled)
-        self.topics.on_change(lambda config: self.consumers.topic_changed(config.topic_name))
+        self.topics.on_create(lambda config: self.consumers.topic_created(config.topic_name))
         self.connections = ConnectionTable()  # client addresses, producer groups (admin)
         self.boot_timestamp_ms = int(time.time() * 1000)
         self.locks = RebalanceLockManager(cfg.rebalance_lock_max_live_ms)

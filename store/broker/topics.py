@@ -197,6 +197,7 @@ class TopicConfigManager:
         self._file = VersionedTable(path, "topicConfigTable")
         self.failures = FailureCounter(log, "topic configs")
         self._listeners: list[Callable[[TopicConfig], None]] = []
+        self._create_listeners: list[Callable[[TopicConfig], None]] = []
         for name, obj in self._file.load().items():
             try:  # an entry no broker could have written is left out, not fatal
                 self._table[name] = check_topic_config(TopicConfig.from_json(name, obj))
@@ -209,9 +210,18 @@ class TopicConfigManager:
         must return quickly and must not raise)."""
         self._listeners.append(listener)
 
-    def _notify(self, config: TopicConfig) -> None:
+    def on_create(self, listener: Callable[[TopicConfig], None]) -> None:
+        """Call ``listener(config)`` when a topic that was not in the table is added (not
+        when an existing topic's config is replaced); same threading rules as
+        :meth:`on_change`, which runs first."""
+        self._create_listeners.append(listener)
+
+    def _notify(self, config: TopicConfig, *, created: bool) -> None:
         for listener in self._listeners:
             listener(config)
+        if created:
+            for listener in self._create_listeners:
+                listener(config)
 
     def get(self, topic: str) -> TopicConfig | None:
         """The topic's config, None if unknown."""
@@ -231,9 +241,10 @@ class TopicConfigManager:
         """
         check_topic_config(config)
         with self._lock:
+            created = config.topic_name not in self._table
             self._table[config.topic_name] = config
             self._persist_locked()
-        self._notify(config)
+        self._notify(config, created=created)
 
     def learn(self, topic: str, queue_nums: int) -> None:
         """Rule 3: make sure ``topic`` has at least ``queue_nums`` queues (no persist)."""
@@ -247,7 +258,7 @@ class TopicConfigManager:
                 )
             else:
                 return
-        self._notify(new)
+        self._notify(new, created=old is None)
 
     def create_in_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
         """Rule 2 (``createTopicInSendMessageMethod``): the config of ``topic``,
@@ -266,7 +277,7 @@ class TopicConfigManager:
             created = TopicConfig(topic, n, n, PERM_RW)
             self._table[topic] = created
             self._persist_locked()
-        self._notify(created)
+        self._notify(created, created=True)
         return created
 
     def create_system(self, topic: str, queue_nums: int, perm: int = PERM_RW) -> TopicConfig:
@@ -278,7 +289,7 @@ class TopicConfigManager:
             created = TopicConfig(topic, queue_nums, queue_nums, perm)
             self._table[topic] = created
             self._persist_locked()
-        self._notify(created)
+        self._notify(created, created=True)
         return created
 
     def delete(self, topic: str) -> bool:
