@@ -96,7 +96,9 @@ public class AdminBatch {
             c.start();
             long deadline = System.currentTimeMillis() + 60000;
             while (seen.size() < n && System.currentTimeMillis() < deadline) { Thread.sleep(50); }
-            Thread.sleep(1000);  // two offset persist rounds: the commits reach the broker
+            // the client's first offset persist runs 10 s after its start (MQClientInstance's
+            // persistAllConsumerOffset schedule), then every 200 ms: wait for it on both sides
+            Thread.sleep(11000);
             System.out.println("### CONSUMED " + seen.size());
         }
         run(commands, seq, msgId, offsetMsgId);
