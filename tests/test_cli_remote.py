@@ -33,14 +33,21 @@ def _lines(r: subprocess.CompletedProcess[str]) -> list[str]:
     return r.stdout.splitlines()
 
 
-def test_send_puts_messages_into_a_running_broker_and_consume_reads_them(broker, tmp_path):
-    sent = _lines(mqstore("send", "--broker", broker, "--topic", "T", "--count", "3",
-                          "--tags", "TagA", cwd=tmp_path))  # fmt: skip
+def _send_three_and_consume(flag: str, address: str, topic: str, cwd) -> list[str]:
+    """Three sends through ``flag`` (--broker/--namesrv), each SEND_OK; then consume's lines,
+    which must hold the three bodies."""
+    sent = _lines(mqstore("send", flag, address, "--topic", topic, "--count", "3",
+                          "--tags", "TagA", cwd=cwd))  # fmt: skip
     assert len(sent) == 3 and all(line.startswith("SEND_OK queue=") for line in sent)
-    got = _lines(mqstore("consume", "--broker", broker, "--topic", "T", cwd=tmp_path))
+    got = _lines(mqstore("consume", flag, address, "--topic", topic, cwd=cwd))
     assert sorted(line.split(" ", 2)[2] for line in got) == [
         f"hello from mqstore #{i}" for i in range(3)
     ]
+    return got
+
+
+def test_send_puts_messages_into_a_running_broker_and_consume_reads_them(broker, tmp_path):
+    got = _send_three_and_consume("--broker", broker, "T", tmp_path)
     assert all(" tags=TagA " in line for line in got)
 
 
@@ -148,10 +155,4 @@ def test_send_and_consume_against_the_real_rocketmq_498_broker(tmp_path):
         _java([str(ORACLE / "bin" / "namesrv"), str(ns_port), str(tmp_path / "ns")], home),
         _java([str(ORACLE / "bin" / "broker"), str(conf), str(tmp_path / "b")], home),
     ):
-        sent = _lines(mqstore("send", "--namesrv", namesrv, "--topic", "J", "--count", "3",
-                              "--tags", "TagA", cwd=tmp_path))  # fmt: skip
-        assert len(sent) == 3 and all(line.startswith("SEND_OK") for line in sent)
-        got = _lines(mqstore("consume", "--namesrv", namesrv, "--topic", "J", cwd=tmp_path))
-    assert sorted(line.split(" ", 2)[2] for line in got) == [
-        f"hello from mqstore #{i}" for i in range(3)
-    ]
+        _send_three_and_consume("--namesrv", namesrv, "J", tmp_path)
