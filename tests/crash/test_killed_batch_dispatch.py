@@ -13,7 +13,7 @@ reference (the same entry numbers, chains, counts and times), which implies it.
 The process under test is the dispatcher child's own :class:`Worker` (the same objects
 ``dispatch_process=True`` runs), driven by a small script that SIGKILLs itself at the
 ``hit``-th pass of a fault point (``mqstore.faults``). The kills land where the
-``SIGKILL`` restart test of ``tests/test_dispatch_process.py`` once caught one by
+``SIGKILL`` restart test of ``tests/store/test_dispatch_process.py`` once caught one by
 chance.
 """
 

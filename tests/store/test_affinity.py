@@ -15,7 +15,7 @@ from mqstore import ConfigError, Message, MessageStore, StoreConfig, affinity
 from mqstore.consumequeue.shared import supported as dispatch_process_supported
 from tests.broker.test_server_robustness import start_broker, stop_broker
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TWO_CPUS = pytest.mark.skipif(
     not affinity.supported()
     or len(os.sched_getaffinity(0)) < 2

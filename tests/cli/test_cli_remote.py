@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_cli_errors import USAGE, mqstore, one_line
 from tests.helpers import SMALL_STORE_FLAGS, cli_process
-from tests.test_cli_errors import USAGE, mqstore, one_line
 
-ORACLE = Path(__file__).resolve().parents[2] / "shared" / "oracles" / "rocketmq-4.9.8"
+ORACLE = Path(__file__).resolve().parents[3] / "shared" / "oracles" / "rocketmq-4.9.8"
 
 
 @pytest.fixture

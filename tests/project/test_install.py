@@ -271,7 +271,7 @@ def test_the_test_extra_runs_tests_and_the_linter(
 ) -> None:
     v = _venv(venvs, "test")
     t = v.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-              "tests/test_geometry.py", cwd=REPO)  # fmt: skip
+              "tests/store/test_geometry.py", cwd=REPO)  # fmt: skip
     assert t.returncode == 0, (t.stdout + t.stderr)[-3000:]
     assert " passed" in t.stdout
     lint = v.run("ruff", "check", "--no-cache", "store", "tools", cwd=REPO)

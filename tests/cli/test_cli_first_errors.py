@@ -18,7 +18,7 @@ import pytest
 
 from mqstore import Message, MessageStore, StoreConfig
 from mqstore.tools.cli import main
-from tests.test_cli_errors import USAGE, mqstore, one_line, small_store
+from tests.cli.test_cli_errors import USAGE, mqstore, one_line, small_store
 
 
 def _no_java_env(tmp_path: Path) -> dict[str, str]:

@@ -33,7 +33,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.config import RecoveryPolicy
 from tests.helpers import check_consistency, make_store, mounted_tmpfs, reopen, store_config
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EARLIER = [Message(topic="orders", body=f"earlier {i}".encode(), keys=[f"e{i}"]) for i in range(3)]
 
 

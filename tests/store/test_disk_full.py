@@ -31,7 +31,7 @@ from mqstore.status import GetStatus
 from tests.cq_consistency import check_cq_consistency
 from tests.helpers import make_store, mounted_tmpfs, reopen
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _fake_statvfs(used: float):

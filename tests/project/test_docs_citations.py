@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 # "docs/format.md §3.3", "docs/protocol.md §2.2-2.6", "docs/client.md §2, §3" (and a line
 # break between the file and the section).
