@@ -11,7 +11,6 @@ means a bug. Read commands (``consume``) open the store read-only
 from __future__ import annotations
 
 import argparse
-import enum
 import errno
 import os
 import sys
@@ -22,6 +21,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from mqstore.tools import admin as _admin
 from mqstore.tools import quickstart as _quickstart
 from mqstore.tools.bench import BENCHMARKS
+from mqstore.tools.usage import CliError as CliError  # noqa: PLC0414 (re-export)
+from mqstore.tools.usage import Exit as Exit  # noqa: PLC0414 (re-export)
+from mqstore.tools.usage import require_store_directory
 
 if TYPE_CHECKING:
     import socket
@@ -29,17 +31,6 @@ if TYPE_CHECKING:
 
     from mqstore import BrokerRole, MessageStore, StoreConfig
     from mqstore.records import StoredMessage
-
-
-class Exit(enum.IntEnum):
-    """The exit codes of every subcommand (documented in ``mqstore --help``)."""
-
-    OK = 0
-    PROBLEMS = 1
-    USAGE = 2
-    BUSY = 3
-    INTERRUPTED = 130
-    OUTPUT_CLOSED = 141
 
 
 EXIT_CODES_HELP = """\
@@ -55,14 +46,6 @@ exit codes:
   130  interrupted (Ctrl-C)
   141  the output was closed early (`mqstore consume ... | head`); nothing is printed
 """
-
-
-class CliError(Exception):
-    """A user error: printed as one line, the command exits with ``code``."""
-
-    def __init__(self, message: str, code: Exit = Exit.USAGE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class _Parser(argparse.ArgumentParser):
@@ -219,26 +202,6 @@ def _store_config(args: argparse.Namespace, **fields: object) -> StoreConfig:
     g = geometry.resolve(args.store, flags=flags, broker_config=args.broker_config)
     print(f"mqstore {args.command}: geometry: {g.describe()}", file=sys.stderr)
     return g.apply(StoreConfig(root_dir=args.store, **fields))  # type: ignore[arg-type]
-
-
-_STORE_ENTRIES = frozenset({"commitlog", "consumequeue", "index", "checkpoint", "lock", "config"})
-"""What a store directory holds (ours or a RocketMQ broker's): one of these is enough."""
-
-
-def require_store_directory(path: str) -> None:
-    """Refuse a store path that exists and is not a directory, or a directory that
-    holds files but no store: a command that creates a store would fill someone's
-    folder with one."""
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise CliError(f"{path} is a file, not a store directory")
-    try:
-        entries = set(os.listdir(path))
-    except FileNotFoundError:
-        return
-    if entries and not entries & _STORE_ENTRIES:
-        raise CliError(
-            f"{path} holds files but no store (no commitlog/): give a new or empty directory"
-        )
 
 
 def _add_remote_args(group: argparse._MutuallyExclusiveGroup) -> None:

@@ -202,7 +202,7 @@ def _consume(store: MessageStore, acked: dict[str, bytes]) -> tuple[bool, list[s
 def main(args: argparse.Namespace) -> int:
     """Run the tour; return 0 when every acknowledged message was read back intact."""
     from mqstore import FlushDiskType, MessageStore, StoreConfig
-    from mqstore.tools.cli import require_store_directory
+    from mqstore.tools.usage import require_store_directory
 
     own_dir = args.dir is None
     if args.dir is not None:

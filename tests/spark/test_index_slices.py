@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from mqstore.index import format as ifmt
 from mqstore.tools.spark import indexcheck
 from mqstore.tools.spark.layout import discover
-from mqstore.tools.spark.reader import audit_task, plan_ranges
+from mqstore.tools.spark.reader import plan_ranges
 from mqstore.tools.spark.segscan import Row
+from mqstore.tools.spark.tasks import audit_task
 from tests.spark.storegen import engine_store
 
 SLOTS, NUM = 53, 300

@@ -165,7 +165,8 @@ def test_a_queue_whose_files_overlap_sends_its_records(tmp_path: Path) -> None:
 
     from mqstore.tools.spark.layout import discover
     from mqstore.tools.spark.queueparts import QueuePart
-    from mqstore.tools.spark.reader import audit_task, plan_ranges
+    from mqstore.tools.spark.reader import plan_ranges
+    from mqstore.tools.spark.tasks import audit_task
     from tests.spark.storegen import build_store
 
     gen = build_store(tmp_path / "s", 60)

@@ -5,13 +5,25 @@ Vectorised with numpy over the file's slot table and entries (see indexcheck's d
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 from mqstore.index import format as ifmt
 from mqstore.tools.spark.report import Finding
 
-if TYPE_CHECKING:
-    from mqstore.tools.spark.indexcheck import Geometry
+
+@dataclass(frozen=True, slots=True)
+class Geometry:
+    """Slots and entries per index file (``max_hash_slot_num``, ``max_index_num``)."""
+
+    slots: int
+    num: int
+
+    @property
+    def file_size(self) -> int:
+        """Bytes of one file."""
+        return ifmt.file_size(self.slots, self.num)
+
 
 MAX_PER_KIND: Final = 10_000
 """Chain findings kept per file; beyond it one summary finding says how many more."""

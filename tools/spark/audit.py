@@ -76,15 +76,11 @@ from mqstore.tools.spark.layout import (
     geometry_flags,
 )
 from mqstore.tools.spark.queueparts import QueuePart
-from mqstore.tools.spark.reader import (
-    balanced_split,
-    plan_ranges,
-    queue_values,
-    scan_ranges,
-)
+from mqstore.tools.spark.reader import balanced_split, plan_ranges
 from mqstore.tools.spark.report import AuditReport, Cut, Finding, QueueStats
 from mqstore.tools.spark.segscan import Row, RowType
 from mqstore.tools.spark.session import master_url
+from mqstore.tools.spark.tasks import queue_values, scan_ranges
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -182,7 +178,7 @@ def _queue_checks(
     announce: Callable[[str], None] | None = None,
     cut: Cut | None = None,
 ) -> tuple[list[Row], list[Finding], list[QueueStats]]:
-    """The segment scan (tools.spark.reader.scan_ranges): its finding and range rows,
+    """The segment scan (tools.spark.tasks.scan_ranges): its finding and range rows,
     and the per-queue findings and statistics from the queue parts it sent
     (tools.spark.queueparts); the queues the parts cannot settle are checked from their
     records, read by a second job. With ``index`` (geometry, files), the scan tasks also

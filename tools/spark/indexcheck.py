@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mqstore.commitlog import format as fmt
 from mqstore.index import format as ifmt
+from mqstore.tools.spark._indexchain import Geometry as Geometry  # noqa: PLC0414 (re-export)
 from mqstore.tools.spark._indexchain import _chain_findings
 from mqstore.tools.spark.reader import open_mapped
 from mqstore.tools.spark.report import Finding
@@ -62,19 +63,6 @@ if TYPE_CHECKING:
     from mqstore.tools.spark.layout import StoreLayout
 
 FILE_SCHEMA: Final = "path string, rel string, prev_end_ts long, slots int, num int"
-
-
-@dataclass(frozen=True, slots=True)
-class Geometry:
-    """Slots and entries per index file (``max_hash_slot_num``, ``max_index_num``)."""
-
-    slots: int
-    num: int
-
-    @property
-    def file_size(self) -> int:
-        """Bytes of one file."""
-        return ifmt.file_size(self.slots, self.num)
 
 
 def index_files(index_dir: Path | None) -> list[Path]:

@@ -7,15 +7,17 @@ Plan on the driver, parse in tasks:
    cheap pre-scan (:func:`mqstore.commitlog.format.peek_size`, 8 bytes per record). The
    pre-scan stops cutting at the first header that does not look like a record, so damage
    always falls in the last range of its file and a range never needs its neighbours.
-2. :func:`scan_ranges` (the audit) makes one partition per range: each task mmaps its
-   file read-only, checks its range with :func:`mqstore.tools.spark.segscan.scan_range`
-   and returns per (topic, queue) a small summary of its checks against the queue's
-   units (:mod:`mqstore.tools.spark.queueparts`), plus the findings and a range summary;
-   the driver joins a queue's summaries (no shuffle). Where those cannot settle a queue,
-   :func:`queue_values` returns its records as packed values (a few large values, not
-   one row per record). Reindex and export read their ranges' records with
-   :func:`bulk_records`. Every job is a plain RDD job over the ranges (no query plan).
-   Bytes never travel through the JVM (``binaryFiles`` copies whole files into its
+2. :func:`mqstore.tools.spark.tasks.scan_ranges` (the audit) makes one partition per
+   range: each task mmaps its file read-only, checks its range with
+   :func:`mqstore.tools.spark.segscan.scan_range` and returns per (topic, queue) a small
+   summary of its checks against the queue's units (:mod:`mqstore.tools.spark.queueparts`),
+   plus the findings and a range summary; the driver joins a queue's summaries (no
+   shuffle). Where those cannot settle a queue,
+   :func:`~mqstore.tools.spark.tasks.queue_values` returns its records as packed values
+   (a few large values, not one row per record). Reindex and export read their ranges'
+   records with :func:`bulk_records`. Every job is a plain RDD job over the ranges (no
+   query plan). Bytes never travel through the JVM (``binaryFiles`` copies whole files
+   into its
    heap; docs/design.md §3.2).
 
 Files are opened by path in the tasks: on a cluster the store must be on a filesystem that
@@ -29,8 +31,8 @@ import itertools
 import mmap
 import os
 import re
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -41,20 +43,12 @@ from mqstore.tools.spark.segscan import (
     Buffer,
     ByteRange,
     RecordColumns,
-    Row,
     resync,
-    scan_range,
 )
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
-    from pyspark.sql import SparkSession
 
-    from mqstore.tools.spark.indexcheck import IndexPlan
-    from mqstore.tools.spark.queueparts import QueuePart
-    from mqstore.tools.spark.queues import QueueContext
-
-    AuditValue: TypeAlias = tuple[str, int, bytes] | QueuePart | Row
 
 DEFAULT_SPLIT_BYTES: Final = 128 << 20
 """Ranges of at least 128 MiB: smaller ones cost more per task than they gain
@@ -239,87 +233,3 @@ def queue_records(cols: RecordColumns) -> list[tuple[str, int, bytes]]:
     """A range's records per (topic, queue): (topic, queue id, LIST_COLUMNS packed as
     RECORD_DTYPE in log order), one value per queue instead of one row per record."""
     return [(t, q, pack(c)) for t, q, c in queue_groups(cols)]
-
-
-def audit_task(
-    ranges: Iterable[ByteRange],
-    now_ms: int,
-    index: IndexPlan | None = None,
-    queue_ctx: QueueContext | None = None,
-) -> Iterator[AuditValue]:
-    """Task body of :func:`scan_ranges`: per range and queue a
-    :class:`~mqstore.tools.spark.queueparts.QueuePart` (its records checked here against
-    their units) when ``queue_ctx`` is given, else, and for the queues of
-    ``queue_ctx.packed``, its records packed (:func:`queue_records`); then the findings
-    (the index entries that point into the range checked against its records when
-    ``index`` is given) and range summaries."""
-    from mqstore.tools.spark.queueparts import part
-
-    other: list[Row] = []
-    cols = RecordColumns(keys=index is not None)
-    for rng in ranges:
-        with open_mapped(rng.path) as mm:
-            if not isinstance(mm, mmap.mmap):
-                continue
-            other.extend(scan_range(mm, rng, now_ms, cols))
-        if index is not None:
-            other.extend(index.check_range(rng, cols, other))
-        if len(cols):
-            for t, q, c in queue_groups(cols):
-                if queue_ctx is None or (t, q) in queue_ctx.packed:
-                    yield t, q, pack(c)
-                else:
-                    yield part(t, q, c, queue_ctx, rng.base_offset + rng.start)
-        cols.clear()
-    yield from other
-
-
-def records_task(
-    ranges: Iterable[ByteRange], now_ms: int, wanted: frozenset[tuple[str, int]]
-) -> Iterator[tuple[str, int, bytes]]:
-    """Task body of :func:`queue_values`: the packed records of the ``wanted`` queues,
-    read as :func:`audit_task` reads them (its findings are not repeated)."""
-    cols = RecordColumns()
-    for rng in ranges:
-        with open_mapped(rng.path) as mm:
-            if not isinstance(mm, mmap.mmap):
-                continue
-            for _ in scan_range(mm, rng, now_ms, cols):
-                pass
-        if len(cols):
-            yield from ((t, q, pack(c)) for t, q, c in queue_groups(cols) if (t, q) in wanted)
-        cols.clear()
-
-
-def scan_ranges(
-    spark: SparkSession,
-    ranges: list[ByteRange],
-    now_ms: int,
-    index: IndexPlan | None = None,
-    queue_ctx: QueueContext | None = None,
-) -> list[AuditValue]:
-    """Audit output of every range, parsed in tasks (one per range, :func:`audit_task`):
-    per range and queue a QueuePart or packed records, and the findings and range
-    summaries (:class:`mqstore.tools.spark.segscan.Row`); with ``index``, each task also
-    checks the index entries of its range. A plain RDD job: the values are pickled
-    by the Python workers and moved by the JVM as opaque bytes (no row conversion, no
-    query plan)."""
-
-    def task(part: Iterable[ByteRange]) -> Iterator[AuditValue]:
-        return audit_task(part, now_ms, index, queue_ctx)
-
-    rdd = spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
-    return rdd.mapPartitions(task).collect()
-
-
-def queue_values(
-    spark: SparkSession, ranges: list[ByteRange], now_ms: int, wanted: frozenset[tuple[str, int]]
-) -> list[tuple[str, int, bytes]]:
-    """The packed records of the ``wanted`` queues in every range (:func:`records_task`),
-    for the queues whose parts the driver cannot join (tools.spark.queueparts)."""
-
-    def task(part: Iterable[ByteRange]) -> Iterator[tuple[str, int, bytes]]:
-        return records_task(part, now_ms, wanted)
-
-    rdd = spark.sparkContext.parallelize(ranges, max(1, len(ranges)))
-    return rdd.mapPartitions(task).collect()

@@ -205,8 +205,9 @@ def _log4j2_file(level: str) -> Path:
     fd, name = tempfile.mkstemp(prefix="mqstore-log4j2-", suffix=".properties")
     with os.fdopen(fd, "w") as f:
         f.write(_LOG4J2.format(level=level))
-    atexit.register(os.unlink, name)
-    return Path(name)
+    path = Path(name)
+    atexit.register(path.unlink, missing_ok=True)  # the test run may have removed it
+    return path
 
 
 def _forward_stderr(stream: IO[bytes]) -> None:
