@@ -160,3 +160,20 @@ def test_an_option_given_on_the_command_line_is_kept_without_quick(tmp_path: Pat
     bench = Benchmark("example", None, (Option("--rounds", int, 40, "", quick=3),), measure)
     assert bench.main(["--rounds", "7", "--dir", str(tmp_path)]) == 0
     assert seen["rounds"] == 7
+
+
+@pytest.mark.slow
+def test_embedded_quick_reports_every_contender_and_ratio_of_each_section(tmp_path: Path) -> None:
+    from mqstore.tools.bench import embedded
+
+    out = tmp_path / "embedded.json"
+    argv = ["--quick", "--reps", "1", "--duration", "0.05", "--dir", str(tmp_path)]
+    argv += ["--read-messages", "500", "--open-messages", "1000", "--json", str(out)]
+    assert embedded.main(argv) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    sections = {c["section"] for c in report["contenders"].values()}
+    assert sections == set(embedded.SECTIONS)
+    assert all(c["per_s"] > 0 for c in report["contenders"].values())
+    assert set(report["ratios"]) == {r[0] for r in embedded.RATIOS} | {"open_ms"}
+    assert report["contenders"]["mqstore_open"]["ms"] > 0
+    assert [p.name for p in tmp_path.iterdir()] == ["embedded.json"]  # work dir removed

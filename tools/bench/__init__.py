@@ -17,6 +17,8 @@ and documents what it measures in its docstring:
 * ``grpc``: the 5.x client's send and receive+ack over gRPC against the remoting path;
 * ``pop``: POP receive+ack (embedded and over TCP) against queue-level pull, and the
   redelivery delay against the invisible time;
+* ``embedded``: put, batch, read back and open after a clean close against SQLite,
+  LMDB and persist-queue in one run;
 * ``queues``: what a queue costs in a store of 10,000 or 100,000 (disk, memory, put
   rate, open and close) against 4 queues.
 """
@@ -34,5 +36,6 @@ BENCHMARKS = (
     "grpc",
     "queues",
     "pop",
+    "embedded",
 )
 """The module names ``mqstore bench`` accepts."""

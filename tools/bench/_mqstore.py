@@ -318,3 +318,60 @@ def scan_only(root: Path) -> Run:
         scanned_bytes=scanned, open_seconds=seconds, ready_seconds=seconds, stop_reason=why
     )
     return run
+
+
+# ------------------------------------------------------- read back, clean open
+
+
+def fill_store(root: Path, pool: Sequence[Item], count: int) -> None:
+    """A store at ``root`` holding ``count`` messages of ``pool`` (cycled) in queue 0 of
+    one topic, put in batches of 32, dispatched and closed cleanly."""
+    store = _open(root, FlushDiskType.ASYNC_FLUSH)
+    try:
+        msgs = [it.message() for it in pool]
+        batches = chunked(msgs, 32)
+        done = 0
+        while done < count:
+            for whole in batches:
+                b = whole[: count - done]
+                if not b:
+                    break
+                store.put_messages(b)
+                done += len(b)
+        if not store.wait_dispatched(3600):
+            raise RuntimeError("dispatch did not catch up in an hour")
+    finally:
+        store.close()
+
+
+def read_back(root: Path, batch: int = 32) -> Run:
+    """Every message of a filled store's queue, ``get_message`` batches of ``batch``;
+    each message's body and tags are read (what a consumer uses)."""
+    store = MessageStore.open(StoreConfig(root_dir=root))
+    try:
+        get = store.get_message
+        t0 = time.perf_counter()
+        n = 0
+        offset = 0
+        while True:
+            r = get("bench", TOPIC, 0, offset, batch)
+            msgs = r.messages
+            if not msgs:
+                break
+            for m in msgs:
+                n += m.body is not None and m.tags is not None
+            offset = r.next_begin_offset
+        return Run(n, time.perf_counter() - t0)
+    finally:
+        store.close()
+
+
+def open_seconds(root: Path) -> float:
+    """Seconds ``MessageStore.open`` takes on a cleanly closed store (closed again,
+    cleanly, off the clock)."""
+    cfg = StoreConfig(root_dir=root)
+    t0 = time.perf_counter()
+    store = MessageStore.open(cfg)
+    seconds = time.perf_counter() - t0
+    store.close()
+    return seconds

@@ -1,4 +1,4 @@
-"""Reference contenders: SQLite, persist-queue and the raw disk, measured in the same run.
+"""Reference contenders: SQLite, LMDB, persist-queue and the raw disk, measured in the same run.
 
 Each function takes a fresh directory and a duration and returns a :class:`Run`;
 setup (schema, file allocation) and teardown happen off the clock.
@@ -13,6 +13,9 @@ setup (schema, file allocation) and teardown happen off the clock.
   SQLite's default synchronous=FULL: one fsync per put) and the file ``Queue``
   (pickles appended to a chunk file, fsync only when a 100-item chunk is full, the
   info file rewritten on every put without fsync).
+* **LMDB** (the ``lmdb`` package, ``sync=False``: commits reach the page cache, no
+  fsync, the class of an ASYNC_FLUSH put): one write transaction per put or per batch
+  (``putmulti``), appended keys; reads through one read transaction's cursor.
 * **raw disk**: 100-byte records ``pwrite``-appended to a preallocated plain file
   (``posix_fallocate``, as the store allocates its segments). Single thread: write +
   ``fdatasync`` per record. Group commit ceiling: 16 threads append under one lock
@@ -25,9 +28,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from mqstore import affinity
 from mqstore.tools.bench._harness import Deadline, Run, Worker, chunked, drive, run_threads
@@ -252,3 +258,148 @@ def raw_group_commit(workdir: Path, duration: float, n_threads: int) -> Run:
         os.close(fd)
     run.extra["fdatasyncs"] = syncs
     return run
+
+
+# ------------------------------------------------------------------------ LMDB
+
+LMDB_MAP_SIZE = 1 << 36
+"""LMDB's map: reserved address space (a sparse file), ample for 10M small records."""
+_LMDB_KEY = struct.Struct(">Q")
+_LMDB_HEAD = struct.Struct(">BBH")
+
+
+def lmdb_value(it: Item) -> bytes:
+    """One item as the LMDB value: topic, tags and keys lengths, then the four fields
+    (built off the clock, as SQLite's rows are)."""
+    t, g, k = it.topic.encode(), it.tags.encode(), it.keys.encode()
+    return _LMDB_HEAD.pack(len(t), len(g), len(k)) + t + g + k + it.body
+
+
+def _lmdb_env(path: Path) -> Any:
+    import lmdb
+
+    return lmdb.open(str(path), map_size=LMDB_MAP_SIZE, sync=False, subdir=True)
+
+
+def lmdb_puts(workdir: Path, duration: float, items: Sequence[Item], batch: int) -> Run:
+    """LMDB ``sync=False``: one write transaction per put (``batch`` 1) or per batch of
+    ``batch`` puts (``putmulti``); keys are a big-endian counter, appended."""
+    env = _lmdb_env(workdir / "lmdb")
+    values = [lmdb_value(it) for it in items]
+    pack = _LMDB_KEY.pack
+    begin = env.begin
+    n = [0]
+    try:
+        if batch == 1:
+
+            def one(chunk: Sequence[bytes]) -> None:
+                i = n[0]
+                for v in chunk:
+                    with begin(write=True) as txn:
+                        txn.put(pack(i), v, append=True)
+                    i += 1
+                n[0] = i
+
+            return drive(duration, values, one)
+        groups = chunked(values, batch)
+
+        def grouped(chunk: Sequence[list[bytes]]) -> None:
+            i = n[0]
+            for group in chunk:
+                with begin(write=True) as txn:
+                    txn.cursor().putmulti(
+                        [(pack(i + j), v) for j, v in enumerate(group)], append=True
+                    )
+                i += len(group)
+            n[0] = i
+
+        return drive(duration, groups, grouped, per_item=batch)
+    finally:
+        env.close()
+
+
+def lmdb_fill(path: Path, items: Sequence[Item], count: int) -> None:
+    """An LMDB environment at ``path`` holding ``count`` items (cycled), closed."""
+    env = _lmdb_env(path)
+    values = [lmdb_value(it) for it in items]
+    pack = _LMDB_KEY.pack
+    try:
+        for start in range(0, count, 100_000):
+            with env.begin(write=True) as txn:
+                cur = txn.cursor()
+                stop = min(count, start + 100_000)
+                cur.putmulti(
+                    ((pack(i), values[i % len(values)]) for i in range(start, stop)), append=True
+                )
+        env.sync(True)
+    finally:
+        env.close()
+
+
+def lmdb_read(path: Path) -> Run:
+    """Every value of a filled environment through one read transaction's cursor
+    (values only, as bytes: no field decoded)."""
+    env = _lmdb_env(path)
+    try:
+        t0 = time.perf_counter()
+        n = 0
+        with env.begin() as txn:
+            for v in txn.cursor().iternext(keys=False):
+                n += v is not None
+        return Run(n, time.perf_counter() - t0)
+    finally:
+        env.close()
+
+
+def lmdb_open(path: Path) -> float:
+    """Seconds to open a filled environment and find its last key (where an appender
+    resumes)."""
+    t0 = time.perf_counter()
+    env = _lmdb_env(path)
+    with env.begin() as txn:
+        cur = txn.cursor()
+        if not cur.last():
+            raise RuntimeError(f"{path}: empty LMDB environment")
+    seconds = time.perf_counter() - t0
+    env.close()
+    return seconds
+
+
+def sqlite_fill(path: Path, items: Sequence[Item], count: int) -> None:
+    """A WAL database at ``path`` holding ``count`` rows (cycled), checkpointed, closed."""
+    conn = _sqlite_open(path, "NORMAL")
+    rows = [it.row() for it in items]
+    try:
+        for start in range(0, count, 100_000):
+            stop = min(count, start + 100_000)
+            conn.execute("BEGIN")
+            conn.executemany(SQLITE_INSERT, (rows[i % len(rows)] for i in range(start, stop)))
+            conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
+def sqlite_read(path: Path) -> Run:
+    """Every row's tags and body, ``SELECT`` in id order through one cursor."""
+    conn = _sqlite_open(path, "NORMAL")
+    try:
+        t0 = time.perf_counter()
+        n = 0
+        for _tags, body in conn.execute("SELECT tags, body FROM messages ORDER BY id"):
+            n += body is not None
+        return Run(n, time.perf_counter() - t0)
+    finally:
+        conn.close()
+
+
+def sqlite_open(path: Path) -> float:
+    """Seconds to connect to a filled database (WAL) and read its largest id."""
+    t0 = time.perf_counter()
+    conn = _sqlite_open(path, "NORMAL")
+    (last,) = conn.execute("SELECT max(id) FROM messages").fetchone()
+    seconds = time.perf_counter() - t0
+    conn.close()
+    if last is None:
+        raise RuntimeError(f"{path}: empty database")
+    return seconds
