@@ -400,6 +400,11 @@ class Message:
     ``mqstore.broker.as_stored``). Only the store's general path honours it, so a
     message that carries it also carries its ``properties`` (which keep it off the
     fast path); None, the default: built from the fields.
+
+    ``prepared_transaction_offset``: the PREPARED TX OFFSET field, the physical offset
+    of the half record a committed transactional message came from (0 otherwise;
+    ``mqstore.transaction``). Only the general path writes it: a message with a
+    COMMIT sysflag never takes the fast path.
     """
 
     topic: str
@@ -416,6 +421,7 @@ class Message:
     reconsume_times: int = 0
     sys_flag: int = 0
     stored_properties: str | None = None
+    prepared_transaction_offset: int = 0
 
     def validate(self) -> None:
         """Check what can be checked without a store.

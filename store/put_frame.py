@@ -120,6 +120,7 @@ def _check_int_fields(msg: Message) -> None:
         ("reconsume_times", msg.reconsume_times, _INT32),
         ("sys_flag", msg.sys_flag, _INT32),
         ("born_timestamp", msg.born_timestamp or 0, _INT64),
+        ("prepared_transaction_offset", msg.prepared_transaction_offset, _INT64),
     ):
         if not isinstance(value, int) or value not in width:
             raise IllegalMessageError(f"{name} {value!r} does not fit its record field")
@@ -236,7 +237,8 @@ class MessageFramer:
         born_ts = msg.born_timestamp  # None: the CommitLog stamps the store time
         enc = _tuple_new(EncodedMessage, (
             f"{topic}-{msg.queue_id}", msg.queue_id, msg.flag, sys_flag, born_ts, born,
-            msg.reconsume_times, 0, body, zlib.crc32(body) & 0x7FFFFFFF, tail, version, total,
+            msg.reconsume_times, msg.prepared_transaction_offset, body,
+            zlib.crc32(body) & 0x7FFFFFFF, tail, version, total,
         ))  # fmt: skip
         return enc, uniq
 

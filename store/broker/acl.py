@@ -315,6 +315,13 @@ def pub_topic(name: str) -> Resources:
     return need
 
 
+def _end_transaction(ext: Mapping[str, str], body: bytes) -> Need:
+    """END_TRANSACTION: PUB on the header's ``topic`` when it names one (5.x's header has
+    the field; the 4.9.8 and 5.3.3 Java producers leave it out: then the signature only)."""
+    topic = ext.get("topic")
+    return {topic: Perm.PUB} if topic else {}
+
+
 def sub_group(name: str) -> Resources:
     """SUB on the group in header field ``name``."""
     return lambda ext, body: {retry_topic(_field(ext, name)): Perm.SUB}
@@ -423,6 +430,7 @@ PERMISSIONS: Mapping[int, Rule] = {
     _Q.SEND_MESSAGE: Rule(pub_topic("topic")),
     _Q.SEND_MESSAGE_V2: Rule(pub_topic("b")),
     _Q.SEND_BATCH_MESSAGE: Rule(pub_topic("b")),
+    _Q.END_TRANSACTION: Rule(_end_transaction),
     # --- consumers (pull)
     _Q.PULL_MESSAGE: Rule(sub_topic_and_group),
     _Q.LITE_PULL_MESSAGE: Rule(sub_topic_and_group),

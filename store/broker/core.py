@@ -57,6 +57,7 @@ from mqstore.broker.topics import (
     system_topics,
 )
 from mqstore.broker.traffic import TrafficStats
+from mqstore.broker.transactions import CheckSettings, TransactionCheckService, TransactionService
 from mqstore.config import BrokerRole
 from mqstore.consumequeue.get import total_physical_memory
 from mqstore.failures import FailureCounter
@@ -89,6 +90,13 @@ class BrokerConfig:
     rebalance_lock_max_live_ms: int = 60_000
     consumer_offset_persist_interval_ms: int = 5000
     slave_read_enable: bool = False
+    transaction_timeout_ms: int = 6_000
+    """``transactionTimeOut``: a half message younger than this is not checked back."""
+    transaction_check_interval_ms: int = 60_000
+    """``transactionCheckInterval`` (4.9.8's 60 s; 5.3.3 has 30 s)."""
+    transaction_check_max: int = 15
+    """``transactionCheckMax``: checks before a half message goes to
+    ``TRANS_CHECK_MAX_TIME_TOPIC``."""
 
 
 class _Housekeeping(ServiceThread):
@@ -154,6 +162,12 @@ class BrokerCore:
         self.topics.on_create(lambda config: self.consumers.topic_created(config.topic_name))
         self.connections = ConnectionTable()  # client addresses, producer groups (admin)
         self.boot_timestamp_ms = int(time.time() * 1000)
+        settings = CheckSettings(cfg.transaction_timeout_ms, cfg.transaction_check_interval_ms,
+                                 cfg.transaction_check_max)  # fmt: skip
+        self.transactions = TransactionService(
+            store, self.topics, self.offsets, self.connections, settings, cfg.broker_name
+        )  # END_TRANSACTION and check-back (mqstore.broker.transactions)
+        self._tx_check = TransactionCheckService(self.transactions)
         self.locks = RebalanceLockManager(cfg.rebalance_lock_max_live_ms)
         self.hold = PullHoldService(
             self._reexecute, store.max_offset_in_queue, cfg.hold_check_interval_ms
@@ -197,6 +211,8 @@ class BrokerCore:
             self.store.add_arrival_listener(self.hold.on_arrival)
             self.hold.start()
             self._housekeeping.start()
+            if not self.is_slave:
+                self._tx_check.start()
 
     def shutdown(self) -> None:
         """Answer held pulls, stop the threads and persist offsets and topics.
@@ -210,6 +226,7 @@ class BrokerCore:
         if started:
             self.store.remove_arrival_listener(self.hold.on_arrival)
             self.hold.stop()
+            self._tx_check.stop()
             self._housekeeping.stop()
         self.offsets.persist(force=True)
         self.topics.persist()

@@ -16,16 +16,22 @@ answers (a message arrives or the suspend time runs out).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.pulls import PullOutcome, PullRequest
+from mqstore.client.transaction_producer import CheckHandler
 from mqstore.closeable import Closeable
+from mqstore.commitlog import format as fmt
 from mqstore.message import Message
 from mqstore.remoting import values
-from mqstore.remoting.codes import ResponseCode
+from mqstore.remoting.codes import RequestCode, ResponseCode
 from mqstore.remoting.errors import BrokerError, TransportError
+from mqstore.transaction import EndTransaction
+
+log = logging.getLogger(__name__)
 
 HOLD_MARGIN_S = 30.0
 """How long past ``suspend_ms`` a pull waits before declaring the broker lost."""
@@ -78,6 +84,7 @@ class InProcessTransport(Closeable):
         self.core = core
         self.client_host = client_host
         self._handler: values.ConsumerIdsChanged | None = None
+        self._tx_check: CheckHandler | None = None
         self._closed = False
 
     # ------------------------------------------------------------- the channel
@@ -91,6 +98,28 @@ class InProcessTransport(Closeable):
     def set_consumer_ids_changed(self, handler: values.ConsumerIdsChanged | None) -> None:
         """Install the handler the broker calls on a group change (None removes it)."""
         self._handler = handler
+
+    def send_oneway(self, code: int, ext: dict[str, str], body: bytes) -> None:
+        """Broker side: a oneway push; CHECK_TRANSACTION_STATE goes to the installed
+        check handler with the decoded record, anything else is dropped."""
+        handler = self._tx_check
+        if code != RequestCode.CHECK_TRANSACTION_STATE or handler is None or self._closed:
+            return
+        found = fmt.decode(body)
+        if isinstance(found, fmt.Record):
+            handler(ext, found.record)
+
+    def set_transaction_check_handler(self, handler: CheckHandler | None) -> None:
+        """Install the CHECK_TRANSACTION_STATE handler (None removes it)."""
+        self._tx_check = handler
+
+    def end_transaction(self, broker_name: str, header: EndTransaction) -> None:
+        """END_TRANSACTION: the broker's answer is not returned (the remoting call is
+        oneway), only logged when it is not SUCCESS."""
+        self._check()
+        reply = self.core.transactions.end(header, slave=self.core.is_slave)
+        if reply.code is not ResponseCode.SUCCESS:
+            log.warning("END_TRANSACTION refused: %s %s", reply.code.name, reply.remark)
 
     # --------------------------------------------------------------- transport
 
@@ -217,6 +246,8 @@ class InProcessTransport(Closeable):
         """Register (or refresh) the client; this transport is its channel."""
         self._check()
         self.core.heartbeat(hb, self)
+        self.core.connections.heartbeat(hb.client_id, hb.producer_groups, self,
+                                        self.client_host, "PYTHON", 0)  # fmt: skip
 
     def unregister(self, client_id: str, group: str) -> None:
         """Leave ``group``; its other members are notified."""

@@ -28,6 +28,7 @@ from mqstore.broker.pop_processors import POP_PROCESSORS
 from mqstore.broker.pulls import PullOutcome, PullRequest
 from mqstore.broker.sending import SendOutcome
 from mqstore.broker.topics import TopicConfig, check_topic_config, parse_attributes
+from mqstore.broker.tx_processors import TX_PROCESSORS
 from mqstore.broker.wire import (
     BadRequestError,
     build_message,
@@ -452,6 +453,7 @@ PROCESSORS: dict[int, Processor] = {
     **TABLE_PROCESSORS,  # broker config and group table (mqstore.broker.admin_tables)
     **STATS_PROCESSORS,  # who consumes, stats, consume queues (mqstore.broker.admin_stats)
     **CLIENT_CALL_PROCESSORS,  # relayed to a client (mqstore.broker.client_calls)
+    **TX_PROCESSORS,  # END_TRANSACTION (mqstore.broker.tx_processors)
 }
 """Broker request codes (PULL_MESSAGE is handled by :func:`process_pull`)."""
 

@@ -31,10 +31,12 @@ from mqstore.broker.traffic import TrafficStats
 from mqstore.errors import IllegalMessageError, IllegalTopicError
 from mqstore.message import Message, validate_topic
 from mqstore.message_store import MessageStore, PutResult
+from mqstore.property_format import PropertyFormat
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.values import PERM_RW
 from mqstore.status import PutStatus
 from mqstore.system_topics import refuses_client_sends, send_refusal
+from mqstore.transaction import HALF_TOPIC, half_message, is_transactional
 
 PUT_STATUS_CODES: dict[PutStatus, ResponseCode] = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -167,6 +169,9 @@ class MessageSender:
             else dataclasses.replace(m, topic=topic, queue_id=queue_id)
             for m in messages
         ]
+        if len(msgs) == 1 and self._is_half(msgs[0]):  # mqstore.broker.transactions Rule 1
+            self.topics.create_system(HALF_TOPIC, 1)
+            msgs = [half_message(msgs[0], PropertyFormat.parse(self.store.cfg.property_format))]
         try:
             results = (
                 [self.store.put_message(msgs[0])]
@@ -180,6 +185,12 @@ class MessageSender:
         code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
         remark = results[0].error if not status.stored else None
         return SendOutcome(code, topic, queue_id, tuple(results), remark)
+
+    @staticmethod
+    def _is_half(msg: Message) -> bool:
+        """A transactional send, not a delayed redelivery (``SendMessageProcessor``)."""
+        redelivery = msg.reconsume_times > 0 and msg.delay_level > 0
+        return is_transactional(msg.properties) and not redelivery
 
     def _retry_or_dlq(
         self, topic: str, queue_id: int, msg: Message, max_times: int | None

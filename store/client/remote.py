@@ -32,6 +32,7 @@ Long polling: a pull with ``suspend_ms`` sets the suspend sysflag and waits up t
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 
 from mqstore.client import wire
@@ -42,6 +43,7 @@ from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.reset_offset import ResetOffsetHandlers
 from mqstore.client.route import TopicRoute
 from mqstore.client.running_info import RunningInfoProviders
+from mqstore.client.transaction_producer import CheckHandler
 from mqstore.client.transport import (
     BrokerError,
     Cancellable,
@@ -56,10 +58,14 @@ from mqstore.client.transport import (
     TransportError,
 )
 from mqstore.closeable import Closeable
+from mqstore.commitlog import format as fmt
 from mqstore.message import Message
 from mqstore.records import StoredMessage
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
+from mqstore.transaction import EndTransaction
+
+log = logging.getLogger(__name__)
 
 
 class RemoteTransport(Closeable):
@@ -93,6 +99,7 @@ class RemoteTransport(Closeable):
         self._client = RemotingClient(self._on_broker_request, rpc_hook=rpc_hook)
         self._router = Router(namesrv_addr, self._client, timeout_s)
         self._ids_changed: ConsumerIdsChanged | None = None
+        self._tx_check: CheckHandler | None = None
         self.reset_handlers = ResetOffsetHandlers()  # RESET_CONSUMER_CLIENT_OFFSET, by group
         self.running_info = RunningInfoProviders()  # GET_CONSUMER_RUNNING_INFO, by group
 
@@ -108,6 +115,9 @@ class RemoteTransport(Closeable):
         if request.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             self.reset_handlers.dispatch(request)
             return None if request.is_oneway else request.make_response(ResponseCode.SUCCESS)
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self._check_transaction(request)
+            return None
         if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO and not request.is_oneway:
             return self.running_info.answer(request)
         if request.code != RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
@@ -116,6 +126,33 @@ class RemoteTransport(Closeable):
         if handler is not None:
             handler(request.ext_fields.get("consumerGroup", ""))
         return None if request.is_oneway else request.make_response(ResponseCode.SUCCESS)
+
+    def _check_transaction(self, request: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE (39, oneway): hand the header and the decoded record
+        to the installed handler; a body that is not a record is logged and dropped."""
+        handler = self._tx_check
+        if handler is None:
+            return
+        found = fmt.decode(request.body)
+        if not isinstance(found, fmt.Record):
+            log.warning("CHECK_TRANSACTION_STATE with a body that is not a record: %s", found)
+            return
+        handler(dict(request.ext_fields), found.record)
+
+    def set_transaction_check_handler(self, handler: CheckHandler | None) -> None:
+        """Install the CHECK_TRANSACTION_STATE handler (None removes it)."""
+        self._tx_check = handler
+
+    def end_transaction(self, broker_name: str, header: EndTransaction) -> None:
+        """END_TRANSACTION (37), oneway, to the master of ``broker_name``.
+
+        Raises:
+            TransportError: no address known for the broker, or the write failed.
+        """
+        addr = self._router.addr(broker_name, "")
+        self._client.invoke_oneway(addr, RemotingCommand(
+            code=RequestCode.END_TRANSACTION, ext_fields=header.ext()
+        ))  # fmt: skip
 
     # ------------------------------------------------------------------ Transport
 
