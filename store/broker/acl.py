@@ -316,8 +316,9 @@ def pub_topic(name: str) -> Resources:
 
 
 def _end_transaction(ext: Mapping[str, str], body: bytes) -> Need:
-    """END_TRANSACTION: PUB on the header's ``topic`` when it names one (5.x's header has
-    the field; the 4.9.8 and 5.3.3 Java producers leave it out: then the signature only)."""
+    """END_TRANSACTION: PUB on the header's ``topic`` when it names one (the 4.9.8 and
+    5.3.3 Java producers leave it out); the processor checks PUB on the half record's
+    real topic in any case (``RequestContext.publish_refusal``)."""
     topic = ext.get("topic")
     return {topic: Perm.PUB} if topic else {}
 
@@ -534,10 +535,20 @@ def read_refusal(account: Account | None, topic: str) -> str | None:
     """Why ``account`` (None: white-listed) may not read records of ``topic``: the
     remark of the refusal, or None when it holds SUB on it (a record of ``%RETRY%g`` is
     the group's)."""
+    return _refusal(account, topic, Perm.SUB)
+
+
+def publish_refusal(account: Account | None, topic: str) -> str | None:
+    """Why ``account`` (None: white-listed) may not publish to ``topic`` (PUB), or None:
+    END_TRANSACTION's check of the half record's real topic."""
+    return _refusal(account, topic, Perm.PUB)
+
+
+def _refusal(account: Account | None, topic: str, perm: Perm) -> str | None:
     if account is None:
         return None
     try:
-        AccessControl.authorize(account, {topic: Perm.SUB})
+        AccessControl.authorize(account, {topic: perm})
     except AclDenied as e:
         return str(e)
     return None

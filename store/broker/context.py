@@ -36,6 +36,9 @@ class RequestContext:
     With ACL the server sets it per request from the account that signed it
     (``mqstore.broker.acl.read_refusal``); processors that pick records by offset
     (VIEW_MESSAGE_BY_ID, CONSUMER_SEND_MSG_BACK) ask it for each record's topic."""
+    publish_refusal: Callable[[str], str | None] = _readable
+    """Why the sender may not publish to a topic, or None when it may (ACL PUB, set as
+    :attr:`read_refusal` is); END_TRANSACTION asks it for the half record's real topic."""
 
 
 Processor = Callable[[RequestContext, RemotingCommand], RemotingCommand]

@@ -77,7 +77,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TypeVar
 
-from mqstore.broker.acl import AccessControl, AclDenied, read_refusal
+from mqstore.broker.acl import AccessControl, AclDenied, publish_refusal, read_refusal
 from mqstore.broker.context import RequestContext
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.pop_polling import SUSPENDING
@@ -314,7 +314,11 @@ class _Connection(asyncio.Protocol):
                     self.write(cmd.make_response(ResponseCode.NO_PERMISSION, str(e)))
                 return
             if account is not None:
-                ctx = replace(ctx, read_refusal=functools.partial(read_refusal, account))
+                ctx = replace(
+                    ctx,
+                    read_refusal=functools.partial(read_refusal, account),
+                    publish_refusal=functools.partial(publish_refusal, account),
+                )
         if oneway:  # processors build a response regardless; it is dropped below
             cmd = replace(cmd, flag=cmd.flag & ~RemotingFlag.ONEWAY.value)
         inline = cmd.code in self.server.inline_codes

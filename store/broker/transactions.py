@@ -147,8 +147,15 @@ class TransactionService:
 
     # ----------------------------------------------------------------- Rule 2
 
-    def end(self, header: EndTransaction, *, slave: bool = False) -> Reply:
-        """END_TRANSACTION (Rule 2)."""
+    def end(
+        self,
+        header: EndTransaction,
+        *,
+        slave: bool = False,
+        publish_refusal: Callable[[str], str | None] | None = None,
+    ) -> Reply:
+        """END_TRANSACTION (Rule 2). ``publish_refusal(topic)`` (ACL) tells why the sender
+        may not publish to the half record's real topic: then NO_PERMISSION."""
         if slave:
             return Reply(ResponseCode.SLAVE_NOT_AVAILABLE)
         if header.state is TransactionState.UNKNOWN:
@@ -156,6 +163,10 @@ class TransactionService:
         rec = self.store.look_message_by_offset(header.commit_log_offset)
         if rec is None or rec.topic != HALF_TOPIC:
             return Reply(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
+        target = real_queue(rec)
+        refusal = publish_refusal(target[0]) if publish_refusal and target else None
+        if refusal is not None:
+            return Reply(ResponseCode.NO_PERMISSION, refusal)
         mismatch = end_mismatch(
             rec, header.producer_group, header.tran_state_table_offset, header.commit_log_offset
         )

@@ -5,7 +5,9 @@ The header is RocketMQ's ``EndTransactionRequestHeader``: ``producerGroup``,
 ``tranStateTableOffset``, ``commitLogOffset``, ``commitOrRollback`` (0 unknown, 8 commit,
 12 rollback), ``fromTransactionCheck``, ``msgId``, ``transactionId``. The Java producer
 sends it oneway, so its answer is mostly unread; an unknown ``commitOrRollback`` is
-SYSTEM_ERROR here (RocketMQ sends no response at all).
+SYSTEM_ERROR here (RocketMQ sends no response at all). With ACL the signer must hold PUB
+on the half record's real topic, else NO_PERMISSION (an account could otherwise commit a
+half message into a topic it may not write).
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ def process_end_transaction(ctx: RequestContext, cmd: RemotingCommand) -> Remoti
     header = parse_end_transaction(cmd.ext_fields)
     if header is None:
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, "unknown commitOrRollback")
-    reply = ctx.core.transactions.end(header, slave=ctx.core.is_slave)
+    reply = ctx.core.transactions.end(
+        header, slave=ctx.core.is_slave, publish_refusal=ctx.publish_refusal
+    )
     return cmd.make_response(reply.code, reply.remark)
 
 

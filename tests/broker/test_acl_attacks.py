@@ -111,6 +111,16 @@ def _v2_ext(batch: bool) -> dict[str, str]:
             "h": "0", "i": "", "j": "0", "k": "false", "m": "true" if batch else "false"}  # fmt: skip
 
 
+def _end_transaction(s: Scene) -> RemotingCommand:
+    """COMMIT of a half message the victim's producer left open in SecretT."""
+    half = Message("SecretT", SECRET + b"half", properties={"TRAN_MSG": "true", "PGROUP": "pg"})
+    (put,) = s.core.sender.send("SecretT", 0, [half]).results
+    ext = {"producerGroup": "pg", "tranStateTableOffset": str(put.queue_offset),
+           "commitLogOffset": str(put.physical_offset), "commitOrRollback": "8",
+           "fromTransactionCheck": "false"}  # fmt: skip
+    return _cmd(Rq.END_TRANSACTION, ext)
+
+
 def _heartbeat(s: Scene) -> RemotingCommand:
     body = {"clientID": "m", "producerDataSet": [], "consumerDataSet": [{
         "groupName": "victim", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
@@ -144,6 +154,7 @@ _SG = {"groupName": "victim", "consumeEnable": False}
 
 CASES: list[tuple[int, str, Callable[[Scene], RemotingCommand], str]] = [
     (Rq.SEND_MESSAGE, "send", _send_v1, REFUSED),
+    (Rq.END_TRANSACTION, "commit a half message", _end_transaction, REFUSED),
     (Rq.SEND_MESSAGE_V2, "send", lambda s: _cmd(Rq.SEND_MESSAGE_V2, _v2_ext(False), b"x"), REFUSED),
     (Rq.SEND_BATCH_MESSAGE, "send", lambda s: _cmd(Rq.SEND_BATCH_MESSAGE, _v2_ext(True),
                                                    encode_batch([(0, b"x", "")])), REFUSED),
