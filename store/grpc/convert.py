@@ -13,8 +13,9 @@ does here"):
   5.x timer wheel, so the message takes the *smallest level that is not shorter* than
   the wait (never early; at most one level late). Later than the highest level:
   ILLEGAL_DELIVERY_TIME. The asked time is kept in ``TIMER_DELIVER_MS``.
-- Message types: NORMAL, FIFO (needs a message group) and DELAY; TRANSACTION, LITE and
-  PRIORITY get NOT_IMPLEMENTED with a message saying so.
+- Message types: NORMAL, FIFO (needs a message group), DELAY and TRANSACTION (a half
+  message: ``mqstore.grpc.transactions``); LITE and PRIORITY get NOT_IMPLEMENTED with a
+  message saying so.
 
 Receive: the stored record back as a protobuf message with the receipt handle,
 delivery attempt and invisible duration of the pop, body digest MD5 in upper-case hex
@@ -41,12 +42,15 @@ from mqstore.errors import IllegalMessageError, IllegalTopicError, StoreError
 from mqstore.grpc.protocol import Code, MessageType, pb
 from mqstore.message import (
     PROPERTY_KEYS,
+    PROPERTY_PRODUCER_GROUP,
     PROPERTY_TAGS,
+    PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     Message,
 )
 from mqstore.pop.service import PoppedMessage
 from mqstore.schedule import DelayLevels
+from mqstore.transaction import PROPERTY_CHECK_IMMUNITY
 
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 """``MessageConst.PROPERTY_SHARDING_KEY``: a FIFO message's group."""
@@ -68,7 +72,8 @@ SYSTEM_PROPERTIES = frozenset({
     "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "POP_CK", "POP_CK_OFFSET",
     "1ST_POP_TIME", "__STARTDELIVERTIME", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_OUT_MS",
     "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_DEL_UNIQKEY",
-    "TRACE_ON", "MSG_REGION", "__CRC32#",
+    "TRACE_ON", "MSG_REGION", "__CRC32#", "__transactionId__", "TRANSACTION_CHECK_TIMES",
+    "CHECK_IMMUNITY_TIME_IN_SECONDS", "TRAN_PREPARED_QUEUE_OFFSET",
 })  # fmt: skip
 """Properties the store or RocketMQ set: not user properties (``MessageConst.STRING_HASH_SET``
 in spirit); a producer may not set them and a consumer does not see them as its own."""
@@ -90,6 +95,11 @@ class Outgoing:
     message: Message
     message_id: str
     message_group: str | None
+
+    @property
+    def transactional(self) -> bool:
+        """A TRANSACTION message: stored as a half message (``mqstore.grpc.transactions``)."""
+        return self.message.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true"
 
 
 def _millis(ts: Any) -> int:
@@ -191,10 +201,6 @@ def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgo
         raise RequestRefusedError(Code.BAD_REQUEST, f"unknown message type {mtype}")
     if sp.body_encoding not in pb.Encoding.values():
         raise RequestRefusedError(Code.BAD_REQUEST, f"unknown body encoding {sp.body_encoding}")
-    if mtype == MessageType.TRANSACTION:
-        raise RequestRefusedError(
-            Code.NOT_IMPLEMENTED, "transactional messages are not supported by mqstore"
-        )
     if mtype in (MessageType.LITE, MessageType.PRIORITY) or sp.HasField("lite_topic"):
         name = (
             "lite topics"
@@ -235,6 +241,8 @@ def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgo
         props[PROPERTY_TIMER_DELIVER_MS] = str(at)
         delay = delay_level_for(at - now_ms, levels)
     props[PROPERTY_MSG_TYPE] = MessageType.Name(mtype) if mtype else "NORMAL"
+    if mtype == MessageType.TRANSACTION:
+        props.update(transaction_properties(msg.topic.name, sp))
     born = _millis(sp.born_timestamp) if sp.HasField("born_timestamp") else now_ms
     try:
         out = Message(
@@ -250,12 +258,25 @@ def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgo
     return Outgoing(out, message_id, group)
 
 
+def transaction_properties(topic: str, sp: Any) -> dict[str, str]:
+    """A TRANSACTION message's half-message properties, as the proxy sets them: the
+    topic is the producer group, the orphaned-transaction recovery duration the first
+    check's delay (``SendMessageActivity.buildMessageProperty``)."""
+    return {
+        PROPERTY_TRANSACTION_PREPARED: "true",
+        PROPERTY_PRODUCER_GROUP: topic,
+        PROPERTY_CHECK_IMMUNITY: str(int(sp.orphaned_transaction_recovery_duration.seconds)),
+    }
+
+
 def actual_type(out: Outgoing) -> str:
     """The ``TopicMessageType`` of a message to store, as upstream's
     ``TopicMessageType.parseFromMessageProperty`` reads it from the properties (not from
     the declared type): a delivery time makes it DELAY, else a message group FIFO, else
-    NORMAL (TRANSACTION never gets here: it is refused first)."""
+    NORMAL; a half message is TRANSACTION."""
     props = out.message.properties
+    if out.transactional:
+        return "TRANSACTION"
     if PROPERTY_TIMER_DELIVER_MS in props:
         return "DELAY"
     return "FIFO" if PROPERTY_SHARDING_KEY in props else "NORMAL"

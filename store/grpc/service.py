@@ -3,8 +3,9 @@
 Every handler answers with the protocol's ``Status`` (never an exception to gRPC):
 a refused request carries the refusing code and a one-line message, an unexpected
 failure INTERNAL_ERROR with the error's text. Requests mqstore does not implement
-(transactions, lite topics, recall, the pull-consumer RPCs) get NOT_IMPLEMENTED at
-once. Facts and divergences from the proxy: docs/grpc.md.
+(lite topics, recall, the pull-consumer RPCs) get NOT_IMPLEMENTED at
+once. Facts and divergences from the proxy: docs/grpc.md; transactions:
+``mqstore.grpc.transactions``.
 
 Consumption is POP (``mqstore.pop``) underneath, the instance the remoting POP codes
 use (``mqstore.broker.pop_processors.broker_pop``), so a message received over gRPC
@@ -14,6 +15,7 @@ and one popped over remoting are the same in-flight state.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 import zlib
@@ -27,6 +29,8 @@ from mqstore.errors import IllegalTopicError, InvalidReceiptHandleError
 from mqstore.grpc import convert, settings
 from mqstore.grpc.clients import ClientTable
 from mqstore.grpc.protocol import ClientType, Code, MessageType, Permission, ok, pb, status, svc
+from mqstore.grpc.streams import Incoming, merged
+from mqstore.grpc.transactions import TelemetryChannel, end_transaction
 from mqstore.message import validate_topic
 from mqstore.pop.records import MAX_BATCH
 from mqstore.pop.service import AckStatus, PopService
@@ -60,9 +64,7 @@ ACCEPTED_TYPES: dict[str, tuple[int, ...]] = {
     "TRANSACTION": (MessageType.TRANSACTION,),
 }
 """What a route's queues accept, by the topic's ``message.type`` (``RouteActivity``'s
-``parseTopicMessageType``; UNSPECIFIED accepts MESSAGE_TYPE_UNSPECIFIED only). A MIXED
-topic lists TRANSACTION so a client sends it and hears NOT_IMPLEMENTED from the server,
-not a local type error."""
+``parseTopicMessageType``; UNSPECIFIED accepts MESSAGE_TYPE_UNSPECIFIED only)."""
 
 
 _SEND_CODES = {
@@ -212,6 +214,8 @@ class MessagingService:
         self._closed = False
         self._polls = threading.BoundedSemaphore(max(1, config.max_long_polls))
         self.polls_refused = 0
+        self._producers: dict[str, tuple[tuple[str, ...], TelemetryChannel, str]] = {}
+        """Publishing clients: client id -> (topics, its Telemetry stream, its address)."""
         """Receives answered without waiting because ``max_long_polls`` were waiting."""
 
     def close(self) -> None:
@@ -298,6 +302,7 @@ class MessagingService:
         """Keep a consumer's client id in its group."""
         if request.HasField("group") and request.group.name:
             self.clients.seen(request.group.name, _client_id(context))
+        self._producer_seen(_client_id(context))
         return svc.HeartbeatResponse(status=ok())
 
     @_guarded("NotifyClientTerminationResponse")
@@ -315,12 +320,20 @@ class MessagingService:
     def Telemetry(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
         """The settings exchange: each Settings command is answered with the settings
         the client is to use (``mqstore.grpc.settings``); other commands (thread stack
-        traces, verify results) are taken and ignored."""
+        traces, verify results) are taken and ignored. A producer's stream also carries
+        the broker's check-back of its topics' transactions
+        (``mqstore.grpc.transactions``)."""
         cid = _client_id(context)
+        outbox: queue.Queue[Any] = queue.Queue()
+        channel = TelemetryChannel(outbox)
         try:
-            for cmd in request_iterator:
+            for item in merged(request_iterator, outbox, context.is_active):
                 if self._closed:
                     return
+                if not isinstance(item, Incoming):  # a check-back for this producer
+                    yield item
+                    continue
+                cmd = item.command
                 if cmd is MALFORMED_REQUEST:
                     yield svc.TelemetryCommand(status=status(Code.BAD_REQUEST, MALFORMED))
                     continue
@@ -329,6 +342,10 @@ class MessagingService:
                 client = cmd.settings
                 if client.HasField("subscription"):
                     self.clients.seen(client.subscription.group.name, cid)
+                if client.HasField("publishing"):
+                    topics = tuple(t.name for t in client.publishing.topics)
+                    self._producers[cid] = (topics, channel, str(context.peer()))
+                    self._producer_seen(cid)
                 answer = settings.answer(
                     client, max_body_size=self.core.store.cfg.max_message_size,
                     long_polling_ms=self.config.long_polling_ms,
@@ -340,6 +357,17 @@ class MessagingService:
         except Exception as e:  # a broken stream ends; the client opens another
             if context.is_active():
                 log.info("telemetry stream of %s ended: %s", cid, e)
+        finally:
+            if self._producers.get(cid, (None, None))[1] is channel:
+                del self._producers[cid]
+            self.core.connections.channel_closed(channel)
+
+    def _producer_seen(self, cid: str) -> None:
+        """Announce (or refresh) a publishing client as a producer of its topics."""
+        known = self._producers.get(cid)
+        if known is not None:
+            topics, channel, peer = known
+            self.core.connections.heartbeat(cid, topics, channel, peer, "GRPC", 0)
 
     # ------------------------------------------------------------ send
 
@@ -364,6 +392,8 @@ class MessagingService:
         code = _SEND_CODES.get(res.code, Code.INTERNAL_SERVER_ERROR)
         entry.status.CopyFrom(status(code, res.remark or ""))
         entry.message_id = out.message_id
+        if out.transactional:
+            entry.transaction_id = out.message_id  # mqstore.grpc.transactions
         if res.results:
             entry.offset = res.results[0].queue_offset
         return entry
@@ -385,6 +415,11 @@ class MessagingService:
         else:
             out.status.CopyFrom(status(Code.MULTIPLE_RESULTS, "entries differ"))
         return out
+
+    @_guarded("EndTransactionResponse")
+    def EndTransaction(self, request: Any, context: Any) -> Any:
+        """Commit or roll back a half message (``mqstore.grpc.transactions``)."""
+        return end_transaction(self.core, request)
 
     # ------------------------------------------------------------ receive
 
@@ -543,7 +578,6 @@ class MessagingService:
 
     # ------------------------------------------------------------ not implemented
 
-    EndTransaction = _not_implemented("EndTransaction", "no transactional messages")
     RecallMessage = _not_implemented("RecallMessage", "no recall of delayed messages")
     SyncLiteSubscription = _not_implemented("SyncLiteSubscription", "no lite topics")
     UpdateOffset = _not_implemented(

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -122,3 +123,46 @@ def _first_noted(requests: Iterator[Any], arrived: Callable[[], None]) -> Iterat
     for request in requests:
         arrived()
         yield request
+
+
+class Incoming(NamedTuple):
+    """A command the client sent on the stream (as opposed to one the server queued)."""
+
+    command: Any
+
+
+_END = object()
+
+
+def merged(
+    requests: Iterator[Any], outbox: queue.Queue[Any], active: Callable[[], bool]
+) -> Iterator[Any]:
+    """What a bidirectional stream's handler works through: each command the client
+    sends, as :class:`Incoming`, and whatever the server puts in ``outbox`` to send
+    (a check-back command), in the order they come. The client's side is read on its
+    own thread, so a queued command goes out while the client is silent. Ends when the
+    client's side ends or the call is no longer ``active``; a failure reading the
+    client's side is raised here."""
+
+    def read() -> None:
+        try:
+            for cmd in requests:
+                outbox.put(Incoming(cmd))
+        except Exception as e:  # handed to the handler's thread
+            outbox.put(e)
+        finally:
+            outbox.put(_END)
+
+    threading.Thread(target=read, name="grpc-stream-read", daemon=True).start()
+    while True:
+        try:
+            item = outbox.get(timeout=1.0)
+        except queue.Empty:
+            if not active():
+                return
+            continue
+        if item is _END:
+            return
+        if isinstance(item, Exception):
+            raise item
+        yield item

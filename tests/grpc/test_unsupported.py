@@ -36,18 +36,6 @@ def send_request(**system: Any) -> Any:
     return req
 
 
-def test_transactional_send_is_not_implemented(stub: Any) -> None:
-    r = stub.SendMessage(send_request(message_type=pb.MessageType.TRANSACTION), timeout=DEADLINE)
-    assert r.status.code == NOT_IMPLEMENTED
-    assert "transactional" in r.status.message
-
-
-def test_end_transaction_is_not_implemented(stub: Any) -> None:
-    r = stub.EndTransaction(svc.EndTransactionRequest(), timeout=DEADLINE)
-    assert r.status.code == NOT_IMPLEMENTED
-    assert "EndTransaction" in r.status.message
-
-
 def test_lite_topic_send_is_not_implemented(stub: Any) -> None:
     r = stub.SendMessage(send_request(lite_topic="lt", message_type=pb.MessageType.LITE),
                          timeout=DEADLINE)  # fmt: skip
@@ -113,24 +101,3 @@ def test_delivery_time_beyond_the_longest_delay_is_refused(stub: Any) -> None:
     req.messages[0].system_properties.delivery_timestamp.FromSeconds(4_000_000_000)
     r = stub.SendMessage(req, timeout=DEADLINE)
     assert r.status.code == pb.Code.ILLEGAL_DELIVERY_TIME
-
-
-def test_official_client_transaction_send_fails_with_the_servers_message(
-    endpoint: GrpcEndpoint,
-) -> None:
-    from rocketmq import Producer, TransactionChecker, TransactionResolution
-
-    from tests.grpc.conftest import client_config, message
-
-    class Checker(TransactionChecker):  # type: ignore[misc]
-        def check(self, msg: Any) -> Any:
-            return TransactionResolution.ROLLBACK
-
-    p = Producer(client_config(endpoint), (TOPIC,), checker=Checker())
-    p.startup()
-    try:
-        tx = p.begin_transaction()
-        with pytest.raises(Exception, match="transactional messages are not supported"):
-            p.send(message(b"tx"), tx)
-    finally:
-        p.shutdown()
