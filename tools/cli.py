@@ -280,6 +280,18 @@ def _add_broker_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     )  # fmt: skip
     _add_geometry_args(b)
     b.add_argument(
+        "--transaction-timeout-ms", type=_non_negative, default=6_000, metavar="MS",
+        help="a half message younger than this is not checked back (transactionTimeOut)",
+    )  # fmt: skip
+    b.add_argument(
+        "--transaction-check-interval-ms", type=_positive, default=60_000, metavar="MS",
+        help="how often unresolved half messages are checked back (transactionCheckInterval)",
+    )  # fmt: skip
+    b.add_argument(
+        "--transaction-check-max", type=_positive, default=15, metavar="N",
+        help="check-backs before a half message goes to TRANS_CHECK_MAX_TIME_TOPIC",
+    )  # fmt: skip
+    b.add_argument(
         "--property-format",
         choices=["5", "4.9"],
         default="5",
@@ -805,7 +817,13 @@ def _serve_broker(
         what = f"HA port {master.address}"
         ha_addr = master.address
     broker_id = 1 if role is BrokerRole.SLAVE else 0  # routes list a slave as id 1
-    core = BrokerCore(store, BrokerConfig(broker_name=args.broker_name, broker_id=broker_id))
+    config = BrokerConfig(
+        broker_name=args.broker_name, broker_id=broker_id,
+        transaction_timeout_ms=args.transaction_timeout_ms,
+        transaction_check_interval_ms=args.transaction_check_interval_ms,
+        transaction_check_max=args.transaction_check_max,
+    )  # fmt: skip
+    core = BrokerCore(store, config)
     server = BrokerServer(core, args.host, port, sock=sock, acl=args.access.acl)
     try:
         server.start()
