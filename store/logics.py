@@ -34,6 +34,7 @@ from collections.abc import Callable
 
 from mqstore.checkpoint import Checkpoint
 from mqstore.cleanup import CleanupService, DiskGuard
+from mqstore.commitlog import dispatch_rule as rule
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.recovery import OnRecord, abnormal_start_index, scan_headers
 from mqstore.commitlog.segments import Segments
@@ -165,7 +166,8 @@ class Logics:
             isinstance(r, fmt.RecordInfo)
             and r.size == size
             and (r.topic, r.queue_id, r.queue_offset) == (cq.topic, cq.queue_id, queue_offset)
-            and tags == self.dispatcher.tags_code_of(r.topic, r.properties, r.store_timestamp)
+            and tags
+            == rule.tags_code_of(r.topic, r.properties, r.store_timestamp, self.delay_levels)
         )
 
     def after_log_recovery(self, *, end: int, last_exit_ok: bool) -> dict[str, int]:

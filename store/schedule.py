@@ -49,11 +49,11 @@ from mqstore.message import (
 from mqstore.remoting import fastjson
 from mqstore.service import ServiceThread
 from mqstore.status import PutStatus
+from mqstore.system_topics import SCHEDULE_TOPIC as SCHEDULE_TOPIC  # noqa: PLC0414 (re-export)
 from mqstore.system_topics import broker_written_schedule_record
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 """``TopicValidator.RMQ_SYS_SCHEDULE_TOPIC``."""
 
 DELAY_FOR_A_WHILE_MS = 100

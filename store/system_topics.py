@@ -44,6 +44,9 @@ from typing import Final
 
 from mqstore.message import PROPERTY_CLUSTER, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_TOPIC
 
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+"""``TopicValidator.RMQ_SYS_SCHEDULE_TOPIC``: where delayed messages wait for their level."""
+
 NOT_ALLOWED_SEND_TOPICS: Final = frozenset({
     "SCHEDULE_TOPIC_XXXX", "SCHEDULE_TOPIC_XXXX_V2", "RMQ_SYS_TRANS_HALF_TOPIC",
     "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC",

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mqstore.commitlog import dispatch_rule as rule
 from mqstore.commitlog import format as fmt
 
 MAX_PROBLEMS_PER_CHECK = 20
@@ -194,8 +195,7 @@ def queue_next_offsets(
     next_offset: dict[tuple[str, int], int] = {}
     last_at: dict[tuple[str, int], int] = {}
     for phys, r in log.records:
-        tx = r.sys_flag & fmt.TRANSACTION_MASK
-        if tx in (fmt.TRANSACTION_PREPARED_TYPE, fmt.TRANSACTION_ROLLBACK_TYPE):
+        if not rule.takes_queue_offset(r.sys_flag):
             if r.queue_offset != 0:
                 sink.append(
                     f"transaction half/rollback record at {phys} has queue offset "

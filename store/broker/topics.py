@@ -42,11 +42,11 @@ from mqstore.failures import FailureCounter
 from mqstore.remoting.errors import BadRequestError
 from mqstore.remoting.fastjson import Bean
 from mqstore.remoting.values import PERM_ALL, PERM_INHERIT, PERM_READ, PERM_RW, PERM_WRITE
+from mqstore.system_topics import SCHEDULE_TOPIC as SCHEDULE_TOPIC  # noqa: PLC0414 (re-export)
 
 log = logging.getLogger(__name__)
 
 AUTO_CREATE_TOPIC_KEY: Final = "TBW102"
-SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 SCHEDULE_TOPIC_QUEUE_NUMS: Final = 18
 TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 BENCHMARK_TOPIC: Final = "BenchmarkTest"

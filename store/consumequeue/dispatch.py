@@ -1,10 +1,8 @@
 """The dispatcher (RocketMQ ``ReputMessageService``): CommitLog -> consume queues + index.
 
-:class:`Dispatcher` handles one record: a unit in its consume queue (NOT and COMMIT
-transaction types only: PREPARED and ROLLBACK records have no queue offset), its
-keys in the index (everything but ROLLBACK), then an :class:`Arrival` for long
-polling. The unit's tags code is the TAGS hash, except for ``SCHEDULE_TOPIC_XXXX``
-records with DELAY, whose code is the deliver time (docs/format.md §3.3).
+:class:`Dispatcher` handles one record as :mod:`mqstore.commitlog.dispatch_rule` says:
+a unit in its consume queue, its keys in the index, then an :class:`Arrival` for long
+polling.
 
 :class:`ReputService` is the thread that feeds it: from ``reput_from`` it reads
 records up to a limit (the flushed offset under SYNC_FLUSH, so consumers only ever
@@ -32,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
+from mqstore.commitlog import dispatch_rule as rule
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.bulk import PlainRecords
 from mqstore.commitlog.segments import Segments
@@ -41,24 +40,12 @@ from mqstore.consumequeue.dispatch_batch import NO_SPACE, BatchDispatcher
 from mqstore.consumequeue.store import ConsumeQueueStore
 from mqstore.failures import FailureCounter
 from mqstore.index.service import IndexService
-from mqstore.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    property_of,
-    string_to_properties,
-    tags_code,
-    tags_of,
-)
-from mqstore.schedule import SCHEDULE_TOPIC, DelayLevels
+from mqstore.message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, property_of
+from mqstore.schedule import DelayLevels
 from mqstore.service import ServiceThread
 
 log = logging.getLogger(__name__)
 
-_IN_QUEUE = frozenset((fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE))
-_TX_MASK = fmt.TRANSACTION_MASK
-_ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
 CHUNK = 1024
 """Records dispatched between two looks at the stop flag (and progress notifications)."""
 RUN_RECORDS = 4096
@@ -123,16 +110,6 @@ class Dispatcher:
         """Builds the batches of :meth:`dispatch_run` and :meth:`dispatch_plain` (its
         ``min_records`` decides which runs go record by record)."""
 
-    def tags_code_of(self, topic: str, props: dict[str, str], store_timestamp: int) -> int:
-        """The unit's tags code: TAGS hash, or the deliver time of a delayed record."""
-        if topic == SCHEDULE_TOPIC:
-            level = props.get(PROPERTY_DELAY_TIME_LEVEL)
-            if level is not None and level.strip().lstrip("-").isdigit():
-                code = self.delay_levels.deliver_timestamp(int(level), store_timestamp)
-                if code is not None:
-                    return code
-        return tags_code(props.get(PROPERTY_TAGS))
-
     def __call__(self, info: fmt.RecordInfo, _size: int = 0) -> None:
         """Dispatch one record (the signature of a recovery ``on_record`` callback).
 
@@ -161,14 +138,10 @@ class Dispatcher:
         Raises:
             OSError: as :meth:`__call__`.
         """
-        tx = sys_flag & _TX_MASK
         code = 0
-        in_queue = tx in _IN_QUEUE
+        in_queue = rule.gets_unit(sys_flag)
         if in_queue:
-            if topic == SCHEDULE_TOPIC:
-                code = self.tags_code_of(topic, string_to_properties(props_string), store_ts)
-            else:  # TAGS alone: no properties dict per record
-                code = tags_code(tags_of(props_string))
+            code = rule.unit_tags_code(topic, props_string, store_ts, self.delay_levels)
             self.queues.put(topic, qid, phys, size, code, qoff, store_ts)
         if not self.defer_index:
             try:
@@ -263,12 +236,9 @@ class Dispatcher:
     ) -> Arrival | None:
         """The :class:`Arrival` dispatching this record announces (None: the record
         gets no queue unit): for readers whose dispatcher runs in another process."""
-        if sys_flag & _TX_MASK not in _IN_QUEUE:
+        if not rule.gets_unit(sys_flag):
             return None
-        if topic == SCHEDULE_TOPIC:
-            code = self.tags_code_of(topic, string_to_properties(props_string), store_ts)
-        else:
-            code = tags_code(tags_of(props_string))
+        code = rule.unit_tags_code(topic, props_string, store_ts, self.delay_levels)
         return Arrival(topic, qid, qoff, code, store_ts)
 
     def index_out_of_space(self, phys: int, e: OSError) -> None:
@@ -292,7 +262,7 @@ class Dispatcher:
             OSError: a new index file could not be created.
         """
         index = self.index
-        if index is None or sys_flag & _TX_MASK == _ROLLBACK:
+        if index is None or not rule.gets_keys(sys_flag):
             return
         keys = property_of(props, PROPERTY_KEYS)
         index.build(

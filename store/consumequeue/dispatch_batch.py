@@ -40,10 +40,10 @@ from numpy.typing import NDArray
 
 from mqstore.commitlog import _bulk_text as text
 from mqstore.commitlog import _layout as L
+from mqstore.commitlog import dispatch_rule as rule
 from mqstore.commitlog._trusted import _TRUSTED, _TRUSTED_BODY_POS, _TRUSTED_SLOW_FLAGS
 from mqstore.commitlog.bulk import PlainRecords, walk
 from mqstore.message import string_to_properties
-from mqstore.schedule import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
     from mqstore.consumequeue.dispatch import Dispatcher
@@ -78,8 +78,6 @@ _F = _HEADER.names or ()
 _SIZE, _MAGIC, _QID, _QOFF, _PHYS, _SYSFLAG, _STORE_TS, _BODY_LEN = (
     _F[0], _F[1], _F[3], _F[5], _F[6], _F[7], _F[10], _F[14],
 )  # fmt: skip
-_IN_QUEUE: Final = (L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT_TYPE)
-_UNIT: Final = np.dtype([("p", ">i8"), ("s", ">i4"), ("t", ">i8")])
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,15 +271,13 @@ class BatchDispatcher:
         topic_id, topics = _topic_ids(topic.flat, topic.offs, topic.lens)
         props = text.Properties(props_text.flat, props_text.offs, props_text.lens)
         tags = text.tags_codes(props_text.flat, props)
-        tx = sys_flag & L.TRANSACTION_MASK
-        in_queue = (tx == _IN_QUEUE[0]) | (tx == _IN_QUEUE[1])
-        if SCHEDULE_TOPIC in topics:
-            self._delayed_codes(
-                view, topics, topic_id, in_queue, props_pos, props_text.lens, store_ts, tags
-            )
+        in_queue = rule.units_mask(sys_flag)
+        delayed = rule.needs_delayed_code(topic_id, topics) & in_queue
+        if delayed.any():
+            self._delayed_codes(view, delayed, props_pos, props_text.lens, store_ts, tags)
         key_rec, key_hash = _no_keys()
         if keys and self._d.index is not None:
-            want = tx != L.TRANSACTION_ROLLBACK_TYPE
+            want = rule.keys_mask(sys_flag)
             key_rec, key_hash = text.index_keys(
                 props_text.flat, props, topic_id, list(topics), want
             )
@@ -293,20 +289,18 @@ class BatchDispatcher:
     def _delayed_codes(
         self,
         view: memoryview,
-        topics: tuple[str, ...],
-        topic_id: I64,
-        in_queue: NDArray[np.bool_],
+        delayed: NDArray[np.bool_],
         props_pos: I64,
         props_len: I64,
         store_ts: I64,
         tags: I64,
     ) -> None:
-        """Delayed records' codes are their deliver time (``Dispatcher.tags_code_of``)."""
-        sid = topics.index(SCHEDULE_TOPIC)
-        for i in np.flatnonzero((topic_id == sid) & in_queue).tolist():
+        """The ``delayed`` records' codes (:func:`.dispatch_rule.delayed_tags_code`)."""
+        levels = self._d.delay_levels
+        for i in np.flatnonzero(delayed).tolist():
             a, b = int(props_pos[i]), int(props_pos[i] + props_len[i])
             props = string_to_properties(bytes(view[a:b]).decode())
-            tags[i] = self._d.tags_code_of(SCHEDULE_TOPIC, props, int(store_ts[i]))
+            tags[i] = rule.delayed_tags_code(props, int(store_ts[i]), levels)
 
     # ------------------------------------------------------------------ apply
 
@@ -361,7 +355,7 @@ class BatchDispatcher:
         last = -1
         for g in groups:
             i = int(g[0])
-            units = np.empty(g.size, _UNIT)
+            units = np.empty(g.size, rule.UNIT_DTYPE)
             units["p"] = b.physical_offset[g]
             units["s"] = b.size[g]
             units["t"] = b.tags_code[g]

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from mqstore.commitlog.dispatch_rule import UNIT_DTYPE
 from mqstore.commitlog.mapped_file import MappedFile
 from mqstore.commitlog.segments import Segments
 from mqstore.config import OS_PAGE_SIZE
@@ -75,8 +76,7 @@ from mqstore.consumequeue.summary import QueueSummary
 
 log = logging.getLogger(__name__)
 
-_UNIT_DTYPE = np.dtype([("p", ">i8"), ("s", ">i4"), ("t", ">i8")])
-assert _UNIT_DTYPE.itemsize == UNIT_SIZE
+assert UNIT_DTYPE.itemsize == UNIT_SIZE
 RESERVE_CHUNK = OS_PAGE_SIZE
 """Disk reserved ahead of a queue file's write position (one page: 204 units)."""
 
@@ -729,7 +729,7 @@ class ConsumeQueue:
             start = first * UNIT_SIZE - mf.file_from_offset
             try:
                 units = np.frombuffer(
-                    self._view(mf), _UNIT_DTYPE, (pos + UNIT_SIZE - start) // UNIT_SIZE, start
+                    self._view(mf), UNIT_DTYPE, (pos + UNIT_SIZE - start) // UNIT_SIZE, start
                 )
             except (ValueError, OSError):  # closed or deleted under us (expired)
                 break

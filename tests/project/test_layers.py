@@ -227,6 +227,29 @@ def test_no_new_module_circle_counting_type_checking_and_lazy_imports() -> None:
     assert grown == []
 
 
+RULE_NAMES = ("TRANSACTION_NOT_TYPE", "TRANSACTION_COMMIT_TYPE", "TRANSACTION_PREPARED_TYPE",
+              "TRANSACTION_ROLLBACK_TYPE", '"SCHEDULE_TOPIC_XXXX"')  # fmt: skip
+STATE_RULE_FACTS = {
+    "mqstore.commitlog._layout",  # the constants
+    "mqstore.commitlog.format",  # their re-export
+    "mqstore.system_topics",  # the schedule topic's name
+    "mqstore.commitlog.dispatch_rule",  # the rule
+    "mqstore.tools.spark.headercheck",  # header fields per transaction type (not the rule)
+    "mqstore.commitlog.commitlog",  # still open (issue 34): queue offsets by type
+    "mqstore.schedule",  # still open (issue 34): which sends wait for a level
+}
+
+
+def test_the_dispatch_rule_is_stated_in_one_module() -> None:
+    naming = {
+        name
+        for name, path in _sources().items()
+        if any(n in path.read_text(encoding="utf-8") for n in RULE_NAMES)
+    }
+    assert "mqstore.commitlog.dispatch_rule" in naming
+    assert naming <= STATE_RULE_FACTS
+
+
 # ------------------------------------------------------------ the checks themselves
 
 

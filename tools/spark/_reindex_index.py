@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
+from mqstore.commitlog.dispatch_rule import UNIT_DTYPE
 from mqstore.consumequeue import format as cqfmt
 from mqstore.index import format as ifmt
 
@@ -45,8 +46,7 @@ FAIL_ENV: Final = "MQSTORE_REINDEX_FAIL_FIRST_ATTEMPT"
 """Test hook: when set, attempt 0 of every task fails after writing half a file."""
 _PAGE: Final = 4096
 _ENTRY_DTYPE: Final = np.dtype([("h", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
-_UNIT_DTYPE: Final = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-assert _ENTRY_DTYPE.itemsize == ifmt.ENTRY_SIZE and _UNIT_DTYPE.itemsize == cqfmt.UNIT_SIZE
+assert _ENTRY_DTYPE.itemsize == ifmt.ENTRY_SIZE and UNIT_DTYPE.itemsize == cqfmt.UNIT_SIZE
 
 
 def _write_file(path: Path, size: int, parts: list[tuple[int, bytes | memoryview]]) -> None:
@@ -211,10 +211,10 @@ def write_queue_files(
     per_file = file_size // cqfmt.UNIT_SIZE
     first = int(q[0]) // per_file * per_file
     span = int(q[-1]) - first + 1
-    units = np.empty(span, _UNIT_DTYPE)
-    units["phy"], units["size"], units["tags"] = 0, cqfmt.BLANK_SIZE, 0
+    units = np.empty(span, UNIT_DTYPE)
+    units["p"], units["s"], units["t"] = 0, cqfmt.BLANK_SIZE, 0
     at = q - first
-    units["phy"][at], units["size"][at], units["tags"][at] = p, s, t
+    units["p"][at], units["s"][at], units["t"][at] = p, s, t
     real = np.bincount(at // per_file)
     data = units.view(np.uint8).data
     out: list[tuple[str, int]] = []

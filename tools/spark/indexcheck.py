@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from mqstore.commitlog import format as fmt
+from mqstore.commitlog import dispatch_rule as rule
 from mqstore.index import format as ifmt
 from mqstore.tools.spark._indexchain import Geometry as Geometry  # noqa: PLC0414 (re-export)
 from mqstore.tools.spark._indexchain import _chain_findings
@@ -342,7 +342,7 @@ class _RangeKeys:
         for part, _ in cols.parts():
             offs.append(part.physical_offset)
             ts.append(part.store_timestamp)
-            rollback = (part.sys_flag & fmt.TRANSACTION_MASK) == fmt.TRANSACTION_ROLLBACK_TYPE
+            rollback = ~rule.keys_mask(part.sys_flag)
             rec, h = part.key_record, part.key_hash
             if rollback.any():  # rare: no copy of every key otherwise
                 keep = ~rollback[rec]

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from mqstore.commitlog import format as fmt
+from mqstore.commitlog import dispatch_rule as rule
 from mqstore.consumequeue import format as cqfmt
 from mqstore.tools.spark import queues
 from mqstore.tools.spark.cqscan import unit_dtype
@@ -72,8 +72,7 @@ def part(
     columns ``offset, size, queue_offset, sys_flag, store_ts, tags_code`` (log order)."""
     import numpy as np
 
-    tx = rec["sys_flag"] & fmt.TRANSACTION_MASK
-    disp = (tx == fmt.TRANSACTION_NOT_TYPE) | (tx == fmt.TRANSACTION_COMMIT_TYPE)
+    disp = rule.units_mask(rec["sys_flag"])
     n = int(np.count_nonzero(disp))
     d = rec if n == disp.size else {k: v[disp] for k, v in rec.items()}
     qo = d["queue_offset"]

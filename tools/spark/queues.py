@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from mqstore.commitlog import format as fmt
+from mqstore.commitlog import dispatch_rule as rule
 from mqstore.consumequeue import format as cqfmt
+from mqstore.system_topics import SCHEDULE_TOPIC
 from mqstore.tools.spark.cqscan import read_units
 from mqstore.tools.spark.layout import CqFile, StoreLayout
 from mqstore.tools.spark.reader import RECORD_DTYPE, open_mapped
@@ -39,7 +40,6 @@ from mqstore.tools.spark.report import Finding, QueueStats
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 """Its units carry a delivery time instead of a tag hash (docs/format.md §3.3)."""
 CHECK_THREADS: Final = 2
 """Queues checked at once on the driver: numpy releases the GIL in the sorts, searches
@@ -175,8 +175,7 @@ def check_queue(
 
     out = _Capped()
     q = f"{topic}/{queue_id}"
-    tx = rec["sys_flag"] & fmt.TRANSACTION_MASK
-    disp = (tx == fmt.TRANSACTION_NOT_TYPE) | (tx == fmt.TRANSACTION_COMMIT_TYPE)
+    disp = rule.units_mask(rec["sys_flag"])
     stats = None
     if rec["offset"].size:
         qo = rec["queue_offset"][disp]

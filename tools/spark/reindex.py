@@ -8,8 +8,9 @@ Usage::
 
 The files are byte-identical to what the store's dispatcher writes
 (``mqstore.consumequeue.dispatch`` + ``queue.ConsumeQueue.put``): units in CommitLog
-order, one per dispatchable record (transaction type NOT or COMMIT), tags code from the
-dispatcher's own ``tags_code_of`` (TAGS hash; deliver time for delayed records); a unit
+order, one per record that gets one and with the tags code that
+:mod:`mqstore.commitlog.dispatch_rule` gives (TAGS hash; deliver time for delayed
+records); a unit
 whose queue offset is below the queue's next one is skipped (a re-dispatch); the queue's
 first file is pre-filled with blank units up to its first unit and a gap is padded with
 blank units; files are 6,000,000 bytes, the unwritten rest zero.
@@ -59,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR ...
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mqstore.commitlog import format as fmt
+from mqstore.commitlog import dispatch_rule as rule
 from mqstore.errors import StoreLockedError
 from mqstore.tools.spark._cli import run
 from mqstore.tools.spark._reindex_index import FAIL_ENV, write_index_files, write_queue_files
@@ -69,7 +70,6 @@ from mqstore.tools.spark.layout import (
     discover,
     geometry_flags,
 )
-from mqstore.tools.spark.queues import SCHEDULE_TOPIC
 from mqstore.tools.spark.reader import (
     balanced_split,
     bulk_records,
@@ -81,59 +81,55 @@ from mqstore.tools.spark.segscan import Buffer, ByteRange
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-_IN_QUEUE: Final = (fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE)
+    from mqstore.schedule import DelayLevels
 
 
 class StoreInUseError(StoreLockedError, OSError):
     """The store's lock file is held: a broker or MessageStore has it open (busy: exit 3)."""
 
 
-def _tags_coder() -> Any:
-    """The dispatcher's own tags-code rule, bound to the default delay levels."""
+def _default_levels() -> DelayLevels:
+    """The delay levels of a store with the default ``message_delay_level``."""
     from mqstore.config import StoreConfig
-    from mqstore.consumequeue.dispatch import Dispatcher
     from mqstore.schedule import DelayLevels
 
-    levels = DelayLevels.parse(StoreConfig().message_delay_level)
-    return Dispatcher(None, None, levels).tags_code_of  # type: ignore[arg-type]
+    return DelayLevels.parse(StoreConfig().message_delay_level)
 
 
 def _scan_range(buf: Buffer, rng: ByteRange) -> dict[str, Any]:
     """One range's consume-queue units and index keys as arrays (one bulk scan).
 
-    Units: the records the dispatcher gives a unit (transaction type NOT or COMMIT), tag
-    codes from the scan except for delayed records (SCHEDULE_TOPIC_XXXX), whose code the
-    dispatcher's own ``tags_code_of`` computes. Keys: every key hash of the records the
-    dispatcher indexes (all types but ROLLBACK) with its record's offset, store time and
-    log position (which numbers the messages)."""
+    Units and keys as :mod:`mqstore.commitlog.dispatch_rule` says: units of the records
+    that get one, tag codes from the scan except for delayed records, whose deliver time
+    the rule computes; every key hash of the records whose keys are indexed, with its
+    record's offset, store time and log position (which numbers the messages)."""
     import numpy as np
 
     from mqstore.message import string_to_properties
 
     topics: dict[str, int] = {}
     parts: dict[str, list[Any]] = {k: [] for k in _COLUMNS}
-    code_of = None
+    levels: DelayLevels | None = None
     for arr in bulk_records(buf, rng, keys=True):
-        tx = arr.sys_flag & fmt.TRANSACTION_MASK
-        keep = np.flatnonzero(np.isin(tx, _IN_QUEUE))
+        keep = np.flatnonzero(rule.units_mask(arr.sys_flag))
         ids = np.array([topics.setdefault(t, len(topics)) for t in arr.topics], np.int64)
         tags = arr.tags_code[keep]
-        if SCHEDULE_TOPIC in arr.topics:
-            code_of = code_of or _tags_coder()
-            at = arr.topics.index(SCHEDULE_TOPIC)
-            for i in np.flatnonzero(arr.topic_id[keep] == at).tolist():
+        delayed = rule.needs_delayed_code(arr.topic_id[keep], arr.topics)
+        if delayed.any():
+            levels = levels or _default_levels()
+            for i in np.flatnonzero(delayed).tolist():
                 j = int(keep[i])
                 a, n = int(arr.props_pos[j]), int(arr.props_len[j])
                 props = string_to_properties(bytes(buf[a : a + n]).decode())
-                tags[i] = code_of(SCHEDULE_TOPIC, props, int(arr.store_timestamp[j]))
+                tags[i] = rule.delayed_tags_code(props, int(arr.store_timestamp[j]), levels)
         parts["u_topic"].append(ids[arr.topic_id[keep]])
         parts["u_queue"].append(arr.queue_id[keep])
         parts["u_qoff"].append(arr.queue_offset[keep])
         parts["u_phys"].append(arr.physical_offset[keep])
         parts["u_size"].append(arr.size[keep])
         parts["u_tags"].append(tags)
-        rec = arr.key_record[tx[arr.key_record] != fmt.TRANSACTION_ROLLBACK_TYPE]
-        hashes = arr.key_hash[tx[arr.key_record] != fmt.TRANSACTION_ROLLBACK_TYPE]
+        indexed = rule.keys_mask(arr.sys_flag)[arr.key_record]
+        rec, hashes = arr.key_record[indexed], arr.key_hash[indexed]
         parts["k_phys"].append(arr.physical_offset[rec])
         parts["k_pos"].append(arr.position[rec] + rng.base_offset)
         parts["k_ts"].append(arr.store_timestamp[rec])
