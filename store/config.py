@@ -155,6 +155,13 @@ class StoreConfig:
     # delay levels (docs/store.md §5.1)
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     flush_delay_offset_interval_ms: int = 10_000
+    # timer messages, RocketMQ 5's timer wheel (docs/timer.md)
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_roll_window_slot: int = 2 * 24 * 3600
+    timer_flush_interval_ms: int = 1000
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
     # cleanup of expired files (file_reserved_time_hours above)
     delete_when: str = "04"
     clean_resource_interval_ms: int = 10_000
@@ -202,6 +209,11 @@ class StoreConfig:
         if self.dispatch_cpus:
             object.__setattr__(
                 self, "dispatch_cpus", affinity.check_cpus(self.dispatch_cpus, "dispatch_cpus")
+            )
+        if self.timer_precision_ms <= 0 or self.mapped_file_size_timer_log < 256:
+            raise ConfigError(
+                f"timer sizes must be positive (timer_precision_ms={self.timer_precision_ms}, "
+                f"mapped_file_size_timer_log={self.mapped_file_size_timer_log})"
             )
         if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
             raise ConfigError(

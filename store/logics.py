@@ -51,6 +51,8 @@ from mqstore.message import Message
 from mqstore.schedule import SCHEDULE_TOPIC, DelayLevels, ScheduleService, queue_id_of
 from mqstore.service import ServiceThread
 from mqstore.status import PutStatus
+from mqstore.timer.service import TimerQueue, TimerService, TimerSettings
+from mqstore.timer.transform import TIMER_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ class Logics:
         )
         self.flusher: ConsumeQueueFlusher | None = None
         self.schedule: ScheduleService | None = None
+        self.timer: TimerService | None = None
         self.cleanup: CleanupService | None = None
         self.process: DispatchProcess | None = None
         """The dispatcher process (``cfg.dispatch_process``), once started."""
@@ -242,6 +245,8 @@ class Logics:
                 flush_interval_ms=cfg.flush_delay_offset_interval_ms,
             )
             self.schedule.start()
+            self.timer = self._timer_service(put, read)
+            self.timer.start()
         self.cleanup = CleanupService(
             cfg,
             self.segments,
@@ -284,6 +289,36 @@ class Logics:
             raise
         self.process = proc
 
+    def _timer_service(
+        self,
+        put: Callable[[Message], PutStatus],
+        read: Callable[[int, int], fmt.MessageRecord | None],
+    ) -> TimerService:
+        """The timer service over ``rmq_sys_wheel_timer`` queue 0 (docs/timer.md)."""
+        cfg = self.cfg
+
+        def bounds() -> tuple[int, int] | None:
+            cq = self.queues.find(TIMER_TOPIC, 0)
+            return None if cq is None else (cq.min_offset, cq.max_offset)
+
+        def unit_at(offset: int) -> tuple[int, int, int] | None:
+            cq = self.queues.find(TIMER_TOPIC, 0)
+            return None if cq is None else cq.unit_at(offset)
+
+        def scan_log(start: int, end: int, on_record: OnRecord) -> int:
+            return scan_headers(self.segments, max(start, self.segments.min_offset), end,
+                                on_record)  # fmt: skip
+
+        settings = TimerSettings(
+            cfg.root,
+            cfg.timer_precision_ms,
+            cfg.timer_roll_window_slot,
+            cfg.mapped_file_size_timer_log,
+            cfg.timer_flush_interval_ms,
+        )
+        queue = TimerQueue(bounds, unit_at, read, put, lambda: self.segments.max_offset, scan_log)
+        return TimerService(settings, queue)
+
     def _schedule_bounds(self, level: int) -> tuple[int, int] | None:
         cq = self.queues.find(SCHEDULE_TOPIC, queue_id_of(level))
         return None if cq is None else (cq.min_offset, cq.max_offset)
@@ -293,7 +328,10 @@ class Logics:
         return None if cq is None else cq.unit_at(offset)
 
     def stop_schedule(self) -> None:
-        """Stop delivering delayed messages (before puts are refused) and persist."""
+        """Stop delivering delayed and timer messages (before puts are refused) and persist."""
+        if self.timer is not None:
+            self.timer.stop()
+            self.timer = None
         if self.schedule is not None:
             try:
                 self.schedule.stop()
@@ -345,6 +383,10 @@ class Logics:
         if self.schedule is not None:
             ServiceThread.stop(self.schedule)
             self.schedule = None
+        if self.timer is not None:
+            ServiceThread.stop(self.timer)
+            self.timer.close()
+            self.timer = None
         for svc in (self.cleanup, self.flusher):
             if svc is not None:
                 svc.stop()

@@ -50,6 +50,7 @@ from mqstore.logics import Logics
 from mqstore.pull import StoreReader
 from mqstore.put import PutResult, PutWriter
 from mqstore.put_frame import MessageFramer
+from mqstore.timer.transform import TimerRules
 
 
 class MessageStore(Closeable):
@@ -110,6 +111,11 @@ class MessageStore(Closeable):
                 life.state,
                 delay_levels=life.logics.delay_levels,
                 replica_wait=life.replica_wait,
+                timer=TimerRules(
+                    self.cfg.timer_precision_ms,
+                    self.cfg.timer_max_delay_sec,
+                    self.cfg.timer_wheel_enable,
+                ),
             )
             # The hottest calls bound once, not looked up through the delegates below
             # at every put.

@@ -37,6 +37,7 @@ from mqstore.message import Message, hex4_table
 from mqstore.put_frame import MAX_RECORD_SLACK, MessageFramer, Refusal
 from mqstore.schedule import DelayLevels, redirect
 from mqstore.status import PutStatus
+from mqstore.timer.transform import TimerRules, TimerVerdict
 
 _PUT_OK = PutStatus.PUT_OK
 
@@ -85,6 +86,8 @@ class PutWriter:
     replica_wait: ReplicaWait | None
     """A SYNC_MASTER's wait for a slave's ack; None otherwise (and then only the fast
     path is taken for common messages)."""
+    timer: TimerRules | None = None
+    """Timer messages (``mqstore.timer.transform``): None leaves them as they are."""
 
     def __post_init__(self) -> None:
         self._fast = self.replica_wait is None  # a replica must ack (SYNC_MASTER): general path
@@ -161,6 +164,11 @@ class PutWriter:
             bad = self._unavailable()
             if bad is not None:
                 return bad
+        if msg.properties and self.timer is not None:  # rmq_sys_wheel_timer (store.timer)
+            timed = self.timer.apply(msg)
+            if isinstance(timed, TimerVerdict):
+                return PutResult(PutStatus(timed.value), error=self.timer.remark(timed))
+            msg = timed
         if msg.delay_level > 0:  # stored in SCHEDULE_TOPIC_XXXX until due (store.schedule)
             msg = redirect(msg, self.delay_levels)
         prepared = self.framer.prepare(msg)

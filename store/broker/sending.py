@@ -47,6 +47,7 @@ PUT_STATUS_CODES: dict[PutStatus, ResponseCode] = {
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.OS_PAGE_CACHE_BUSY: ResponseCode.SYSTEM_BUSY,
+    PutStatus.WHEEL_TIMER_MSG_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
 }
 """``SendMessageProcessor.handlePutMessageResult``; anything else is SYSTEM_ERROR."""
 

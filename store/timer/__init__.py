@@ -1,0 +1,1 @@
+"""Timer messages: delivery at an arbitrary time (RocketMQ 5's timer wheel; docs/timer.md)."""
