@@ -21,8 +21,10 @@ Out (``TimerMessageStore.convert`` / ``convertMessage``): the stored record's bo
 flag, sysflag, born time and host, reconsume times and properties, plus
 ``TIMER_ENQUEUE_MS`` (the unit's write time, ``Long.MAX_VALUE`` for a message that was
 due before it was enqueued) and ``TIMER_DEQUEUE_MS`` (now), ``WAIT=false``; to
-``REAL_TOPIC``/``REAL_QID`` (both removed), or, for a unit that rolls, back to
-``rmq_sys_wheel_timer`` queue 0 with ``TIMER_ROLL_TIMES`` one higher.
+``REAL_TOPIC``/``REAL_QID``, or, for a unit that rolls, back to ``rmq_sys_wheel_timer``
+queue 0 with ``TIMER_ROLL_TIMES`` one higher. ``REAL_TOPIC`` and ``REAL_QID`` stay in the
+delivered record: ``convertMessage`` removes them from the map after it has made the
+properties string that is stored (a 5.3.3 consumer sees both).
 
 Pure: no I/O, the clock is a parameter.
 """
@@ -167,8 +169,8 @@ def due_message(
     if roll:
         topic, queue_id = rec.topic, rec.queue_id
     else:
-        topic = props.pop(PROPERTY_REAL_TOPIC, "")
-        qid = props.pop(PROPERTY_REAL_QUEUE_ID, "")
+        topic = props.get(PROPERTY_REAL_TOPIC, "")
+        qid = props.get(PROPERTY_REAL_QUEUE_ID, "")
         if not topic or not qid.isdigit():
             return None
         queue_id = int(qid)

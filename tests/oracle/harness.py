@@ -37,6 +37,8 @@ from tests.conftest import SHARED
 from tests.helpers import SMALL_STORE_FLAGS
 
 ORACLE = SHARED / "oracles" / "rocketmq-4.9.8"
+ORACLE_533 = SHARED / "oracles" / "rocketmq-5.3.3"
+"""RocketMQ 5.3.3 (timer wheel, POP, SQL92 on): its own name server, broker and client."""
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 """Our Java client programs (run with ``bin/java-run``)."""
 BOOT_S = 60.0
@@ -52,6 +54,15 @@ def require_oracle() -> Path:
     if not list(Path("/usr/share/java").glob("netty-*.jar")):
         pytest.skip(f"the oracle's jars are not installed: run {ORACLE / 'setup.sh'}")
     return ORACLE
+
+
+def require_oracle_533() -> Path:
+    """The 5.3.3 oracle folder; skips the test with the reason when it or java is missing."""
+    if shutil.which("java") is None:
+        pytest.skip("java is not on PATH: the RocketMQ 5.3.3 oracle tests need Java 17+")
+    if not (ORACLE_533 / "bin" / "broker").is_file():
+        pytest.skip(f"the RocketMQ 5.3.3 oracle is not at {ORACLE_533} (set MQSTORE_SHARED)")
+    return ORACLE_533
 
 
 def _bindable(port: int) -> bool:
@@ -205,6 +216,33 @@ class Fleet:
         return self._started(Proc(f"real broker {name}", cmd, d / "out.log", "boot success",
                                   address=f"127.0.0.1:{port}", env=_java_env(d / "home")))  # fmt: skip
 
+    # ----------------------------------------------------------- the real 5.3.3
+
+    def real533(self, name: str, *conf: str) -> tuple[Proc, Proc, Path]:
+        """A real 5.3.3 name server and master broker ``name`` (``conf``: extra
+        ``key=value`` lines, see its ``bin/mkconf``); (name server, broker, store dir)."""
+        oracle = require_oracle_533()
+        d, ns_port, port = self._dir(f"real533-{name}"), free_port(), broker_port()
+        ns = self._started(Proc("real 5.3.3 namesrv", [str(oracle / "bin" / "namesrv"),
+                                str(ns_port), str(d / "ns")], d / "ns.log", "boot success",
+                                address=f"127.0.0.1:{ns_port}", env=_java_env(d / "ns-home")))  # fmt: skip
+        conf_file, store = d / "broker.conf", d / "store"
+        subprocess.run([str(oracle / "bin" / "mkconf"), str(conf_file), name, str(port),
+                        str(store), ns.address, *conf], check=True, capture_output=True,
+                       timeout=30)  # fmt: skip
+        broker = self._started(Proc(f"real 5.3.3 broker {name}", [str(oracle / "bin" / "broker"),
+                                    str(conf_file), str(d / "b")], d / "broker.log",
+                                    "boot success", address=f"127.0.0.1:{port}",
+                                    env=_java_env(d / "b-home")))  # fmt: skip
+        return ns, broker, store
+
+    def java533(self, source: Path, *args: str, timeout_s: float = 120) -> Ran:
+        """Run the Java source file ``source ARGS`` with 5.3.3's ``bin/java-run`` (the 5.x
+        client: ``setDeliverTimeMs`` and the rest of its API), own HOME."""
+        home = self._dir(f"java533-{source.stem}") / "home"
+        cmd = [str(require_oracle_533() / "bin" / "java-run"), str(source), *args]
+        return _run(cmd, _java_env(home), timeout_s)
+
     # -------------------------------------------------------------------- mqstore
 
     def mq_namesrv(self, *flags: str) -> Proc:
@@ -215,7 +253,8 @@ class Fleet:
                                   address=f"127.0.0.1:{port}"))  # fmt: skip
 
     def mq_broker(self, name: str, namesrv: str, *flags: str) -> Proc:
-        """``mqstore broker`` ``name`` (small store files) registering with ``namesrv``."""
+        """``mqstore broker`` ``name`` (small store files) registering with ``namesrv``; its
+        store is ``store`` in the directory of its ``log``."""
         d, port = self._dir(f"mq-{name}"), free_port(also=(1,))
         cmd = [sys.executable, "-m", "mqstore.tools.cli", "broker", "--store", str(d / "store"),
                *SMALL_STORE_FLAGS, "--port", str(port), "--ha-port", "0", "--broker-name", name,
