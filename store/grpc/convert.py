@@ -9,10 +9,9 @@ does here"):
   store reserves is refused with ILLEGAL_MESSAGE_PROPERTY_KEY).
 - A GZIP body is inflated (at most ``max_body`` bytes, refused as soon as it passes them:
   MESSAGE_BODY_TOO_LARGE) and stored as is (the store keeps its own compression flag).
-- ``delivery_timestamp`` in the future: the store has RocketMQ 4's delay levels, not the
-  5.x timer wheel, so the message takes the *smallest level that is not shorter* than
-  the wait (never early; at most one level late). Later than the highest level:
-  ILLEGAL_DELIVERY_TIME. The asked time is kept in ``TIMER_DELIVER_MS``.
+- ``delivery_timestamp`` -> ``TIMER_DELIVER_MS``, which makes the store's put a timer
+  message (docs/timer.md §1). More than ``ProxyConfig.maxDelayTimeMills`` (one day) ahead:
+  ILLEGAL_DELIVERY_TIME with the proxy's message (``SendMessageActivity.validateDelayTime``).
 - Message types: NORMAL, FIFO (needs a message group), DELAY and TRANSACTION (a half
   message: ``mqstore.grpc.transactions``); LITE and PRIORITY get NOT_IMPLEMENTED with a
   message saying so.
@@ -49,7 +48,6 @@ from mqstore.message import (
     Message,
 )
 from mqstore.pop.service import PoppedMessage
-from mqstore.schedule import DelayLevels
 from mqstore.transaction import PROPERTY_CHECK_IMMUNITY
 
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
@@ -62,6 +60,8 @@ MAX_USER_PROPERTY_BYTES = 16 * 1024
 """``ProxyConfig.maxUserPropertySize``: user property names and values, tag and keys."""
 MAX_USER_PROPERTIES = 128
 """``ProxyConfig.userPropertyMaxNum``."""
+MAX_DELAY_MS = 86_400_000
+"""``ProxyConfig.maxDelayTimeMills``: how far ahead a ``delivery_timestamp`` may be."""
 PROPERTY_MSG_TYPE = "__MSG_TYPE_GRPC"
 """Ours: the 5.x message type the producer declared (NORMAL/FIFO/DELAY)."""
 
@@ -106,26 +106,19 @@ def _millis(ts: Any) -> int:
     return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
 
 
-def delay_level_for(wait_ms: int, levels: DelayLevels) -> int:
-    """The smallest delay level whose delay is at least ``wait_ms`` (0: no wait).
+def check_delivery_time(at_ms: int, now_ms: int) -> None:
+    """The proxy's ``validateDelayTime``: at most :data:`MAX_DELAY_MS` ahead.
 
     Raises:
-        RequestRefusedError: ILLEGAL_DELIVERY_TIME, the wait is longer than every level.
+        RequestRefusedError: ILLEGAL_DELIVERY_TIME.
 
-    >>> delay_level_for(2500, DelayLevels.parse("1s 5s 10s"))
-    2
+    >>> check_delivery_time(86_400_000, 0)
     """
-    if wait_ms <= 0:
-        return 0
-    for i, ms in enumerate(levels.millis, start=1):
-        if ms >= wait_ms:
-            return i
-    top = levels.millis[-1] if levels.millis else 0
-    raise RequestRefusedError(
-        Code.ILLEGAL_DELIVERY_TIME,
-        f"delivery time {wait_ms} ms ahead is beyond the longest delay ({top} ms) this "
-        "broker supports",
-    )
+    if at_ms - now_ms > MAX_DELAY_MS:
+        raise RequestRefusedError(
+            Code.ILLEGAL_DELIVERY_TIME,
+            f"the max delay time of message is too large, max is {MAX_DELAY_MS}",
+        )
 
 
 def _utf8_len(text: str) -> int:
@@ -188,7 +181,7 @@ def body_digest(body: bytes) -> str:
     return hashlib.md5(body, usedforsecurity=False).hexdigest().upper()
 
 
-def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgoing:
+def to_store(msg: Any, now_ms: int, max_body: int) -> Outgoing:
     """The store message for one protobuf ``Message`` of a SendMessageRequest.
 
     Raises:
@@ -235,11 +228,10 @@ def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgo
     if group:
         _check_group(group)
         props[PROPERTY_SHARDING_KEY] = group
-    delay = 0
     if sp.HasField("delivery_timestamp"):
         at = _millis(sp.delivery_timestamp)
+        check_delivery_time(at, now_ms)
         props[PROPERTY_TIMER_DELIVER_MS] = str(at)
-        delay = delay_level_for(at - now_ms, levels)
     props[PROPERTY_MSG_TYPE] = MessageType.Name(mtype) if mtype else "NORMAL"
     if mtype == MessageType.TRANSACTION:
         props.update(transaction_properties(msg.topic.name, sp))
@@ -247,8 +239,7 @@ def to_store(msg: Any, levels: DelayLevels, now_ms: int, max_body: int) -> Outgo
     try:
         out = Message(
             topic=topic, body=body, tags=sp.tag if sp.HasField("tag") else None,
-            keys=list(sp.keys) or None, properties=props, delay_level=delay,
-            born_timestamp=born,
+            keys=list(sp.keys) or None, properties=props, born_timestamp=born,
         )  # fmt: skip
         out.validate()
     except IllegalTopicError as e:

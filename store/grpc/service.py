@@ -380,9 +380,7 @@ class MessagingService:
         entry = svc.SendResultEntry()
         try:
             tc = self._topic(msg.topic, create=True)
-            out = convert.to_store(
-                msg, self._delay_levels, now_ms, self.core.store.cfg.max_message_size
-            )
+            out = convert.to_store(msg, now_ms, self.core.store.cfg.max_message_size)
             convert.check_topic_type(tc.message_type, out)
             res = self.core.sender.send(tc.topic_name, self._send_queue(tc, out.message_group),
                                  [out.message])  # fmt: skip
