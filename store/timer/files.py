@@ -133,6 +133,39 @@ class TimerLog:
             break
         return found
 
+    def last_due(self, mf: MappedFile) -> int:
+        """The latest due time of the units of ``mf`` (a full file: it no longer changes)."""
+        view = mf.view
+        latest = -1
+        for pos in range(0, mf.file_size - tf.UNIT_SIZE + 1, tf.UNIT_SIZE):
+            u = tf.decode_unit(view, pos)
+            if u is None:
+                break
+            latest = max(latest, u.due_ms)
+        return latest
+
+    def delete_done(self, read_ms: int, due_of: dict[str, int]) -> int:
+        """Delete the full files whose every unit was due before ``read_ms`` (their slots
+        are read: no chain still runs through them); ``due_of`` caches each file's latest
+        due time by name. Returns how many went.
+
+        Raises:
+            OSError: a file could not be deleted.
+        """
+        gone = 0
+        while len(self.files) > 1:
+            mf = self.files[0]
+            name = mf.path.name
+            if name not in due_of:
+                due_of[name] = self.last_due(mf)
+            if due_of[name] >= read_ms:
+                break
+            mf.destroy()
+            del self.files[0]
+            del due_of[name]
+            gone += 1
+        return gone
+
     def flush(self) -> None:
         """``fdatasync`` what was written.
 

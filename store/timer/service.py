@@ -18,6 +18,8 @@ enqueue-put, dequeue-get and dequeue-put services; docs/timer.md §3), round aft
 3. **Checkpoint** every ``timer_flush_interval_ms`` (1 s) and at stop: the timer log and
    the wheel are synced and ``timercheck`` written (read time, timer-log end, queue
    offset, and mqstore's extension: the CommitLog end, see below).
+4. **Cleanup** every 30 s: a full timer-log file whose units were all due before the
+   read time is deleted (RocketMQ deletes one once the CommitLog records it names are).
 
 Crash recovery, so that nothing due is lost or put twice: the wheel, the log and the
 checkpoint are consistent at each checkpoint, and the thread's work after one is
@@ -63,6 +65,8 @@ from mqstore.timer.transform import (
 
 log = logging.getLogger(__name__)
 
+CLEANUP_INTERVAL_S = 30.0
+"""How often timer-log files whose units are all past are looked for (RocketMQ: 30 s)."""
 ENQUEUE_BATCH = 2048
 """Timer-queue records enqueued per round at most (so due slots are not kept waiting)."""
 _RETRY_LATER = frozenset({
@@ -142,6 +146,11 @@ class TimerService(ServiceThread):
         self._catch_up: tuple[int, int] | None = None
         """(read time, queue offset) the redone work must reach before ``_done`` is dropped."""
         self._last_checkpoint = 0.0
+        self._dirty = False
+        """Units or slots written since the last checkpoint (the files need a sync)."""
+        self._last_cleanup = 0.0
+        self._file_due: dict[str, int] = {}
+        """Latest due time of each full timer-log file (its name), once read."""
         self._counter = 0
         self.enqueued = 0
         self.delivered = 0
@@ -170,6 +179,7 @@ class TimerService(ServiceThread):
             self.checkpoint()
             return
         self.log.load()
+        self._dirty = True  # the recovery may re-link units and cut a torn tail
         cp = self.checkpoint_file.read() or tf.Checkpoint(last_read_ms=now)
         self._counter = cp.version_counter
         self.queue_offset = cp.queue_offset
@@ -226,6 +236,13 @@ class TimerService(ServiceThread):
                     self._catch_up = None
         except Exception as e:  # the round stops; the next starts from the same state
             self.failures.record("a timer round", e)
+        if time.monotonic() - self._last_cleanup >= CLEANUP_INTERVAL_S:
+            self._last_cleanup = time.monotonic()
+            try:
+                if self.log is not None:
+                    self.log.delete_done(self.read_ms, self._file_due)
+            except OSError as e:
+                self.failures.record("deleting done timer-log files", e)
         if time.monotonic() - self._last_checkpoint >= self.s.flush_interval_ms / 1000:
             try:
                 self.checkpoint()
@@ -276,6 +293,7 @@ class TimerService(ServiceThread):
         unit = tf.Unit(
             slot.last_pos, magic, write, due - write, phys, size, tf.java_string_hash(real)
         )
+        self._dirty = True
         pos = self.log.append(tf.encode_unit(unit))
         first = pos if slot.first_pos == tf.NO_POS else slot.first_pos
         self.wheel.put(tf.Slot(self._floor(due), first, pos, slot.num + 1, slot.magic))
@@ -344,7 +362,9 @@ class TimerService(ServiceThread):
     # ------------------------------------------------------------- checkpoint
 
     def checkpoint(self) -> None:
-        """Sync the timer log and the wheel, then write ``timercheck``.
+        """Sync the timer log and the wheel, then write ``timercheck`` (synced too when
+        units or slots were written since the last one; an idle wheel only moves its read
+        time, which an older checkpoint also recovers from).
 
         Raises:
             OSError: a sync or the write failed.
@@ -352,14 +372,16 @@ class TimerService(ServiceThread):
         self._last_checkpoint = time.monotonic()
         if self.log is None or self.wheel is None:
             return
-        self.log.flush()
-        self.wheel.flush()
+        dirty, self._dirty = self._dirty, False
+        if dirty:
+            self.log.flush()
+            self.wheel.flush()
         if self._catch_up is None:
             self.log_from = self.q.log_end()
         self._counter += 1
         cp = tf.Checkpoint(self.read_ms, self.log.end, self.queue_offset, self.queue_offset,
                            0, self.clock(), self._counter, self.log_from)  # fmt: skip
-        self.checkpoint_file.write(cp, sync=True)
+        self.checkpoint_file.write(cp, sync=dirty)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop, write a last checkpoint, close the files."""

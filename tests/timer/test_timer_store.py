@@ -168,3 +168,19 @@ def test_the_wheel_and_the_log_hold_rocketmqs_units_and_slots(tmp_path: Path):
     finally:
         wheel.close()
         tlog.close()
+
+
+def test_timer_log_files_whose_timers_are_all_past_are_deleted(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr("mqstore.timer.service.CLEANUP_INTERVAL_S", 0.0)
+    cfg = config(tmp_path, timer_precision_ms=100)  # 39 units a file
+    with MessageStore.open(cfg) as store:
+        for _ in range(100):
+            store.put_message(Message(topic="T", body=b"b", properties={"TIMER_DELAY_MS": "300"}))
+        assert len(arrived(store, "T", 100)) >= 32  # a pull returns 32 at most
+        files = cfg.root / "timerlog"
+        deadline = time.monotonic() + 10
+        while len(list(files.iterdir())) > 1:
+            assert time.monotonic() < deadline, sorted(p.name for p in files.iterdir())
+            time.sleep(0.05)
+        timer = store.logics.timer
+        assert timer is not None and timer.delivered == 100

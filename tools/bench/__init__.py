@@ -20,7 +20,8 @@ and documents what it measures in its docstring:
 * ``embedded``: put, batch, read back and open after a clean close against SQLite,
   LMDB and persist-queue in one run;
 * ``queues``: what a queue costs in a store of 10,000 or 100,000 (disk, memory, put
-  rate, open and close) against 4 queues.
+  rate, open and close) against 4 queues;
+* ``timers``: puts with a million timer messages pending against a store without any.
 """
 
 BENCHMARKS = (
@@ -37,5 +38,6 @@ BENCHMARKS = (
     "queues",
     "pop",
     "embedded",
+    "timers",
 )
 """The module names ``mqstore bench`` accepts."""
