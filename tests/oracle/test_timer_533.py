@@ -97,4 +97,8 @@ def test_both_stores_hold_the_same_timer_files_and_units(both):
     for u in (*real_units, *mine_units):
         assert u.magic == tf.MAGIC_DEFAULT and u.topic_hash == tf.java_string_hash("TTimerDiff")
         assert u.write_ms % PRECISION_MS == 0 and u.due_ms % PRECISION_MS == 0
-    assert [u.prev_pos for u in real_units] == [u.prev_pos for u in mine_units]
+    for side in (real_units, mine_units):  # each unit names the last before it in its slot
+        last: dict[int, int] = {}
+        for i, u in enumerate(side):
+            assert u.prev_pos == last.get(u.due_ms, -1)
+            last[u.due_ms] = i * tf.UNIT_SIZE
