@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog.dispatch_rule import gets_unit
 from mqstore.message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, Message
 
 TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
@@ -100,8 +101,7 @@ def is_timer_message(msg: Message) -> bool:
     props = msg.properties
     if not props or msg.topic == TIMER_TOPIC or TIMER_OUT_MS in props:
         return False
-    tx = msg.sys_flag & fmt.TRANSACTION_MASK
-    if tx not in (fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE):
+    if not gets_unit(msg.sys_flag):  # NOT or COMMIT, the same test as the dispatch rule's
         return False
     return TIMER_DELIVER_MS in props or TIMER_DELAY_SEC in props or TIMER_DELAY_MS in props
 
