@@ -102,7 +102,8 @@ def test_delayed_message_is_not_received_before_its_delivery_time(
         assert got[0].body == b"later"
         assert got[0].message_type == 3  # DELAY
         # the timer wheel (docs/timer.md): at its time, not a delay level's, and it says so
-        assert at - 0.05 <= arrived < at + 1 + 1  # RocketMQ's precision, plus one receive round
+        # RocketMQ's precision (1 s), plus a receive round and a loaded machine's delays
+        assert at - 0.05 <= arrived < at + 1 + 3
         assert got[0].delivery_timestamp == at * 1000
 
 

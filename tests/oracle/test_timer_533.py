@@ -20,6 +20,7 @@ SCENARIO = JAVA_DIR / "TimerScenario.java"
 TIMED = ("deliver2500", "delaysec2", "delayms1500")
 """The messages that go through the wheel (the others are delivered as sent)."""
 PRECISION_MS = 1000
+LOADED_SLACK_MS = 4000
 
 
 def run(fleet: Fleet, ns: str, topic: str) -> tuple[list[str], dict[str, dict[str, str]]]:
@@ -71,7 +72,9 @@ def test_timer_messages_are_put_when_due_within_the_precision_on_both(both):
             due, out, dequeued = int(p["due"]), int(p["TIMER_OUT_MS"]), int(p["TIMER_DEQUEUE_MS"])
             assert abs(out - due) <= PRECISION_MS + 500, (side, key, p)
             assert out + PRECISION_MS <= dequeued + 5, (side, key, p)  # the slot has passed
-            assert dequeued - due < PRECISION_MS + 1000, (side, key, p)  # + one loaded round
+            # late by the precision at most, plus what a loaded 2-core machine delays a
+            # thread by (the 5.3.3 broker itself was 2.3 s late at load 21)
+            assert dequeued - due < PRECISION_MS + LOADED_SLACK_MS, (side, key, p)
         deliver = got["deliver2500"]  # an absolute time: floored to the precision
         assert int(deliver["TIMER_OUT_MS"]) == int(deliver["due"]) // 1000 * 1000
 

@@ -48,7 +48,8 @@ def test_a_timer_message_arrives_at_its_time_not_before(tmp_path: Path):
         assert not store.get_message("g", "T", 0, 0, 8).messages
         (m,) = arrived(store, "T", 1)
         assert m.store_timestamp >= at
-        assert m.store_timestamp - at < 1000 + 1000  # the precision, plus one round's lateness
+        # the precision, plus what a loaded shared machine may delay the timer thread by
+        assert m.store_timestamp - at < 1000 + 3000
 
 
 def test_the_delivered_message_carries_its_times_and_its_own_topic_queue_and_tags(tmp_path):
