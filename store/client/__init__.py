@@ -14,7 +14,8 @@ Module map (one job each):
   (``RemoteTransport``, RocketMQ remoting over TCP, with ``remoting_client``, ``wire``
   and ``route``) implements it, and so does the broker side's
   ``mqstore.broker.inprocess.InProcessTransport`` (calls a ``BrokerCore`` directly).
-- ``producer``: ``Producer`` (send, batch, queue selectors).
+- ``producer``: ``Producer`` (send, batch, queue selectors); ``transaction_producer``:
+  ``TransactionProducer`` (half message, local transaction, END_TRANSACTION, check-back).
 - ``consumer``: the consumer facade; ``push_consumer`` (``PushConsumer``) and
   ``lite_pull_consumer`` (``LitePullConsumer``) over ``consumer_base`` (identity,
   heartbeats, offset persistence, rebalance service, route poll).
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from mqstore.client.producer import Producer
     from mqstore.client.push_consumer import PushConsumer
     from mqstore.client.remote import RemoteTransport
+    from mqstore.client.transaction_producer import LocalTransactionState, TransactionProducer
     from mqstore.client.transport import ConsumeFromWhere, MessageModel
 
 _EXPORTS: dict[str, str] = {
@@ -56,10 +58,12 @@ _EXPORTS: dict[str, str] = {
     "ConsumeOrderlyStatus": "mqstore.client.listener",
     "ConsumerConfig": "mqstore.client.consumer_config",
     "LitePullConsumer": "mqstore.client.lite_pull_consumer",
+    "LocalTransactionState": "mqstore.client.transaction_producer",
     "MessageModel": "mqstore.client.transport",
     "Producer": "mqstore.client.producer",
     "PushConsumer": "mqstore.client.push_consumer",
     "RemoteTransport": "mqstore.client.remote",
+    "TransactionProducer": "mqstore.client.transaction_producer",
 }
 """Public name -> the module that defines it."""
 
@@ -71,10 +75,12 @@ __all__ = [
     "ConsumeOrderlyStatus",
     "ConsumerConfig",
     "LitePullConsumer",
+    "LocalTransactionState",
     "MessageModel",
     "Producer",
     "PushConsumer",
     "RemoteTransport",
+    "TransactionProducer",
 ]
 
 
