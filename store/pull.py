@@ -30,7 +30,6 @@ from mqstore.consumequeue.store import ConsumeQueueStore
 from mqstore.errors import StoreClosedError
 from mqstore.index.service import IndexService
 from mqstore.logics import Logics
-from mqstore.message import tags_of
 from mqstore.records import StoredMessage, stored_message
 
 LONG_MAX = (1 << 63) - 1
@@ -60,7 +59,8 @@ def _crc_checked_view(view: memoryview, queue_offset: int) -> memoryview | None:
 def _decoder(
     sub: Subscription, check_crc: bool = False
 ) -> Callable[[memoryview, int], StoredMessage | None]:
-    """The record filter + decoder of a decoded pull: exact tag re-check, body inflated.
+    """The record filter + decoder of a decoded pull: exact tag re-check (or the SQL92
+    test of the properties), body inflated.
 
     Records come through consume-queue units, so the dispatcher validated them:
     the common shape (V1, IPv4 hosts, uncompressed) takes ``fmt.unpack_trusted``
@@ -71,7 +71,7 @@ def _decoder(
     scan = fmt.scan
     trusted = fmt.unpack_trusted
     exact = not sub.matches_all
-    matches_tags = sub.matches_tags
+    matches_props = sub.matches_properties
     compressed = COMPRESSED_FLAG
 
     def take(view: memoryview, queue_offset: int) -> StoredMessage | None:
@@ -83,12 +83,35 @@ def _decoder(
             if type(info) is not _INFO:
                 return None
             props = info.properties_string
-            if exact and not matches_tags(tags_of(props)):
+            if exact and not matches_props(props):
                 return None
             return stored_message(info, view, queue_offset)
-        if exact and not matches_tags(tags_of(fields[12])):
+        if exact and not matches_props(fields[12]):
             return None
         return _new(StoredMessage, fields)
+
+    return take
+
+
+def _raw_filter(
+    sub: Subscription, check_crc: bool
+) -> Callable[[memoryview, int], memoryview | None] | None:
+    """The record filter of a raw (broker) pull: None (every record the tag-code test
+    passed) for a tag subscription, as RocketMQ leaves the exact tag check to the
+    client; the SQL92 test of the record's properties for a SQL92 one (the broker's
+    ``isMatchedByCommitLog``)."""
+    if sub.sql is None:
+        return _crc_checked_view if check_crc else None
+    scan = fmt.scan
+    matches_props = sub.matches_properties
+
+    def take(view: memoryview, queue_offset: int) -> memoryview | None:
+        if check_crc and not _crc_ok(view, queue_offset):
+            return None
+        info = scan(view, 0, len(view), check_crc=False)
+        if type(info) is not _INFO or not matches_props(info.properties_string):
+            return None
+        return view
 
     return take
 
@@ -209,7 +232,8 @@ class StoreReader:
     ) -> GetRawResult:
         """The broker's pull: as :meth:`get_message`, but the records' raw bytes as
         views of the mapped CommitLog and only the tag-code filter applied (the
-        client re-filters hash collisions, as RocketMQ's does).
+        client re-filters hash collisions, as RocketMQ's does); a SQL92 subscription
+        is tested on each record's properties here, as RocketMQ's broker does.
 
         Raises:
             StoreClosedError: the store is closed.
@@ -217,7 +241,7 @@ class StoreReader:
         cq, sub = self._queue_and_sub(topic, queue_id, subscription)
         sel: Selection[memoryview] = select(
             cq, self._segments, offset, max_count, sub, self._pull_limits,
-            _crc_checked_view if self._cfg.check_crc_on_read else None,
+            _raw_filter(sub, self._cfg.check_crc_on_read),
             max_bytes=max_bytes, correct=self._correct,
         )  # fmt: skip
         return GetRawResult(

@@ -292,6 +292,11 @@ def _add_broker_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="check-backs before a half message goes to TRANS_CHECK_MAX_TIME_TOPIC",
     )  # fmt: skip
     b.add_argument(
+        "--enable-property-filter", action="store_true",
+        help="serve SQL92 property filters (RocketMQ enablePropertyFilter; off by default,"
+        " as in RocketMQ: SQL92 pulls are then SYSTEM_ERROR; docs/sql92.md)",
+    )  # fmt: skip
+    b.add_argument(
         "--property-format",
         choices=["5", "4.9"],
         default="5",
@@ -822,6 +827,7 @@ def _serve_broker(
         transaction_timeout_ms=args.transaction_timeout_ms,
         transaction_check_interval_ms=args.transaction_check_interval_ms,
         transaction_check_max=args.transaction_check_max,
+        enable_property_filter=args.enable_property_filter,
     )  # fmt: skip
     core = BrokerCore(store, config)
     server = BrokerServer(core, args.host, port, sock=sock, acl=args.access.acl)

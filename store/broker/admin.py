@@ -274,6 +274,7 @@ def broker_properties(ctx: RequestContext) -> dict[str, object]:
         "notifyConsumerIdsChangedEnable": bc.notify_consumer_ids_changed_enable,
         "flushConsumerOffsetInterval": bc.consumer_offset_persist_interval_ms,
         "slaveReadEnable": bc.slave_read_enable,
+        "enablePropertyFilter": bc.enable_property_filter,
         "storePathRootDir": str(sc.root_dir),
         "brokerRole": sc.broker_role.name,
         "flushDiskType": sc.flush_disk_type.name,

@@ -47,6 +47,7 @@ LIVE_KEYS: Final[dict[str, str]] = {
     "longPollingEnable": "long_polling_enable",
     "shortPollingTimeMills": "short_polling_time_ms",
     "slaveReadEnable": "slave_read_enable",
+    "enablePropertyFilter": "enable_property_filter",
 }
 """RocketMQ ``BrokerConfig`` names -> our ``BrokerConfig`` fields read on every use."""
 

@@ -59,6 +59,7 @@ from mqstore.broker.topics import (
 from mqstore.broker.traffic import TrafficStats
 from mqstore.broker.transactions import CheckSettings, TransactionCheckService, TransactionService
 from mqstore.config import BrokerRole
+from mqstore.consumequeue.filter import parse_subscription
 from mqstore.consumequeue.get import total_physical_memory
 from mqstore.failures import FailureCounter
 from mqstore.message import TOPIC_PATTERN
@@ -90,6 +91,10 @@ class BrokerConfig:
     rebalance_lock_max_live_ms: int = 60_000
     consumer_offset_persist_interval_ms: int = 5000
     slave_read_enable: bool = False
+    enable_property_filter: bool = False
+    """``enablePropertyFilter``: serve SQL92 subscriptions (RocketMQ's default: off, and a
+    SQL92 pull is SYSTEM_ERROR "The broker does not support consumer to filter message
+    by SQL92")."""
     transaction_timeout_ms: int = 6_000
     """``transactionTimeOut``: a half message younger than this is not checked back."""
     transaction_check_interval_ms: int = 60_000
@@ -327,18 +332,15 @@ class BrokerCore:
             )
         store = self.store
         slave_lenient = self.is_slave and not store.cfg.offset_check_in_slave
+        sub = parse_subscription(q.expression, q.expression_type)  # checked by the processor
         if request.decoded:
-            g = store.get_message(
-                q.group, mq.topic, mq.queue_id, q.offset, q.max_count, q.expression
-            )
+            g = store.get_message(q.group, mq.topic, mq.queue_id, q.offset, q.max_count, sub)
             code = response_code(g.status, q.offset, slave_without_offset_check=slave_lenient)
             return PullOutcome(
                 code, g.next_begin_offset, g.min_offset, g.max_offset,
                 self._suggest(g.suggest_pulling_from_slave), messages=g.messages,
             )  # fmt: skip
-        r = store.get_message_raw(
-            q.group, mq.topic, mq.queue_id, q.offset, q.max_count, q.expression
-        )
+        r = store.get_message_raw(q.group, mq.topic, mq.queue_id, q.offset, q.max_count, sub)
         code = response_code(r.status, q.offset, slave_without_offset_check=slave_lenient)
         return PullOutcome(
             code, r.next_begin_offset, r.min_offset, r.max_offset,

@@ -125,7 +125,7 @@ class PullHoldService:
             request,
             on_done,
             time.monotonic() + hold_ms / 1000,
-            parse_subscription(request.query.expression),
+            parse_subscription(request.query.expression, request.query.expression_type),
         )
         key = held.key
         with self._lock:

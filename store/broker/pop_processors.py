@@ -43,6 +43,7 @@ from mqstore.broker.names import RETRY_GROUP_TOPIC_PREFIX
 from mqstore.broker.pop_assignment import RequestMode, RequestModeTable, assign
 from mqstore.broker.pop_polling import MAX_POLL_MS, PopPolling
 from mqstore.broker.wire import BadRequestError, ext_int, ext_str
+from mqstore.consumequeue.filter import TAG, parse_subscription
 from mqstore.errors import InvalidReceiptHandleError
 from mqstore.pop import wire as pop_wire
 from mqstore.pop.records import MAX_BATCH
@@ -50,6 +51,7 @@ from mqstore.pop.service import AckStatus, PopConfig, PopService
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.fastjson import dumps, loads
+from mqstore.sql92 import SqlParseError
 
 if TYPE_CHECKING:
     from mqstore.broker.core import BrokerCore
@@ -147,10 +149,15 @@ def process_pop(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         host = ctx.broker_addr.rpartition(":")[0]
         remark = f"the broker[{host}] pop message's num is greater than {MAX_BATCH}"
         return cmd.make_response(ResponseCode.INVALID_PARAMETER, remark)
+    try:  # PopMessageProcessor: a non-tag expression that does not compile
+        sub = parse_subscription(ext_str(ext, "exp", "*") or "*", ext.get("expType") or TAG)
+    except SqlParseError:
+        remark = "parse the consumer's subscription failed"
+        return cmd.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark)
     svc = _service(ctx)
     r = svc.pop(
         group, topic, max_nums, pop_wire.pop_invisible_time(ext),
-        queue_id=ext_int(ext, "queueId", -1), subscription=ext_str(ext, "exp", "*") or "*",
+        queue_id=ext_int(ext, "queueId", -1), subscription=sub,
         fifo=ext_str(ext, "order", "false") == "true", wait_ms=_poll_ms(ext),
     )  # fmt: skip
     if not r.messages:

@@ -16,6 +16,7 @@ SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE use the one-letter names of
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from mqstore.broker.admin import ADMIN_PROCESSORS
 from mqstore.broker.admin_stats import STATS_PROCESSORS
@@ -32,6 +33,7 @@ from mqstore.broker.tx_processors import TX_PROCESSORS
 from mqstore.broker.wire import (
     BadRequestError,
     build_message,
+    check_client_subscription,
     decode_batch,
     ext_group,
     ext_int,
@@ -41,6 +43,7 @@ from mqstore.broker.wire import (
     parse_send_header,
     queue_json,
 )
+from mqstore.consumequeue.filter import TAG, is_tag_type, parse_subscription
 from mqstore.consumequeue.search import BoundaryType
 from mqstore.errors import IllegalTopicError
 from mqstore.message import validate_topic
@@ -48,6 +51,11 @@ from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 from mqstore.remoting.fastjson import dumps
 from mqstore.remoting.values import PERM_RW, MessageQueue, PullQuery
+from mqstore.sql92 import SqlParseError
+
+INVALID_SELECTOR = "Invalid MessageSelector. "
+"""The message of RocketMQ's ``MQFilterException`` for an expression that does not
+compile (``SelectorParser.parse``), the remark of SUBSCRIPTION_PARSE_FAILED."""
 
 Records = Sequence[memoryview | bytes]
 Respond = Callable[[RemotingCommand, Records], None]
@@ -142,14 +150,15 @@ def pull_request(ctx: RequestContext, cmd: RemotingCommand) -> PullRequest:
     except ValueError as e:
         raise BadRequestError(f"the custom field <queueId> is illegal: {e}") from None
     sys_flag = ext_int(ext, "sysFlag", 0)
-    expression = "*"
+    expression, expression_type = "*", TAG
     if sys_flag & PullSysFlag.SUBSCRIPTION:
         expression = ext.get("subscription") or "*"
+        expression_type = ext.get("expressionType") or TAG
     else:
         info = ctx.core.consumers.group_info(group)
         for sub in info.data.subscriptions if info is not None else ():
             if sub.topic == topic:
-                expression = sub.expression
+                expression, expression_type = sub.expression, sub.expression_type
     commit = ext_int(ext, "commitOffset", -1) if sys_flag & PullSysFlag.COMMIT_OFFSET else -1
     suspend = ext_int(ext, "suspendTimeoutMillis", 0) if sys_flag & PullSysFlag.SUSPEND else 0
     query = PullQuery(
@@ -158,10 +167,44 @@ def pull_request(ctx: RequestContext, cmd: RemotingCommand) -> PullRequest:
         offset=ext_int(ext, "queueOffset"),
         max_count=max(1, ext_int(ext, "maxMsgNums", 32)),
         expression=expression,
+        expression_type=expression_type,
         commit_offset=commit if commit >= 0 else None,
         suspend_ms=max(0, suspend),
     )
     return PullRequest(query, client_host=ctx.peer[0])
+
+
+def _property_filter(
+    ctx: RequestContext, cmd: RemotingCommand, request: PullRequest
+) -> tuple[PullRequest, RemotingCommand | None]:
+    """RocketMQ ``PullMessageProcessor``'s checks of a non-tag subscription, in its order.
+
+    With the subscription in the request (sysflag 0x4): an empty expression is
+    SUBSCRIPTION_PARSE_FAILED; one that does not compile leaves RocketMQ without
+    filter data, and its ``ExpressionMessageFilter`` then passes every message (so
+    does this). With the heartbeat's subscription: one that did not compile is
+    FILTER_DATA_NOT_EXIST. Then a broker without ``enablePropertyFilter`` is
+    SYSTEM_ERROR.
+    """
+    q = request.query
+    if is_tag_type(q.expression_type):
+        return request, None
+    in_request = ext_int(cmd.ext_fields, "sysFlag", 0) & PullSysFlag.SUBSCRIPTION
+    if in_request and not (cmd.ext_fields.get("subscription") or ""):
+        remark = "parse the consumer's subscription failed"
+        return request, cmd.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark)
+    try:
+        parse_subscription(q.expression, q.expression_type)
+    except SqlParseError:
+        if not in_request:
+            remark = "The broker's consumer filter data is not exist!Your expression may be wrong!"
+            return request, cmd.make_response(ResponseCode.FILTER_DATA_NOT_EXIST, remark)
+        # no filter data: every message passes
+        request = replace(request, query=replace(q, expression="*", expression_type=TAG))
+    if not ctx.core.config.enable_property_filter:
+        remark = f"The broker does not support consumer to filter message by {q.expression_type}"
+        return request, cmd.make_response(ResponseCode.SYSTEM_ERROR, remark)
+    return request, None
 
 
 def process_pull(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) -> None:
@@ -172,9 +215,9 @@ def process_pull(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) ->
     except BadRequestError as e:
         respond(cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e)), ())
         return
-    if cmd.ext_fields.get("expressionType", "TAG") not in ("TAG", ""):
-        remark = "only TAG subscriptions are supported"
-        respond(cmd.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark), ())
+    request, refusal = _property_filter(ctx, cmd, request)
+    if refusal is not None:
+        respond(refusal, ())
         return
 
     def on_done(out: PullOutcome) -> None:
@@ -320,6 +363,24 @@ def process_heartbeat(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComm
     return _ok(cmd)
 
 
+def process_check_client_config(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """CHECK_CLIENT_CONFIG (46), which a Java push consumer sends at start for each
+    non-tag subscription (``checkClientInBroker``; the start fails unless SUCCESS): a
+    broker without ``enablePropertyFilter`` is SYSTEM_ERROR, an expression that does
+    not compile SUBSCRIPTION_PARSE_FAILED (``ClientManageProcessor.checkClientConfig``)."""
+    sub = check_client_subscription(cmd.body)
+    if sub is None or is_tag_type(sub.expression_type):
+        return _ok(cmd)
+    if not ctx.core.config.enable_property_filter:
+        remark = f"The broker does not support consumer to filter message by {sub.expression_type}"
+        return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark)
+    try:
+        parse_subscription(sub.expression, sub.expression_type)
+    except SqlParseError:
+        return cmd.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, INVALID_SELECTOR)
+    return _ok(cmd)
+
+
 def process_unregister(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """UNREGISTER_CLIENT (35): leaves the named consumer group."""
     ext = cmd.ext_fields
@@ -444,6 +505,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.VIEW_MESSAGE_BY_ID: process_view_message,
     RequestCode.HEART_BEAT: process_heartbeat,
     RequestCode.UNREGISTER_CLIENT: process_unregister,
+    RequestCode.CHECK_CLIENT_CONFIG: process_check_client_config,
     RequestCode.CONSUMER_SEND_MSG_BACK: process_send_back,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: process_consumer_list,
     RequestCode.LOCK_BATCH_MQ: process_lock,

@@ -248,6 +248,21 @@ def _enum(cls: Any, value: object, default: Any) -> Any:
         return default
 
 
+def check_client_subscription(body: bytes | None) -> SubscriptionData | None:
+    """The subscription of a CHECK_CLIENT_CONFIG body (``CheckClientRequestBody``:
+    ``{clientId, group, subscriptionData}``), None when it has none.
+
+    Raises:
+        BadRequestError: the body is not a JSON object.
+    """
+    s = _json_object(body or b"{}", "check client").get("subscriptionData")
+    if not isinstance(s, dict):
+        return None
+    return SubscriptionData(
+        str(s.get("topic")), str(s.get("subString") or ""), str(s.get("expressionType") or "TAG")
+    )
+
+
 def parse_heartbeat(body: bytes) -> Heartbeat:
     """HeartbeatData JSON to :class:`Heartbeat`.
 
@@ -264,7 +279,11 @@ def parse_heartbeat(body: bytes) -> Heartbeat:
         if not isinstance(c, dict) or not isinstance(c.get("groupName"), str):
             continue
         subs = tuple(
-            SubscriptionData(str(s.get("topic")), str(s.get("subString") or "*"))
+            SubscriptionData(
+                str(s.get("topic")),
+                str(s.get("subString") or "*"),
+                str(s.get("expressionType") or "TAG"),
+            )
             for s in c.get("subscriptionDataSet") or []
             if isinstance(s, dict) and s.get("topic")
         )

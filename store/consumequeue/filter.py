@@ -15,16 +15,35 @@ twice, as in RocketMQ:
 >>> s = parse_subscription("Aa || TagB")
 >>> s.matches_code(java_string_hash("BB")), s.matches_tags("BB")
 (True, False)
+
+A SQL92 subscription (``expression_type="SQL92"``, :mod:`mqstore.sql92`) passes every
+unit on the consume queue and is tested on the message's properties, TAGS included
+(:meth:`Subscription.matches_properties`, the broker's ``ExpressionMessageFilter``).
+
+>>> q = parse_subscription("a > 5", "SQL92")
+>>> q.code_test is None, q.matches_properties("a\x0110\x02")
+(True, True)
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from mqstore.message import java_string_hash
+from mqstore.message import java_string_hash, string_to_properties, tags_of
+from mqstore.sql92 import SqlFilter, SqlParseError, compile_filter
 
 SUB_ALL = "*"
+TAG = "TAG"
+"""RocketMQ ``ExpressionType.TAG``."""
+SQL92 = "SQL92"
+"""RocketMQ ``ExpressionType.SQL92``."""
+
+
+def is_tag_type(expression_type: str | None) -> bool:
+    """RocketMQ ``ExpressionType.isTagType``: null, empty or ``"TAG"``."""
+    return not expression_type or expression_type == TAG
 
 
 def _low_int32(code: int) -> int:
@@ -42,25 +61,50 @@ class Subscription:
     codes: frozenset[int]
     matches_all: bool
     """True for ``"*"`` and the empty expression."""
+    sql: SqlFilter | None = None
+    """The compiled SQL92 expression of a SQL92 subscription."""
 
     def matches_code(self, tags_code: int) -> bool:
-        """The consume-queue test: the low 32 bits of ``tags_code`` is a tag's hash."""
-        return self.matches_all or _low_int32(tags_code) in self.codes
+        """The consume-queue test: the low 32 bits of ``tags_code`` is a tag's hash
+        (always true for SQL92, whose test needs the message)."""
+        return self.matches_all or self.sql is not None or _low_int32(tags_code) in self.codes
+
+    @property
+    def code_test(self) -> Callable[[int], bool] | None:
+        """:meth:`matches_code`, or None when it passes every unit (nothing to test)."""
+        return None if self.matches_all or self.sql is not None else self.matches_code
 
     def matches_tags(self, tags: str | None) -> bool:
         """The exact test on a message's TAGS (the re-check after a hash match)."""
         return self.matches_all or tags in self.tags
 
+    def matches_properties(self, properties: str) -> bool:
+        """The test on a message's serialized properties: its TAGS for a tag
+        subscription, the SQL92 expression over every property for SQL92."""
+        if self.sql is not None:
+            return self.sql.matches(string_to_properties(properties))
+        return self.matches_all or tags_of(properties) in self.tags
+
 
 @functools.lru_cache(maxsize=1024)
-def parse_subscription(expression: str | None) -> Subscription:
-    """Parse ``"*"``, ``""``/None (everything) or ``"A || B"``.
+def parse_subscription(expression: str | None, expression_type: str | None = TAG) -> Subscription:
+    """Parse ``"*"``, ``""``/None (everything) or ``"A || B"``; with ``expression_type``
+    ``"SQL92"``, a SQL92 expression.
+
+    Raises:
+        SqlParseError: a SQL92 expression that does not compile, or any other
+            non-tag expression type (RocketMQ has no filter for it).
 
     >>> parse_subscription(" TagA ||  || TagB ").tags == {"TagA", "TagB"}
     True
     >>> parse_subscription("*").matches_all
     True
     """
+    if not is_tag_type(expression_type):
+        if expression_type != SQL92:
+            raise SqlParseError(f"no filter for expression type {expression_type}")
+        sql = compile_filter(expression or "")
+        return Subscription(sql.expression, frozenset(), frozenset(), False, sql)
     text = (expression or "").strip()
     if not text or text == SUB_ALL:
         return Subscription(SUB_ALL, frozenset(), frozenset(), True)

@@ -173,7 +173,7 @@ def select(
         high, offset + max(limits.max_filter_message_size, max_count * UNIT_SIZE) // UNIT_SIZE + 1
     )
     units = iter_units(buf[: (stop - offset) * UNIT_SIZE])  # the units of [offset, stop)
-    match_code = None if sub.matches_all else sub.matches_code
+    match_code = sub.code_test
     caps = limits.caps(log_max, max_count, max_bytes)
     miss, q, items, qoffs, total, max_phy_pulling = _scan(
         units, log, offset, caps, match_code, take

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqstore.broker.pop_processors import broker_pop
 from mqstore.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfig
+from mqstore.consumequeue.filter import SQL92, Subscription, parse_subscription
 from mqstore.errors import IllegalTopicError, InvalidReceiptHandleError
 from mqstore.grpc import convert, settings
 from mqstore.grpc.clients import ClientTable
@@ -36,6 +37,7 @@ from mqstore.pop.records import MAX_BATCH
 from mqstore.pop.service import AckStatus, PopService
 from mqstore.remoting.codes import ResponseCode
 from mqstore.schedule import DelayLevels
+from mqstore.sql92 import SqlParseError
 
 if TYPE_CHECKING:
     from mqstore.broker.core import BrokerCore
@@ -458,12 +460,23 @@ class MessagingService:
         return ms
 
     @staticmethod
-    def _filter(request: Any) -> str:
+    def _filter(request: Any) -> str | Subscription:
+        """The receive's subscription: tags, or a compiled SQL92 expression. A SQL
+        expression that is empty (the proxy's ``FilterAPI.build`` refuses it) or does not
+        compile (the broker's POP answers SUBSCRIPTION_PARSE_FAILED) is
+        ILLEGAL_FILTER_EXPRESSION."""
         if not request.HasField("filter_expression"):
             return "*"
         f = request.filter_expression
         if f.type == pb.FilterType.SQL:
-            raise _refuse(Code.NOT_IMPLEMENTED, "SQL92 filtering is not supported by mqstore")
+            if not f.expression:
+                raise _refuse(Code.ILLEGAL_FILTER_EXPRESSION, "Expression can't be null! SQL92")
+            try:
+                return parse_subscription(str(f.expression), SQL92)
+            except SqlParseError as e:
+                raise _refuse(
+                    Code.ILLEGAL_FILTER_EXPRESSION, f"Invalid MessageSelector. {e}"
+                ) from None
         return str(f.expression) or "*"
 
     def ReceiveMessage(self, request: Any, context: Any) -> Iterator[Any]:

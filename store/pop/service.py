@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from mqstore.closeable import Stoppable
 from mqstore.consumequeue.dispatch import Arrival
+from mqstore.consumequeue.filter import Subscription
 from mqstore.consumequeue.results import StoredMessage
 from mqstore.errors import InvalidReceiptHandleError, StoreClosedError
 from mqstore.pop import state as pop_state
@@ -166,7 +167,7 @@ class _PopRound:
 
     group: str
     topic: str
-    subscription: str
+    subscription: str | Subscription
     now: int
     invisible: int
     revive_qid: int
@@ -311,7 +312,7 @@ class PopService(Stoppable):
         invisible_ms: int = 60_000,
         *,
         queue_id: int = -1,
-        subscription: str = "*",
+        subscription: str | Subscription = "*",
         fifo: bool = False,
         wait_ms: int = 0,
     ) -> PopResult:
@@ -337,7 +338,14 @@ class PopService(Stoppable):
             self._wait(gen, min(left, 0.05))
 
     def _pop_once(
-        self, group: str, topic: str, n: int, invisible: int, queue_id: int, sub: str, fifo: bool
+        self,
+        group: str,
+        topic: str,
+        n: int,
+        invisible: int,
+        queue_id: int,
+        sub: str | Subscription,
+        fifo: bool,
     ) -> PopResult:
         revive_qid = (
             POP_ORDER_REVIVE_QUEUE if fifo
@@ -397,7 +405,7 @@ class PopService(Stoppable):
             self._shared.commit(key[1], key[0], key[2], offset)
 
     def _get(
-        self, group: str, topic: str, qid: int, offset: int, n: int, sub: str
+        self, group: str, topic: str, qid: int, offset: int, n: int, sub: str | Subscription
     ) -> tuple[list[StoredMessage], int]:
         r = self.store.get_message(group, topic, qid, offset, n, sub)
         if r.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
@@ -646,7 +654,7 @@ class PopService(Stoppable):
 
     def peek(
         self, group: str, topic: str, max_count: int = 32, *, queue_id: int = -1,
-        subscription: str = "*",
+        subscription: str | Subscription = "*",
     ) -> list[StoredMessage]:  # fmt: skip
         """The next messages a pop of ``group`` would read from the topic's queues,
         without hiding them or moving anything (PEEK_MESSAGE)."""

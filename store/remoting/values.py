@@ -141,7 +141,10 @@ class PullQuery:
     """The queue offset to read from."""
     max_count: int = 32
     expression: str = "*"
-    """The tags subscribed: ``"*"`` or ``"A || B"``."""
+    """The tags subscribed: ``"*"`` or ``"A || B"``; a SQL92 expression with
+    ``expression_type`` SQL92."""
+    expression_type: str = "TAG"
+    """RocketMQ ``ExpressionType``: ``"TAG"`` or ``"SQL92"``."""
     commit_offset: int | None = None
     """The group's offset to commit with the pull (sysflag 0x1); None: nothing to commit."""
     suspend_ms: int = 0
@@ -210,10 +213,12 @@ class ConsumeFromWhere(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionData:
-    """One topic subscription as carried in a heartbeat (``"*"`` or ``"A || B"``)."""
+    """One topic subscription as carried in a heartbeat (``"*"`` or ``"A || B"``, or a
+    SQL92 expression with ``expression_type`` SQL92)."""
 
     topic: str
     expression: str = "*"
+    expression_type: str = "TAG"
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,17 +59,6 @@ def test_pull_message_stream_answers_not_implemented(stub: Any) -> None:
     assert r.status.code == NOT_IMPLEMENTED
 
 
-def test_sql_filter_is_not_implemented(stub: Any) -> None:
-    req = svc.ReceiveMessageRequest(batch_size=1, auto_renew=True)
-    req.group.name = GROUP
-    req.message_queue.topic.name = TOPIC
-    req.filter_expression.type = pb.FilterType.SQL
-    req.filter_expression.expression = "a > 1"
-    (r,) = list(stub.ReceiveMessage(req, timeout=DEADLINE))
-    assert r.status.code == NOT_IMPLEMENTED
-    assert "SQL92" in r.status.message
-
-
 def test_receive_of_unknown_topic_is_topic_not_found(stub: Any) -> None:
     req = svc.ReceiveMessageRequest(batch_size=1, auto_renew=True)
     req.group.name = GROUP
