@@ -18,10 +18,22 @@ public class TimerScenario {
         "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "REAL_TOPIC",
         "REAL_QID", "__STARTDELIVERTIME", "DELAY"};
 
-    public static void main(String[] a) throws Exception {
-        String ns = a[0], topic = a[1];
+    public static void main(String[] a) {
+        int code = 1;
+        try {
+            run(a[0], a[1]);
+            code = 0;
+        } catch (Throwable e) {
+            System.out.println("ERROR " + e);
+        } finally {
+            System.exit(code);  // the client's threads would keep the JVM alive
+        }
+    }
+
+    static void run(String ns, String topic) throws Exception {
         DefaultMQProducer p = new DefaultMQProducer("P_" + topic);
         p.setNamesrvAddr(ns); p.setVipChannelEnabled(false); p.setRetryTimesWhenSendFailed(0);
+        p.setSendMsgTimeout(15000);  // a loaded 2-core machine
         p.start();
         Map<String, Long> due = new ConcurrentHashMap<>();
         CountDownLatch all = new CountDownLatch(6);
@@ -49,11 +61,9 @@ public class TimerScenario {
         send(p, due, msg(topic, "level1"), System.currentTimeMillis() + 1000, m -> m.setDelayTimeLevel(1));
         send(p, due, msg(topic, "toofar"), now + 3L * 86400_000 + 60_000,
              m -> m.setDeliverTimeMs(now + 3L * 86400_000 + 60_000));
-        all.await(30, TimeUnit.SECONDS);
+        all.await(60, TimeUnit.SECONDS);
         Thread.sleep(1500);  // anything delivered twice would show up here
         System.out.println("DONE");
-        c.shutdown(); p.shutdown();
-        System.exit(0);
     }
 
     static Message msg(String topic, String key) {
