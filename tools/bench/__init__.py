@@ -11,6 +11,8 @@ and documents what it measures in its docstring:
 * ``pull``: sequential pulls and dispatch lag;
 * ``broker``: sends and pulls over TCP against in-process puts;
 * ``brokers``: sends over a name-server route spanning two brokers against one;
+* ``java``: the real 4.9.8 Java client's sends and pulls against ``mqstore broker`` and
+  the real 4.9.8 broker, interleaved, and the ratios;
 * ``consume``: produce-to-consume through a consumer group;
 * ``ha``: replication throughput and SYNC/ASYNC_MASTER put latency;
 * ``spark_audit``: the Spark audit, reindex and export against single-process scans;
@@ -31,6 +33,7 @@ BENCHMARKS = (
     "pull",
     "broker",
     "brokers",
+    "java",
     "consume",
     "ha",
     "spark_audit",
