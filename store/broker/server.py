@@ -56,6 +56,11 @@ with the reason as remark (a oneway one gets nothing), is logged in one line, an
 reaches a processor. The processors of an admitted request see the signing account's
 read permission as ``RequestContext.read_refusal``.
 
+Rule 8. The answers of the requests one read brought in are written together: a
+connection with several requests in flight (the Java client multiplexes all its threads
+over one connection) gets them in one write call, one system call, instead of one each.
+Answers given later (pool, held pulls) and pushes to the client are written at once.
+
 Lifecycle: :meth:`BrokerServer.start` also starts the core (long polling);
 :meth:`BrokerServer.stop` closes every connection and the loop but leaves the core
 running: call ``core.shutdown()`` (persists offsets) and then close the store.
@@ -75,7 +80,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from mqstore.broker.acl import AccessControl, AclDenied, publish_refusal, read_refusal
 from mqstore.broker.context import RequestContext
@@ -84,6 +89,7 @@ from mqstore.broker.pop_polling import SUSPENDING
 from mqstore.broker.processors import Records, process, process_pull
 from mqstore.closeable import Stoppable
 from mqstore.config import BrokerRole, FlushDiskType
+from mqstore.eventloop import new_event_loop
 from mqstore.failures import FailureCounter
 from mqstore.limits import PartialFrames, ServerLimits, close_idle
 from mqstore.remoting.codec import (
@@ -178,14 +184,17 @@ class _Connection(asyncio.Protocol):
         self._reading_paused = False
         self._pump_scheduled = False
         self._calls: dict[int, Future[RemotingCommand]] = {}
+        self._out: list[bytes | memoryview] | None = None
+        """While :meth:`_pump` runs: the frames its requests answered, written at its end
+        in one call (Rule 8)."""
         """Broker-to-client requests awaiting the client's answer, by opaque (:meth:`call`)."""
 
     # ---------------------------------------------------------------- asyncio
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(
+        # uvloop's TCP transport has asyncio.Transport's methods but not its class
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(
             high=self.limits.write_high_water, low=self.limits.write_low_water
         )
         sock = transport.get_extra_info("socket")
@@ -275,6 +284,7 @@ class _Connection(asyncio.Protocol):
     def _pump(self) -> None:
         """Run up to ``frames_per_turn`` received requests; defer the rest (Rule 6)."""
         self._pump_scheduled = False
+        self._out = []
         try:
             for _ in range(self.limits.frames_per_turn):
                 if self._blocked or self.transport is None:
@@ -289,9 +299,22 @@ class _Connection(asyncio.Protocol):
                     self.loop.call_soon(self._pump)
         except ProtocolError as e:
             log.info("closing %s:%d: %s", *self.peer, e)
+            self._flush()  # the answers before the bad frame still go out
             self.abort()
+        finally:
+            self._flush()
         self._account()
         self._update_reading()
+
+    def _flush(self) -> None:
+        """Write what the requests of this turn answered, in one call, and stop batching."""
+        out, self._out = self._out, None
+        transport = self.transport
+        if out and transport is not None and not transport.is_closing():
+            if len(out) == 1:
+                transport.write(out[0])
+            else:
+                transport.writelines(out)
 
     # --------------------------------------------------------------- requests
 
@@ -378,7 +401,14 @@ class _Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         self.last_active = time.monotonic()
-        if records:
+        out = self._out
+        if out is not None:  # inside a turn of _pump: written at its end (Rule 8)
+            if records:
+                out.append(frame_head(cmd, sum(len(r) for r in records)))
+                out.extend(records)
+            else:
+                out.append(encode(cmd))
+        elif records:
             transport.write(frame_head(cmd, sum(len(r) for r in records)))
             transport.writelines(records)
         else:
@@ -486,7 +516,7 @@ class BrokerServer(Stoppable):
         self.port = port if sock is None else int(sock.getsockname()[1])
         self._sock = sock
         self.serve_name_server = serve_name_server
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop()
         self.connections: set[_Connection] = set()
         self.opaques = itertools.count(1)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="broker-req")

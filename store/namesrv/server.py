@@ -45,10 +45,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 from mqstore.broker.acl import NAMESRV_PERMISSIONS, AccessControl, AclDenied
 from mqstore.broker.wire import ext_int, ext_str
 from mqstore.closeable import Stoppable
+from mqstore.eventloop import new_event_loop
 from mqstore.limits import NAME_SERVER_LIMITS, PartialFrames, ServerLimits, close_idle
 from mqstore.namesrv import admin, bodies
 from mqstore.namesrv.routes import (
@@ -91,8 +93,8 @@ class _Connection(asyncio.Protocol):
     """Every request is answered at once: nothing is ever pending."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's TCP transport has asyncio.Transport's methods but not its class
+        self.transport = cast(asyncio.Transport, transport)
         self.server.connections.add(self)
 
     def abort(self) -> None:
@@ -164,7 +166,7 @@ class NameServer(Stoppable):
         self.limits = limits
         self.partial = PartialFrames(limits.max_buffered_total)
         """Bytes of unfinished frames over all connections (loop thread)."""
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop()
         self.connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
