@@ -12,7 +12,10 @@ behaviour.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
+from collections.abc import Callable
+from typing import cast
 
 ENV = "MQSTORE_EVENT_LOOP"
 """``asyncio``: the standard loop even when uvloop is installed; unset or ``uvloop``: uvloop
@@ -21,19 +24,21 @@ when it can be imported."""
 
 def loop_kind() -> str:
     """``uvloop`` or ``asyncio``: the loop :func:`new_event_loop` gives here."""
+    return "uvloop" if _uvloop_factory() is not None else "asyncio"
+
+
+def _uvloop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """``uvloop.new_event_loop`` when it is installed and not refused by :data:`ENV`."""
     if os.environ.get(ENV, "uvloop").strip().lower() == "asyncio":
-        return "asyncio"
+        return None
     try:
-        import uvloop  # noqa: F401
+        module = importlib.import_module("uvloop")  # optional where it has no wheel
     except ImportError:
-        return "asyncio"
-    return "uvloop"
+        return None
+    return cast(Callable[[], asyncio.AbstractEventLoop], module.new_event_loop)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """A new event loop of :func:`loop_kind`'s kind (not set as any thread's current loop)."""
-    if loop_kind() == "uvloop":
-        import uvloop
-
-        return uvloop.new_event_loop()
-    return asyncio.new_event_loop()
+    factory = _uvloop_factory()
+    return factory() if factory is not None else asyncio.new_event_loop()

@@ -59,7 +59,8 @@ read permission as ``RequestContext.read_refusal``.
 Rule 8. The answers of the requests one read brought in are written together: a
 connection with several requests in flight (the Java client multiplexes all its threads
 over one connection) gets them in one write call, one system call, instead of one each.
-Answers given later (pool, held pulls) and pushes to the client are written at once.
+Answers given later (pool, held pulls) and pushes to the client are written at once, and
+so are a turn's answers once they pass ``write_high_water`` bytes (Rule 6 holds).
 
 Lifecycle: :meth:`BrokerServer.start` also starts the core (long polling);
 :meth:`BrokerServer.stop` closes every connection and the loop but leaves the core
@@ -187,6 +188,9 @@ class _Connection(asyncio.Protocol):
         self._out: list[bytes | memoryview] | None = None
         """While :meth:`_pump` runs: the frames its requests answered, written at its end
         in one call (Rule 8)."""
+        self._out_bytes = 0
+        """Bytes in ``_out``: past the write high-water mark they are written at once, so
+        the transport's back-pressure stops the turn as it would without batching."""
         """Broker-to-client requests awaiting the client's answer, by opaque (:meth:`call`)."""
 
     # ---------------------------------------------------------------- asyncio
@@ -309,6 +313,7 @@ class _Connection(asyncio.Protocol):
     def _flush(self) -> None:
         """Write what the requests of this turn answered, in one call, and stop batching."""
         out, self._out = self._out, None
+        self._out_bytes = 0
         transport = self.transport
         if out and transport is not None and not transport.is_closing():
             if len(out) == 1:
@@ -404,10 +409,17 @@ class _Connection(asyncio.Protocol):
         out = self._out
         if out is not None:  # inside a turn of _pump: written at its end (Rule 8)
             if records:
-                out.append(frame_head(cmd, sum(len(r) for r in records)))
+                size = sum(len(r) for r in records)
+                out.append(frame_head(cmd, size))
                 out.extend(records)
             else:
-                out.append(encode(cmd))
+                frame = encode(cmd)
+                size = len(frame)
+                out.append(frame)
+            self._out_bytes += size
+            if self._out_bytes >= self.limits.write_high_water:  # back-pressure now (Rule 6)
+                self._flush()
+                self._out = []
         elif records:
             transport.write(frame_head(cmd, sum(len(r) for r in records)))
             transport.writelines(records)

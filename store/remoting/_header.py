@@ -29,6 +29,13 @@ from mqstore.remoting._command import (
 )
 from mqstore.remoting.codes import LanguageCode, SerializeType
 
+_fast_loads: Callable[[bytes], object] | None
+try:  # a C parser about ten times faster than the json module's on a header
+    from orjson import JSONDecodeError as _FastError
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - orjson is a declared dependency
+    _fast_loads = None
+
 _BINARY_FIXED: Final = struct.Struct(">hBhiii")  # code .. flag, then remark_len
 _INT: Final = struct.Struct(">i")
 _SHORT: Final = struct.Struct(">h")
@@ -187,7 +194,16 @@ def _json_language(value: object) -> LanguageCode:
     return LanguageCode.OTHER
 
 
-def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
+def _parse_json(raw: bytes) -> object:
+    """The JSON value of a header. orjson parses what it can (strict JSON, UTF-8,
+    64-bit integers); anything it refuses takes the json module's path, which accepts
+    what RocketMQ's fastjson may send beyond that (integers past 64 bits, escaped lone
+    surrogates) and words the errors."""
+    if _fast_loads is not None:
+        try:
+            return _fast_loads(raw)
+        except _FastError:
+            pass
     text = _utf8(raw, "JSON header")
     try:
         try:  # the C scanner straight away: a header has no surrounding whitespace
@@ -198,6 +214,11 @@ def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
             obj = _JSON_DECODER.decode(text)
     except (ValueError, RecursionError) as e:
         raise RemoteProtocolError(f"JSON header does not parse: {e}") from None
+    return obj
+
+
+def _decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
+    obj = _parse_json(raw)
     if not isinstance(obj, dict):
         raise RemoteProtocolError(f"JSON header is a {type(obj).__name__}, not an object")
     ext = obj.get("extFields")
