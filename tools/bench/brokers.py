@@ -109,23 +109,34 @@ def _route_brokers(namesrv: str, topic: str) -> set[str]:
     return set() if route is None else {q.broker_name for q in route.queue_datas}
 
 
-def _create_topics(addrs: dict[str, str]) -> None:
+def create_topic(addr: str, topic: str, queues: int) -> None:
+    """UPDATE_AND_CREATE_TOPIC on the broker at ``addr``, every field as ``mqadmin
+    updateTopic`` sends it (a real 4.9.8 broker refuses the request without them).
+
+    Raises:
+        RuntimeError: the broker refused.
+    """
     from mqstore.client.remoting_client import RemotingClient
     from mqstore.remoting.codec import RemotingCommand
     from mqstore.remoting.codes import RequestCode, ResponseCode
 
     client = RemotingClient()
     try:
-        for topic, spread in TOPICS.items():
-            for name, queues in spread.items():
-                ext = {"topic": topic, "readQueueNums": str(queues),
-                       "writeQueueNums": str(queues)}  # fmt: skip
-                cmd = RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext)
-                resp = client.invoke(addrs[name], cmd, 10.0)
-                if resp.code != ResponseCode.SUCCESS:
-                    raise RuntimeError(f"creating {topic} on {name}: {resp.remark}")
+        ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+               "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
+               "topicSysFlag": "0", "order": "false"}  # fmt: skip
+        cmd = RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext)
+        resp = client.invoke(addr, cmd, 10.0)
+        if resp.code != ResponseCode.SUCCESS:
+            raise RuntimeError(f"creating {topic} on {addr}: {resp.remark}")
     finally:
         client.close()
+
+
+def _create_topics(addrs: dict[str, str]) -> None:
+    for topic, spread in TOPICS.items():
+        for name, queues in spread.items():
+            create_topic(addrs[name], topic, queues)
 
 
 def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:

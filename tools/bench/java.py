@@ -47,7 +47,7 @@ from mqstore.tools.bench._harness import (
     wait_listening,
     wait_until,
 )
-from mqstore.tools.bench.brokers import _route_brokers, proc_cpu
+from mqstore.tools.bench.brokers import _route_brokers, create_topic, proc_cpu
 
 JAVA_SOURCE = Path(__file__).with_name("BrokerBench.java")
 BROKERS = {"real": "broker-real", "mq": "broker-mq"}
@@ -166,31 +166,6 @@ class JavaClient:
             self.proc.wait()
 
 
-def _create_topic(addr: str, topic: str) -> None:
-    from mqstore.client.remoting_client import RemotingClient
-    from mqstore.remoting.codec import RemotingCommand
-    from mqstore.remoting.codes import RequestCode, ResponseCode
-
-    client = RemotingClient()
-    try:
-        ext = {
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "readQueueNums": str(QUEUES),
-            "writeQueueNums": str(QUEUES),
-            "perm": "6",
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0",
-            "order": "false",
-        }  # as mqadmin updateTopic sends it
-        cmd = RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext)
-        resp = client.invoke(addr, cmd, 10.0)
-        if resp.code != ResponseCode.SUCCESS:
-            raise RuntimeError(f"creating {topic} on {addr}: {resp.remark}")
-    finally:
-        client.close()
-
-
 def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Start everything, run the interleaved phases, return every repetition."""
     reason = why_not()
@@ -229,7 +204,7 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         wait_listening(procs["mq"], mq_port, "mqstore broker")
         addrs["mq"] = f"127.0.0.1:{mq_port}"
         for key, addr in addrs.items():
-            _create_topic(addr, f"bench_{key}")
+            create_topic(addr, f"bench_{key}", QUEUES)
         for key in addrs:
             wait_until(lambda k=key: _route_brokers(namesrv, f"bench_{k}") == {BROKERS[k]},  # type: ignore[misc]
                        60, f"the route of bench_{key}", 0.2)  # fmt: skip
