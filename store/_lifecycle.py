@@ -20,6 +20,7 @@ it waits for.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from pathlib import Path
 from mqstore import _platform
 from mqstore.checkpoint import Checkpoint
 from mqstore.cleanup import DiskGuard
+from mqstore.commitlog import clean_close
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.commitlog import CommitLog
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
@@ -36,11 +38,13 @@ from mqstore.commitlog.recovery import RecoveryResult, dispatch_kept, recover
 from mqstore.commitlog.recovery_damage import DAMAGE_FILE, Quarantine
 from mqstore.commitlog.segments import Segments
 from mqstore.config import BrokerRole, FlushDiskType, RecoveryPolicy, StoreConfig
-from mqstore.errors import StoreClosedError, StoreLockedError
+from mqstore.errors import CorruptRecordError, StoreClosedError, StoreLockedError
 from mqstore.ha import service as ha_service
 from mqstore.logics import Logics
 from mqstore.message import Message, host_bytes
 from mqstore.status import PutStatus
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +147,11 @@ class StoreLifecycle:
         self.last_exit_ok = True
         self.lock_fd = -1
         self._loaded: list[Segments | Checkpoint | Logics] = []
+        self.verification: clean_close.Verification | None = None
+        """What the background check after a trusted open found (None: not run, or
+        not finished)."""
+        self._verifier: threading.Thread | None = None
+        self._stop_verify = threading.Event()
 
     # ------------------------------------------------------------------ open
 
@@ -186,13 +195,14 @@ class StoreLifecycle:
         self.segments.load()
         self.checkpoint = Checkpoint(self.root / "checkpoint")
         self._loaded.append(self.checkpoint)
+        trusted_end = self._trusted_end()
         self.segments.on_create = self.disk_guard.check
         self.logics = Logics(cfg, self.segments, self.checkpoint)
         self._loaded.append(self.logics)
         if self.logics.index is not None:
             self.logics.index.on_new_file = self.disk_guard.check
         self.logics.dispatcher.on_no_space = self.disk_guard.check
-        self.logics.load(last_exit_ok=self.last_exit_ok)
+        self.logics.load(last_exit_ok=self.last_exit_ok, closed_cleanly=trusted_end is not None)
         self.commitlog = CommitLog(self.segments, host_bytes(cfg.store_host))
         self.quarantine = Quarantine.load(self.root / DAMAGE_FILE)
         if self.logics.index is not None:  # no key lookup serves a fenced record
@@ -209,6 +219,7 @@ class StoreLifecycle:
             on_record=self.logics.recover(last_exit_ok=self.last_exit_ok),
             policy=self.recovery_policy,
             quarantine=self.quarantine,
+            trusted_end=trusted_end,
         )
         if self.recovery.damaged and self.last_exit_ok:
             # Normal recovery re-dispatches nothing: units built before the damage
@@ -229,6 +240,60 @@ class StoreLifecycle:
                 end=self.recovery.end_offset, last_exit_ok=not dispatched
             )
         )
+
+    def _trusted_end(self) -> int | None:
+        """Take the clean close's record (``mqstore.commitlog.clean_close``) whatever
+        the verdict, so that no later open finds it; the log's end it recorded when it
+        matches the loaded files after a clean shutdown (and ``trust_clean_close``) and
+        no damage was ever fenced, else None (recovery scans)."""
+        record = clean_close.take(self.root)
+        if record is None or not self.last_exit_ok or not self.cfg.trust_clean_close:
+            return None
+        if Quarantine.load(self.root / DAMAGE_FILE).ranges:
+            return None  # the scan reports fenced damage again (RecoveryResult.damaged)
+        why = clean_close.mismatch(record, self.segments, self.checkpoint)
+        if why is not None:
+            log.warning("clean close record of %s not trusted (%s): scanning", self.root, why)
+            return None
+        return record.end_offset
+
+    def start_verify(self) -> None:
+        """After a trusted open (``verify_clean_open``): check in a thread what
+        RocketMQ's normal recovery would have scanned (:func:`clean_close.verify`)."""
+        rec = self.recovery
+        if rec is None or rec.mode.value != "trusted" or not self.cfg.verify_clean_open:
+            return
+        end = rec.end_offset
+        self._verifier = threading.Thread(
+            target=self._verify_in_background, args=(end,), name="mqstore-verify", daemon=True
+        )
+        self._verifier.start()
+
+    def _verify_in_background(self, end: int) -> None:
+        result = self.verify(end)
+        if not self._stop_verify.is_set():
+            self.verification = result
+
+    def verify(self, end: int | None = None, *, whole: bool = False) -> clean_close.Verification:
+        """Check the log's records up to ``end`` (default: everything written so far),
+        read-only (:func:`clean_close.verify`); damage found is logged and poisons the
+        store: puts are refused and ``abort`` is kept, so the next open recovers (and
+        under ``KEEP`` fences the damage) as after a crash."""
+        upto = self.segments.max_offset if end is None else end
+        fenced = [(r.start, r.end) for r in self.quarantine.ranges]
+        result = clean_close.verify(
+            self.segments, upto, whole=whole, fenced=fenced, stopped=self._stop_verify.is_set
+        )
+        if result.problem is not None and not self._stop_verify.is_set():
+            log.error("%s: the CommitLog failed verification: %s", self.root, result.problem)
+            self.state.poison_with(CorruptRecordError(f"CommitLog damaged: {result.problem}"))
+        return result
+
+    def _stop_verifier(self) -> None:
+        self._stop_verify.set()
+        if self._verifier is not None:
+            self._verifier.join()
+            self._verifier = None
 
     def start_replication(self) -> None:
         """What the role asks for (``mqstore.ha.service.start_for``)."""
@@ -284,6 +349,7 @@ class StoreLifecycle:
     def undo_open(self) -> None:
         """A failed open: stop and close whatever it started, release the lock."""
         self.state.mark_closed()
+        self._stop_verifier()
         if self.ha is not None:
             self.ha.stop()
             self.ha = None
@@ -344,6 +410,7 @@ class StoreLifecycle:
             return
         self.logics.stop_schedule()  # it puts: stop it while puts are still accepted
         self.state.mark_closed()
+        self._stop_verifier()
         if self.ha is not None:
             self.ha.stop()
         self.flusher.stop()
@@ -354,9 +421,18 @@ class StoreLifecycle:
             except OSError:
                 clean = False
         dispatched = self.logics.stop()  # drains the dispatcher, flushes queues + index
+        end = self.segments.max_offset
         self.segments.close()
         self.checkpoint.close()
         if clean and dispatched and self.state.poison is None:
+            try:
+                cfg = self.cfg
+                clean_close.write(
+                    self.root, cfg.commitlog_path, cfg.commitlog_file_size, end, self.checkpoint
+                )
+            except OSError as e:  # no record: the next open scans, as RocketMQ's does
+                log.warning("%s: clean close record not written: %s", self.root, e)
+                clean_close.discard(self.root)
             (self.root / "abort").unlink(missing_ok=True)
         self._release_lock()
 
@@ -369,6 +445,7 @@ class StoreLifecycle:
         if self.state.closed:
             raise StoreClosedError("store already closed")
         self.state.mark_closed()
+        self._stop_verifier()
         if self.ha is not None:
             self.ha.stop()
         self.flusher._stopped.set()

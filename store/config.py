@@ -91,6 +91,17 @@ class StoreConfig:
     flush_commitlog_thorough_interval_ms: int = 10_000
     # recovery
     check_crc_on_recover: bool = True
+    # After a clean close, open trusts what the close recorded (the log's end, its files'
+    # sizes, inodes and times, the CRC of its last MiB, the checkpoint: the
+    # ``clean_close`` file, mqstore.commitlog.clean_close) instead of scanning the last
+    # segments, so open takes the same time whatever the store holds. Off: scan, as
+    # RocketMQ's normal recovery.
+    trust_clean_close: bool = True
+    # After such a trusted open, a background thread reads what the scan would have read
+    # (the last 3 segments) with CRC checks (MessageStore.verify); damage it finds is
+    # logged and poisons the store (puts refused, ``abort`` kept), so the next open
+    # recovers as after a crash.
+    verify_clean_open: bool = True
     # Pulls and key lookups check BODYCRC too: a record that fails is logged and not
     # served. Off by default, as in RocketMQ (whose reads never check it): on, every
     # read hashes its body.

@@ -112,8 +112,9 @@ class Logics:
 
     # ------------------------------------------------------------- open sequence
 
-    def load(self, *, last_exit_ok: bool) -> None:
-        """Step 1: map queues and index files.
+    def load(self, *, last_exit_ok: bool, closed_cleanly: bool = False) -> None:
+        """Step 1: map queues and index files (``closed_cleanly``: the clean close's
+        record matched, see ``IndexService.load``).
 
         Raises:
             SegmentLoadError: a queue file has a bad name or size.
@@ -124,6 +125,7 @@ class Logics:
             self._index_rebuild_from = self.index.load(
                 last_exit_ok=last_exit_ok,
                 index_msg_timestamp=self.checkpoint.index_msg_timestamp,
+                closed_cleanly=closed_cleanly,
             )
 
     def recover(self, *, last_exit_ok: bool) -> OnRecord | None:

@@ -31,6 +31,7 @@ from mqstore.checkpoint import Checkpoint
 from mqstore.cleanup import CleanupResult, DiskGuard
 from mqstore.closeable import Closeable
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog.clean_close import Verification
 from mqstore.commitlog.commitlog import CommitLog, queue_key
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
 from mqstore.commitlog.recovery import RecoveryResult, scan_headers
@@ -126,6 +127,7 @@ class MessageStore(Closeable):
                 put=lambda m: self.writer.put_message(m).status,
                 read=lambda phys, _size: self.look_message_by_offset(phys),
             )
+            life.start_verify()
         except BaseException:
             life.undo_open()
             raise
@@ -179,6 +181,27 @@ class MessageStore(Closeable):
         them are."""
         low = self.segments.min_offset
         return tuple(r for r in self._life.quarantine.ranges if r.end > low)
+
+    @property
+    def verification(self) -> Verification | None:
+        """What the background check after a trusted open (``verify_clean_open``) found;
+        None before it finished, or when the open scanned (``recovery.mode`` is not
+        ``TRUSTED``)."""
+        return self._life.verification
+
+    def verify(self, *, whole: bool = False) -> Verification:
+        """Check every record written so far in the last 3 CommitLog segments (all of
+        them with ``whole``): structure, BODYCRC and PHYSICALOFFSET, read-only, while the
+        store serves. Damage found is logged and poisons the store (puts refused,
+        ``abort`` kept), so the next open recovers as after a crash. What an open after
+        a clean close no longer scans (see ``mqstore.commitlog.clean_close``).
+
+        Raises:
+            StoreClosedError: the store is closed.
+        """
+        if self._life.state.closed:
+            raise StoreClosedError("the store is closed")
+        return self._life.verify(whole=whole)
 
     @property
     def dispatch_progress(self) -> DispatchProgress:

@@ -120,6 +120,9 @@ class RecoveryMode(enum.Enum):
     valid and not newer than the checkpoint."""
     EMPTY = "empty"
     """No segments: nothing to scan."""
+    TRUSTED = "trusted"
+    """The last shutdown was clean and its record (``mqstore.commitlog.clean_close``)
+    matched the files: nothing was scanned, the log ends where the close left it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -570,9 +573,14 @@ def recover(
     on_record: OnRecord | None = None,
     policy: RecoveryPolicy = RecoveryPolicy.TRUNCATE,
     quarantine: Quarantine | None = None,
+    trusted_end: int | None = None,
 ) -> RecoveryResult:
     """Recover the log in place: scan, fence damage (``KEEP``), truncate the torn tail,
     set positions, and bring ``quarantine`` (the store's damage list) up to date.
+
+    ``trusted_end`` (a clean close's record that matched the files, ``last_exit_ok``):
+    no scan, the positions are set for a log ending there (mode ``TRUSTED``), unless
+    ``TRUNCATE`` must cut the log at a range an earlier ``KEEP`` open fenced.
 
     After this, every segment before the last is full and flushed, the last one's
     write and flush positions are at the recovered end, and bytes past the end are
@@ -587,6 +595,13 @@ def recover(
         if quarantine is not None and quarantine.update((), min_offset=0, end=0):
             quarantine.save()
         return RecoveryResult(RecoveryMode.EMPTY, 0, 0, 0, 0, 0, 0, "no segments", 0.0)
+    must_cut = policy is RecoveryPolicy.TRUNCATE and quarantine is not None and quarantine.ranges
+    if trusted_end is not None and last_exit_ok and not must_cut:
+        _set_positions(segments, trusted_end)
+        return RecoveryResult(
+            RecoveryMode.TRUSTED, trusted_end, trusted_end, 0, 0, 0, 0,
+            "clean close record matched", time.perf_counter() - t0,
+        )  # fmt: skip
     if last_exit_ok:
         mode = RecoveryMode.NORMAL
         start_index = max(0, len(segments.files) - 3)
@@ -623,13 +638,7 @@ def recover(
     if truncated:
         _make_cut_durable(segments, deleted=len(segments.files) < files_before)
         log.warning("CommitLog cut at %d: %d bytes after it dropped (%s)", end, truncated, why)
-    for mf in segments.files:
-        if mf.file_from_offset + mf.file_size <= end:
-            mf.set_positions(mf.file_size)
-    last = segments.last
-    if last is not None and last.file_from_offset <= end:
-        last.set_positions(end - last.file_from_offset)
-    segments.flushed_where = end
+    _set_positions(segments, end)
     if quarantine is not None and quarantine.update(
         tuple(damaged), min_offset=segments.min_offset, end=end
     ):
@@ -638,6 +647,18 @@ def recover(
         mode, start, end, truncated, records, scanned, searched.bytes, why,
         time.perf_counter() - t0, tuple(damaged),
     )  # fmt: skip
+
+
+def _set_positions(segments: Segments, end: int) -> None:
+    """Every segment before ``end`` full and flushed, the last one written and flushed
+    up to ``end``."""
+    for mf in segments.files:
+        if mf.file_from_offset + mf.file_size <= end:
+            mf.set_positions(mf.file_size)
+    last = segments.last
+    if last is not None and last.file_from_offset <= end:
+        last.set_positions(end - last.file_from_offset)
+    segments.flushed_where = end
 
 
 def _damaged_tail(segments: Segments, end: int, why: str) -> DamagedRange | None:

@@ -138,12 +138,17 @@ class IndexService:
 
     # ----------------------------------------------------------------- loading
 
-    def load(self, *, last_exit_ok: bool, index_msg_timestamp: int) -> int | None:
+    def load(
+        self, *, last_exit_ok: bool, index_msg_timestamp: int, closed_cleanly: bool = False
+    ) -> int | None:
         """Map the index files; after a crash destroy those newer than the checkpoint.
 
         The newest file is then rid of a put cut short by a kill, its header made to
         agree with its entries (:meth:`IndexFile.repair`), after a clean exit too: a
         dispatcher process restarted after a SIGKILL loads the files as they were left.
+        Not with ``closed_cleanly``: the store's clean close was recorded and matched
+        (``mqstore.commitlog.clean_close``), so its writer stopped between puts, and the
+        repair's pass over the slot table (20 MB by default) is not paid at open.
 
         Returns the CommitLog offset from which destroyed files must be re-indexed
         (None when nothing was destroyed).
@@ -188,7 +193,7 @@ class IndexService:
                 f.destroy()
                 continue
             self.files.append(f)
-        if self.files:
+        if self.files and not closed_cleanly:
             # Only the newest file is ever written, so only it can hold a killed put.
             prev = self.files[-2] if len(self.files) > 1 else None
             newest = self.files[-1]

@@ -31,9 +31,9 @@ def segment(root: Path, start: int = 0) -> Path:
     return root / "commitlog" / f"{start:020d}"
 
 
-def test_clean_shutdown_runs_normal_recovery(tmp_path: Path):
+def test_clean_shutdown_without_trust_runs_normal_recovery(tmp_path: Path):
     fill(tmp_path, 5)
-    with MessageStore.open(cfg(tmp_path)) as s:
+    with MessageStore.open(cfg(tmp_path, trust_clean_close=False)) as s:
         assert s.recovery is not None
         assert s.recovery.mode is RecoveryMode.NORMAL
         assert s.recovery.records == 5
