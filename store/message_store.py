@@ -269,6 +269,7 @@ class MessageStore(Closeable):
     # StoreClosedError on a closed store.
     get_message = Delegate("_reader", StoreReader.get_message)
     get_message_raw = Delegate("_reader", StoreReader.get_message_raw)
+    read_batch = Delegate("_reader", StoreReader.read_batch)
     consume_queue = Delegate("_reader", StoreReader.consume_queue)
     max_offset_in_queue = Delegate("_reader", StoreReader.max_offset_in_queue)
     min_offset_in_queue = Delegate("_reader", StoreReader.min_offset_in_queue)

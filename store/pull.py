@@ -20,6 +20,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
 from mqstore.compression import COMPRESSED_FLAG
 from mqstore.config import BrokerRole, StoreConfig
+from mqstore.consumequeue.batch_read import MessageBatch, read_fast
 from mqstore.consumequeue.dispatch import ArrivalListener
 from mqstore.consumequeue.filter import Subscription, parse_subscription
 from mqstore.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, Selection, select
@@ -218,6 +219,36 @@ class StoreReader:
             tuple(sel.items),
             sel.suggest_pulling_from_slave,
         )
+
+    def read_batch(
+        self, topic: str, queue_id: int, offset: int, max_count: int = 1024, *, tags: bool = False
+    ) -> MessageBatch:
+        """Up to ``max_count`` messages of (topic, queue_id) from queue ``offset``, every
+        message (no subscription filter), as columns: queue offsets, bodies and, with
+        ``tags``, each message's tags; nothing else is decoded. Statuses and offsets as
+        :meth:`get_message`'s, without a pull's transfer limits (32 messages "in
+        memory"): an embedded consumer's read. The common records take the columnar
+        path (``mqstore.consumequeue.batch_read``); any other batch (compressed or IPv6
+        records, blank units, a batch across files, ``check_crc_on_read``) is read
+        through :meth:`get_message`, up to its limits, with the same results.
+
+        Raises:
+            StoreClosedError: the store is closed.
+        """
+        self._check_open()
+        cq = self.queues.find(topic, queue_id)
+        if cq is not None and not self._cfg.check_crc_on_read:
+            low, high = cq.min_offset, cq.max_offset
+            if low <= offset < high and max_count > 0:
+                fast = read_fast(cq, self._segments, offset, max_count, with_tags=tags)
+                if fast is not None:
+                    return fast
+        r = self.get_message("", topic, queue_id, offset, max_count)
+        return MessageBatch(
+            r.status, r.next_begin_offset, r.min_offset, r.max_offset,
+            [m.queue_offset for m in r.messages], [m.body for m in r.messages],
+            [m.tags for m in r.messages] if tags else None,
+        )  # fmt: skip
 
     def get_message_raw(
         self,

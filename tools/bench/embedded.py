@@ -13,7 +13,8 @@ items (a topic, a tag, a key and a 100-byte body; see :mod:`._workload`):
 2. **batch of 32**: mqstore ``put_messages``; SQLite ``executemany`` of 32 rows per
    COMMIT; LMDB ``putmulti`` of 32 in one write transaction;
 3. **read back** ``--read-messages`` (200,000) stored messages, page cache warm:
-   mqstore ``get_message`` batches of 32 reading each message's body and tags; LMDB
+   mqstore ``read_batch`` of 1024 (bodies; and bodies + tags) and ``get_message``
+   batches of 32 reading each message's body and tags; LMDB
    one read transaction's cursor over every value (bytes, nothing decoded: the
    strictest reference); SQLite ``SELECT tags, body`` in id order;
 4. **open** a store of ``--open-messages`` (1,000,000; 10,000,000 for the large
@@ -73,7 +74,15 @@ RATIOS = (  # key, title, numerator, denominator, target (None: shown only)
     ("put_vs_pq_file", "put / persist-queue file Queue", "mqstore_put", "pq_file_put", None),
     ("batch_vs_sqlite", "batch of 32 / SQLite executemany", "mqstore_batch", "sqlite_batch", 1.0),
     ("batch_vs_lmdb", "batch of 32 / LMDB putmulti", "mqstore_batch", "lmdb_batch", 0.5),
-    ("read_vs_lmdb", "read back / LMDB cursor", "mqstore_read", "lmdb_read", 1.0),
+    ("read_batch_vs_lmdb", "read_batch / LMDB cursor", "mqstore_read_batch", "lmdb_read", 1.0),
+    (
+        "read_batch_tags_vs_lmdb",
+        "read_batch + tags / LMDB cursor",
+        "mqstore_read_batch_tags",
+        "lmdb_read",
+        None,
+    ),
+    ("read_vs_lmdb", "get_message / LMDB cursor", "mqstore_read", "lmdb_read", None),
     ("read_vs_sqlite", "read back / SQLite SELECT", "mqstore_read", "sqlite_read", None),
     ("open_vs_lmdb", "open time / LMDB's", "mqstore_open", "lmdb_open", None),
     ("open_vs_sqlite", "open time / SQLite's", "mqstore_open", "sqlite_open", None),
@@ -111,6 +120,10 @@ def contenders(stores: dict[str, Path]) -> list[Contender]:
                   _NO_FSYNC, p(ref.sqlite_single, items=p100, batch=32)),
         Contender("mqstore_read", "mqstore get_message(32): body + tags", "read",
                   "", lambda _d, _t: mq.read_back(stores["read-mqstore"])),
+        Contender("mqstore_read_batch", "mqstore read_batch(1024): bodies", "read",
+                  "", lambda _d, _t: mq.read_batches(stores["read-mqstore"], tags=False)),
+        Contender("mqstore_read_batch_tags", "mqstore read_batch(1024): bodies + tags", "read",
+                  "", lambda _d, _t: mq.read_batches(stores["read-mqstore"], tags=True)),
         Contender("lmdb_read", "LMDB cursor, values as bytes", "read",
                   "", lambda _d, _t: ref.lmdb_read(stores["read-lmdb"])),
         Contender("sqlite_read", "SQLite SELECT tags, body", "read",
