@@ -19,6 +19,7 @@ import mmap
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import NDArray
 
 from mqstore.commitlog import _layout
 from mqstore.commitlog import format as fmt
@@ -32,9 +33,15 @@ _UNITS = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 _BODY_LEN_POS = _layout.header_length(fmt.IPV4_HOST_LEN, fmt.IPV4_HOST_LEN) - 4
 """84: where BODY LENGTH sits in a record with IPv4 hosts (the body follows it)."""
 _GATHER = np.array(
-    [*range(fmt.SYSFLAG_POS, fmt.SYSFLAG_POS + 4), *range(_BODY_LEN_POS, _BODY_LEN_POS + 4)],
+    [
+        *range(fmt.SYSFLAG_POS, fmt.SYSFLAG_POS + 4),
+        *range(_BODY_LEN_POS, _BODY_LEN_POS + 4),
+        *range(fmt.MAGIC_POS, fmt.MAGIC_POS + 4),
+    ],
     np.int64,
 )
+"""The bytes gathered per record: SYSFLAG, BODY LENGTH, MAGICCODE."""
+_V1 = fmt.MAGIC_V1 & 0xFFFFFFFF
 _SLOW_FLAGS = fmt.COMPRESSED_FLAG | fmt.BORNHOST_V6_FLAG | fmt.STOREHOST_V6_FLAG
 _MAGIC_V1 = fmt.MAGIC_V1.to_bytes(4, "big", signed=True)
 
@@ -98,12 +105,30 @@ def read_fast(
     a, b = starts.tolist(), ends.tolist()
     try:
         bodies = [mm[s:e] for s, e in zip(a, b, strict=True)]
-        tags = _tags(mm, rel.tolist(), b) if with_tags else None
+        tags = None
+        if with_tags:
+            tags = _tags_v1(mm, ends) if (words[:, 2] == _V1).all() else None
+            if tags is None:
+                tags = _tags(mm, rel.tolist(), b)
     except ValueError:  # the segment was closed under us
         return None
     return MessageBatch(
         GetStatus.FOUND, offset + n, low, high, list(range(offset, offset + n)), bodies, tags
     )
+
+
+def _tags_v1(mm: mmap.mmap, body_ends: NDArray[np.int64]) -> list[str | None] | None:
+    """Each V1 record's TAGS property: the topic and properties lengths gathered for all
+    records at once, then each properties string sliced and parsed; None if unmapped."""
+    try:
+        u8 = np.frombuffer(mm, np.uint8)
+        props = body_ends + 1 + u8[body_ends].astype(np.int64)  # V1: one-byte topic length
+        lens = (u8[props].astype(np.int64) << 8) | u8[props + 1]
+        del u8
+    except (ValueError, BufferError):
+        return None
+    p, q = (props + 2).tolist(), (props + 2 + lens).tolist()
+    return [tags_of(mm[x:y].decode()) for x, y in zip(p, q, strict=True)]
 
 
 def _tags(mm: mmap.mmap, starts: list[int], body_ends: list[int]) -> list[str | None]:
