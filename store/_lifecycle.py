@@ -405,7 +405,8 @@ class StoreLifecycle:
             raise
 
     def close(self) -> None:
-        """Stop services, flush, persist the checkpoint, remove ``abort``, unlock."""
+        """Stop services, flush, persist the checkpoint, record the clean close
+        (``mqstore.commitlog.clean_close``), remove ``abort``, unlock."""
         if self.state.closed:
             return
         self.logics.stop_schedule()  # it puts: stop it while puts are still accepted
