@@ -16,9 +16,11 @@ twice, as in RocketMQ:
 >>> s.matches_code(java_string_hash("BB")), s.matches_tags("BB")
 (True, False)
 
-A SQL92 subscription (``expression_type="SQL92"``, :mod:`mqstore.sql92`) passes every
-unit on the consume queue and is tested on the message's properties, TAGS included
-(:meth:`Subscription.matches_properties`, the broker's ``ExpressionMessageFilter``).
+A SQL92 subscription (``expression_type="SQL92"``, :mod:`mqstore.sql92`) is tested on
+the message's properties, TAGS included (:meth:`Subscription.matches_properties`, the
+broker's ``ExpressionMessageFilter``). On the consume queue it passes every unit, unless
+its expression can only be TRUE for some tags (``TAGS = 'x' AND ...``): then units of
+other tag codes are skipped without reading their messages.
 
 >>> q = parse_subscription("a > 5", "SQL92")
 >>> q.code_test is None, q.matches_properties("a\x0110\x02")
@@ -67,12 +69,16 @@ class Subscription:
     def matches_code(self, tags_code: int) -> bool:
         """The consume-queue test: the low 32 bits of ``tags_code`` is a tag's hash
         (always true for SQL92, whose test needs the message)."""
-        return self.matches_all or self.sql is not None or _low_int32(tags_code) in self.codes
+        if self.matches_all or (self.sql is not None and self.sql.required_tags is None):
+            return True
+        return _low_int32(tags_code) in self.codes
 
     @property
     def code_test(self) -> Callable[[int], bool] | None:
         """:meth:`matches_code`, or None when it passes every unit (nothing to test)."""
-        return None if self.matches_all or self.sql is not None else self.matches_code
+        if self.matches_all or (self.sql is not None and self.sql.required_tags is None):
+            return None
+        return self.matches_code
 
     def matches_tags(self, tags: str | None) -> bool:
         """The exact test on a message's TAGS (the re-check after a hash match)."""
@@ -104,7 +110,9 @@ def parse_subscription(expression: str | None, expression_type: str | None = TAG
         if expression_type != SQL92:
             raise SqlParseError(f"no filter for expression type {expression_type}")
         sql = compile_filter(expression or "")
-        return Subscription(sql.expression, frozenset(), frozenset(), False, sql)
+        tags = sql.required_tags or frozenset()  # a TAGS clause: skip units by tag code
+        codes = frozenset(java_string_hash(t) for t in tags)
+        return Subscription(sql.expression, frozenset(), codes, False, sql)
     text = (expression or "").strip()
     if not text or text == SUB_ALL:
         return Subscription(SUB_ALL, frozenset(), frozenset(), True)

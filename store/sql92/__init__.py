@@ -40,6 +40,9 @@ class SqlFilter:
 
     expression: str
     _fn: Eval
+    required_tags: frozenset[str] | None = None
+    """Tags one of which a matching message must have (None: no bound); see
+    :func:`mqstore.sql92.parser.required_tags`."""
 
     def evaluate(self, properties: Mapping[str, str]) -> bool | None:
         """RocketMQ's ``Expression.evaluate``: True, False or None (null).
@@ -70,4 +73,5 @@ def compile_filter(expression: str, *, string_tests: bool = True) -> SqlFilter:
         SqlParseError: the expression does not compile (RocketMQ ``MQFilterException``).
     """
     keywords = KEYWORDS_5 if string_tests else KEYWORDS_4
-    return SqlFilter(expression, compile_expression(expression, keywords))
+    fn, tags = compile_expression(expression, keywords)
+    return SqlFilter(expression, fn, tags)

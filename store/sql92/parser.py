@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mqstore.sql92 import values as jv
 from mqstore.sql92.errors import SqlEvaluationError, SqlParseError
@@ -46,6 +46,7 @@ from mqstore.sql92.values import JavaValue, JInt
 
 Props = Mapping[str, str]
 Eval = Callable[[Props], JavaValue]
+TAGS = "TAGS"
 
 
 class Shape(enum.Enum):
@@ -66,6 +67,11 @@ class Node:
     shape: Shape
     fn: Eval
     value: JavaValue = None
+    name: str | None = None
+    """A property's name."""
+    tags: frozenset[str] | None = None
+    """A boolean node that can be TRUE only for a message whose TAGS is one of these
+    (None: no such bound). Sound, not tight: see :func:`required_tags`."""
 
     @property
     def is_constant(self) -> bool:
@@ -94,6 +100,7 @@ def _as_boolean(n: Node) -> Node:
 
 def _or(a: Node, b: Node) -> Node:
     fa, fb = _as_boolean(a).fn, _as_boolean(b).fn
+    tags = None if a.tags is None or b.tags is None else a.tags | b.tags
 
     def f(p: Props) -> JavaValue:
         lv = fa(p)
@@ -104,11 +111,12 @@ def _or(a: Node, b: Node) -> Node:
             return True
         return None if lv is None or rv is None else False
 
-    return Node(Shape.BOOLEAN, f)
+    return Node(Shape.BOOLEAN, f, tags=tags)
 
 
 def _and(a: Node, b: Node) -> Node:
     fa, fb = _as_boolean(a).fn, _as_boolean(b).fn
+    tags = b.tags if a.tags is None else a.tags if b.tags is None else a.tags & b.tags
 
     def f(p: Props) -> JavaValue:
         lv = fa(p)
@@ -119,7 +127,7 @@ def _and(a: Node, b: Node) -> Node:
             return False
         return None if lv is None or rv is None else True
 
-    return Node(Shape.BOOLEAN, f)
+    return Node(Shape.BOOLEAN, f, tags=tags)
 
 
 def _not(a: Node) -> Node:
@@ -152,7 +160,11 @@ def _equal(a: Node, b: Node) -> Node:
             raise SqlParseError("NULL cannot be compared with '='; use IS NULL")
     if a.shape is Shape.BOOL_CONST and b.shape is Shape.CONST:
         raise SqlParseError(f"{a.value!r} cannot be compared with {b.value!r}")
-    return _equal_unchecked(a, b)
+    eq = _equal_unchecked(a, b)
+    for p, c in ((a, b), (b, a)):  # TAGS = 'x': TRUE only for that tag
+        if p.name == TAGS and c.shape is Shape.CONST and type(c.value) is str:
+            return replace(eq, tags=frozenset({c.value}))
+    return eq
 
 
 def _check_orderable(n: Node) -> None:
@@ -220,7 +232,8 @@ def _in(value: Node, items: list[str], negated: bool) -> Node:
             return None
         return (v in members) is not negated
 
-    return Node(Shape.BOOLEAN, f)
+    tags = members if value.name == TAGS and not negated else None
+    return Node(Shape.BOOLEAN, f, tags=tags)
 
 
 _STRING_TESTS: dict[str, Callable[[str, str], bool]] = {
@@ -383,7 +396,7 @@ class _Parser:
             return _float(tok.text)
         if kind is Kind.ID:
             name = tok.text
-            return Node(Shape.PROPERTY, lambda p: p.get(name))
+            return Node(Shape.PROPERTY, lambda p: p.get(name), name=name)
         if kind is Kind.KEYWORD and tok.text in ("TRUE", "FALSE", "NULL"):
             value = {"TRUE": True, "FALSE": False, "NULL": None}[tok.text]
             return _const(value, Shape.BOOL_CONST)
@@ -394,11 +407,33 @@ class _Parser:
         raise SqlParseError(f"unexpected {tok.text!r} at column {tok.pos + 1}")
 
 
-def compile_expression(text: str, keywords: frozenset[str] = KEYWORDS_5) -> Eval:
+def compile_expression(
+    text: str, keywords: frozenset[str] = KEYWORDS_5
+) -> tuple[Eval, frozenset[str] | None]:
     """Compile ``text`` to a function of a message's properties answering True, False
-    or None (RocketMQ's ``Boolean`` or ``null``).
+    or None (RocketMQ's ``Boolean`` or ``null``), and its :func:`required_tags`.
 
     Raises:
         SqlParseError: ``text`` does not compile (RocketMQ ``MQFilterException``).
     """
-    return _Parser(text, keywords).selector().fn
+    node = _Parser(text, keywords).selector()
+    return node.fn, node.tags
+
+
+def required_tags(text: str) -> frozenset[str] | None:
+    """The tags a message must have for ``text`` to be TRUE, None if any may do.
+
+    Derived from ``TAGS = 'x'`` and ``TAGS IN (...)`` clauses through AND (intersection)
+    and OR (union of bounded sides); anything else bounds nothing. A message without
+    TAGS can never satisfy a bounded expression (its comparison is null). The broker
+    uses it to skip consume-queue units by tag hash code before reading the message.
+
+    >>> sorted(required_tags("(TAGS = 'A' OR TAGS IN ('B', 'C')) AND a > 1"))
+    ['A', 'B', 'C']
+    >>> required_tags("TAGS = 'A' OR a > 1") is None
+    True
+
+    Raises:
+        SqlParseError: ``text`` does not compile.
+    """
+    return compile_expression(text)[1]

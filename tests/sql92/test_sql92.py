@@ -152,6 +152,34 @@ def test_docstring_examples_run() -> None:
     import doctest
 
     import mqstore.sql92
+    import mqstore.sql92.parser
 
-    result = doctest.testmod(mqstore.sql92)
-    assert result.failed == 0 and result.attempted > 0
+    for module in (mqstore.sql92, mqstore.sql92.parser):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0
+
+
+@given(expressions(), props())
+def test_required_tags_bound_every_matching_message(text: str, properties: dict[str, str]) -> None:
+    try:
+        f = compile_filter(text)
+    except SqlParseError:
+        return
+    if f.required_tags is not None and f.matches(properties):
+        assert properties.get("TAGS") in f.required_tags
+
+
+@pytest.mark.parametrize(
+    ("text", "tags"),
+    [
+        ("TAGS = 'A'", {"A"}),
+        ("'A' = TAGS AND a > 1", {"A"}),
+        ("TAGS IN ('A', 'B') AND (TAGS = 'B' OR TAGS = 'C')", {"B"}),
+        ("TAGS = 'A' OR a > 1", None),
+        ("TAGS NOT IN ('A')", None),
+        ("NOT (TAGS <> 'A')", None),
+    ],
+)
+def test_required_tags_of_tags_clauses(text: str, tags: set[str] | None) -> None:
+    want = None if tags is None else frozenset(tags)
+    assert compile_filter(text).required_tags == want
