@@ -37,15 +37,16 @@ from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
 from mqstore.commitlog.recovery import RecoveryResult, scan_headers
 from mqstore.commitlog.recovery_damage import DamagedRange
 from mqstore.commitlog.segments import Segments
-from mqstore.config import StoreConfig
+from mqstore.config import BrokerRole, StoreConfig
 from mqstore.consumequeue.dispatch import (
     Dispatcher,
     DispatchProgress,
     ReputService,
 )
 from mqstore.consumequeue.store import ConsumeQueueStore
-from mqstore.errors import StoreClosedError
+from mqstore.errors import ConfigError, StoreClosedError
 from mqstore.ha import service as ha_service
+from mqstore.ha.master import HAMaster
 from mqstore.index.service import IndexService
 from mqstore.logics import Logics
 from mqstore.pull import StoreReader
@@ -168,9 +169,23 @@ class MessageStore(Closeable):
         """Replication (``mqstore.ha.service``), None when the role needs none."""
         return self._life.ha
 
-    @ha.setter
-    def ha(self, service: ha_service.HAService | None) -> None:
-        self._life.ha = service
+    def serve_replicas(self) -> HAMaster:
+        """Make this open master store serve slaves (an ASYNC_MASTER asks for it
+        explicitly; a SYNC_MASTER's master runs from ``open``).
+
+        Returns the running master; the store stops it on ``close()``/``abandon()``.
+
+        Raises:
+            ConfigError: the store is a SLAVE.
+            OSError: the HA port could not be bound.
+        """
+        if self.cfg.broker_role is BrokerRole.SLAVE:
+            raise ConfigError("a SLAVE store does not serve replicas")
+        if isinstance(self._life.ha, HAMaster):
+            return self._life.ha
+        master = ha_service.master_for(self.cfg, self.commitlog).start()
+        self._life.ha = master
+        return master
 
     @property
     def damage(self) -> tuple[DamagedRange, ...]:

@@ -5,19 +5,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mqstore.commitlog.segments import Segments
 from mqstore.commitlog.walk import next_record
-from mqstore.consumequeue.dispatch_batch import BatchDispatcher
+from mqstore.consumequeue.dispatch_batch import BatchDispatcher, DispatchTarget
 
-if TYPE_CHECKING:
-    from mqstore.consumequeue.dispatch import Dispatcher
+
+class IndexTarget(DispatchTarget, Protocol):
+    """What a catch-up needs of the dispatcher (``mqstore.consumequeue.dispatch``):
+    its batch target, the switch that defers its indexing, and indexing one record."""
+
+    defer_index: bool
+
+    def index_fields(
+        self, topic: str, phys: int, store_ts: int, sys_flag: int, props: str
+    ) -> None: ...
 
 
 class IndexCatchUp:
     """Builds the index of a stretch of the log after the fact, then hands indexing
-    back to the :class:`Dispatcher`.
+    back to the dispatcher (an :class:`IndexTarget`).
 
     Why: after a crash every record from the recovery start is re-dispatched, and
     the index is most of a dispatch (two or more keys hashed and chained per
@@ -40,7 +48,7 @@ class IndexCatchUp:
     Not thread-safe: only the reput thread (or the thread draining it) steps it.
     """
 
-    def __init__(self, segments: Segments, dispatcher: Dispatcher, position: int) -> None:
+    def __init__(self, segments: Segments, dispatcher: IndexTarget, position: int) -> None:
         self._segments = segments
         self._dispatcher = dispatcher
         self.position = position

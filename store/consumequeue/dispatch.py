@@ -28,13 +28,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from mqstore.commitlog import dispatch_rule as rule
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.bulk import PlainRecords
 from mqstore.commitlog.segments import Segments
 from mqstore.commitlog.walk import FieldDispatch, next_record
+from mqstore.consumequeue.arrival import Arrival as Arrival  # noqa: PLC0414 (re-export)
+from mqstore.consumequeue.arrival import ArrivalListener as ArrivalListener  # noqa: PLC0414
 from mqstore.consumequeue.catch_up import IndexCatchUp
 from mqstore.consumequeue.dispatch_batch import NO_SPACE, BatchDispatcher
 from mqstore.consumequeue.store import ConsumeQueueStore
@@ -52,19 +54,6 @@ RUN_RECORDS = 4096
 """At most this many records per batch of :meth:`Dispatcher.dispatch_run`."""
 INDEX_RETRY_SECONDS = 1.0
 """How often a disabled (out of space) or failing index catch-up is retried."""
-
-
-class Arrival(NamedTuple):
-    """A message that just became pullable: the next offset to pull is ``queue_offset + 1``."""
-
-    topic: str
-    queue_id: int
-    queue_offset: int
-    tags_code: int
-    store_timestamp: int
-
-
-ArrivalListener = Callable[[Arrival], None]
 
 
 class DispatchProgress(Protocol):

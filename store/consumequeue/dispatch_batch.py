@@ -32,8 +32,9 @@ from __future__ import annotations
 import errno
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -43,10 +44,13 @@ from mqstore.commitlog import _layout as L
 from mqstore.commitlog import dispatch_rule as rule
 from mqstore.commitlog._trusted import _TRUSTED, _TRUSTED_BODY_POS, _TRUSTED_SLOW_FLAGS
 from mqstore.commitlog.bulk import PlainRecords, walk
+from mqstore.consumequeue.arrival import Arrival, ArrivalListener
 from mqstore.message import string_to_properties
 
 if TYPE_CHECKING:
-    from mqstore.consumequeue.dispatch import Dispatcher
+    from mqstore.commitlog.dispatch_rule import DeliverTimes
+    from mqstore.consumequeue.store import ConsumeQueueStore
+    from mqstore.index.service import IndexService
 
 I64 = NDArray[np.int64]
 
@@ -122,11 +126,36 @@ class RecordBatch:
         return int(self.size.size)
 
 
+class DispatchTarget(Protocol):
+    """What a batch is applied to: the dispatcher's queues, index, delay levels and
+    arrival announcements (``mqstore.consumequeue.dispatch.Dispatcher``), and the
+    state of its indexing (deferred to a catch-up; out of space)."""
+
+    @property
+    def defer_index(self) -> bool: ...
+
+    @property
+    def listeners(self) -> Sequence[ArrivalListener]: ...
+
+    def index_out_of_space(self, phys: int, e: OSError) -> None: ...
+
+    @property
+    def queues(self) -> ConsumeQueueStore: ...
+
+    @property
+    def index(self) -> IndexService | None: ...
+
+    @property
+    def delay_levels(self) -> DeliverTimes: ...
+
+    def notify(self, arrival: Arrival) -> None: ...
+
+
 class BatchDispatcher:
     """Reads runs of records into :class:`RecordBatch` values and applies them through
-    a :class:`Dispatcher`'s queues, index and listeners."""
+    a :class:`DispatchTarget`'s queues, index and listeners."""
 
-    def __init__(self, dispatcher: Dispatcher, min_records: int = MIN_RECORDS) -> None:
+    def __init__(self, dispatcher: DispatchTarget, min_records: int = MIN_RECORDS) -> None:
         self._d = dispatcher
         self.min_records = min_records
         self.min_bytes = min_records * L.MIN_RECORD_SIZE
@@ -369,8 +398,6 @@ class BatchDispatcher:
             queues.logics_msg_timestamp = int(b.store_timestamp[last])
 
     def _notify(self, b: RecordBatch, rows: I64) -> None:
-        from mqstore.consumequeue.dispatch import Arrival
-
         notify, topics = self._d.notify, b.topics
         for tid, qid, qoff, code, ts in zip(
             b.topic_id[rows].tolist(), b.queue_id[rows].tolist(), b.queue_offset[rows].tolist(),

@@ -20,16 +20,13 @@ The slave's reconnect delay is RocketMQ's fixed 5 s; tests shorten it through
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from mqstore.config import BrokerRole, StoreConfig
 from mqstore.errors import ConfigError
 from mqstore.ha.master import HAMaster, LogSource
 from mqstore.ha.slave import HASlave, LogSink
 from mqstore.status import PutStatus
-
-if TYPE_CHECKING:
-    from mqstore.message_store import MessageStore
 
 ReplicaWait = Callable[[int], PutStatus]
 """The put-path hook: block until a slave acked an end offset, return the status."""
@@ -133,23 +130,21 @@ def start_for(cfg: StoreConfig, commitlog: ReplicatedLog) -> HAService | None:
     return None
 
 
-def serve(store: MessageStore) -> HAMaster:
-    """Make an open master store serve slaves (an ASYNC_MASTER asks for it explicitly).
+class ServesReplicas(Protocol):
+    """An open store that can serve slaves (``MessageStore``)."""
 
-    Returns the running master (the one already running for a SYNC_MASTER); the store
-    stops it on ``close()``/``abandon()``.
+    def serve_replicas(self) -> HAMaster: ...
+
+
+def serve(store: ServesReplicas) -> HAMaster:
+    """Make an open master store serve slaves: ``store.serve_replicas()`` (kept for the
+    scripts that call it here; the store owns its HA service).
 
     Raises:
         ConfigError: the store is a SLAVE.
         OSError: the HA port could not be bound.
     """
-    if store.cfg.broker_role is BrokerRole.SLAVE:
-        raise ConfigError("a SLAVE store does not serve replicas")
-    if isinstance(store.ha, HAMaster):
-        return store.ha
-    master = master_for(store.cfg, store.commitlog).start()
-    store.ha = master
-    return master
+    return store.serve_replicas()
 
 
 __all__ = [

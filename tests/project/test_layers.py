@@ -181,10 +181,6 @@ def module_graph(sources: dict[str, Path]) -> dict[str, set[str]]:
 
 
 KNOWN_MODULE_CYCLES: list[set[str]] = [
-    {"mqstore.consumequeue.catch_up", "mqstore.consumequeue.dispatch",
-     "mqstore.consumequeue.dispatch_batch"},
-    {"mqstore._lifecycle", "mqstore.ha.service", "mqstore.message_store", "mqstore.pull",
-     "mqstore.put"},
     {"mqstore.broker.context", "mqstore.broker.core", "mqstore.broker.pop_polling",
      "mqstore.broker.pop_processors"},
 ]  # fmt: skip
