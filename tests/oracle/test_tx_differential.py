@@ -20,9 +20,13 @@ from typing import NamedTuple
 
 import pytest
 
+from mqstore import Message
+from mqstore.client.remote import RemoteTransport
+from mqstore.client.transaction_producer import LocalTransactionState, TransactionProducer
 from mqstore.commitlog import format as fmt
 from mqstore.transaction import HALF_TOPIC, OP_TOPIC
 from tests.conftest import SHARED
+from tests.helpers import cli_process
 from tests.oracle.conftest import Side
 from tests.oracle.harness import Fleet, Proc, _java_env, broker_port, create_topic, free_port
 
@@ -87,11 +91,10 @@ def mq5(fleet: Fleet) -> Side:
     return Side("mqstore", ns, (fleet.mq_broker("mq-tx5", ns.address, *MQ_FLAGS),))
 
 
-@pytest.fixture(scope="module")
-def real533(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Side:
+def _start_533(fleet: Fleet, d: Path, store: Path) -> Side:
+    """A real 5.3.3 name server and broker (``bin/mkconf``'s small files) on ``store``."""
     if shutil.which("java") is None or not (ORACLE_533 / "bin" / "broker").is_file():
         pytest.skip(f"java or the RocketMQ 5.3.3 oracle ({ORACLE_533}) is missing")
-    d = tmp_path_factory.mktemp("rmq533tx")
     ns_port, port = free_port(), broker_port()
     ns = Proc("real 5.3.3 namesrv", [str(ORACLE_533 / "bin" / "namesrv"), str(ns_port),
               str(d / "ns")], d / "ns.log", "boot success", address=f"127.0.0.1:{ns_port}",
@@ -100,14 +103,20 @@ def real533(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Side:
     ns.start()
     conf = d / "broker.conf"
     subprocess.run([str(ORACLE_533 / "bin" / "mkconf"), str(conf), "broker-a", str(port),
-                    str(d / "b" / "store"), ns.address, *REAL_CONF], check=True,
+                    str(store), ns.address, *REAL_CONF], check=True,
                    capture_output=True, timeout=30)  # fmt: skip
     broker = Proc("real 5.3.3 broker", [str(ORACLE_533 / "bin" / "broker"), str(conf),
-                  str(d / "b")], d / "b" / "broker.log", "boot success",
+                  str(d / "b")], store.parent / "broker.log", "boot success",
                   address=f"127.0.0.1:{port}", env=_java_env(d / "b-home"))  # fmt: skip
     fleet.procs.append(broker)
     broker.start()
     return Side("real 5.3.3", ns, (broker,))
+
+
+@pytest.fixture(scope="module")
+def real533(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Side:
+    d = tmp_path_factory.mktemp("rmq533tx")
+    return _start_533(fleet, d, d / "b" / "store")
 
 
 def _checked(line: str) -> dict[str, list[int]]:
@@ -174,3 +183,40 @@ def test_tx_against_real_533(fleet: Fleet, real533: Side, mq5: Side, unique: str
     _same_records(real, ours)
     # 5.3.3 batches op bodies ("0,1,3,"), mqstore writes one per outcome ("4,")
     assert all(r.body.endswith(b",") for r in real.ops + ours.ops)
+
+
+def _leave_open_transactions(store: Path) -> None:
+    """With ``mqstore broker`` (the 5.3.3 oracle's file sizes) on ``store``: one committed,
+    one rolled-back and two open transactions of group ``P_take`` in topic ``TAKE``."""
+
+    def execute(msg: Message, arg: object) -> LocalTransactionState:
+        body = bytes(msg.body)
+        if body.startswith(b"commit"):
+            return LocalTransactionState.COMMIT_MESSAGE
+        if body.startswith(b"rollback"):
+            return LocalTransactionState.ROLLBACK_MESSAGE
+        return LocalTransactionState.UNKNOW
+
+    flags = ["--file-size", "8M", "--index-slots", "500", "--index-num", "2000"]
+    with cli_process(["broker", "--store", str(store), "--port", "0", *flags]) as broker:
+        transport = RemoteTransport(broker.address)
+        unknown = lambda rec: LocalTransactionState.UNKNOW  # noqa: E731
+        with TransactionProducer("P_take", transport, execute, unknown) as p:
+            for body in (b"commit-1", b"rollback-1", b"open-commit", b"open-rollback"):
+                p.send_in_transaction(Message("TAKE", body, tags="tx"))
+        transport.close()
+
+
+def test_real_533_takes_over_an_mqstore_store_with_open_transactions(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """RocketMQ 5.3.3 started on a store mqstore wrote reads its half and op records:
+    it checks back exactly the two open transactions and delivers exactly the committed
+    message and the open one its producer commits."""
+    store = tmp_path / "b" / "store"
+    _leave_open_transactions(store)
+    side = _start_533(fleet, tmp_path, store)
+    ran = fleet.java("TxTakeover", side.ns, "TAKE", "P_take", WAIT_MS, timeout_s=150)
+    assert ran.code == 0, ran.err[-2000:]
+    assert ran.lines("consumed ") == ["consumed commit-1,open-commit"]
+    assert ran.lines("checked ") == ["checked open-commit,open-rollback"]
