@@ -155,6 +155,10 @@ _SG = {"groupName": "victim", "consumeEnable": False}
 CASES: list[tuple[int, str, Callable[[Scene], RemotingCommand], str]] = [
     (Rq.SEND_MESSAGE, "send", _send_v1, REFUSED),
     (Rq.END_TRANSACTION, "commit a half message", _end_transaction, REFUSED),
+    (Rq.CHECK_CLIENT_CONFIG, "check the victim's subscription", lambda s: _cmd(
+        Rq.CHECK_CLIENT_CONFIG, body=json.dumps({"clientId": "m", "group": "victim",
+        "subscriptionData": {"topic": "SecretT", "subString": "a > 1",
+                             "expressionType": "SQL92"}}).encode()), REFUSED),
     (Rq.SEND_MESSAGE_V2, "send", lambda s: _cmd(Rq.SEND_MESSAGE_V2, _v2_ext(False), b"x"), REFUSED),
     (Rq.SEND_BATCH_MESSAGE, "send", lambda s: _cmd(Rq.SEND_BATCH_MESSAGE, _v2_ext(True),
                                                    encode_batch([(0, b"x", "")])), REFUSED),
