@@ -23,7 +23,9 @@ and documents what it measures in its docstring:
   LMDB and persist-queue in one run;
 * ``queues``: what a queue costs in a store of 10,000 or 100,000 (disk, memory, put
   rate, open and close) against 4 queues;
-* ``timers``: puts with a million timer messages pending against a store without any.
+* ``timers``: puts with a million timer messages pending against a store without any;
+* ``sql92``: a queue read through a SQL92 filter (1 % matching) against reading the
+  matches alone.
 """
 
 BENCHMARKS = (
@@ -42,5 +44,6 @@ BENCHMARKS = (
     "pop",
     "embedded",
     "timers",
+    "sql92",
 )
 """The module names ``mqstore bench`` accepts."""
