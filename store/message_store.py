@@ -107,11 +107,10 @@ class MessageStore(Closeable):
             self._take_components()
             commitlog = life.commitlog
             self.writer = PutWriter(
-                MessageFramer(self.cfg, commitlog.encoder),
+                MessageFramer(self.cfg, commitlog.store_host, life.logics.delay_levels),
                 commitlog,
                 life.flusher,
                 life.state,
-                delay_levels=life.logics.delay_levels,
                 replica_wait=life.replica_wait,
                 timer=TimerRules(
                     self.cfg.timer_precision_ms,

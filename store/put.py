@@ -1,20 +1,15 @@
 """The store's writer: ``put_message`` and ``put_messages``, and :class:`PutResult`.
 
 :class:`PutWriter` is what :class:`~mqstore.message_store.MessageStore` delegates
-its puts to. It frames messages with its :class:`~mqstore.put_frame.MessageFramer`,
-appends them to the CommitLog, waits for the flusher (and, on a SYNC_MASTER, a
-slave), and builds the results. Two paths, writing the same bytes
-(``tests/test_put_fast_path.py``):
-
-* the fast path, for the common message (``mqstore.put_frame``): framed once and
-  packed in place into the mapping by ``CommitLog.append_v1`` / ``append_v1_batch``;
-* the general path for everything else (validation, property order, delay
-  redirect, compression), and whenever the fast path declines (a roll is due, a
-  size limit is hit, a field is out of range).
+its puts to. One way through for every message: the framer
+(:meth:`~mqstore.put_frame.MessageFramer.frame`) makes its
+:class:`~mqstore.commitlog.commitlog.Frame` or refuses it, ``CommitLog.append``
+writes the frames (a single put is a batch of one), then the writer waits for the
+flusher (and, on a SYNC_MASTER, a slave) and builds the results.
 
 A batch is stored contiguously, in one segment, under one lock, with one flush
-wait; it is validated whole first, so either every message is stored or none is
-and every result carries the refusal.
+wait; it is framed whole first, so either every message is stored or none is and
+every result carries the refusal.
 
 Puts are thread-safe (the CommitLog's put lock orders them). Whether puts are
 accepted at all is the lifecycle's :class:`~mqstore._lifecycle.StoreState`.
@@ -30,12 +25,11 @@ from typing import NamedTuple
 
 from mqstore._lifecycle import StoreState
 from mqstore.commitlog import format as fmt
-from mqstore.commitlog.commitlog import V1_TOTAL, CommitLog, EncodedMessage, RollFailed
+from mqstore.commitlog.commitlog import FRAME_TOTAL, FRAME_UNIQ, CommitLog, RollFailed
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
 from mqstore.ha.service import ReplicaWait
 from mqstore.message import Message, hex4_table
 from mqstore.put_frame import MAX_RECORD_SLACK, MessageFramer, Refusal
-from mqstore.schedule import DelayLevels, redirect
 from mqstore.status import PutStatus
 from mqstore.timer.transform import TimerRules, TimerVerdict
 
@@ -61,7 +55,8 @@ class PutResult(NamedTuple):
 
 # tuple.__new__ straight away: skips the generated __new__ of a NamedTuple.
 _tuple_new = tuple.__new__
-_TOTAL = itemgetter(V1_TOTAL)
+_TOTAL = itemgetter(FRAME_TOTAL)
+_UNIQ = itemgetter(FRAME_UNIQ)
 
 
 def _refused(r: Refusal) -> PutResult:
@@ -81,17 +76,14 @@ class PutWriter:
     state: StoreState
     """The lifecycle's open/refusal state (read only)."""
     _: KW_ONLY
-    delay_levels: DelayLevels
-    """The schedule's levels (a delayed message is redirected)."""
     replica_wait: ReplicaWait | None
-    """A SYNC_MASTER's wait for a slave's ack; None otherwise (and then only the fast
-    path is taken for common messages)."""
+    """A SYNC_MASTER's wait for a slave's ack; None otherwise."""
     timer: TimerRules | None = None
     """Timer messages (``mqstore.timer.transform``): None leaves them as they are."""
 
     def __post_init__(self) -> None:
-        self._fast = self.replica_wait is None  # a replica must ack (SYNC_MASTER): general path
-        self._waits = self.flusher.waits  # ASYNC_FLUSH acks at once: no wait_for call
+        # ASYNC_FLUSH without a replica acks at once: no wait_for call
+        self._waits = self.flusher.waits or self.replica_wait is not None
         self._host_hex = self.commitlog.store_host_hex
         # Offset message ids (store host, offset as 16 hex digits): the offset's high
         # 48 bits formatted once per 64 KiB of log, the low 16 bits from a table.
@@ -103,6 +95,15 @@ class PutWriter:
     def _unavailable(self) -> PutResult | None:
         reason = self.state.refusal()
         return None if reason is None else PutResult(PutStatus.SERVICE_NOT_AVAILABLE, error=reason)
+
+    def _acked(self, end: int, wait: bool) -> PutStatus:
+        """The status of records written up to log offset ``end``: PUT_OK at once when
+        the put does not wait (``wait`` false), else what the flusher (PUT_OK at once
+        under ASYNC_FLUSH) and then a SYNC_MASTER's slave say."""
+        status = self.flusher.wait_for(end) if wait else _PUT_OK
+        if self.replica_wait is not None and status is _PUT_OK and wait:
+            status = self.replica_wait(end)  # SYNC_MASTER: flush, then a slave
+        return status
 
     # ------------------------------------------------------------------ one
 
@@ -118,23 +119,33 @@ class PutWriter:
             IllegalMessageError: empty/non-bytes body, negative queue id, bad property.
             StoreClosedError: after close().
         """
-        if self._fast and not self.state.refusing:
-            framed = self.framer.common(msg)
-            if framed is not None:
-                record, uniq = framed
-                at = self.commitlog.append_v1(record)
-                if at is not None:  # else the segment is full: the general path rolls
-                    phys, qoff, ts = at
-                    total = record[V1_TOTAL]
-                    status = self.flusher.wait_for(phys + total) if self._waits else _PUT_OK
-                    high, head = self._id_high
-                    if phys >> 16 != high:
-                        head = self._id_head(phys)
-                    msg_id = head + self._hex4[phys & 0xFFFF]
-                    return _tuple_new(
-                        PutResult, (status, phys, qoff, msg_id, total, ts, uniq, None)
-                    )
-        return self.put_general(msg)
+        if self.state.refusing:
+            bad = self._unavailable()
+            if bad is not None:
+                return bad
+        if msg.properties and self.timer is not None:  # rmq_sys_wheel_timer (store.timer)
+            timed = self.timer.apply(msg)
+            if isinstance(timed, TimerVerdict):
+                return PutResult(PutStatus(timed.value), error=self.timer.remark(timed))
+            msg = timed
+        frames = self.framer.frame_batch((msg,))
+        if isinstance(frames, Refusal):
+            return _refused(frames)
+        try:
+            physs, qoffs, ts = self.commitlog.append(frames)
+        except RollFailed as e:
+            return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=str(e))
+        phys = physs[0]
+        total = frames[0][FRAME_TOTAL]
+        status = self._acked(phys + total, msg.wait_store_msg_ok) if self._waits else _PUT_OK
+        high, head = self._id_high
+        if phys >> 16 != high:
+            head = self._id_head(phys)
+        msg_id = head + self._hex4[phys & 0xFFFF]
+        return _tuple_new(
+            PutResult,
+            (status, phys, qoffs[0], msg_id, total, ts, frames[0][FRAME_UNIQ], None),
+        )
 
     def _id_head(self, phys: int) -> str:
         """The digits of ``phys``'s offset message id up to its low 16 bits (kept)."""
@@ -157,51 +168,12 @@ class PutWriter:
             ids.append(head + hex4[phys & 0xFFFF])
         return ids
 
-    def put_general(self, msg: Message) -> PutResult:
-        """put_message of any message by the general path (validation, properties,
-        delay, compression)."""
-        if self.state.refusing:
-            bad = self._unavailable()
-            if bad is not None:
-                return bad
-        if msg.properties and self.timer is not None:  # rmq_sys_wheel_timer (store.timer)
-            timed = self.timer.apply(msg)
-            if isinstance(timed, TimerVerdict):
-                return PutResult(PutStatus(timed.value), error=self.timer.remark(timed))
-            msg = timed
-        if msg.delay_level > 0:  # stored in SCHEDULE_TOPIC_XXXX until due (store.schedule)
-            msg = redirect(msg, self.delay_levels)
-        prepared = self.framer.prepare(msg)
-        if isinstance(prepared, Refusal):
-            return _refused(prepared)
-        enc, uniq = prepared
-        try:
-            phys, size, qoff = self.commitlog.append(enc)
-        except RollFailed as e:
-            return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=str(e))
-        status = self.flusher.wait_for(phys + size) if msg.wait_store_msg_ok else _PUT_OK
-        if self.replica_wait is not None and status is _PUT_OK and msg.wait_store_msg_ok:
-            status = self.replica_wait(phys + size)  # SYNC_MASTER: flush, then a slave
-        return _tuple_new(
-            PutResult,
-            (
-                status,
-                phys,
-                qoff,
-                f"{self._host_hex}{phys:016X}",
-                size,
-                self.commitlog.last_store_timestamp,
-                uniq,
-                None,
-            ),
-        )
-
     # ---------------------------------------------------------------- batch
 
     def put_messages(self, msgs: Sequence[Message]) -> list[PutResult]:
         """Store a batch contiguously (never split across segments): one lock, one flush wait.
 
-        Every message is validated first; if any is refused, nothing is stored and
+        Every message is framed first; if any is refused, nothing is stored and
         every result carries that status.
 
         Raises:
@@ -209,70 +181,32 @@ class PutWriter:
         """
         if not msgs:
             return []
-        if self._fast and not self.state.refusing:
-            done = self._put_common_batch(msgs)
-            if done is not None:
-                return done
-        return self.put_general_batch(msgs)
-
-    def _put_common_batch(self, msgs: Sequence[Message]) -> list[PutResult] | None:
-        """put_messages of common messages framed in one pass and packed in place under
-        one lock; None: take the general path (any other message in the batch, a
-        number out of its field, or a roll is due)."""
-        framed = self.framer.common_batch(msgs)
-        if framed is None:
-            return None
-        records, uniqs = framed
-        at = self.commitlog.append_v1_batch(records)
-        if at is None:
-            return None
-        physs, qoffs, ts = at
+        n = len(msgs)
+        if self.state.refusing:
+            bad = self._unavailable()
+            if bad is not None:
+                return [bad] * n
+        frames = self.framer.frame_batch(msgs)
+        if isinstance(frames, Refusal):
+            return [_refused(frames)] * n
+        totals = list(map(_TOTAL, frames))
+        need = sum(totals)
+        if need + fmt.END_FILE_MIN_BLANK_LENGTH > self._segment_size:
+            error = f"batch of {need} bytes cannot fit one segment"
+            return [PutResult(PutStatus.MESSAGE_ILLEGAL, error=error)] * n
+        try:
+            physs, qoffs, ts = self.commitlog.append(frames)
+        except RollFailed as e:
+            return [PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=str(e))] * n
         status = (
-            self.flusher.wait_for(physs[-1] + records[-1][V1_TOTAL]) if self._waits else _PUT_OK
+            self._acked(physs[-1] + totals[-1], any(m.wait_store_msg_ok for m in msgs))
+            if self._waits
+            else _PUT_OK
         )
         # The results built by C loops (map/zip), no Python frame per message.
-        ids = self._msg_ids(physs)
-        fields = zip(repeat(status), physs, qoffs, ids, map(_TOTAL, records), repeat(ts), uniqs,
-                     repeat(None))  # fmt: skip
+        fields = zip(repeat(status), physs, qoffs, self._msg_ids(physs), totals, repeat(ts),
+                     map(_UNIQ, frames), repeat(None))  # fmt: skip
         return list(map(_tuple_new, repeat(PutResult), fields))
-
-    def put_general_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
-        """put_messages of any batch by the general path."""
-        bad = self._unavailable()
-        if bad is not None:
-            return [bad] * len(msgs)
-        encs: list[EncodedMessage] = []
-        uniqs: list[str] = []
-        levels = self.delay_levels
-        prepare = self.framer.prepare
-        for m in msgs:
-            prepared = prepare(redirect(m, levels) if m.delay_level > 0 else m)
-            if isinstance(prepared, Refusal):
-                return [_refused(prepared)] * len(msgs)
-            encs.append(prepared[0])
-            uniqs.append(prepared[1])
-        total = sum(e.total for e in encs)
-        if total + fmt.END_FILE_MIN_BLANK_LENGTH > self._segment_size:
-            return [
-                PutResult(
-                    PutStatus.MESSAGE_ILLEGAL,
-                    error=f"batch of {total} bytes cannot fit one segment",
-                )
-            ] * len(msgs)
-        try:
-            ar = self.commitlog.append_batch(encs)
-        except RollFailed as e:
-            return [PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=str(e))] * len(msgs)
-        wait = any(m.wait_store_msg_ok for m in msgs)
-        status = self.flusher.wait_for(ar.next_offset) if wait else PutStatus.PUT_OK
-        if self.replica_wait is not None and status is PutStatus.PUT_OK and wait:
-            status = self.replica_wait(ar.next_offset)
-        host = self._host_hex
-        ts = ar.store_timestamp
-        return [
-            _tuple_new(PutResult, (status, p, q, f"{host}{p:016X}", e.total, ts, u, None))
-            for p, q, u, e in zip(ar.physical_offsets, ar.queue_offsets, uniqs, encs, strict=True)
-        ]
 
 
 __all__ = ["MAX_RECORD_SLACK", "PutResult", "PutWriter"]

@@ -1,10 +1,12 @@
-"""The put fast paths (``MessageFramer.common`` + ``CommitLog.append_v1`` and
-``append_v1_batch``) write exactly the bytes of the general paths, and hand over to
-them whenever they must."""
+"""The framer's cache (the common message framed from each topic's and host's cached
+parts, ``MessageFramer.frame``) writes exactly the bytes of its full steps
+(validation, property format, compression), and takes those steps whenever it must."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,9 +41,22 @@ def record(s: MessageStore, phys: int, size: int) -> bytearray:
     return raw
 
 
+@contextlib.contextmanager
+def full_steps(s: MessageStore) -> Iterator[None]:
+    """Every message framed by the full steps, none from the cache alone (as under a
+    4.x property format, where no body is framed from the cache)."""
+    framer = s.writer.framer
+    limit = framer._plain_body_limit
+    framer._plain_body_limit = 0
+    try:
+        yield
+    finally:
+        framer._plain_body_limit = limit
+
+
 @settings(max_examples=60, deadline=None)
 @given(msgs=st.lists(messages, min_size=1, max_size=4))
-def test_fast_and_general_paths_write_the_same_bytes(tmp_path_factory, msgs) -> None:
+def test_cached_and_full_framing_write_the_same_bytes(tmp_path_factory, msgs) -> None:
     s = make_store(tmp_path_factory.mktemp("fast"))
     uniq = itertools.count()
     s.writer.framer.next_uniq = lambda: f"{next(uniq):032X}"
@@ -49,9 +64,10 @@ def test_fast_and_general_paths_write_the_same_bytes(tmp_path_factory, msgs) -> 
     try:
         for m in msgs:
             s.put_message(Message(topic="T", body=b"warm", born_host=m.born_host))
-            a = s.put_message(m)  # the fast path when it applies
-            s.writer.framer.next_uniq = lambda u=a.uniq_key: u  # same UNIQ_KEY for the general path
-            b = s.writer.put_general(m)
+            a = s.put_message(m)  # framed from the cache when it applies
+            s.writer.framer.next_uniq = lambda u=a.uniq_key: u  # same UNIQ_KEY for the full steps
+            with full_steps(s):
+                b = s.put_message(m)
             s.writer.framer.next_uniq = lambda: f"{next(uniq):032X}"
             assert a.status is b.status is PutStatus.PUT_OK
             assert (a.size, a.store_timestamp, a.uniq_key) == (
@@ -67,7 +83,7 @@ def test_fast_and_general_paths_write_the_same_bytes(tmp_path_factory, msgs) -> 
         s.close()
 
 
-def test_a_full_segment_rolls_through_the_general_path(tmp_path: Path) -> None:
+def test_a_full_segment_rolls_to_the_next(tmp_path: Path) -> None:
     s = make_store(tmp_path, commitlog_file_size=4096)
     try:
         results = [
@@ -83,7 +99,7 @@ def test_a_full_segment_rolls_through_the_general_path(tmp_path: Path) -> None:
         s.close()
 
 
-def test_refusals_still_come_from_the_general_path(tmp_path: Path) -> None:
+def test_refusals_come_with_their_status(tmp_path: Path) -> None:
     s = make_store(tmp_path, max_message_size=64)
     try:
         assert s.put_message(Message(topic="T", body=b"ok")).status is PutStatus.PUT_OK
@@ -95,15 +111,16 @@ def test_refusals_still_come_from_the_general_path(tmp_path: Path) -> None:
         s.close()
 
 
-def test_the_common_message_takes_the_fast_path(tmp_path: Path) -> None:
+def test_the_common_message_is_framed_from_the_cache(tmp_path: Path) -> None:
     s = make_store(tmp_path)
+    framer = s.writer.framer
     try:
         s.put_message(Message(topic="T", body=b"first sight of the topic and host"))
-        general = s.writer.put_general
-        s.writer.put_general = lambda m: (_ for _ in ()).throw(AssertionError("general path"))
+        full = framer._frame_any
+        framer._frame_any = lambda *a: (_ for _ in ()).throw(AssertionError("full steps"))  # type: ignore[method-assign]
         r = s.put_message(Message(topic="T", body=b"abc", tags="A", keys=["k1", "k2"]))
         assert r.status is PutStatus.PUT_OK and r.queue_offset == 1
-        s.writer.put_general = general
+        framer._frame_any = full  # type: ignore[method-assign]
         rec = s.look_message_by_offset(r.physical_offset)
         assert rec is not None and rec.keys == ["k1", "k2"] and rec.tags == "A"
     finally:
@@ -112,7 +129,7 @@ def test_the_common_message_takes_the_fast_path(tmp_path: Path) -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(msgs=st.lists(messages, min_size=1, max_size=6))
-def test_fast_and_general_batches_write_the_same_bytes(tmp_path_factory, msgs) -> None:
+def test_cached_and_full_framing_of_batches_write_the_same_bytes(tmp_path_factory, msgs) -> None:
     s = make_store(tmp_path_factory.mktemp("fastb"))
     s.commitlog._clock = lambda: 1_700_000_000_123
     try:
@@ -123,7 +140,8 @@ def test_fast_and_general_batches_write_the_same_bytes(tmp_path_factory, msgs) -
         a = s.put_messages(msgs)
         same_keys = iter([x.uniq_key for x in a])
         s.writer.framer.next_uniq = lambda: next(same_keys)
-        b = s.writer.put_general_batch(msgs)
+        with full_steps(s):
+            b = s.put_messages(msgs)
         for x, y in zip(a, b, strict=True):
             assert x.status is y.status is PutStatus.PUT_OK
             assert (x.size, x.store_timestamp, x.uniq_key) == (
@@ -140,7 +158,7 @@ def test_fast_and_general_batches_write_the_same_bytes(tmp_path_factory, msgs) -
         s.close()
 
 
-def test_a_batch_that_does_not_fit_rolls_through_the_general_path(tmp_path: Path) -> None:
+def test_a_batch_that_does_not_fit_rolls_to_the_next_segment(tmp_path: Path) -> None:
     s = make_store(tmp_path, commitlog_file_size=4096)
     try:
         s.put_message(Message(topic="T", body=b"warm"))
@@ -232,9 +250,9 @@ mixed = st.builds(
 
 @settings(max_examples=40, deadline=None)
 @given(msgs=st.lists(mixed, min_size=1, max_size=6), batch=st.booleans())
-def test_fast_paths_keep_each_topic_and_queue_apart(tmp_path_factory, msgs, batch) -> None:
+def test_cached_framing_keeps_each_topic_and_queue_apart(tmp_path_factory, msgs, batch) -> None:
     """Puts to several topics and queues (each topic's frame and queue keys cached by
-    the framer) write the general path's bytes and continue each queue's offsets."""
+    the framer) write the full steps' bytes and continue each queue's offsets."""
     s = make_store(tmp_path_factory.mktemp("topics"))
     s.commitlog._clock = lambda: 1_700_000_000_123
     try:
@@ -245,7 +263,8 @@ def test_fast_paths_keep_each_topic_and_queue_apart(tmp_path_factory, msgs, batc
         fast = s.put_messages(msgs) if batch else [s.put_message(m) for m in msgs]
         same_keys = iter([r.uniq_key for r in fast])
         s.writer.framer.next_uniq = lambda: next(same_keys)
-        general = [s.writer.put_general(m) for m in msgs]
+        with full_steps(s):
+            general = [s.put_message(m) for m in msgs]
         seen: dict[tuple[str, int], int] = {}
         for m, a, b in zip(msgs, fast, general, strict=True):
             assert a.status is b.status is PutStatus.PUT_OK
@@ -255,7 +274,7 @@ def test_fast_paths_keep_each_topic_and_queue_apart(tmp_path_factory, msgs, batc
             seen[q] = a.queue_offset + 1
             rec = s.look_message_by_offset(a.physical_offset)
             assert rec is not None and (rec.topic, rec.queue_id) == q
-        for m, b in zip(msgs, general, strict=True):  # the general path continues them
+        for m, b in zip(msgs, general, strict=True):  # the full steps continue them
             q = (m.topic, m.queue_id)
             assert b.queue_offset == seen[q]
             seen[q] += 1

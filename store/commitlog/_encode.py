@@ -2,10 +2,9 @@
 
 Contract: pure functions, no I/O; ``encode(decode(b)) == b`` byte for byte for every
 valid record, and a length that does not fit its field raises :class:`EncodeError`
-(never a truncated record). The put path's faster encoder is
-:class:`mqstore.commitlog._record_encoder.RecordEncoder`, which gives the same bytes. The
-byte layout is :mod:`mqstore.commitlog._layout`'s. Import these names from
-:mod:`mqstore.commitlog.format`.
+(never a truncated record). The put path (``mqstore.put_frame`` and
+``CommitLog.append``) gives the same bytes. The byte layout is
+:mod:`mqstore.commitlog._layout`'s. Import these names from :mod:`mqstore.commitlog.format`.
 """
 
 from __future__ import annotations
@@ -55,15 +54,16 @@ def encode_raw(
 ) -> bytes:
     """Encode one record from pre-encoded parts (hosts as address+port bytes).
 
-    This is the hot path of ``CommitLog.append``: callers encode text and hosts once
-    and compute the CRC outside the put lock. ``sys_flag`` must already carry the
-    IPv6 bits that match the host lengths.
+    The reference the put path (``CommitLog.append``) is tested against.
+    ``sys_flag`` must already carry the IPv6 bits that match the host lengths.
 
     Raises:
         EncodeError: topic or properties too long for their length fields.
     """
     p_len = len(properties)
-    topic_part, magic = _topic_field(topic, p_len, version)
+    if p_len > MAX_PROPERTIES_LENGTH:
+        raise EncodeError(f"properties length {p_len} > {MAX_PROPERTIES_LENGTH}")
+    topic_part, magic = topic_field(topic, version)
     header = _HEADERS[(len(born_host), len(store_host))]
     total = header.size + len(body) + len(topic_part) + 2 + p_len
     return b"".join((
@@ -76,16 +76,16 @@ def encode_raw(
     ))  # fmt: skip
 
 
-def _topic_field(topic: bytes, p_len: int, version: int) -> tuple[bytes, int]:
-    """(topic length field + topic, MAGICCODE) of a ``version`` record, after checking
-    that the topic and the ``p_len`` bytes of properties fit their length fields.
+def topic_field(topic: bytes, version: int | None = None) -> tuple[bytes, int]:
+    """(topic length field + topic, MAGICCODE) of a ``version`` record; with no
+    version, of the version RocketMQ 5.x writes (V1 up to 127 bytes of topic, else V2).
 
     Raises:
-        EncodeError: properties, or the topic for this version, too long.
+        EncodeError: the topic is too long for this version.
     """
     t_len = len(topic)
-    if p_len > MAX_PROPERTIES_LENGTH:
-        raise EncodeError(f"properties length {p_len} > {MAX_PROPERTIES_LENGTH}")
+    if version is None:
+        version = 1 if t_len <= MAX_TOPIC_LENGTH_V1 else 2
     if version == 1:
         if t_len > MAX_TOPIC_LENGTH_V1:
             raise EncodeError(f"topic length {t_len} > {MAX_TOPIC_LENGTH_V1} needs V2 magic")

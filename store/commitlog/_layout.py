@@ -115,6 +115,12 @@ def store_timestamp_pos(sys_flag: int) -> int:
     return BORN_HOST_POS + (IPV6_HOST_LEN if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LEN)
 
 
+def header_struct(born_len: int, store_len: int) -> struct.Struct:
+    """The struct of a record's fixed fields (TOTALSIZE through the body length) for
+    these host widths: packed with the 15 field values in layout order."""
+    return _HEADERS[(born_len, store_len)]
+
+
 def header_length(born_len: int, store_len: int) -> int:
     """Bytes before the body (TOTALSIZE through the body length field) for these host
     widths: TOTALSIZE is this, the body, and the topic/properties tail with its length

@@ -1,9 +1,12 @@
-"""The CommitLog: appends encoded records to the segments under one put lock.
+"""The CommitLog: appends framed records to the segments under one put lock.
 
-Responsibilities: assign queue offsets (per ``topic-queueId``), stamp the store
-time and physical offset, roll segments with RocketMQ's 8-byte blank record, and
-read records back. It does not flush (``flush.py``), recover (``recovery.py``) or
-know about consume queues: a narrow component the store composes.
+Two verbs for writing: :meth:`CommitLog.append` of :data:`Frame` s (a single put is
+a batch of one), and :meth:`CommitLog.append_raw_at` of bytes already laid out (an HA
+slave copying its master). Responsibilities: assign queue offsets (per
+``topic-queueId``), stamp the store time and physical offset, pack the records'
+headers, roll segments with RocketMQ's 8-byte blank record, and read records back.
+It does not flush (``flush.py``), recover (``recovery.py``) or know about consume
+queues: a narrow component the store composes.
 
 Invariants:
 
@@ -21,53 +24,82 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final
 
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.mapped_file import MappedFile
 from mqstore.commitlog.segments import Segments
-from mqstore.status import AppendStatus
 
-_TX_MASK = fmt.TRANSACTION_MASK
-_TX_PREPARED = fmt.TRANSACTION_PREPARED_TYPE
-_TX_ROLLBACK = fmt.TRANSACTION_ROLLBACK_TYPE
-_NO_QUEUE_OFFSET = frozenset((_TX_PREPARED, _TX_ROLLBACK))
+if TYPE_CHECKING:
+    import mmap
+
+_BORN_V6 = fmt.BORNHOST_V6_FLAG
 _MIN_BLANK = fmt.END_FILE_MIN_BLANK_LENGTH
 
 
-class EncodedMessage(NamedTuple):
-    """A message with everything but its log position encoded (built outside the lock).
+Frame = tuple[
+    str | None, int, int, int, int | None, bytes, int, int, bytes, int, bytes, int, int, str
+]
+"""A message framed for the log: every field of its record but the three the put lock
+assigns (QUEUEOFFSET, PHYSICALOFFSET, STORETIMESTAMP), as one plain tuple, in order:
 
-    ``tail`` is the topic and properties with their length fields
-    (:meth:`RecordEncoder.tail`); ``total`` the whole record size.
-    """
+==  ===========================  =====================================================
+0   key                          topic-queue key whose offset the record takes; None:
+                                 it takes none (PREPARED, ROLLBACK: queue offset 0)
+1   queue_id                     QUEUEID
+2   flag                         FLAG
+3   sys_flag                     SYSFLAG with the born-host bit (the log adds the
+                                 store-host bit)
+4   born_timestamp               BORNTIMESTAMP; None: the store timestamp
+5   born_host                    BORNHOST bytes
+6   reconsume_times              RECONSUMETIMES
+7   prepared_transaction_offset  PREPARED TX OFFSET
+8   body                         the stored body
+9   crc                          BODYCRC
+10  tail                         topic and properties with their length fields
+11  magic                        the version's MAGICCODE
+12  total                        TOTALSIZE
+13  uniq                         the message's UNIQ_KEY (the put's result; the log does
+                                 not read it, it is inside the properties)
+==  ===========================  =====================================================
 
-    queue_key: str
-    queue_id: int
-    flag: int
-    sys_flag: int
-    born_timestamp: int | None
-    born_host: bytes
-    reconsume_times: int
-    prepared_transaction_offset: int
-    body: bytes
-    crc: int
-    tail: bytes
-    version: int
-    total: int
+The one record type :meth:`CommitLog.append` takes, built outside the lock by the
+framer (``mqstore.put_frame``; :func:`make_frame` names the fields). A plain tuple,
+built and unpacked once per put: the cheapest shape CPython has (a NamedTuple costs
+several times as much to build and to unpack); read its fields by the names below."""
+FRAME_KEY: Final = 0
+FRAME_TOTAL: Final = 12
+FRAME_UNIQ: Final = 13
 
 
-V1Record = tuple[str, int, int, "int | None", bytes, int, bytes, int, bytes, int]
-"""The record :meth:`CommitLog.append_v1` takes, as one tuple (queue key, queue id,
-flag, born timestamp or None, IPv4 born host, reconsume times, body, BODYCRC, tail,
-TOTALSIZE): a batch's records for :meth:`CommitLog.append_v1_batch`. A plain tuple,
-built once per put: its fields are read by the names below, never by number."""
-V1_KEY: Final = 0
-"""Index of a :data:`V1Record`'s queue key."""
-V1_TOTAL: Final = 9
-"""Index of a :data:`V1Record`'s TOTALSIZE."""
-_V1_KEY = itemgetter(V1_KEY)
-_V1_TOTAL = itemgetter(V1_TOTAL)
+def make_frame(
+    *,
+    key: str | None,
+    queue_id: int,
+    flag: int,
+    sys_flag: int,
+    born_timestamp: int | None,
+    born_host: bytes,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    body: bytes,
+    crc: int,
+    tail: bytes,
+    magic: int,
+    total: int,
+    uniq: str,
+) -> Frame:
+    """A :data:`Frame` from its named fields."""
+    return (key, queue_id, flag, sys_flag, born_timestamp, born_host, reconsume_times,
+            prepared_transaction_offset, body, crc, tail, magic, total, uniq)  # fmt: skip
+
+
+Appended = tuple[list[int], list[int], int]
+"""What :meth:`CommitLog.append` returns: the records' physical offsets, their queue
+offsets (0 for a record without a key) and the store timestamp they carry."""
+
+_KEY = itemgetter(FRAME_KEY)
+_TOTAL = itemgetter(FRAME_TOTAL)
 
 
 def queue_key(topic: str, queue_id: int) -> str:
@@ -75,34 +107,21 @@ def queue_key(topic: str, queue_id: int) -> str:
     return f"{topic}-{queue_id}"
 
 
-class AppendResult(NamedTuple):
-    """Where a record (or the first record of a batch) landed.
-
-    A NamedTuple rather than a frozen dataclass: it is built once per put and a
-    frozen dataclass costs several times as much to construct.
-    """
-
-    status: AppendStatus
-    physical_offset: int = 0
-    size: int = 0
-    queue_offset: int = 0
-    store_timestamp: int = 0
-    msg_count: int = 0
-    queue_offsets: tuple[int, ...] = ()
-    physical_offsets: tuple[int, ...] = ()
-
-    @property
-    def next_offset(self) -> int:
-        """Log offset just past what was written: what a sync flush must reach."""
-        return self.physical_offset + self.size
-
-
-class _Listed(NamedTuple):
-    """A batch's queue offsets when its records go to several queues (the reservation
-    step's answer): one per record, and each queue's next offset after the batch."""
-
-    offsets: list[int]
-    after: dict[str, int]
+def _listed(table: dict[str, int], keys: list[str | None]) -> tuple[list[int], dict[str, int]]:
+    """The queue offsets of a batch whose records go to several queues: one per
+    record (0 for a key of None), and each queue's next offset after the batch."""
+    qoffs: list[int] = []
+    after: dict[str, int] = {}
+    for key in keys:
+        if key is None:
+            qoffs.append(0)
+            continue
+        q = after.get(key)
+        if q is None:
+            q = table.get(key, 0)
+        after[key] = q + 1
+        qoffs.append(q)
+    return qoffs, after
 
 
 class RollFailed(Exception):
@@ -117,7 +136,82 @@ def _now_ms() -> int:
 
 
 _WALL_CLOCK: Final = _now_ms
-"""The default clock, which :meth:`CommitLog._claim` reads inline (no frame per put)."""
+"""The default clock, which :meth:`CommitLog.append` reads inline (no frame per put)."""
+
+
+class RecordPacker:
+    """Writes :data:`Frame` s as records into a buffer: the one place a record's
+    header is packed (the layout's structs, ``mqstore.commitlog.format``), for one
+    store host. Pure: no I/O, no lock (:meth:`CommitLog.append` holds it)."""
+
+    __slots__ = ("_packs", "_store_flag", "_store_host", "_structs")
+
+    def __init__(self, store_host: bytes) -> None:
+        store_len = len(store_host)
+        self._store_host = store_host
+        # The header structs by the born host's width (SYSFLAG's born-host bit), and
+        # the store-host bit every record carries.
+        self._structs = {
+            0: fmt.header_struct(fmt.IPV4_HOST_LEN, store_len),
+            _BORN_V6: fmt.header_struct(fmt.IPV6_HOST_LEN, store_len),
+        }
+        self._packs = {bit: header.pack for bit, header in self._structs.items()}
+        self._store_flag = fmt.STOREHOST_V6_FLAG if store_len == fmt.IPV6_HOST_LEN else 0
+
+    def pack(
+        self,
+        buf: mmap.mmap | bytearray,
+        pos: int,
+        phys: int,
+        ts: int,
+        frames: Sequence[Frame],
+        qoffs: Sequence[int],
+    ) -> list[int]:
+        """Write ``frames`` as records at ``buf[pos:]``, the first at log offset
+        ``phys``, with their queue offsets and store timestamp ``ts``; return their
+        physical offsets.
+
+        One record (a single put) is packed in place, its body and tail copied after
+        its header. A batch's records are joined and copied at once (one copy
+        instead of three writes per record), so a field that does not pack raises
+        before any byte is written (the framer checked the numbers: this is the
+        backstop; a single record's pack fails before its body is copied, and past
+        the write position).
+        """
+        if len(frames) == 1:
+            (_k, qid, flag, sys_flag, born_ts, born, reconsume, prepared, body, crc, tail,
+             magic, total, _u) = frames[0]  # fmt: skip
+            header = self._structs[sys_flag & _BORN_V6]
+            header.pack_into(
+                buf, pos, total, magic, crc, qid, flag, qoffs[0], phys,
+                sys_flag | self._store_flag, ts if born_ts is None else born_ts, born, ts,
+                self._store_host, reconsume, prepared, len(body),
+            )  # fmt: skip
+            b = pos + header.size
+            e = b + len(body)
+            buf[b:e] = body
+            buf[e : pos + total] = tail
+            return [phys]
+        packs = self._packs
+        store_flag = self._store_flag
+        host = self._store_host
+        parts: list[bytes] = []
+        add = parts.append
+        physs: list[int] = []
+        start = phys
+        for (_k, qid, flag, sys_flag, born_ts, born, reconsume, prepared, body, crc, tail,
+             magic, total, _u), q in zip(frames, qoffs, strict=True):  # fmt: skip
+            add(packs[sys_flag & _BORN_V6](
+                total, magic, crc, qid, flag, q, phys, sys_flag | store_flag,
+                ts if born_ts is None else born_ts, born, ts, host, reconsume, prepared,
+                len(body),
+            ))  # fmt: skip
+            add(body)
+            add(tail)
+            physs.append(phys)
+            phys += total
+        buf[pos : pos + phys - start] = b"".join(parts)
+        return physs
 
 
 class CommitLog:
@@ -139,8 +233,7 @@ class CommitLog:
         self.put_lock = threading.Lock()
         self.topic_queue_table: dict[str, int] = {}
         self._clock = clock or _now_ms
-        self.encoder = fmt.RecordEncoder(store_host)
-        self.last_store_timestamp = 0
+        self._pack = RecordPacker(store_host).pack
 
     # ------------------------------------------------------------------ offsets
 
@@ -184,31 +277,13 @@ class CommitLog:
 
     # ------------------------------------------------------------------ append
 
-    def _encode(self, m: EncodedMessage, queue_offset: int, physical_offset: int, ts: int) -> bytes:
-        """The record bytes of ``m`` at its place in the log (the general path)."""
-        return self.encoder.encode(
-            m.total,
-            m.version,
-            m.crc,
-            m.queue_id,
-            m.flag,
-            queue_offset,
-            physical_offset,
-            m.sys_flag,
-            ts if m.born_timestamp is None else m.born_timestamp,
-            m.born_host,
-            ts,
-            m.reconsume_times,
-            m.prepared_transaction_offset,
-            m.body,
-            m.tail,
-        )
-
     def _writable(self) -> MappedFile:
         try:
-            return self.segments.last_for_write(self.segments.max_offset)
+            mf = self.segments.last_for_write(self.segments.max_offset)
+            mf.map()  # records are packed straight into its mapping
         except OSError as e:
             raise RollFailed(f"cannot create segment in {self.segments.directory}: {e}") from e
+        return mf
 
     def _reserve(self, mf: MappedFile, end: int) -> None:
         """Reserve disk up to ``end`` of a sparse segment (and a chunk beyond), so a
@@ -229,196 +304,73 @@ class CommitLog:
         mf.mark_full()
         return self._writable()
 
-    # The write pipeline: every append takes its place in the log by :meth:`_claim`,
-    # writes its bytes there and ends with :meth:`_commit`, all under the put lock.
-
-    def _claim(
-        self, need: int, keys: str | Sequence[str | None], roll: bool
-    ) -> tuple[MappedFile, int, int, _Listed | None] | None:
-        """The reservation step: ``need`` bytes at the end of the log for records of
-        the queues ``keys`` (one key a record, in order; a single record's key may be
-        given as the string itself).
-
-        The caller holds :attr:`put_lock`. Rolls to a new segment when the records do
-        not fit the current one (``roll``), or returns None with nothing changed (no
-        ``roll``: the fast path, which also declines when disk is not yet reserved
-        that far). Returns (segment, store timestamp, first queue offset, listed
-        queue offsets): the records go at ``segment.wrote_position``. When every key
-        is the same queue (a single put, a broker's batch) the listed offsets are None
-        and the records take ``first, first + 1, ...``; otherwise they are listed
-        (:class:`_Listed`), a key of None (PREPARED, ROLLBACK: no queue offset)
-        getting 0. The topic-queue
-        table is advanced by :meth:`_commit`, after the write, so a write that fails
-        leaves it as it was.
+    def _room(self, mf: MappedFile | None, need: int) -> MappedFile:
+        """The segment that takes ``need`` more bytes, disk reserved for them: ``mf``
+        (the last segment, None when there is none), or the next one after a roll.
+        The caller holds :attr:`put_lock`.
 
         Raises:
-            RollFailed: with ``roll``, a segment could not be created or disk reserved.
+            RollFailed: a segment could not be created or disk reserved.
         """
-        files = self.segments.files
-        mf = files[-1] if files else None
-        if roll:
-            if mf is None or need + _MIN_BLANK > mf.file_size - mf.wrote_position:
-                mf = self._writable() if mf is None or mf.is_full else self._roll(mf)
-            if mf.wrote_position + need > mf.reserved:
-                self._reserve(mf, mf.wrote_position + need)
-        elif mf is None or need + _MIN_BLANK > mf.reserved - mf.wrote_position:
-            return None
-        clock = self._clock
-        ts = _time_ns() // 1_000_000 if clock is _WALL_CLOCK else clock()
-        if keys.__class__ is str:  # one record of a queue: a single put
-            return mf, ts, self.topic_queue_table.get(keys, 0), None
-        first = keys[0]
-        n = len(keys)
-        if first is not None and (n == 1 or keys.count(first) == n):  # one queue: the usual
-            return mf, ts, self.topic_queue_table.get(first, 0), None
+        if mf is None or need + _MIN_BLANK > mf.file_size - mf.wrote_position:
+            mf = self._writable() if mf is None or mf.is_full else self._roll(mf)
+        if mf.wrote_position + need > mf.reserved:
+            self._reserve(mf, mf.wrote_position + need)
+        return mf
+
+    def append(self, frames: Sequence[Frame]) -> Appended:
+        """Append records contiguously in one segment, under one lock acquisition: the
+        one way records of messages enter the log (a single put is a batch of one).
+
+        Assigns each record its queue offset (the next of its queue; a record
+        without a key gets 0 and takes none), its physical offset and the store
+        timestamp, packs the records into the mapping, and advances the topic-queue
+        table. Rolls to a new segment first when the records do not fit the current
+        one. The caller has checked the sizes (``sum(total) + 8 <= file_size``).
+
+        Raises:
+            RollFailed: a needed segment could not be created or disk reserved;
+                nothing was written beyond a blank record (which readers skip), so
+                the log and the topic-queue table stay valid.
+        """
         table = self.topic_queue_table
-        qoffs: list[int] = []
-        after: dict[str, int] = {}
-        for key in keys:
-            if key is None:
-                qoffs.append(0)
-                continue
-            q = after.get(key)
-            if q is None:
-                q = table.get(key, 0)
-            after[key] = q + 1
-            qoffs.append(q)
-        return mf, ts, qoffs[0], _Listed(qoffs, after)
-
-    def _commit(
-        self,
-        mf: MappedFile,
-        ts: int,
-        keys: Sequence[str | None],
-        first: int,
-        listed: _Listed | None,
-    ) -> None:
-        """After the write of what :meth:`_claim` reserved: stamp the segment and
-        advance the topic-queue table past the records (their queue's next offsets)."""
-        mf.last_store_timestamp = ts
-        if listed is None:
-            self.topic_queue_table[keys[0]] = first + len(keys)  # type: ignore[index]
+        if len(frames) == 1:  # one record: a single put
+            need = frames[0][FRAME_TOTAL]
+            key = frames[0][FRAME_KEY]
+            keys: list[str | None] | None = None
         else:
-            self.topic_queue_table.update(listed.after)
-
-    def append(self, m: EncodedMessage) -> tuple[int, int, int]:
-        """Append one record; return (physical offset, size, queue offset).
-
-        The caller has validated sizes (``m.total + 8 <= file_size``). Returns a bare
-        tuple: this is the hottest call of the store, and a bare tuple is the cheapest result.
-
-        Raises:
-            RollFailed: a needed segment could not be created; nothing was written
-                beyond a blank record (which readers skip), so the log stays valid.
-        """
-        total = m.total
-        keys = (m.queue_key if m.sys_flag & _TX_MASK not in _NO_QUEUE_OFFSET else None,)
+            need = sum(map(_TOTAL, frames))
+            keys = list(map(_KEY, frames))
+            key = keys[0]
+            if key is not None and keys.count(key) == len(keys):  # one queue: the usual
+                keys = None
         with self.put_lock:
-            claimed = self._claim(total, keys, True)
-            assert claimed is not None  # a rolling claim returns or raises
-            mf, ts, qoff, listed = claimed
-            phys = mf.file_from_offset + mf.wrote_position
-            mf.append(self._encode(m, qoff, phys, ts))
-            self._commit(mf, ts, keys, qoff, listed)
-        self.last_store_timestamp = ts
-        return phys, total, qoff
-
-    def append_v1(self, record: V1Record) -> tuple[int, int, int] | None:
-        """:meth:`append` of the common record, packed in place; None when it needs a roll
-        (or disk reserved past ``mf.reserved``: :meth:`append` reserves).
-
-        The common record (one :data:`V1Record`, taken whole: spreading its ten
-        fields over parameters costs a slower call): V1 magic, SYSFLAG 0 (no
-        compression, NOT transaction type), IPv4 born host, ``tail`` from
-        :meth:`RecordEncoder.frame`. Its header is packed straight into the mapping
-        and body and tail copied after it: no intermediate record bytes, no
-        ``EncodedMessage``. None leaves everything untouched; the caller then uses
-        :meth:`append`, which rolls. Returns (physical offset, queue offset, store
-        timestamp).
-        """
-        (key, queue_id, flag, born_timestamp, born_host, reconsume_times, body, crc, tail,
-         total) = record  # fmt: skip
-        with self.put_lock:
-            claimed = self._claim(total, key, False)
-            if claimed is None:
-                return None
-            mf, ts, qoff, _ = claimed
+            files = self.segments.files
+            mf = files[-1] if files else None
+            if mf is None or need + _MIN_BLANK > mf.reserved - mf.wrote_position:
+                mf = self._room(mf, need)
+            clock = self._clock
+            ts = _time_ns() // 1_000_000 if clock is _WALL_CLOCK else clock()
+            if keys is None:
+                if key is None:  # one record that takes no queue offset
+                    qoffs = [0]
+                elif len(frames) == 1:
+                    qoffs = [table.get(key, 0)]
+                else:
+                    q0 = table.get(key, 0)
+                    qoffs = list(range(q0, q0 + len(frames)))
+            else:
+                qoffs, after = _listed(table, keys)
             pos = mf.wrote_position
-            phys = mf.file_from_offset + pos
-            self.encoder.encode_v1_into(
-                mf.mapping, pos, total, crc, queue_id, flag, qoff, phys,
-                ts if born_timestamp is None else born_timestamp, born_host, ts,
-                reconsume_times, body, tail,
-            )  # fmt: skip
-            mf.wrote_position = pos + total
-            mf.last_store_timestamp = ts  # _commit of one record, inline: the hottest path
-            self.topic_queue_table[key] = qoff + 1
-        self.last_store_timestamp = ts
-        return phys, qoff, ts
-
-    def append_v1_batch(
-        self, records: Sequence[V1Record]
-    ) -> tuple[list[int], list[int], int] | None:
-        """:meth:`append_batch` of common records (as :meth:`append_v1`), packed in place.
-
-        One lock acquisition, every header packed straight into the mapping. None
-        when the batch does not fit the current segment (nothing is written; the
-        caller uses :meth:`append_batch`, which rolls). Returns (physical offsets,
-        queue offsets, store timestamp).
-        """
-        need = sum(map(_V1_TOTAL, records))
-        keys = list(map(_V1_KEY, records))
-        with self.put_lock:
-            claimed = self._claim(need, keys, False)
-            if claimed is None:
-                return None
-            mf, ts, q0, listed = claimed
-            qoffs = list(range(q0, q0 + len(keys))) if listed is None else listed.offsets
-            pos = mf.wrote_position
-            physs = self.encoder.encode_v1_many_into(
-                mf.mapping, pos, mf.file_from_offset, ts, records, qoffs
-            )
+            physs = self._pack(mf.mapping, pos, mf.file_from_offset + pos, ts, frames, qoffs)
             mf.wrote_position = pos + need
-            self._commit(mf, ts, keys, q0, listed)
-        self.last_store_timestamp = ts
+            mf.last_store_timestamp = ts
+            # the table moves after the write: a write that raised leaves it as it was
+            if keys is not None:
+                table.update(after)
+            elif key is not None:
+                table[key] = qoffs[-1] + 1
         return physs, qoffs, ts
-
-    def append_batch(self, msgs: Sequence[EncodedMessage]) -> AppendResult:
-        """Append records contiguously in one segment, under one lock acquisition.
-
-        Raises:
-            RollFailed: as :meth:`append`.
-        """
-        total = sum(m.total for m in msgs)
-        keys = [
-            m.queue_key if m.sys_flag & _TX_MASK not in _NO_QUEUE_OFFSET else None for m in msgs
-        ]
-        with self.put_lock:
-            claimed = self._claim(total, keys, True)
-            assert claimed is not None  # a rolling claim returns or raises
-            mf, ts, q0, listed = claimed
-            qoffs = list(range(q0, q0 + len(keys))) if listed is None else listed.offsets
-            phys = mf.file_from_offset + mf.wrote_position
-            datas: list[bytes] = []
-            physs: list[int] = []
-            for m, q in zip(msgs, qoffs, strict=True):
-                d = self._encode(m, q, phys, ts)
-                datas.append(d)
-                physs.append(phys)
-                phys += len(d)
-            mf.append(b"".join(datas))
-            self._commit(mf, ts, keys, q0, listed)
-        self.last_store_timestamp = ts
-        return AppendResult(
-            AppendStatus.PUT_OK,
-            physs[0],
-            total,
-            qoffs[0],
-            ts,
-            len(msgs),
-            tuple(qoffs),
-            tuple(physs),
-        )
 
     def append_raw_at(self, offset: int, data: bytes | memoryview) -> None:
         """Append raw log bytes at exactly ``offset`` (HA slave, reput tests).

@@ -9,8 +9,9 @@ public name is re-exported here:
 - ``_layout.py``: the specification, its constants and the length/CRC formulas;
 - ``_record.py``: :class:`MessageRecord` (a record field for field) and
   :func:`make_record`;
-- ``_encode.py``: :func:`encode`, :func:`encode_raw`, :func:`encode_blank`;
-- ``_record_encoder.py``: :class:`RecordEncoder`, the put path's encoder;
+- ``_encode.py``: :func:`encode`, :func:`encode_raw`, :func:`encode_blank`,
+  :func:`topic_field` (the reference encoder; the put path packs records in
+  ``commitlog.py`` with :func:`header_struct`, and is tested against it);
 - ``_results.py``: what decoding returns, ``Record | EndOfSegment | Corrupt`` and
   :class:`RecordInfo`;
 - ``_decode.py``: :func:`scan` (the single validation path) and :func:`decode`;
@@ -36,6 +37,7 @@ from mqstore.commitlog._encode import (
     encode_blank,
     encode_raw,
     host_to_bytes,
+    topic_field,
 )
 from mqstore.commitlog._layout import (
     BLANK_MAGIC,
@@ -70,11 +72,12 @@ from mqstore.commitlog._layout import (
     TRANSACTION_ROLLBACK_TYPE,
     TransactionType,
     body_crc,
+    header_length,
+    header_struct,
     record_length,
     store_timestamp_pos,
 )
 from mqstore.commitlog._record import MessageRecord, make_record
-from mqstore.commitlog._record_encoder import RecordEncoder
 from mqstore.commitlog._results import (
     Corrupt,
     CorruptKind,
@@ -130,7 +133,6 @@ __all__ = [
     "MessageFields",
     "MessageRecord",
     "Record",
-    "RecordEncoder",
     "RecordInfo",
     "ScanResult",
     "TransactionType",
@@ -140,6 +142,8 @@ __all__ = [
     "encode",
     "encode_blank",
     "encode_raw",
+    "header_length",
+    "header_struct",
     "host_to_bytes",
     "info_to_record",
     "make_record",
@@ -147,5 +151,6 @@ __all__ = [
     "record_length",
     "scan",
     "store_timestamp_pos",
+    "topic_field",
     "unpack_trusted",
 ]

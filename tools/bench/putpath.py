@@ -6,12 +6,12 @@ Three tables, on stores with the default config (ASYNC_FLUSH, the dispatcher thr
 1. **The put**, in nanoseconds of this thread's CPU per call: ``put_message``, and
    ``put_messages`` of 32 per message. The consume-queue dispatcher is stopped, so
    what is timed is the producer's own work.
-2. **Its pieces**, each timed alone with the values a put uses, the steps the common
-   message takes (``mqstore.put_frame``'s fast path): framing it outside the put lock
-   (``MessageFramer.common``; of which the UNIQ_KEY, the properties string and the
-   body CRC), then ``CommitLog.append_v1`` (the put lock, the reservation, the record
-   packed into the mapping); for a batch, ``common_batch`` and ``append_v1_batch``
-   per message. What a put costs beyond framing and appending is the writer's own
+2. **Its pieces**, each timed alone with the values a put uses, the steps every
+   message takes: framing it outside the put lock (``MessageFramer.frame``; of which
+   the UNIQ_KEY, the properties string and the body CRC), then ``CommitLog.append``
+   of the one frame (the put lock, the reservation, the record packed into the
+   mapping); for a batch, ``frame_batch`` and ``append`` of its frames, per message.
+   What a put costs beyond framing and appending is the writer's own
    work: the state check, the msg id, the result.
 3. **CPU per message** over a few seconds of puts on a fresh store with its dispatcher
    running (``put_message``, and ``put_messages`` of 32): the producer thread against
@@ -37,16 +37,18 @@ from typing import Any
 
 from mqstore import MessageStore, StoreConfig
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog.commitlog import FRAME_UNIQ
 from mqstore.message import standard_properties_string
+from mqstore.put_frame import Refusal
 from mqstore.tools.bench._harness import Benchmark, Option
 from mqstore.tools.bench._workload import items
 
 BATCH = 32
 BATCH_PUT = f"put_messages({BATCH}), per message"
-FRAMING = "framing (MessageFramer.common)"
-APPEND = "append (CommitLog.append_v1)"
-BATCH_FRAMING = "batch framing (common_batch), per message"
-BATCH_APPEND = "batch append (append_v1_batch), per message"
+FRAMING = "framing (MessageFramer.frame)"
+APPEND = "append (CommitLog.append of one frame)"
+BATCH_FRAMING = "batch framing (frame_batch), per message"
+BATCH_APPEND = "batch append (CommitLog.append), per message"
 
 OPTIONS = (
     Option("--rounds", int, 40, "rounds (the minimum is kept)", quick=3),
@@ -91,30 +93,30 @@ def pieces(store: MessageStore, number: int, rounds: int) -> dict[str, float]:
     m = msgs[0]
     keys = " ".join(m.keys or [])
     framer = store.writer.framer
-    framed = framer.common(m)
-    batch = framer.common_batch(msgs)
-    if framed is None or batch is None:
-        raise RuntimeError("the benchmark's messages did not take the fast path")
-    record, uniq = framed
-    records = batch[0]
+    frame = framer.frame(m)
+    frames = framer.frame_batch(msgs)
+    if isinstance(frame, Refusal) or isinstance(frames, Refusal):
+        raise RuntimeError("the store refused the benchmark's messages")
+    one = (frame,)
+    uniq = frame[FRAME_UNIQ]
     log = store.commitlog
     out = measure_all(
         {
-            FRAMING: lambda: framer.common(m),
+            FRAMING: lambda: framer.frame(m),
             "  of which UNIQ_KEY": framer.next_uniq,
             "  of which properties string + UTF-8": lambda: standard_properties_string(
                 uniq, m.tags, keys
             ).encode(),
             "  of which body CRC": lambda: fmt.body_crc(m.body),
-            APPEND: lambda: log.append_v1(record),
+            APPEND: lambda: log.append(one),
         },
         number,
         rounds,
     )
     many = measure_all(
         {
-            BATCH_FRAMING: lambda: framer.common_batch(msgs),
-            BATCH_APPEND: lambda: log.append_v1_batch(records),
+            BATCH_FRAMING: lambda: framer.frame_batch(msgs),
+            BATCH_APPEND: lambda: log.append(frames),
         },
         max(1, number // BATCH),
         rounds,

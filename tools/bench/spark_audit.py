@@ -67,7 +67,7 @@ def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) ->
     from mqstore.index import IndexService
 
     (root / "commitlog").mkdir(parents=True)
-    enc = fmt.RecordEncoder(host_bytes(("127.0.0.1", 10911)))
+    store_host = host_bytes(("127.0.0.1", 10911))
     born = host_bytes(("10.0.0.7", 50000))
     bodies = [bytes([i]) * body_bytes for i in range(16)]
     crcs = [fmt.body_crc(b) for b in bodies]
@@ -83,9 +83,8 @@ def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) ->
             tags = f"Tag{count % 5}"
             uniq, key = f"0A000007C35018B4AAC2{count:012X}", f"order-{count}"
             props = f"TAGS\x01{tags}\x02KEYS\x01{key}\x02UNIQ_KEY\x01{uniq}\x02"
-            tail, version = enc.tail(topic.encode(), props.encode())
             body = bodies[count % 16]
-            size = enc.size(0, len(body), len(tail))
+            size = fmt.record_length(0, 1, len(body), len(topic), len(props))
             if pos + size + fmt.END_FILE_MIN_BLANK_LENGTH > segment_size:
                 chunks.append(fmt.encode_blank(segment_size - pos))
                 phys = seg_base + segment_size
@@ -94,8 +93,13 @@ def generate(root: Path, size_bytes: int, segment_size: int, body_bytes: int) ->
             next_qoff[topic, qid] = qoff + 1
             ts = BASE_TS + count
             chunks.append(
-                enc.encode(size, version, crcs[count % 16], qid, 0, qoff, phys, 0, ts, born,
-                           ts, 0, 0, body, tail)
+                fmt.encode_raw(
+                    queue_id=qid, flag=0, queue_offset=qoff, physical_offset=phys, sys_flag=0,
+                    born_timestamp=ts, born_host=born, store_timestamp=ts,
+                    store_host=store_host, reconsume_times=0, prepared_transaction_offset=0,
+                    body=body, crc=crcs[count % 16], topic=topic.encode(),
+                    properties=props.encode(),
+                )
             )  # fmt: skip
             units.setdefault((topic, qid), bytearray()).extend(
                 cqfmt.encode_unit(phys, size, tags_code(tags))
