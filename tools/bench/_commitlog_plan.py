@@ -37,7 +37,7 @@ def contenders(recovery_root: Path) -> list[Contender]:
 
 
 def _async_contenders(p100: list[Item]) -> list[Contender]:
-    """One producer, ASYNC_FLUSH: mqstore, SQLite WAL NORMAL, persist-queue."""
+    """One producer, ASYNC_FLUSH: mqstore, SQLite WAL NORMAL, LMDB, persist-queue."""
     p = functools.partial
     return [
         Contender("mqstore_async_1t", "mqstore put_message, ASYNC_FLUSH", "async",
@@ -51,6 +51,9 @@ def _async_contenders(p100: list[Item]) -> list[Contender]:
         Contender("sqlite_normal_1t", "SQLite WAL NORMAL, commit per message", "async",
                   _NO_FSYNC + "; WAL synced at checkpoints",
                   p(ref.sqlite_single, items=p100, batch=1)),
+        Contender("lmdb_1t", "LMDB sync=False, one write txn per message", "async",
+                  _NO_FSYNC + "; map pages written back by the kernel",
+                  p(ref.lmdb_puts, items=p100, batch=1)),
         Contender("pq_sqlite_queue", "persist-queue SQLiteQueue (defaults)", "async",
                   "WAL, synchronous=FULL default: fsync per put",
                   p(ref.persist_queue, items=p100, kind="sqlite")),
@@ -61,7 +64,7 @@ def _async_contenders(p100: list[Item]) -> list[Contender]:
 
 
 def _batch_contenders(p100: list[Item]) -> list[Contender]:
-    """Batches of 32 messages, ASYNC_FLUSH: mqstore put_messages and SQLite."""
+    """Batches of 32 messages, ASYNC_FLUSH: mqstore put_messages, SQLite and LMDB."""
     p = functools.partial
     return [
         Contender("mqstore_batch32", "mqstore put_messages(32), ASYNC_FLUSH", "batch",
@@ -74,6 +77,8 @@ def _batch_contenders(p100: list[Item]) -> list[Contender]:
                   p(mq.async_batch, pool=p100, batch=32, dispatch_process=True)),
         Contender("sqlite_normal_batch32", "SQLite WAL NORMAL, 32 rows per commit", "batch",
                   _NO_FSYNC, p(ref.sqlite_single, items=p100, batch=32)),
+        Contender("lmdb_batch32", "LMDB sync=False, 32 records per write txn", "batch",
+                  _NO_FSYNC, p(ref.lmdb_puts, items=p100, batch=32)),
     ]  # fmt: skip
 
 

@@ -6,8 +6,10 @@ noisy episode of this 2-core VM hits both sides of a ratio):
 
 1. ASYNC_FLUSH, one producer, 100-byte bodies with tags and keys, ``put_message``
    per message, against SQLite WAL synchronous=NORMAL (one INSERT + COMMIT per
-   message) and persist-queue's SQLiteQueue and file Queue (their defaults).
-2. ``put_messages`` of 32 against SQLite NORMAL inserting 32 rows per COMMIT.
+   message), LMDB ``sync=False`` (one write transaction per message) and
+   persist-queue's SQLiteQueue and file Queue (their defaults).
+2. ``put_messages`` of 32 against SQLite NORMAL inserting 32 rows per COMMIT
+   (``executemany``) and LMDB writing 32 records per transaction.
 3. SYNC_FLUSH with 16 and 64 producer threads (rate, put latency percentiles,
    fdatasyncs/s, messages per fdatasync) against the raw group-commit ceiling of
    the disk (16 threads, plain file, one flusher) and SQLite WAL synchronous=FULL
@@ -80,12 +82,15 @@ RATIOS = (  # name, title, numerator, denominator, target (None: shown, no targe
      "mqstore_async_1t_proc", "sqlite_normal_1t", 3.0),
     ("async_log_only_vs_sqlite_normal", "async put, log only / SQLite NORMAL",
      "mqstore_async_1t_log_only", "sqlite_normal_1t", None),
+    ("async_vs_lmdb", "async put / LMDB sync=False", "mqstore_async_1t", "lmdb_1t", 1.0),
     ("async_vs_pq_sqlite", "async put / persist-queue SQLiteQueue", "mqstore_async_1t",
      "pq_sqlite_queue", None),
     ("async_vs_pq_file", "async put / persist-queue file Queue", "mqstore_async_1t",
      "pq_file_queue", None),
     ("batch32_vs_sqlite_batch32", "put_messages(32) / SQLite 32 per commit", "mqstore_batch32",
      "sqlite_normal_batch32", 1.0),
+    ("batch32_vs_lmdb_batch32", "put_messages(32) / LMDB 32 per txn", "mqstore_batch32",
+     "lmdb_batch32", 0.5),
     ("batch32_proc_vs_sqlite_batch32", "put_messages(32), dispatcher process / SQLite 32",
      "mqstore_batch32_proc", "sqlite_normal_batch32", 1.0),
     ("batch32_log_only_vs_sqlite_batch32", "put_messages(32), log only / SQLite 32",
