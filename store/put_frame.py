@@ -8,10 +8,10 @@ One pipeline with its caches inside: each topic's :class:`_TopicFrame` (validate
 once; its topic field, MAGICCODE, fixed record size and queue keys) and each born
 host's bytes. The common message (a V5 property format, IPv4 born host, body under
 the compression threshold, no user properties, no delay, SYSFLAG 0, the default
-numbers and no prepared transaction offset, waits for the store) is framed from those caches alone; any other goes on
-to the steps it needs (validation, compression, Java HashMap property order, the
-delay redirect). Both write the bytes RocketMQ writes
-(``tests/test_put_fast_path.py``). The framer owns the UNIQ_KEY generator
+numbers and no prepared transaction offset, waits for the store) is framed from
+those caches alone; any other goes on to the steps it needs (validation,
+compression, Java HashMap property order, the delay redirect). Both write the bytes
+RocketMQ writes (``tests/store/test_put_frame.py``). The framer owns the UNIQ_KEY generator
 (:attr:`~MessageFramer.next_uniq`, replaceable by tests for deterministic ids).
 Safe from any thread: the caches only ever gain equal values.
 """
@@ -288,8 +288,8 @@ class MessageFramer:
             key = tf.keys.get(qid) or tf.key(qid)
         return (
             key, qid, msg.flag, sys_flag, msg.born_timestamp, born, msg.reconsume_times,
-            msg.prepared_transaction_offset, body, zlib.crc32(body) & 0x7FFFFFFF, b"".join((tf.head, p_len.to_bytes(2, "big"),
-            props)), tf.magic, total, uniq,
+            msg.prepared_transaction_offset, body, zlib.crc32(body) & 0x7FFFFFFF,
+            b"".join((tf.head, p_len.to_bytes(2, "big"), props)), tf.magic, total, uniq,
         )  # fmt: skip
 
     def properties(self, msg: Message, uniq: str | None = None) -> tuple[bytes, str]:
