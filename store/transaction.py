@@ -33,7 +33,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -75,6 +75,12 @@ delay for one message."""
 PROPERTY_PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
 """``MessageConst.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET``: the original half record's
 queue offset, on a copy re-put while its immunity lasts."""
+
+
+CheckHandler = Callable[[Mapping[str, str], fmt.MessageRecord], None]
+"""What a client transport calls with CHECK_TRANSACTION_STATE's header and decoded body,
+on its own thread: it must return at once (defined here, below both the broker's
+in-process transport and the client's remote one)."""
 
 
 class TransactionState(enum.IntEnum):

@@ -22,14 +22,13 @@ from collections.abc import Callable, Sequence
 
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.pulls import PullOutcome, PullRequest
-from mqstore.client.transaction_producer import CheckHandler
 from mqstore.closeable import Closeable
 from mqstore.commitlog import format as fmt
 from mqstore.message import Message
 from mqstore.remoting import values
 from mqstore.remoting.codes import RequestCode, ResponseCode
 from mqstore.remoting.errors import BrokerError, TransportError
-from mqstore.transaction import EndTransaction
+from mqstore.transaction import CheckHandler, EndTransaction
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,6 @@ from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.reset_offset import ResetOffsetHandlers
 from mqstore.client.route import TopicRoute
 from mqstore.client.running_info import RunningInfoProviders
-from mqstore.client.transaction_producer import CheckHandler
 from mqstore.client.transport import (
     BrokerError,
     Cancellable,
@@ -63,7 +62,7 @@ from mqstore.message import Message
 from mqstore.records import StoredMessage
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
-from mqstore.transaction import EndTransaction
+from mqstore.transaction import CheckHandler, EndTransaction
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.errors import IllegalMessageError
 from mqstore.message import PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED, Message
 from mqstore.remoting.values import Heartbeat, MessageQueue
-from mqstore.transaction import EndTransaction, TransactionState
+from mqstore.transaction import CheckHandler, EndTransaction, TransactionState
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +64,6 @@ LocalTransaction = Callable[[Message, Any], LocalTransactionState]
 TransactionChecker = Callable[[fmt.MessageRecord], LocalTransactionState]
 """``(record) -> state``: ``TransactionListener.checkLocalTransaction``. The record has
 the real topic and queue, its UNIQ_KEY and properties (``TRANSACTION_CHECK_TIMES``)."""
-CheckHandler = Callable[[Mapping[str, str], fmt.MessageRecord], None]
-"""What a transport calls with CHECK_TRANSACTION_STATE's header and decoded body, on its
-own thread: it must return at once."""
 
 
 class TransactionTransport(Protocol):
