@@ -35,13 +35,13 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from mqstore.client.producer import Producer
-from mqstore.client.transport import SendResult
+from mqstore.client.transport import SendResult, Transport
 from mqstore.commitlog import format as fmt
 from mqstore.errors import IllegalMessageError
 from mqstore.message import PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED, Message
@@ -66,27 +66,9 @@ TransactionChecker = Callable[[fmt.MessageRecord], LocalTransactionState]
 the real topic and queue, its UNIQ_KEY and properties (``TRANSACTION_CHECK_TIMES``)."""
 
 
-class TransactionTransport(Protocol):
-    """The transport calls a transactional producer needs on top of sending."""
-
-    @property
-    def broker_name(self) -> str:
-        """The broker's name."""
-        ...
-
-    def topic_queues(self, topic: str) -> list[MessageQueue]:
-        """The topic's queues."""
-        ...
-
-    def send(
-        self, producer_group: str, queue: MessageQueue, messages: Sequence[Message]
-    ) -> SendResult:
-        """SEND_MESSAGE_V2."""
-        ...
-
-    def heartbeat(self, hb: Heartbeat) -> None:
-        """HEART_BEAT."""
-        ...
+class TransactionTransport(Transport, Protocol):
+    """A :class:`~mqstore.client.transport.Transport` with the two calls a transactional
+    producer needs on top of sending."""
 
     def end_transaction(self, broker_name: str, header: EndTransaction) -> None:
         """END_TRANSACTION (37), oneway, to the master of ``broker_name``."""
@@ -150,7 +132,7 @@ class TransactionProducer:
         self.check = check
         self.client_id = client_id or f"{socket.gethostname()}@{os.getpid()}#tx{next(self._ids)}"
         self.heartbeat_interval_s = heartbeat_interval_s
-        self.producer = Producer(group, transport, **producer_options)  # type: ignore[arg-type]
+        self.producer = Producer(group, transport, **producer_options)
         self._checks: ThreadPoolExecutor | None = None
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
