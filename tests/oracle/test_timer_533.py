@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from mqstore.remoting.errors import TransportError
 from mqstore.timer import format as tf
 from mqstore.timer.files import TimerLog
 from tests.oracle.conftest import Side
-from tests.oracle.harness import JAVA_DIR, Fleet, create_topic
+from tests.oracle.harness import JAVA_DIR, Fleet, create_topic, route, wait_until
 
 SCENARIO = JAVA_DIR / "TimerScenario.java"
 TIMED = ("deliver2500", "delaysec2", "delayms1500")
@@ -36,13 +37,25 @@ def run(fleet: Fleet, ns: str, topic: str) -> tuple[list[str], dict[str, dict[st
     return answers, got
 
 
+def _created(broker: str, topic: str) -> bool:
+    try:
+        create_topic(broker, topic)
+    except (TransportError, AssertionError):
+        return False
+    return True
+
+
 @pytest.fixture(scope="module")
 def both(
     fleet: Fleet, mq_side: Side
 ) -> dict[str, tuple[list[str], dict[str, dict[str, str]], Path]]:
     real_ns, _broker, real_store = fleet.real533("broker-timer")
     mq = fleet.mq_broker("mq-timer", mq_side.ns)
-    create_topic(mq.address, "TTimerDiff")  # the real broker auto-creates it
+    create_topic(mq.address, "TTimerDiff")
+    # the topic and its route exist on the real side too before the scenario starts, so
+    # neither its producer nor its consumer waits for a route (a loaded machine is slow)
+    wait_until(lambda: _created(_broker.address, "TTimerDiff"), timeout_s=120, step_s=1)
+    wait_until(lambda: route(real_ns.address, "TTimerDiff") is not None, timeout_s=120, step_s=1)
     out = {"real": (*run(fleet, real_ns.address, "TTimerDiff"), real_store)}
     out["mqstore"] = (*run(fleet, mq_side.ns, "TTimerDiff"), mq.log.parent / "store")
     return out

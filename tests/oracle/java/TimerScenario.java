@@ -34,11 +34,13 @@ public class TimerScenario {
         DefaultMQProducer p = new DefaultMQProducer("P_" + topic);
         p.setNamesrvAddr(ns); p.setVipChannelEnabled(false); p.setRetryTimesWhenSendFailed(0);
         p.setSendMsgTimeout(15000);  // a loaded 2-core machine
+        p.setMqClientApiTimeout(15000);
         p.start();
         Map<String, Long> due = new ConcurrentHashMap<>();
         CountDownLatch all = new CountDownLatch(6);
         DefaultMQPushConsumer c = new DefaultMQPushConsumer("G_" + topic);
         c.setNamesrvAddr(ns); c.setVipChannelEnabled(false);
+        c.setMqClientApiTimeout(15000);  // a route lookup that times out fails start()
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET); c.subscribe(topic, "*");
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
