@@ -218,15 +218,16 @@ class Fleet:
 
     # ----------------------------------------------------------- the real 5.3.3
 
-    def real533(self, name: str, *conf: str) -> tuple[Proc, Proc, Path]:
+    def real533(self, name: str, *conf: str, store: Path | None = None) -> tuple[Proc, Proc, Path]:
         """A real 5.3.3 name server and master broker ``name`` (``conf``: extra
-        ``key=value`` lines, see its ``bin/mkconf``); (name server, broker, store dir)."""
+        ``key=value`` lines, see its ``bin/mkconf``) on ``store`` (default: a new folder);
+        (name server, broker, store dir)."""
         oracle = require_oracle_533()
         d, ns_port, port = self._dir(f"real533-{name}"), free_port(), broker_port()
         ns = self._started(Proc("real 5.3.3 namesrv", [str(oracle / "bin" / "namesrv"),
                                 str(ns_port), str(d / "ns")], d / "ns.log", "boot success",
                                 address=f"127.0.0.1:{ns_port}", env=_java_env(d / "ns-home")))  # fmt: skip
-        conf_file, store = d / "broker.conf", d / "store"
+        conf_file, store = d / "broker.conf", store or d / "store"
         subprocess.run([str(oracle / "bin" / "mkconf"), str(conf_file), name, str(port),
                         str(store), ns.address, *conf], check=True, capture_output=True,
                        timeout=30)  # fmt: skip

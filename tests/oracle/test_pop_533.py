@@ -6,8 +6,6 @@ CHANGE_MESSAGE_INVISIBLETIME frames go to it and to ``mqstore broker``, and the 
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +16,7 @@ from mqstore.client.remoting_client import RemotingClient
 from mqstore.remoting.codec import RemotingCommand
 from tests.conftest import SHARED
 from tests.oracle.conftest import Side
-from tests.oracle.harness import Fleet, Proc, _java_env, broker_port, free_port
+from tests.oracle.harness import Fleet
 
 ORACLE_533 = SHARED / "oracles" / "rocketmq-5.3.3"
 SEND_MESSAGE, POP_MESSAGE, CHANGE_INVISIBLE = 10, 200050, 200053
@@ -27,25 +25,9 @@ INVISIBLE_TIMES = ["-100000", "0", str(2**63 - 1), str(10**20)]
 
 
 @pytest.fixture(scope="module")
-def real533(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> str:
+def real533(fleet: Fleet) -> str:
     """A real 5.3.3 name server and broker; the broker's address."""
-    if shutil.which("java") is None or not (ORACLE_533 / "bin" / "broker").is_file():
-        pytest.skip(f"java or the RocketMQ 5.3.3 oracle ({ORACLE_533}) is missing")
-    d = tmp_path_factory.mktemp("rmq533")
-    ns_port, port = free_port(), broker_port()
-    ns = Proc("real 5.3.3 namesrv", [str(ORACLE_533 / "bin" / "namesrv"), str(ns_port),
-              str(d / "ns")], d / "ns.log", "boot success", address=f"127.0.0.1:{ns_port}",
-              env=_java_env(d / "ns-home"))  # fmt: skip
-    fleet.procs.append(ns)
-    ns.start()
-    conf = d / "broker.conf"
-    subprocess.run([str(ORACLE_533 / "bin" / "mkconf"), str(conf), "broker-a", str(port),
-                    str(d / "store"), ns.address], check=True, capture_output=True, timeout=30)  # fmt: skip
-    broker = Proc("real 5.3.3 broker", [str(ORACLE_533 / "bin" / "broker"), str(conf),
-                  str(d / "b")], d / "broker.log", "boot success", address=f"127.0.0.1:{port}",
-                  env=_java_env(d / "b-home"))  # fmt: skip
-    fleet.procs.append(broker)
-    broker.start()
+    _ns, broker, _store = fleet.real533("broker-a")
     return broker.address
 
 

@@ -12,8 +12,6 @@ transactionCheckInterval 3 s. Skipped without Java or the oracles.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
@@ -28,7 +26,7 @@ from mqstore.transaction import HALF_TOPIC, OP_TOPIC
 from tests.conftest import SHARED
 from tests.helpers import cli_process
 from tests.oracle.conftest import Side
-from tests.oracle.harness import Fleet, Proc, _java_env, broker_port, create_topic, free_port
+from tests.oracle.harness import Fleet, create_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -91,32 +89,16 @@ def mq5(fleet: Fleet) -> Side:
     return Side("mqstore", ns, (fleet.mq_broker("mq-tx5", ns.address, *MQ_FLAGS),))
 
 
-def _start_533(fleet: Fleet, d: Path, store: Path) -> Side:
-    """A real 5.3.3 name server and broker (``bin/mkconf``'s small files) on ``store``."""
-    if shutil.which("java") is None or not (ORACLE_533 / "bin" / "broker").is_file():
-        pytest.skip(f"java or the RocketMQ 5.3.3 oracle ({ORACLE_533}) is missing")
-    ns_port, port = free_port(), broker_port()
-    ns = Proc("real 5.3.3 namesrv", [str(ORACLE_533 / "bin" / "namesrv"), str(ns_port),
-              str(d / "ns")], d / "ns.log", "boot success", address=f"127.0.0.1:{ns_port}",
-              env=_java_env(d / "ns-home"))  # fmt: skip
-    fleet.procs.append(ns)
-    ns.start()
-    conf = d / "broker.conf"
-    subprocess.run([str(ORACLE_533 / "bin" / "mkconf"), str(conf), "broker-a", str(port),
-                    str(store), ns.address, *REAL_CONF], check=True,
-                   capture_output=True, timeout=30)  # fmt: skip
-    broker = Proc("real 5.3.3 broker", [str(ORACLE_533 / "bin" / "broker"), str(conf),
-                  str(d / "b")], store.parent / "broker.log", "boot success",
-                  address=f"127.0.0.1:{port}", env=_java_env(d / "b-home"))  # fmt: skip
-    fleet.procs.append(broker)
-    broker.start()
+def _start_533(fleet: Fleet, store: Path | None = None) -> Side:
+    """A real 5.3.3 name server and broker (``bin/mkconf``'s small files) on ``store``
+    (default: ``store`` beside the broker's log, where :func:`_run` reads it)."""
+    ns, broker, _ = fleet.real533("broker-a", *REAL_CONF, store=store)
     return Side("real 5.3.3", ns, (broker,))
 
 
 @pytest.fixture(scope="module")
-def real533(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Side:
-    d = tmp_path_factory.mktemp("rmq533tx")
-    return _start_533(fleet, d, d / "b" / "store")
+def real533(fleet: Fleet) -> Side:
+    return _start_533(fleet)
 
 
 def _checked(line: str) -> dict[str, list[int]]:
@@ -215,7 +197,7 @@ def test_real_533_takes_over_an_mqstore_store_with_open_transactions(
     message and the open one its producer commits."""
     store = tmp_path / "b" / "store"
     _leave_open_transactions(store)
-    side = _start_533(fleet, tmp_path, store)
+    side = _start_533(fleet, store)
     ran = fleet.java("TxTakeover", side.ns, "TAKE", "P_take", WAIT_MS, timeout_s=150)
     assert ran.code == 0, ran.err[-2000:]
     assert ran.lines("consumed ") == ["consumed commit-1,open-commit"]
