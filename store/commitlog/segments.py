@@ -295,9 +295,21 @@ class Segments:
         return self.flushed_where > before
 
     def flush_all(self) -> None:
-        """Flush until everything written is durable (shutdown, thorough flush)."""
+        """Flush until everything written is durable (shutdown, thorough flush), and
+        take the last record's store time as the flushed one: the checkpoint's
+        physicMsgTimestamp must cover every record once all are synced, also when the
+        periodic flushes (``least_pages`` > 0, which leave the time alone) had already
+        synced the last bytes, or recovery would take the records after a missing or
+        damaged range for a torn tail."""
         while self.flushed_where < self.max_offset and self.flush(0):
             pass
+        # The time first, the end second: a put between them moves the end past what was
+        # flushed, and its time is then not taken.
+        ts = next(
+            (f.last_store_timestamp for f in reversed(self.files) if f.last_store_timestamp), 0
+        )
+        if ts > self.flushed_store_timestamp and self.flushed_where >= self.max_offset:
+            self.flushed_store_timestamp = ts
 
     # --------------------------------------------------------------- truncation
 

@@ -157,3 +157,33 @@ def test_delete_expired_keeps_last_segment(tmp_path: Path):
     assert segs.names() == [offset_to_name(SIZE)]
     assert segs.min_offset == SIZE
     segs.close()
+
+
+def test_a_full_flush_records_the_last_store_time_though_a_periodic_flush_synced_it(
+    tmp_path: Path,
+):
+    """The periodic flush (least pages > 0) syncs the bytes but leaves the flushed store
+    time alone; the shutdown's flush, finding nothing left to sync, must still record
+    it, or recovery would judge later records not durable."""
+    segs = Segments(tmp_path, SIZE)
+    mf = segs.last_for_write(0)
+    mf.wrote_position = 2 * 4096
+    mf.last_store_timestamp = 1_700_000_000_123
+    assert segs.flush(1)
+    assert segs.flushed_store_timestamp == 0
+    segs.flush_all()
+    assert segs.flushed_store_timestamp == 1_700_000_000_123
+    segs.close()
+
+
+def test_a_full_flush_does_not_take_the_time_of_bytes_it_did_not_sync(tmp_path: Path):
+    segs = Segments(tmp_path, SIZE)
+    mf = segs.last_for_write(0)
+    mf.wrote_position = 4096
+    mf.last_store_timestamp = 5
+    segs.flush_all()
+    mf.wrote_position = 8192  # a put after the flush: its time is not flushed
+    mf.last_store_timestamp = 9
+    assert segs.flushed_where < segs.max_offset
+    assert segs.flushed_store_timestamp == 5
+    segs.close()
