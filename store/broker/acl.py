@@ -387,6 +387,20 @@ def _heartbeat(ext: Mapping[str, str], body: bytes) -> Need:
     return need
 
 
+def _check_client_config(ext: Mapping[str, str], body: bytes) -> Need:
+    """CHECK_CLIENT_CONFIG: SUB on the body's ``group`` and its subscription's topic (a
+    consumer checks its own filter before it starts; it must be one of that group's)."""
+    j = _json(body)
+    group = j.get("group")
+    if not group:
+        raise AclDenied("the client config check names no group")
+    need: Need = {retry_topic(str(group)): Perm.SUB}
+    sub = j.get("subscriptionData")
+    if isinstance(sub, dict) and sub.get("topic"):
+        need.setdefault(str(sub["topic"]), Perm.SUB)
+    return need
+
+
 def _lock(ext: Mapping[str, str], body: bytes) -> Need:
     group = _json(body).get("consumerGroup")
     if not group:
@@ -438,6 +452,7 @@ PERMISSIONS: Mapping[int, Rule] = {
     _Q.QUERY_CONSUMER_OFFSET: Rule(sub_topic_and_group),
     _Q.UPDATE_CONSUMER_OFFSET: Rule(sub_topic_and_group),
     _Q.HEART_BEAT: Rule(_heartbeat),
+    _Q.CHECK_CLIENT_CONFIG: Rule(_check_client_config),
     _Q.UNREGISTER_CLIENT: Rule(_unregister),
     _Q.GET_CONSUMER_LIST_BY_GROUP: Rule(sub_group("consumerGroup")),
     _Q.LOCK_BATCH_MQ: Rule(_lock),
