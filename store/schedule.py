@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqstore.commitlog import dispatch_rule as rule
 from mqstore.commitlog import format as fmt
 from mqstore.failures import FailureCounter
 from mqstore.message import (
@@ -129,8 +130,7 @@ def redirect(msg: Message, levels: DelayLevels) -> Message:
     Transactional PREPARED/ROLLBACK messages and messages without a delay are
     returned unchanged.
     """
-    tx = msg.sys_flag & fmt.TRANSACTION_MASK
-    if msg.delay_level <= 0 or tx not in (fmt.TRANSACTION_NOT_TYPE, fmt.TRANSACTION_COMMIT_TYPE):
+    if msg.delay_level <= 0 or not rule.gets_unit(msg.sys_flag):
         return msg
     level = min(msg.delay_level, levels.max_level)
     if level <= 0:

@@ -232,8 +232,6 @@ STATE_RULE_FACTS = {
     "mqstore.commitlog.dispatch_rule",  # the rule
     "mqstore.tools.spark.headercheck",  # header fields per transaction type (not the rule)
     "mqstore.transaction",  # sets the types of the records it writes (not the rule)
-    "mqstore.commitlog.commitlog",  # still open (issue 34): queue offsets by type
-    "mqstore.schedule",  # still open (issue 34): which sends wait for a level
 }
 
 
