@@ -37,12 +37,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqstore.broker.broker_pop import BrokerPop
 from mqstore.broker.connections import ConnectionTable
 from mqstore.broker.consumers import ClientChannel, ConsumerManager
 from mqstore.broker.hold import PullHoldService
 from mqstore.broker.locks import RebalanceLockManager
 from mqstore.broker.offsets import ConsumerOffsetManager
-from mqstore.broker.pop_processors import close_broker_pop
 from mqstore.broker.pulls import PullCallback, PullOutcome, PullRequest, response_code
 from mqstore.broker.queries import BrokerQueries
 from mqstore.broker.sendback import (
@@ -182,7 +182,24 @@ class BrokerCore:
         self.queries = BrokerQueries(store, self.offsets, memory_limit)
         self._started = False
         self._lock = threading.Lock()
+        self._pop: BrokerPop | None = None
+        self._pop_lock = threading.Lock()
         self._learn_store_topics()
+
+    @property
+    def pop(self) -> BrokerPop:
+        """The POP service (``mqstore.broker.broker_pop``), started on first use: a broker
+        whose clients never pop runs no revive thread."""
+        pop = self._pop
+        if pop is None:
+            with self._pop_lock:
+                pop = self._pop
+                if pop is None:
+                    cfg = self.config
+                    pop = self._pop = BrokerPop(
+                        self.store, cfg.broker_name, self.topics, self.groups, self.offsets
+                    )
+        return pop
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -225,7 +242,10 @@ class BrokerCore:
         Raises:
             OSError: persisting failed (the threads are stopped anyway).
         """
-        close_broker_pop(self)  # POP writes to the store: stop it first
+        with self._pop_lock:  # POP writes to the store: stop it first
+            pop, self._pop = self._pop, None
+        if pop is not None:
+            pop.close()
         with self._lock:
             started, self._started = self._started, False
         if started:

@@ -38,8 +38,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from mqstore.broker.wire import BadRequestError, ext_int, ext_str
 from mqstore.consumequeue.dispatch import Arrival
@@ -47,9 +46,6 @@ from mqstore.failures import FailureCounter
 from mqstore.pop.records import pop_retry_topic
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
-
-if TYPE_CHECKING:
-    from mqstore.broker.context import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -222,18 +218,16 @@ def _poll_ms(cmd: RemotingCommand) -> int:
     return max(0, min(ext_int(cmd.ext_fields, "pollTime", 0), MAX_POLL_MS))
 
 
-def _suspend(
-    ctx: RequestContext,
+def suspend(
+    polling: PopPolling,
     cmd: RemotingCommand,
     respond: Respond,
     attempt: Callable[[], RemotingCommand],
     found: Callable[[RemotingCommand], bool],
     fifo: bool,
 ) -> None:
-    """Run ``attempt`` now and after each wake-up until ``found`` its answer or the
-    request's poll time is over; answer through ``respond`` once."""
-    from mqstore.broker.pop_processors import broker_pop
-
+    """Run ``attempt`` now and after each wake-up (held in ``polling``) until ``found``
+    its answer or the request's poll time is over; answer through ``respond`` once."""
     ext = cmd.ext_fields
     try:
         topic, group = ext_str(ext, "topic"), ext_str(ext, "consumerGroup")
@@ -242,7 +236,6 @@ def _suspend(
     except BadRequestError as e:
         respond(cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e)))
         return
-    polling = broker_pop(ctx.core).polling
     topics = (topic, pop_retry_topic(topic, group))
 
     last: list[RemotingCommand] = []
@@ -272,29 +265,3 @@ def _suspend(
             respond(resp)
 
     run()
-
-
-def suspend_pop(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) -> None:
-    """POP_MESSAGE (200050), long polling without holding a thread (module docstring)."""
-    from mqstore.broker.pop_processors import process_pop
-
-    once = replace(cmd, ext_fields={**cmd.ext_fields, "pollTime": "0"})
-    fifo = cmd.ext_fields.get("order", "false") == "true"
-    _suspend(ctx, cmd, respond, lambda: process_pop(ctx, once),
-             lambda r: r.code != ResponseCode.PULL_NOT_FOUND, fifo)  # fmt: skip
-
-
-def suspend_notification(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) -> None:
-    """NOTIFICATION (200054): ``hasMsg`` as soon as a message may be popped."""
-    from mqstore.broker.pop_processors import process_notification
-
-    once = replace(cmd, ext_fields={**cmd.ext_fields, "pollTime": "0"})
-    _suspend(ctx, cmd, respond, lambda: process_notification(ctx, once),
-             lambda r: r.ext_fields.get("hasMsg") != "false", True)  # fmt: skip
-
-
-SUSPENDING: dict[int, Callable[[RequestContext, RemotingCommand, Respond], None]] = {
-    200050: suspend_pop,
-    200054: suspend_notification,
-}
-"""The request codes the server runs with a ``respond`` callback instead of a return."""

@@ -32,28 +32,27 @@ request that finds nothing without holding a thread; the processors here, called
 from __future__ import annotations
 
 import enum
-import threading
-import weakref
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from mqstore.broker.context import Processor, RequestContext
 from mqstore.broker.names import RETRY_GROUP_TOPIC_PREFIX
-from mqstore.broker.pop_assignment import RequestMode, RequestModeTable, assign
-from mqstore.broker.pop_polling import MAX_POLL_MS, PopPolling
+from mqstore.broker.pop_assignment import RequestMode, assign
+from mqstore.broker.pop_polling import MAX_POLL_MS, Respond, suspend
 from mqstore.broker.wire import BadRequestError, ext_int, ext_str
 from mqstore.consumequeue.filter import TAG, parse_subscription
 from mqstore.errors import InvalidReceiptHandleError
 from mqstore.pop import wire as pop_wire
 from mqstore.pop.records import MAX_BATCH
-from mqstore.pop.service import AckStatus, PopConfig, PopService
+from mqstore.pop.service import AckStatus, PopService
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.fastjson import dumps, loads
 from mqstore.sql92 import SqlParseError
 
 if TYPE_CHECKING:
+    from mqstore.broker.broker_pop import BrokerPop
     from mqstore.broker.core import BrokerCore
 
 
@@ -70,64 +69,9 @@ class PopCode(enum.IntEnum):
     BATCH_ACK_MESSAGE = 200151
 
 
-class BrokerPop:
-    """The broker's POP service: a :class:`PopService` over the core's store, with the
-    topics' queue counts from the topic table, each group's ``retryMaxTimes`` + 1
-    as its maximum of delivery attempts, and the consumer offset table as the position
-    pops and pulls of a group share."""
-
-    def __init__(self, core: BrokerCore) -> None:
-        self.core = core
-        cfg = core.config
-        self.service = PopService(
-            core.store, PopConfig(broker_name=cfg.broker_name),
-            queue_ids=self._queue_ids, max_attempts=self._max_attempts,
-            shared_offsets=core.offsets,
-        )  # fmt: skip
-        self.modes = RequestModeTable(Path(core.store.root) / "config" / "messageRequestMode.json")
-        self.service.start()
-        self.polling = PopPolling()
-        """The suspended POP_MESSAGE / NOTIFICATION requests (long polling)."""
-        core.store.add_arrival_listener(self.polling.on_arrival)
-
-    def _queue_ids(self, topic: str) -> Sequence[int]:
-        tc = self.core.topics.get(topic)
-        if tc is not None:
-            return range(tc.read_queue_nums)
-        return self.core.store.queues.queue_ids(topic)
-
-    def _max_attempts(self, group: str) -> int:
-        g = self.core.groups.find(group)
-        return (g.retry_max_times if g is not None else 16) + 1
-
-    def close(self) -> None:
-        """Answer the held requests, stop the revive thread and save the POP state."""
-        self.core.store.remove_arrival_listener(self.polling.on_arrival)
-        self.polling.stop()
-        self.service.stop()
-
-
-_pops: weakref.WeakKeyDictionary[BrokerCore, BrokerPop] = weakref.WeakKeyDictionary()
-_pops_lock = threading.Lock()
-
-
 def broker_pop(core: BrokerCore) -> BrokerPop:
-    """The POP service of ``core``, started on first use."""
-    pop = _pops.get(core)
-    if pop is None:
-        with _pops_lock:
-            pop = _pops.get(core)
-            if pop is None:
-                pop = _pops[core] = BrokerPop(core)
-    return pop
-
-
-def close_broker_pop(core: BrokerCore) -> None:
-    """Stop ``core``'s POP service if it was started (call before closing the store)."""
-    with _pops_lock:
-        pop = _pops.pop(core, None)
-    if pop is not None:
-        pop.close()
+    """The POP service of ``core``, started on first use (``BrokerCore.pop``)."""
+    return core.pop
 
 
 def _service(ctx: RequestContext) -> PopService:
@@ -309,3 +253,25 @@ POP_PROCESSORS: dict[int, Processor] = {
     PopCode.SET_MESSAGE_REQUEST_MODE: process_set_request_mode,
 }
 """Merged into the broker's processor table (``mqstore.broker.processors``)."""
+
+
+def suspend_pop(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) -> None:
+    """POP_MESSAGE (200050), long polling without holding a thread (module docstring)."""
+    once = replace(cmd, ext_fields={**cmd.ext_fields, "pollTime": "0"})
+    fifo = cmd.ext_fields.get("order", "false") == "true"
+    suspend(ctx.core.pop.polling, cmd, respond, lambda: process_pop(ctx, once),
+             lambda r: r.code != ResponseCode.PULL_NOT_FOUND, fifo)  # fmt: skip
+
+
+def suspend_notification(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) -> None:
+    """NOTIFICATION (200054): ``hasMsg`` as soon as a message may be popped."""
+    once = replace(cmd, ext_fields={**cmd.ext_fields, "pollTime": "0"})
+    suspend(ctx.core.pop.polling, cmd, respond, lambda: process_notification(ctx, once),
+             lambda r: r.ext_fields.get("hasMsg") != "false", True)  # fmt: skip
+
+
+SUSPENDING: dict[int, Callable[[RequestContext, RemotingCommand, Respond], None]] = {
+    200050: suspend_pop,
+    200054: suspend_notification,
+}
+"""The request codes the server runs with a ``respond`` callback instead of a return."""

@@ -86,7 +86,7 @@ from typing import TypeVar, cast
 from mqstore.broker.acl import AccessControl, AclDenied, publish_refusal, read_refusal
 from mqstore.broker.context import RequestContext
 from mqstore.broker.core import BrokerCore
-from mqstore.broker.pop_polling import SUSPENDING
+from mqstore.broker.pop_processors import SUSPENDING
 from mqstore.broker.processors import Records, process, process_pull
 from mqstore.closeable import Stoppable
 from mqstore.config import BrokerRole, FlushDiskType

@@ -180,14 +180,6 @@ def module_graph(sources: dict[str, Path]) -> dict[str, set[str]]:
     return graph
 
 
-KNOWN_MODULE_CYCLES: list[set[str]] = [
-    {"mqstore.broker.context", "mqstore.broker.core", "mqstore.broker.pop_polling",
-     "mqstore.broker.pop_processors"},
-]  # fmt: skip
-"""The module circles still open (issue 34): a ratchet. A circle may shrink or go (then
-delete it here); a new one, or one that grows, fails the test below."""
-
-
 def _core(sources: dict[str, Path]) -> dict[str, Path]:
     """The package's ``__init__``, its top-level modules and the core subpackages."""
     return {
@@ -216,11 +208,10 @@ def test_no_import_cycle_between_packages() -> None:
     assert cycles(graph) == []
 
 
-def test_no_new_module_circle_counting_type_checking_and_lazy_imports() -> None:
+def test_no_module_circle_counting_type_checking_and_lazy_imports() -> None:
     graph = module_graph(_sources())
     assert "mqstore.tools.spark.reader" in graph
-    grown = [c for c in cycles(graph) if not any(set(c) <= known for known in KNOWN_MODULE_CYCLES)]
-    assert grown == []
+    assert cycles(graph) == []
 
 
 RULE_NAMES = ("TRANSACTION_NOT_TYPE", "TRANSACTION_COMMIT_TYPE", "TRANSACTION_PREPARED_TYPE",
