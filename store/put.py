@@ -31,7 +31,7 @@ from mqstore.ha.service import ReplicaWait
 from mqstore.message import Message, hex4_table
 from mqstore.put_frame import MAX_RECORD_SLACK, MessageFramer, Refusal
 from mqstore.status import PutStatus
-from mqstore.timer.transform import TimerRules, TimerVerdict
+from mqstore.timer.transform import TIMER_REQUESTS, TimerRules, TimerVerdict
 
 _PUT_OK = PutStatus.PUT_OK
 
@@ -123,7 +123,8 @@ class PutWriter:
             bad = self._unavailable()
             if bad is not None:
                 return bad
-        if msg.properties and self.timer is not None:  # rmq_sys_wheel_timer (store.timer)
+        props = msg.properties  # a timer message goes to rmq_sys_wheel_timer (store.timer)
+        if props and self.timer is not None and not TIMER_REQUESTS.isdisjoint(props):
             timed = self.timer.apply(msg)
             if isinstance(timed, TimerVerdict):
                 return PutResult(PutStatus(timed.value), error=self.timer.remark(timed))

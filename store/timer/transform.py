@@ -47,6 +47,9 @@ TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
 TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
 TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
+TIMER_REQUESTS: Final = frozenset((TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS))
+"""The properties that ask for a delivery time: a message with none of them is never
+changed by :func:`to_timer` (the put path tests this first, in C)."""
 TIMER_OUT_MS: Final = "TIMER_OUT_MS"
 TIMER_ENQUEUE_MS: Final = "TIMER_ENQUEUE_MS"
 TIMER_DEQUEUE_MS: Final = "TIMER_DEQUEUE_MS"
