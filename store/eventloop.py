@@ -1,4 +1,5 @@
-"""The event loop the network servers run on: uvloop when installed, else asyncio's.
+"""The event loop the broker's server runs on: uvloop when installed, else asyncio's
+(the name server keeps the standard loop: ``mqstore.namesrv.server``).
 
 A broker request that does little work (an ASYNC_FLUSH put, a pull, an offset lookup)
 spends most of its CPU in the event loop: reading the socket, polling, and writing the
