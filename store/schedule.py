@@ -168,11 +168,18 @@ def time_up(rec: fmt.MessageRecord) -> Message | None:
     props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
     for name in _TIMER_PROPERTIES:
         props.pop(name, None)
+    return redelivery(rec, topic, int(qid), props)
+
+
+def redelivery(rec: fmt.MessageRecord, topic: str, queue_id: int, props: dict[str, str]) -> Message:
+    """The message that puts a held record (delayed or timed) into ``topic``/``queue_id``
+    with ``props``: body, flag, born time and host, reconsume times and sys flag kept,
+    not waiting for the store (the schedule and timer services re-put, no client waits)."""
     return Message(
         topic=topic,
         body=rec.body,
         properties=props,
-        queue_id=int(qid),
+        queue_id=queue_id,
         flag=rec.flag,
         wait_store_msg_ok=False,
         born_timestamp=rec.born_timestamp,

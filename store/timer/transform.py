@@ -41,6 +41,7 @@ from typing import Final
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.dispatch_rule import gets_unit
 from mqstore.message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, Message
+from mqstore.schedule import redelivery
 
 TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 """``TimerMessageStore.TIMER_TOPIC`` (``rmq_sys_`` + ``wheel_timer``), one queue."""
@@ -177,18 +178,7 @@ def due_message(
         if not topic or not qid.isdigit():
             return None
         queue_id = int(qid)
-    return Message(
-        topic=topic,
-        body=rec.body,
-        properties=props,
-        queue_id=queue_id,
-        flag=rec.flag,
-        wait_store_msg_ok=False,
-        born_timestamp=rec.born_timestamp,
-        born_host=rec.born_host,
-        reconsume_times=rec.reconsume_times,
-        sys_flag=rec.sys_flag,
-    )
+    return redelivery(rec, topic, queue_id, props)
 
 
 DeliveryKey = tuple[str, str, int]
