@@ -41,8 +41,10 @@ NOTIFICATION, QUERY_ASSIGNMENT and SET_MESSAGE_REQUEST_MODE SUB topic and group.
 (docs/acl.md §5): QUERY_CONSUMER_OFFSET and LITE_PULL SUB topic and group,
 LOCK/UNLOCK_BATCH_MQ SUB their group, a missing naming field is refused (upstream skips
 a null resource), the table dumps and offset resets are admin-only, and a code with no
-row is admin-only. VIEW_MESSAGE_BY_ID and CONSUMER_SEND_MSG_BACK name a record by
-offset: their processors refuse a record whose topic the account may not SUB
+row is admin-only. Metadata reads of a topic or group need ANY on it (5.x's GET,
+:func:`get_of`), broker-wide statistics admin. VIEW_MESSAGE_BY_ID, QUERY_MESSAGE and
+CONSUMER_SEND_MSG_BACK read records the request does not name by topic and group:
+their processors refuse a record the account may not read (:func:`record_need`)
 (:func:`read_refusal`), so no code reads a topic the account may not read.
 
 Rule 5 (remarks). A permission failure names the resource as upstream's ``printStr``
@@ -315,6 +317,30 @@ def pub_topic(name: str) -> Resources:
     return need
 
 
+def get_of(
+    *, topic: str | None = None, group: str | None = None, optional: tuple[str, ...] = ()
+) -> Resources:
+    """A read of a topic's or a group's metadata (offsets, statistics, connections):
+    ANY (PUB or SUB) on the topic in header field ``topic`` and on the group in header
+    field ``group``. RocketMQ 5.x checks its GET action on the resources the request
+    header names (``@RocketMQAction(action = GET)``, ``@RocketMQResource``); plain ACL
+    has no GET, and a producer (PUB) or a consumer (SUB) of a topic both read its
+    offsets. A field named in ``optional`` may be absent and then names nothing (5.x
+    skips a null resource); any other missing field is refused."""
+
+    def need(ext: Mapping[str, str], body: bytes) -> Need:
+        out: Need = {}
+        for name, is_group in ((group, True), (topic, False)):
+            if name is None:
+                continue
+            value = ext.get(name) if name in optional else _field(ext, name)
+            if value:
+                out.setdefault(retry_topic(value) if is_group else value, Perm.ANY)
+        return out
+
+    return need
+
+
 def _end_transaction(ext: Mapping[str, str], body: bytes) -> Need:
     """END_TRANSACTION: PUB on the header's ``topic`` when it names one (the 4.9.8 and
     5.3.3 Java producers leave it out); the processor checks PUB on the half record's
@@ -334,6 +360,43 @@ def sub_topic(name: str = "topic") -> Resources:
 
 
 DLQ_PREFIX = "%DLQ%"
+
+
+def read_topic(name: str = "topic") -> Resources:
+    """A read of records of the topic in header field ``name`` by a request that names
+    no group (QUERY_MESSAGE): SUB on the topic, and on the group ``g`` of a dead-letter
+    topic ``%DLQ%g`` (a retry topic ``%RETRY%g`` is checked as its group already). The
+    processor then checks each record it returns (:func:`record_need`)."""
+
+    def need(ext: Mapping[str, str], body: bytes) -> Need:
+        topic = _field(ext, name)
+        return record_need(topic, None)
+
+    return need
+
+
+def record_need(topic: str, origin: str | None) -> Need:
+    """What reading one record of ``topic`` needs, for a request that names no group
+    (QUERY_MESSAGE, VIEW_MESSAGE_BY_ID, the source of CONSUMER_SEND_MSG_BACK): SUB on
+    ``topic``, a retry topic being checked as its group (Rule 3).
+
+    A retry or dead-letter topic holds copies of other topics' records; ``origin`` is
+    the copy's ``RETRY_TOPIC`` property, the topic it was copied from. Such a copy also
+    needs SUB on ``origin``, and on the group whose copy it is: ``g`` of a dead-letter
+    topic ``%DLQ%g``, and of a POP retry topic ``%RETRY%g_<origin>`` /
+    ``%RETRY%g+<origin>``, whose name would otherwise be checked as a group
+    ``g_<origin>`` that nobody is denied."""
+    need = {topic: Perm.SUB}
+    if topic.startswith(DLQ_PREFIX):
+        need[retry_topic(topic[len(DLQ_PREFIX) :])] = Perm.SUB
+    if origin and origin != topic and topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+        need.setdefault(origin, Perm.SUB)
+        if topic.startswith(RETRY_PREFIX):
+            for sep in ("_", "+"):
+                if topic.endswith(sep + origin) and len(topic) > len(RETRY_PREFIX + sep + origin):
+                    group = topic[len(RETRY_PREFIX) : -len(sep + origin)]
+                    need.setdefault(retry_topic(group), Perm.SUB)
+    return need
 
 
 def consumed(topic: str, group: str, *, own_pop_retry: bool = False) -> Need:
@@ -427,7 +490,7 @@ class Rule:
 
 
 SIGNED = Rule()
-"""Only a valid signature: reads of metadata (offsets, routes, statistics)."""
+"""Only a valid signature: reads that name no topic or group (broker config, routes)."""
 
 
 def admin_rule(*fields: str) -> Rule:
@@ -459,7 +522,7 @@ PERMISSIONS: Mapping[int, Rule] = {
     _Q.UNLOCK_BATCH_MQ: Rule(_lock),
     _Q.CONSUMER_SEND_MSG_BACK: Rule(sub_group("group"), reads_records=True),
     # --- reads of records
-    _Q.QUERY_MESSAGE: Rule(sub_topic("topic")),
+    _Q.QUERY_MESSAGE: Rule(read_topic("topic"), reads_records=True),
     _Q.VIEW_MESSAGE_BY_ID: Rule(reads_records=True),
     # --- POP (5.x): the group's and the topic's SUB, as a pull
     _Q.POP_MESSAGE: Rule(sub_topic_and_group),
@@ -470,23 +533,27 @@ PERMISSIONS: Mapping[int, Rule] = {
     _Q.BATCH_ACK_MESSAGE: Rule(body_topic_and_group),
     _Q.QUERY_ASSIGNMENT: Rule(body_topic_and_group),
     _Q.SET_MESSAGE_REQUEST_MODE: Rule(body_topic_and_group),
-    # --- metadata: the signature only
-    _Q.SEARCH_OFFSET_BY_TIMESTAMP: SIGNED,
-    _Q.GET_MAX_OFFSET: SIGNED,
-    _Q.GET_MIN_OFFSET: SIGNED,
-    _Q.GET_EARLIEST_MSG_STORETIME: SIGNED,
+    # --- metadata of a topic or group: GET in 5.x, ANY here (docs/acl.md §3)
+    _Q.SEARCH_OFFSET_BY_TIMESTAMP: Rule(get_of(topic="topic")),
+    _Q.GET_MAX_OFFSET: Rule(get_of(topic="topic")),
+    _Q.GET_MIN_OFFSET: Rule(get_of(topic="topic")),
+    _Q.GET_EARLIEST_MSG_STORETIME: Rule(get_of(topic="topic")),
+    _Q.GET_TOPIC_STATS_INFO: Rule(get_of(topic="topic")),
+    _Q.QUERY_TOPIC_CONSUME_BY_WHO: Rule(get_of(topic="topic")),
+    _Q.GET_CONSUMER_CONNECTION_LIST: Rule(get_of(group="consumerGroup")),
+    _Q.GET_PRODUCER_CONNECTION_LIST: Rule(get_of(group="producerGroup")),
+    _Q.GET_CONSUMER_RUNNING_INFO: Rule(get_of(group="consumerGroup")),  # relayed to the client
+    _Q.GET_CONSUME_STATS: Rule(get_of(group="consumerGroup", topic="topic", optional=("topic",))),
+    _Q.QUERY_CONSUME_QUEUE: Rule(
+        get_of(topic="topic", group="consumerGroup", optional=("consumerGroup",))
+    ),
+    # --- broker-wide statistics: GET on the cluster in 5.x; plain ACL's cluster right is admin
+    _Q.VIEW_BROKER_STATS_DATA: Rule(admin=True),
+    _Q.GET_BROKER_CONSUME_STATS: Rule(admin=True),
+    # --- no resource in 5.x either (no annotated header): the signature only
     _Q.GET_BROKER_RUNTIME_INFO: SIGNED,
     _Q.GET_BROKER_CONFIG: SIGNED,
-    _Q.GET_TOPIC_STATS_INFO: SIGNED,
-    _Q.GET_CONSUMER_CONNECTION_LIST: SIGNED,
-    _Q.GET_PRODUCER_CONNECTION_LIST: SIGNED,
-    _Q.GET_CONSUME_STATS: SIGNED,
-    _Q.QUERY_TOPIC_CONSUME_BY_WHO: SIGNED,
-    _Q.VIEW_BROKER_STATS_DATA: SIGNED,
-    _Q.GET_BROKER_CONSUME_STATS: SIGNED,
-    _Q.QUERY_CONSUME_QUEUE: SIGNED,
     305: SIGNED,  # GET_SYSTEM_TOPIC_LIST_FROM_BROKER (store.broker.admin_tables)
-    _Q.GET_CONSUMER_RUNNING_INFO: SIGNED,  # relayed to the client (store.broker.client_calls)
     # --- the built-in name server's reads (served on the broker port)
     _Q.GET_ROUTEINFO_BY_TOPIC: SIGNED,
     _Q.GET_BROKER_CLUSTER_INFO: SIGNED,
@@ -546,24 +613,24 @@ DEFAULT_TIMESTAMP_WINDOW_MS = 15 * 60 * 1000
 """How far a signed timestamp may be from the broker's clock (clock skew included)."""
 
 
-def read_refusal(account: Account | None, topic: str) -> str | None:
-    """Why ``account`` (None: white-listed) may not read records of ``topic``: the
-    remark of the refusal, or None when it holds SUB on it (a record of ``%RETRY%g`` is
-    the group's)."""
-    return _refusal(account, topic, Perm.SUB)
+def read_refusal(account: Account | None, topic: str, origin: str | None = None) -> str | None:
+    """Why ``account`` (None: white-listed) may not read a record of ``topic`` copied
+    from ``origin`` (its ``RETRY_TOPIC`` property, if any): the remark of the refusal,
+    or None when it holds what :func:`record_need` asks."""
+    return _refusal(account, record_need(topic, origin))
 
 
 def publish_refusal(account: Account | None, topic: str) -> str | None:
     """Why ``account`` (None: white-listed) may not publish to ``topic`` (PUB), or None:
     END_TRANSACTION's check of the half record's real topic."""
-    return _refusal(account, topic, Perm.PUB)
+    return _refusal(account, {topic: Perm.PUB})
 
 
-def _refusal(account: Account | None, topic: str, perm: Perm) -> str | None:
+def _refusal(account: Account | None, need: Need) -> str | None:
     if account is None:
         return None
     try:
-        AccessControl.authorize(account, {topic: perm})
+        AccessControl.authorize(account, need)
     except AclDenied as e:
         return str(e)
     return None

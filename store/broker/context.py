@@ -22,6 +22,10 @@ def _readable(topic: str) -> str | None:
     return None
 
 
+def _record_readable(topic: str, origin: str | None) -> str | None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """Who sent a request and where: the client's channel and address, our address."""
@@ -31,11 +35,13 @@ class RequestContext:
     peer: tuple[str, int]
     broker_addr: str
     serve_name_server: bool = True
-    read_refusal: Callable[[str], str | None] = _readable
-    """Why the request's sender may not read records of a topic, or None when it may.
-    With ACL the server sets it per request from the account that signed it
-    (``mqstore.broker.acl.read_refusal``); processors that pick records by offset
-    (VIEW_MESSAGE_BY_ID, CONSUMER_SEND_MSG_BACK) ask it for each record's topic."""
+    read_refusal: Callable[[str, str | None], str | None] = _record_readable
+    """Why the request's sender may not read a record of a topic (the first argument)
+    copied from a topic (the second: its ``RETRY_TOPIC`` property, or None), or None
+    when it may. With ACL the server sets it per request from the account that signed
+    it (``mqstore.broker.acl.read_refusal``); processors that return or copy records
+    the request does not name by topic and group (VIEW_MESSAGE_BY_ID, QUERY_MESSAGE,
+    CONSUMER_SEND_MSG_BACK) ask it for each record."""
     publish_refusal: Callable[[str], str | None] = _readable
     """Why the sender may not publish to a topic, or None when it may (ACL PUB, set as
     :attr:`read_refusal` is); END_TRANSACTION asks it for the half record's real topic."""

@@ -46,7 +46,8 @@ from mqstore.broker.wire import (
 from mqstore.consumequeue.filter import TAG, is_tag_type, parse_subscription
 from mqstore.consumequeue.search import BoundaryType
 from mqstore.errors import IllegalTopicError
-from mqstore.message import validate_topic
+from mqstore.message import PROPERTY_RETRY_TOPIC, validate_topic
+from mqstore.records import StoredMessage
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 from mqstore.remoting.fastjson import dumps
@@ -302,14 +303,22 @@ def process_view_message(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
     found = ctx.core.queries.record_at(ext_int(cmd.ext_fields, "offset"))
     if found is None:
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, "can not find message by the offset")
-    refusal = ctx.read_refusal(found[0])
+    refusal = _record_refusal(ctx, found[0])
     if refusal is not None:
         return cmd.make_response(ResponseCode.NO_PERMISSION, refusal)
     return _ok(cmd, body=found[1])
 
 
+def _record_refusal(ctx: RequestContext, msg: StoredMessage) -> str | None:
+    """Why the sender may not read ``msg`` (its topic, and the topic a retry or
+    dead-letter copy came from), or None."""
+    return ctx.read_refusal(msg.topic, msg.properties.get(PROPERTY_RETRY_TOPIC))
+
+
 def process_query_message(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    """QUERY_MESSAGE (12): by key/UNIQ_KEY; body = the matching raw records."""
+    """QUERY_MESSAGE (12): by key/UNIQ_KEY; body = the matching raw records, if the
+    sender may read each (``ctx.read_refusal``: a retry or dead-letter topic holds
+    copies of other topics' records; else NO_PERMISSION)."""
     ext = cmd.ext_fields
     core = ctx.core
     result = core.queries.query_message(
@@ -319,6 +328,10 @@ def process_query_message(ctx: RequestContext, cmd: RemotingCommand) -> Remoting
         ext_int(ext, "beginTimestamp", 0),
         ext_int(ext, "endTimestamp", (1 << 63) - 1),
     )
+    for m in result.messages:
+        refusal = _record_refusal(ctx, m)
+        if refusal is not None:
+            return cmd.make_response(ResponseCode.NO_PERMISSION, refusal)
     raws = [core.queries.raw_message_at(m.physical_offset) for m in result.messages]
     body = b"".join(r for r in raws if r)
     ext_out = {

@@ -88,16 +88,16 @@ class BrokerQueries:
         found = self.record_at(physical_offset)
         return None if found is None else found[1]
 
-    def record_at(self, physical_offset: int) -> tuple[str, bytes] | None:
-        """The topic and the stored bytes of the record at ``physical_offset``, None if
-        no valid record starts there."""
+    def record_at(self, physical_offset: int) -> tuple[StoredMessage, bytes] | None:
+        """The record at ``physical_offset`` and its stored bytes, None if no valid
+        record starts there."""
         msg = self.store.stored_message_at(physical_offset)
         mf = self.store.segments.find(physical_offset) if msg is not None else None
         if msg is None or mf is None:
             return None
         rel = physical_offset - mf.file_from_offset
         try:
-            return msg.topic, bytes(mf.view[rel : rel + msg.size])
+            return msg, bytes(mf.view[rel : rel + msg.size])
         except ValueError:  # the segment was unmapped meanwhile
             return None
 

@@ -29,7 +29,7 @@ from mqstore.broker.subscriptions import SubscriptionGroupManager
 from mqstore.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfigManager
 from mqstore.broker.traffic import TrafficStats
 from mqstore.errors import IllegalMessageError, IllegalTopicError
-from mqstore.message import Message, validate_topic
+from mqstore.message import PROPERTY_RETRY_TOPIC, Message, validate_topic
 from mqstore.message_store import MessageStore, PutResult
 from mqstore.property_format import PropertyFormat
 from mqstore.remoting.codes import ResponseCode
@@ -216,13 +216,14 @@ class MessageSender:
         origin_msg_id: str = "",
         max_reconsume_times: int | None = None,
         *,
-        read_refusal: Callable[[str], str | None] | None = None,
+        read_refusal: Callable[[str, str | None], str | None] | None = None,
     ) -> Reply:
         """CONSUMER_SEND_MSG_BACK: retry later or DLQ (rules in ``mqstore.broker.sendback``).
 
         The record is copied into the group's retry topic, which the sender then reads:
-        ``read_refusal(topic)`` (ACL) tells why the sender may not read the record's
-        topic, and such a record is NO_PERMISSION.
+        ``read_refusal(topic, origin)`` (ACL) tells why the sender may not read the
+        record (its topic, and the ``RETRY_TOPIC`` it was copied from), and such a
+        record is NO_PERMISSION.
 
         A group name that :func:`~mqstore.broker.names.validate_group` refuses is
         SUBSCRIPTION_GROUP_NOT_EXIST: no such group can exist, and its retry topic
@@ -243,7 +244,11 @@ class MessageSender:
             return Reply(
                 ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {physical_offset}"
             )
-        refusal = read_refusal(original.topic) if read_refusal is not None else None
+        refusal = (
+            None
+            if read_refusal is None
+            else read_refusal(original.topic, original.properties.get(PROPERTY_RETRY_TOPIC))
+        )
         if refusal is not None:
             return Reply(ResponseCode.NO_PERMISSION, refusal)
         limit = sub.retry_max_times if max_reconsume_times is None else max_reconsume_times

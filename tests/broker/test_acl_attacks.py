@@ -139,6 +139,37 @@ def _lock(code: int) -> Callable[[Scene], RemotingCommand]:
     return build
 
 
+def _copy_in(topic: str) -> Callable[[Scene], int]:
+    """Put a redelivery copy of a secret record into ``topic`` (as the POP reviver or a
+    send-back writes it: ``RETRY_TOPIC`` names SecretT); its physical offset."""
+
+    def put(s: Scene) -> int:
+        s.core.topics.learn(topic, 1)
+        copy = Message(topic, SECRET + b"copy", keys=["k1"], queue_id=0,
+                       properties={"RETRY_TOPIC": "SecretT"})  # fmt: skip
+        result = s.core.store.put_message(copy)
+        assert result.status.ok and s.core.store.wait_dispatched(10)
+        return result.physical_offset
+
+    return put
+
+
+def _query_copy(topic: str) -> Callable[[Scene], RemotingCommand]:
+    """QUERY_MESSAGE by key on ``topic``, which holds a copy of a secret record."""
+
+    def build(s: Scene) -> RemotingCommand:
+        _copy_in(topic)(s)
+        return _cmd(Rq.QUERY_MESSAGE, {"topic": topic, "key": "k1", "maxNum": "32",
+                                       "beginTimestamp": "0", "endTimestamp": str(2**62)})  # fmt: skip
+
+    return build
+
+
+def _view_copy(topic: str) -> Callable[[Scene], RemotingCommand]:
+    """VIEW_MESSAGE_BY_ID of a copy of a secret record in ``topic``."""
+    return lambda s: _cmd(Rq.VIEW_MESSAGE_BY_ID, {"offset": str(_copy_in(topic)(s))})
+
+
 def _batch_ack(group: str, topic: str) -> Callable[[Scene], RemotingCommand]:
     def build(s: Scene) -> RemotingCommand:
         body = {"consumerGroup": group, "topic": topic, "extraInfoList": list(s.handles)}
@@ -177,6 +208,16 @@ CASES: list[tuple[int, str, Callable[[Scene], RemotingCommand], str]] = [
     (Rq.QUERY_MESSAGE, "by key", lambda s: _cmd(Rq.QUERY_MESSAGE, {
         "topic": "SecretT", "key": "k1", "maxNum": "32", "beginTimestamp": "0",
         "endTimestamp": str(2**62)}), REFUSED),
+    (Rq.QUERY_MESSAGE, "victim's POP retry topic", _query_copy("%RETRY%victim_SecretT"), REFUSED),
+    (Rq.QUERY_MESSAGE, "victim's retry topic", _query_copy("%RETRY%victim"), REFUSED),
+    (Rq.QUERY_MESSAGE, "victim's dead letters", _query_copy("%DLQ%victim"), REFUSED),
+    (Rq.QUERY_MESSAGE, "another group's copy of SecretT", _query_copy("%RETRY%other"), REFUSED),
+    (Rq.VIEW_MESSAGE_BY_ID, "victim's POP retry record", _view_copy("%RETRY%victim_SecretT"),
+     REFUSED),
+    (Rq.VIEW_MESSAGE_BY_ID, "victim's dead letter", _view_copy("%DLQ%victim"), REFUSED),
+    (Rq.CONSUMER_SEND_MSG_BACK, "copy a POP retry record", lambda s: _cmd(
+        Rq.CONSUMER_SEND_MSG_BACK, {"group": "mallory", "delayLevel": "-1",
+        "offset": str(_copy_in("%RETRY%victim_SecretT")(s))}), REFUSED),
     (Rq.QUERY_CONSUMER_OFFSET, "victim", lambda s: _cmd(Rq.QUERY_CONSUMER_OFFSET, _SUB), REFUSED),
     (Rq.UPDATE_CONSUMER_OFFSET, "victim", lambda s: _cmd(Rq.UPDATE_CONSUMER_OFFSET,
                                                          {**_SUB, "commitOffset": "3"}), REFUSED),
@@ -185,11 +226,11 @@ CASES: list[tuple[int, str, Callable[[Scene], RemotingCommand], str]] = [
     (Rq.GET_BROKER_CONFIG, "metadata", lambda s: _cmd(Rq.GET_BROKER_CONFIG), ANY),
     (Rq.GET_BROKER_RUNTIME_INFO, "metadata", lambda s: _cmd(Rq.GET_BROKER_RUNTIME_INFO), ANY),
     (Rq.SEARCH_OFFSET_BY_TIMESTAMP, "metadata", lambda s: _cmd(Rq.SEARCH_OFFSET_BY_TIMESTAMP, {
-        "topic": "SecretT", "queueId": "0", "timestamp": "0"}), ANY),
-    (Rq.GET_MAX_OFFSET, "metadata", lambda s: _cmd(Rq.GET_MAX_OFFSET, _SUB), ANY),
-    (Rq.GET_MIN_OFFSET, "metadata", lambda s: _cmd(Rq.GET_MIN_OFFSET, _SUB), ANY),
+        "topic": "SecretT", "queueId": "0", "timestamp": "0"}), REFUSED),
+    (Rq.GET_MAX_OFFSET, "metadata", lambda s: _cmd(Rq.GET_MAX_OFFSET, _SUB), REFUSED),
+    (Rq.GET_MIN_OFFSET, "metadata", lambda s: _cmd(Rq.GET_MIN_OFFSET, _SUB), REFUSED),
     (Rq.GET_EARLIEST_MSG_STORETIME, "metadata", lambda s: _cmd(Rq.GET_EARLIEST_MSG_STORETIME,
-                                                               _SUB), ANY),
+                                                               _SUB), REFUSED),
     (Rq.VIEW_MESSAGE_BY_ID, "by offset", lambda s: _cmd(Rq.VIEW_MESSAGE_BY_ID,
                                                         {"offset": str(s.offset)}), REFUSED),
     (Rq.HEART_BEAT, "join victim", _heartbeat, REFUSED),
@@ -214,13 +255,13 @@ CASES: list[tuple[int, str, Callable[[Scene], RemotingCommand], str]] = [
     (Rq.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, "disable victim", lambda s: _cmd(
         Rq.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(_SG).encode()), REFUSED),
     (Rq.GET_TOPIC_STATS_INFO, "metadata", lambda s: _cmd(Rq.GET_TOPIC_STATS_INFO,
-                                                         {"topic": "SecretT"}), ANY),
+                                                         {"topic": "SecretT"}), REFUSED),
     (Rq.GET_CONSUMER_CONNECTION_LIST, "metadata", lambda s: _cmd(
-        Rq.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "victim"}), ANY),
+        Rq.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "victim"}), REFUSED),
     (Rq.GET_PRODUCER_CONNECTION_LIST, "metadata", lambda s: _cmd(
         Rq.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "pg"}), ANY),
     (Rq.GET_CONSUME_STATS, "metadata", lambda s: _cmd(Rq.GET_CONSUME_STATS, {
-        "consumerGroup": "victim", "topic": "SecretT"}), ANY),
+        "consumerGroup": "victim", "topic": "SecretT"}), REFUSED),
     (Rq.DELETE_TOPIC_IN_BROKER, "delete", lambda s: _cmd(Rq.DELETE_TOPIC_IN_BROKER,
                                                          {"topic": "SecretT"}), REFUSED),
     (Rq.INVOKE_BROKER_TO_RESET_OFFSET, "rewind victim", lambda s: _cmd(
@@ -233,17 +274,17 @@ CASES: list[tuple[int, str, Callable[[Scene], RemotingCommand], str]] = [
     (Rq.DELETE_SUBSCRIPTIONGROUP, "victim", lambda s: _cmd(Rq.DELETE_SUBSCRIPTIONGROUP, {
         "groupName": "victim", "cleanOffset": "true"}), REFUSED),
     (Rq.QUERY_TOPIC_CONSUME_BY_WHO, "metadata", lambda s: _cmd(Rq.QUERY_TOPIC_CONSUME_BY_WHO,
-                                                               {"topic": "SecretT"}), ANY),
+                                                               {"topic": "SecretT"}), REFUSED),
     (305, "metadata", lambda s: _cmd(305), ANY),  # GET_SYSTEM_TOPIC_LIST_FROM_BROKER
     (Rq.GET_CONSUMER_RUNNING_INFO, "metadata", lambda s: _cmd(Rq.GET_CONSUMER_RUNNING_INFO, {
-        "consumerGroup": "victim", "clientId": "m", "jstackEnable": "false"}), ANY),
+        "consumerGroup": "victim", "clientId": "m", "jstackEnable": "false"}), REFUSED),
     (Rq.VIEW_BROKER_STATS_DATA, "metadata", lambda s: _cmd(Rq.VIEW_BROKER_STATS_DATA, {
-        "statsName": "TOPIC_PUT_NUMS", "statsKey": "SecretT"}), ANY),
+        "statsName": "TOPIC_PUT_NUMS", "statsKey": "SecretT"}), REFUSED),
     (Rq.GET_BROKER_CONSUME_STATS, "metadata", lambda s: _cmd(Rq.GET_BROKER_CONSUME_STATS, {
-        "isOrder": "false", "timeoutMillis": "3000"}), ANY),
+        "isOrder": "false", "timeoutMillis": "3000"}), REFUSED),
     (Rq.QUERY_CONSUME_QUEUE, "units, not records", lambda s: _cmd(Rq.QUERY_CONSUME_QUEUE, {
         "topic": "SecretT", "queueId": "0", "index": "0", "count": "3",
-        "consumerGroup": "victim"}), ANY),
+        "consumerGroup": "victim"}), REFUSED),
     (Rq.QUERY_ASSIGNMENT, "victim", lambda s: _cmd(Rq.QUERY_ASSIGNMENT, body=json.dumps({
         "topic": "SecretT", "consumerGroup": "victim", "clientId": "m"}).encode()), REFUSED),
     (Rq.SET_MESSAGE_REQUEST_MODE, "victim", lambda s: _cmd(Rq.SET_MESSAGE_REQUEST_MODE,

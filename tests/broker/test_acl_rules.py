@@ -143,8 +143,9 @@ _UPSTREAM_TABLE = [
     (38, {"consumerGroup": "g"}, b"", {"%RETRY%g": Perm.SUB}),
     (15, {"topic": "t", "consumerGroup": "g", "queueId": "0"}, b"", {"t": Perm.SUB,
                                                                       "%RETRY%g": Perm.SUB}),
-    (30, {"topic": "t", "queueId": "0"}, b"", {}),  # GET_MAX_OFFSET: signature only
-    (29, {"topic": "t", "queueId": "0", "timestamp": "0"}, b"", {}),  # SEARCH_OFFSET_BY_TIMESTAMP
+    # GET_MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP: signature only in 4.x; 5.x's GET, ANY here
+    (30, {"topic": "t", "queueId": "0"}, b"", {"t": Perm.ANY}),
+    (29, {"topic": "t", "queueId": "0", "timestamp": "0"}, b"", {"t": Perm.ANY}),
     (33, {"offset": "0"}, b"", {}),  # VIEW_MESSAGE_BY_ID
     (105, {"topic": "t"}, b"", {}),  # GET_ROUTEINFO_BY_TOPIC
 ]  # fmt: skip

@@ -16,6 +16,7 @@ from mqstore.broker.acl import (
     AddressPattern,
     Perm,
     Refusal,
+    record_need,
     resources_of,
     rule_of,
 )
@@ -204,3 +205,98 @@ def test_a_dead_letter_topic_also_needs_sub_on_its_group() -> None:
         RequestCode.PULL_MESSAGE, {"topic": "%DLQ%victim", "consumerGroup": "g"}, b""
     )
     assert need == {"%DLQ%victim": Perm.SUB, "%RETRY%g": Perm.SUB, "%RETRY%victim": Perm.SUB}
+
+
+# ------------------------------------------- metadata reads: GET in 5.x, ANY here
+
+_GET_ROWS = [
+    (RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": "0"}, {"t": Perm.ANY}),
+    (RequestCode.GET_MIN_OFFSET, {"topic": "t", "queueId": "0"}, {"t": Perm.ANY}),
+    (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": "t", "timestamp": "0"}, {"t": Perm.ANY}),
+    (RequestCode.GET_EARLIEST_MSG_STORETIME, {"topic": "t", "queueId": "0"}, {"t": Perm.ANY}),
+    (RequestCode.GET_TOPIC_STATS_INFO, {"topic": "t"}, {"t": Perm.ANY}),
+    (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "t"}, {"t": Perm.ANY}),
+    (RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "g"}, {"%RETRY%g": Perm.ANY}),
+    (RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "g"}, {"%RETRY%g": Perm.ANY}),
+    (RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "g", "clientId": "c"},
+     {"%RETRY%g": Perm.ANY}),
+    (RequestCode.GET_CONSUME_STATS, {"consumerGroup": "g"}, {"%RETRY%g": Perm.ANY}),
+    (RequestCode.GET_CONSUME_STATS, {"consumerGroup": "g", "topic": "t"},
+     {"%RETRY%g": Perm.ANY, "t": Perm.ANY}),
+    (RequestCode.QUERY_CONSUME_QUEUE, {"topic": "t", "queueId": "0"}, {"t": Perm.ANY}),
+    (RequestCode.QUERY_CONSUME_QUEUE, {"topic": "t", "consumerGroup": "g"},
+     {"%RETRY%g": Perm.ANY, "t": Perm.ANY}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("code", "ext", "need"), _GET_ROWS)
+def test_a_metadata_read_needs_pub_or_sub_on_what_it_names(
+    code: int, ext: dict[str, str], need: dict[str, Perm]
+) -> None:
+    assert resources_of(code, ext, b"") == need
+
+
+@pytest.mark.parametrize(
+    ("code", "missing"),
+    [(RequestCode.GET_MAX_OFFSET, "topic"), (RequestCode.GET_CONSUME_STATS, "consumerGroup"),
+     (RequestCode.GET_CONSUMER_RUNNING_INFO, "consumerGroup"),
+     (RequestCode.QUERY_CONSUME_QUEUE, "topic")],
+)  # fmt: skip
+def test_a_metadata_read_without_the_field_naming_its_resource_is_refused(
+    code: int, missing: str
+) -> None:
+    with pytest.raises(AclDenied, match=f"the field <{missing}> naming the resource is missing"):
+        resources_of(code, {}, b"")
+
+
+@pytest.mark.parametrize("perm", ["PUB", "SUB"])
+def test_a_producer_or_a_consumer_of_a_topic_reads_its_offsets(perm: str) -> None:
+    acl = AccessControl.from_dict(
+        {"accounts": [{"accessKey": "app-key", "secretKey": "app-secret",
+                       "topicPerms": [f"t={perm}", "secret=DENY"]}]}
+    )  # fmt: skip
+    signer = AclSigner("app-key", "app-secret")
+    ok = signer.before_request(RemotingCommand(30, ext_fields={"topic": "t", "queueId": "0"}))
+    acl.check(ok.code, ok.ext_fields, ok.body, "127.0.0.1")
+    denied = signer.before_request(
+        RemotingCommand(30, ext_fields={"topic": "secret", "queueId": "0"})
+    )
+    with pytest.raises(AclDenied, match="No default permission for topic:secret"):
+        acl.check(denied.code, denied.ext_fields, denied.body, "127.0.0.1")
+
+
+@pytest.mark.parametrize(
+    "code", [RequestCode.VIEW_BROKER_STATS_DATA, RequestCode.GET_BROKER_CONSUME_STATS]
+)
+def test_broker_wide_statistics_need_admin(code: int) -> None:
+    assert rule_of(code).admin
+
+
+# ------------------------------------ records read without a group: copies of others
+
+
+def test_a_copy_in_a_pop_retry_topic_needs_its_group_and_its_origin_topic() -> None:
+    assert record_need("%RETRY%victim_SecretT", "SecretT") == {
+        "%RETRY%victim_SecretT": Perm.SUB,
+        "SecretT": Perm.SUB,
+        "%RETRY%victim": Perm.SUB,
+    }
+
+
+def test_a_dead_letter_needs_its_group_and_its_origin_topic() -> None:
+    assert record_need("%DLQ%g", "T") == {
+        "%DLQ%g": Perm.SUB,
+        "%RETRY%g": Perm.SUB,
+        "T": Perm.SUB,
+    }
+
+
+def test_a_record_of_a_plain_topic_needs_only_its_topic() -> None:
+    assert record_need("T", "Other") == {"T": Perm.SUB}
+    assert record_need("%RETRY%g", None) == {"%RETRY%g": Perm.SUB}
+
+
+def test_a_query_by_key_is_marked_for_the_record_check() -> None:
+    assert rule_of(RequestCode.QUERY_MESSAGE).reads_records
+    need = resources_of(RequestCode.QUERY_MESSAGE, {"topic": "%DLQ%g", "key": "k"}, b"")
+    assert need == {"%DLQ%g": Perm.SUB, "%RETRY%g": Perm.SUB}
