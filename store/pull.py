@@ -20,7 +20,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
 from mqstore.compression import COMPRESSED_FLAG
 from mqstore.config import BrokerRole, StoreConfig
-from mqstore.consumequeue.batch_read import MessageBatch, read_fast
+from mqstore.consumequeue.batch_read import MessageBatch, read_fast, read_filtered
 from mqstore.consumequeue.dispatch import ArrivalListener
 from mqstore.consumequeue.filter import Subscription, parse_subscription
 from mqstore.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, Selection, select
@@ -57,6 +57,13 @@ def _crc_checked_view(view: memoryview, queue_offset: int) -> memoryview | None:
     return view if _crc_ok(view, queue_offset) else None
 
 
+def _may_match(sub: Subscription) -> Callable[[bytes], bool] | None:
+    """The SQL92 substring test of a record's bytes (``SqlFilter.may_match``: False only
+    for a record the expression can never match, so it is skipped undecoded), or None
+    when the subscription has none."""
+    return None if sub.sql is None or sub.sql.needles is None else sub.sql.may_match
+
+
 def _decoder(
     sub: Subscription, check_crc: bool = False
 ) -> Callable[[memoryview, int], StoredMessage | None]:
@@ -73,12 +80,16 @@ def _decoder(
     trusted = fmt.unpack_trusted
     exact = not sub.matches_all
     matches_props = sub.matches_properties
+    may_match = _may_match(sub)
     compressed = COMPRESSED_FLAG
 
     def take(view: memoryview, queue_offset: int) -> StoredMessage | None:
         if check_crc and not _crc_ok(view, queue_offset):
             return None
-        fields = trusted(view.tobytes(), queue_offset)
+        raw = view.tobytes()
+        if may_match is not None and not may_match(raw):
+            return None
+        fields = trusted(raw, queue_offset)
         if fields is None or fields[6] & compressed:
             info = scan(view, 0, len(view), check_crc=False)
             if type(info) is not _INFO:
@@ -105,9 +116,12 @@ def _raw_filter(
         return _crc_checked_view if check_crc else None
     scan = fmt.scan
     matches_props = sub.matches_properties
+    may_match = _may_match(sub)
 
     def take(view: memoryview, queue_offset: int) -> memoryview | None:
         if check_crc and not _crc_ok(view, queue_offset):
+            return None
+        if may_match is not None and not may_match(view.tobytes()):
             return None
         info = scan(view, 0, len(view), check_crc=False)
         if type(info) is not _INFO or not matches_props(info.properties_string):
@@ -221,29 +235,53 @@ class StoreReader:
         )
 
     def read_batch(
-        self, topic: str, queue_id: int, offset: int, max_count: int = 1024, *, tags: bool = False
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 1024,
+        *,
+        tags: bool = False,
+        subscription: str | Subscription | None = None,
     ) -> MessageBatch:
-        """Up to ``max_count`` messages of (topic, queue_id) from queue ``offset``, every
-        message (no subscription filter), as columns: queue offsets, bodies and, with
-        ``tags``, each message's tags; nothing else is decoded. Statuses and offsets as
-        :meth:`get_message`'s, without a pull's transfer limits (32 messages "in
-        memory"): an embedded consumer's read. The common records take the columnar
-        path (``mqstore.consumequeue.batch_read``); any other batch (compressed or IPv6
-        records, blank units, a batch across files, ``check_crc_on_read``) is read
-        through :meth:`get_message`, up to its limits, with the same results.
+        """Up to ``max_count`` messages of (topic, queue_id) from queue ``offset`` as
+        columns: queue offsets, bodies and, with ``tags``, each message's tags; nothing
+        else is decoded. Statuses and offsets as :meth:`get_message`'s, without a pull's
+        transfer limits (32 messages "in memory"): an embedded consumer's read. The
+        common records take the columnar path (``mqstore.consumequeue.batch_read``); any
+        other batch (compressed or IPv6 records, blank units, a batch across files,
+        ``check_crc_on_read``) is read through :meth:`get_message`, up to its limits,
+        with the same results.
+
+        ``subscription`` (a tag expression or a parsed subscription, SQL92 included;
+        None or ``"*"``: every message) delivers what :meth:`get_message` delivers, but
+        examines units to the end of the offset's consume-queue file, not a pull's
+        16,000 bytes of them, and decodes only the candidates that the tag codes and
+        the expression's substring bound leave (``read_filtered``). A batch that
+        examined units and found no match is NO_MATCHED_MESSAGE with the offset after
+        them.
 
         Raises:
             StoreClosedError: the store is closed.
         """
         self._check_open()
         cq = self.queues.find(topic, queue_id)
+        sub = (
+            subscription
+            if isinstance(subscription, Subscription)
+            else parse_subscription(subscription)
+        )
         if cq is not None and not self._cfg.check_crc_on_read:
             low, high = cq.min_offset, cq.max_offset
             if low <= offset < high and max_count > 0:
-                fast = read_fast(cq, self._segments, offset, max_count, with_tags=tags)
+                fast = (
+                    read_fast(cq, self._segments, offset, max_count, with_tags=tags)
+                    if sub.matches_all
+                    else read_filtered(cq, self._segments, offset, max_count, sub, with_tags=tags)
+                )
                 if fast is not None:
                     return fast
-        r = self.get_message("", topic, queue_id, offset, max_count)
+        r = self.get_message("", topic, queue_id, offset, max_count, sub)
         return MessageBatch(
             r.status, r.next_begin_offset, r.min_offset, r.max_offset,
             [m.queue_offset for m in r.messages], [m.body for m in r.messages],

@@ -15,6 +15,7 @@ outside the CommitLog segment of its first record (or past its write position).
 
 from __future__ import annotations
 
+import bisect
 import mmap
 from dataclasses import dataclass, field
 
@@ -24,12 +25,17 @@ from numpy.typing import NDArray
 from mqstore.commitlog import _layout
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
+from mqstore.consumequeue.filter import Subscription
 from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE
 from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.message import tags_of
 from mqstore.status import GetStatus
 
 _UNITS = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+_UNITS_LOW_TAGS = np.dtype(
+    [("phys", ">i8"), ("size", ">i4"), ("tags_high", ">i4"), ("tags_low", ">i4")]
+)
+"""A unit with its tags code's low 32 bits apart (the tag-code test reads only those)."""
 _BODY_LEN_POS = _layout.header_length(fmt.IPV4_HOST_LEN, fmt.IPV4_HOST_LEN) - 4
 """84: where BODY LENGTH sits in a record with IPv4 hosts (the body follows it)."""
 _GATHER = np.array(
@@ -144,3 +150,189 @@ def _tags(mm: mmap.mmap, starts: list[int], body_ends: list[int]) -> list[str | 
         return out
     finally:
         view.release()
+
+
+FILTER_CHUNK = 16_384
+"""Units a filtered read examines at a time (it stops after the chunk that fills it)."""
+
+
+def read_filtered(
+    cq: ConsumeQueue,
+    log: Segments,
+    offset: int,
+    max_count: int,
+    sub: Subscription,
+    *,
+    with_tags: bool,
+) -> MessageBatch | None:
+    """Up to ``max_count`` messages of ``cq`` from ``offset`` that ``sub`` delivers (a tag
+    or SQL92 subscription), or None when the units or records met are not all of the
+    common shape (the caller then reads through ``get_message``).
+
+    The units to the end of the offset's consume-queue file are examined in chunks of
+    :data:`FILTER_CHUNK`, and only the candidates are decoded:
+
+    1. the tag-code test over a chunk's units at once (numpy), for a tag subscription
+       or a SQL92 one with a TAGS bound;
+    2. for a SQL92 expression with a substring bound (``SqlFilter.needles``) and no tag
+       bound, one substring search of the chunk's span of the CommitLog per substring,
+       each hit attributed to the record holding it; otherwise each candidate's own bytes
+       are searched;
+    3. each remaining candidate's properties sliced out, parsed and tested exactly (the
+       exact TAGS test, or the expression), as ``get_message`` tests them.
+
+    ``next_begin_offset`` is one past the last unit examined: past the last match when the
+    batch is full, else the end of the units examined; NO_MATCHED_MESSAGE when none of
+    them matched.
+    """
+    low, high = cq.min_offset, cq.max_offset
+    buf = cq.units_from(offset)
+    if buf is None:
+        return None
+    end = offset + min(high - offset, len(buf) // UNIT_SIZE)
+    q = offset
+    found: list[int] = []
+    bodies: list[bytes] = []
+    tags: list[str | None] = []
+    while q < end and len(found) < max_count:
+        start = (q - offset) * UNIT_SIZE
+        chunk = buf[start : start + min(FILTER_CHUNK, end - q) * UNIT_SIZE]
+        got = _filter_chunk(
+            log, chunk, q, max_count - len(found), sub, found, bodies, tags if with_tags else None
+        )
+        if got is None:  # not the common shape: return what is read, or let the caller
+            break
+        q = got
+    if q == offset:
+        return None
+    status = GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE
+    return MessageBatch(status, q, low, high, found, bodies, tags if with_tags else None)
+
+
+def _filter_chunk(
+    log: Segments,
+    chunk: memoryview,
+    q: int,
+    want: int,
+    sub: Subscription,
+    found: list[int],
+    bodies: list[bytes],
+    tags: list[str | None] | None,
+) -> int | None:
+    """Filter the units of ``chunk`` (queue offset ``q`` on), appending up to ``want``
+    matches to ``found``, ``bodies`` and ``tags``; the queue offset after the last unit
+    examined, or None when the chunk's first unit is not of the common shape (a unit
+    later in the chunk that is not ends the chunk there)."""
+    units = np.frombuffer(chunk, _UNITS_LOW_TAGS)
+    n = len(units)
+    idx = _code_candidates(sub, units["tags_low"])
+    if idx is None:
+        idx = np.arange(n)
+    phys = units["phys"][idx].astype(np.int64)
+    size = units["size"][idx].astype(np.int64)
+    del units
+    if not len(idx):
+        return q + n
+    blank = size == BLANK_SIZE  # a blank candidate ends the chunk before it
+    if blank.any():
+        k = int(np.argmax(blank))
+        n, idx, phys, size = int(idx[k]), idx[:k], phys[:k], size[:k]
+        if not k:
+            return q + n if n else None
+    mf = log.find(int(phys[0]))
+    mm = getattr(mf, "mapping", None)
+    if mf is None or mm is None:
+        return None
+    rel = phys - mf.file_from_offset
+    outside = (rel < 0) | (rel + size > mf.wrote_position)
+    if outside.any():  # the chunk ends where its records leave this segment
+        k = int(np.argmax(outside))
+        n, idx, rel, size = int(idx[k]), idx[:k], rel[:k], size[:k]
+        if not k:
+            return q + n if n else None
+    sql = sub.sql
+    needles = sql.needles if sql is not None else None
+    if sub.code_test is None and needles is not None:
+        keep = _needle_candidates(mm, rel, size, needles)
+        idx, rel = idx[keep], rel[keep]
+    if not len(idx):
+        return q + n
+    crel = rel
+    try:
+        head = np.frombuffer(mm, np.uint8)[crel[:, None] + _GATHER]
+    except (ValueError, BufferError):  # unmapped meanwhile
+        return None
+    words = head.view(">u4").astype(np.int64)
+    if (words[:, 0] & _SLOW_FLAGS).any() or (words[:, 2] != _V1).any():
+        return None  # compressed, IPv6 or V2: get_message decodes those
+    body_starts = crel + (_BODY_LEN_POS + 4)
+    body_ends = body_starts + words[:, 1]
+    try:
+        u8 = np.frombuffer(mm, np.uint8)
+        props = body_ends + 1 + u8[body_ends].astype(np.int64)  # V1: one-byte topic length
+        plen = (u8[props].astype(np.int64) << 8) | u8[props + 1]
+        del u8
+    except (ValueError, BufferError):
+        return None
+    matches_props = sub.matches_properties
+    rows = zip(
+        idx.tolist(), body_starts.tolist(), body_ends.tolist(),
+        (props + 2).tolist(), (props + 2 + plen).tolist(), strict=True,
+    )  # fmt: skip
+    try:
+        for i, bs, be, ps, pe in rows:
+            text = mm[ps:pe].decode()
+            if not matches_props(text):
+                continue
+            found.append(q + i)
+            bodies.append(mm[bs:be])
+            if tags is not None:
+                tags.append(tags_of(text))
+            want -= 1
+            if not want:  # full: the read goes on after this match
+                return q + i + 1
+    except (ValueError, UnicodeDecodeError):  # closed under us, or not UTF-8
+        return None
+    return q + n
+
+
+def _code_candidates(sub: Subscription, low32: NDArray[np.int32]) -> NDArray[np.intp] | None:
+    """The indexes of the units whose tag code (its low 32 bits, ``(int) tagsCode``)
+    passes ``sub``'s consume-queue test; None when the subscription has no such test
+    (every unit passes it)."""
+    if sub.code_test is None:
+        return None
+    codes = sorted(sub.codes)
+    if len(codes) > 4:
+        return np.flatnonzero(np.isin(low32, np.array(codes, np.int32)))
+    hit = low32 == codes[0] if codes else np.zeros(len(low32), bool)
+    for c in codes[1:]:
+        hit |= low32 == c
+    return np.flatnonzero(hit)
+
+
+def _needle_candidates(
+    mm: mmap.mmap, rel: NDArray[np.int64], size: NDArray[np.int64], needles: tuple[bytes, ...]
+) -> NDArray[np.bool_]:
+    """The units whose record contains one of ``needles``: each is searched once over the
+    span of the CommitLog from the first record to the end of the last (records of other
+    queues in between included), each hit attributed to the record holding it whole."""
+    n = len(rel)
+    hit = np.zeros(n, bool)
+    starts = rel.tolist()
+    ends = (rel + size).tolist()
+    if (np.diff(rel) <= 0).any():  # not in log order: record by record
+        for i, (a, b) in enumerate(zip(starts, ends, strict=True)):
+            hit[i] = any(mm.find(x, a, b) >= 0 for x in needles)
+        return hit
+    lo, hi = starts[0], ends[-1]
+    for x in needles:
+        pos = mm.find(x, lo, hi)
+        while pos >= 0:
+            i = bisect.bisect_right(starts, pos) - 1
+            if i >= 0 and pos + len(x) <= ends[i]:
+                hit[i] = True
+                pos = mm.find(x, ends[i], hi)
+            else:
+                pos = mm.find(x, pos + 1, hi)
+    return hit

@@ -33,7 +33,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mqstore.message import java_string_hash, string_to_properties, tags_of
+from mqstore.message import java_string_hash, tags_of
 from mqstore.sql92 import SqlFilter, SqlParseError, compile_filter
 
 SUB_ALL = "*"
@@ -88,7 +88,7 @@ class Subscription:
         """The test on a message's serialized properties: its TAGS for a tag
         subscription, the SQL92 expression over every property for SQL92."""
         if self.sql is not None:
-            return self.sql.matches(string_to_properties(properties))
+            return self.sql.matches_serialized(properties)
         return self.matches_all or tags_of(properties) in self.tags
 
 

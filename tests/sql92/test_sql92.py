@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mqstore.message import properties_to_string, string_to_properties
 from mqstore.sql92 import SqlEvaluationError, SqlParseError, compile_filter
 from tests.sql92.strategies import expressions, mutated_expressions, props
 
@@ -167,6 +168,73 @@ def test_required_tags_bound_every_matching_message(text: str, properties: dict[
         return
     if f.required_tags is not None and f.matches(properties):
         assert properties.get("TAGS") in f.required_tags
+
+
+@given(expressions(), props())
+def test_a_message_the_substring_test_skips_never_matches(
+    text: str, properties: dict[str, str]
+) -> None:
+    try:
+        f = compile_filter(text)
+    except SqlParseError:
+        return
+    serialized = properties_to_string(properties)  # what the broker reads back
+    if f.matches(string_to_properties(serialized)):
+        assert f.may_match(serialized.encode())
+
+
+@given(expressions(), props(), st.text(alphabet="ab\x01\x02TAGS", max_size=12))
+def test_verdict_on_the_serialized_properties_is_the_verdict_on_the_parsed_ones(
+    text: str, properties: dict[str, str], junk: str
+) -> None:
+    try:
+        f = compile_filter(text)
+    except SqlParseError:
+        return
+    for serialized in (
+        properties_to_string(properties),
+        junk,
+        junk + properties_to_string(properties),
+    ):
+        want = f.matches(string_to_properties(serialized))
+        assert f.matches_serialized(serialized) is want
+        assert f.matches_serialized(serialized) is want  # the remembered verdict
+
+
+@pytest.mark.parametrize(
+    ("serialized", "verdict"),
+    [
+        ("ba\x01v\x02", False),  # another property ending in the name
+        ("a\x01w\x02a\x01v\x02", True),  # the last one wins
+        ("a\x01v\x02a\x01\x02", True),  # an empty value is no value
+        ("a\x01v\x01x\x02", False),  # the value runs to the separator
+        ("a\x01v", True),  # no final separator
+    ],
+)
+def test_verdict_on_serialized_properties_reads_them_as_rocketmq_does(
+    serialized: str, verdict: bool
+) -> None:
+    assert compile_filter("a = 'v'").matches_serialized(serialized) is verdict
+
+
+@pytest.mark.parametrize(
+    ("text", "record", "may"),
+    [
+        ("hit = 'yes'", "hit\x01no\x02TAGS\x01Hit\x02", False),
+        ("hit = 'yes'", "hit\x01yes\x02", True),
+        ("a > 5 AND b = 'x'", "a\x019\x02b\x01y\x02", False),
+        ("a > 5 OR b = 'x'", "b\x01x\x02", True),
+        ("a > 5 OR b = 'x'", "c\x01x\x02", False),
+        ("a IN ('p', 'q')", "a\x01q\x02", True),
+        ("a <> 'x'", "a\x01y\x02", True),  # no bound: every message is evaluated
+        ("NOT (a = 'x')", "a\x01y\x02", True),
+        ("a IS NULL", "", True),
+    ],
+)
+def test_substring_test_skips_messages_without_a_required_property(
+    text: str, record: str, may: bool
+) -> None:
+    assert compile_filter(text).may_match(record.encode()) is may
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqstore import Message, MessageStore
+from mqstore.consumequeue.filter import SQL92, Subscription, parse_subscription
 from mqstore.status import GetStatus
 from tests.helpers import make_store
 
@@ -111,5 +112,90 @@ def test_statuses_at_the_bounds_are_get_messages(tmp_path: Path) -> None:
             assert (b.status, b.next_begin_offset, b.min_offset, b.max_offset, b.bodies) == (
                 r.status, r.next_begin_offset, r.min_offset, r.max_offset, [],
             )  # fmt: skip
+    finally:
+        s.close()
+
+
+def _filtered_pulled(s: MessageStore, qid: int, sub: Subscription) -> list[tuple[int, bytes]]:
+    out: list[tuple[int, bytes]] = []
+    offset, end = 0, s.max_offset_in_queue(TOPIC, qid)
+    while offset < end:
+        r = s.get_message("g", TOPIC, qid, offset, 32, sub)
+        out += [(m.queue_offset, m.body) for m in r.messages]
+        offset = r.next_begin_offset
+    return out
+
+
+def _filtered_batched(
+    s: MessageStore, qid: int, sub: Subscription, count: int
+) -> list[tuple[int, bytes]]:
+    out: list[tuple[int, bytes]] = []
+    offset, end = 0, s.max_offset_in_queue(TOPIC, qid)
+    while offset < end:
+        b = s.read_batch(TOPIC, qid, offset, count, subscription=sub)
+        assert b.status is (GetStatus.FOUND if b.bodies else GetStatus.NO_MATCHED_MESSAGE)
+        assert offset < b.next_begin_offset
+        out += list(zip(b.queue_offsets, b.bodies, strict=True))
+        offset = b.next_begin_offset
+    return out
+
+
+SUBSCRIPTIONS = [
+    parse_subscription("TagB || Aa"),
+    parse_subscription("hit = 'yes'", SQL92),
+    parse_subscription("TAGS = 'TagB' AND hit = 'yes'", SQL92),
+    parse_subscription("n > 3 OR TAGS IN ('BB')", SQL92),
+    parse_subscription("hit <> 'yes'", SQL92),
+]
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    msgs=st.lists(
+        st.tuples(
+            st.integers(0, 1),  # queue
+            st.sampled_from(["TagB", "Aa", "BB", None]),  # "Aa" and "BB" share a hash code
+            st.sampled_from(["yes", "no", None]),
+            st.integers(0, 6),
+            st.booleans(),  # compressed
+        ),
+        min_size=1,
+        max_size=50,
+    ),
+    count=st.integers(1, 9),
+)
+def test_filtered_read_batch_delivers_what_get_message_delivers(
+    tmp_path_factory: object, msgs: list[tuple[int, str | None, str | None, int, bool]], count: int
+) -> None:
+    root = tmp_path_factory.mktemp("s")  # type: ignore[attr-defined]
+    s = make_store(
+        root, commitlog_file_size=8192, mapped_file_size_consume_queue=20 * 16,
+        compress_msg_body_over=64,
+    )  # fmt: skip
+    try:
+        for i, (q, tags, hit, n, big) in enumerate(msgs):
+            props = {"n": str(n)} | ({"hit": hit} if hit else {})
+            body = f"{i}".encode() * (40 if big else 1)
+            s.put_message(Message(topic=TOPIC, body=body, tags=tags, queue_id=q, properties=props))
+        assert s.wait_dispatched(30)
+        for sub in SUBSCRIPTIONS:
+            for q in range(2):
+                assert _filtered_batched(s, q, sub, count) == _filtered_pulled(s, q, sub)
+    finally:
+        s.close()
+
+
+def test_filtered_read_batch_skips_a_queue_without_matches_in_one_call(tmp_path: Path) -> None:
+    s = make_store(tmp_path)
+    try:
+        for i in range(500):
+            s.put_message(Message(topic=TOPIC, body=b"x", properties={"hit": "no", "i": str(i)}))
+        s.put_message(Message(topic=TOPIC, body=b"last", properties={"hit": "yes"}))
+        assert s.wait_dispatched(30)
+        b = s.read_batch(TOPIC, 0, 0, 10, subscription=parse_subscription("hit = 'yes'", SQL92))
+        assert (b.status, b.queue_offsets, b.bodies) == (GetStatus.FOUND, [500], [b"last"])
+        assert b.next_begin_offset == 501
     finally:
         s.close()
