@@ -275,8 +275,9 @@ def _filter_chunk(
     except (ValueError, BufferError):
         return None
     matches_props = sub.matches_properties
+    positions: list[int] = idx.tolist()
     rows = zip(
-        idx.tolist(), body_starts.tolist(), body_ends.tolist(),
+        positions, body_starts.tolist(), body_ends.tolist(),
         (props + 2).tolist(), (props + 2 + plen).tolist(), strict=True,
     )  # fmt: skip
     try:
