@@ -59,10 +59,12 @@ class ServerLimits:
     (RocketMQ's ``channelMaxIdleTimeSeconds``)."""
     max_streams_per_connection: int = 100
     """Concurrent calls one gRPC (HTTP/2) connection may have open."""
-    max_calls_total: int = 256
-    """gRPC calls running or queued at once; more are refused RESOURCE_EXHAUSTED."""
-    max_streams_total: int = 64
-    """gRPC Telemetry streams open at once; more are refused RESOURCE_EXHAUSTED."""
+    max_calls_total: int = 2048
+    """gRPC calls open at once, waiting ones (long polls, streams) included; more are
+    refused RESOURCE_EXHAUSTED. A waiting call holds no thread, a few KiB."""
+    max_streams_total: int = 1024
+    """gRPC Telemetry streams open at once (one per client); more are refused
+    RESOURCE_EXHAUSTED."""
     first_message_s: float = 10.0
     """A gRPC stream with no message this long after it opened is closed."""
 

@@ -43,14 +43,15 @@ message with that status; ReceiveMessage and PullMessage one response with it; a
 Telemetry stream gets one command with it and ends. The handler never runs for a
 refused request.
 
-Pure apart from the handler wrapping; thread-safe (no state of its own).
+Pure apart from the handler wrapping; thread-safe (no state of its own); the streaming
+wrappers run on the endpoint's event loop.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from mqstore.broker.acl import AccessControl, AclDenied, Perm, Refusal, consumed, retry_topic
@@ -268,7 +269,9 @@ def guard(access: GrpcAccess, method: Any, behaviour: Callable[..., Any]) -> Cal
     """``behaviour`` (a handler of ``method``, a MethodDescriptor) that first checks each
     request with ``access`` and answers a refusal instead of running (Rule 3). A request
     the endpoint could not parse names no resource: it is only authenticated, then the
-    handler answers BAD_REQUEST to it."""
+    handler answers BAD_REQUEST to it. A unary ``behaviour`` is a plain function, a
+    streaming one an async generator (``mqstore.grpc.calls``); ``context`` needs only
+    ``invocation_metadata()`` and ``peer()``."""
     name = str(method.name)
     response = getattr(svc, method.output_type.name)
 
@@ -283,9 +286,9 @@ def guard(access: GrpcAccess, method: Any, behaviour: Callable[..., Any]) -> Cal
 
     if method.client_streaming:
 
-        def streams(requests: Iterator[Any], context: Any) -> Iterator[Any]:
-            def checked() -> Iterator[Any]:
-                for request in requests:
+        async def streams(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+            async def checked() -> AsyncIterator[Any]:
+                async for request in requests:
                     answer = refused(request, context)
                     if answer is not None:
                         denied.append(answer)
@@ -293,19 +296,22 @@ def guard(access: GrpcAccess, method: Any, behaviour: Callable[..., Any]) -> Cal
                     yield request
 
             denied: list[Any] = []
-            yield from behaviour(checked(), context)
-            yield from denied[:1]
+            async for out in behaviour(checked(), context):
+                yield out
+            for out in denied[:1]:
+                yield out
 
         return streams
 
     if method.server_streaming:
 
-        def stream(request: Any, context: Any) -> Iterator[Any]:
+        async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
             answer = refused(request, context)
             if answer is not None:
                 yield answer
                 return
-            yield from behaviour(request, context)
+            async for out in behaviour(request, context):
+                yield out
 
         return stream
 

@@ -12,11 +12,16 @@ shared :class:`~mqstore.limits.ServerLimits` (docs/limits.md): at most
 RESOURCE_EXHAUSTED rather than queued without end; one connection opens at most
 ``max_streams_per_connection`` concurrent streams (HTTP/2 SETTINGS); a connection with
 no call for ``idle_timeout_s`` is closed (120 s, as the remoting server), and the
-server pings a connection quiet for ``keepalive_ms`` to find dead peers. Every call
-runs on a worker thread, so the calls that wait are bounded to leave workers free: at
-most ``ServiceConfig.max_long_polls`` receives wait at once, at most
-``max_streams_total`` Telemetry streams are open, and a stream with no first message
-within ``first_message_s`` is cancelled (``mqstore.grpc.streams``). With
+server pings a connection quiet for ``keepalive_ms`` to find dead peers.
+
+The server is ``grpc.aio`` on one event loop, in a thread of its own. A call that
+waits holds no thread: a long-polling receive is suspended on the broker's POP long
+polling and resumed by a message's arrival (at most ``ServiceConfig.max_long_polls``
+wait at once), an open Telemetry stream is a suspended coroutine (at most
+``max_streams_total``; one with no first message within ``first_message_s`` is ended,
+``mqstore.grpc.streams``). The handlers' store work runs on the loop when it cannot
+wait, else on a pool of :attr:`GrpcConfig.max_workers` threads
+(``mqstore.grpc.calls``). With
 :attr:`GrpcConfig.acl`, every request must be signed by an account of the broker's
 plain ACL and hold the permissions its RPC needs, else it is answered UNAUTHORIZED or
 FORBIDDEN without running (``mqstore.grpc.access``); a Telemetry stream ends at its
@@ -25,24 +30,31 @@ first refused message.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import socket
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
+import grpc.aio
 
 from mqstore.broker.acl import AccessControl
 from mqstore.broker.core import BrokerCore
+from mqstore.broker.server import inline_codes
 from mqstore.closeable import Stoppable
 from mqstore.grpc.access import GrpcAccess, guard
+from mqstore.grpc.calls import CallInfo, Calls
 from mqstore.grpc.protocol import SERVICE_NAME, svc
 from mqstore.grpc.service import MALFORMED_REQUEST, MessagingService, ServiceConfig
 from mqstore.grpc.streams import StreamLimits
 from mqstore.limits import ServerLimits
 from mqstore.message_store import MessageStore
+from mqstore.remoting.codes import RequestCode
 
 DEFAULT_PORT = 8081
 """The proxy's gRPC port."""
@@ -65,10 +77,26 @@ def _lenient(message_class: Any) -> Callable[[bytes], Any]:
     return parse
 
 
+def _unary(rpc: str, behaviour: Callable[[Any, Any], Any], calls: Calls) -> Any:
+    async def handler(request: Any, context: Any) -> Any:
+        return await calls.run(rpc, behaviour, request, CallInfo.of(context))
+
+    return handler
+
+
+def _streaming(behaviour: Callable[[Any, Any], AsyncIterator[Any]]) -> Any:
+    async def handler(request: Any, context: Any) -> AsyncIterator[Any]:
+        async for out in behaviour(request, CallInfo.of(context)):
+            yield out
+
+    return handler
+
+
 def _handlers(service: MessagingService, access: GrpcAccess | None, streams: StreamLimits) -> Any:
     """The method handlers of every RPC of the service descriptor, on ``service``; with
     ``access``, each request is checked against the ACL first (``mqstore.grpc.access``);
-    client streams are bounded by ``streams`` before anything else."""
+    client streams are bounded by ``streams`` before anything else. Every handler is a
+    coroutine (or an async generator) of the server's loop."""
     makers = {
         (False, False): grpc.unary_unary_rpc_method_handler,
         (False, True): grpc.unary_stream_rpc_method_handler,
@@ -81,6 +109,10 @@ def _handlers(service: MessagingService, access: GrpcAccess | None, streams: Str
         behaviour = getattr(service, m.name)
         if access is not None:
             behaviour = guard(access, m, behaviour)
+        if m.client_streaming or m.server_streaming:
+            behaviour = _streaming(behaviour)
+        else:
+            behaviour = _unary(m.name, behaviour, service.calls)
         if m.client_streaming:
             behaviour = streams.wrap(behaviour)
         handlers[m.name] = make(
@@ -100,9 +132,9 @@ class GrpcConfig:
     """0: any free port (see :attr:`GrpcEndpoint.port` once started)."""
     advertised_host: str | None = None
     """The host routes name (default: ``host``, or 127.0.0.1 for a wildcard)."""
-    max_workers: int = 128
-    """Threads running calls; long polls and open streams together take at most
-    three quarters of them."""
+    max_workers: int = 16
+    """Threads running the store work that may block (SYNC_FLUSH puts, heartbeats,
+    EndTransaction, ``mqstore.grpc.calls``); calls that wait hold none."""
     max_request_bytes: int | None = None
     """Largest request accepted (default: the store's max message size + 64 KiB)."""
     limits: ServerLimits = dataclasses.field(default_factory=ServerLimits)
@@ -131,6 +163,9 @@ class GrpcEndpoint(Stoppable):
         self.service: MessagingService | None = None
         self.streams: StreamLimits | None = None
         self._server: Any = None
+        self._loop: Any = None
+        self._thread: Any = None
+        self._pool: Any = None
         self.port = 0
 
     @property
@@ -156,10 +191,35 @@ class GrpcEndpoint(Stoppable):
         cfg = self.config
         if cfg.port:
             _probe(cfg.host, cfg.port)
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="mqstore-grpc", daemon=True)
+        thread.start()
+        try:
+            server, port = asyncio.run_coroutine_threadsafe(self._bind(), loop).result()
+        except BaseException:
+            _end_loop(loop, thread)
+            raise
+        self._loop, self._thread, self.port = loop, thread, port
+        if self._owns_core:
+            self.core.start()
+        svc_cfg = dataclasses.replace(cfg.service, host=self._advertised, port=self.port)
+        puts_block = RequestCode.SEND_MESSAGE_V2 not in inline_codes(self.core)
+        self._pool = ThreadPoolExecutor(
+            max_workers=cfg.max_workers, thread_name_prefix="mqstore-grpc"
+        )
+        self.service = MessagingService(self.core, svc_cfg, Calls(self._pool, puts_block))
+        access = GrpcAccess(cfg.acl) if cfg.acl is not None else None
+        self.streams = StreamLimits(cfg.limits.max_streams_total, cfg.limits.first_message_s)
+        server.add_generic_rpc_handlers((_handlers(self.service, access, self.streams),))
+        asyncio.run_coroutine_threadsafe(server.start(), loop).result()
+        self._server = server
+        return self.port
+
+    async def _bind(self) -> tuple[Any, int]:
+        cfg = self.config
         limit = cfg.max_request_bytes or self.core.store.cfg.max_message_size + 64 * 1024
         bounds = cfg.limits
-        server = grpc.server(
-            ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="mqstore-grpc"),
+        server = grpc.aio.server(
             maximum_concurrent_rpcs=bounds.max_calls_total,
             options=[
                 ("grpc.max_receive_message_length", limit),
@@ -176,38 +236,44 @@ class GrpcEndpoint(Stoppable):
             raise OSError(f"cannot listen on {cfg.host}:{cfg.port}: {e}") from None
         if port == 0:
             raise OSError(f"cannot listen on {cfg.host}:{cfg.port}")
-        self.port = int(port)
-        if self._owns_core:
-            self.core.start()
-        polls = min(cfg.service.max_long_polls, max(1, cfg.max_workers // 2))
-        svc_cfg = dataclasses.replace(
-            cfg.service, host=self._advertised, port=self.port, max_long_polls=polls
-        )
-        self.service = MessagingService(self.core, svc_cfg)
-        access = GrpcAccess(cfg.acl) if cfg.acl is not None else None
-        # a quarter of the workers is never taken by a call that waits
-        spare = cfg.max_workers - polls - cfg.max_workers // 4
-        open_streams = min(bounds.max_streams_total, max(1, spare))
-        self.streams = StreamLimits(open_streams, bounds.first_message_s)
-        server.add_generic_rpc_handlers((_handlers(self.service, access, self.streams),))
-        server.start()
-        self._server = server
-        return self.port
+        return server, int(port)
 
     def stop(self, grace: float = 1.0) -> None:
-        """Stop serving (calls in flight get ``grace`` seconds), then shut down an owned
-        core (which saves the POP state). Idempotent."""
+        """Stop serving (waiting receives are answered at once, other calls in flight
+        get ``grace`` seconds), then shut down an owned core (which saves the POP
+        state). Idempotent."""
         server, self._server = self._server, None
         if server is None:
             return
-        if self.service is not None:
-            self.service.close()
+        loop = self._loop
+        service = self.service
+        if service is not None:
+            loop.call_soon_threadsafe(service.close)
         # bounded: a call gRPC itself failed to end must not hold the broker's shutdown
-        server.stop(grace).wait(grace + STOP_WAIT_S)
-        if self.streams is not None:
-            self.streams.close()
+        # a timeout, or the server failing to stop: the loop still ends
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(server.stop(grace), loop).result(grace + STOP_WAIT_S)
+        _end_loop(loop, self._thread)
+        self._pool.shutdown(wait=True, cancel_futures=True)
         if self._owns_core:
             self.core.shutdown()
+
+
+def _end_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    """Stop ``loop`` (run by ``thread``), cancel what still runs on it, and close it."""
+
+    async def cancel_rest() -> None:
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in rest:
+            t.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+
+    with contextlib.suppress(Exception):  # tasks that would not end: the loop stops anyway
+        asyncio.run_coroutine_threadsafe(cancel_rest(), loop).result(STOP_WAIT_S)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(STOP_WAIT_S)
+    if not thread.is_alive():
+        loop.close()
 
 
 def _probe(host: str, port: int) -> None:

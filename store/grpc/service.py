@@ -14,27 +14,30 @@ and one popped over remoting are the same in-flight state.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import logging
-import queue
-import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mqstore.broker.pop_polling import FIFO_RECHECK_S, Held
 from mqstore.broker.pop_processors import broker_pop
 from mqstore.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfig
 from mqstore.consumequeue.filter import SQL92, Subscription, parse_subscription
 from mqstore.errors import IllegalTopicError, InvalidReceiptHandleError
 from mqstore.grpc import convert, settings
+from mqstore.grpc.calls import Calls
 from mqstore.grpc.clients import ClientTable
 from mqstore.grpc.protocol import ClientType, Code, MessageType, Permission, ok, pb, status, svc
-from mqstore.grpc.streams import Incoming, merged
+from mqstore.grpc.streams import Incoming, LoopOutbox, merged
 from mqstore.grpc.transactions import TelemetryChannel, end_transaction
 from mqstore.message import validate_topic
-from mqstore.pop.records import MAX_BATCH
-from mqstore.pop.service import AckStatus, PopService
+from mqstore.pop.records import MAX_BATCH, pop_retry_topic
+from mqstore.pop.service import AckStatus, PopResult, PopService
 from mqstore.remoting.codes import ResponseCode
 from mqstore.schedule import DelayLevels
 from mqstore.sql92 import SqlParseError
@@ -83,6 +86,19 @@ _SEND_CODES = {
 
 
 @dataclass(frozen=True, slots=True)
+class _Receive:
+    """A validated receive: what each of its POP attempts takes."""
+
+    group: str
+    topic: str
+    batch: int
+    invisible_ms: int
+    subscription: str | Subscription
+    fifo: bool
+    wait_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceConfig:
     """The knobs of the handlers (defaults are the proxy's where it has one)."""
 
@@ -104,12 +120,13 @@ class ServiceConfig:
     shorter is ILLEGAL_INVISIBLE_TIME."""
     fifo_groups: frozenset[str] = frozenset()
     """Groups that consume in order (RocketMQ ``consumeMessageOrderly``)."""
-    max_long_polls: int = 32
-    """Receives that may hold a worker thread waiting for messages at once. A long poll
-    holds a server thread for its whole wait, so without a bound a flood of receives
-    takes every worker and no other call of any client runs. A receive past the bound
-    does not wait: it answers what is there now, or TOO_MANY_REQUESTS (the client
-    retries after its backoff)."""
+    max_long_polls: int = 1024
+    """Receives that may wait for messages at once. A waiting receive is a suspended
+    coroutine held by the broker's POP long polling (no thread), so the bound is on
+    memory and on the calls the server admits (``ServerLimits.max_calls_total``); it is
+    also the broker's per-(topic, group) hold limit (``popPollingSize``). A receive past
+    the bound does not wait: it answers what is there now, or TOO_MANY_REQUESTS (the
+    client retries after its backoff)."""
 
 
 def _guarded(response: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -201,28 +218,52 @@ def convert_pattern_ok(name: str) -> bool:
     return True
 
 
+def _wake(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None]) -> None:
+    """Resume a receive suspended on ``fut`` (from the POP long polling's thread); a
+    receive whose call ended meanwhile, or a loop that closed, is left alone."""
+
+    def done() -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    with contextlib.suppress(RuntimeError):  # the loop is closed
+        loop.call_soon_threadsafe(done)
+
+
 class MessagingService:
     """The handlers of ``apache.rocketmq.v2.MessagingService`` over ``core``.
 
     Registered on a gRPC server by :class:`mqstore.grpc.server.GrpcEndpoint`; the
-    method names are the RPC names.
+    method names are the RPC names. Unary handlers are plain functions (the endpoint
+    runs them on its loop or its pool, ``calls``); ReceiveMessage, PullMessage and
+    Telemetry are async generators on the endpoint's event loop.
     """
 
-    def __init__(self, core: BrokerCore, config: ServiceConfig) -> None:
+    def __init__(self, core: BrokerCore, config: ServiceConfig, calls: Calls | None = None):
         self.core = core
         self.config = config
+        self.calls = calls or Calls(None, puts_block=False)
         self.clients = ClientTable()
         self._delay_levels = DelayLevels.parse(core.store.cfg.message_delay_level)
         self._closed = False
-        self._polls = threading.BoundedSemaphore(max(1, config.max_long_polls))
+        self._waiting: set[asyncio.Future[None]] = set()
+        """The futures the receives waiting now are suspended on (loop thread only)."""
         self.polls_refused = 0
+        """Receives answered without waiting because ``max_long_polls`` were waiting."""
         self._producers: dict[str, tuple[tuple[str, ...], TelemetryChannel, str]] = {}
         """Publishing clients: client id -> (topics, its Telemetry stream, its address)."""
-        """Receives answered without waiting because ``max_long_polls`` were waiting."""
+
+    @property
+    def long_polls(self) -> int:
+        """Receives waiting for messages now."""
+        return len(self._waiting)
 
     def close(self) -> None:
-        """Answer long polls now; later requests are refused."""
+        """Answer long polls now; later requests are refused. Loop thread only."""
         self._closed = True
+        for fut in self._waiting:
+            if not fut.done():
+                fut.set_result(None)
 
     @property
     def pop(self) -> PopService:
@@ -319,17 +360,19 @@ class MessagingService:
         retries = g.retry_max_times if g is not None else 16
         return settings.GroupPolicy(group in self.config.fifo_groups, retries + 1)
 
-    def Telemetry(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
+    async def Telemetry(
+        self, request_iterator: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[Any]:
         """The settings exchange: each Settings command is answered with the settings
         the client is to use (``mqstore.grpc.settings``); other commands (thread stack
         traces, verify results) are taken and ignored. A producer's stream also carries
         the broker's check-back of its topics' transactions
         (``mqstore.grpc.transactions``)."""
         cid = _client_id(context)
-        outbox: queue.Queue[Any] = queue.Queue()
+        outbox = LoopOutbox(asyncio.get_running_loop())
         channel = TelemetryChannel(outbox)
         try:
-            for item in merged(request_iterator, outbox, context.is_active):
+            async for item in merged(request_iterator, outbox):
                 if self._closed:
                     return
                 if not isinstance(item, Incoming):  # a check-back for this producer
@@ -357,8 +400,7 @@ class MessagingService:
                 )  # fmt: skip
                 yield svc.TelemetryCommand(status=ok(), settings=answer)
         except Exception as e:  # a broken stream ends; the client opens another
-            if context.is_active():
-                log.info("telemetry stream of %s ended: %s", cid, e)
+            log.info("telemetry stream of %s ended: %s", cid, e)
         finally:
             if self._producers.get(cid, (None, None))[1] is channel:
                 del self._producers[cid]
@@ -479,42 +521,75 @@ class MessagingService:
                 ) from None
         return str(f.expression) or "*"
 
-    def ReceiveMessage(self, request: Any, context: Any) -> Iterator[Any]:
+    def _receive_of(self, request: Any, context: Any) -> _Receive:
+        """The validated receive of ``request`` (a refusal raises)."""
+        if request is MALFORMED_REQUEST:
+            raise _refuse(Code.BAD_REQUEST, MALFORMED)
+        group = _group(request.group)
+        tc = self._topic(request.message_queue.topic, create=False)
+        if request.batch_size <= 0:
+            raise _refuse(Code.BAD_REQUEST, f"batch_size {request.batch_size} must be > 0")
+        invisible = self._invisible_ms(request)
+        sub = self._filter(request)
+        self.clients.seen(group, _client_id(context))
+        wait_ms = 0 if self._closed else self._poll_ms(request, context)
+        # more than MAX_BATCH is cut to it, as the proxy's ConsumerProcessor does
+        return _Receive(group, tc.topic_name, min(request.batch_size, MAX_BATCH), invisible,
+                        sub, group in self.config.fifo_groups, wait_ms)  # fmt: skip
+
+    def _pop_once(self, r: _Receive) -> PopResult:
+        return self.pop.pop(r.group, r.topic, r.batch, r.invisible_ms, queue_id=-1,
+                            subscription=r.subscription, fifo=r.fifo)  # fmt: skip
+
+    async def _receive(self, r: _Receive) -> PopResult:
+        """Pop now and, while nothing is found, again after each arrival on the topic or
+        the group's retry topic (or every FIFO recheck) until the receive's wait is
+        over: the waiting receive is held by the broker's POP long polling
+        (``mqstore.broker.pop_polling``), suspended, holding no thread. Past
+        ``max_long_polls`` waiting (or the broker's hold limits), TOO_MANY_REQUESTS
+        when nothing was found."""
+        polling = self.core.pop.polling
+        loop = asyncio.get_running_loop()
+        topics = (r.topic, pop_retry_topic(r.topic, r.group))
+        deadline = time.monotonic() + r.wait_ms / 1000
+        while True:
+            marks = polling.marks(topics)
+            found = await self.calls.run("ReceiveMessage", self._pop_once, r)
+            now = time.monotonic()
+            if found.messages or now >= deadline or self._closed:
+                return found
+            if len(self._waiting) >= self.config.max_long_polls:
+                held = Held.FULL
+            else:
+                wake_at = min(deadline, now + FIFO_RECHECK_S) if r.fifo else deadline
+                woken: asyncio.Future[None] = loop.create_future()
+                held = polling.hold((r.topic, r.group, -1), topics, marks, wake_at,
+                                    functools.partial(_wake, loop, woken))  # fmt: skip
+            if held is Held.FULL:
+                self.polls_refused += 1
+                raise _refuse(
+                    Code.TOO_MANY_REQUESTS,
+                    f"{self.config.max_long_polls} receives are already long polling; retry later",
+                )
+            if held is Held.STOPPED:
+                return found
+            self._waiting.add(woken)
+            try:
+                await woken
+            finally:
+                self._waiting.discard(woken)
+
+    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
         """Pop up to ``batch_size`` messages from every queue of the topic (the request's
         queue names a broker, as the proxy's ``ReceiveMessageQueueSelector`` reads it),
         long polling up to the asked timeout but less than the client's deadline, and
         stream them: a status, the delivery time, then the messages; no message:
         MESSAGE_NOT_FOUND."""
         try:
-            if request is MALFORMED_REQUEST:
-                raise _refuse(Code.BAD_REQUEST, MALFORMED)
-            group = _group(request.group)
-            tc = self._topic(request.message_queue.topic, create=False)
-            if request.batch_size <= 0:
-                raise _refuse(Code.BAD_REQUEST, f"batch_size {request.batch_size} must be > 0")
-            invisible = self._invisible_ms(request)
-            sub = self._filter(request)
-            fifo = group in self.config.fifo_groups
-            self.clients.seen(group, _client_id(context))
-            wait_ms = 0 if self._closed else self._poll_ms(request, context)
-            held = wait_ms > 0 and self._polls.acquire(blocking=False)
-            busy = wait_ms > 0 and not held
-            try:
-                # more than MAX_BATCH is cut to it, as the proxy's ConsumerProcessor does
-                r = self.pop.pop(
-                    group, tc.topic_name, min(request.batch_size, MAX_BATCH), invisible,
-                    queue_id=-1, subscription=sub, fifo=fifo, wait_ms=wait_ms if held else 0,
-                )  # fmt: skip
-            finally:
-                if held:
-                    self._polls.release()
-            msgs = [convert.to_proto(m, r.invisible_time or invisible) for m in r.messages]
-            if busy and not msgs:
-                self.polls_refused += 1
-                raise _refuse(
-                    Code.TOO_MANY_REQUESTS,
-                    f"{self.config.max_long_polls} receives are already long polling; retry later",
-                )
+            receive = self._receive_of(request, context)
+            r = await self._receive(receive)
+            invisible = r.invisible_time or receive.invisible_ms
+            msgs = [convert.to_proto(m, invisible) for m in r.messages]
         except Exception as e:
             yield svc.ReceiveMessageResponse(status=_status_of(e, "ReceiveMessage"))
             return
@@ -597,7 +672,7 @@ class MessagingService:
     GetOffset = _not_implemented("GetOffset", "see UpdateOffset")
     QueryOffset = _not_implemented("QueryOffset", "see UpdateOffset")
 
-    def PullMessage(self, request: Any, context: Any) -> Iterator[Any]:
+    async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
         """NOT_IMPLEMENTED (see :meth:`UpdateOffset`)."""
         yield svc.PullMessageResponse(status=_unsupported("PullMessage"))
 

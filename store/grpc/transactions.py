@@ -23,13 +23,13 @@ What the proxy does and this module does alike (``SendMessageActivity``,
 
 from __future__ import annotations
 
-import queue
 from typing import TYPE_CHECKING, Any
 
 from mqstore.commitlog import format as fmt
 from mqstore.compression import decompress
 from mqstore.grpc.convert import SYSTEM_PROPERTIES, body_digest
 from mqstore.grpc.protocol import Code, MessageType, ok, pb, status, svc
+from mqstore.grpc.streams import LoopOutbox
 from mqstore.remoting.codes import RequestCode, ResponseCode
 from mqstore.transaction import HALF_TOPIC, EndTransaction, TransactionState, real_queue
 
@@ -122,7 +122,7 @@ class TelemetryChannel:
     CHECK_TRANSACTION_STATE becomes a RecoverOrphanedTransactionCommand queued for the
     stream (``outbox``), anything else is dropped."""
 
-    def __init__(self, outbox: queue.Queue[Any]) -> None:
+    def __init__(self, outbox: LoopOutbox) -> None:
         self.outbox = outbox
 
     def notify_consumer_ids_changed(self, group: str) -> None:

@@ -1,6 +1,7 @@
-"""Limits of the gRPC endpoint (issue 17): a flood of long-polling receives takes a
-bounded number of workers, so another client's calls keep their latency and memory
-stays bounded; idle connections are closed."""
+"""Limits of the gRPC endpoint (issue 17): at most ``max_long_polls`` receives wait at
+once, so a flood of long-polling receives keeps another client's latency and memory
+bounded; idle connections are closed; Telemetry streams are capped and a silent one is
+ended."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from mqstore.grpc import GrpcConfig, GrpcEndpoint, ServiceConfig
 from mqstore.limits import ServerLimits
 from tests.grpc.conftest import GROUP, TOPIC
 
-WORKERS = 16
+LONG_POLLS = 8
 
 
 def _rss_mib() -> float:
@@ -30,8 +31,8 @@ def _rss_mib() -> float:
 @pytest.fixture
 def small(core: BrokerCore) -> Iterator[GrpcEndpoint]:
     cfg = GrpcConfig(
-        port=0, max_workers=WORKERS, limits=ServerLimits(idle_timeout_s=0.8),
-        service=ServiceConfig(long_polling_ms=4000),
+        port=0, limits=ServerLimits(idle_timeout_s=0.8),
+        service=ServiceConfig(long_polling_ms=4000, max_long_polls=LONG_POLLS),
     )  # fmt: skip
     ep = GrpcEndpoint(core, cfg)
     ep.start()
@@ -99,7 +100,7 @@ def test_receive_flood_does_not_starve_another_client_and_memory_stays_bounded(
 
 
 def test_receive_past_the_bound_answers_at_once(small: GrpcEndpoint):
-    bound = WORKERS // 2
+    bound = LONG_POLLS
     with grpc.insecure_channel(small.address) as ch:
         stub = MessagingServiceStub(ch)
         holders = [threading.Thread(target=_receive, args=(stub, 1500)) for _ in range(bound)]
@@ -129,7 +130,7 @@ def test_idle_connection_is_closed_by_the_server(small: GrpcEndpoint):
 @pytest.fixture
 def streams_small(core: BrokerCore) -> Iterator[GrpcEndpoint]:
     limits = ServerLimits(first_message_s=0.5, max_streams_total=2)
-    ep = GrpcEndpoint(core, GrpcConfig(port=0, max_workers=WORKERS, limits=limits))
+    ep = GrpcEndpoint(core, GrpcConfig(port=0, limits=limits))
     ep.start()
     yield ep
     ep.stop(grace=0.2)
@@ -159,7 +160,7 @@ def test_a_silent_telemetry_stream_is_cancelled_after_the_first_message_time(
         stop.set()
     assert e.value.code() == grpc.StatusCode.CANCELLED
     assert time.monotonic() - t0 < 10  # the client's own deadline is 20 s
-    assert streams_small.streams is not None and streams_small.streams.watch.cancelled == 1
+    assert streams_small.streams is not None and streams_small.streams.cancelled == 1
 
 
 def test_a_telemetry_stream_that_sent_its_settings_stays_open(

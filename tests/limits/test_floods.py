@@ -199,3 +199,98 @@ def _stub_of(channel: Any) -> Any:
     from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
 
     return MessagingServiceStub(channel)
+
+
+def _receive_request(poll_s: int) -> Any:
+    from rocketmq.grpc_protocol import service_pb2 as svc
+
+    req = svc.ReceiveMessageRequest(batch_size=1)
+    req.group.name = "floodg"
+    req.message_queue.topic.name = TOPIC
+    req.long_polling_timeout.FromSeconds(poll_s)
+    req.invisible_duration.FromSeconds(30)
+    return req
+
+
+def _send_request() -> Any:
+    from rocketmq.grpc_protocol import definition_pb2 as pb
+    from rocketmq.grpc_protocol import service_pb2 as svc
+
+    msg = pb.Message(topic=pb.Resource(name=TOPIC), body=b"wake one")
+    msg.system_properties.message_id = "flood-send-1"
+    msg.system_properties.message_type = pb.MessageType.NORMAL
+    return svc.SendMessageRequest(messages=[msg])
+
+
+class _Flood:
+    """What the receive flood saw: receives answered before the send, the signed
+    calls' times, the receives the send woke (their status codes)."""
+
+    early: int
+    waits: list[float]
+    woken: list[list[int]]
+    peak: int
+
+
+async def _receive_flood(address: str, pid: int, waiting: int) -> _Flood:
+    import asyncio
+
+    import grpc.aio
+    from rocketmq.grpc_protocol import definition_pb2 as pb
+    from rocketmq.grpc_protocol import service_pb2 as svc
+    from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
+
+    # a connection of its own each (channels to one address share one by default),
+    # under the server's 100 concurrent streams per connection
+    own = [("grpc.use_local_subchannel_pool", 1)]
+    channels = [grpc.aio.insecure_channel(address, options=own) for _ in range(waiting // 50)]
+    probe = grpc.aio.insecure_channel(address, options=own)
+    stub, req = MessagingServiceStub(probe), _receive_request(20)
+
+    async def receive(ch: Any) -> list[int]:
+        call = MessagingServiceStub(ch).ReceiveMessage(req, metadata=signed(), timeout=30)
+        return [r.status.code async for r in call if r.HasField("status")]
+
+    async def timed(call: Any) -> float:
+        t0 = time.monotonic()
+        r = await call
+        assert r.status.code == pb.Code.OK, r.status.message
+        return time.monotonic() - t0
+
+    out = _Flood()
+    tasks = [asyncio.ensure_future(receive(ch)) for ch in channels for _ in range(50)]
+    try:
+        await asyncio.sleep(1.5)  # every receive reached the broker and found nothing
+        out.early = sum(t.done() for t in tasks)
+        route = svc.QueryRouteRequest(topic=pb.Resource(name=TOPIC))
+        out.waits = [await timed(stub.SendMessage(_send_request(), metadata=signed())),
+                     await timed(stub.QueryRoute(route, metadata=signed()))]  # fmt: skip
+        await asyncio.wait(tasks, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.sleep(0.2)  # a second receive woken by mistake would end by now
+        out.woken = [t.result() for t in tasks if t.done()]
+        out.peak = peak_rss(pid)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for ch in [*channels, probe]:
+            await ch.close()
+    return out
+
+
+def test_grpc_receive_flood_waits_past_the_old_worker_count_and_signed_calls_are_answered(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from rocketmq.grpc_protocol import definition_pb2 as pb
+
+    waiting = 300  # more than the 128 worker threads the endpoint once had
+    with acl_broker(tmp_path) as b:
+        _timed_signed_route(_stub(b.grpc))  # creates the topic
+        base = rss(b.pid)
+        flood = asyncio.run(_receive_flood(b.grpc, b.pid, waiting))
+    assert flood.early == 0, f"{flood.early} of {waiting} receives did not wait"
+    assert max(flood.waits) < ANSWER_S, flood.waits
+    assert flood.woken == [[pb.Code.OK]]  # the send woke one receive, which took it
+    assert flood.peak - base < RSS_BUDGET, (base // MIB, flood.peak // MIB)
