@@ -32,14 +32,22 @@ def fdatasync(fd: int, *, what: str = "") -> None:
     faults.point("after_fdatasync", what=what)
 
 
-def allocate(fd: int, size: int) -> None:
-    """Reserve ``size`` bytes for a file so later writes through a mapping cannot hit
-    ENOSPC (which would be SIGBUS, not an exception).
+def allocate(fd: int, size: int, *, sparse: bool = False) -> None:
+    """Size a new file to ``size`` bytes: reserved, so later writes through a mapping
+    cannot hit ENOSPC (which would be SIGBUS, not an exception), or ``sparse`` (only
+    the length set; the caller reserves ranges as it writes them).
+
+    Both pass the fault point ``before_allocate`` while the file is still empty: a
+    file created under the name of one deleted earlier is a new file, which the
+    simulated disk must not credit with the old one's durable bytes.
 
     Raises:
         OSError: ENOSPC when the disk cannot hold the file.
     """
     faults.point("before_allocate", size=size)
+    if sparse:
+        os.ftruncate(fd, size)
+        return
     try:
         os.posix_fallocate(fd, 0, size)
     except OSError as e:

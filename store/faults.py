@@ -9,7 +9,8 @@ kill the process at a precise moment::
         store.put_message(msg)        # -> flush fails, store poisoned
 
 Points used by the engine: ``before_fdatasync``, ``after_fdatasync`` (context ``what``:
-a file path), ``before_allocate`` (``size``), ``before_index_allocate`` (``offset``,
+a file path), ``before_allocate`` (``size``; a new segment or checkpoint file, still
+empty, sparse or not), ``before_index_allocate`` (``offset``,
 ``size``, ``what``: the index region about to be reserved), ``index_entries_written``
 and ``index_slots_written`` (``what``: the index file; a put's entries, then its slot
 heads, are in, its header not yet), ``index_header_fields_written`` (``what``: the index

@@ -202,10 +202,7 @@ class MappedFile:
         file is created to be written)."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            if self.reserve_chunk:
-                os.ftruncate(fd, self.file_size)
-            else:
-                _platform.allocate(fd, self.file_size)
+            _platform.allocate(fd, self.file_size, sparse=bool(self.reserve_chunk))
         except BaseException:
             os.close(fd)
             self.path.unlink(missing_ok=True)

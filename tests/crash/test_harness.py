@@ -262,3 +262,33 @@ def test_crash_image_alone_keeps_the_flushed_prefix(tmp_path: Path, seed: int):
         assert report.claimed_flushed == flushed[-1].physical_offset + flushed[-1].size
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("reserve_chunk", [0, 1 << 20], ids=["allocated", "sparse"])
+def test_a_new_segment_passes_the_allocation_point_while_still_empty(
+    tmp_path: Path, reserve_chunk: int
+):
+    """The disk model forgets a file it sees empty at ``before_allocate`` (a segment
+    recovery deleted and the log created again under the same name, often with the same
+    inode number, is new: zeros). A creation path that skipped the point let dropped
+    pages of the new segment come back as the deleted one's records (duplicate queue
+    offsets after a power loss)."""
+    from mqstore import faults
+
+    empty_at_the_point: set[int] = set()
+    root = tmp_path / "store"
+
+    def hook(**ctx: object) -> None:
+        for p in (root / "commitlog").iterdir():
+            if p.name.isdigit() and p.stat().st_size == 0:
+                empty_at_the_point.add(int(p.name))
+
+    s = make_store(
+        tmp_path, commitlog_file_size=FILE_SIZE, commitlog_reserve_chunk=reserve_chunk,
+        message_index_enable=False,
+    )  # fmt: skip
+    with faults.inject("before_allocate", hook):
+        while len(s.segments.files) < 2:
+            s.put_message(Message(topic="orders", body=bytes(500)))
+    s.close()
+    assert FILE_SIZE in empty_at_the_point

@@ -223,7 +223,8 @@ def _trial(
             cut_after = _arm(model, rng, PER_THREAD[mode] * THREADS)
             puts = _produce(store, model, life, PER_THREAD[mode], cut_after, fixed_size, batches)
             image = store.abandon()
-        written = max(int(p.name) + p.stat().st_size for p in cfg.commitlog_path.iterdir())
+        segments = cfg.commitlog_path.iterdir()  # none if the first allocation failed
+        written = max((int(p.name) + p.stat().st_size for p in segments), default=0)
         decide = _hole(rng, written) if holes else None
         report = power_loss(image, rng, model, decide=decide)
         assert report.violations == [], report.violations
