@@ -554,6 +554,7 @@ PERMISSIONS: Mapping[int, Rule] = {
     _Q.GET_BROKER_RUNTIME_INFO: SIGNED,
     _Q.GET_BROKER_CONFIG: SIGNED,
     305: SIGNED,  # GET_SYSTEM_TOPIC_LIST_FROM_BROKER (store.broker.admin_tables)
+    _Q.GET_ALL_PRODUCER_INFO: SIGNED,  # mqadmin producer (store.broker.admin_tables)
     # --- the built-in name server's reads (served on the broker port)
     _Q.GET_ROUTEINFO_BY_TOPIC: SIGNED,
     _Q.GET_BROKER_CLUSTER_INFO: SIGNED,
@@ -572,6 +573,9 @@ PERMISSIONS: Mapping[int, Rule] = {
     _Q.RESET_CONSUMER_CLIENT_OFFSET: admin_rule(*_RESET_FIELDS),
     _Q.INVOKE_BROKER_TO_RESET_OFFSET: admin_rule(*_RESET_FIELDS),  # mqadmin resetOffsetByTime
     _Q.NOTIFY_CONSUMER_IDS_CHANGED: admin_rule("consumerGroup"),
+    _Q.CLEAN_EXPIRED_CONSUMEQUEUE: Rule(admin=True),  # files go (store.broker.admin_tables)
+    _Q.CLEAN_UNUSED_TOPIC: Rule(admin=True),
+    _Q.DELETE_EXPIRED_COMMITLOG: Rule(admin=True),
 }
 """The permission table: every request code the broker serves (remoting, and the
 built-in name server on its port) has a row; ``tests/broker/test_acl_table.py`` walks
@@ -589,7 +593,13 @@ NAMESRV_PERMISSIONS: Mapping[int, Rule] = {
     _Q.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: SIGNED,
     _Q.GET_KV_CONFIG: SIGNED,
     _Q.GET_NAMESRV_CONFIG: SIGNED,  # mqadmin getNamesrvConfig (store.namesrv.admin)
+    _Q.GET_KVLIST_BY_NAMESPACE: SIGNED,
     _Q.DELETE_TOPIC_IN_NAMESRV: Rule(admin=True),  # mqadmin deleteTopic's second half
+    _Q.PUT_KV_CONFIG: Rule(admin=True),
+    _Q.DELETE_KV_CONFIG: Rule(admin=True),
+    _Q.UPDATE_NAMESRV_CONFIG: Rule(admin=True),
+    _Q.WIPE_WRITE_PERM_OF_BROKER: Rule(admin=True),  # routes stop taking sends
+    _Q.ADD_WRITE_PERM_OF_BROKER: Rule(admin=True),
 }
 """The standalone name server's permission table (``mqstore namesrv --acl``), the same
 shape as :data:`PERMISSIONS`: its write codes need an admin account (a broker signs its

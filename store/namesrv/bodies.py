@@ -61,8 +61,12 @@ def _broker_bean(b: BrokerData) -> Bean:
     return Bean(brokerAddrs=dict(b.addrs), brokerName=b.broker_name, cluster=b.cluster)
 
 
-def route_body(route: TopicRoute, *, standard_json: bool = False) -> bytes:
-    """GET_ROUTEINFO_BY_TOPIC response body (``TopicRouteData``)."""
+def route_body(
+    route: TopicRoute, *, standard_json: bool = False, order_topic_conf: str | None = None
+) -> bytes:
+    """GET_ROUTEINFO_BY_TOPIC response body (``TopicRouteData``); ``order_topic_conf``
+    (the ORDER_TOPIC_CONFIG value of the topic, with ``orderMessageEnable``) goes in
+    ``orderTopicConf``."""
     queues = [
         Bean(
             brokerName=q.broker_name,
@@ -79,6 +83,8 @@ def route_body(route: TopicRoute, *, standard_json: bool = False) -> bytes:
         filterServerTable={},
         queueDatas=queues,
     )
+    if order_topic_conf is not None:
+        doc["orderTopicConf"] = order_topic_conf
     return dumps_body(doc, standard_json=standard_json)
 
 
@@ -96,6 +102,8 @@ def topic_list_body(topics: list[str]) -> bytes:
     return dumps_body(Bean(topicList=topics))
 
 
-def kv_table_body() -> bytes:
-    """The REGISTER_BROKER response body: the (empty) ORDER_TOPIC_CONFIG KV table."""
-    return dumps_body(Bean(table={}))
+def kv_table_body(table: dict[str, str] | None) -> bytes:
+    """A ``KVTable`` body (REGISTER_BROKER's answer: the ORDER_TOPIC_CONFIG namespace;
+    GET_KVLIST_BY_NAMESPACE); empty (no body) for a namespace without keys, as
+    RocketMQ's ``getKVListByNamespace`` answers."""
+    return b"" if table is None else dumps_body(Bean(table=table))

@@ -31,10 +31,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mqstore.broker.topics import TopicConfig
-from mqstore.remoting.values import QueueData
+from mqstore.remoting.values import PERM_READ, PERM_WRITE, QueueData
 
 MASTER_ID = 0
 DEFAULT_EXPIRY_S = 120.0
@@ -251,6 +251,21 @@ class RouteInfoManager:
                     by_broker.pop(name, None)
             if not by_broker:
                 del self._topics[topic]
+
+    def set_write_perm(self, broker_name: str, writable: bool) -> int:
+        """Take the write bit off (``writable`` False) or set read and write on the queue
+        data of every topic ``broker_name`` holds; how many topics that was
+        (WIPE/ADD_WRITE_PERM_OF_BROKER)."""
+        count = 0
+        with self._lock:
+            for by_broker in self._topics.values():
+                q = by_broker.get(broker_name)
+                if q is None:
+                    continue
+                perm = PERM_READ | PERM_WRITE if writable else q.perm & ~PERM_WRITE
+                by_broker[broker_name] = replace(q, perm=perm)
+                count += 1
+        return count
 
     def live_addrs(self) -> list[str]:
         """Addresses registered and not yet expired or unregistered."""

@@ -12,8 +12,8 @@ the loop thread. Codes served, as RocketMQ's ``DefaultRequestProcessor``:
 - GET_ROUTEINFO_BY_TOPIC (105): header ``topic``; TOPIC_NOT_EXIST (17) when no live
   broker holds it.
 - GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206).
-- GET_KV_CONFIG (101): QUERY_NOT_FOUND (no KV config is kept).
-- DELETE_TOPIC_IN_NAMESRV (216), GET_NAMESRV_CONFIG (319): :mod:`mqstore.namesrv.admin`.
+- The admin codes (KV table 100/101/102/219, write perm 205/327, DELETE_TOPIC_IN_NAMESRV
+  216, UPDATE/GET_NAMESRV_CONFIG 318/319): :mod:`mqstore.namesrv.admin`.
 
 Anything else gets REQUEST_CODE_NOT_SUPPORTED. A malformed frame closes its connection.
 A oneway request (a 4.9.8 broker registers oneway when it creates a topic) is processed
@@ -52,6 +52,7 @@ from mqstore.broker.wire import ext_int, ext_str
 from mqstore.closeable import Stoppable
 from mqstore.limits import NAME_SERVER_LIMITS, PartialFrames, ServerLimits, close_idle
 from mqstore.namesrv import admin, bodies
+from mqstore.namesrv.kv import ORDER_TOPIC_CONFIG
 from mqstore.namesrv.routes import (
     DEFAULT_EXPIRY_S,
     DEFAULT_SCAN_INTERVAL_S,
@@ -173,14 +174,15 @@ class NameServer(Stoppable):
         self.connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
+        self.admin = admin.NamesrvAdmin(self.routes, lambda: self.port, limits.idle_timeout_s)
+        """The admin codes, the KV table and the settings (mqstore.namesrv.admin)."""
         self._handlers: dict[int, Handler] = {
             RequestCode.REGISTER_BROKER: self._register,
             RequestCode.UNREGISTER_BROKER: self._unregister,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self._route,
             RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._topic_list,
-            RequestCode.GET_KV_CONFIG: self._kv_config,
-            **admin.handlers(self.routes, lambda: self.port),  # 216, 319: mqstore.namesrv.admin
+            **self.admin.handlers(),
         }
 
     @property
@@ -231,7 +233,7 @@ class NameServer(Stoppable):
         return cmd.make_response(
             ResponseCode.SUCCESS,
             ext_fields={k: v for k, v in header.items() if v},
-            body=bodies.kv_table_body(),
+            body=bodies.kv_table_body(self.admin.kv.namespace(ORDER_TOPIC_CONFIG)),
         )
 
     def _unregister(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -250,9 +252,10 @@ class NameServer(Stoppable):
             remark = f"No topic route info in name server for the topic: {topic}\n{_FAQ}"
             return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, remark)
         standard = cmd.ext_fields.get("acceptStandardJsonOnly", "false").lower() == "true"
-        return cmd.make_response(
-            ResponseCode.SUCCESS, body=bodies.route_body(route, standard_json=standard)
+        body = bodies.route_body(
+            route, standard_json=standard, order_topic_conf=self.admin.order_topic_conf(topic)
         )
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)
 
     def _cluster_info(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
         brokers, clusters = self.routes.cluster_info()
@@ -264,11 +267,6 @@ class NameServer(Stoppable):
         return cmd.make_response(
             ResponseCode.SUCCESS, body=bodies.topic_list_body(self.routes.topics())
         )
-
-    def _kv_config(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
-        ext = cmd.ext_fields
-        remark = f"No config item, Namespace: {ext.get('namespace')} Key: {ext.get('key')}"
-        return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, remark)
 
     # --------------------------------------------------------------- lifecycle
 

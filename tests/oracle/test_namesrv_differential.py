@@ -7,10 +7,19 @@ from __future__ import annotations
 
 import pytest
 
+from mqstore.remoting import fastjson
 from mqstore.remoting.codes import RequestCode, ResponseCode
 from tests.broker.wire_client import WireClient
 from tests.oracle.conftest import Side
-from tests.oracle.harness import Fleet, create_topic, queues, send_new, wait_until
+from tests.oracle.harness import (
+    Fleet,
+    Proc,
+    create_topic,
+    queues,
+    remoting_call,
+    send_new,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -111,3 +120,98 @@ def test_a_new_topics_first_message_is_consumed_within_2_s_through_mqstore_names
     real_ms = _first_ms(fleet, real_side, f"{unique}_r")
     mq_ms = _first_ms(fleet, mq_side, f"{unique}_m")
     assert mq_ms < max(2000, 2 * real_ms), (mq_ms, real_ms)
+
+
+# ------------------------------------------------------------- admin codes (issue 37)
+
+
+def _answer(ns: str, code: int, ext: dict[str, str] | None = None, body: bytes = b"") -> tuple:  # type: ignore[type-arg]
+    """What a client reads of an answer: code, remark, the header fields asked for by
+    the admin tool, the body (a KVTable parsed)."""
+    r = remoting_call(ns, code, ext, body)
+    fields = {k: v for k, v in (r.ext_fields or {}).items()
+              if k in ("value", "wipeTopicCount", "addTopicCount")}  # fmt: skip
+    return r.code, r.remark, fields, fastjson.loads(r.body) if r.body else None
+
+
+def _kv_scenario(ns: str, namespace: str) -> list[tuple]:  # type: ignore[type-arg]
+    kv = {"namespace": namespace, "key": "k1"}
+    return [
+        _answer(ns, RequestCode.GET_KV_CONFIG, kv),
+        _answer(ns, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": namespace}),
+        _answer(ns, RequestCode.PUT_KV_CONFIG, {**kv, "value": "v1"}),
+        _answer(ns, RequestCode.PUT_KV_CONFIG, {**kv, "key": "k2", "value": "v2"}),
+        _answer(ns, RequestCode.GET_KV_CONFIG, kv),
+        _answer(ns, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": namespace}),
+        _answer(ns, RequestCode.DELETE_KV_CONFIG, kv),
+        _answer(ns, RequestCode.DELETE_KV_CONFIG, kv),  # already gone: SUCCESS again
+        _answer(ns, RequestCode.GET_KV_CONFIG, kv),
+        _answer(ns, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": namespace}),
+    ]
+
+
+def test_the_kv_table_answers_as_the_real_name_servers(
+    real_ns: Proc, mq_ns: Proc, unique: str
+) -> None:
+    real, ours = _kv_scenario(real_ns.address, unique), _kv_scenario(mq_ns.address, unique)
+    assert ours == real
+    assert real[4][2] == {"value": "v1"}  # what the oracle showed
+
+
+def _config_scenario(ns: str) -> list[object]:
+    update = RequestCode.UPDATE_NAMESRV_CONFIG
+    out: list[object] = [
+        _answer(ns, update, body=b"clusterTest=true\nnoSuchKey=1\n"),
+        _answer(ns, update, body=b"kvConfigPath=/tmp/elsewhere\n"),  # black-listed
+        _answer(ns, update, body=b"configBlackList=\n"),
+    ]
+    shown = remoting_call(ns, RequestCode.GET_NAMESRV_CONFIG).body.decode()
+    out.append(sorted(ln for ln in shown.splitlines() if ln.startswith(("clusterTest=",
+                                                                          "configBlackList="))))  # fmt: skip
+    out.append(_answer(ns, update, body=b"clusterTest=false\n"))
+    return out
+
+
+def test_update_namesrv_config_answers_as_the_real_name_servers(real_ns: Proc, mq_ns: Proc) -> None:
+    real, ours = _config_scenario(real_ns.address), _config_scenario(mq_ns.address)
+    assert ours == real
+    assert real[3] == [
+        "clusterTest=true",
+        "configBlackList=configBlackList;configStorePath;kvConfigPath",
+    ]
+
+
+def _perm_scenario(s: Side, topic: str) -> list[object]:
+    """Wipe then add the write perm of each broker of the side; the perms of ``topic``'s
+    route after each, and whether each count is the number of topics the broker holds."""
+    out: list[object] = []
+    topics = fastjson.loads(
+        remoting_call(s.ns, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body
+    )
+    for broker in s.brokers:
+        name = broker.label.split()[-1]
+        held = sum(1 for t in topics["topicList"] if name in queues(s.ns, t))
+        try:
+            for code, header in ((RequestCode.WIPE_WRITE_PERM_OF_BROKER, "wipeTopicCount"),
+                                 (RequestCode.ADD_WRITE_PERM_OF_BROKER, "addTopicCount")):  # fmt: skip
+                r = remoting_call(s.ns, code, {"brokerName": name})
+                out.append(
+                    (r.code, int(r.ext_fields[header]) == held, queues(s.ns, topic)[name][2])
+                )
+        finally:  # the routes are shared by the session's other tests
+            remoting_call(s.ns, RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": name})
+    r = remoting_call(s.ns, RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "no-such-broker"})
+    out.append((r.code, r.ext_fields.get("wipeTopicCount")))
+    return out
+
+
+def test_write_perm_of_a_broker_is_wiped_and_added_as_on_the_real_name_server(
+    real_ns_mixed: Side, mq_ns_mixed: Side, unique: str
+) -> None:
+    for s in (real_ns_mixed, mq_ns_mixed):
+        for broker in s.brokers:
+            create_topic(broker.address, unique)
+        wait_until(lambda s=s: len(queues(s.ns, unique)) == 2, 10)  # type: ignore[misc]
+    real, ours = _perm_scenario(real_ns_mixed, unique), _perm_scenario(mq_ns_mixed, unique)
+    assert ours == real
+    assert real[:2] == [(0, True, 4), (0, True, 6)]  # what the oracle showed
