@@ -222,7 +222,7 @@ def process_producer_connections(ctx: RequestContext, cmd: RemotingCommand) -> R
 def _uptime(ms: int) -> str:
     s = ms // 1000
     return (
-        f" [ {s // 86400} days, {s // 3600 % 24} hours, {s // 60 % 60} minutes, {s % 60} seconds ]"
+        f"[ {s // 86400} days, {s // 3600 % 24} hours, {s // 60 % 60} minutes, {s % 60} seconds ]"
     )
 
 
@@ -233,11 +233,16 @@ def runtime_info(core: BrokerCore) -> dict[str, str]:
     boot = core.boot_timestamp_ms
     put_tps, get_tps = core.traffic.tps_lines()
     puts, gets = core.traffic.totals()
+    put_today, put_yesterday, get_today, get_yesterday = core.traffic.mornings()
     return {
         "putTps": put_tps,
         "getTransferedTps": get_tps,
         "msgPutTotalTodayNow": str(puts),
         "msgGetTotalTodayNow": str(gets),
+        "msgPutTotalTodayMorning": str(put_today),
+        "msgPutTotalYesterdayMorning": str(put_yesterday),
+        "msgGetTotalTodayMorning": str(get_today),
+        "msgGetTotalYesterdayMorning": str(get_yesterday),
         "bootTimestamp": str(boot),
         "runtime": _uptime(now - boot),
         "brokerVersionDesc": "mqstore (RocketMQ 4.x protocol)",

@@ -78,6 +78,15 @@ class ConnectionTable:
             found = [self._clients.get(c) for c in client_ids]
         return [c for c in found if c is not None]
 
+    def now_ms(self) -> int:
+        """The table's clock (``last_update_ms`` is on it)."""
+        return self._clock()
+
+    def producer_groups(self) -> list[str]:
+        """Every producer group a live client announced, sorted."""
+        with self._lock:
+            return sorted({g for c in self._clients.values() for g in c.producer_groups})
+
     def producers(self, group: str) -> list[ClientConnection]:
         """The live clients that announced producer ``group``, sorted by client id."""
         with self._lock:

@@ -86,18 +86,27 @@ class _KeyedCounter:
 class TrafficStats:
     """Puts and pulled messages: totals and rates."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self._clock = clock
+        self._wall = wall
         self._start = clock()
         self._lock = threading.Lock()
         self._put = _Counter()
         self._get = _Counter()
+        self._next_midnight = _next_local_midnight(wall())
+        self._mornings = (0, 0, 0, 0)
+        """(put today, put yesterday, get today, get yesterday) totals at local midnight."""
         self._keyed: dict[tuple[str, str], _KeyedCounter] = {}
 
     def record_put(self, n: int, topic: str | None = None) -> None:
         """``n`` messages stored (in ``topic``: counted under ``TOPIC_PUT_NUMS``)."""
         if n > 0:
             with self._lock:
+                self._roll_day_locked()
                 second = int(self._clock())
                 self._put.add(second, n)
                 if topic is not None:
@@ -108,10 +117,34 @@ class TrafficStats:
         under ``GROUP_GET_NUMS``, key ``topic@group``)."""
         if n > 0:
             with self._lock:
+                self._roll_day_locked()
                 second = int(self._clock())
                 self._get.add(second, n)
                 if topic is not None and group is not None:
                     self._keyed_locked(GROUP_GET_NUMS, f"{topic}@{group}").add(second, n)
+
+    def _roll_day_locked(self) -> None:
+        """At the first count or look after a local midnight, today's morning totals
+        become yesterday's and the totals so far today's (RocketMQ ``BrokerStats.record``,
+        run at midnight: nothing was counted in between, so they are the midnight ones)."""
+        now = self._wall()
+        if now < self._next_midnight:
+            return
+        put_today, _, get_today, _ = self._mornings
+        crossed_two = now >= _next_local_midnight(self._next_midnight)
+        self._mornings = (
+            self._put.total, self._put.total if crossed_two else put_today,
+            self._get.total, self._get.total if crossed_two else get_today,
+        )  # fmt: skip
+        self._next_midnight = _next_local_midnight(now)
+
+    def mornings(self) -> tuple[int, int, int, int]:
+        """(msgPutTotalTodayMorning, msgPutTotalYesterdayMorning, msgGetTotalTodayMorning,
+        msgGetTotalYesterdayMorning): the put and pulled totals at the last two local
+        midnights (0 for one before the start)."""
+        with self._lock:
+            self._roll_day_locked()
+            return self._mornings
 
     def _keyed_locked(self, name: str, key: str) -> _KeyedCounter:
         counter = self._keyed.get((name, key))
@@ -147,3 +180,10 @@ class TrafficStats:
                 for c in (self._put, self._get)
             )
         return put, get
+
+
+def _next_local_midnight(epoch_s: float) -> float:
+    """The first local midnight after ``epoch_s`` (epoch seconds)."""
+    t = time.localtime(epoch_s)
+    start = time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 0, 0, 0, 0, 0, -1))
+    return time.mktime((*time.localtime(start + 26 * 3600)[:3], 0, 0, 0, 0, 0, -1))

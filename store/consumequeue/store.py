@@ -33,7 +33,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any
 
@@ -444,17 +444,37 @@ class ConsumeQueueStore:
     def drop_topic(self, topic: str) -> int:
         """Forget the topic's queues and delete their files (the topic was deleted);
         returns how many queues went. A reader holding one finishes on its mappings."""
+        dropped = self._drop(lambda key: key[0] == topic)
+        shutil.rmtree(self.directory / topic, ignore_errors=True)
+        return dropped
+
+    def drop_expired_queues(self, min_physical_offset: int, keep: Container[str] = ()) -> int:
+        """Forget and delete every queue whose last unit ends at or below
+        ``min_physical_offset`` (all its messages are gone from the CommitLog), but the
+        queues of ``keep`` topics and empty queues; returns how many went (RocketMQ
+        ``cleanExpiredConsumerQueue``). Following a dispatch child: none (it owns them)."""
+        if self._dispatched is not None:
+            return 0
+
+        def expired(key: tuple[str, int]) -> bool:
+            cq = self.queues.get(key)
+            last = cq.last_unit() if cq is not None and key[0] not in keep else None
+            return last is not None and last[0] + last[1] <= min_physical_offset
+
+        self._open_closed(list(self._closed))
+        return self._drop(expired)
+
+    def _drop(self, doomed_key: Callable[[tuple[str, int]], bool]) -> int:
         with self._lock:
-            for key in [k for k in self._closed if k[0] == topic]:
+            for key in [k for k in self._closed if doomed_key(k)]:
                 del self._closed[key]
-            doomed = [cq for key, cq in self.queues.items() if key[0] == topic]
+            doomed = [cq for key, cq in self.queues.items() if doomed_key(key)]
             for cq in doomed:
                 del self.queues[cq.topic, cq.queue_id]
                 self._dirty.discard(cq)
                 self._touched.discard(cq)
         for cq in doomed:
             cq.destroy()
-        shutil.rmtree(self.directory / topic, ignore_errors=True)
         return len(doomed)
 
     def destroy(self) -> None:

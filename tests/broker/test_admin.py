@@ -232,7 +232,7 @@ def test_runtime_info_is_a_kv_table_of_strings(client: WireClient, store: Messag
     assert all(isinstance(v, str) for v in table.values())
     assert int(table["commitLogMaxOffset"]) == store.max_physical_offset
     assert int(table["bootTimestamp"]) <= time.time() * 1000
-    assert table["runtime"].startswith(" [ 0 days, 0 hours")
+    assert table["runtime"].startswith("[ 0 days, 0 hours")
 
 
 def test_broker_config_is_properties_text(client: WireClient) -> None:

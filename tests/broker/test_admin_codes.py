@@ -11,14 +11,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from mqstore.broker.core import BrokerCore
+from mqstore.broker.core import BrokerConfig, BrokerCore
 from mqstore.broker.server import BrokerServer
 from mqstore.broker.topics import TopicConfig
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, ConsumerConfig, PushConsumer
 from mqstore.client.remote import RemoteTransport
+from mqstore.message import Message
 from mqstore.message_store import MessageStore
 from mqstore.namesrv.routes import Registration
 from mqstore.namesrv.server import NameServer
@@ -28,6 +30,7 @@ from mqstore.remoting.codes import ResponseCode as Rs
 from mqstore.remoting.fastjson import loads
 from tests.broker.test_admin import commit, heartbeat, mq_keyed, send, split_table
 from tests.broker.wire_client import WireClient
+from tests.helpers import make_store
 
 pytestmark = pytest.mark.integration
 
@@ -283,6 +286,45 @@ def namesrv() -> Iterator[NameServer]:
     ns.start()
     yield ns
     ns.stop()
+
+
+# ------------------------------------------------- 306, 328, 329: housekeeping
+
+
+def test_clean_expired_consume_queue_drops_the_queues_wholly_below_the_commitlog(
+    tmp_path: Path,
+) -> None:
+    with make_store(tmp_path, commitlog_file_size=64 * 1024) as store:
+        for topic in ("Old", "New"):
+            for _ in range(40):
+                store.put_message(Message(topic=topic, body=b"x" * 4000))
+        assert store.wait_dispatched()
+        assert store.clean_expired_files(immediately=True).commitlog_files > 0
+        core = BrokerCore(store, BrokerConfig())
+        srv = BrokerServer(core, host="127.0.0.1", port=0)
+        srv.start()
+        try:
+            with WireClient(srv.address) as c:
+                assert c.call(Rq.CLEAN_EXPIRED_CONSUMEQUEUE).code == Rs.SUCCESS
+        finally:
+            srv.stop()
+            core.shutdown()
+        assert store.queues.find("Old", 0) is None
+        assert store.queues.find("New", 0) is not None
+
+
+def test_delete_expired_commitlog_runs_a_manual_cleanup_round(
+    client: WireClient, store: MessageStore
+) -> None:
+    assert client.call(Rq.DELETE_EXPIRED_COMMITLOG).code == Rs.SUCCESS
+
+
+def test_all_producer_info_lists_the_announced_producer_groups(client: WireClient) -> None:
+    assert client.call(Rq.HEART_BEAT, body=heartbeat("cid-1", "", producer="PG")).code == 0
+    r = client.call(Rq.GET_ALL_PRODUCER_INFO)
+    assert r.code == Rs.SUCCESS
+    [info] = loads(r.body)["data"]["PG"]
+    assert info["clientId"] == "cid-1" and info["lastUpdateTimestamp"] > 0
 
 
 def test_delete_topic_in_namesrv_forgets_its_route(namesrv: NameServer) -> None:

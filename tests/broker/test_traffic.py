@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from mqstore.broker.traffic import TrafficStats
 
 
@@ -32,3 +34,18 @@ def test_a_young_broker_averages_over_its_uptime() -> None:
     clock.now += 4
     t.record_get(20)
     assert t.tps_lines() == ("0.00 0.00 0.00", "5.00 5.00 5.00")
+
+
+def test_midnight_totals_move_a_day_on_at_each_local_midnight() -> None:
+    wall = [time.mktime((2026, 3, 10, 23, 0, 0, 0, 0, -1))]
+    t = TrafficStats(wall=lambda: wall[0])
+    t.record_put(3)
+    t.record_get(1)
+    assert t.mornings() == (0, 0, 0, 0)  # no midnight since the start
+    wall[0] += 2 * 3600  # 01:00 the next day
+    t.record_put(2)
+    assert t.mornings() == (3, 0, 1, 0)
+    wall[0] += 24 * 3600
+    assert t.mornings() == (5, 3, 1, 1)
+    wall[0] += 3 * 24 * 3600  # days without a count: both mornings are the totals
+    assert t.mornings() == (5, 5, 1, 1)
