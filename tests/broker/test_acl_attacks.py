@@ -276,6 +276,12 @@ CASES: list[tuple[int, str, Callable[[Scene], RemotingCommand], str]] = [
     (Rq.QUERY_TOPIC_CONSUME_BY_WHO, "metadata", lambda s: _cmd(Rq.QUERY_TOPIC_CONSUME_BY_WHO,
                                                                {"topic": "SecretT"}), REFUSED),
     (305, "metadata", lambda s: _cmd(305), ANY),  # GET_SYSTEM_TOPIC_LIST_FROM_BROKER
+    (Rq.GET_ALL_PRODUCER_INFO, "metadata", lambda s: _cmd(Rq.GET_ALL_PRODUCER_INFO), ANY),
+    (Rq.CLEAN_EXPIRED_CONSUMEQUEUE, "drop queues", lambda s: _cmd(
+        Rq.CLEAN_EXPIRED_CONSUMEQUEUE), REFUSED),
+    (Rq.CLEAN_UNUSED_TOPIC, "drop queues", lambda s: _cmd(Rq.CLEAN_UNUSED_TOPIC), REFUSED),
+    (Rq.DELETE_EXPIRED_COMMITLOG, "delete files", lambda s: _cmd(
+        Rq.DELETE_EXPIRED_COMMITLOG), REFUSED),
     (Rq.GET_CONSUMER_RUNNING_INFO, "metadata", lambda s: _cmd(Rq.GET_CONSUMER_RUNNING_INFO, {
         "consumerGroup": "victim", "clientId": "m", "jstackEnable": "false"}), REFUSED),
     (Rq.VIEW_BROKER_STATS_DATA, "metadata", lambda s: _cmd(Rq.VIEW_BROKER_STATS_DATA, {
