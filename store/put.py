@@ -137,16 +137,14 @@ class PutWriter:
         except RollFailed as e:
             return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, error=str(e))
         phys = physs[0]
-        total = frames[0][FRAME_TOTAL]
+        frame = frames[0]
+        total = frame[12]  # FRAME_TOTAL and (below) FRAME_UNIQ: literals, no global lookups
         status = self._acked(phys + total, msg.wait_store_msg_ok) if self._waits else _PUT_OK
         high, head = self._id_high
         if phys >> 16 != high:
             head = self._id_head(phys)
         msg_id = head + self._hex4[phys & 0xFFFF]
-        return _tuple_new(
-            PutResult,
-            (status, phys, qoffs[0], msg_id, total, ts, frames[0][FRAME_UNIQ], None),
-        )
+        return _tuple_new(PutResult, (status, phys, qoffs[0], msg_id, total, ts, frame[13], None))
 
     def _id_head(self, phys: int) -> str:
         """The digits of ``phys``'s offset message id up to its low 16 bits (kept)."""

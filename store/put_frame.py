@@ -82,12 +82,6 @@ class _TopicFrame:
         return k
 
 
-_NO_TOPIC = _TopicFrame("", 0)
-"""A placeholder before a batch's first lookup."""
-_UNSEEN: object = object()
-"""No message's topic or host (not even None, which the lookup refuses)."""
-
-
 def _check_int_fields(msg: Message) -> None:
     """The record's fixed-width fields must hold the message's numbers: ints (the
     annotations are what a Message promises, not what it holds; a float within range
@@ -187,67 +181,68 @@ class MessageFramer:
             IllegalMessageError: empty/non-bytes body, negative queue id, a number
                 outside its field, bad property.
         """
+        if len(msgs) == 1:  # a single put: no loop, no batch lookups
+            msg = msgs[0]
+            uniq = self.next_uniq()
+            framed = self._plain(msg, uniq) or self._frame_any(msg, uniq)
+            return framed if isinstance(framed, Refusal) else [framed]
         next_uniq = self.next_uniq
-        if len(msgs) == 1:
-            uniqs: Sequence[str] = (next_uniq(),)
-        elif next_uniq is new_uniq_key:
-            uniqs = new_uniq_keys(len(msgs))
+        if next_uniq is new_uniq_key:
+            uniqs: Sequence[str] = new_uniq_keys(len(msgs))
         else:
             uniqs = [next_uniq() for _ in msgs]
         frames: list[Frame] = []
         add = frames.append
-        last_topic = last_host = _UNSEEN  # the first message looks both up
-        tf = _NO_TOPIC
-        born = b""
+        plain = self._plain
         for msg, uniq in zip(msgs, uniqs):  # noqa: B905  (the same length: made so above)
-            if msg.topic is not last_topic:  # a batch is usually one topic from one host
-                last_topic = msg.topic
-                tf = self._topics.get(msg.topic) or self._topic(msg.topic)
-            if msg.born_host is not last_host:
-                last_host = msg.born_host
-                born = self._hosts.get(msg.born_host) or self._host(msg.born_host)
-            body = msg.body
-            n = len(body) if body.__class__ is bytes else 0
-            qid = msg.queue_id
-            flag = msg.flag
-            reconsume = msg.reconsume_times
-            if (  # the common message: framed from the caches alone
-                0 < n < self._plain_body_limit
-                and len(born) == _IPV4_HOST_LEN
-                and flag == 0 == reconsume
-                and msg.born_timestamp is None
-                and flag.__class__ is int is reconsume.__class__ is qid.__class__
-                and 0 <= qid < 0x80000000
-                and not msg.sys_flag
-                and not msg.prepared_transaction_offset
-                and not msg.properties
-                and msg.delay_level <= 0
-                and msg.wait_store_msg_ok
-            ):
-                props = standard_properties_string(uniq, msg.tags, msg.keys).encode()
-                p_len = len(props)
-                total = tf.base + n + p_len
-                if p_len <= _MAX_PROPERTIES and total <= self.max_record:
-                    add((
-                        tf.keys.get(qid) or tf.key(qid), qid, 0, 0, None, born, 0, 0, body,
-                        zlib.crc32(body) & 0x7FFFFFFF, b"".join((tf.head, p_len.to_bytes(2, "big"),
-                        props)), tf.magic, total, uniq,
-                    ))  # fmt: skip
-                    continue
-            framed = self._frame_any(msg, tf, born, uniq)
+            framed = plain(msg, uniq) or self._frame_any(msg, uniq)
             if isinstance(framed, Refusal):
                 return framed
             add(framed)
         return frames
 
-    def _frame_any(
-        self, msg: Message, tf: _TopicFrame, born: bytes, uniq: str | None
-    ) -> Frame | Refusal:
+    def _plain(self, msg: Message, uniq: str) -> Frame | None:
+        """The frame of a common message, from the caches alone; None for any other
+        (:meth:`_frame_any` frames it)."""
+        body = msg.body
+        qid = msg.queue_id
+        flag = msg.flag
+        reconsume = msg.reconsume_times
+        if not (
+            flag.__class__ is int is reconsume.__class__ is qid.__class__
+            and not (
+                flag or reconsume or msg.sys_flag or msg.prepared_transaction_offset
+                or msg.properties
+            )
+            and msg.born_timestamp is None
+            and body.__class__ is bytes
+            and 0 < len(body) < self._plain_body_limit
+            and -1 < qid < 0x80000000
+            and msg.delay_level <= 0
+            and msg.wait_store_msg_ok
+        ):  # fmt: skip
+            return None
+        tf = self._topics.get(msg.topic) or self._topic(msg.topic)
+        born = self._hosts.get(msg.born_host) or self._host(msg.born_host)
+        props = standard_properties_string(uniq, msg.tags, msg.keys).encode()
+        p_len = len(props)
+        total = tf.base + len(body) + p_len
+        if p_len > _MAX_PROPERTIES or total > self.max_record or len(born) != _IPV4_HOST_LEN:
+            return None
+        return (
+            tf.keys.get(qid) or tf.key(qid), qid, 0, 0, None, born, 0, 0, body,
+            zlib.crc32(body) & 0x7FFFFFFF, b"".join((tf.head, p_len.to_bytes(2, "big"), props)),
+            tf.magic, total, uniq,
+        )  # fmt: skip
+
+    def _frame_any(self, msg: Message, uniq: str | None) -> Frame | Refusal:
         """The frame of any message (``uniq`` its UNIQ_KEY when the store makes its
         properties): the steps the common message skips."""
+        tf = self._topics.get(msg.topic) or self._topic(msg.topic)  # validated first
         if msg.delay_level > 0:  # stored in SCHEDULE_TOPIC_XXXX until due (store.schedule)
             msg = redirect(msg, self._delay_levels)
             tf = self._topics.get(msg.topic) or self._topic(msg.topic)
+        born = self._hosts.get(msg.born_host) or self._host(msg.born_host)
         cfg = self._cfg
         body = msg.body
         if type(body) is not bytes:

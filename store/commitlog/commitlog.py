@@ -146,6 +146,8 @@ class RecordPacker:
 
     __slots__ = ("_packs", "_store_flag", "_store_host", "_structs")
 
+    # One record (a single put) is packed by :meth:`pack_one`, a batch by :meth:`pack`.
+
     def __init__(self, store_host: bytes) -> None:
         store_len = len(store_host)
         self._store_host = store_host
@@ -157,6 +159,25 @@ class RecordPacker:
         }
         self._packs = {bit: header.pack for bit, header in self._structs.items()}
         self._store_flag = fmt.STOREHOST_V6_FLAG if store_len == fmt.IPV6_HOST_LEN else 0
+
+    def pack_one(
+        self, buf: mmap.mmap | bytearray, pos: int, phys: int, ts: int, frame: Frame, qoff: int
+    ) -> None:
+        """:meth:`pack` of one record (a single put), in place: its header packed
+        straight into ``buf`` and its body and tail copied after it, no record bytes
+        built."""
+        (_k, qid, flag, sys_flag, born_ts, born, reconsume, prepared, body, crc, tail,
+         magic, total, _u) = frame  # fmt: skip
+        header = self._structs[sys_flag & _BORN_V6]
+        header.pack_into(
+            buf, pos, total, magic, crc, qid, flag, qoff, phys, sys_flag | self._store_flag,
+            ts if born_ts is None else born_ts, born, ts, self._store_host, reconsume,
+            prepared, len(body),
+        )  # fmt: skip
+        b = pos + header.size
+        e = b + len(body)
+        buf[b:e] = body
+        buf[e : pos + total] = tail
 
     def pack(
         self,
@@ -179,18 +200,7 @@ class RecordPacker:
         the write position).
         """
         if len(frames) == 1:
-            (_k, qid, flag, sys_flag, born_ts, born, reconsume, prepared, body, crc, tail,
-             magic, total, _u) = frames[0]  # fmt: skip
-            header = self._structs[sys_flag & _BORN_V6]
-            header.pack_into(
-                buf, pos, total, magic, crc, qid, flag, qoffs[0], phys,
-                sys_flag | self._store_flag, ts if born_ts is None else born_ts, born, ts,
-                self._store_host, reconsume, prepared, len(body),
-            )  # fmt: skip
-            b = pos + header.size
-            e = b + len(body)
-            buf[b:e] = body
-            buf[e : pos + total] = tail
+            self.pack_one(buf, pos, phys, ts, frames[0], qoffs[0])
             return [phys]
         packs = self._packs
         store_flag = self._store_flag
@@ -233,7 +243,9 @@ class CommitLog:
         self.put_lock = threading.Lock()
         self.topic_queue_table: dict[str, int] = {}
         self._clock = clock or _now_ms
-        self._pack = RecordPacker(store_host).pack
+        packer = RecordPacker(store_host)
+        self._pack = packer.pack
+        self._pack_one = packer.pack_one
 
     # ------------------------------------------------------------------ offsets
 
@@ -334,41 +346,47 @@ class CommitLog:
                 the log and the topic-queue table stay valid.
         """
         table = self.topic_queue_table
-        if len(frames) == 1:  # one record: a single put
-            need = frames[0][FRAME_TOTAL]
-            key = frames[0][FRAME_KEY]
-            keys: list[str | None] | None = None
-        else:
-            need = sum(map(_TOTAL, frames))
-            keys = list(map(_KEY, frames))
-            key = keys[0]
-            if key is not None and keys.count(key) == len(keys):  # one queue: the usual
-                keys = None
+        if len(frames) == 1:  # one record: a single put, packed by its own short path
+            frame = frames[0]
+            need = frame[12]  # FRAME_TOTAL (a literal: no global lookup per put)
+            key = frame[0]  # FRAME_KEY
+            with self.put_lock:
+                files = self.segments.files
+                mf = files[-1] if files else None
+                if mf is None or need + _MIN_BLANK > mf.reserved - mf.wrote_position:
+                    mf = self._room(mf, need)
+                clock = self._clock
+                ts = _time_ns() // 1_000_000 if clock is _WALL_CLOCK else clock()
+                q = 0 if key is None else table.get(key, 0)
+                pos = mf.wrote_position
+                phys = mf.file_from_offset + pos
+                self._pack_one(mf.mapping, pos, phys, ts, frame, q)
+                mf.wrote_position = pos + need
+                mf.last_store_timestamp = ts
+                if key is not None:  # after the write: a write that raised leaves it
+                    table[key] = q + 1
+            return [phys], [q], ts
+        need = sum(map(_TOTAL, frames))
+        listed: list[str | None] = list(map(_KEY, frames))
+        key = listed[0]  # every record of one queue (the usual): its offsets run on
+        keys = None if key is not None and listed.count(key) == len(listed) else listed
         with self.put_lock:
             files = self.segments.files
-            mf = files[-1] if files else None
-            if mf is None or need + _MIN_BLANK > mf.reserved - mf.wrote_position:
-                mf = self._room(mf, need)
-            clock = self._clock
-            ts = _time_ns() // 1_000_000 if clock is _WALL_CLOCK else clock()
-            if keys is None:
-                if key is None:  # one record that takes no queue offset
-                    qoffs = [0]
-                elif len(frames) == 1:
-                    qoffs = [table.get(key, 0)]
-                else:
-                    q0 = table.get(key, 0)
-                    qoffs = list(range(q0, q0 + len(frames)))
+            mf = self._room(files[-1] if files else None, need)
+            ts = self._clock()
+            if key is None or keys is not None:
+                qoffs, after = _listed(table, listed)
             else:
-                qoffs, after = _listed(table, keys)
+                q0 = table.get(key, 0)
+                qoffs = list(range(q0, q0 + len(frames)))
             pos = mf.wrote_position
             physs = self._pack(mf.mapping, pos, mf.file_from_offset + pos, ts, frames, qoffs)
             mf.wrote_position = pos + need
             mf.last_store_timestamp = ts
             # the table moves after the write: a write that raised leaves it as it was
-            if keys is not None:
+            if key is None or keys is not None:
                 table.update(after)
-            elif key is not None:
+            else:
                 table[key] = qoffs[-1] + 1
         return physs, qoffs, ts
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import mqstore
 from mqstore import Message, MessageStore
-from mqstore.commitlog.commitlog import CommitLog
+from mqstore.commitlog.commitlog import FRAME_KEY, FRAME_TOTAL, FRAME_UNIQ, CommitLog
 from mqstore.put_frame import MessageFramer
 from tests.helpers import make_store
 
@@ -77,6 +77,12 @@ def test_one_framer_makes_the_frames() -> None:
     }
     assert namers == {"put_frame.py"}
     assert _calls_of("make_frame") == {}
+
+
+def test_the_frame_fields_a_single_put_reads_by_position_are_the_named_ones() -> None:
+    # put_message and CommitLog.append read a frame's key, size and UNIQ_KEY by literal
+    # index (no global lookup per put): these names must not move.
+    assert (FRAME_KEY, FRAME_TOTAL, FRAME_UNIQ) == (0, 12, 13)
 
 
 def test_a_record_header_is_packed_in_one_place_on_the_put_path() -> None:
