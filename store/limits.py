@@ -16,7 +16,10 @@ and which server applies each):
   the server at most ``max_calls_total`` calls at once (gRPC) and ``max_streams_total``
   open long-lived streams (gRPC Telemetry), so workers stay free for short calls.
 - **First message.** A stream that has sent no message within ``first_message_s`` is
-  closed: nobody has authenticated on it yet, and it holds a worker (gRPC Telemetry).
+  closed: nobody has authenticated on it yet, and it holds a worker (gRPC Telemetry; an
+  HA slave connection's first report, or its handshake proof).
+- **Connections.** A server holds at most ``max_connections`` connections at once (the
+  HA master: each slave link holds two threads; :data:`HA_LIMITS`).
 
 Inflation of compressed bodies is bounded by :func:`mqstore.compression.inflate`.
 """
@@ -66,14 +69,17 @@ class ServerLimits:
     """gRPC Telemetry streams open at once (one per client); more are refused
     RESOURCE_EXHAUSTED."""
     first_message_s: float = 10.0
-    """A gRPC stream with no message this long after it opened is closed."""
+    """A gRPC stream, or an HA slave connection, with no message this long after it
+    opened is closed."""
+    max_connections: int = 4096
+    """Connections a server holds at once; more are closed at accept."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.write_low_water <= self.write_high_water:
             raise ValueError("need 0 <= write_low_water <= write_high_water")
         counts = (self.max_in_flight, self.frames_per_turn, self.max_buffered_total,
                   self.max_streams_per_connection, self.max_calls_total,
-                  self.max_streams_total)  # fmt: skip
+                  self.max_streams_total, self.max_connections)  # fmt: skip
         if min(counts) < 1:
             raise ValueError("counts and byte caps must be >= 1")
         if self.max_frame_bytes < 8:
@@ -85,6 +91,24 @@ class ServerLimits:
 NAME_SERVER_LIMITS = ServerLimits(max_buffered_total=32 * MIB)
 """A name server's requests are small (a broker's registration, its topic table, is
 the largest); 32 MiB of partial frames is room for many brokers registering at once."""
+
+
+HA_LIMITS = ServerLimits(
+    max_connections=32,
+    max_frame_bytes=MIB,
+    max_buffered_total=MIB,
+    idle_timeout_s=20.0,
+    first_message_s=10.0,
+)
+"""The HA master's (``mqstore.ha.master``): a slave's messages are 8-byte reports (a
+handshake proof first, with a secret), so a connection holds at most 7 bytes of a
+partial one and a read takes at most ``max_frame_bytes`` (RocketMQ's 1 MiB read
+buffer); a link silent for ``idle_timeout_s`` is closed (RocketMQ's
+``haHousekeepingInterval``, 20 s; the store's ``ha_housekeeping_interval_ms`` sets
+it), one that sent no report (or proof) within ``first_message_s`` too; at most
+``max_connections`` links at once (RocketMQ brokers have one to a few slaves; each
+link holds two threads), a connection past them taking the place of the oldest that
+has not reported yet, else closed."""
 
 
 class Closable(Protocol):

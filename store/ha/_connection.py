@@ -74,6 +74,11 @@ class _Endpoint:
         """The current :class:`State`."""
         return self._state
 
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet decoded: the start of a message still arriving."""
+        return len(self._buffer)
+
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Buffer bytes read from the socket; ``b""`` means the peer closed (EOF).
 

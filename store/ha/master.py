@@ -14,6 +14,15 @@ One :class:`HAMaster` listens on the HA port (``ha_bind_host:ha_listen_port``; 1
   wakes it) or polls every ``poll_interval_ms``; after ``heartbeat_interval_ms`` (5 s)
   without writing it sends a Heartbeat.
 
+Bounds (:data:`~mqstore.limits.HA_LIMITS`, the :class:`~mqstore.limits.ServerLimits`
+every server shares; docs/limits.md): reads of at most ``max_frame_bytes``; the bytes
+of partial reports over all links within ``max_buffered_total``; a link silent for
+``idle_timeout_s`` (the housekeeping interval) closed, and one that sent no first
+report (or handshake proof) within ``first_message_s``; at most ``max_connections``
+links, a connection past them taking the place of the oldest link that has not
+reported yet (a reconnecting slave is not locked out by idle connections), else
+closed at accept.
+
 Any protocol error or socket error closes that one link (logged, kept in
 ``last_error``); the slave reconnects on its own. Nothing here parses bytes or
 touches sockets directly: that is :mod:`mqstore.ha.protocol` and :mod:`mqstore.ha.transport`.
@@ -21,6 +30,7 @@ touches sockets directly: that is :mod:`mqstore.ha.protocol` and :mod:`mqstore.h
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -43,17 +53,17 @@ from mqstore.ha.protocol import (
     ReportOffset,
     Transfer,
 )
+from mqstore.limits import HA_LIMITS, PartialFrames, ServerLimits
 from mqstore.status import PutStatus
 
 log = logging.getLogger("mqstore.ha.master")
 
-READ_BUFFER = 1 << 20
+READ_BUFFER = HA_LIMITS.max_frame_bytes
 """Largest read from a slave socket (RocketMQ's master read buffer, 1 MiB)."""
 
 
-MAX_LINKS = 32
-"""Most slave connections served at once; each holds a reader and a writer thread, so
-connections past this are closed at accept (RocketMQ brokers have one to a few slaves)."""
+MAX_LINKS = HA_LIMITS.max_connections
+"""Most slave connections served at once (``HA_LIMITS.max_connections``)."""
 
 
 class LogSource(Protocol):
@@ -99,6 +109,7 @@ class SlaveLink:
         self._wake = threading.Event()
         self._closed = threading.Event()
         self.sent_bytes = 0
+        self.opened = time.monotonic()
         self.authenticated = master.secret is None
         """False until the slave passed the handshake (always True without a secret)."""
         self._threads = [
@@ -120,6 +131,16 @@ class SlaveLink:
     def closed(self) -> bool:
         return self._closed.is_set()
 
+    @property
+    def reported(self) -> bool:
+        """True once the slave's first report arrived (the stream started)."""
+        return self._started.is_set()
+
+    def abort(self) -> None:
+        """Close the link now: its partial reports passed the server's total
+        (:class:`~mqstore.limits.PartialFrames`)."""
+        self.close(f"closed {self.channel.peer}: partial frames over the server's limit")
+
     def info(self) -> LinkInfo:
         with self._lock:
             c = self._conn
@@ -138,6 +159,7 @@ class SlaveLink:
         self._closed.set()
         self._wake.set()
         self.channel.close()
+        self._master.account(self, 0)
         self._master._link_closed(self, reason)
 
     def join(self, timeout: float) -> None:
@@ -166,7 +188,7 @@ class SlaveLink:
         assert self._master.secret is not None
         hs = MasterHandshake(self._master.secret)
         self.channel.send_all(hs.challenge())
-        deadline = time.monotonic() + self._master.housekeeping_interval
+        deadline = self.opened + self._master.first_report
         while hs.state is HandshakeState.PENDING:
             if self._closed.is_set():
                 return None
@@ -193,14 +215,21 @@ class SlaveLink:
                 with self._lock:
                     self._conn.receive_data(leftover)
         last_read = time.monotonic()
+        first_report_by = self.opened + self._master.first_report
+        read_size = self._master.limits.max_frame_bytes
         while not self._closed.is_set():
-            data = self.channel.recv(READ_BUFFER)
+            data = self.channel.recv(read_size)
             now = time.monotonic()
             if data is None:
                 if now - last_read > housekeeping:
                     raise _LinkError(
                         f"housekeeping: no report from {self.channel.peer} for "
                         f"{now - last_read:.1f} s (limit {housekeeping:.1f} s)"
+                    )
+                if not self.reported and now > first_report_by:
+                    raise _LinkError(
+                        f"{self.channel.peer} sent no report within "
+                        f"{self._master.first_report:.1f} s of connecting"
                     )
                 continue
             last_read = now
@@ -218,6 +247,9 @@ class SlaveLink:
                     self._on_report(event.offset)
                 with self._lock:
                     event = self._conn.next_event()
+            with self._lock:
+                buffered = self._conn.buffered
+            self._master.account(self, buffered)
 
     def _on_report(self, offset: int) -> None:
         if not self.authenticated:  # unreachable: reports are read only after the proof
@@ -284,6 +316,11 @@ class HAMaster:
             addition; RocketMQ slaves cannot, so leave it unset for them).
         allowed_hosts: when set, connections from other peer addresses are closed at
             accept.
+        limits: the connection bounds (module docstring; :data:`HA_LIMITS`).
+            ``housekeeping_interval_ms`` and ``max_links``, when given, replace its
+            ``idle_timeout_s`` and ``max_connections``; the first report is awaited
+            at least two heartbeat intervals (a RocketMQ slave reports once per
+            ``haSendHeartbeatInterval``).
 
     Thread-safe. ``start()`` binds (raising OSError if the port is taken);
     ``stop()`` closes every link and joins the threads.
@@ -297,24 +334,35 @@ class HAMaster:
         port: int = 10912,
         sync: bool = False,
         heartbeat_interval_ms: int = 5_000,
-        housekeeping_interval_ms: int = 20_000,
+        housekeeping_interval_ms: int | None = None,
         slave_timeout_ms: int = 3_000,
         fallbehind_max: int = 256 * 1024 * 1024,
         poll_interval_ms: int = 10,
         max_transfer: int = MAX_TRANSFER,
-        max_links: int = MAX_LINKS,
+        max_links: int | None = None,
         secret: bytes | None = None,
         allowed_hosts: frozenset[str] | None = None,
+        limits: ServerLimits = HA_LIMITS,
     ) -> None:
+        if housekeeping_interval_ms is not None:
+            limits = dataclasses.replace(limits, idle_timeout_s=housekeeping_interval_ms / 1000)
+        if max_links is not None:
+            limits = dataclasses.replace(limits, max_connections=max_links)
+        self.limits = limits
         self.log = log
         self.secret = secret or None
         self.allowed_hosts = allowed_hosts
-        self.max_links = max_links
+        self.max_links = limits.max_connections
+        """Links at once (``limits.max_connections``; settable, for tests)."""
         self.host = host
         self._requested_port = port
         self.sync = sync
         self.heartbeat_interval = heartbeat_interval_ms / 1000.0
-        self.housekeeping_interval = housekeeping_interval_ms / 1000.0
+        self.housekeeping_interval = limits.idle_timeout_s
+        self.first_report = max(limits.first_message_s, 2 * heartbeat_interval_ms / 1000.0)
+        """Seconds a new link has for its first report (or handshake proof)."""
+        self.partial = PartialFrames(limits.max_buffered_total)
+        self._partial_lock = threading.RLock()  # abort() re-enters through close()
         self.poll_interval = poll_interval_ms / 1000.0
         self.max_transfer = max_transfer
         self._links: list[SlaveLink] = []
@@ -377,9 +425,7 @@ class HAMaster:
                 channel.close()
                 self._note_error(f"refused {channel.peer}: not an allowed slave address")
                 continue
-            with self._links_lock:
-                full = len(self._links) >= self.max_links
-            if full:  # each link costs two threads: a flood of connections may not
+            if not self._make_room():  # each link costs two threads: a flood may not
                 channel.close()
                 self._note_error(f"refused {channel.peer}: {self.max_links} slaves connected")
                 continue
@@ -391,6 +437,26 @@ class HAMaster:
             link.start()
 
     # ---------------------------------------------------------------- links
+
+    def _make_room(self) -> bool:
+        """Whether a new link may be added: fewer than :attr:`max_links` are open, or
+        the oldest that has not reported yet was closed to make room (idle or
+        half-written connections cannot lock a reconnecting slave out)."""
+        with self._links_lock:
+            if len(self._links) < self.max_links:
+                return True
+            silent = [link for link in self._links if not link.reported]
+        if not silent:
+            return False
+        oldest = min(silent, key=lambda link: link.opened)
+        oldest.close(f"closed {oldest.channel.peer}: no report yet and {self.max_links} links open")
+        return True
+
+    def account(self, link: SlaveLink, buffered: int) -> None:
+        """Record the partial-report bytes ``link`` holds (0 when it closes); links
+        are closed while the total is over ``limits.max_buffered_total``."""
+        with self._partial_lock:
+            self.partial.account(link, buffered)
 
     def _snapshot(self) -> list[SlaveLink]:
         with self._links_lock:

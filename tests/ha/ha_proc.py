@@ -4,6 +4,7 @@ Run with ``sys.executable``::
 
     ha_proc.py master --store DIR --status FILE [--role SYNC_MASTER] [--produce N]
                       [--threads T] [--rate R] [--body-size B] [--acks FILE]
+                      [--housekeeping-ms MS]
     ha_proc.py slave  --store DIR --status FILE --master HOST:PORT [--reconnect-ms MS]
 
 The process opens the store the way a broker does (``MessageStore.open`` with the HA
@@ -42,6 +43,7 @@ def _config(args: argparse.Namespace) -> StoreConfig:
         "root_dir": args.store,
         "commitlog_file_size": args.file_size,
         "ha_send_heartbeat_interval_ms": args.heartbeat_ms,
+        "ha_housekeeping_interval_ms": args.housekeeping_ms,
         "extra": extra,
     }
     if args.cmd == "slave":
@@ -154,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--file-size", type=int, default=1 << 20)
     p.add_argument("--heartbeat-ms", type=int, default=5000)
     p.add_argument("--reconnect-ms", type=int, default=200)
+    p.add_argument("--housekeeping-ms", type=int, default=20_000)
     p.add_argument("--role", default="ASYNC_MASTER", choices=["ASYNC_MASTER", "SYNC_MASTER"])
     p.add_argument("--ha-port", type=int, default=0)
     p.add_argument("--master", default=None, metavar="HOST:PORT")

@@ -59,16 +59,61 @@ def test_a_protocol_error_is_logged_once(master: HAMaster) -> None:
     assert len(lines) == 1, lines
 
 
-def test_connections_past_the_cap_are_refused_and_the_rest_stay(master: HAMaster) -> None:
+def test_connections_past_the_cap_are_refused_when_every_link_has_reported(
+    master: HAMaster,
+) -> None:
     master.max_links = 2
-    socks = [socket.create_connection(("127.0.0.1", master.port)) for _ in range(4)]
+    slaves = [socket.create_connection(("127.0.0.1", master.port)) for _ in range(2)]
+    for s in slaves:
+        s.sendall(struct.pack(">q", 0))
+    until(lambda: len([i for i in master.links() if i.slave_request_offset is not None]) == 2)
+    more = [socket.create_connection(("127.0.0.1", master.port)) for _ in range(2)]
     try:
-        until(lambda: master.accepted == 2 and len(master.errors) >= 2)
-        assert master.connection_count() == 2
+        until(lambda: len(master.errors) >= 2)
         assert all("slaves connected" in e for e in master.errors)
+        assert master.accepted == 2 and master.connection_count() == 2
     finally:
-        for s in socks:
+        for s in slaves + more:
             s.close()
+
+
+def test_a_connection_past_the_cap_takes_the_place_of_the_oldest_silent_one(
+    master: HAMaster,
+) -> None:
+    master.max_links = 2
+    silent = [socket.create_connection(("127.0.0.1", master.port)) for _ in range(2)]
+    try:
+        until(lambda: master.accepted == 2)
+        with socket.create_connection(("127.0.0.1", master.port)) as slave:
+            slave.sendall(struct.pack(">q", 0))
+            until(lambda: [i.slave_request_offset for i in master.links()].count(0) == 1)
+            assert len(master.links()) == 2
+            assert silent[0].recv(1) == b""  # the oldest silent one was closed
+            assert any("no report yet" in e for e in master.errors)
+    finally:
+        for s in silent:
+            s.close()
+
+
+def test_a_connection_that_sends_no_report_is_closed_after_the_first_message_bound(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    from mqstore.limits import HA_LIMITS
+
+    limits = replace(HA_LIMITS, first_message_s=0.3)
+    store = MessageStore.open(StoreConfig(root_dir=tmp_path / "m", commitlog_file_size=1 << 20))
+    m = HAMaster(store.commitlog, port=0, heartbeat_interval_ms=100, limits=limits).start()
+    try:
+        with socket.create_connection(("127.0.0.1", m.port)) as s:
+            s.sendall(b"\x00" * 7)  # a report, all but its last byte
+            until(lambda: m.accepted == 1)
+            until(lambda: m.links() == [], timeout=5)
+            assert "sent no report within 0.3 s" in (m.last_error or "")
+    finally:
+        m.stop()
+        store.close()
 
 
 def test_a_link_whose_thread_raises_is_closed_and_others_are_still_served(
@@ -100,3 +145,27 @@ def test_a_slave_session_that_raises_is_counted_and_the_slave_reconnects(
         assert isinstance(slave, slave_module.HASlave)
         until(lambda: slave.sessions >= 1 and len(master.links()) == 1)
         assert slave.failures.counts() == {"session": 1}
+
+
+def test_partial_reports_past_the_servers_total_close_the_links_holding_them(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    from mqstore.limits import HA_LIMITS
+
+    limits = replace(HA_LIMITS, max_buffered_total=10)
+    store = MessageStore.open(StoreConfig(root_dir=tmp_path / "m", commitlog_file_size=1 << 20))
+    m = HAMaster(store.commitlog, port=0, limits=limits).start()
+    socks = [socket.create_connection(("127.0.0.1", m.port)) for _ in range(2)]
+    try:
+        socks[0].sendall(b"\x00" * 7)
+        until(lambda: m.partial.total == 7)
+        socks[1].sendall(b"\x00" * 7)  # 14 bytes held: over 10
+        until(lambda: len(m.links()) == 1 and m.partial.total == 7)
+        assert any("partial frames over the server's limit" in e for e in m.errors)
+    finally:
+        for s in socks:
+            s.close()
+        m.stop()
+        store.close()

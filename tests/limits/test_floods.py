@@ -294,3 +294,61 @@ def test_grpc_receive_flood_waits_past_the_old_worker_count_and_signed_calls_are
     assert max(flood.waits) < ANSWER_S, flood.waits
     assert flood.woken == [[pb.Code.OK]]  # the send woke one receive, which took it
     assert flood.peak - base < RSS_BUDGET, (base // MIB, flood.peak // MIB)
+
+
+def _hold_ha_slot(address: str, first: bytes, stop: threading.Event) -> None:
+    """Connect to the HA port, send ``first`` (nothing, or part of a report) and hold
+    the connection; when the master closes it, connect again, until ``stop``."""
+    while not stop.is_set():
+        try:
+            with connect(address) as sock:
+                sock.sendall(first)
+                sock.settimeout(0.2)
+                while not stop.is_set():
+                    try:
+                        if sock.recv(1 << 16) == b"":
+                            break  # closed by the master: take another slot
+                    except TimeoutError:
+                        continue
+        except OSError:
+            pass
+        stop.wait(0.05)
+
+
+def test_ha_flood_of_silent_and_half_written_connections_leaves_slaves_replicating(
+    tmp_path: Path,
+) -> None:
+    from tests.ha.procs import HAProcess
+
+    # Housekeeping (the idle bound) long enough that only the slot rules can let the
+    # second slave in while the flood holds every slot.
+    master = HAProcess("master", tmp_path / "m", tmp_path, "master", "--produce", "-1",
+                       "--rate", "2000", "--after-connect", "--housekeeping-ms", "60000")  # fmt: skip
+    procs = [master]
+    try:
+        port = master.wait_for(lambda s: s.get("port"), 20, "listening")["port"]
+        address = f"127.0.0.1:{port}"
+        slave = HAProcess("slave", tmp_path / "s", tmp_path, "slave1", "--master", address)
+        procs.append(slave)
+        slave.wait_for(lambda s: s.get("connected") and s["max_offset"] > 0, 20, "replicating")
+        base = rss(master.proc.pid)
+        stop = threading.Event()
+        floods = [partial(_hold_ha_slot, address, b"", stop) for _ in range(32)]
+        floods += [partial(_hold_ha_slot, address, bytes(7), stop) for _ in range(8)]
+        floods += [lambda: half_frame(connect(address), 16 * MIB, stop) for _ in range(2)]
+        with threads(floods, stop):
+            master.wait_for(lambda s: s["accepted"] >= 32, 20, "the flood took every slot")
+            before = slave.status()["max_offset"]  # type: ignore[index]
+            slave.wait_for(lambda s: s["max_offset"] > before, 10, "still replicating")
+            # A slave that reconnects now finds every slot held by the flood.
+            slave.kill()
+            again = HAProcess("slave", tmp_path / "s", tmp_path, "slave2", "--master", address)
+            procs.append(again)
+            again.wait_for(lambda s: s.get("connected"), 15, "reconnected during the flood")
+            target = master.status()["max_offset"]  # type: ignore[index]
+            again.wait_for(lambda s: s["max_offset"] >= target, 20, f"caught up to {target}")
+            peak = peak_rss(master.proc.pid)
+    finally:
+        for p in procs:
+            p.cleanup()
+    assert peak - base < RSS_BUDGET, (base // MIB, peak // MIB)
