@@ -11,8 +11,8 @@ Semantics, as upstream's (``broker/longpolling/PopLongPollingService.java``,
 - It is re-executed, once per wake-up, when a message arrives on the topic or on the
   group's POP retry topic (where revived messages go), and when its time runs out. A
   re-executed request that still finds nothing before its deadline is held again; at
-  the deadline it answers what it finds (PULL_NOT_FOUND: nothing, which clients read as
-  POLLING_NOT_FOUND, as they read POLLING_TIMEOUT).
+  the deadline it answers what it finds (POLLING_TIMEOUT: nothing, which clients read
+  as POLLING_NOT_FOUND).
 - At most ``max_total`` requests are held (``maxPopPollingSize``, 100,000) and at most
   ``max_per_key`` per (topic, group, queue) (``popPollingSize``, 1,024): past either,
   the request is answered POLLING_FULL (209) at once.

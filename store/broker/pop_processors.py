@@ -8,9 +8,13 @@ fields are the upstream ``*RequestHeader`` / ``*ResponseHeader`` names:
 - POP_MESSAGE ``consumerGroup topic queueId maxMsgNums invisibleTime pollTime bornTime
   initMode exp expType order`` -> SUCCESS, body = the records, header ``popTime
   invisibleTime reviveQid restNum startOffsetInfo msgOffsetInfo orderCountInfo`` (and
-  ``brokerName``, ours, so a client needs no route to build receipt handles); no
-  message -> PULL_NOT_FOUND. The client builds each message's receipt handle from the
-  header as ``MQClientAPIImpl.processPopResponse`` does (``mqstore.pop.wire``).
+  ``brokerName``, ours, so a client needs no route to build receipt handles), remark
+  ``FOUND``; no message (``maxMsgNums`` 0 included) -> POLLING_TIMEOUT, remark
+  ``NO_MESSAGE_IN_QUEUE``, header ``popTime invisibleTime reviveQid restNum`` and empty
+  offset infos, as RocketMQ 5.3.3 answers both (``restNum``: the messages left past the
+  group's offsets in the queues looked at; tests/oracle/test_pop_533.py). The client
+  builds each message's receipt handle from the header as
+  ``MQClientAPIImpl.processPopResponse`` does (``mqstore.pop.wire``).
 - ACK_MESSAGE ``consumerGroup topic queueId extraInfo offset`` -> SUCCESS, or
   NO_MESSAGE when the handle's message is no longer in flight.
 - BATCH_ACK_MESSAGE: body ``{"consumerGroup":..,"topic":..,"extraInfoList":[..]}``
@@ -82,6 +86,10 @@ def _poll_ms(ext: dict[str, str]) -> int:
     return max(0, min(ext_int(ext, "pollTime", 0), MAX_POLL_MS))
 
 
+FOUND, NO_MESSAGE_IN_QUEUE = "FOUND", "NO_MESSAGE_IN_QUEUE"
+"""POP_MESSAGE's remarks (RocketMQ 5.3.3 names its ``GetMessageStatus`` there)."""
+
+
 def process_pop(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """POP_MESSAGE (200050)."""
     ext = cmd.ext_fields
@@ -104,8 +112,9 @@ def process_pop(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         queue_id=ext_int(ext, "queueId", -1), subscription=sub,
         fifo=ext_str(ext, "order", "false") == "true", wait_ms=_poll_ms(ext),
     )  # fmt: skip
+    header = pop_wire.response_header(r, svc.config.broker_name)
     if not r.messages:
-        return cmd.make_response(ResponseCode.PULL_NOT_FOUND, "no new message")
+        return cmd.make_response(ResponseCode.POLLING_TIMEOUT, NO_MESSAGE_IN_QUEUE, header)
     store = ctx.core.store
     records = []
     for m in r.messages:
@@ -113,8 +122,7 @@ def process_pop(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         if raw is None:
             raise BadRequestError(f"record at {m.message.physical_offset} is gone")
         records.append(raw)
-    header = pop_wire.response_header(r, svc.config.broker_name)
-    return cmd.make_response(ResponseCode.SUCCESS, None, header, b"".join(records))
+    return cmd.make_response(ResponseCode.SUCCESS, FOUND, header, b"".join(records))
 
 
 def process_ack(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -260,7 +268,7 @@ def suspend_pop(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) -> 
     once = replace(cmd, ext_fields={**cmd.ext_fields, "pollTime": "0"})
     fifo = cmd.ext_fields.get("order", "false") == "true"
     suspend(ctx.core.pop.polling, cmd, respond, lambda: process_pop(ctx, once),
-             lambda r: r.code != ResponseCode.PULL_NOT_FOUND, fifo)  # fmt: skip
+             lambda r: r.code != ResponseCode.POLLING_TIMEOUT, fifo)  # fmt: skip
 
 
 def suspend_notification(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) -> None:

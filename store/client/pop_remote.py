@@ -54,8 +54,8 @@ class RemotePop:
             "exp": subscription, "order": "true" if fifo else "false",
         }  # fmt: skip
         resp = self._call(POP_MESSAGE, ext, wait_ms)
-        if resp.code == ResponseCode.PULL_NOT_FOUND:
-            return []
+        if resp.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND):
+            return []  # nothing: 5.3.3's answer, and older brokers' (mqstore's before)
         if resp.code != ResponseCode.SUCCESS:
             raise PopRequestError(f"POP_MESSAGE {topic}: code {resp.code} {resp.remark}")
         msgs = decode_pull_body(resp.body, "*")

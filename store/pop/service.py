@@ -182,6 +182,9 @@ class PopResult:
     pop_time: int
     invisible_time: int
     revive_qid: int
+    rest_num: int = 0
+    """Messages left after this pop in the queues it looked at (RocketMQ's ``restNum``:
+    each queue's max offset less the group's next offset there, summed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,7 +319,8 @@ class PopService(Stoppable):
         fifo: bool = False,
         wait_ms: int = 0,
     ) -> PopResult:
-        """Take up to ``max_count`` (at most ``MAX_BATCH``, 32) visible messages of
+        """Take up to ``max_count`` (at most ``MAX_BATCH``, 32; 0: none, only
+        ``rest_num`` is counted) visible messages of
         ``topic`` for ``group`` and hide them for ``invisible_ms``; ``queue_id`` -1 means
         every queue. With ``wait_ms`` > 0 the call waits that long for a message (long
         polling).
@@ -326,7 +330,7 @@ class PopService(Stoppable):
         """
         if self._thread is None:
             raise StoreClosedError("POP service not started")
-        max_count = max(1, min(max_count, MAX_BATCH))
+        max_count = max(0, min(max_count, MAX_BATCH))
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             gen = self._generation
@@ -353,13 +357,19 @@ class PopService(Stoppable):
         )  # fmt: skip
         r = _PopRound(group, topic, sub, int(self._clock() * 1000), invisible, revive_qid)
         out: list[PoppedMessage] = []
-        for t, qid in self._sources(group, topic, queue_id, fifo):
+        sources = self._sources(group, topic, queue_id, fifo)
+        for t, qid in sources:
             if len(out) >= n:
                 break
             pop = self._pop_fifo if fifo else self._pop_queue
             out.extend(pop(r, t, qid, n - len(out)))
+        rest = sum(self._backlog((t, group, qid)) for t, qid in sources)
         status = PopStatus.FOUND if out else PopStatus.NO_NEW_MSG
-        return PopResult(status, tuple(out), r.now, invisible, revive_qid)
+        return PopResult(status, tuple(out), r.now, invisible, revive_qid, rest)
+
+    def _backlog(self, key: QueueKey) -> int:
+        """Messages of the queue past the group's next offset there."""
+        return max(0, self.store.max_offset_in_queue(key[0], key[2]) - self._start_offset(key))
 
     def _sources(self, group: str, topic: str, queue_id: int, fifo: bool) -> list[tuple[str, int]]:
         """(topic, queue) pairs to try, in order: the topic's queues from a random one,

@@ -82,7 +82,7 @@ def response_header(r: PopResult, broker_name: str) -> dict[str, str]:
         "popTime": str(r.pop_time),
         "invisibleTime": str(r.invisible_time),
         "reviveQid": str(r.revive_qid),
-        "restNum": "0",
+        "restNum": str(r.rest_num),
         "startOffsetInfo": ";".join(f"{f} {q} {s}" for (f, q), s in starts.items()),
         "msgOffsetInfo": ";".join(f"{f} {q} {','.join(o)}" for (f, q), o in offsets.items()),
         "brokerName": broker_name,

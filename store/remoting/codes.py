@@ -135,6 +135,11 @@ class ResponseCode(enum.IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    POLLING_FULL = 209
+    """POP: too many requests held; retry later."""
+    POLLING_TIMEOUT = 210
+    """POP: nothing to pop (at once, or by the end of the long poll); the Java 5.x
+    client reads it as POLLING_NOT_FOUND."""
     FLOW_CONTROL = 215
 
 

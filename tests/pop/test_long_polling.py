@@ -72,7 +72,7 @@ def test_a_held_pop_answers_not_found_when_its_poll_time_runs_out(
     broker.core.topics.learn("T", 4)
     answers = Answers()
     client.invoke_async(broker.server.address, pop_cmd(600), answers)
-    assert answers.wait(1, 10.0) == [ResponseCode.PULL_NOT_FOUND]
+    assert answers.wait(1, 10.0) == [ResponseCode.POLLING_TIMEOUT]
     assert broker_pop(broker.core).polling.held_count == 0
 
 
