@@ -18,8 +18,9 @@ and which server applies each):
 - **First message.** A stream that has sent no message within ``first_message_s`` is
   closed: nobody has authenticated on it yet, and it holds a worker (gRPC Telemetry; an
   HA slave connection's first report, or its handshake proof).
-- **Connections.** A server holds at most ``max_connections`` connections at once (the
-  HA master: each slave link holds two threads; :data:`HA_LIMITS`).
+- **Connections.** A server holds at most ``max_connections`` connections at once
+  (remoting broker and name server: more are closed at accept; the HA master, whose
+  slave links hold two threads each: :data:`HA_LIMITS`).
 
 Inflation of compressed bodies is bounded by :func:`mqstore.compression.inflate`.
 """

@@ -37,7 +37,8 @@ other process can take it in between. ``BrokerServer(core, host, 0)`` alone bind
 free port only after the store opened, so its message ids name the configured address.
 
 Rule 6. No client takes unbounded memory or the whole loop (:class:`ServerLimits`,
-shared by every server: ``mqstore.limits``, docs/limits.md).
+shared by every server: ``mqstore.limits``, docs/limits.md). Connections past
+``max_connections`` are closed as they are accepted.
 Back-pressure: a connection whose unsent output passes ``write_high_water`` (a client
 that sends and does not read) is not read, and its received requests are not run,
 until the output drains below ``write_low_water``; the same holds while it has
@@ -198,6 +199,10 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCP transport has asyncio.Transport's methods but not its class
         self.transport = cast(asyncio.Transport, transport)
+        if len(self.server.connections) >= self.limits.max_connections:
+            log.info("broker: %d connections open: closing a new one", len(self.server.connections))
+            self.transport.abort()
+            return
         self.transport.set_write_buffer_limits(
             high=self.limits.write_high_water, low=self.limits.write_low_water
         )

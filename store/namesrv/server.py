@@ -95,6 +95,12 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCP transport has asyncio.Transport's methods but not its class
         self.transport = cast(asyncio.Transport, transport)
+        if len(self.server.connections) >= self.server.limits.max_connections:
+            log.info(
+                "namesrv: %d connections open: closing a new one", len(self.server.connections)
+            )
+            self.transport.abort()
+            return
         self.server.connections.add(self)
 
     def abort(self) -> None:

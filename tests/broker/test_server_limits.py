@@ -259,3 +259,21 @@ def test_a_broker_process_keeps_its_memory_under_a_client_that_never_reads(
     finally:
         stop.set()
         stop_broker(proc)
+
+
+def test_connections_past_the_cap_are_closed_at_accept_and_the_others_answered(
+    core: BrokerCore,
+) -> None:
+    srv = serve(core, max_connections=2)
+    try:
+        with WireClient(srv.address) as a, WireClient(srv.address) as b:
+            assert a.call(Rq.GET_BROKER_RUNTIME_INFO, {}).code == Rs.SUCCESS
+            host, port = srv.address.rsplit(":", 1)
+            third = socket.create_connection((host, int(port)))
+            with third:
+                assert is_closed(third, 5.0)
+            assert b.call(Rq.GET_BROKER_RUNTIME_INFO, {}).code == Rs.SUCCESS
+        with WireClient(srv.address) as again:  # a closed one's place is free again
+            assert again.call(Rq.GET_BROKER_RUNTIME_INFO, {}).code == Rs.SUCCESS
+    finally:
+        srv.stop()

@@ -44,3 +44,17 @@ def test_the_largest_half_frame_is_dropped_and_a_small_request_still_answered(
         assert is_closed(hog, 5.0)
         resp = client.call(Rq.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
         assert resp.code == Rs.TOPIC_NOT_EXIST
+
+
+def test_connections_past_the_cap_are_closed_at_accept() -> None:
+    srv = NameServer(port=0, limits=ServerLimits(max_connections=1))
+    srv.start()
+    try:
+        with WireClient(srv.address) as client:
+            assert client.call(Rq.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}).code == Rs.TOPIC_NOT_EXIST
+            second = socket.create_connection(("127.0.0.1", srv.port))
+            with second:
+                assert is_closed(second, 5.0)
+            assert client.call(Rq.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}).code == Rs.TOPIC_NOT_EXIST
+    finally:
+        srv.stop()
