@@ -12,9 +12,9 @@ chosen the way the remoting broker chooses (``mqstore.broker.server.inline_codes
 - on the pool: puts that may wait for a flush or a slave (SYNC_FLUSH, SYNC_MASTER),
   heartbeats (they may persist files) and EndTransaction (it waits for the index).
 
-:class:`CallInfo` is what a handler reads of its call (metadata, peer, time left),
-taken on the loop when the call starts: the aio context is not to be used from a
-pool thread.
+A handler reads its call (metadata, peer, time left) through the aio context when it
+runs on the loop, and through a :class:`CallInfo` taken on the loop when it runs on the
+pool: the aio context is not to be used from a pool thread.
 """
 
 from __future__ import annotations
@@ -86,8 +86,12 @@ class Calls:
         self.pool = pool
         self.pooled = POOLED_ALWAYS | PUTS if puts_block else POOLED_ALWAYS
 
+    def runs_on_pool(self, rpc: str) -> bool:
+        """Whether the work of ``rpc`` runs on the pool (else on the caller's thread)."""
+        return self.pool is not None and rpc in self.pooled
+
     async def run(self, rpc: str, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``, the work of ``rpc``, where that RPC's work runs."""
-        if self.pool is None or rpc not in self.pooled:
+        if not self.runs_on_pool(rpc):
             return fn(*args)
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)

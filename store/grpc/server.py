@@ -35,7 +35,7 @@ import contextlib
 import dataclasses
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -78,18 +78,19 @@ def _lenient(message_class: Any) -> Callable[[bytes], Any]:
 
 
 def _unary(rpc: str, behaviour: Callable[[Any, Any], Any], calls: Calls) -> Any:
-    async def handler(request: Any, context: Any) -> Any:
+    """``behaviour`` as a coroutine: on the loop with the call's context, or on the pool
+    with a :class:`CallInfo` of it (the aio context stays on its loop)."""
+    if not calls.runs_on_pool(rpc):
+
+        async def inline(request: Any, context: Any) -> Any:
+            return behaviour(request, context)
+
+        return inline
+
+    async def pooled(request: Any, context: Any) -> Any:
         return await calls.run(rpc, behaviour, request, CallInfo.of(context))
 
-    return handler
-
-
-def _streaming(behaviour: Callable[[Any, Any], AsyncIterator[Any]]) -> Any:
-    async def handler(request: Any, context: Any) -> AsyncIterator[Any]:
-        async for out in behaviour(request, CallInfo.of(context)):
-            yield out
-
-    return handler
+    return pooled
 
 
 def _handlers(service: MessagingService, access: GrpcAccess | None, streams: StreamLimits) -> Any:
@@ -109,9 +110,7 @@ def _handlers(service: MessagingService, access: GrpcAccess | None, streams: Str
         behaviour = getattr(service, m.name)
         if access is not None:
             behaviour = guard(access, m, behaviour)
-        if m.client_streaming or m.server_streaming:
-            behaviour = _streaming(behaviour)
-        else:
+        if not (m.client_streaming or m.server_streaming):  # streams run on the loop
             behaviour = _unary(m.name, behaviour, service.calls)
         if m.client_streaming:
             behaviour = streams.wrap(behaviour)
