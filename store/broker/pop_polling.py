@@ -152,26 +152,36 @@ class PopPolling:
             woken = list(self._by_topic.get(topic, ()))
         self._release(woken)
 
-    def _release(self, waiters: list[_Waiter]) -> None:
-        run: list[_Waiter] = []
+    def drop(self, topics: tuple[str, ...], resume: Callable[[], None]) -> None:
+        """Forget the request held with ``resume`` (its caller went away: a gRPC receive
+        the client cancelled), so it no longer counts against the limits; ``resume``
+        will not run. Unknown or already resumed: nothing happens."""
         with self._lock:
-            for w in waiters:
-                if w.done:
-                    continue
-                w.done = True
-                self._count -= 1
-                left = self._per_key[w.key] - 1
-                if left:
-                    self._per_key[w.key] = left
-                else:
-                    del self._per_key[w.key]
-                for t in w.topics:
-                    group = self._by_topic.get(t)
-                    if group is not None:
-                        group.discard(w)
-                        if not group:
-                            del self._by_topic[t]
-                run.append(w)
+            for w in {w for t in topics for w in self._by_topic.get(t, ()) if w.resume is resume}:
+                self._forget(w)
+
+    def _forget(self, w: _Waiter) -> bool:
+        """Take ``w`` out of the tables (lock held); False if it already was."""
+        if w.done:
+            return False
+        w.done = True
+        self._count -= 1
+        left = self._per_key[w.key] - 1
+        if left:
+            self._per_key[w.key] = left
+        else:
+            del self._per_key[w.key]
+        for t in w.topics:
+            group = self._by_topic.get(t)
+            if group is not None:
+                group.discard(w)
+                if not group:
+                    del self._by_topic[t]
+        return True
+
+    def _release(self, waiters: list[_Waiter]) -> None:
+        with self._lock:
+            run = [w for w in waiters if self._forget(w)]
         for w in run:
             try:
                 self._pool.submit(self._run, w)

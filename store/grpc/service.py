@@ -563,8 +563,8 @@ class MessagingService:
             else:
                 wake_at = min(deadline, now + FIFO_RECHECK_S) if r.fifo else deadline
                 woken: asyncio.Future[None] = loop.create_future()
-                held = polling.hold((r.topic, r.group, -1), topics, marks, wake_at,
-                                    functools.partial(_wake, loop, woken))  # fmt: skip
+                resume = functools.partial(_wake, loop, woken)
+                held = polling.hold((r.topic, r.group, -1), topics, marks, wake_at, resume)
             if held is Held.FULL:
                 self.polls_refused += 1
                 raise _refuse(
@@ -578,6 +578,8 @@ class MessagingService:
                 await woken
             finally:
                 self._waiting.discard(woken)
+                if not woken.done() or woken.cancelled():  # the call ended: free its hold
+                    polling.drop(topics, resume)
 
     async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
         """Pop up to ``batch_size`` messages from every queue of the topic (the request's

@@ -18,7 +18,7 @@ from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
 from mqstore.broker.core import BrokerCore
 from mqstore.grpc import GrpcConfig, GrpcEndpoint, ServiceConfig
 from mqstore.limits import ServerLimits
-from tests.grpc.conftest import GROUP, TOPIC
+from tests.grpc.conftest import GROUP, TOPIC, until
 
 LONG_POLLS = 8
 
@@ -196,3 +196,19 @@ def test_telemetry_streams_past_the_bound_are_refused_at_once(
 def _settings_then_wait(stop: threading.Event) -> Iterator[svc.TelemetryCommand]:
     yield _settings()
     stop.wait(20)
+
+
+def test_a_receive_the_client_cancels_while_waiting_gives_its_hold_back(
+    small: GrpcEndpoint, core: BrokerCore
+) -> None:
+    polling = core.pop.polling
+    with grpc.insecure_channel(small.address) as ch:
+        req = svc.ReceiveMessageRequest(batch_size=1)
+        req.group.name = GROUP
+        req.message_queue.topic.name = TOPIC
+        req.long_polling_timeout.FromMilliseconds(4000)
+        req.invisible_duration.FromMilliseconds(30_000)
+        call = MessagingServiceStub(ch).ReceiveMessage(req, timeout=10)
+        until(lambda: polling.held_count == 1, 5, what="the receive held")
+        call.cancel()
+        until(lambda: polling.held_count == 0, 2, what="the hold given back")  # not 4 s on
