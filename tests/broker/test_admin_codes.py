@@ -54,6 +54,19 @@ def test_update_broker_config_applies_a_live_key_and_get_config_shows_it(
     assert "longPollingEnable=false\n" in props and "noSuchKey" not in props
 
 
+def test_broker_config_names_the_store_settings_under_their_498_keys(
+    client: WireClient, store: MessageStore
+) -> None:
+    props = dict(
+        line.split("=", 1) for line in client.call(Rq.GET_BROKER_CONFIG).body.decode().splitlines()
+    )
+    cfg = store.cfg
+    assert props["cleanResourceInterval"] == str(cfg.clean_resource_interval_ms)
+    assert props["maxTransferCountOnMessageInMemory"] == "32"
+    assert props["haSlaveFallbehindMax"] == str(cfg.ha_slave_fallbehind_max)
+    assert props["transactionCheckMax"] == "15" and props["brokerIP1"] == "127.0.0.1"
+
+
 def test_update_broker_config_with_a_bad_value_changes_nothing(
     client: WireClient, core: BrokerCore
 ) -> None:
