@@ -12,7 +12,8 @@ RocketMQ ``ScheduleMessageService`` (docs/format.md §3.3, docs/store.md §5.1):
   level's offset; a unit is due when its deliver time <= now (a deliver time more
   than one level-delay ahead is treated as now). A due message is put again to its
   real topic and queue: same body (as stored), flag, sysflag, born time/host,
-  reconsume times and properties minus DELAY and the TIMER_* ones, WAIT=false; TAGS
+  reconsume times and the properties string as stored (DELAY, REAL_TOPIC, REAL_QID and
+  WAIT kept, as RocketMQ does; the TIMER_* ones dropped), not delayed again; TAGS
   gives it an ordinary tags code again. The level's offset then moves past it.
 * **Offsets** ``config/delayOffset.json`` = ``{"offsetTable":{<level>:<next offset>}}``
   in fastjson's form (integer keys unquoted), written every 10 s and at stop, via a
@@ -42,10 +43,11 @@ from mqstore.commitlog import dispatch_rule as rule
 from mqstore.commitlog import format as fmt
 from mqstore.failures import FailureCounter
 from mqstore.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_WAIT_STORE_MSG_OK,
     Message,
+    properties_to_string,
 )
 from mqstore.remoting import fastjson
 from mqstore.service import ServiceThread
@@ -138,6 +140,9 @@ def redirect(msg: Message, levels: DelayLevels) -> Message:
     props = dict(msg.properties)
     props[PROPERTY_REAL_TOPIC] = msg.topic
     props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    # RocketMQ re-serializes the broker's map here, which holds the sender's WAIT (4.9.8
+    # strips it only from an ordinary message's string); the re-put keeps it (time_up)
+    props.setdefault(PROPERTY_WAIT_STORE_MSG_OK, "true" if msg.wait_store_msg_ok else "false")
     return dataclasses.replace(
         msg,
         topic=SCHEDULE_TOPIC,
@@ -148,7 +153,11 @@ def redirect(msg: Message, levels: DelayLevels) -> Message:
 
 
 def time_up(rec: fmt.MessageRecord) -> Message | None:
-    """The message to re-put for a due schedule record (``messageTimeup``).
+    """The message to re-put for a due schedule record (``messageTimeup``): the record's
+    properties string as stored, DELAY, REAL_TOPIC, REAL_QID and WAIT included (RocketMQ
+    4.9.8 and 5.3.3 serialize the properties before clearing DELAY from the map, so the
+    delivered message carries them all; checked by ``tests/oracle/test_sql92_differential.py``),
+    less the timer properties, which a delay level does not take.
 
     None when the record lacks REAL_TOPIC / a numeric REAL_QID (nothing to deliver to),
     or was not written by the broker (``mqstore.system_topics`` Rule 2: no DELAY of its
@@ -165,10 +174,11 @@ def time_up(rec: fmt.MessageRecord) -> Message | None:
     qid = props.get(PROPERTY_REAL_QUEUE_ID, "")
     if not topic or not qid.isdigit():
         return None
-    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-    for name in _TIMER_PROPERTIES:
-        props.pop(name, None)
-    return redelivery(rec, topic, int(qid), props)
+    timed = [name for name in _TIMER_PROPERTIES if props.pop(name, None) is not None]
+    # RocketMQ keeps the properties string it read (DELAY, REAL_TOPIC, REAL_QID and the
+    # client's WAIT included); only the map loses DELAY, so the re-put is not delayed again
+    stored = properties_to_string(props) if timed else rec.properties_string
+    return dataclasses.replace(redelivery(rec, topic, int(qid), props), stored_properties=stored)
 
 
 def redelivery(rec: fmt.MessageRecord, topic: str, queue_id: int, props: dict[str, str]) -> Message:

@@ -49,7 +49,7 @@ from mqstore.errors import IllegalTopicError
 from mqstore.message import PROPERTY_RETRY_TOPIC, validate_topic
 from mqstore.records import StoredMessage
 from mqstore.remoting.codec import RemotingCommand
-from mqstore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
+from mqstore.remoting.codes import V4_9_8, PullSysFlag, RequestCode, ResponseCode
 from mqstore.remoting.fastjson import dumps
 from mqstore.remoting.values import PERM_RW, MessageQueue, PullQuery
 from mqstore.sql92 import SqlParseError
@@ -367,13 +367,17 @@ def process_send_back(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComm
 
 
 def process_heartbeat(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    """HEART_BEAT (34)."""
+    """HEART_BEAT (34). The response carries the broker's remoting version (V4_9_8), as
+    every response of a RocketMQ broker does: a Java client records it per broker
+    (``MQClientInstance.brokerVersionTable``) and refuses to pull with a SQL92
+    subscription from a broker below V4_1_0_SNAPSHOT (``PullAPIWrapper.pullKernelImpl``),
+    so with version 0 a ``MessageSelector.bySql`` push consumer never pulls."""
     hb = parse_heartbeat(cmd.body)
     ctx.core.heartbeat(hb, ctx.channel)
     ctx.core.connections.heartbeat(hb.client_id, hb.producer_groups, ctx.channel,
                                    f"{ctx.peer[0]}:{ctx.peer[1]}", cmd.language.name,
                                    cmd.version)  # fmt: skip
-    return _ok(cmd)
+    return cmd.make_response(ResponseCode.SUCCESS, version=V4_9_8)
 
 
 def process_check_client_config(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:

@@ -92,7 +92,7 @@ def test_transactional_prepared_messages_are_not_redirected(tmp_path: Path):
         assert rec is not None and rec.topic == "T"
 
 
-def test_time_up_restores_the_real_topic_and_clears_delay():
+def test_time_up_restores_the_real_topic_and_keeps_the_stored_properties():
     rec = fmt.make_record(
         topic=SCHEDULE_TOPIC,
         body=b"b",
@@ -105,11 +105,8 @@ def test_time_up_restores_the_real_topic_and_clears_delay():
     m = time_up(rec)
     assert m is not None
     assert (m.topic, m.queue_id, m.flag, m.born_timestamp, m.reconsume_times) == ("T", 4, 7, 123, 2)
-    assert (
-        "DELAY" not in m.properties
-        and m.properties["TAGS"] == "A"
-        and m.properties["UNIQ_KEY"] == "U"
-    )
+    assert m.stored_properties == rec.properties_string  # DELAY, REAL_* kept, as RocketMQ
+    assert m.delay_level == 0  # but not delayed again
     assert not m.wait_store_msg_ok
     assert time_up(fmt.make_record(topic=SCHEDULE_TOPIC, body=b"b")) is None
 
@@ -231,8 +228,8 @@ def test_delayed_message_is_delivered_to_its_real_queue_when_due(tmp_path: Path)
         (m,) = g.messages
         assert m.body == body and m.tags == "TagA" and m.uniq_key == r.uniq_key
         assert m.store_timestamp >= r.store_timestamp + 1000
-        assert "DELAY" not in m.properties and m.properties["REAL_TOPIC"] == "T"
-        assert m.properties["WAIT"] == "false"
+        assert m.properties["DELAY"] == "1" and m.properties["REAL_TOPIC"] == "T"
+        assert m.properties["REAL_QID"] == "1" and m.properties["WAIT"] == "true"  # as sent
         cq = s.consume_queue("T", 1)
         assert cq is not None and cq.unit_at(0)[2] == java_string_hash("TagA")  # type: ignore[index]
         assert [x.topic for x in s.query_by_key("T", "k").messages] == ["T"]
