@@ -13,6 +13,7 @@ import pytest
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.server import BrokerServer
 from mqstore.message_store import MessageStore
+from mqstore.remoting.codes import V4_9_8
 from mqstore.remoting.codes import RequestCode as Rq
 from mqstore.remoting.codes import ResponseCode as Rs
 from tests.broker.test_server import pull_ext, records, send_v2
@@ -110,6 +111,14 @@ def _heartbeat(client: WireClient, expression: str) -> None:
         "producerDataSet": [],
     }
     assert client.call(Rq.HEART_BEAT, None, json.dumps(hb).encode()).code == Rs.SUCCESS
+
+
+def test_the_heartbeat_response_carries_a_version_a_java_client_pulls_sql92_from(
+    client: WireClient,
+) -> None:
+    hb = {"clientID": "c1", "consumerDataSet": [], "producerDataSet": []}
+    r = client.call(Rq.HEART_BEAT, None, json.dumps(hb).encode())
+    assert r.code == Rs.SUCCESS and r.version == V4_9_8  # >= V4_1_0_SNAPSHOT (238)
 
 
 def test_a_push_pull_filters_by_the_heartbeat_subscription(
