@@ -384,6 +384,15 @@ class BatchDispatcher:
         last = -1
         for g in groups:
             i = int(g[0])
+            if g.size == 1:  # its queue's only unit in the batch (puts spread over many
+                # queues): written as one unit, without the arrays of a run
+                if queues.put(
+                    b.topics[int(b.topic_id[i])], int(b.queue_id[i]), int(b.physical_offset[i]),
+                    int(b.size[i]), int(b.tags_code[i]), int(b.queue_offset[i]),
+                    int(b.store_timestamp[i]),
+                ):  # fmt: skip
+                    last = max(last, i)
+                continue
             units = np.empty(g.size, rule.UNIT_DTYPE)
             units["p"] = b.physical_offset[g]
             units["s"] = b.size[g]

@@ -166,11 +166,17 @@ class ConsumeQueue:
         Raises:
             OSError: ENOSPC reserving (nothing written), or the file cannot be mapped.
         """
+        if not mf.is_mapped:
+            # A file the pool does not map (a new queue's first units, or a queue
+            # evicted from the pool: a store with more queues than mapped files, put
+            # to round-robin): one pwrite, no mapping. Mapping it would evict another
+            # queue's file, which the next put maps again: map, fault and unmap per unit.
+            try:
+                mf.write_unmapped(data)
+                return
+            except ValueError:  # a reader mapped it meanwhile: write through the mapping
+                pass
         pos = mf.wrote_position
-        if pos == 0 and not mf.is_mapped:
-            # A new file's first units (a new queue): one pwrite, no mapping.
-            mf.write_unmapped(data)
-            return
         end = pos + len(data)
         view = self._view(mf)  # mapped first: the reservation then uses its descriptor
         if end > mf.reserved:

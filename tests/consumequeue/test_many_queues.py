@@ -81,6 +81,19 @@ def test_unmapped_mid_read_a_queue_returns_the_same_units(tmp_path: Path):
     b.close()
 
 
+def test_puts_round_robin_over_more_queues_than_the_pool_maps_map_no_file(tmp_path: Path):
+    # Mapping an evicted queue's file to write one unit would evict another queue's
+    # file, which the next put maps again: a written queue file that is not mapped is
+    # written without mapping it.
+    queues = ConsumeQueueStore(tmp_path, 1000 * UNIT_SIZE, max_mapped_files=2)
+    for q in range(3):
+        for i in range(10):
+            queues.put("T", i, 100 + (q * 10 + i) * 10, 10, 0, q, 1)
+    assert len(queues.pool) == 0
+    assert [queues.find("T", i).unit_at(2) for i in (0, 9)] == [(300, 10, 0), (390, 10, 0)]
+    queues.close()
+
+
 def test_idle_queues_hold_no_mapping_and_no_descriptor(tmp_path: Path):
     queues = ConsumeQueueStore(tmp_path, 1000 * UNIT_SIZE, max_mapped_files=16)
     before = open_fds()
