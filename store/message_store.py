@@ -304,7 +304,35 @@ class MessageStore(Closeable):
         """CommitLog bytes not yet in the consume queues and index."""
         return self._reader.dispatch_behind_bytes
 
+    # ------------------------------------------------------------ topology
+
+    def queue_ids(self, topic: str) -> list[int]:
+        """The ids of ``topic``'s consume queues that exist, ascending (reads no file)."""
+        return self._life.logics.queues.queue_ids(topic)
+
+    def queue_keys(self) -> list[tuple[str, int]]:
+        """(topic, queue id) of every consume queue that exists (reads no file)."""
+        return self._life.logics.queues.queue_keys()
+
+    def drop_topic(self, topic: str) -> int:
+        """Delete ``topic``'s consume queues (its CommitLog records expire as usual);
+        returns how many were deleted."""
+        return self._life.logics.queues.drop_topic(topic)
+
+    @property
+    def follows_dispatch_child(self) -> bool:
+        """Whether the consume queues are written by a dispatcher process and only
+        followed here (``dispatch_process``): then they cannot be dropped from here."""
+        return self._life.logics.queues.following
+
+    @property
+    def fsync_count(self) -> int:
+        """How many ``fdatasync`` calls the CommitLog flusher has made since open."""
+        return self._life.flusher.syncs
+
     # ------------------------------------------------------------ log records
+
+    record_bytes = Delegate("commitlog", CommitLog.read)
 
     def look_message_by_offset(self, physical_offset: int) -> fmt.MessageRecord | None:
         """The record starting at ``physical_offset``, or None if none valid is there."""

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from mqstore._lifecycle import StoreState
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
-from mqstore.compression import COMPRESSED_FLAG
+from mqstore.compression import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK
 from mqstore.config import BrokerRole, StoreConfig
 from mqstore.consumequeue.batch_read import MessageBatch, read_fast, read_filtered
 from mqstore.consumequeue.dispatch import ArrivalListener
@@ -378,8 +378,16 @@ class StoreReader:
 
     # -------------------------------------------------------------------- keys
 
-    def stored_message_at(self, physical_offset: int) -> StoredMessage | None:
-        """The message at ``physical_offset`` with its body decompressed, or None."""
+    def stored_message_at(
+        self, physical_offset: int, *, inflate: bool = True
+    ) -> StoredMessage | None:
+        """The message at ``physical_offset``, or None when no valid record starts there.
+
+        Its body is decompressed; with ``inflate=False`` it is exactly as stored: a
+        compressed body stays compressed and keeps its sysflag bits (RocketMQ's
+        ``lookMessageByOffset`` does not inflate either), so a copy of it (a send-back)
+        never inflates a body.
+        """
         mf = self._segments.find(physical_offset)
         if mf is None:
             return None
@@ -388,9 +396,13 @@ class StoreReader:
             info = fmt.scan(mf.view, rel, mf.wrote_position, check_crc=self._cfg.check_crc_on_read)
             if type(info) is not _INFO:
                 return None
-            return stored_message(info, mf.view)
-        except ValueError:
+            if inflate:
+                return stored_message(info, mf.view)
+            flags = info.sys_flag & (COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)
+            msg = stored_message(info._replace(sys_flag=info.sys_flag & ~COMPRESSED_FLAG), mf.view)
+        except ValueError:  # the segment was unmapped meanwhile
             return None
+        return msg._replace(sys_flag=msg.sys_flag | flags)
 
     def query_by_key(
         self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = LONG_MAX

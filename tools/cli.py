@@ -807,15 +807,13 @@ def _serve_broker(
     from mqstore import BrokerRole
     from mqstore.broker.core import BrokerConfig, BrokerCore
     from mqstore.broker.server import BrokerServer
-    from mqstore.ha import service as ha_service
-    from mqstore.ha.master import HAMaster
 
     ha_addr = ""  # what a slave registers as its HA address
     if role is BrokerRole.SLAVE:
         what = f"replicating from {args.master_ha}"
     else:
         try:
-            master = store.ha if isinstance(store.ha, HAMaster) else ha_service.serve(store)
+            master = store.serve_replicas()
         except OSError as e:
             sock.close()
             raise _ha_listen_error(args, port, e) from None

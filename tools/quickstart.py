@@ -219,7 +219,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         store = MessageStore.open(cfg)
         acked, elapsed = _produce(store, n)
-        syncs = getattr(store.flusher, "syncs", 0)
+        syncs = store.fsync_count
         print(
             f"  1. produced {len(acked)}/{n} messages, SYNC_FLUSH, {THREADS} threads, "
             f"{elapsed:.2f}s ({len(acked) / elapsed:,.0f}/s; {syncs} fdatasyncs, "

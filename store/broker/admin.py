@@ -366,7 +366,7 @@ def delete_topic(core: BrokerCore, topic: str) -> None:
     """Rule 3 (the caller has checked the store is not following a dispatch child)."""
     core.topics.delete(topic)
     core.offsets.drop_topic(topic)
-    core.store.queues.drop_topic(topic)
+    core.store.drop_topic(topic)
 
 
 def process_delete_topic(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -376,7 +376,7 @@ def process_delete_topic(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
         validate_topic(topic)
     except IllegalTopicError as e:
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
-    if ctx.core.store.queues.following:
+    if ctx.core.store.follows_dispatch_child:
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, DELETE_REFUSED_FOLLOWING)
     delete_topic(ctx.core, topic)
     return _ok(cmd)

@@ -113,7 +113,7 @@ def process_query_cq(ctx: RequestContext, cmd: RemotingCommand) -> RemotingComma
     topic, queue_id = ext_str(ext, "topic"), ext_int(ext, "queueId")
     index, count = ext_int(ext, "index"), ext_int(ext, "count")
     group = ext.get("consumerGroup")
-    cq = ctx.core.store.queues.find(topic, queue_id)
+    cq = ctx.core.store.consume_queue(topic, queue_id)
     if cq is None:
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
     body = Bean(maxQueueIndex=cq.max_offset, minQueueIndex=cq.min_offset)

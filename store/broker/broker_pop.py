@@ -49,7 +49,7 @@ class BrokerPop:
         tc = self._topics.get(topic)
         if tc is not None:
             return range(tc.read_queue_nums)
-        return self._store.queues.queue_ids(topic)
+        return self._store.queue_ids(topic)
 
     def _max_attempts(self, group: str) -> int:
         g = self._groups.find(group)

@@ -205,7 +205,7 @@ class BrokerCore:
 
     def _learn_store_topics(self) -> None:
         widest: dict[str, int] = {}
-        for topic, queue_id in self.store.queues.queue_keys():  # reads no queue's files
+        for topic, queue_id in self.store.queue_keys():  # reads no queue's files
             widest[topic] = max(widest.get(topic, 0), queue_id + 1)
         for topic, n in widest.items():
             if topic != SCHEDULE_TOPIC:
@@ -218,7 +218,7 @@ class BrokerCore:
         config = self.topics.get(topic)
         if config is not None or not TOPIC_PATTERN.fullmatch(topic):
             return config
-        ids = self.store.queues.queue_ids(topic)
+        ids = self.store.queue_ids(topic)
         if not ids or topic == SCHEDULE_TOPIC:
             return None
         self.topics.learn(topic, max(ids) + 1)

@@ -118,7 +118,7 @@ def process_pop(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     store = ctx.core.store
     records = []
     for m in r.messages:
-        raw = store.commitlog.read(m.message.physical_offset, m.message.size)
+        raw = store.record_bytes(m.message.physical_offset, m.message.size)
         if raw is None:
             raise BadRequestError(f"record at {m.message.physical_offset} is gone")
         records.append(raw)
@@ -190,7 +190,7 @@ def process_peek(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     if not msgs:
         return cmd.make_response(ResponseCode.PULL_NOT_FOUND, "no new message")
     store = ctx.core.store
-    raws = [store.commitlog.read(m.physical_offset, m.size) or b"" for m in msgs]
+    raws = [store.record_bytes(m.physical_offset, m.size) or b"" for m in msgs]
     return cmd.make_response(ResponseCode.SUCCESS, None, None, b"".join(raws))
 
 

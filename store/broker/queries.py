@@ -92,14 +92,8 @@ class BrokerQueries:
         """The record at ``physical_offset`` and its stored bytes, None if no valid
         record starts there."""
         msg = self.store.stored_message_at(physical_offset)
-        mf = self.store.segments.find(physical_offset) if msg is not None else None
-        if msg is None or mf is None:
-            return None
-        rel = physical_offset - mf.file_from_offset
-        try:
-            return msg, bytes(mf.view[rel : rel + msg.size])
-        except ValueError:  # the segment was unmapped meanwhile
-            return None
+        raw = self.store.record_bytes(physical_offset, msg.size) if msg is not None else None
+        return None if msg is None or raw is None else (msg, raw)
 
     def query_message(
         self, topic: str, key: str, max_num: int, begin: int, end: int

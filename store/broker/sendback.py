@@ -21,10 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mqstore.commitlog import format as fmt
-from mqstore.commitlog.segments import Segments
 from mqstore.compression import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK
-from mqstore.consumequeue.results import StoredMessage, stored_message
+from mqstore.consumequeue.results import StoredMessage
 from mqstore.message import Message
 from mqstore.retry import retry_properties
 
@@ -65,26 +63,6 @@ def plan(
     if reconsume_times >= max_reconsume_times or delay_level < 0:
         return SendBackPlan(dlq_topic(group), 0, True)
     return SendBackPlan(retry_topic(group), delay_level or 3 + reconsume_times, False)
-
-
-def message_as_stored(segments: Segments, physical_offset: int) -> StoredMessage | None:
-    """The message at ``physical_offset`` with its body exactly as stored: a compressed
-    body stays compressed and keeps its sysflag bits (RocketMQ's ``lookMessageByOffset``
-    does not inflate either), so a send-back never inflates a body. None when no valid
-    record starts there."""
-    mf = segments.find(physical_offset)
-    if mf is None:
-        return None
-    try:
-        info = fmt.scan(mf.view, physical_offset - mf.file_from_offset, mf.wrote_position,
-                        check_crc=False)  # fmt: skip
-        if not isinstance(info, fmt.RecordInfo):
-            return None
-        flags = info.sys_flag & (COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)
-        msg = stored_message(info._replace(sys_flag=info.sys_flag & ~COMPRESSED_FLAG), mf.view)
-    except ValueError:  # the segment was unmapped meanwhile
-        return None
-    return msg._replace(sys_flag=msg.sys_flag | flags)
 
 
 def retry_message(

@@ -21,7 +21,6 @@ from mqstore.broker.sendback import (
     DLQ_NUMS_PER_GROUP,
     RETRY_GROUP_TOPIC_PREFIX,
     dlq_topic,
-    message_as_stored,
     plan,
     retry_message,
 )
@@ -239,7 +238,7 @@ class MessageSender:
             return Reply(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
             )
-        original = message_as_stored(self.store.segments, physical_offset)
+        original = self.store.stored_message_at(physical_offset, inflate=False)
         if original is None:
             return Reply(
                 ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {physical_offset}"

@@ -729,7 +729,7 @@ class PopService(Stoppable):
     # ------------------------------------------------------------------ misc
 
     def _store_queue_ids(self, topic: str) -> list[int]:
-        return self.store.queues.queue_ids(topic)
+        return self.store.queue_ids(topic)
 
     def in_flight(self, group: str, topic: str) -> int:
         """How many messages of ``topic`` (and of its POP retry topic) ``group`` holds

@@ -281,3 +281,46 @@ def test_layers_are_subpackages_and_top_level_modules() -> None:
     assert node_of("mqstore.config", modules) == "config"
     assert node_of("mqstore.MessageStore", modules) == "__init__"
     assert node_of("json", modules) is None
+
+
+COMPONENTS = frozenset({
+    "writer", "segments", "commitlog", "checkpoint", "logics", "flusher", "disk_guard",
+    "queues", "index", "reput", "dispatcher", "ha",
+})  # fmt: skip
+"""The parts :class:`~mqstore.message_store.MessageStore` is composed of."""
+WHITE_BOX = ("mqstore.message_store", "mqstore._lifecycle", "mqstore.tools.bench")
+"""Where reading them is the point: the composition root and the lifecycle that built
+them, and the micro-benchmarks that time one part at a time (``bench putpath`` times
+the framer and the append separately)."""
+
+
+def component_reads(source: str) -> list[str]:
+    """``store.<part>`` and ``<x>.store.<part>`` (or ``_store``) reads of a MessageStore part in
+    ``source`` (by name: a variable or attribute called ``store`` holds one)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in COMPONENTS:
+            v = node.value
+            if (isinstance(v, ast.Name) and v.id in ("store", "_store")) or (
+                isinstance(v, ast.Attribute) and v.attr in ("store", "_store")
+            ):
+                found.append((node.lineno, f"{ast.unparse(node)} (line {node.lineno})"))
+    return [text for _line, text in sorted(found)]
+
+
+def test_no_package_reaches_into_the_stores_parts() -> None:
+    """The broker, POP, gRPC, the client and the tools see a store through its own
+    methods (``queue_ids``, ``record_bytes``, ``stored_message_at``, ...), never
+    through the parts it is built from: those can be rebuilt without them noticing."""
+    reads = {
+        name: found
+        for name, path in _sources().items()
+        if not name.startswith(WHITE_BOX) and (found := component_reads(path.read_text()))
+    }
+    assert reads == {}
+
+
+def test_a_read_through_a_part_is_found() -> None:
+    assert component_reads("core.store.queues.drop_topic(t)\nstore.flusher.syncs") == [
+        "core.store.queues (line 1)", "store.flusher (line 2)",
+    ]  # fmt: skip
