@@ -325,10 +325,10 @@ class UniqIdGenerator:
         self._next_month_ms = 0
         self._last_ms = -1
         self._time_prefix = ""
-        self._hex4 = _HEX4  # filled by the first id (_roll_month)
+        self._hex4: list[str] = []  # the shared table, taken at the first id (_roll_month)
 
     def _roll_month(self, now_ms: int) -> None:
-        hex4_table()
+        self._hex4 = hex4_table()
         t = time.localtime(now_ms / 1000)
         start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
         nxt = time.mktime((t.tm_year + (t.tm_mon == 12), t.tm_mon % 12 + 1, 1, 0, 0, 0, 0, 0, -1))
@@ -355,19 +355,18 @@ class UniqIdGenerator:
         return [prefix + hex4[next(counter) & 0xFFFF] for _ in range(n)]
 
 
-_HEX4: list[str] = []
 _time_ns = time.time_ns
 
 
+@functools.cache
 def hex4_table() -> list[str]:
-    """The numbers 0-65535 as 4 uppercase hex digits, built on first use (~4 MB).
+    """The numbers 0-65535 as 4 uppercase hex digits, built on first use (~4 MB) and
+    shared (callers only read it).
 
     Every put makes a UNIQ_KEY (its counter) and an offset message id (its low 16
     bits), and a table lookup is cheaper than ``:04X`` formatting.
     """
-    if not _HEX4:
-        _HEX4[:] = [f"{i:04X}" for i in range(65536)]
-    return _HEX4
+    return [f"{i:04X}" for i in range(65536)]
 
 
 _default_uniq = UniqIdGenerator()

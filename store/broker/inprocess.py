@@ -82,21 +82,21 @@ class InProcessTransport(Closeable):
     def __init__(self, core: BrokerCore, client_host: str = "127.0.0.1") -> None:
         self.core = core
         self.client_host = client_host
-        self._handler: values.ConsumerIdsChanged | None = None
+        self.group_listeners = values.GroupListeners()
         self._tx_check: CheckHandler | None = None
         self._closed = False
 
     # ------------------------------------------------------------- the channel
 
     def notify_consumer_ids_changed(self, group: str) -> None:
-        """Broker side: deliver NOTIFY_CONSUMER_IDS_CHANGED to the installed handler."""
-        handler = self._handler
-        if handler is not None and not self._closed:
-            handler(group)
+        """Broker side: deliver NOTIFY_CONSUMER_IDS_CHANGED to the group's listeners."""
+        if not self._closed:
+            self.group_listeners(group)
 
     def set_consumer_ids_changed(self, handler: values.ConsumerIdsChanged | None) -> None:
-        """Install the handler the broker calls on a group change (None removes it)."""
-        self._handler = handler
+        """Install the handler the broker calls on any group's change (None removes
+        it); consumers listen for their own group through ``group_listeners``."""
+        self.group_listeners.catch_all = handler
 
     def send_oneway(self, code: int, ext: dict[str, str], body: bytes) -> None:
         """Broker side: a oneway push; CHECK_TRANSACTION_STATE goes to the installed

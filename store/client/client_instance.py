@@ -4,24 +4,19 @@
   name into ``pid#nanoTime``; we do the same plus a process-wide counter, so several
   consumers in one process (embedded mode) are distinct group members.
 - A transport has one NOTIFY_CONSUMER_IDS_CHANGED handler, but several consumers may
-  share a transport: :func:`watch` installs one fan-out handler per transport and
-  calls every consumer registered for the notified group.
+  share a transport: :func:`watch` adds a consumer to the transport's own
+  ``group_listeners``, which calls every consumer registered for the notified group.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
+import secrets
 import socket
-import threading
 import time
 from collections.abc import Callable
 
 from mqstore.client.transport import Transport
-
-_counter = itertools.count()
-_lock = threading.Lock()
-_watchers: dict[int, dict[int, tuple[str, Callable[[], None]]]] = {}
 
 
 def local_ip() -> str:
@@ -35,9 +30,10 @@ def local_ip() -> str:
 
 
 def make_client_id(instance_name: str | None = None) -> str:
-    """``ip@instanceName``; ``None`` -> ``pid#nanoTime#n``, unique in the process."""
+    """``ip@instanceName``; ``None`` -> ``pid#nanoTime#random``, unique in the process
+    (the random part tells apart two consumers made in the same nanosecond tick)."""
     if instance_name is None:
-        instance_name = f"{os.getpid()}#{time.monotonic_ns()}#{next(_counter)}"
+        instance_name = f"{os.getpid()}#{time.monotonic_ns()}#{secrets.token_hex(4)}"
     return f"{local_ip()}@{instance_name}"
 
 
@@ -47,33 +43,9 @@ def watch(transport: Transport, group: str, on_change: Callable[[], None]) -> in
     Returns a token for :func:`unwatch`. ``on_change`` runs on a transport thread and
     must only wake a service.
     """
-    key = id(transport)
-    with _lock:
-        token = next(_counter)
-        table = _watchers.get(key)
-        if table is None:
-            table = _watchers[key] = {}
-
-            def fan_out(changed_group: str) -> None:
-                with _lock:
-                    targets = [cb for g, cb in table.values() if g == changed_group]
-                for cb in targets:
-                    cb()
-
-            transport.set_consumer_ids_changed(fan_out)
-        table[token] = (group, on_change)
-    return token
+    return transport.group_listeners.add(group, on_change)
 
 
 def unwatch(transport: Transport, token: int) -> None:
-    """Stop a :func:`watch`; the last one removes the transport's handler."""
-    key = id(transport)
-    with _lock:
-        table = _watchers.get(key)
-        if table is None:
-            return
-        table.pop(token, None)
-        if table:
-            return
-        del _watchers[key]
-    transport.set_consumer_ids_changed(None)
+    """Stop a :func:`watch`."""
+    transport.group_listeners.remove(token)

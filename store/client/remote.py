@@ -47,6 +47,7 @@ from mqstore.client.transport import (
     BrokerError,
     Cancellable,
     ConsumerIdsChanged,
+    GroupListeners,
     Heartbeat,
     PullCallback,
     PullQuery,
@@ -97,7 +98,7 @@ class RemoteTransport(Closeable):
         self.timeout_s = timeout_s
         self._client = RemotingClient(self._on_broker_request, rpc_hook=rpc_hook)
         self._router = Router(namesrv_addr, self._client, timeout_s)
-        self._ids_changed: ConsumerIdsChanged | None = None
+        self.group_listeners = GroupListeners()
         self._tx_check: CheckHandler | None = None
         self.reset_handlers = ResetOffsetHandlers()  # RESET_CONSUMER_CLIENT_OFFSET, by group
         self.running_info = RunningInfoProviders()  # GET_CONSUMER_RUNNING_INFO, by group
@@ -121,9 +122,7 @@ class RemoteTransport(Closeable):
             return self.running_info.answer(request)
         if request.code != RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             return None  # REQUEST_CODE_NOT_SUPPORTED, as the Java client answers
-        handler = self._ids_changed
-        if handler is not None:
-            handler(request.ext_fields.get("consumerGroup", ""))
+        self.group_listeners(request.ext_fields.get("consumerGroup", ""))
         return None if request.is_oneway else request.make_response(ResponseCode.SUCCESS)
 
     def _check_transaction(self, request: RemotingCommand) -> None:
@@ -351,8 +350,9 @@ class RemoteTransport(Closeable):
         expect(resp, ResponseCode.SUCCESS)
 
     def set_consumer_ids_changed(self, handler: ConsumerIdsChanged | None) -> None:
-        """Install the NOTIFY_CONSUMER_IDS_CHANGED handler."""
-        self._ids_changed = handler
+        """Install the NOTIFY_CONSUMER_IDS_CHANGED handler for every group (None removes
+        it); consumers listen for their own group through ``group_listeners``."""
+        self.group_listeners.catch_all = handler
 
     def close(self) -> None:
         """Close every connection; the brokers keep running."""

@@ -61,12 +61,6 @@ quick and must not wait for another response."""
 
 _RECV_SIZE: Final = 256 * 1024
 _COALESCE_BELOW: Final = 64 * 1024
-_opaques = itertools.count(1)  # next() is atomic under the GIL
-
-
-def next_opaque() -> int:
-    """A fresh request id, wrapping inside the positive int32 range."""
-    return next(_opaques) % 0x7FFFFFFF + 1
 
 
 def parse_address(addr: str) -> tuple[str, int]:
@@ -306,6 +300,7 @@ class RemotingClient(Closeable):
         self._connect_timeout_s = connect_timeout_s
         self.language = language
         self._connections: dict[str, _Connection] = {}
+        self._opaques = itertools.count(1)  # request ids; next() is atomic under the GIL
         self._dial_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -359,7 +354,7 @@ class RemotingClient(Closeable):
             request.code,
             self.language,
             request.version,
-            next_opaque(),
+            next(self._opaques) % 0x7FFFFFFF + 1,  # positive int32, wrapping
             flag,
             request.remark,
             request.ext_fields,

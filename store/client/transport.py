@@ -31,6 +31,7 @@ from mqstore.remoting.values import (
     ConsumerData,
     ConsumerIdsChanged,
     ConsumeType,
+    GroupListeners,
     Heartbeat,
     MessageModel,
     MessageQueue,
@@ -64,6 +65,7 @@ __all__ = [
     "ConsumeType",
     "ConsumerData",
     "ConsumerIdsChanged",
+    "GroupListeners",
     "Heartbeat",
     "MessageModel",
     "MessageQueue",
@@ -165,8 +167,12 @@ class Transport(Protocol):
         maximum."""
         ...
 
+    group_listeners: GroupListeners
+    """The NOTIFY_CONSUMER_IDS_CHANGED listeners of the consumers sharing it."""
+
     def set_consumer_ids_changed(self, handler: ConsumerIdsChanged | None) -> None:
-        """Install the NOTIFY_CONSUMER_IDS_CHANGED handler (one per transport)."""
+        """Install the NOTIFY_CONSUMER_IDS_CHANGED handler for every group (one per
+        transport)."""
         ...
 
     def close(self) -> None:

@@ -10,6 +10,8 @@ Every enum value is RocketMQ's name for it (it travels in JSON bodies as that na
 from __future__ import annotations
 
 import enum
+import itertools
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import total_ordering
@@ -244,6 +246,41 @@ class Heartbeat:
 ConsumerIdsChanged = Callable[[str], None]
 """Broker-to-client push (NOTIFY_CONSUMER_IDS_CHANGED): called with the group name,
 from a transport thread; the handler must only wake the rebalance service."""
+
+
+class GroupListeners:
+    """The NOTIFY_CONSUMER_IDS_CHANGED listeners of one transport: the consumers sharing
+    it each listen for their own group, and one handler (``catch_all``) hears every
+    group. Owned by the transport, so its table lives and dies with it. Thread-safe:
+    consumers come and go while a transport thread notifies."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._listeners: dict[int, tuple[str, Callable[[], None]]] = {}
+        self._tokens = itertools.count()
+        self.catch_all: ConsumerIdsChanged | None = None
+
+    def add(self, group: str, on_change: Callable[[], None]) -> int:
+        """Call ``on_change`` when ``group`` changes; returns a token for :meth:`remove`."""
+        with self._lock:
+            token = next(self._tokens)
+            self._listeners[token] = (group, on_change)
+        return token
+
+    def remove(self, token: int) -> None:
+        """Stop the listener of ``token`` (an unknown token is ignored)."""
+        with self._lock:
+            self._listeners.pop(token, None)
+
+    def __call__(self, group: str) -> None:
+        """``group`` changed: call its listeners, then the catch-all handler."""
+        with self._lock:
+            targets = [cb for g, cb in self._listeners.values() if g == group]
+        for cb in targets:
+            cb()
+        handler = self.catch_all
+        if handler is not None:
+            handler(group)
 
 
 SEND_STATUS: Final[Mapping[int, SendStatus]] = {

@@ -324,3 +324,74 @@ def test_a_read_through_a_part_is_found() -> None:
     assert component_reads("core.store.queues.drop_topic(t)\nstore.flusher.syncs") == [
         "core.store.queues (line 1)", "store.flusher (line 2)",
     ]  # fmt: skip
+
+
+MUTABLE_CALLS = frozenset({
+    "dict", "list", "set", "Counter", "count", "defaultdict", "deque", "OrderedDict",
+    "WeakKeyDictionary", "WeakValueDictionary", "WeakSet", "Lock", "RLock", "Event", "local",
+})  # fmt: skip
+MUTATORS = frozenset({
+    "append", "add", "update", "pop", "popitem", "setdefault", "clear", "extend", "insert",
+    "remove", "discard",
+})  # fmt: skip
+SHARED_ON_PURPOSE = {"mqstore.faults": {"_hooks", "_lock"}}
+"""The fault-injection registry: engine code passes its named points without a handle,
+and only tests register hooks (empty in production)."""
+
+
+def module_state(source: str) -> set[str]:
+    """Names bound at module level to something mutable that the module can change: a
+    container, lock or counter under a lower-case name, or a constant-looking
+    (upper-case) container the module mutates (``X[k] = v``, ``X.append(...)``)."""
+    tree = ast.parse(source)
+    bound: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            pairs = [(t, node.value) for t in node.targets]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            pairs = [(node.target, node.value)]
+        else:
+            continue
+        bound.update((t.id, v) for t, v in pairs if isinstance(t, ast.Name))
+    mutated = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            mutated |= {t.value.id for t in targets
+                        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)}  # fmt: skip
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in MUTATORS
+            and isinstance(node.value, ast.Name)
+        ):
+            mutated.add(node.value.id)
+    found = set()
+    for name, value in bound.items():
+        if name.startswith("__"):
+            continue
+        container = isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp,
+                                       ast.SetComp))  # fmt: skip
+        if isinstance(value, ast.Call):
+            f = value.func
+            container |= (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) in (
+                MUTABLE_CALLS
+            )
+        if container and (not name.isupper() or name in mutated):
+            found.add(name)
+    return found
+
+
+def test_no_module_holds_mutable_state() -> None:
+    """State belongs to an object that owns it (a store, a transport, a client), so two
+    of them in one process never share it and tests never leak it into each other."""
+    state = {
+        name: found
+        for name, path in _sources().items()
+        if (found := module_state(path.read_text()) - SHARED_ON_PURPOSE.get(name, set()))
+    }
+    assert state == {}
+
+
+def test_module_state_is_found() -> None:
+    src = "_seen = {}\nTABLE = {}\nCACHE = {}\nCOUNTER = itertools.count()\nCACHE['k'] = 1\n"
+    assert module_state(src) == {"_seen", "CACHE"}
