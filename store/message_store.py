@@ -25,6 +25,8 @@ each flush mode.
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from mqstore._delegate import Delegate
 from mqstore._lifecycle import CrashImage, StoreLifecycle
 from mqstore.checkpoint import Checkpoint
@@ -318,6 +320,12 @@ class MessageStore(Closeable):
         """Delete ``topic``'s consume queues (its CommitLog records expire as usual);
         returns how many were deleted."""
         return self._life.logics.queues.drop_topic(topic)
+
+    def drop_expired_queues(self, keep: Container[str] = ()) -> int:
+        """Delete every consume queue whose messages are all gone from the CommitLog, but
+        the queues of ``keep`` topics and empty ones; returns how many went (RocketMQ
+        ``cleanExpiredConsumerQueue``; none while following a dispatch child)."""
+        return self._life.logics.queues.drop_expired_queues(self.min_physical_offset, keep)
 
     @property
     def follows_dispatch_child(self) -> bool:

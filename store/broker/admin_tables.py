@@ -160,7 +160,7 @@ def process_delete_group(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
 def process_clean_expired_queues(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """CLEAN_EXPIRED_CONSUMEQUEUE (306): Rule 3."""
     store = ctx.core.store
-    dropped = store.queues.drop_expired_queues(store.min_physical_offset, keep={SCHEDULE_TOPIC})
+    dropped = store.drop_expired_queues(keep={SCHEDULE_TOPIC})
     if dropped:
         log.info("clean expired consume queues: %d dropped", dropped)
     return cmd.make_response(ResponseCode.SUCCESS)
