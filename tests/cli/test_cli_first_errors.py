@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -144,8 +145,59 @@ def test_master_urls_spark_refuses_are_refused_in_one_line(master: str):
         check_master(master)
 
 
-def test_a_listening_spark_master_passes_the_reachability_check():
-    from mqstore.tools.spark.session import check_master_reachable
+def _serve(answer: bytes | None) -> tuple[socket.socket, threading.Thread]:
+    """A TCP listener on a free port that accepts, reads what comes and sends ``answer``
+    (None: says nothing) until it is closed; not a Spark master either way."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
 
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        check_master_reachable(f"spark://127.0.0.1:{server.getsockname()[1]}")
+    def loop() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed by the test
+                break
+            held.append(conn)
+            if answer is not None:
+                conn.recv(4096)
+                conn.sendall(answer)
+        for c in held:
+            c.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return server, thread
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [(None, "sent no answer within 5 s"), (b"HTTP/1.1 400 Bad Request\r\n\r\n", "answers, but")],
+    ids=["silent", "garbage"],
+)
+def test_a_port_that_accepts_but_is_no_spark_master_fails_in_one_line(
+    tmp_path: Path, answer: bytes | None, why: str
+):
+    pytest.importorskip("pyspark")
+    small_store(tmp_path / "s", messages=3)
+    server, thread = _serve(answer)
+    master = f"spark://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        r = mqstore("audit", "s", "--master", master, cwd=tmp_path)
+    finally:
+        server.close()
+        thread.join(5)
+    assert r.returncode == USAGE
+    line = _error_line(r.stderr)
+    assert f"Spark master {master} cannot be reached" in line
+    assert why in line and "not a Spark master" in line
+
+
+def test_the_answer_of_a_pyspark_4_master_to_the_probe_is_recognised():
+    from mqstore.tools.spark import masterprobe
+
+    # The first 17 bytes PySpark 4.3's standalone Master sent back to request id 0x6D71:
+    # an RPC failure frame ("Could not find mqstore-probe.").
+    recorded = bytes.fromhex("0000000000000a9b050000000000006d71")
+    assert masterprobe.is_answer(recorded, 0x6D71)
+    assert not masterprobe.is_answer(recorded, 0x6D72)
+    assert not masterprobe.is_answer(b"HTTP/1.1 400 Bad Request", 0x6D71)

@@ -16,8 +16,9 @@ Python as exceptions either way.
 
 Before a JVM starts, :func:`build_session` checks what would otherwise fail late and
 noisily (:class:`SparkSetupError`, one line for the user): the master URL's form
-(:func:`check_master`), that a ``spark://`` master answers on its port (a dead one
-made Spark retry for over a minute), and that Java 17 or 21 is there (``$JAVA_HOME/bin/java``,
+(:func:`check_master`), that a ``spark://`` master answers on its port as Spark does (a
+dead one made Spark retry for over a minute; one that accepts but is no Spark master,
+wait without end), and that Java 17 or 21 is there (``$JAVA_HOME/bin/java``,
 else ``java`` on PATH, the one spark-submit runs; :func:`find_java`).
 
 Under ``spark-submit`` the JVM starts before this code runs: export
@@ -37,7 +38,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from mqstore.errors import ConfigError
+from mqstore.tools.spark import masterprobe
 
 if TYPE_CHECKING:
     from pyspark import SparkConf
@@ -143,8 +144,10 @@ def check_master(master: str) -> None:
 
 
 def check_master_reachable(master: str, timeout_s: float = MASTER_CONNECT_TIMEOUT_S) -> None:
-    """For a ``spark://`` master: one of its addresses accepts a TCP connection within
-    ``timeout_s`` (other masters are not probed).
+    """For a ``spark://`` master: one of its addresses accepts a TCP connection and
+    answers as a Spark RPC server (:func:`mqstore.tools.spark.masterprobe.probe`), each
+    within ``timeout_s`` (other masters are not probed): a port that accepts but is no
+    Spark master would leave the job waiting for a registration without end.
 
     Raises:
         SparkSetupError: the URL is malformed, or no address answers.
@@ -155,10 +158,13 @@ def check_master_reachable(master: str, timeout_s: float = MASTER_CONNECT_TIMEOU
     reasons = []
     for host, port in _spark_endpoints(master):
         try:
-            with socket.create_connection((host, port), timeout=timeout_s):
-                return
+            why = masterprobe.probe(host, port, timeout_s)
         except OSError as e:
             reasons.append(f"{host}:{port}: {e.strerror or e}")
+            continue
+        if why is None:
+            return
+        reasons.append(f"{host}:{port} {why}: not a Spark master")
     raise SparkSetupError(f"Spark master {master} cannot be reached ({'; '.join(reasons)})")
 
 
