@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING
 if not __package__:  # run as a script: spark-submit tools/spark/audit.py DIR
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mqstore.tools.spark import cqscan, indexcheck, livecut, queueparts, queues
+from mqstore.tools.spark import cqscan, headercheck, indexcheck, livecut, queueparts, queues
 from mqstore.tools.spark._cli import check_output_file, run
 from mqstore.tools.spark.layout import (
     StoreLayout,
@@ -166,6 +166,9 @@ def _collect(rows: list[Row], layout: StoreLayout) -> tuple[list[Finding], int]:
                     Finding(by_name.get(name, name), b.offset, "timestamp_regression", detail)
                 )
     records = sum(r.count or 0 for rs in ranges.values() for r in rs)
+    in_order = [(s.name, r.edges or ()) for s in layout.segments for r in ranges.get(s.name, [])]
+    for name, (at, kind, detail) in headercheck.edge_outliers(in_order):
+        found.append(Finding(by_name.get(name, name), at, kind, detail))
     return found, records
 
 

@@ -19,7 +19,8 @@ docs/audit.md §3, with each kind's severity and why):
   it by more than :data:`MAX_BORN_AGE_MS` (retries and timers keep the first born time);
 * ``store_time_outlier``: a store timestamp above both neighbours' (or below both) by more
   than :data:`CLOCK_SKEW_MS`: one record's time, not the broker's clock, is off. A COMMIT or
-  ROLLBACK record carries its half message's store time, so it may sit below both.
+  ROLLBACK record carries its half message's store time, so it may sit below both. Chunk
+  and range edges are judged too (:class:`StoreTimes`, :func:`edge_outliers`).
 
 Everything is numpy over the chunk's columns; only records with a finding are visited
 one by one (to build the finding).
@@ -57,11 +58,11 @@ Hit = tuple[int, str, str]
 
 
 def header_findings(
-    view: memoryview, arr: bulk.RecordArrays, base: int, prev_ts: int | None
+    view: memoryview, arr: bulk.RecordArrays, base: int, times: StoreTimes
 ) -> list[Hit]:
     """The findings of every rule of the module doc for the records ``arr`` read from
-    ``view`` (a segment whose first byte is log offset ``base``); ``prev_ts`` is the
-    previous chunk's last store timestamp (None at a range's start)."""
+    ``view`` (a segment whose first byte is log offset ``base``); ``times`` judges the
+    store times of the range's chunks in turn (:class:`StoreTimes`)."""
     out: list[Hit] = []
     pos = arr.position
     sf = arr.sys_flag
@@ -77,7 +78,7 @@ def header_findings(
         out.append((int(pos[i]), "born_timestamp_skew",
                     f"born timestamp {born[i]}, stored at {ts[i]}"))  # fmt: skip
     tx = sf & fmt.TRANSACTION_MASK
-    out += _outliers(pos, ts, prev_ts, tx >= fmt.TRANSACTION_COMMIT_TYPE)
+    out += times.judge(pos, ts, tx >= fmt.TRANSACTION_COMMIT_TYPE)
     return out
 
 
@@ -161,23 +162,103 @@ def _hosts(view: memoryview, arr: bulk.RecordArrays) -> list[Hit]:
     return out
 
 
-def _outliers(
-    pos: NDArray[Any], ts: NDArray[Any], prev_ts: int | None, carried: NDArray[Any]
-) -> list[Hit]:
-    """Records whose store time stands out from both neighbours (``carried``: records
-    that carry an earlier record's time, exempt from standing out below)."""
-    if ts.size < 2 and prev_ts is None:
+Edge = tuple[int, int, bool]
+"""A record at a range's edge: (position in the file, store timestamp, carries an earlier
+record's time)."""
+EDGE_RECORDS: Final = 3
+"""Records kept from each end of a range: the first and last are judged by the driver,
+which needs their neighbours, and at the log's ends the neighbour's other neighbour."""
+
+
+class StoreTimes:
+    """``store_time_outlier`` over the chunks of one range, fed in log order.
+
+    A record is judged when both its neighbours are known: a chunk's last record waits
+    for the next chunk's first, so no chunk edge goes unjudged. The range's first and
+    last :data:`EDGE_RECORDS` records are kept (:meth:`edges`) for the driver, which
+    judges each range's first and last record against the neighbouring ranges
+    (:func:`edge_outliers`)."""
+
+    __slots__ = ("_head", "_tail")
+
+    def __init__(self) -> None:
+        self._head: list[Edge] = []
+        self._tail: list[Edge] = []
+
+    def judge(self, pos: NDArray[Any], ts: NDArray[Any], carried: NDArray[Any]) -> list[Hit]:
+        """The outliers among the records before this chunk's last (this chunk's
+        records, in log order: position, store time, carries an earlier time)."""
+        if ts.size == 0:
+            return []
+        held = self._tail[-2:]  # the last record seen is not judged yet; its left one is
+        new = list(zip(pos.tolist(), ts.tolist(), carried.tolist(), strict=True))
+        if len(self._head) < EDGE_RECORDS:
+            self._head += new[: EDGE_RECORDS - len(self._head)]
+        self._tail = (self._tail + new[-EDGE_RECORDS:])[-EDGE_RECORDS:]
+        if held:
+            p, t, c = zip(*held, strict=True)
+            pos, ts = np.r_[p, pos], np.r_[t, ts]
+            carried = np.r_[np.asarray(c, np.bool_), carried]
+        return _outliers(pos, ts, carried)
+
+    def edges(self) -> tuple[Edge, ...]:
+        """The range's first and last :data:`EDGE_RECORDS` records, each once, in order."""
+        seen = {e[0] for e in self._head}
+        return (*self._head, *(e for e in self._tail if e[0] not in seen))
+
+
+def _outliers(pos: NDArray[Any], ts: NDArray[Any], carried: NDArray[Any]) -> list[Hit]:
+    """Records whose store time stands out from both neighbours, among all but the
+    first and last (``carried``: records that carry an earlier record's time, exempt
+    from standing out below)."""
+    if ts.size < 3:
         return []
-    left = np.r_[ts[:1] if prev_ts is None else [prev_ts], ts[:-1]]
-    right = np.r_[ts[1:], ts[-1:]]
-    inner = np.ones(ts.size, np.bool_)
-    inner[-1] = False  # the next chunk's first record is not known here
-    if prev_ts is None:
-        inner[0] = False
-    high = inner & (ts - np.maximum(left, right) > CLOCK_SKEW_MS)
-    low = inner & ~carried & (np.minimum(left, right) - ts > CLOCK_SKEW_MS)
+    left, mid, right = ts[:-2], ts[1:-1], ts[2:]
+    high = mid - np.maximum(left, right) > CLOCK_SKEW_MS
+    low = ~carried[1:-1] & (np.minimum(left, right) - mid > CLOCK_SKEW_MS)
     return [
-        (int(pos[i]), "store_time_outlier",
-         f"store timestamp {ts[i]} between neighbours stored at {left[i]} and {right[i]}")
+        (int(pos[i + 1]), "store_time_outlier",
+         f"store timestamp {mid[i]} between neighbours stored at {left[i]} and {right[i]}")
         for i in np.flatnonzero(high | low).tolist()
     ]  # fmt: skip
+
+
+def edge_outliers(ranges: list[tuple[str, tuple[Edge, ...]]]) -> list[tuple[str, Hit]]:
+    """``store_time_outlier`` for the first and last record of each range, from the
+    ranges' :meth:`StoreTimes.edges` in log order (file name, edges; ranges without
+    records left out): a range's first record sits between the previous range's last
+    and its own second, its last between its own second-to-last and the next range's
+    first. The log's first (and last) record has one neighbour: it stands out when it
+    is more than the clock skew from that neighbour while the neighbour agrees with its
+    own other neighbour (else the neighbour is the one to doubt)."""
+    seq: list[tuple[str, Edge]] = []
+    judged: list[int] = []
+    for name, edges in ranges:
+        if not edges:
+            continue
+        judged.append(len(seq))
+        seq += [(name, e) for e in edges]
+        judged.append(len(seq) - 1)
+    out: list[tuple[str, Hit]] = []
+    last = len(seq) - 1
+    for i in sorted(set(judged)):
+        name, (at, ts, carried) = seq[i]
+        if 0 < i < last:
+            left, right = seq[i - 1][1][1], seq[i + 1][1][1]
+            high = ts - max(left, right) > CLOCK_SKEW_MS
+            low = not carried and min(left, right) - ts > CLOCK_SKEW_MS
+            detail = f"store timestamp {ts} between neighbours stored at {left} and {right}"
+        elif last >= 2:
+            step = 1 if i == 0 else -1
+            near, far = seq[i + step][1][1], seq[i + 2 * step][1][1]
+            agree = abs(near - far) <= CLOCK_SKEW_MS
+            high = agree and ts - near > CLOCK_SKEW_MS
+            low = agree and not carried and near - ts > CLOCK_SKEW_MS
+            end = "first" if i == 0 else "last"
+            detail = (f"store timestamp {ts} of the log's {end} record, its neighbour"
+                      f" stored at {near} and that one's other neighbour at {far}")  # fmt: skip
+        else:
+            continue
+        if high or low:
+            out.append((name, (at, "store_time_outlier", detail)))
+    return out

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
-from mqstore.tools.spark.headercheck import header_findings
+from mqstore.tools.spark.headercheck import Edge, StoreTimes, header_findings
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -79,6 +79,8 @@ class Row(NamedTuple):
     last_ts: int | None = None
     # The Spark column is named "count"; nothing calls tuple.count on a Row.
     count: int | None = None  # type: ignore[assignment]
+    edges: tuple[Edge, ...] | None = None
+    """Range rows: the first and last records' store times (headercheck.StoreTimes.edges)."""
 
 
 ROW_FIELDS: Final = Row._fields
@@ -290,12 +292,13 @@ def _scan_range(
     file_end, pos, ts_max = len(buf), rng.start, now_ms + DAY_MS
     prev_ts: int | None = None
     first_ts: int | None = None
+    times = StoreTimes()
     capped = _Capped(name)
     while pos < rng.end:
         b = bulk.scan(view, pos, rng.end, file_end, keys=records.keys)
         arr = b.records
         if len(arr):
-            yield from capped.all(_record_findings(view, rng, arr, ts_max, prev_ts))
+            yield from capped.all(_record_findings(view, rng, arr, ts_max, prev_ts, times))
             ts = arr.store_timestamp
             first_ts = int(ts[0]) if first_ts is None else first_ts
             prev_ts = int(ts[-1])
@@ -314,7 +317,7 @@ def _scan_range(
             break
         pos = nxt
     yield from capped.summary()
-    yield _range_row(rng, pos, first_ts, prev_ts, count)
+    yield _range_row(rng, pos, first_ts, prev_ts, count, times.edges())
 
 
 class _Capped:
@@ -339,7 +342,12 @@ class _Capped:
 
 
 def _record_findings(
-    view: memoryview, rng: ByteRange, arr: bulk.RecordArrays, ts_max: int, prev_ts: int | None
+    view: memoryview,
+    rng: ByteRange,
+    arr: bulk.RecordArrays,
+    ts_max: int,
+    prev_ts: int | None,
+    times: StoreTimes,
 ) -> list[Row]:
     """The findings of valid records (bad CRC, PHYSICALOFFSET, store timestamps, the
     header fields of :mod:`mqstore.tools.spark.headercheck`), with numpy: only the
@@ -363,7 +371,7 @@ def _record_findings(
         out.append(_finding(name, int(pos[i]), "bad_timestamp", f"store timestamp {ts[i]}"))
     for i in np.flatnonzero(~bad & (ts < prev)).tolist():
         out.append(_timestamp_regression(name, int(pos[i]), int(ts[i]), int(prev[i])))
-    for at, kind, detail in header_findings(view, arr, base, prev_ts):
+    for at, kind, detail in header_findings(view, arr, base, times):
         out.append(_finding(name, at, kind, detail))
     return out
 
@@ -389,7 +397,12 @@ def _timestamp_regression(name: str, pos: int, ts: int, prev_ts: int) -> Row:
 
 
 def _range_row(
-    rng: ByteRange, pos: int, first_ts: int | None, last_ts: int | None, count: int
+    rng: ByteRange,
+    pos: int,
+    first_ts: int | None,
+    last_ts: int | None,
+    count: int,
+    edges: tuple[Edge, ...] = (),
 ) -> Row:
     """The RANGE summary row of a range scanned from ``rng.start`` to ``pos``."""
     return Row(
@@ -400,6 +413,7 @@ def _range_row(
         first_ts=first_ts,
         last_ts=last_ts,
         count=count,
+        edges=edges,
     )
 
 
