@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -49,7 +50,13 @@ _ENTRY_DTYPE: Final = np.dtype([("h", ">i4"), ("phy", ">i8"), ("diff", ">i4"), (
 assert _ENTRY_DTYPE.itemsize == ifmt.ENTRY_SIZE and UNIT_DTYPE.itemsize == cqfmt.UNIT_SIZE
 
 
-def _write_file(path: Path, size: int, parts: list[tuple[int, bytes | memoryview]]) -> None:
+Parts = list[tuple[int, bytes | memoryview]]
+"""What goes into a file: (position, bytes) pairs; the rest of the file is a hole of zeros."""
+FileWriter = Callable[[Path, int, Parts], None]
+"""Writes a file of a size from its parts (:func:`write_file`, or a :class:`WriterPool`)."""
+
+
+def write_file(path: Path, size: int, parts: Parts) -> None:
     """Create ``path`` of ``size`` bytes (sparse), write ``parts`` (position, bytes), fsync."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -63,6 +70,39 @@ def _write_file(path: Path, size: int, parts: list[tuple[int, bytes | memoryview
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def is_sorted(values: NDArray[Any]) -> bool:
+    """Whether ``values`` never decrease (then a stable sort would not move anything)."""
+    return bool(np.all(values[1:] >= values[:-1]))
+
+
+class WriterPool:
+    """A :data:`FileWriter` that writes (and fsyncs) on a few threads while the caller
+    computes the next file: the disk's wait overlaps the numpy work. :meth:`close` waits
+    for every file and raises the first error; a file is not durable before it returns."""
+
+    def __init__(self, threads: int = 2) -> None:
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="reindex-write")
+        self._pending: list[Future[None]] = []
+
+    def __call__(self, path: Path, size: int, parts: Parts) -> None:
+        self._pending.append(self._pool.submit(write_file, path, size, parts))
+
+    def close(self) -> None:
+        """Wait for every file written so far; raise the first failure."""
+        self._pool.shutdown(wait=True)
+        for f in self._pending:
+            f.result()
+
+    def __enter__(self) -> WriterPool:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # the caller's error is the one to see; the files are discarded with staging
+            self._pool.shutdown(wait=True)
 
 
 def dedupe_repeated_offsets(
@@ -122,10 +162,11 @@ def write_index_files(
     folder: Path, given_names: list[str], slots: int, num: int,
     offsets: NDArray[Any], records: NDArray[Any], timestamps: NDArray[Any],
     hashes: NDArray[Any], clock: Callable[[], int] | None = None,
+    writer: FileWriter = write_file,
 ) -> list[tuple[str, int]]:  # fmt: skip
     """Write the index files of the keys (one element per key, CommitLog order;
-    ``records`` numbers their messages) into ``folder``; return (name, entries) per file.
-    ``clock`` (ms) names the files beyond ``given_names``."""
+    ``records`` numbers their messages) into ``folder`` with ``writer``; return (name,
+    entries) per file. ``clock`` (ms) names the files beyond ``given_names``."""
     offsets = np.asarray(offsets, np.int64)
     timestamps = np.asarray(timestamps, np.int64)
     hashes = np.asarray(hashes, np.int64)
@@ -163,10 +204,10 @@ def write_index_files(
         header = ifmt.HEADER.pack(
             int(ts[0]), int(ts[-1]), int(off[0]), int(off[-1]), int(used_slots.size), n + 1
         )
-        parts: list[tuple[int, bytes | memoryview]] = [(0, header)]
+        parts: Parts = [(0, header)]
         parts.extend(_slot_pages(slots, used_slots, newest))
         parts.append((entries_at, entries.tobytes()))
-        _write_file(folder / names[k], size, parts)
+        writer(folder / names[k], size, parts)
         out.append((names[k], n))
         prev_end_ts = int(ts[-1])
     return out
@@ -197,14 +238,16 @@ def _slot_pages(
 
 def write_queue_files(
     folder: Path, qoff: NDArray[Any], phys: NDArray[Any], size: NDArray[Any],
-    tags: NDArray[Any], file_size: int = cqfmt.FILE_SIZE,
+    tags: NDArray[Any], file_size: int = cqfmt.FILE_SIZE, writer: FileWriter = write_file,
 ) -> list[tuple[str, int]]:  # fmt: skip
     """Write one queue's files into ``folder`` as the dispatcher writes them (see
-    reindex.py); return (name, units that point at a message) per file."""
+    reindex.py) with ``writer``; return (name, units that point at a message) per file."""
     if qoff.size == 0:
         return []
-    order = np.argsort(phys, kind="stable")
-    q, p, s, t = qoff[order], phys[order], size[order], tags[order]
+    q, p, s, t = qoff, phys, size, tags
+    if not is_sorted(phys):
+        order = np.argsort(phys, kind="stable")
+        q, p, s, t = qoff[order], phys[order], size[order], tags[order]
     before = np.r_[-1, np.maximum.accumulate(q)[:-1]]
     keep = q > before  # a unit below the queue's next offset is a re-dispatch: skipped
     q, p, s, t = q[keep], p[keep], s[keep], t[keep]
@@ -220,6 +263,6 @@ def write_queue_files(
     out: list[tuple[str, int]] = []
     for i, start in enumerate(range(0, span * cqfmt.UNIT_SIZE, file_size)):
         name = f"{first * cqfmt.UNIT_SIZE + start:020d}"
-        _write_file(folder / name, file_size, [(0, data[start : start + file_size])])
+        writer(folder / name, file_size, [(0, data[start : start + file_size])])
         out.append((name, int(real[i]) if i < real.size else 0))
     return out

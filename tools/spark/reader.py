@@ -198,17 +198,26 @@ def resume_at(buf: Buffer, rng: ByteRange, b: bulk.BulkScan) -> int:
     return resync(buf, rng.base_offset, b.end + 1, len(buf), rng.path)
 
 
+def queue_order(
+    topic_id: NDArray[Any], queue_id: NDArray[Any]
+) -> tuple[NDArray[Any], NDArray[Any]]:
+    """The stable order of records by (topic id, queue id), and their sorted
+    ``topic_id << 32 | queue_id`` keys (a radix sort of a 16-bit key when both fit a byte,
+    the usual case)."""
+    key = (topic_id << 32) | (queue_id & 0xFFFFFFFF)
+    small = key.size > 0 and int(topic_id.max()) < 256 and int(queue_id.min()) >= 0
+    if small and int(queue_id.max()) < 256:
+        order = np.argsort(((topic_id << 8) | queue_id).astype(np.uint16), kind="stable")
+    else:
+        order = np.argsort(key, kind="stable")
+    return order, key[order]
+
+
 def queue_groups(cols: RecordColumns) -> list[tuple[str, int, dict[str, NDArray[Any]]]]:
     """A range's records per (topic, queue), in (topic id, queue id) order: (topic, queue
     id, the LIST_COLUMNS of its records in log order)."""
     topic_id, queue_id = cols.column("topic_id"), cols.column("queue_id")
-    key = (topic_id << 32) | (queue_id & 0xFFFFFFFF)
-    small = key.size > 0 and int(topic_id.max()) < 256 and int(queue_id.min()) >= 0
-    if small and int(queue_id.max()) < 256:  # the same order by a 16-bit key: a radix sort
-        order = np.argsort(((topic_id << 8) | queue_id).astype(np.uint16), kind="stable")
-    else:
-        order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
+    order, sorted_key = queue_order(topic_id, queue_id)
     first = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
     heads = order[first]
     ends = np.r_[first[1:], sorted_key.size].tolist()

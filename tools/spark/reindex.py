@@ -18,8 +18,9 @@ blank units; files are 6,000,000 bytes, the unwritten rest zero.
 Safe under task retries and aborts:
 
 1. each range is scanned once in a task (:mod:`mqstore.commitlog.bulk`, index keys hashed
-   in the same scan); the task saves the range's units and index keys as arrays in its own
-   attempt folder ``.reindex-<id>/attempts/<task attempt id>/`` and returns their path;
+   in the same scan); the task saves the range's units and index keys as arrays (one
+   ``.npy`` file each) in its own attempt folder
+   ``.reindex-<id>/attempts/<task attempt id>/<range>/`` and returns their path;
 2. only after the one Spark action succeeded, the driver reads the files the job's result
    names (successful attempts only: a failed or speculative attempt's partial files are
    never read) and writes ``.reindex-<id>/consumequeue/`` and ``.reindex-<id>/index/``
@@ -63,7 +64,15 @@ if not __package__:  # run as a script: spark-submit tools/spark/reindex.py DIR 
 from mqstore.commitlog import dispatch_rule as rule
 from mqstore.errors import StoreLockedError
 from mqstore.tools.spark._cli import run
-from mqstore.tools.spark._reindex_index import FAIL_ENV, write_index_files, write_queue_files
+from mqstore.tools.spark._reindex_index import (
+    FAIL_ENV,
+    FileWriter,
+    WriterPool,
+    is_sorted,
+    write_file,
+    write_index_files,
+    write_queue_files,
+)
 from mqstore.tools.spark.indexcheck import index_files, resolve_geometry
 from mqstore.tools.spark.layout import (
     add_geometry_args,
@@ -75,6 +84,7 @@ from mqstore.tools.spark.reader import (
     bulk_records,
     open_mapped,
     plan_ranges,
+    queue_order,
 )
 from mqstore.tools.spark.segscan import Buffer, ByteRange
 
@@ -137,7 +147,7 @@ def _scan_range(buf: Buffer, rng: ByteRange) -> dict[str, Any]:
     out: dict[str, Any] = {
         k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()
     }
-    out["topics"] = np.array(list(topics), dtype=object)
+    out["topics"] = np.array(list(topics), dtype=str)
     return out
 
 
@@ -157,44 +167,47 @@ class ManifestRow(NamedTuple):
 
 
 def scan_task(ranges: Iterable[ByteRange], attempts: str) -> Iterator[ManifestRow]:
-    """Task body: scan each range and save its arrays (``.npz``) in this attempt's folder;
-    one :class:`ManifestRow` per range. A failed or speculative attempt's files are never
-    read: the driver reads only the paths the job's result names."""
+    """Task body: scan each range and save its arrays (one ``.npy`` per column, in a
+    folder per range) in this attempt's folder; one :class:`ManifestRow` per range. A
+    failed or speculative attempt's files are never read: the driver reads only the
+    paths the job's result names."""
     import numpy as np
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     attempt = ctx.taskAttemptId() if ctx is not None else 0
     fail = bool(os.environ.get(FAIL_ENV)) and ctx is not None and ctx.attemptNumber() == 0
-    folder = Path(attempts) / str(attempt)
-    folder.mkdir(parents=True, exist_ok=True)
     for rng in ranges:
         with open_mapped(rng.path) as mm:
             if not isinstance(mm, mmap.mmap):
                 continue
             arrays = _scan_range(mm, rng)
-        path = folder / f"{rng.base_offset + rng.start:020d}.npz"
-        with open(path, "wb") as f:
-            np.savez(f, **arrays)
-            if fail:
-                f.truncate(f.tell() // 2)
-                raise RuntimeError(f"injected failure ({FAIL_ENV}) after half of {path}")
         key = rng.base_offset + rng.start
-        yield ManifestRow(key, str(path), int(arrays["u_phys"].size), int(arrays["k_phys"].size))
+        folder = Path(attempts) / str(attempt) / f"{key:020d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, values in arrays.items():
+            with open(folder / f"{name}.npy", "wb") as f:
+                np.save(f, values, allow_pickle=False)
+                if fail:
+                    f.truncate(f.tell() // 2)
+                    raise RuntimeError(f"injected failure ({FAIL_ENV}) after half of {f.name}")
+        yield ManifestRow(key, str(folder), int(arrays["u_phys"].size), int(arrays["k_phys"].size))
 
 
 def _load(manifest: list[ManifestRow]) -> dict[str, Any]:
-    """The ranges' arrays (in log order) concatenated, topic ids made global."""
+    """The ranges' arrays (in log order) concatenated, topic ids made global (the files
+    are mapped, so each value is copied once, into the result)."""
     import numpy as np
 
     parts: dict[str, list[Any]] = {k: [] for k in _COLUMNS}
     topics: dict[str, int] = {}
     for r in sorted(manifest, key=lambda r: r.range_key):
-        with np.load(r.path, allow_pickle=True) as z:
-            local = np.array([topics.setdefault(t, len(topics)) for t in z["topics"]], np.int64)
-            for k in _COLUMNS:
-                v = z[k]
-                parts[k].append(local[v] if k == "u_topic" and v.size else v)
+        folder = Path(r.path)
+        names = np.load(folder / "topics.npy", allow_pickle=False).tolist()
+        local = np.array([topics.setdefault(t, len(topics)) for t in names], np.int64)
+        for k in _COLUMNS:
+            v = np.load(folder / f"{k}.npy", mmap_mode="r", allow_pickle=False)
+            parts[k].append(local[v] if k == "u_topic" and v.size else v)
     out: dict[str, Any] = {
         k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in parts.items()
     }
@@ -202,15 +215,16 @@ def _load(manifest: list[ManifestRow]) -> dict[str, Any]:
     return out
 
 
-def write_queues(arrays: dict[str, Any], folder: Path, file_size: int) -> tuple[int, int, int]:
-    """Write every queue's files under ``folder``; (queues, files, units)."""
+def write_queues(
+    arrays: dict[str, Any], folder: Path, file_size: int, writer: FileWriter = write_file
+) -> tuple[int, int, int]:
+    """Write every queue's files under ``folder`` with ``writer``; (queues, files, units)."""
     import numpy as np
 
     topic, queue = arrays["u_topic"], arrays["u_queue"]
     if topic.size == 0:
         return 0, 0, 0
-    order = np.lexsort((queue, topic))
-    key = (topic[order] << 32) | (queue[order] & 0xFFFFFFFF)
+    order, key = queue_order(topic, queue)
     bounds = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1, key.size]
     files = units = 0
     names = arrays["topics"]
@@ -219,7 +233,7 @@ def write_queues(arrays: dict[str, Any], folder: Path, file_size: int) -> tuple[
         t, q = names[int(topic[rows[0]])], int(queue[rows[0]])
         written = write_queue_files(
             folder / t / str(q), arrays["u_qoff"][rows], arrays["u_phys"][rows],
-            arrays["u_size"][rows], arrays["u_tags"][rows], file_size,
+            arrays["u_size"][rows], arrays["u_tags"][rows], file_size, writer,
         )  # fmt: skip
         files += len(written)
         units += sum(n for _, n in written)
@@ -227,17 +241,19 @@ def write_queues(arrays: dict[str, Any], folder: Path, file_size: int) -> tuple[
 
 
 def write_index(
-    arrays: dict[str, Any], folder: Path, names: list[str], slots: int, num: int
-) -> tuple[int, int]:
-    """Write index/ under ``folder``; (files, entries)."""
+    arrays: dict[str, Any], folder: Path, names: list[str], slots: int, num: int,
+    writer: FileWriter = write_file,
+) -> tuple[int, int]:  # fmt: skip
+    """Write index/ under ``folder`` with ``writer``; (files, entries)."""
     import numpy as np
 
     folder.mkdir(parents=True, exist_ok=True)
-    order = np.argsort(arrays["k_phys"], kind="stable")
-    written = write_index_files(
-        folder, names, slots, num, arrays["k_phys"][order], arrays["k_pos"][order],
-        arrays["k_ts"][order], arrays["k_hash"][order],
-    )  # fmt: skip
+    cols = [arrays[k] for k in ("k_phys", "k_pos", "k_ts", "k_hash")]
+    if not is_sorted(cols[0]):  # a healthy log's keys come in offset order already
+        order = np.argsort(cols[0], kind="stable")
+        cols = [c[order] for c in cols]
+    phys, pos, ts, hashes = cols
+    written = write_index_files(folder, names, slots, num, phys, pos, ts, hashes, writer=writer)
     return len(written), sum(n for _, n in written)
 
 
@@ -304,10 +320,15 @@ def reindex_with(
     try:
         manifest = _scan_ranges(spark, ranges, attempts)
         arrays = _load(manifest)
-        queues, files, units = write_queues(arrays, staging / "consumequeue", layout.cq_file_size)
-        (staging / "consumequeue").mkdir(parents=True, exist_ok=True)
         names = [p.name for p in old_index]
-        ifiles, entries = write_index(arrays, staging / "index", names, geo.slots, geo.num)
+        with WriterPool() as writer:
+            queues, files, units = write_queues(
+                arrays, staging / "consumequeue", layout.cq_file_size, writer
+            )
+            (staging / "consumequeue").mkdir(parents=True, exist_ok=True)
+            ifiles, entries = write_index(
+                arrays, staging / "index", names, geo.slots, geo.num, writer
+            )
         shutil.rmtree(attempts, ignore_errors=True)
         _swap(staging, target, "consumequeue")
         _swap(staging, target, "index")

@@ -76,6 +76,11 @@ JVM starts and warms up seconds sooner (most of a small job's time is the JVM co
 Spark's own code); a large input keeps the optimising compiler, which pays off over a
 long job (Parquet encoding, Arrow conversion run in the JVM)."""
 
+DAEMON_MODULE = "mqstore.tools.spark._daemon"
+"""The Python worker daemon of local sessions (see the module): on a cluster the executors'
+Python may not have ``mqstore`` installed before the shipped zip arrives, so it is set
+for local masters only."""
+
 LOG_LEVEL_ENV = "MQSTORE_SPARK_LOG"
 _LOG4J2 = """\
 rootLogger.level = {level}
@@ -364,6 +369,8 @@ def build_session(
         java = f"{java} {QUICK_START_JVM}"
     settings["spark.driver.extraJavaOptions"] = java
     settings["spark.executor.extraJavaOptions"] = java
+    if is_local_master(chosen):  # workers fork from a daemon that has the job code loaded
+        settings["spark.python.daemon.module"] = DAEMON_MODULE
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
