@@ -184,8 +184,11 @@ class MessageFramer:
         if len(msgs) == 1:  # a single put: no loop, no batch lookups
             msg = msgs[0]
             uniq = self.next_uniq()
-            framed = self._plain(msg, uniq) or self._frame_any(msg, uniq)
-            return framed if isinstance(framed, Refusal) else [framed]
+            framed = self._plain(msg, uniq)
+            if framed is not None:
+                return [framed]
+            full = self._frame_any(msg, uniq)  # not common: the steps, which may refuse it
+            return full if isinstance(full, Refusal) else [full]
         next_uniq = self.next_uniq
         if next_uniq is new_uniq_key:
             uniqs: Sequence[str] = new_uniq_keys(len(msgs))
@@ -195,10 +198,13 @@ class MessageFramer:
         add = frames.append
         plain = self._plain
         for msg, uniq in zip(msgs, uniqs):  # noqa: B905  (the same length: made so above)
-            framed = plain(msg, uniq) or self._frame_any(msg, uniq)
-            if isinstance(framed, Refusal):
-                return framed
-            add(framed)
+            got = plain(msg, uniq)
+            if got is None:
+                full = self._frame_any(msg, uniq)
+                if isinstance(full, Refusal):
+                    return full
+                got = full
+            add(got)
         return frames
 
     def _plain(self, msg: Message, uniq: str) -> Frame | None:
