@@ -375,6 +375,11 @@ def read_topic(name: str = "topic") -> Resources:
     return need
 
 
+def is_copy_topic(topic: str) -> bool:
+    """A retry or dead-letter topic: its records are copies of other topics' records."""
+    return topic.startswith((RETRY_PREFIX, DLQ_PREFIX))
+
+
 def record_need(topic: str, origin: str | None) -> Need:
     """What reading one record of ``topic`` needs, for a request that names no group
     (QUERY_MESSAGE, VIEW_MESSAGE_BY_ID, the source of CONSUMER_SEND_MSG_BACK): SUB on

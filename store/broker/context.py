@@ -46,6 +46,11 @@ class RequestContext:
     """Why the sender may not publish to a topic, or None when it may (ACL PUB, set as
     :attr:`read_refusal` is); END_TRANSACTION asks it for the half record's real topic."""
 
+    @property
+    def checks_reads(self) -> bool:
+        """Whether :attr:`read_refusal` can refuse anything (the broker runs ACL)."""
+        return self.read_refusal is not _record_readable
+
 
 Processor = Callable[[RequestContext, RemotingCommand], RemotingCommand]
 """A request processor: the response to a request command."""

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from mqstore.broker.acl import is_copy_topic
 from mqstore.broker.context import Processor, RequestContext
 from mqstore.broker.names import RETRY_GROUP_TOPIC_PREFIX
 from mqstore.broker.pop_assignment import RequestMode, assign
@@ -47,9 +48,10 @@ from mqstore.broker.pop_polling import MAX_POLL_MS, Respond, suspend
 from mqstore.broker.wire import BadRequestError, ext_int, ext_str
 from mqstore.consumequeue.filter import TAG, parse_subscription
 from mqstore.errors import InvalidReceiptHandleError
+from mqstore.message import PROPERTY_RETRY_TOPIC
 from mqstore.pop import wire as pop_wire
 from mqstore.pop.records import MAX_BATCH
-from mqstore.pop.service import AckStatus, PopService
+from mqstore.pop.service import AckStatus, PopResult, PopService
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.fastjson import dumps, loads
@@ -112,6 +114,8 @@ def process_pop(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         queue_id=ext_int(ext, "queueId", -1), subscription=sub,
         fifo=ext_str(ext, "order", "false") == "true", wait_ms=_poll_ms(ext),
     )  # fmt: skip
+    if r.messages and ctx.checks_reads and is_copy_topic(topic):
+        r = _readable_copies(ctx, topic, r)
     header = pop_wire.response_header(r, svc.config.broker_name)
     if not r.messages:
         return cmd.make_response(ResponseCode.POLLING_TIMEOUT, NO_MESSAGE_IN_QUEUE, header)
@@ -123,6 +127,17 @@ def process_pop(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
             raise BadRequestError(f"record at {m.message.physical_offset} is gone")
         records.append(raw)
     return cmd.make_response(ResponseCode.SUCCESS, FOUND, header, b"".join(records))
+
+
+def _readable_copies(ctx: RequestContext, topic: str, r: PopResult) -> PopResult:
+    """``r`` without the copies of a topic the sender may not SUB, popped from retry
+    or dead-letter ``topic`` (see ``processors._readable_copies``). They stay in flight
+    and come back when their invisible time ends, for a member that may read them."""
+    kept = tuple(
+        m for m in r.messages
+        if ctx.read_refusal(topic, m.message.properties.get(PROPERTY_RETRY_TOPIC)) is None
+    )  # fmt: skip
+    return r if len(kept) == len(r.messages) else replace(r, messages=kept)
 
 
 def process_ack(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from mqstore.broker.acl import is_copy_topic
 from mqstore.broker.admin import ADMIN_PROCESSORS
 from mqstore.broker.admin_stats import STATS_PROCESSORS
 from mqstore.broker.admin_tables import TABLE_PROCESSORS
@@ -43,10 +44,11 @@ from mqstore.broker.wire import (
     parse_send_header,
     queue_json,
 )
+from mqstore.commitlog import format as fmt
 from mqstore.consumequeue.filter import TAG, is_tag_type, parse_subscription
 from mqstore.consumequeue.search import BoundaryType
 from mqstore.errors import IllegalTopicError
-from mqstore.message import PROPERTY_RETRY_TOPIC, validate_topic
+from mqstore.message import PROPERTY_RETRY_TOPIC, property_of, validate_topic
 from mqstore.records import StoredMessage
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import V4_9_8, PullSysFlag, RequestCode, ResponseCode
@@ -223,6 +225,8 @@ def process_pull(ctx: RequestContext, cmd: RemotingCommand, respond: Respond) ->
 
     def on_done(out: PullOutcome) -> None:
         records = out.buffers if out.code is ResponseCode.SUCCESS else ()
+        if records and ctx.checks_reads and is_copy_topic(request.query.queue.topic):
+            records = _readable_copies(ctx, request.query.queue.topic, records)
         respond(_pull_response(cmd, out), records)
 
     ctx.core.pull(request, on_done)
@@ -307,6 +311,27 @@ def process_view_message(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
     if refusal is not None:
         return cmd.make_response(ResponseCode.NO_PERMISSION, refusal)
     return _ok(cmd, body=found[1])
+
+
+def _readable_copies(
+    ctx: RequestContext, topic: str, records: Sequence[memoryview]
+) -> tuple[memoryview, ...]:
+    """The records of retry or dead-letter ``topic`` the sender may read: a copy of a
+    topic the account may not SUB (its ``RETRY_TOPIC``) is left out, as a record a
+    filter rejects is (the consumer moves past it by the answer's next offset). The
+    group's own SUB lets an account pull the group's retry topic, but not read the
+    copies of a topic it is denied that another member's consumption put there."""
+    kept = []
+    for raw in records:
+        info = fmt.scan(raw, 0, len(raw), check_crc=False)
+        origin = (
+            property_of(info.properties_string, PROPERTY_RETRY_TOPIC)
+            if isinstance(info, fmt.RecordInfo)
+            else None
+        )
+        if ctx.read_refusal(topic, origin) is None:
+            kept.append(raw)
+    return tuple(kept)
 
 
 def _record_refusal(ctx: RequestContext, msg: StoredMessage) -> str | None:

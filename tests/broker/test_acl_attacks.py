@@ -178,6 +178,33 @@ def _batch_ack(group: str, topic: str) -> Callable[[Scene], RemotingCommand]:
     return build
 
 
+def _pull_copies(topic: str, group: str) -> Callable[[Scene], RemotingCommand]:
+    """PULL_MESSAGE of ``topic`` (a retry or dead-letter topic of ``group``, which
+    mallory may use) holding a copy of a secret record that another member's
+    consumption put there."""
+
+    def build(s: Scene) -> RemotingCommand:
+        _copy_in(topic)(s)
+        return _cmd(Rq.PULL_MESSAGE, {
+            "consumerGroup": group, "topic": topic, "queueId": "0", "queueOffset": "0",
+            "maxMsgNums": "32", "sysFlag": "0", "commitOffset": "0",
+            "suspendTimeoutMillis": "0", "subscription": "*"})  # fmt: skip
+
+    return build
+
+
+def _pop_copies(topic: str, group: str) -> Callable[[Scene], RemotingCommand]:
+    """POP_MESSAGE of ``topic`` as :func:`_pull_copies` pulls it."""
+
+    def build(s: Scene) -> RemotingCommand:
+        _copy_in(topic)(s)
+        return _cmd(Rq.POP_MESSAGE, {
+            "consumerGroup": group, "topic": topic, "queueId": "-1", "maxMsgNums": "32",
+            "invisibleTime": "60000", "pollTime": "0", "bornTime": _now(), "initMode": "0"})  # fmt: skip
+
+    return build
+
+
 REFUSED, ANY = "refused", "any answer without a secret"
 _SUB = {"consumerGroup": "victim", "topic": "SecretT", "queueId": "0"}
 _RESET = {"topic": "SecretT", "group": "victim", "timestamp": "0", "isForce": "true"}
@@ -299,6 +326,12 @@ CASES: list[tuple[int, str, Callable[[Scene], RemotingCommand], str]] = [
     (Rq.POP_MESSAGE, "as victim", lambda s: _cmd(Rq.POP_MESSAGE, {
         **_SUB, "queueId": "-1", "maxMsgNums": "32", "invisibleTime": "60000", "pollTime": "0",
         "bornTime": _now(), "initMode": "0"}), REFUSED),
+    (Rq.PULL_MESSAGE, "a group's retry copy of SecretT", _pull_copies("%RETRY%other", "other"),
+     ANY),
+    (Rq.PULL_MESSAGE, "a group's dead-letter copy of SecretT", _pull_copies("%DLQ%other", "other"),
+     ANY),
+    (Rq.POP_MESSAGE, "a group's retry copy of SecretT", _pop_copies("%RETRY%other", "other"),
+     ANY),
     (Rq.POP_MESSAGE, "own group", lambda s: _cmd(Rq.POP_MESSAGE, {
         **_SUB, "consumerGroup": "mallory", "queueId": "-1", "maxMsgNums": "32",
         "invisibleTime": "60000", "pollTime": "0", "bornTime": _now(), "initMode": "0"}), REFUSED),
@@ -350,3 +383,21 @@ def test_an_account_without_rights_reads_writes_and_acks_nothing(
     if expect == REFUSED:
         assert resp.code == Rs.NO_PERMISSION, (resp.code, resp.remark)
     _nothing_leaked_or_changed(scene)
+
+
+def test_a_retry_copy_of_a_topic_the_account_may_read_is_still_pulled(scene: Scene) -> None:
+    """Only copies of a denied topic are left out of a retry topic's pull."""
+    scene.core.topics.learn("%RETRY%other", 1)
+    for origin in ("SecretT", "MalloryT"):
+        copy = Message("%RETRY%other", b"copy of " + origin.encode(), queue_id=0,
+                       properties={"RETRY_TOPIC": origin})  # fmt: skip
+        assert scene.core.store.put_message(copy).status.ok
+    assert scene.core.store.wait_dispatched(10)
+    with RemotingClient(rpc_hook=MALLORY) as client:
+        resp = client.invoke(scene.address, _cmd(Rq.PULL_MESSAGE, {
+            "consumerGroup": "other", "topic": "%RETRY%other", "queueId": "0",
+            "queueOffset": "0", "maxMsgNums": "32", "sysFlag": "0", "commitOffset": "0",
+            "suspendTimeoutMillis": "0", "subscription": "*"}), 5)  # fmt: skip
+    assert resp.code == Rs.SUCCESS, (resp.code, resp.remark)
+    assert b"copy of MalloryT" in resp.body
+    assert b"copy of SecretT" not in resp.body
