@@ -82,6 +82,12 @@ class _TopicFrame:
         return k
 
 
+_NO_TOPIC = _TopicFrame("", 0)
+"""A placeholder before a batch's first lookup."""
+_UNSEEN: object = object()
+"""No message's topic or host (not even None, which the lookup refuses)."""
+
+
 def _check_int_fields(msg: Message) -> None:
     """The record's fixed-width fields must hold the message's numbers: ints (the
     annotations are what a Message promises, not what it holds; a float within range
@@ -184,7 +190,9 @@ class MessageFramer:
         if len(msgs) == 1:  # a single put: no loop, no batch lookups
             msg = msgs[0]
             uniq = self.next_uniq()
-            framed = self._plain(msg, uniq)
+            tf = self._topics.get(msg.topic) or self._topic(msg.topic)
+            born = self._hosts.get(msg.born_host) or self._host(msg.born_host)
+            framed = self._plain(msg, uniq, tf, born)
             if framed is not None:
                 return [framed]
             full = self._frame_any(msg, uniq)  # not common: the steps, which may refuse it
@@ -197,8 +205,17 @@ class MessageFramer:
         frames: list[Frame] = []
         add = frames.append
         plain = self._plain
+        last_topic = last_host = _UNSEEN  # the first message looks both up
+        tf = _NO_TOPIC
+        born = b""
         for msg, uniq in zip(msgs, uniqs):  # noqa: B905  (the same length: made so above)
-            got = plain(msg, uniq)
+            if msg.topic is not last_topic:  # a batch is usually one topic from one host
+                last_topic = msg.topic
+                tf = self._topics.get(msg.topic) or self._topic(msg.topic)
+            if msg.born_host is not last_host:
+                last_host = msg.born_host
+                born = self._hosts.get(msg.born_host) or self._host(msg.born_host)
+            got = plain(msg, uniq, tf, born)
             if got is None:
                 full = self._frame_any(msg, uniq)
                 if isinstance(full, Refusal):
@@ -207,8 +224,9 @@ class MessageFramer:
             add(got)
         return frames
 
-    def _plain(self, msg: Message, uniq: str) -> Frame | None:
-        """The frame of a common message, from the caches alone; None for any other
+    def _plain(self, msg: Message, uniq: str, tf: _TopicFrame, born: bytes) -> Frame | None:
+        """The frame of a common message (``tf`` and ``born``: its topic's and born
+        host's cached parts), from the caches alone; None for any other
         (:meth:`_frame_any` frames it)."""
         body = msg.body
         qid = msg.queue_id
@@ -228,8 +246,6 @@ class MessageFramer:
             and msg.wait_store_msg_ok
         ):  # fmt: skip
             return None
-        tf = self._topics.get(msg.topic) or self._topic(msg.topic)
-        born = self._hosts.get(msg.born_host) or self._host(msg.born_host)
         props = standard_properties_string(uniq, msg.tags, msg.keys).encode()
         p_len = len(props)
         total = tf.base + len(body) + p_len
