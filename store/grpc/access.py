@@ -54,7 +54,15 @@ import hmac
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
-from mqstore.broker.acl import AccessControl, AclDenied, Perm, Refusal, consumed, retry_topic
+from mqstore.broker.acl import (
+    AccessControl,
+    AclDenied,
+    Perm,
+    Refusal,
+    consumed,
+    is_copy_topic,
+    retry_topic,
+)
 from mqstore.grpc.protocol import ClientType, Code, status, svc
 
 AUTHORIZATION = "authorization"
@@ -174,6 +182,20 @@ def _group_and_queue(need: dict[str, Perm], request: Any) -> None:
     need.update(consumed(_named(request.message_queue.topic, "topic"), group))
 
 
+def _read_of_queue(need: dict[str, Perm], request: Any) -> None:
+    """A read of records (ReceiveMessage, PullMessage): as :func:`_group_and_queue`,
+    and never of a retry or dead-letter topic. Those hold copies of every topic their
+    group consumes, and the answer here carries no per-copy check (remoting's pull and
+    POP leave out each copy of a topic the account may not read)."""
+    _group_and_queue(need, request)  # another group's retry topic: upstream's refusal
+    topic = _named(request.message_queue.topic, "topic")
+    if is_copy_topic(topic):
+        raise AclDenied(
+            f"topic {topic!r} holds copies of other topics: read it over remoting",
+            Refusal.FORBIDDEN,
+        )
+
+
 def _send(need: dict[str, Perm], request: Any) -> None:
     for message in request.messages:
         need[_named(message.topic, "topic")] = Perm.PUB
@@ -185,12 +207,12 @@ def _nothing(need: dict[str, Perm], request: Any) -> None:
 
 _RESOURCES: dict[str, Callable[[dict[str, Perm], Any], None]] = {
     "SendMessage": _send,
-    "ReceiveMessage": _group_and_queue,
+    "ReceiveMessage": _read_of_queue,
     "AckMessage": _group_and_topic,
     "ChangeInvisibleDuration": _group_and_topic,
     "ForwardMessageToDeadLetterQueue": _group_and_topic,
     "QueryAssignment": _group_and_topic,
-    "PullMessage": _group_and_queue,
+    "PullMessage": _read_of_queue,
     "UpdateOffset": _group_and_queue,
     "GetOffset": _group_and_queue,
     "QueryOffset": lambda need, r: need.update({_named(r.message_queue.topic, "topic"): Perm.SUB}),

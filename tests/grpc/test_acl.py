@@ -316,3 +316,23 @@ def test_cli_broker_with_acl_guards_its_grpc_port(tmp_path: Path) -> None:
         p.send_signal(signal.SIGTERM)
         p.communicate(timeout=60)
     assert p.returncode == 0
+
+
+def test_a_retry_topics_copies_are_not_received_through_grpc(
+    acl_endpoint: GrpcEndpoint, core: BrokerCore
+) -> None:
+    """A group's retry topic holds copies of every topic the group consumes, ``Secret``
+    included; gRPC has no per-copy check, so a receive naming a retry or dead-letter
+    topic is FORBIDDEN (remoting reads them with each copy's origin checked)."""
+    from mqstore import Message
+
+    core.create_topic(TopicConfig("%RETRY%other", 1, 1))
+    copy = Message("%RETRY%other", b"copy of Secret", properties={"RETRY_TOPIC": "Secret"})
+    assert core.store.put_message(copy).status.ok
+    assert core.store.wait_dispatched(10)
+    req = svc.ReceiveMessageRequest(group=pb.Resource(name="other"), batch_size=8)
+    req.message_queue.topic.name = "%RETRY%other"
+    req.invisible_duration.seconds = 30
+    got = list(stub(acl_endpoint).ReceiveMessage(req, metadata=signed(), timeout=10))
+    assert [m.message.body for m in got if m.HasField("message")] == []
+    assert [r.status.code for r in got if r.HasField("status")][:1] == [Code.FORBIDDEN]
