@@ -365,7 +365,8 @@ class Segments:
         For a reader whose writer is another process (``dispatch_process``): the
         files after the last one mapped, in order and contiguous, each at the
         configured size (a file still being created is left for the next call), at
-        most ``max_files`` of them. New files start at ``position`` (default: full).
+        most ``max_files`` of them. With none held, listed files deleted meanwhile are
+        skipped. New files start at ``position`` (default: full).
         Nothing is ever deleted. Returns the number of files mapped.
         """
         try:
@@ -386,6 +387,12 @@ class Segments:
                 if os.stat(path).st_size != self.file_size:
                     break
                 mf = self._open(path, create=False)
+            except FileNotFoundError:
+                if self.files:
+                    break
+                # Deleted since listed (expired: the writer deletes oldest first):
+                # with nothing held yet, the next file listed is the first one left.
+                continue
             except (OSError, SegmentLoadError):
                 break
             if position is not None:

@@ -551,7 +551,10 @@ class ConsumeQueue:
                 last.set_positions(pos)
                 if pos < size:
                     break
-            self.followed = dispatched
+            if segs.last is not None:
+                # Holding no file (every one listed was deleted meanwhile) follows
+                # nothing: the next call must look again, at the same progress too.
+                self.followed = dispatched
 
     def forget_deleted_files(self) -> int:
         """Following: unmap (never delete) the leading files the child deleted,
