@@ -826,6 +826,7 @@ def _serve_broker(
         transaction_check_interval_ms=args.transaction_check_interval_ms,
         transaction_check_max=args.transaction_check_max,
         enable_property_filter=args.enable_property_filter,
+        namesrv_addr=";".join(args.namesrv or ()),
     )  # fmt: skip
     core = BrokerCore(store, config)
     server = BrokerServer(core, args.host, port, sock=sock, acl=args.access.acl)

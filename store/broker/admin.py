@@ -55,9 +55,12 @@ resource permission.
 from __future__ import annotations
 
 import json
+import math
+import os
 import time
 from dataclasses import replace
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import Final, Protocol, runtime_checkable
 
 from mqstore.broker.admin_bodies import (
     QueueProgress,
@@ -76,10 +79,20 @@ from mqstore.broker.offsets import TOPIC_GROUP_SEPARATOR
 from mqstore.broker.subscriptions import SubscriptionGroupConfig
 from mqstore.broker.traffic import GROUP_GET_NUMS
 from mqstore.broker.wire import BadRequestError, ext_group, ext_int, ext_str
+from mqstore.cleanup import disk_used_ratio
 from mqstore.errors import IllegalTopicError
+from mqstore.java_settings import (
+    BROKER_DEFAULTS,
+    broker_settings,
+    processors,
+    rocketmq_home,
+    thread_defaults,
+)
+from mqstore.limits import ServerLimits
 from mqstore.message import validate_topic
+from mqstore.message_store import MessageStore
 from mqstore.remoting.codec import RemotingCommand
-from mqstore.remoting.codes import RequestCode, ResponseCode
+from mqstore.remoting.codes import V4_9_8, RequestCode, ResponseCode
 from mqstore.remoting.fastjson import FastjsonError, dumps, loads
 from mqstore.remoting.values import MessageQueue
 
@@ -226,15 +239,59 @@ def _uptime(ms: int) -> str:
     )
 
 
+def human_bytes(n: int) -> str:
+    """``MixAll.humanReadableByteCount(n, false)``: ``"0 B"``, ``"252.0 GiB"``."""
+    if n < 1024:
+        return f"{n} B"
+    exp = min(int(math.log(n) / math.log(1024)), 6)
+    return f"{n / 1024**exp:.1f} {'KMGTPE'[exp - 1]}iB"
+
+
+def _dir_capacity(path: Path) -> str:
+    """``commitLogDirCapacity``: the partition's size and free bytes (``File``'s total
+    and free space: statvfs ``f_blocks`` and ``f_bfree``)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return "Total : 0 B, Free : 0 B."
+    total, free = st.f_blocks * st.f_frsize, st.f_bfree * st.f_frsize
+    return f"Total : {human_bytes(total)}, Free : {human_bytes(free)}."
+
+
+def earliest_time_as_498(store: MessageStore) -> int:
+    """``earliestMessageTimeStamp`` as 4.9.8 finds it: it reads ``2 * maxMessageSize``
+    bytes from the CommitLog's first offset and gives -1 unless that many bytes are
+    written in the file holding it (``CommitLog.pickupStoreTimestamp``), so a broker
+    whose first file holds less answers -1 (docs/admin.md §6)."""
+    cfg = store.cfg
+    low, size = store.min_physical_offset, cfg.commitlog_file_size
+    if low < 0 or store.max_physical_offset <= low:
+        return -1
+    file_end = (low // size + 1) * size
+    if min(store.max_physical_offset, file_end) - low < 2 * cfg.max_message_size:
+        return -1
+    return store.earliest_message_time()
+
+
+_IDLE_POOLS: Final = (
+    ("sendThreadPoolQueue", "sendThreadPoolQueueCapacity"),
+    ("pullThreadPoolQueue", "pullThreadPoolQueueCapacity"),
+    ("queryThreadPoolQueue", "queryThreadPoolQueueCapacity"),
+)
+
+
 def runtime_info(core: BrokerCore) -> dict[str, str]:
-    """The ``brokerStatus`` keys this broker can fill honestly (docs/admin.md §6)."""
+    """GET_BROKER_RUNTIME_INFO's table: 4.9.8's keys (docs/admin.md §6)."""
     store = core.store
     now = int(time.time() * 1000)
     boot = core.boot_timestamp_ms
     put_tps, get_tps = core.traffic.tps_lines()
     puts, gets = core.traffic.totals()
     put_today, put_yesterday, get_today, get_yesterday = core.traffic.mornings()
-    return {
+    commitlog = store.cfg.commitlog_path
+    ratio = str(store.check_disk())
+    capacity = {**BROKER_DEFAULTS, **thread_defaults(processors())}
+    table = {
         "putTps": put_tps,
         "getTransferedTps": get_tps,
         "msgPutTotalTodayNow": str(puts),
@@ -245,16 +302,32 @@ def runtime_info(core: BrokerCore) -> dict[str, str]:
         "msgGetTotalYesterdayMorning": str(get_yesterday),
         "bootTimestamp": str(boot),
         "runtime": _uptime(now - boot),
-        "brokerVersionDesc": "mqstore (RocketMQ 4.x protocol)",
+        "brokerVersion": str(V4_9_8),
+        "brokerVersionDesc": "V4_9_8",  # the protocol version it speaks and sends
         "commitLogMinOffset": str(store.min_physical_offset),
         "commitLogMaxOffset": str(store.max_physical_offset),
-        "commitLogDiskRatio": str(store.check_disk()),
+        "commitLogDiskRatio": ratio,
+        f"commitLogDiskRatio_{commitlog}": ratio,
+        "consumeQueueDiskRatio": str(disk_used_ratio(store.cfg.root / "consumequeue")),
+        "commitLogDirCapacity": _dir_capacity(commitlog),
         "dispatchBehindBytes": str(store.dispatch_behind_bytes),
-        "earliestMessageTimeStamp": str(store.earliest_message_time()),
-        "brokerRole": store.cfg.broker_role.name,
-        "flushDiskType": store.cfg.flush_disk_type.name,
-        "topicCount": str(len(core.topics.all())),
+        "dispatchMaxBuffer": "0",
+        "earliestMessageTimeStamp": str(earliest_time_as_498(store)),
+        "remainHowManyDataToFlush": human_bytes(
+            max(0, store.max_physical_offset - store.flushed_physical_offset)
+        ),
+        "remainTransientStoreBufferNumbs": str(2**31 - 1),
+        "startAcceptSendRequestTimeStamp": capacity["startAcceptSendRequestTimeStamp"],
+        "pageCacheLockTimeMills": "0",
+        "EndTransactionQueueSize": "0",
+        "EndTransactionThreadPoolQueueCapacity": capacity["endTransactionPoolQueueCapacity"],
+        **core.traffic.store_stats(),
     }
+    for name, capacity_key in _IDLE_POOLS:
+        table[f"{name}Size"] = "0"
+        table[f"{name}HeadWaitTimeMills"] = "0"
+        table[capacity_key] = capacity[capacity_key]
+    return table
 
 
 def process_runtime_info(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -264,9 +337,15 @@ def process_runtime_info(ctx: RequestContext, cmd: RemotingCommand) -> RemotingC
 
 def broker_properties(ctx: RequestContext) -> dict[str, object]:
     """The settings in force, under RocketMQ's ``BrokerConfig`` /
-    ``MessageStoreConfig`` names."""
+    ``MessageStoreConfig`` names, with 4.9.8's defaults for the keys naming settings
+    mqstore does not have, in 4.9.8's order (``mqstore.java_settings``, docs/admin.md §7)."""
+    return broker_settings(_own_properties(ctx))
+
+
+def _own_properties(ctx: RequestContext) -> dict[str, object]:
     bc, sc = ctx.core.config, ctx.core.store.cfg
-    return {
+    host = ctx.broker_addr.rsplit(":", 1)[0]
+    own: dict[str, object] = {
         "brokerName": bc.broker_name,
         "brokerClusterName": bc.cluster_name,
         "brokerId": bc.broker_id,
@@ -298,7 +377,12 @@ def broker_properties(ctx: RequestContext) -> dict[str, object]:
         "offsetCheckInSlave": sc.offset_check_in_slave,
         "accessMessageInMemoryMaxRatio": sc.access_message_in_memory_max_ratio,
         "haListenPort": sc.ha_listen_port,
-        "brokerIP1": ctx.broker_addr.rsplit(":", 1)[0],
+        "brokerIP1": host,
+        "brokerIP2": host,  # one address: the HA address is the remoting host's
+        "storePathCommitLog": str(sc.commitlog_path),
+        "rocketmqHome": rocketmq_home(),
+        "aclEnable": ctx.checks_reads,
+        "serverChannelMaxIdleTimeSeconds": int(ServerLimits().idle_timeout_s),
         "flushCommitLogLeastPages": sc.flush_commitlog_least_pages,
         "flushCommitLogThoroughInterval": sc.flush_commitlog_thorough_interval_ms,
         "flushIntervalConsumeQueue": sc.flush_interval_consume_queue_ms,
@@ -328,6 +412,9 @@ def broker_properties(ctx: RequestContext) -> dict[str, object]:
         "traceOn": True,  # sends answer TRACE_ON=true (store.broker.processors)
         "useTLS": False,
     }
+    if bc.namesrv_addr:  # Java leaves a null setting out
+        own["namesrvAddr"] = bc.namesrv_addr
+    return own
 
 
 def process_broker_config(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:

@@ -67,6 +67,7 @@ from mqstore.message_store import MessageStore
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.values import Heartbeat, MessageModel, MessageQueue
 from mqstore.service import ServiceThread
+from mqstore.status import GetStatus
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,9 @@ class BrokerConfig:
     transaction_check_max: int = 15
     """``transactionCheckMax``: checks before a half message goes to
     ``TRANS_CHECK_MAX_TIME_TOPIC``."""
+    namesrv_addr: str = ""
+    """``namesrvAddr``: the name servers it registers with (``;``-separated; "" for
+    none): shown by GET_BROKER_CONFIG only."""
 
 
 class _Housekeeping(ServiceThread):
@@ -353,19 +357,27 @@ class BrokerCore:
         store = self.store
         slave_lenient = self.is_slave and not store.cfg.offset_check_in_slave
         sub = parse_subscription(q.expression, q.expression_type)  # checked by the processor
+        started = time.monotonic()
         if request.decoded:
             g = store.get_message(q.group, mq.topic, mq.queue_id, q.offset, q.max_count, sub)
+            self._looked_up(g.status, started)
             code = response_code(g.status, q.offset, slave_without_offset_check=slave_lenient)
             return PullOutcome(
                 code, g.next_begin_offset, g.min_offset, g.max_offset,
                 self._suggest(g.suggest_pulling_from_slave), messages=g.messages,
             )  # fmt: skip
         r = store.get_message_raw(q.group, mq.topic, mq.queue_id, q.offset, q.max_count, sub)
+        self._looked_up(r.status, started)
         code = response_code(r.status, q.offset, slave_without_offset_check=slave_lenient)
         return PullOutcome(
             code, r.next_begin_offset, r.min_offset, r.max_offset,
             self._suggest(r.suggest_pulling_from_slave), buffers=r.buffers,
         )  # fmt: skip
+
+    def _looked_up(self, status: GetStatus, started: float) -> None:
+        """Count a store read for runtime info (found or not, and its time)."""
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        self.traffic.record_lookup(status is GetStatus.FOUND, elapsed_ms)
 
     def _suggest(self, from_slave: bool) -> int:
         if from_slave and self.config.slave_read_enable:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -172,6 +173,7 @@ class MessageSender:
         if len(msgs) == 1 and self._is_half(msgs[0]):  # mqstore.broker.transactions Rule 1
             self.topics.create_system(HALF_TOPIC, 1)
             msgs = [half_message(msgs[0], PropertyFormat.parse(self.store.cfg.property_format))]
+        started = time.monotonic()
         try:
             results = (
                 [self.store.put_message(msgs[0])]
@@ -180,7 +182,12 @@ class MessageSender:
             )
         except (IllegalTopicError, IllegalMessageError) as e:
             return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark=str(e))
-        self.traffic.record_put(sum(1 for r in results if r.status.stored), topic)
+        stored = [r for r in results if r.status.stored]
+        self.traffic.record_put(
+            len(stored), topic, size=sum(r.size for r in stored),
+            failed=len(results) - len(stored),
+            elapsed_ms=int((time.monotonic() - started) * 1000),
+        )  # fmt: skip
         status = results[0].status
         code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
         remark = results[0].error if not status.stored else None

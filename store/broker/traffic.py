@@ -83,8 +83,86 @@ class _KeyedCounter:
         return Snapshot(total, total / span, total / requests if requests else 0.0)
 
 
+_LATENCY_BOUNDS_MS: Final = (0, 9, 49, 99, 199, 499, 999, 1999, 2999, 3999, 4999, 9999)
+"""Upper bounds (inclusive, ms) of the first 12 ``putMessageDistributeTime`` ranges
+(4.9.8 ``StoreStatsService``: ``<=0``, ``0~10``, ``10~50``, ..., ``5~10s``; the 13th
+is ``10s~``)."""
+LATENCY_LABELS: Final = ("[<=0ms]", "[0~10ms]", "[10~50ms]", "[50~100ms]", "[100~200ms]",
+                         "[200~500ms]", "[500ms~1s]", "[1~2s]", "[2~3s]", "[3~4s]", "[4~5s]",
+                         "[5~10s]", "[10s~]")  # fmt: skip
+
+
+def _fine_bounds() -> tuple[int, ...]:
+    """The bucket edges (ms) 4.9.8 takes its put-latency percentiles from: 20 of 1 ms,
+    15 of 2, 10 of 5, 10 of 10, 6 of 50, 5 of 100, 9 of 1000, then one unbounded."""
+    edges, at = [], 0
+    for step, times in ((1, 20), (2, 15), (5, 10), (10, 10), (50, 6), (100, 5), (1000, 9)):
+        for _ in range(times):
+            at += step
+            edges.append(at)
+    return tuple(edges)
+
+
+_FINE_BOUNDS: Final = _fine_bounds()
+
+
+class PutLatency:
+    """Put times of the last whole minute: the 13-range distribution and the 99th and
+    99.9th percentiles (4.9.8 rolls both every 60 s of uptime and reports the minute
+    just ended; before the first roll the distribution is ``null``), and the longest
+    put since the start. Not thread-safe: :class:`TrafficStats` holds its lock."""
+
+    def __init__(self, start: float) -> None:
+        self._rolled_at = start
+        self.current = [0] * len(LATENCY_LABELS)
+        self.last: list[int] | None = None
+        self._fine = [0] * (len(_FINE_BOUNDS) + 1)
+        self._last_fine = [0] * (len(_FINE_BOUNDS) + 1)
+        self.max_ms = 0
+
+    def roll(self, now: float) -> None:
+        """Start a new minute once 60 s passed since the last roll."""
+        if now - self._rolled_at > 60:
+            self._rolled_at = now
+            self.last, self.current = self.current, [0] * len(LATENCY_LABELS)
+            self._last_fine, self._fine = self._fine, [0] * (len(_FINE_BOUNDS) + 1)
+
+    def add(self, ms: int) -> None:
+        self.max_ms = max(self.max_ms, ms)
+        self.current[_index(_LATENCY_BOUNDS_MS, ms)] += 1
+        self._fine[_index(_FINE_BOUNDS, ms)] += 1
+
+    def distribution(self) -> str:
+        """``putMessageDistributeTime``: ``"[<=0ms]:n [0~10ms]:n ... "`` of the last
+        minute, ``"null"`` before one ended."""
+        if self.last is None:
+            return "null"
+        return "".join(f"{label}:{n} " for label, n in zip(LATENCY_LABELS, self.last, strict=True))
+
+    def percentile(self, p: float) -> float:
+        """The ``p`` quantile (ms) of the last minute's puts, interpolated inside its
+        bucket as 4.9.8 does; 0 without puts."""
+        counts = self._last_fine
+        target, passed = int(sum(counts) * p), 0
+        for i, count in enumerate(counts):
+            if target <= passed + count:
+                low = _FINE_BOUNDS[i - 1] if i else 0
+                high = _FINE_BOUNDS[i] if i < len(_FINE_BOUNDS) else low
+                return low + ((high - low) * (target - passed) / count if count else 0.0)
+            passed += count
+        return 0.0
+
+
+def _index(bounds: tuple[int, ...], ms: int) -> int:
+    for i, bound in enumerate(bounds):
+        if ms <= bound:
+            return i
+    return len(bounds)
+
+
 class TrafficStats:
-    """Puts and pulled messages: totals and rates."""
+    """Puts and pulled messages: totals and rates; put times and sizes; store reads
+    that found messages or not."""
 
     def __init__(
         self,
@@ -101,16 +179,66 @@ class TrafficStats:
         self._mornings = (0, 0, 0, 0)
         """(put today, put yesterday, get today, get yesterday) totals at local midnight."""
         self._keyed: dict[tuple[str, str], _KeyedCounter] = {}
+        self._found = _Counter()
+        self._miss = _Counter()
+        self.latency = PutLatency(self._start)
+        self._put_bytes = 0
+        self._put_failed = 0
+        self._get_max_ms = 0
 
-    def record_put(self, n: int, topic: str | None = None) -> None:
-        """``n`` messages stored (in ``topic``: counted under ``TOPIC_PUT_NUMS``)."""
-        if n > 0:
-            with self._lock:
-                self._roll_day_locked()
+    def record_put(
+        self, n: int, topic: str | None = None, *, size: int = 0, failed: int = 0,
+        elapsed_ms: int | None = None,
+    ) -> None:  # fmt: skip
+        """``n`` messages stored (in ``topic``: counted under ``TOPIC_PUT_NUMS``), of
+        ``size`` bytes; ``failed`` messages refused; ``elapsed_ms``: how long the put
+        call took (one put, whatever its number of messages)."""
+        with self._lock:
+            self._roll_day_locked()
+            self._put_bytes += size
+            self._put_failed += failed
+            if elapsed_ms is not None:
+                self.latency.roll(self._clock())
+                self.latency.add(elapsed_ms)
+            if n > 0:
                 second = int(self._clock())
                 self._put.add(second, n)
                 if topic is not None:
                     self._keyed_locked(TOPIC_PUT_NUMS, topic).add(second, n)
+
+    def record_lookup(self, found: bool, elapsed_ms: int) -> None:
+        """One store read for a pull: it found messages or not; how long it took."""
+        with self._lock:
+            (self._found if found else self._miss).add(int(self._clock()), 1)
+            self._get_max_ms = max(self._get_max_ms, elapsed_ms)
+
+    def store_stats(self) -> dict[str, str]:
+        """The keys of 4.9.8's ``StoreStatsService.getRuntimeInfo`` that count puts and
+        reads (docs/admin.md §6): times and bytes put, failures, put and read times,
+        the put-time distribution and percentiles of the last minute, found and missed
+        read rates."""
+        now_f = self._clock()
+        now, uptime = int(now_f), now_f - self._start
+        with self._lock:
+            self.latency.roll(now_f)
+            times = max(1, self._put.total)  # 4.9.8 shows 1 before the first put
+            found, miss = (
+                [c.rate(now, w, uptime) for w in WINDOWS_S] for c in (self._found, self._miss)
+            )
+            return {
+                "putMessageTimesTotal": str(times),
+                "putMessageSizeTotal": str(self._put_bytes),
+                "putMessageAverageSize": repr(self._put_bytes / times),
+                "putMessageFailedTimes": str(self._put_failed),
+                "putMessageEntireTimeMax": str(self.latency.max_ms),
+                "putMessageDistributeTime": self.latency.distribution(),
+                "putLatency99": f"{self.latency.percentile(0.99):.2f}",
+                "putLatency999": f"{self.latency.percentile(0.999):.2f}",
+                "getMessageEntireTimeMax": str(self._get_max_ms),
+                "getFoundTps": " ".join(f"{r:.2f}" for r in found),
+                "getMissTps": " ".join(f"{r:.2f}" for r in miss),
+                "getTotalTps": " ".join(f"{a + b:.2f}" for a, b in zip(found, miss, strict=True)),
+            }
 
     def record_get(self, n: int, topic: str | None = None, group: str | None = None) -> None:
         """``n`` messages handed out by a pull (of ``group`` from ``topic``: counted

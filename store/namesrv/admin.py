@@ -29,9 +29,12 @@ name server has (:class:`NamesrvSettings`): ``listenPort``,
 ``serverChannelMaxIdleTimeSeconds`` (the idle timeout of its connections),
 ``orderMessageEnable`` (routes carry ``orderTopicConf`` from the KV table, Rule 4),
 ``clusterTest`` (kept and shown; no test-cluster route lookup is done) and
-``configBlackList``. The Java name server's other keys (thread counts, socket buffer
-sizes, the Netty allocator, the files it persists its KV table and settings to) name
-nothing here and are left out.
+``configBlackList``, ``rocketmqHome`` (``mqstore.java_settings.rocketmq_home``), and
+``kvConfigPath`` / ``configStorePath`` where 4.9.8 would put them under the user's home
+(this name server keeps its KV table and settings in memory and writes neither file).
+The Java name server's other keys (thread counts, socket buffer sizes, semaphores, the
+Netty allocator) name nothing here and are shown at 4.9.8's defaults, in the Java
+process's order, so that ``getNamesrvConfig`` prints the same table against both.
 
 Rule 3. UPDATE_NAMESRV_CONFIG reads ``key=value`` lines. A key of ``configBlackList``
 is NO_PERMISSION "Can not update config in black list." and nothing changes. Otherwise
@@ -53,6 +56,7 @@ replaces its queue data (and so its perm), as with RocketMQ.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -60,6 +64,7 @@ from typing import Final
 from mqstore.broker.admin_bodies import properties_text
 from mqstore.broker.admin_tables import parse_properties
 from mqstore.broker.wire import ext_str
+from mqstore.java_settings import namesrv_settings, rocketmq_home
 from mqstore.namesrv import bodies
 from mqstore.namesrv.kv import ORDER_TOPIC_CONFIG as ORDER_TOPIC_NAMESPACE
 from mqstore.namesrv.kv import KvTable
@@ -82,14 +87,19 @@ class NamesrvSettings:
     cluster_test: bool = False
 
     def properties(self, port: int, idle_timeout_s: float) -> dict[str, object]:
-        """The settings under RocketMQ's names."""
-        return {
+        """The settings under RocketMQ's names, with 4.9.8's defaults for the keys
+        naming settings mqstore does not have, in 4.9.8's order (Rule 2)."""
+        home = os.path.join(os.path.expanduser("~"), "namesrv")
+        return namesrv_settings({
             "listenPort": port,
             "serverChannelMaxIdleTimeSeconds": int(idle_timeout_s),
             "orderMessageEnable": self.order_message_enable,
             "clusterTest": self.cluster_test,
             "configBlackList": CONFIG_BLACK_LIST,
-        }
+            "kvConfigPath": os.path.join(home, "kvConfig.json"),
+            "configStorePath": os.path.join(home, "namesrv.properties"),
+            "rocketmqHome": rocketmq_home(),
+        })  # fmt: skip
 
     def update(self, props: dict[str, str]) -> None:
         """Rule 3 (the black list checked by the caller)."""

@@ -235,6 +235,100 @@ def test_runtime_info_is_a_kv_table_of_strings(client: WireClient, store: Messag
     assert table["runtime"].startswith("[ 0 days, 0 hours")
 
 
+RUNTIME_KEYS_498 = frozenset(
+    [
+        "EndTransactionQueueSize",
+        "EndTransactionThreadPoolQueueCapacity",
+        "bootTimestamp",
+        "brokerVersion",
+        "brokerVersionDesc",
+        "commitLogDirCapacity",
+        "commitLogDiskRatio",
+        "commitLogMaxOffset",
+        "commitLogMinOffset",
+        "consumeQueueDiskRatio",
+        "dispatchBehindBytes",
+        "dispatchMaxBuffer",
+        "earliestMessageTimeStamp",
+        "getFoundTps",
+        "getMessageEntireTimeMax",
+        "getMissTps",
+        "getTotalTps",
+        "getTransferedTps",
+        "msgGetTotalTodayMorning",
+        "msgGetTotalTodayNow",
+        "msgGetTotalYesterdayMorning",
+        "msgPutTotalTodayMorning",
+        "msgPutTotalTodayNow",
+        "msgPutTotalYesterdayMorning",
+        "pageCacheLockTimeMills",
+        "pullThreadPoolQueueCapacity",
+        "pullThreadPoolQueueHeadWaitTimeMills",
+        "pullThreadPoolQueueSize",
+        "putLatency99",
+        "putLatency999",
+        "putMessageAverageSize",
+        "putMessageDistributeTime",
+        "putMessageEntireTimeMax",
+        "putMessageFailedTimes",
+        "putMessageSizeTotal",
+        "putMessageTimesTotal",
+        "putTps",
+        "queryThreadPoolQueueCapacity",
+        "queryThreadPoolQueueHeadWaitTimeMills",
+        "queryThreadPoolQueueSize",
+        "remainHowManyDataToFlush",
+        "remainTransientStoreBufferNumbs",
+        "runtime",
+        "sendThreadPoolQueueCapacity",
+        "sendThreadPoolQueueHeadWaitTimeMills",
+        "sendThreadPoolQueueSize",
+        "startAcceptSendRequestTimeStamp",
+    ]
+)
+"""The keys of a 4.9.8 broker's GET_BROKER_RUNTIME_INFO table (read from the real one),
+besides ``commitLogDiskRatio_<CommitLog dir>``."""
+
+
+def test_runtime_info_has_the_keys_of_a_498_broker(client: WireClient, store: MessageStore) -> None:
+    table = loads(client.call(Rq.GET_BROKER_RUNTIME_INFO).body)["table"]
+    path_key = f"commitLogDiskRatio_{store.cfg.commitlog_path}"
+    assert set(table) == RUNTIME_KEYS_498 | {path_key}
+    assert table[path_key] == table["commitLogDiskRatio"]
+    assert (table["brokerVersion"], table["brokerVersionDesc"]) == ("409", "V4_9_8")
+
+
+def test_earliest_message_time_is_unknown_while_the_first_file_is_short(
+    client: WireClient, store: MessageStore
+) -> None:
+    """4.9.8 reads 2 * maxMessageSize bytes from the first offset: -1 until a file
+    holds that much (store files of the harness are far smaller than 8 MiB)."""
+    send(client, "T", 0, 1, store)
+    table = loads(client.call(Rq.GET_BROKER_RUNTIME_INFO).body)["table"]
+    assert table["earliestMessageTimeStamp"] == "-1"
+
+
+def test_earliest_message_time_is_the_first_message_once_the_file_holds_enough(
+    tmp_path: Path,
+) -> None:
+    from mqstore.broker.admin import earliest_time_as_498
+    from mqstore.message import Message
+    from tests.helpers import make_store
+
+    with make_store(tmp_path, max_message_size=256) as store:
+        for _ in range(8):
+            store.put_message(Message(topic="T", body=b"x" * 100))
+        assert earliest_time_as_498(store) == store.earliest_message_time() > 0
+
+
+def test_broker_config_lists_the_498_keys_in_the_java_order(client: WireClient) -> None:
+    from mqstore.java_settings import BROKER_KEYS
+
+    lines = client.call(Rq.GET_BROKER_CONFIG).body.decode().splitlines()
+    keys = [line.split("=", 1)[0] for line in lines]
+    assert keys == [k for k in BROKER_KEYS if k != "namesrvAddr"]  # none configured
+
+
 def test_broker_config_is_properties_text(client: WireClient) -> None:
     r = client.call(26)
     assert r.code == Rs.SUCCESS

@@ -49,3 +49,58 @@ def test_midnight_totals_move_a_day_on_at_each_local_midnight() -> None:
     assert t.mornings() == (5, 3, 1, 1)
     wall[0] += 3 * 24 * 3600  # days without a count: both mornings are the totals
     assert t.mornings() == (5, 5, 1, 1)
+
+
+def test_the_put_distribution_is_null_until_a_minute_has_ended() -> None:
+    clock = Clock()
+    t = TrafficStats(clock)
+    t.record_put(1, "T", size=100, elapsed_ms=3)
+    assert t.store_stats()["putMessageDistributeTime"] == "null"
+
+
+def test_the_put_distribution_shows_the_minute_that_ended_last() -> None:
+    clock = Clock()
+    t = TrafficStats(clock)
+    for ms in (0, 3, 3, 20, 12_000):
+        t.record_put(1, "T", size=100, elapsed_ms=ms)
+    clock.now += 61
+    t.record_put(1, "T", size=100, elapsed_ms=700)  # the new minute: not shown yet
+    shown = t.store_stats()["putMessageDistributeTime"]
+    assert shown == (
+        "[<=0ms]:1 [0~10ms]:2 [10~50ms]:1 [50~100ms]:0 [100~200ms]:0 [200~500ms]:0 "
+        "[500ms~1s]:0 [1~2s]:0 [2~3s]:0 [3~4s]:0 [4~5s]:0 [5~10s]:0 [10s~]:1 "
+    )
+
+
+def test_the_put_percentiles_interpolate_inside_the_last_minutes_bucket() -> None:
+    clock = Clock()
+    t = TrafficStats(clock)
+    for _ in range(100):
+        t.record_put(1, "T", elapsed_ms=30)  # the 2 ms buckets after 20 ms: (28, 30]
+    clock.now += 61
+    stats = t.store_stats()
+    assert (stats["putLatency99"], stats["putLatency999"]) == ("29.98", "29.98")
+    assert stats["putMessageEntireTimeMax"] == "30"
+
+
+def test_put_totals_count_messages_bytes_and_failures() -> None:
+    t = TrafficStats(Clock())
+    assert t.store_stats()["putMessageTimesTotal"] == "1"  # 4.9.8 shows 1 before any put
+    t.record_put(3, "T", size=300, elapsed_ms=1)
+    t.record_put(0, "T", failed=1, elapsed_ms=1)
+    stats = t.store_stats()
+    assert (stats["putMessageTimesTotal"], stats["putMessageSizeTotal"]) == ("3", "300")
+    assert (stats["putMessageAverageSize"], stats["putMessageFailedTimes"]) == ("100.0", "1")
+
+
+def test_reads_are_counted_as_found_or_missed() -> None:
+    clock = Clock()
+    t = TrafficStats(clock)
+    clock.now += 10
+    for found in (True, True, False):
+        t.record_lookup(found, elapsed_ms=7)
+    stats = t.store_stats()
+    assert stats["getFoundTps"].split()[0] == "0.20"
+    assert stats["getMissTps"].split()[0] == "0.10"
+    assert stats["getTotalTps"].split()[0] == "0.30"
+    assert stats["getMessageEntireTimeMax"] == "7"

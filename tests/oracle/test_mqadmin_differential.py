@@ -8,6 +8,9 @@ and committed, before the commands run). The outputs are compared after
 as a table, and the test fails when a command expected to give the same output does not.
 A command expected to differ is only reported (a fix elsewhere may make it equal).
 
+Both brokers run with the same settings (:data:`REAL_CONF`, :data:`MQ_FLAGS`), so the
+settings and status tables (``getBrokerConfig``, ``brokerStatus``, ``clusterList``)
+compare value by value, modulo what names the process (ports, paths, its installation).
 The mqstore broker stores what a 4.9.8 broker stores (``--property-format 4.9``: the
 ``CLUSTER`` property on every message, docs/format.md §1.6). Both brokers carry the same
 name and cluster, so route and listing orders (Java hash
@@ -46,6 +49,13 @@ BROKER = "broker-x"
 CLUSTER = "DefaultCluster"
 TOPIC, GROUP, MESSAGES = "TAdm", "GAdm", "6"
 RUN_TIMEOUT_S = 900.0
+REAL_CONF = ("transactionCheckInterval=1000", "mappedFileSizeCommitLog=65536",
+             "mappedFileSizeConsumeQueue=4000", "maxHashSlotNum=100", "maxIndexNum=400",
+             "diskMaxUsedSpaceRatio=75", "cleanFileForciblyEnable=true")  # fmt: skip
+"""The real broker's settings beside ``bin/mkconf``'s: the mqstore broker's small files
+(``SMALL_STORE_FLAGS``), and RocketMQ's own defaults for the disk settings mkconf changes
+(mqstore's too), so that ``getBrokerConfig`` compares like with like."""
+MQ_FLAGS = ("--property-format", "4.9", "--transaction-check-interval-ms", "1000")
 
 
 def _run_side(ns: Proc, broker: Proc, folder: Path) -> Ran:
@@ -74,8 +84,8 @@ def outputs(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         real_ns, mq_ns = pool.map(lambda start: start(), (fleet.real_namesrv, fleet.mq_namesrv))
         real_broker, mq_broker = pool.map(
             lambda start: start(),
-            (lambda: fleet.real_broker(BROKER, real_ns.address, "transactionCheckInterval=1000"),
-             lambda: fleet.mq_broker(BROKER, mq_ns.address, "--property-format", "4.9")),
+            (lambda: fleet.real_broker(BROKER, real_ns.address, *REAL_CONF),
+             lambda: fleet.mq_broker(BROKER, mq_ns.address, *MQ_FLAGS)),
         )  # fmt: skip
         time.sleep(2)  # the real broker's first transaction check creates the half topic
         runs = pool.map(
