@@ -352,11 +352,39 @@ NAMESRV_DEFAULTS: Final[dict[str, str]] = {
 
 
 def processors() -> int:
-    """The processors this process may run on (Java's ``availableProcessors``)."""
+    """The processors this process may run on, as Java's ``availableProcessors`` counts
+    them in a container: the CPUs of its affinity mask, at most its cgroup CPU quota
+    (rounded up). Java may also weigh cgroup CPU shares; this does not."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    return max(1, min(cpus, quota) if quota else cpus)
+
+
+def _cgroup_quota() -> int | None:
+    """The cgroup's CPU quota in whole CPUs (rounded up), None without one."""
+    for path, read in (("/sys/fs/cgroup/cpu.max", _v2_quota), ("/sys/fs/cgroup/cpu", _v1_quota)):
+        try:
+            return read(path)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _v2_quota(path: str) -> int | None:
+    with open(path) as f:
+        quota, period = f.read().split()[:2]
+    return None if quota == "max" else -(-int(quota) // int(period))
+
+
+def _v1_quota(folder: str) -> int | None:
+    with open(os.path.join(folder, "cpu.cfs_quota_us")) as f:
+        quota = int(f.read())
+    with open(os.path.join(folder, "cpu.cfs_period_us")) as f:
+        period = int(f.read())
+    return None if quota <= 0 or period <= 0 else -(-quota // period)
 
 
 def thread_defaults(cpus: int) -> dict[str, str]:

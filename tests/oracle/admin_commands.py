@@ -145,6 +145,19 @@ _RULES: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
         ),
         r"\1<process>",
     ),
+    # thread counts 4.9.8 derives from the processors the JVM counts (cgroup quota and
+    # shares included), which a Python process counts on its own (java_settings)
+    (
+        re.compile(
+            r"^((?:sendMessage|putMessageFuture|pullMessage|processReplyMessage|"
+            r"queryMessage|heartbeat|endTransaction)ThreadPoolNums|"
+            r"clientCallbackExecutorThreads)( += ).*$",
+            re.M,
+        ),
+        r"\1\2<cpus>",
+    ),
+    # bytes written and not yet flushed when the request came (flushed every 500 ms)
+    (re.compile(r"^(remainHowManyDataToFlush +: ).*$", re.M), r"\1<bytes>"),
     # the put-time distribution of the broker's last whole minute: "null" before its
     # first minute ended (brokerStatus; its shape is checked in tests/broker)
     (re.compile(r"^(putMessageDistributeTime +: ).*$", re.M), r"\1<last minute>"),
