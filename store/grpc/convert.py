@@ -32,6 +32,7 @@ tag and the keys: MESSAGE_PROPERTIES_TOO_LARGE.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -181,8 +182,20 @@ def body_digest(body: bytes) -> str:
     return hashlib.md5(body, usedforsecurity=False).hexdigest().upper()
 
 
-def to_store(msg: Any, now_ms: int, max_body: int) -> Outgoing:
-    """The store message for one protobuf ``Message`` of a SendMessageRequest.
+_MESSAGE_TYPES = frozenset(MessageType.values())
+_ENCODINGS = frozenset(pb.Encoding.values())
+_TYPE_NAMES = {int(v): str(MessageType.Name(v)) for v in MessageType.values() if v}
+"""A declared message type's ``__MSG_TYPE_GRPC`` value (UNSPECIFIED is stored as NORMAL)."""
+_FIFO, _TRANSACTION = int(MessageType.FIFO), int(MessageType.TRANSACTION)
+_UNSERVED = {int(MessageType.LITE): "lite topics", int(MessageType.PRIORITY): "priority messages"}
+_GZIP = int(pb.Encoding.GZIP)
+# the enum wrappers build a list per values() and look names up per attribute: a send
+# reads these once per message, so they are taken once here
+
+
+def to_store(msg: Any, now_ms: int, max_body: int, queue_id: int = 0) -> Outgoing:
+    """The store message for one protobuf ``Message`` of a SendMessageRequest, for
+    queue ``queue_id`` of its topic.
 
     Raises:
         RequestRefusedError: the message cannot be stored (the code says why).
@@ -190,19 +203,17 @@ def to_store(msg: Any, now_ms: int, max_body: int) -> Outgoing:
     sp = msg.system_properties
     topic = msg.topic.name
     mtype = sp.message_type
-    if mtype not in MessageType.values():
+    if mtype not in _MESSAGE_TYPES:
         raise RequestRefusedError(Code.BAD_REQUEST, f"unknown message type {mtype}")
-    if sp.body_encoding not in pb.Encoding.values():
-        raise RequestRefusedError(Code.BAD_REQUEST, f"unknown body encoding {sp.body_encoding}")
-    if mtype in (MessageType.LITE, MessageType.PRIORITY) or sp.HasField("lite_topic"):
-        name = (
-            "lite topics"
-            if mtype == MessageType.LITE or sp.HasField("lite_topic")
-            else ("priority messages")
-        )
+    encoding = sp.body_encoding
+    if encoding not in _ENCODINGS:
+        raise RequestRefusedError(Code.BAD_REQUEST, f"unknown body encoding {encoding}")
+    lite = sp.HasField("lite_topic")
+    if lite or mtype in _UNSERVED:
+        name = "lite topics" if lite else _UNSERVED[mtype]
         raise RequestRefusedError(Code.NOT_IMPLEMENTED, f"{name} are not supported by mqstore")
     body = bytes(msg.body)
-    if sp.body_encoding == pb.Encoding.GZIP:
+    if encoding == _GZIP:
         try:  # bounded: a GZIP bomb is refused at max_body + 1 inflated bytes
             body = inflate(body, Stream.GZIP, max_body)
         except InflateLimitError:
@@ -223,7 +234,7 @@ def to_store(msg: Any, now_ms: int, max_body: int) -> Outgoing:
         raise RequestRefusedError(Code.ILLEGAL_MESSAGE_ID, "message_id is required")
     props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = message_id
     group = sp.message_group if sp.HasField("message_group") else None
-    if mtype == MessageType.FIFO and not group:
+    if mtype == _FIFO and not group:
         raise RequestRefusedError(Code.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a group")
     if group:
         _check_group(group)
@@ -232,14 +243,15 @@ def to_store(msg: Any, now_ms: int, max_body: int) -> Outgoing:
         at = _millis(sp.delivery_timestamp)
         check_delivery_time(at, now_ms)
         props[PROPERTY_TIMER_DELIVER_MS] = str(at)
-    props[PROPERTY_MSG_TYPE] = MessageType.Name(mtype) if mtype else "NORMAL"
-    if mtype == MessageType.TRANSACTION:
+    props[PROPERTY_MSG_TYPE] = _TYPE_NAMES.get(mtype, "NORMAL")
+    if mtype == _TRANSACTION:
         props.update(transaction_properties(msg.topic.name, sp))
     born = _millis(sp.born_timestamp) if sp.HasField("born_timestamp") else now_ms
     try:
         out = Message(
             topic=topic, body=body, tags=sp.tag if sp.HasField("tag") else None,
             keys=list(sp.keys) or None, properties=props, born_timestamp=born,
+            queue_id=queue_id,
         )  # fmt: skip
         out.validate()
     except IllegalTopicError as e:
@@ -289,17 +301,24 @@ def check_topic_type(topic_type: str, out: Outgoing) -> None:
         )
 
 
+_TYPE_VALUES = {name: int(v) for name, v in MessageType.items()}
+_NORMAL = int(MessageType.NORMAL)
+_MD5 = int(pb.DigestType.MD5)
+_IDENTITY = int(pb.Encoding.IDENTITY)
+
+
 def _stored_type(props: dict[str, str]) -> int:
     declared = props.get(PROPERTY_MSG_TYPE)
     if declared:
-        try:
-            return int(MessageType.Value(declared))
-        except ValueError:
-            pass
-    return int(MessageType.FIFO if PROPERTY_SHARDING_KEY in props else MessageType.NORMAL)
+        known = _TYPE_VALUES.get(declared)
+        if known is not None:
+            return known
+    return _FIFO if PROPERTY_SHARDING_KEY in props else _NORMAL
 
 
+@functools.lru_cache(maxsize=1024)
 def _host(raw: bytes) -> str:
+    """``ip:port`` of a record's 8-byte host field (a message's hosts repeat: cached)."""
     if len(raw) == 8:
         return f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}:{int.from_bytes(raw[4:], 'big')}"
     return raw.hex()
@@ -322,9 +341,9 @@ def to_proto(p: PoppedMessage, invisible_ms: int) -> Any:
         sp.tag = tags
     sp.keys.extend(m.keys)
     sp.message_id = p.msg_id
-    sp.body_digest.type = pb.DigestType.MD5
+    sp.body_digest.type = _MD5
     sp.body_digest.checksum = body_digest(body)
-    sp.body_encoding = pb.Encoding.IDENTITY
+    sp.body_encoding = _IDENTITY
     sp.message_type = _stored_type(props)
     sp.born_timestamp.FromMilliseconds(m.born_timestamp)
     sp.born_host = _host(m.born_host_raw)

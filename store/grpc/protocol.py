@@ -27,11 +27,23 @@ ClientType: Any = pb.ClientType
 Permission: Any = pb.Permission
 
 
+_CODE_NAMES: dict[int, str] = {int(v): str(k) for k, v in Code.items()}
+"""Each code's name, read once: the enum wrapper looks a name up by a scan per call."""
+OK_CODE = int(Code.OK)
+
+
 def status(code: int, message: str = "") -> Any:
-    """A ``Status`` with ``code`` and ``message`` (the code's name when empty)."""
-    return pb.Status(code=code, message=message or Code.Name(code))
+    """A ``Status`` with ``code`` and ``message`` (the code's name when empty).
+
+    Raises:
+        ValueError: ``code`` is no ``Code`` and no message is given.
+    """
+    if not message:
+        name = _CODE_NAMES.get(code)
+        message = name if name is not None else Code.Name(code)
+    return pb.Status(code=code, message=message)
 
 
 def ok() -> Any:
     """``Status(OK)``."""
-    return status(Code.OK)
+    return pb.Status(code=OK_CODE, message="OK")

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import random
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable
@@ -83,6 +84,14 @@ _SEND_CODES = {
     ResponseCode.SYSTEM_BUSY: Code.TOO_MANY_REQUESTS,
 }
 """Broker response codes of a send as gRPC codes; anything else is INTERNAL_SERVER_ERROR."""
+_OK_CODE = int(Code.OK)
+_OK = ok()
+"""``Status(OK)``, built once: a send or an ack copies it into each entry."""
+_NOT_IN_FLIGHT = status(
+    Code.INVALID_RECEIPT_HANDLE,
+    "the message is no longer in flight (acknowledged, or its invisible time ran out)",
+)
+"""An ack entry's status when its message was not in flight."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,30 +424,37 @@ class MessagingService:
 
     # ------------------------------------------------------------ send
 
-    def _send_queue(self, tc: TopicConfig, group: str | None) -> int:
-        if group is None:
-            return -1
-        return zlib.crc32(group.encode()) % max(1, tc.write_queue_nums)
+    @staticmethod
+    def _send_queue(tc: TopicConfig, sp: Any) -> int:
+        """The queue a message goes to: its message group's (``crc32 % queues``, one
+        group one queue, hence in order), else a random writable one (as the broker
+        picks for a send naming none)."""
+        queues = max(1, tc.write_queue_nums)
+        if sp.HasField("message_group"):
+            return zlib.crc32(sp.message_group.encode()) % queues
+        return random.randrange(queues)
 
-    def _send_one(self, msg: Any, now_ms: int) -> Any:
-        entry = svc.SendResultEntry()
+    def _send_one(self, msg: Any, now_ms: int, entry: Any) -> None:
+        """Store ``msg`` and fill its ``SendResultEntry`` in."""
         try:
             tc = self._topic(msg.topic, create=True)
-            out = convert.to_store(msg, now_ms, self.core.store.cfg.max_message_size)
+            queue_id = self._send_queue(tc, msg.system_properties)
+            out = convert.to_store(msg, now_ms, self.core.store.cfg.max_message_size, queue_id)
             convert.check_topic_type(tc.message_type, out)
-            res = self.core.sender.send(tc.topic_name, self._send_queue(tc, out.message_group),
-                                 [out.message])  # fmt: skip
+            res = self.core.sender.send(tc.topic_name, queue_id, [out.message])
         except convert.RequestRefusedError as e:
             entry.status.CopyFrom(status(e.code, e.message))
-            return entry
+            return
         code = _SEND_CODES.get(res.code, Code.INTERNAL_SERVER_ERROR)
-        entry.status.CopyFrom(status(code, res.remark or ""))
+        if code == _OK_CODE and not res.remark:
+            entry.status.CopyFrom(_OK)
+        else:
+            entry.status.CopyFrom(status(code, res.remark or ""))
         entry.message_id = out.message_id
         if out.transactional:
             entry.transaction_id = out.message_id  # mqstore.grpc.transactions
         if res.results:
             entry.offset = res.results[0].queue_offset
-        return entry
 
     @_guarded("SendMessageResponse")
     def SendMessage(self, request: Any, context: Any) -> Any:
@@ -450,7 +466,7 @@ class MessagingService:
         now = int(time.time() * 1000)
         out = svc.SendMessageResponse()
         for msg in request.messages:
-            out.entries.append(self._send_one(msg, now))
+            self._send_one(msg, now, out.entries.add())
         codes = {e.status.code for e in out.entries}
         if len(codes) == 1:
             out.status.CopyFrom(out.entries[0].status)
@@ -624,18 +640,11 @@ class MessagingService:
         out = svc.AckMessageResponse()
         for e, r in zip(request.entries, results, strict=True):
             entry = out.entries.add(message_id=e.message_id, receipt_handle=e.receipt_handle)
-            entry.status.CopyFrom(
-                ok() if r is AckStatus.OK else status(
-                    Code.INVALID_RECEIPT_HANDLE,
-                    "the message is no longer in flight (acknowledged, or its invisible "
-                    "time ran out)",
-                )
-            )  # fmt: skip
-        codes = {e.status.code for e in out.entries}
-        out.status.CopyFrom(
-            out.entries[0].status if len(codes) == 1
-            else status(Code.MULTIPLE_RESULTS, "entries differ")
-        )  # fmt: skip
+            entry.status.CopyFrom(_OK if r is AckStatus.OK else _NOT_IN_FLIGHT)
+        if all(r is results[0] for r in results):
+            out.status.CopyFrom(out.entries[0].status)
+        else:
+            out.status.CopyFrom(status(Code.MULTIPLE_RESULTS, "entries differ"))
         return out
 
     @_guarded("ChangeInvisibleDurationResponse")
