@@ -121,11 +121,16 @@ class PutLatency:
         self.max_ms = 0
 
     def roll(self, now: float) -> None:
-        """Start a new minute once 60 s passed since the last roll."""
-        if now - self._rolled_at > 60:
-            self._rolled_at = now
-            self.last, self.current = self.current, [0] * len(LATENCY_LABELS)
-            self._last_fine, self._fine = self._fine, [0] * (len(_FINE_BOUNDS) + 1)
+        """Start a new minute once 60 s passed since the last roll (rolls are done
+        lazily: when more than one minute passed, the minute just ended was empty)."""
+        if now - self._rolled_at <= 60:
+            return
+        empty = now - self._rolled_at > 120
+        self._rolled_at = now
+        self.last = [0] * len(LATENCY_LABELS) if empty else self.current
+        self._last_fine = [0] * (len(_FINE_BOUNDS) + 1) if empty else self._fine
+        self.current = [0] * len(LATENCY_LABELS)
+        self._fine = [0] * (len(_FINE_BOUNDS) + 1)
 
     def add(self, ms: int) -> None:
         self.max_ms = max(self.max_ms, ms)

@@ -104,3 +104,13 @@ def test_reads_are_counted_as_found_or_missed() -> None:
     assert stats["getMissTps"].split()[0] == "0.10"
     assert stats["getTotalTps"].split()[0] == "0.30"
     assert stats["getMessageEntireTimeMax"] == "7"
+
+
+def test_a_minute_without_puts_shows_an_empty_distribution() -> None:
+    clock = Clock()
+    t = TrafficStats(clock)
+    t.record_put(1, "T", elapsed_ms=3)
+    clock.now += 200  # minutes went by without a put or a look
+    stats = t.store_stats()
+    assert stats["putMessageDistributeTime"].startswith("[<=0ms]:0 [0~10ms]:0 ")
+    assert (stats["putLatency99"], stats["putMessageEntireTimeMax"]) == ("0.00", "3")
