@@ -487,13 +487,20 @@ class ConsumeQueueStore:
         (every such queue to its end when ``least_pages`` is 0). With ``least_pages``,
         only the queues written since the previous such round are looked at: a round
         costs what was written, not the number of queues waiting for a complete flush;
-        once :data:`SYNCFS_BACKLOG` queues wait, they are synced at once.
+        once :data:`SYNCFS_BACKLOG` queues wait, they are synced at once, and a round
+        that finds none written since the previous one syncs every queue waiting (so
+        a store closed after its writes paused has nothing left to sync).
 
         Raises:
             OSError: a sync failed (the queue stays to be flushed).
         """
         dirty = self._dirty
-        if least_pages == 0:
+        if least_pages == 0 or (dirty and not self._touched):
+            # A complete flush, or a round after one that found the queues written
+            # since: writes paused, so what waits is synced now rather than by the
+            # next complete flush (a close would otherwise sync every queue a burst
+            # left below ``least_pages``, however long ago the burst ended).
+            least_pages = 0
             self._touched = set()
             if len(dirty) >= SYNCFS_FROM and _syncfs_works():
                 self._flush_by_syncfs()

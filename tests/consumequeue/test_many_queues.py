@@ -128,6 +128,38 @@ def test_a_flush_visits_only_the_queues_written_since(tmp_path: Path):
     queues.close()
 
 
+def test_a_periodic_flush_after_writes_paused_syncs_every_queue_waiting(tmp_path: Path):
+    # One unit per queue never reaches two pages: without a sync once writes pause,
+    # the units of a burst over many queues waited for the complete flush or the close.
+    queues = _one_unit_in_each_of_100_queues(tmp_path)
+    queues.flush(2)  # the round that finds them written: each below two pages
+    assert queues.dirty_count == 100
+    queues.flush(2)  # nothing written since that round: every queue waiting is synced
+    assert queues.dirty_count == 0
+    assert all(cq.flushed_all for cq in queues.all())
+    queues.close()
+
+
+def test_a_close_syncs_no_queue_without_unflushed_units(tmp_path: Path):
+    s = _store(tmp_path)
+    for i in range(100):
+        assert s.put_message(Message(topic=f"T{i // 10}", body=b"x", queue_id=i % 10)).status.stored
+    assert s.wait_dispatched(30)
+    for _ in range(10):  # writes paused: the round after one that saw them syncs them
+        if not s.queues.dirty_count:
+            break
+        s.logics.flusher.flush_once()
+    assert s.queues.dirty_count == 0
+    synced: list[str] = []
+    queue_dir = str(s.cfg.consume_queue_path)
+    with faults.inject("before_fdatasync", lambda what, **_: synced.append(what)):
+        s.close()
+    # Neither a queue file's fdatasync nor a syncfs of the queues' filesystem; the
+    # close did sync the rest (the checkpoint, the queue summary beside the queues).
+    assert [w for w in synced if queue_dir + os.sep in w or w.endswith(queue_dir)] == []
+    assert any(w.endswith("consumequeue.summary.tmp") for w in synced)
+
+
 def test_a_full_disk_at_a_reservation_fails_the_unit_before_writing_it(tmp_path: Path):
     cq = ConsumeQueue(tmp_path / "T" / "0", "T", 0, FILE_SIZE)
     for i in range(204):  # the first page: 204 units
