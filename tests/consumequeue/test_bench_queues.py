@@ -28,4 +28,5 @@ def test_the_quick_run_reports_each_scenario_against_its_reference(tmp_path: Pat
         assert many["readable_queues"] == many["queues"]
         assert many["put_rate"] > 0 and many["open_s"] > 0 and many["close_s"] > 0
         assert 0 < many["cq_disk"] <= many["queues"] * 8 * 1024
+        assert 0 <= many["queues_unsynced_at_close"] <= many["queues"]
     assert [p.name for p in tmp_path.iterdir()] == ["queues.json"]  # stores removed
