@@ -20,11 +20,17 @@ from tests.pop.conftest import put
 REPO = Path(__file__).resolve().parents[2]
 
 
-def collect(pop: PopService, group: str, topic: str, settle: float) -> list[str]:
-    """Pop and ack everything that shows up until nothing did for ``settle`` seconds."""
+def collect(
+    pop: PopService, group: str, topic: str, expect: set[str], settle: float = 1.0
+) -> list[str]:
+    """Pop and ack until every body of ``expect`` came (a revive is the revive thread's,
+    so it may take a while on a busy machine: deadline 60 s), then until nothing more
+    came for ``settle`` seconds (what should not come back would show there)."""
     got: list[str] = []
+    deadline = time.monotonic() + 60.0
     quiet_until = time.monotonic() + settle
-    while time.monotonic() < quiet_until:
+    while not expect <= set(got) or time.monotonic() < quiet_until:
+        assert time.monotonic() < deadline, f"still missing {sorted(expect - set(got))}"
         r = pop.pop(group, topic, 32, 60_000, wait_ms=100)
         for m in r.messages:
             got.append(m.body.decode())
@@ -47,7 +53,7 @@ def test_in_flight_messages_come_back_after_a_clean_restart(tmp_path: Path) -> N
     pop = PopService(store)
     pop.start()
     assert pop.pop("g", "T", 32, 5000).messages == ()  # still invisible after restart
-    assert sorted(collect(pop, "g", "T", settle=1.0)) == ["b", "c"]
+    assert sorted(collect(pop, "g", "T", {"b", "c"})) == ["b", "c"]
     pop.stop()
     store.close()
 
@@ -78,9 +84,10 @@ def test_sigkill_loses_nothing_and_returns_no_acked_message(tmp_path: Path) -> N
     store = make_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
     pop = PopService(store, PopConfig())
     pop.start()
-    got = collect(pop, "g", "T", settle=1.5)  # held ones are invisible for 60 s
     # what was never popped comes from the queue, nothing acked or held comes back yet
-    assert set(got) == set(bodies) - acked - held
+    never_popped = set(bodies) - acked - held
+    got = collect(pop, "g", "T", never_popped, settle=1.5)  # held: invisible for 60 s
+    assert set(got) == never_popped
     pop.stop()
     store.close()
 
@@ -88,7 +95,7 @@ def test_sigkill_loses_nothing_and_returns_no_acked_message(tmp_path: Path) -> N
     store = make_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
     pop = PopService(store, PopConfig(), clock=lambda: time.time() + 61)
     pop.start()
-    redelivered = collect(pop, "g", "T", settle=1.5)
+    redelivered = collect(pop, "g", "T", held, settle=1.5)
     assert set(redelivered) == held  # nothing lost, no acked message comes back
     pop.stop()
     store.close()
