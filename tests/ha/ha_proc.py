@@ -4,7 +4,7 @@ Run with ``sys.executable``::
 
     ha_proc.py master --store DIR --status FILE [--role SYNC_MASTER] [--produce N]
                       [--threads T] [--rate R] [--body-size B] [--acks FILE]
-                      [--housekeeping-ms MS]
+                      [--housekeeping-ms MS] [--hold-at K]
     ha_proc.py slave  --store DIR --status FILE --master HOST:PORT [--reconnect-ms MS]
 
 The process opens the store the way a broker does (``MessageStore.open`` with the HA
@@ -15,7 +15,8 @@ a last status with ``"closed": true`` and exits 0. SIGKILL is the crash the test
 A master with ``--produce N`` (-1: until stopped) puts messages whose body starts with
 ``<thread>-<seq>`` from ``--threads`` threads; with ``--acks`` every PUT_OK appends a
 line ``thread-seq physical_offset size`` with one ``os.write`` (so it survives SIGKILL
-once the put has returned).
+once the put has returned). With ``--hold-at K`` the producer stops after K messages
+until the process gets SIGUSR1 (a test then knows the load is not over).
 """
 
 from __future__ import annotations
@@ -59,9 +60,17 @@ def streaming(master: HAMaster) -> bool:
 class Producer:
     """Threads putting numbered messages; counts statuses, logs PUT_OKs to the ack file."""
 
-    def __init__(self, store: MessageStore, args: argparse.Namespace, stop: threading.Event):
+    def __init__(
+        self,
+        store: MessageStore,
+        args: argparse.Namespace,
+        stop: threading.Event,
+        resume: threading.Event,
+    ):
         self.store = store
         self.count = args.produce
+        self.hold_at = args.hold_at
+        self.resume = resume
         self.body_size = args.body_size
         self.stop = stop
         self.wait_slave = args.after_connect
@@ -96,6 +105,10 @@ class Producer:
         seq = 0
         next_at = time.monotonic()
         while not self.stop.is_set() and (self.count < 0 or seq * threads + me < self.count):
+            if 0 <= self.hold_at <= seq * threads + me:
+                while not self.resume.wait(0.01):
+                    if self.stop.is_set():
+                        return
             if self.interval:  # pace the load: --rate messages per second over all threads
                 next_at += self.interval
                 delay = next_at - time.monotonic()
@@ -166,16 +179,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--acks", default=None)
     p.add_argument("--after-connect", action="store_true", help="produce once a slave streams")
     p.add_argument("--rate", type=float, default=0, help="messages per second (0: flat out)")
+    p.add_argument("--hold-at", type=int, default=-1, help="pause after K messages until SIGUSR1")
     args = p.parse_args(argv)
 
     stop = threading.Event()
+    resume = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGUSR1, lambda *_: resume.set())
     store = MessageStore.open(_config(args))
     if args.cmd == "master" and store.ha is None:
         ha_service.serve(store)
     producer = None
     if args.cmd == "master" and args.produce:
-        producer = Producer(store, args, stop)
+        producer = Producer(store, args, stop, resume)
         producer.start()
     while not stop.wait(0.02):
         _write_status(args.status, _status(store, producer, closed=False))
