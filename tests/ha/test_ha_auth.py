@@ -137,7 +137,7 @@ def test_without_a_secret_a_fake_slave_turns_puts_into_put_ok(tmp_path: Path) ->
     with MessageStore.open(_master_cfg(tmp_path / "m")) as m:
         fake = AckingFakeSlave(_ha(m).port)
         try:
-            wait_until(lambda: _ha(m).connection_count() == 1, 5, "fake connected")
+            wait_until(lambda: _ha(m).connection_count() == 1, 60, "fake connected")
             assert m.put_message(_msg(0)).status is PutStatus.PUT_OK
         finally:
             fake.close()
@@ -148,7 +148,7 @@ def test_with_a_secret_a_fake_slave_gets_nothing_and_acks_nothing(tmp_path: Path
         m.put_message(_msg(0))
         fake = AckingFakeSlave(_ha(m).port)
         try:
-            wait_until(lambda: _ha(m).accepted == 1, 5, "fake accepted")
+            wait_until(lambda: _ha(m).accepted == 1, 60, "fake accepted")
             assert _ha(m).connection_count() == 0
             assert m.put_message(_msg(1)).status is PutStatus.SLAVE_NOT_AVAILABLE
             fake.thread.join(5)
@@ -166,7 +166,7 @@ def test_a_wrong_proof_is_refused_and_the_connection_closed(tmp_path: Path) -> N
                 challenge += sock.recv(CHALLENGE_SIZE)
             sock.sendall(proof_for(b"guess", challenge[5:]) + bytes(8))
             assert sock.recv(1024) == b""  # closed, not one frame sent
-        wait_until(lambda: "wrong HA secret" in (_ha(m).last_error or ""), 5, "refusal noted")
+        wait_until(lambda: "wrong HA secret" in (_ha(m).last_error or ""), 60, "refusal noted")
 
 
 def test_slave_with_the_secret_replicates_and_acks(tmp_path: Path) -> None:
@@ -177,7 +177,7 @@ def test_slave_with_the_secret_replicates_and_acks(tmp_path: Path) -> None:
                                 extra={"ha_secret": "s3cret",
                                        "ha_reconnect_interval_ms": "100"})  # fmt: skip
         with MessageStore.open(slave_cfg) as s:
-            wait_until(lambda: _ha(m).connection_count() == 1, 10, "slave authenticated")
+            wait_until(lambda: _ha(m).connection_count() == 1, 60, "slave authenticated")
             r = m.put_message(_msg(0))
             assert r.status is PutStatus.PUT_OK
             assert s.max_physical_offset >= r.physical_offset + r.size
@@ -188,7 +188,7 @@ def test_slave_outside_the_allowed_hosts_is_closed_at_accept(tmp_path: Path) -> 
     with MessageStore.open(cfg) as m:
         fake = AckingFakeSlave(_ha(m).port)
         try:
-            wait_until(lambda: "not an allowed slave" in (_ha(m).last_error or ""), 5, "refused")
+            wait_until(lambda: "not an allowed slave" in (_ha(m).last_error or ""), 60, "refused")
             assert _ha(m).connection_count() == 0
             assert m.put_message(_msg(0)).status is PutStatus.SLAVE_NOT_AVAILABLE
         finally:
