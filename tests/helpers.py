@@ -121,7 +121,7 @@ def mounted_tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
 
 
 def until(
-    cond: Callable[[], Any], timeout: float = 15.0, step: float = 0.01, what: str = ""
+    cond: Callable[[], Any], timeout: float = 60.0, step: float = 0.01, what: str = ""
 ) -> Any:
     """Poll ``cond`` until it is truthy (returned) or the deadline passes (AssertionError,
     naming ``what`` when given)."""
