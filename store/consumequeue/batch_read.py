@@ -26,16 +26,12 @@ from mqstore.commitlog import _layout
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
 from mqstore.consumequeue.filter import Subscription
-from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE
+from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, UNITS_LOW_TAGS
 from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.message import tags_of
 from mqstore.status import GetStatus
 
 _UNITS = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-_UNITS_LOW_TAGS = np.dtype(
-    [("phys", ">i8"), ("size", ">i4"), ("tags_high", ">i4"), ("tags_low", ">i4")]
-)
-"""A unit with its tags code's low 32 bits apart (the tag-code test reads only those)."""
 _BODY_LEN_POS = _layout.header_length(fmt.IPV4_HOST_LEN, fmt.IPV4_HOST_LEN) - 4
 """84: where BODY LENGTH sits in a record with IPv4 hosts (the body follows it)."""
 _GATHER = np.array(
@@ -223,9 +219,9 @@ def _filter_chunk(
     matches to ``found``, ``bodies`` and ``tags``; the queue offset after the last unit
     examined, or None when the chunk's first unit is not of the common shape (a unit
     later in the chunk that is not ends the chunk there)."""
-    units = np.frombuffer(chunk, _UNITS_LOW_TAGS)
+    units = np.frombuffer(chunk, UNITS_LOW_TAGS)
     n = len(units)
-    idx = _code_candidates(sub, units["tags_low"])
+    idx = sub.code_candidates(units["tags_low"])
     if idx is None:
         idx = np.arange(n)
     phys = units["phys"][idx].astype(np.int64)
@@ -295,21 +291,6 @@ def _filter_chunk(
     except (ValueError, UnicodeDecodeError):  # closed under us, or not UTF-8
         return None
     return q + n
-
-
-def _code_candidates(sub: Subscription, low32: NDArray[np.int32]) -> NDArray[np.intp] | None:
-    """The indexes of the units whose tag code (its low 32 bits, ``(int) tagsCode``)
-    passes ``sub``'s consume-queue test; None when the subscription has no such test
-    (every unit passes it)."""
-    if sub.code_test is None:
-        return None
-    codes = sorted(sub.codes)
-    if len(codes) > 4:
-        return np.flatnonzero(np.isin(low32, np.array(codes, np.int32)))
-    hit = low32 == codes[0] if codes else np.zeros(len(low32), bool)
-    for c in codes[1:]:
-        hit |= low32 == c
-    return np.flatnonzero(hit)
 
 
 def _needle_candidates(

@@ -33,6 +33,9 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 from mqstore.message import java_string_hash, tags_of
 from mqstore.sql92 import SqlFilter, SqlParseError, compile_filter
 
@@ -79,6 +82,20 @@ class Subscription:
         if self.matches_all or (self.sql is not None and self.sql.required_tags is None):
             return None
         return self.matches_code
+
+    def code_candidates(self, low32: NDArray[np.int32]) -> NDArray[np.intp] | None:
+        """:meth:`matches_code` over an array of tags codes' low 32 bits (``(int)
+        tagsCode``): the indexes of those that pass, in order; None when every unit
+        passes (no consume-queue test)."""
+        if self.code_test is None:
+            return None
+        codes = sorted(self.codes)
+        if len(codes) > 4:
+            return np.flatnonzero(np.isin(low32, np.array(codes, np.int32)))
+        hit = low32 == codes[0] if codes else np.zeros(len(low32), bool)
+        for c in codes[1:]:
+            hit |= low32 == c
+        return np.flatnonzero(hit)
 
     def matches_tags(self, tags: str | None) -> bool:
         """The exact test on a message's TAGS (the re-check after a hash match)."""

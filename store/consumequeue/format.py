@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
+
 UNIT_SIZE: Final = 20
 UNITS_PER_FILE: Final = 300_000
 FILE_SIZE: Final = UNIT_SIZE * UNITS_PER_FILE
@@ -64,6 +66,11 @@ def encode_unit(physical_offset: int, size: int, tags_code: int) -> bytes:
 
 
 BLANK_UNIT: Final = _UNIT.pack(0, BLANK_SIZE, 0)
+
+UNITS_LOW_TAGS: Final = np.dtype(
+    [("phys", ">i8"), ("size", ">i4"), ("tags_high", ">i4"), ("tags_low", ">i4")]
+)
+"""A unit with its tags code's low 32 bits apart (the tag-code test reads only those)."""
 
 
 def decode_unit(buf: bytes | bytearray | memoryview, pos: int = 0) -> CqUnit:

@@ -26,6 +26,10 @@ or the request's byte limit, or the transfer limits: 256 KiB / 32 messages while
 the record is "in memory" (less than 40% of RAM behind the CommitLog end), 64 KiB /
 8 messages otherwise.
 
+With a tag-code test the scan visits only the units passing it, found for the whole
+range at once with numpy; the runs of units between them are passed over with the
+effects visiting each would have had (:class:`_Skipped`), so the answer is the same.
+
 Blank units (pre-fill, and padding of a gap) are skipped before anything else: they
 neither end a batch (RocketMQ would count their 2 GiB size, or read 2 GiB at offset 0
 and report MESSAGE_WAS_REMOVING) nor count as the physical offset the pull reached.
@@ -34,14 +38,17 @@ and report MESSAGE_WAS_REMOVING) nor count as the physical offset the pull reach
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
 
 from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
 from mqstore.consumequeue.filter import Subscription
-from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, iter_units
+from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, UNITS_LOW_TAGS, iter_units
 from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.status import GetStatus
 
@@ -53,8 +60,6 @@ Unit = tuple[int, int, int]
 """(physical offset, size, tags code): one consume-queue unit."""
 Caps = tuple[int, int, int, int, int]
 """One pull's batch limits (:meth:`PullLimits.caps`)."""
-Match = Callable[[int], bool]
-"""A subscription's tags-code test."""
 Take = Callable[[memoryview, int], T | None] | None
 """Turns a record's bytes and queue offset into the returned item (None: filter it out)."""
 CachedFile = tuple[memoryview | None, int, int, int]
@@ -172,31 +177,58 @@ def select(
     stop = min(
         high, offset + max(limits.max_filter_message_size, max_count * UNIT_SIZE) // UNIT_SIZE + 1
     )
-    units = iter_units(buf[: (stop - offset) * UNIT_SIZE])  # the units of [offset, stop)
-    match_code = sub.code_test
+    raw = buf[: (stop - offset) * UNIT_SIZE]  # the units of [offset, stop)
     caps = limits.caps(log_max, max_count, max_bytes)
-    miss, q, items, qoffs, total, max_phy_pulling = _scan(
-        units, log, offset, caps, match_code, take
-    )
+    if sub.code_test is None:
+        units: Iterable[Unit] = iter_units(raw)
+        skipped = None
+    else:  # only the units passing the tag-code test are visited one by one
+        skipped = _Skipped(np.frombuffer(raw, UNITS_LOW_TAGS), sub, caps)
+        units = skipped.visits
+    miss, q, items, qoffs, total, max_phy_pulling = _scan(units, skipped, log, offset, caps, take)
     status = GetStatus.FOUND if qoffs else miss
     suggest_slave = log_max - max_phy_pulling > limits.memory_bytes
     return Selection(status, q, low, high, items, qoffs, total, suggest_slave)
 
 
 def _scan(
-    units: Iterator[Unit], log: Segments, q: int, caps: Caps, match: Match | None, take: Take[T]
+    units: Iterable[Unit],
+    skipped: _Skipped | None,
+    log: Segments,
+    q0: int,
+    caps: Caps,
+    take: Take[T],
 ) -> tuple[GetStatus, int, list[T], list[int], int, int]:
-    """The scan: (last miss, next offset, items, their offsets, bytes, last unit's physical)."""
+    """The scan of the units from queue offset ``q0``, or of the units ``skipped``
+    visits (those passing the tag-code test, with markers for the runs between).
+
+    Returns (last miss, next offset, items, their offsets, bytes, last unit's physical).
+    """
     mem_from, mem_bytes, mem_count, disk_bytes, disk_count = caps
     miss = GetStatus.NO_MATCHED_MESSAGE  # the status while nothing is found
     items: list[T] = []
     qoffs: list[int] = []
     total, count, max_phy_pulling, skip_below = 0, 0, 0, -1
     mf_view, mf_start, mf_end, mf_wrote = _NO_FILE  # see _commitlog_file
+    q = q0
     for phys, size, tags in units:  # the hot loop of every pull: no call per unit
-        if size == BLANK_SIZE and not phys:  # a blank pads: it neither fills a batch
-            q += 1  # (its size is 2 GiB) nor says where the pull reads (physical 0)
-            continue
+        if size == BLANK_SIZE:
+            if not phys:  # a blank pads: it neither fills a batch (its size is 2 GiB)
+                q += 1  # nor says where the pull reads (physical 0)
+                continue
+            stop = -1 - phys
+            if phys < 0 and skipped is not None and stop in skipped.last_phys:  # a run
+                # of units failing the tag-code test (_Skipped.visits)
+                full_at, last_phys, missed = skipped.pass_over(tags, stop, count, total, skip_below)
+                if last_phys >= 0:
+                    max_phy_pulling = last_phys
+                if missed:
+                    miss = GetStatus.NO_MATCHED_MESSAGE
+                if full_at is not None:
+                    q = q0 + full_at
+                    break
+                q = q0 + stop
+                continue
         if count:  # the batch is full: limits.caps folds the request's limits in
             if phys >= mem_from:  # "in memory"
                 if total + size > mem_bytes or count >= mem_count:
@@ -207,9 +239,6 @@ def _scan(
         this_q = q
         q += 1
         if phys < skip_below:
-            continue
-        if match is not None and not match(tags):
-            miss = GetStatus.NO_MATCHED_MESSAGE
             continue
         if not mf_start <= phys < mf_end:  # once per CommitLog file
             mf_view, mf_start, mf_end, mf_wrote = _commitlog_file(log, phys)
@@ -236,6 +265,87 @@ def _scan(
         count += 1
         skip_below = -1
     return miss, q, items, qoffs, total, max_phy_pulling
+
+
+class _Skipped:
+    """The units of a scanned range that failed the tag-code test, passed over a run at
+    a time with the effects the scan would have had visiting them one by one: each
+    non-blank one may find the batch full (the scan stops there), becomes the last
+    physical offset examined, and counts as a miss unless it lies below the CommitLog
+    file the scan skips to.
+
+    The runs lie between the units passing the test and after the last: what the common
+    case needs of each (the last non-blank unit's physical offset) is computed for all
+    of them at once.
+    """
+
+    def __init__(self, units: NDArray[np.void], sub: Subscription, caps: Caps) -> None:
+        picked = sub.code_candidates(units["tags_low"])
+        assert picked is not None
+        n = self.n = len(units)
+        self.phys = units["phys"].astype(np.int64)
+        self.size = units["size"].astype(np.int64)
+        real = (self.size != BLANK_SIZE) | (self.phys != 0)
+        self.real = np.flatnonzero(real)
+        """Indexes of the non-blank units."""
+        self.caps = caps
+        mem_from, mem_bytes, mem_count, disk_bytes, disk_count = caps
+        most = int(self.size[self.real].max()) if len(self.real) else 0
+        if not len(self.real) or self.phys[self.real].min() >= mem_from:  # all "in memory"
+            self.room, self.count = mem_bytes - most, mem_count
+        else:
+            self.room, self.count = min(mem_bytes, disk_bytes) - most, min(mem_count, disk_count)
+        """While a batch's bytes are at most ``room`` and its count below ``count``, no
+        unit of the range can find it full."""
+        stops = np.append(picked, n)
+        starts = np.append(0, picked + 1)
+        last_real = np.maximum.accumulate(np.where(real, np.arange(n), -1))
+        before = last_real[np.maximum(stops - 1, 0)]
+        last_phys = np.where((stops > 0) & (before >= starts), self.phys[np.maximum(before, 0)], -1)
+        self.last_phys = dict(zip(stops.tolist(), last_phys.tolist(), strict=True))
+        """Run ending at index -> its last non-blank unit's physical offset, or -1."""
+        visits: list[Unit] = []
+        at = 0
+        chosen = picked.tolist()
+        for i, phys, size in zip(chosen, self.phys[picked].tolist(), self.size[picked].tolist(),
+                                 strict=True):  # fmt: skip
+            if i != at:
+                visits.append((-1 - i, BLANK_SIZE, at))
+            visits.append((phys, size, 0))
+            at = i + 1
+        if at != n:
+            visits.append((-1 - n, BLANK_SIZE, at))
+        self.visits = visits
+        """The units passing the test, each run between them (and after the last) marked
+        by ``(-1 - end, BLANK_SIZE, start)`` (a unit read as such must also end a run to
+        be taken for a marker)."""
+
+    def pass_over(
+        self, start: int, stop: int, count: int, total: int, skip_below: int
+    ) -> tuple[int | None, int, bool]:
+        """Pass over units ``[start, stop)`` (a run): (the index where the batch is full,
+        or None; the last non-blank unit's physical offset passed, or -1; whether one
+        counted as a miss)."""
+        last = self.last_phys[stop]
+        if last < 0:
+            return None, -1, False
+        if skip_below < 0 and (not count or (count < self.count and total <= self.room)):
+            return None, last, True
+        lo, hi = np.searchsorted(self.real, (start, stop))
+        real = self.real[lo:hi]
+        if count:  # the batch may be full at one of them: judge each, as the scan would
+            mem_from, mem_bytes, mem_count, disk_bytes, disk_count = self.caps
+            for k, j in enumerate(real.tolist()):
+                phys, size = int(self.phys[j]), int(self.size[j])
+                if phys >= mem_from:
+                    full = total + size > mem_bytes or count >= mem_count
+                else:
+                    full = total + size > disk_bytes or count >= disk_count
+                if full:
+                    passed = self.phys[real[:k]]
+                    return j, int(passed[-1]) if k else -1, bool((passed >= skip_below).any())
+        passed = self.phys[real]
+        return None, last, bool((passed >= skip_below).any())
 
 
 def _commitlog_file(log: Segments, phys: int) -> CachedFile:
