@@ -1,7 +1,8 @@
 """A SimpleConsumer transport over TCP: the broker's POP codes through remoting.
 
 POP_MESSAGE (200050), ACK_MESSAGE (200051), CHANGE_MESSAGE_INVISIBLETIME (200053) with
-RocketMQ's header fields (``mqstore.broker.pop_processors`` lists them); each
+RocketMQ's header fields, and BATCH_ACK_MESSAGE (200151) with mqstore's JSON body
+(``mqstore.broker.pop_processors`` describes them); each
 message's receipt handle is built from the POP response header as RocketMQ's client
 does (``mqstore.pop.wire``). One broker address; thread-safe as the remoting client is.
 """
@@ -9,6 +10,7 @@ does (``mqstore.pop.wire``). One broker address; thread-safe as the remoting cli
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.simple_consumer import ReceivedMessage
@@ -19,10 +21,12 @@ from mqstore.pop.receipt import ReceiptHandle
 from mqstore.pop.records import POP_ORDER_REVIVE_QUEUE
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
+from mqstore.remoting.fastjson import dumps, loads
 
 POP_MESSAGE = 200050
 ACK_MESSAGE = 200051
 CHANGE_MESSAGE_INVISIBLETIME = 200053
+BATCH_ACK_MESSAGE = 200151
 
 
 class PopRequestError(Exception):
@@ -37,8 +41,10 @@ class RemotePop:
         self.address = address
         self.timeout_s = timeout_s
 
-    def _call(self, code: int, ext: dict[str, str], wait_ms: int = 0) -> RemotingCommand:
-        req = RemotingCommand(code, ext_fields=ext)
+    def _call(
+        self, code: int, ext: dict[str, str], wait_ms: int = 0, body: bytes = b""
+    ) -> RemotingCommand:
+        req = RemotingCommand(code, ext_fields=ext, body=body)
         return self.client.invoke(self.address, req, self.timeout_s + wait_ms / 1000)
 
     def pop(
@@ -75,6 +81,21 @@ class RemotePop:
         if resp.code == ResponseCode.INVALID_PARAMETER:
             raise InvalidReceiptHandleError(resp.remark or handle)
         return resp.code == ResponseCode.SUCCESS
+
+    def batch_ack(self, group: str, topic: str, handles: Sequence[str]) -> list[bool]:
+        """BATCH_ACK_MESSAGE: whether each handle's message was acknowledged.
+
+        Raises:
+            InvalidReceiptHandleError: the broker could not parse a handle (none acked).
+            PopRequestError: the broker refused the request otherwise.
+        """
+        body = dumps({"consumerGroup": group, "topic": topic, "extraInfoList": list(handles)})
+        resp = self._call(BATCH_ACK_MESSAGE, {}, body=body.encode())
+        if resp.code == ResponseCode.INVALID_PARAMETER:
+            raise InvalidReceiptHandleError(resp.remark or "a receipt handle is malformed")
+        if resp.code != ResponseCode.SUCCESS:
+            raise PopRequestError(f"BATCH_ACK_MESSAGE {topic}: code {resp.code} {resp.remark}")
+        return [s == "OK" for s in loads(resp.body)["statusList"]]
 
     def change_invisible(
         self, group: str, topic: str, handle: str, invisible_ms: int

@@ -20,7 +20,7 @@ Over TCP, give a ``mqstore.client.pop_remote.RemotePop`` instead of ``EmbeddedPo
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from mqstore.errors import InvalidReceiptHandleError
@@ -40,6 +40,8 @@ class PopTransport(Protocol):
     ) -> list[ReceivedMessage]: ...  # fmt: skip
 
     def ack(self, group: str, topic: str, handle: str) -> bool: ...
+
+    def batch_ack(self, group: str, topic: str, handles: Sequence[str]) -> list[bool]: ...
 
     def change_invisible(
         self, group: str, topic: str, handle: str, invisible_ms: int
@@ -64,6 +66,9 @@ class EmbeddedPop:
 
     def ack(self, group: str, topic: str, handle: str) -> bool:
         return self.service.ack(group, topic, handle) is AckStatus.OK
+
+    def batch_ack(self, group: str, topic: str, handles: Sequence[str]) -> list[bool]:
+        return [s is AckStatus.OK for s in self.service.batch_ack(group, topic, handles)]
 
     def change_invisible(
         self, group: str, topic: str, handle: str, invisible_ms: int
@@ -130,6 +135,27 @@ class SimpleConsumer:
         if not self.transport.ack(self.group, message.topic, message.receipt_handle):
             raise InvalidReceiptHandleError(
                 f"message {message.msg_id}: receipt handle expired or already acknowledged"
+            )
+
+    def ack_all(self, messages: Sequence[ReceivedMessage]) -> None:
+        """Acknowledge ``messages`` with one request per topic (one ack record per
+        received batch in the store, not one per message). Every message still held is
+        acknowledged even when some are not.
+
+        Raises:
+            InvalidReceiptHandleError: some messages were no longer held by their
+                receipts (the error names them); the others are acknowledged.
+        """
+        by_topic: dict[str, list[ReceivedMessage]] = {}
+        for m in messages:
+            by_topic.setdefault(m.topic, []).append(m)
+        stale: list[str] = []
+        for topic, ms in by_topic.items():
+            done = self.transport.batch_ack(self.group, topic, [m.receipt_handle for m in ms])
+            stale += [m.msg_id for m, ok in zip(ms, done, strict=True) if not ok]
+        if stale:
+            raise InvalidReceiptHandleError(
+                f"messages {', '.join(stale)}: receipt handles expired or already acknowledged"
             )
 
     def change_invisible_duration(self, message: ReceivedMessage, duration: float) -> None:

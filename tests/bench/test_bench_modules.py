@@ -75,7 +75,8 @@ def test_pop_quick_reports_every_receive_rate_and_each_redelivery(tmp_path: Path
     report = json.loads(out.read_text(encoding="utf-8"))
     for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
         rates = report[flush]
-        assert set(rates) == {"embedded_pop", "embedded_pull", "tcp_pop", "tcp_pull"}, flush
+        assert set(rates) == {"embedded_pop", "embedded_pop_batch_ack", "embedded_pull",
+                              "tcp_pop", "tcp_pop_batch_ack", "tcp_pull"}, flush  # fmt: skip
         assert all(v > 0 for v in rates.values())
     assert {int(k) for k in report["redelivery_ms"]} == set(pop.INVISIBLE_MS)
     assert all(len(v) == 3 for v in report["redelivery_ms"].values())

@@ -223,3 +223,28 @@ def test_tcp_bad_requests_get_codes_and_the_broker_keeps_serving(
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
     send(broker, [b"b"])
     assert [m.body for m in consumer(client, broker).receive(1, 5)] in ([b"a"], [b"b"])
+
+
+def test_tcp_ack_all_acknowledges_a_received_batch_in_one_request(
+    broker: Broker, client: RemotingClient
+) -> None:
+    send(broker, [b"a", b"b", b"c"])
+    c = consumer(client, broker, await_duration=5)
+    got = c.receive(8, invisible_duration=0.3)
+    assert sorted(m.body for m in got) == [b"a", b"b", b"c"]
+    c.ack_all(got)
+    note = {"consumerGroup": "g", "topic": "T", "queueId": "-1", "pollTime": "800"}
+    assert call(client, broker, 200054, note).ext_fields["hasMsg"] == "false"
+
+
+def test_tcp_ack_all_acknowledges_the_held_and_names_the_stale(
+    broker: Broker, client: RemotingClient
+) -> None:
+    send(broker, [b"a", b"b"])
+    c = consumer(client, broker, await_duration=5)
+    got = c.receive(8, invisible_duration=30)
+    c.ack(got[0])
+    with pytest.raises(InvalidReceiptHandleError, match=got[0].msg_id):
+        c.ack_all(got)
+    with pytest.raises(InvalidReceiptHandleError):
+        c.ack(got[1])  # acknowledged by ack_all despite the stale one

@@ -9,6 +9,8 @@ bodies, 4 queues, one topic), measures:
     queue-level pull of the same messages with ``store.get_message`` (32 per call);
   - TCP: a SimpleConsumer over the broker's POP codes on 127.0.0.1 against a
     LitePullConsumer (rebalance, pull, offsets) of another group on the same topic;
+  - both POP rows again with batch acks (``SimpleConsumer.ack_all``: one ack request and
+    one ack record per received batch, ``*_pop_batch_ack``);
   each under ASYNC_FLUSH and SYNC_FLUSH (where an ack returns after its record is on
   disk);
 * **redelivery delay**: a message popped and not acknowledged, for several invisible
@@ -64,16 +66,21 @@ def fill(store: MessageStore, n: int) -> None:
     assert store.wait_dispatched(60)
 
 
-def pop_rate(transport: PopTransport, n: int) -> float:
-    """Messages per second to receive (32 at a time) and ack ``n`` messages by POP."""
-    c = SimpleConsumer("pop-group", {TOPIC: "*"}, transport, await_duration=0.2)
+def pop_rate(transport: PopTransport, n: int, batch_ack: bool = False) -> float:
+    """Messages per second to receive (32 at a time) and ack ``n`` messages by POP:
+    each on its own, or each received batch in one request (``batch_ack``)."""
+    group = "pop-batch-group" if batch_ack else "pop-group"
+    c = SimpleConsumer(group, {TOPIC: "*"}, transport, await_duration=0.2)
     got, t0 = 0, time.perf_counter()
     while got < n:
         batch = c.receive(32, invisible_duration=60)
         if not batch:
             raise RuntimeError(f"POP stalled after {got} of {n}")
-        for m in batch:
-            c.ack(m)
+        if batch_ack:
+            c.ack_all(batch)
+        else:
+            for m in batch:
+                c.ack(m)
         got += len(batch)
     return n / (time.perf_counter() - t0)
 
@@ -111,12 +118,14 @@ def lite_pull_rate(address: str, n: int) -> float:
 
 
 def throughput(root: Path, flush: FlushDiskType, n: int) -> dict[str, float]:
-    """The four receive rates (embedded and TCP, POP and pull) under ``flush``."""
+    """The receive rates (embedded and TCP; POP with single and batch acks, and pull)
+    under ``flush``."""
     out: dict[str, float] = {}
     store = open_store(root / f"emb-{flush.name}", flush)
     fill(store, n)
     with PopService(store) as pop:
         out["embedded_pop"] = pop_rate(EmbeddedPop(pop), n)
+        out["embedded_pop_batch_ack"] = pop_rate(EmbeddedPop(pop), n, batch_ack=True)
     out["embedded_pull"] = store_pull_rate(store, n)
     store.close()
 
@@ -130,6 +139,7 @@ def throughput(root: Path, flush: FlushDiskType, n: int) -> dict[str, float]:
     client = RemotingClient()
     try:
         out["tcp_pop"] = pop_rate(RemotePop(client, server.address), n)
+        out["tcp_pop_batch_ack"] = pop_rate(RemotePop(client, server.address), n, batch_ack=True)
         out["tcp_pull"] = lite_pull_rate(server.address, n)
     finally:
         client.close()
