@@ -640,7 +640,12 @@ def _spark(args: argparse.Namespace) -> int:
     print(f"mqstore {args.command}: starting Spark ...", file=sys.stderr, flush=True)
     from mqstore.tools.spark.layout import input_bytes
 
-    spark = build_session(args.master, f"mqstore-{args.command}", input_bytes=input_bytes(args.dir))
+    spark = build_session(
+        args.master,
+        f"mqstore-{args.command}",
+        input_bytes=input_bytes(args.dir),
+        jvm_work=mod.JVM_WORK,
+    )
     with SparkProgress(spark, sys.stderr, f"mqstore {args.command}: "):
         rc: int = mod.main(argv)
     return rc

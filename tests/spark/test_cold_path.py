@@ -8,8 +8,10 @@ from pathlib import Path
 
 from mqstore.commitlog import format as fmt
 from mqstore.message import host_bytes
+from mqstore.tools.spark import audit, export, reindex
 from mqstore.tools.spark.layout import discover
 from mqstore.tools.spark.segscan import resync
+from mqstore.tools.spark.session import QUICK_START_BYTES, quick_start
 
 SEGMENT = 64 << 20
 HOST = host_bytes(("127.0.0.1", 10911))
@@ -53,3 +55,20 @@ def test_allocated_bytes_leave_out_a_preallocated_tail(tmp_path):
     assert layout.total_bytes == SEGMENT
     if os.stat(layout.segments[0].path).st_blocks * 512 < SEGMENT:  # the fs makes holes
         assert layout.data_bytes() <= 1 << 20
+
+
+def test_a_large_input_keeps_the_optimising_jvm_for_a_job_whose_jvm_works():
+    assert not quick_start(QUICK_START_BYTES + 1)
+    assert not quick_start(None)
+    assert quick_start(QUICK_START_BYTES)
+
+
+def test_a_job_whose_work_runs_in_python_starts_the_quick_jvm_at_any_size():
+    """Audit and reindex: the JVM only schedules tasks and moves small results, so C2's
+    compile threads would cost seconds of CPU for nothing, at any store size."""
+    assert quick_start(1 << 40, jvm_work=False)
+    assert quick_start(None, jvm_work=False)
+
+
+def test_audit_and_reindex_leave_the_work_to_python_and_export_to_the_jvm():
+    assert (audit.JVM_WORK, reindex.JVM_WORK, export.JVM_WORK) == (False, False, True)

@@ -88,6 +88,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+JVM_WORK = False
+"""The JVM does not work through the data: the checks run in the Python tasks, the JVM
+schedules them and collects their small results (the session's JVM options follow it:
+:func:`mqstore.tools.spark.session.quick_start`)."""
+
+
 def _segment_series(layout: StoreLayout) -> list[Finding]:
     """Segments one size apart, each that long (the last may be shorter only if torn)."""
     out: list[Finding] = []
@@ -346,7 +352,11 @@ def run_audit(
         check_output_file(report, "--report")
     layout = discover(store_dir, flags=geometry_flags, broker_config=broker_config)
     spark = build_session(
-        master, "mqstore-audit", progress=progress, input_bytes=layout.data_bytes()
+        master,
+        "mqstore-audit",
+        progress=progress,
+        input_bytes=layout.data_bytes(),
+        jvm_work=JVM_WORK,
     )
     result = audit_with(
         spark,

@@ -64,6 +64,11 @@ EXPORT_SCHEMA: Final = (
 )
 
 
+JVM_WORK = True
+"""The JVM works through the data: it converts the Arrow batches and encodes Parquet (the
+session's JVM options follow it: :func:`mqstore.tools.spark.session.quick_start`)."""
+
+
 REPEATING_COLUMNS: Final = frozenset(
     ("topic", "queue_id", "size", "file", "store_host", "born_host", "tags", "sys_flag",
      "flag", "transaction_type", "compressed", "reconsume_times",

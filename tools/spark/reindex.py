@@ -94,6 +94,13 @@ if TYPE_CHECKING:
     from mqstore.schedule import DelayLevels
 
 
+JVM_WORK = False
+"""The JVM does not work through the data: units and index entries are built in the
+Python tasks and written by the driver, the JVM schedules the tasks and moves small
+results (the session's JVM options follow it:
+:func:`mqstore.tools.spark.session.quick_start`)."""
+
+
 class StoreInUseError(StoreLockedError, OSError):
     """The store's lock file is held: a broker or MessageStore has it open (busy: exit 3)."""
 
@@ -377,7 +384,11 @@ def run_reindex(
 
     layout = discover(store_dir, flags=geometry_flags, broker_config=broker_config)
     spark = build_session(
-        master, "mqstore-reindex", progress=progress, input_bytes=layout.data_bytes()
+        master,
+        "mqstore-reindex",
+        progress=progress,
+        input_bytes=layout.data_bytes(),
+        jvm_work=JVM_WORK,
     )
     return reindex_with(
         spark, store_dir, out, index_slots=index_slots, index_num=index_num,

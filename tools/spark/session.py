@@ -71,10 +71,11 @@ SMALL_MACHINE_CONF: dict[str, str] = {
 QUICK_START_BYTES = 256 << 20
 """Inputs up to this size start the JVM for a short life (:data:`QUICK_START_JVM`)."""
 QUICK_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-"""JVM options for a small input: the C1 compiler only and the serial collector. The
-JVM starts and warms up seconds sooner (most of a small job's time is the JVM compiling
-Spark's own code); a large input keeps the optimising compiler, which pays off over a
-long job (Parquet encoding, Arrow conversion run in the JVM)."""
+"""JVM options for a small input, or a job whose work runs in Python tasks: the C1
+compiler only and the serial collector. The JVM starts and warms up seconds sooner (most
+of a small job's time is the JVM compiling Spark's own code); the optimising compiler
+pays off only where the JVM itself works through the data (Parquet encoding and Arrow
+conversion in export), and there only over a large input."""
 
 DAEMON_MODULE = "mqstore.tools.spark._daemon"
 """The Python worker daemon of local sessions (see the module): on a cluster the executors'
@@ -326,6 +327,13 @@ def _package_zip() -> Path:
     return Path(name)
 
 
+def quick_start(input_bytes: int | None, *, jvm_work: bool = True) -> bool:
+    """Whether a new session's JVM starts with :data:`QUICK_START_JVM`: for a job whose
+    work runs in Python (``jvm_work`` false), or an input known to be at most
+    :data:`QUICK_START_BYTES`."""
+    return not jvm_work or (input_bytes is not None and input_bytes <= QUICK_START_BYTES)
+
+
 def build_session(
     master: str | None = None,
     app_name: str = "mqstore",
@@ -333,14 +341,18 @@ def build_session(
     progress: bool = False,
     conf: dict[str, str] | None = None,
     input_bytes: int | None = None,
+    jvm_work: bool = True,
 ) -> SparkSession:
     """Get or create the SparkSession for a job.
 
     ``master`` defaults to ``local[*]`` (or whatever spark-submit already configured).
     ``progress`` turns on Spark's console progress bar. ``input_bytes`` (what the job
     will read, when known) at most :data:`QUICK_START_BYTES` starts the JVM with
-    :data:`QUICK_START_JVM`. An already running session is reused as is (tests share
-    one), so ``conf`` and ``input_bytes`` only apply to a new one.
+    :data:`QUICK_START_JVM`; so does ``jvm_work=False`` at any size, for a job whose
+    work runs in Python tasks while the JVM only schedules them and moves their small
+    results (audit, reindex: C2's compile threads then cost seconds of CPU and return
+    nothing). An already running session is reused as is (tests share one), so
+    ``conf``, ``input_bytes`` and ``jvm_work`` only apply to a new one.
 
     Raises:
         SparkSetupError: before any JVM starts, for a bad or unreachable ``master`` or
@@ -365,7 +377,7 @@ def build_session(
     settings["spark.ui.showConsoleProgress"] = "true" if progress else "false"
     level = _log_level()
     java = f"-Dlog4j2.configurationFile=file:{_log4j2_file(level)}"
-    if input_bytes is not None and input_bytes <= QUICK_START_BYTES:
+    if quick_start(input_bytes, jvm_work=jvm_work):
         java = f"{java} {QUICK_START_JVM}"
     settings["spark.driver.extraJavaOptions"] = java
     settings["spark.executor.extraJavaOptions"] = java
