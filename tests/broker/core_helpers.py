@@ -18,7 +18,7 @@ def put(
     """Store ``n`` messages and wait until they are pullable."""
     for i in range(n):
         store.put_message(Message(topic, f"m{i}".encode(), tags=tags, queue_id=queue_id))
-    assert store.wait_dispatched()
+    assert store.wait_dispatched(60)
 
 
 def query(topic: str, queue_id: int, offset: int, **fields: Any) -> PullQuery:

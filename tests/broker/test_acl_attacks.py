@@ -73,7 +73,7 @@ def scene(core: BrokerCore) -> Iterator[Scene]:
     for i in range(3):
         m = Message("SecretT", SECRET + b"%d" % i, keys=["k1"], queue_id=0)
         assert core.store.put_message(m).status.ok
-    assert core.store.wait_dispatched(10)
+    assert core.store.wait_dispatched(60)
     offset = core.store.get_message("x", "SecretT", 0, 0, 1).messages[0].physical_offset
     srv = BrokerServer(core, host="127.0.0.1", port=0, acl=AccessControl.from_dict(ACL))
     srv.start()
@@ -148,7 +148,7 @@ def _copy_in(topic: str) -> Callable[[Scene], int]:
         copy = Message(topic, SECRET + b"copy", keys=["k1"], queue_id=0,
                        properties={"RETRY_TOPIC": "SecretT"})  # fmt: skip
         result = s.core.store.put_message(copy)
-        assert result.status.ok and s.core.store.wait_dispatched(10)
+        assert result.status.ok and s.core.store.wait_dispatched(60)
         return result.physical_offset
 
     return put
@@ -392,7 +392,7 @@ def test_a_retry_copy_of_a_topic_the_account_may_read_is_still_pulled(scene: Sce
         copy = Message("%RETRY%other", b"copy of " + origin.encode(), queue_id=0,
                        properties={"RETRY_TOPIC": origin})  # fmt: skip
         assert scene.core.store.put_message(copy).status.ok
-    assert scene.core.store.wait_dispatched(10)
+    assert scene.core.store.wait_dispatched(60)
     with RemotingClient(rpc_hook=MALLORY) as client:
         resp = client.invoke(scene.address, _cmd(Rq.PULL_MESSAGE, {
             "consumerGroup": "other", "topic": "%RETRY%other", "queueId": "0",

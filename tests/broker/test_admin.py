@@ -41,7 +41,7 @@ def send(c: WireClient, topic: str, queue_id: int, n: int, store: MessageStore) 
         ext = {"a": "pg", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0,
                "g": int(time.time() * 1000), "h": 0, "i": "", "j": 0, "k": "false"}  # fmt: skip
         assert c.call(Rq.SEND_MESSAGE_V2, ext, b"m%d" % i).code == Rs.SUCCESS
-    assert store.wait_dispatched()
+    assert store.wait_dispatched(60)
 
 
 def mq_keyed(text: str) -> list[tuple[dict[str, Any], Any]]:

@@ -311,7 +311,7 @@ def test_clean_expired_consume_queue_drops_the_queues_wholly_below_the_commitlog
         for topic in ("Old", "New"):
             for _ in range(40):
                 store.put_message(Message(topic=topic, body=b"x" * 4000))
-        assert store.wait_dispatched()
+        assert store.wait_dispatched(60)
         assert store.clean_expired_files(immediately=True).commitlog_files > 0
         core = BrokerCore(store, BrokerConfig())
         srv = BrokerServer(core, host="127.0.0.1", port=0)

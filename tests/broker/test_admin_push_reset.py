@@ -49,7 +49,7 @@ def test_reset_by_time_moves_an_online_push_consumer_back(
         time.sleep(0.05)
         for i in range(3):
             producer.send("pg", mq, [Message("T", f"new{i}".encode())])
-    assert store.wait_dispatched()
+    assert store.wait_dispatched(60)
 
     seen: list[str] = []
     lock = threading.Lock()

@@ -40,13 +40,13 @@ def test_send_with_empty_body_is_message_illegal(core: BrokerCore) -> None:
 
 def test_topics_in_the_store_are_known_at_start(store: MessageStore) -> None:
     store.put_message(Message("Old", b"x", queue_id=2))
-    assert store.wait_dispatched()
+    assert store.wait_dispatched(60)
     cfg = BrokerCore(store).topic_config("Old")
     assert cfg is not None and cfg.read_queue_nums == 3
 
 
 def _first(store: MessageStore, topic: str, queue_id: int = 0) -> StoredMessage:
-    assert store.wait_dispatched()
+    assert store.wait_dispatched(60)
     g = store.get_message("x", topic, queue_id, 0)
     assert g.messages, f"nothing in {topic}-{queue_id}"
     return g.messages[0]

@@ -73,7 +73,7 @@ def test_send_v1_with_long_header_names(client: WireClient, store: MessageStore)
            "flag": 0, "properties": "KEYS\x01k1\x02", "reconsumeTimes": 0}  # fmt: skip
     r = client.call(Rq.SEND_MESSAGE, ext, b"v1")
     assert r.code == Rs.SUCCESS
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     assert store.get_message("g", "T1", 1, 0).messages[0].keys == ["k1"]
 
 
@@ -84,7 +84,7 @@ def test_batch_send_stores_every_message(client: WireClient, store: MessageStore
     r = client.call(Rq.SEND_BATCH_MESSAGE, ext, body)
     assert r.code == Rs.SUCCESS
     assert len(r.ext_fields["msgId"].split(",")) == 2
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     got = store.get_message("g", "T", 0, 0).messages
     assert [(m.body, m.uniq_key) for m in got] == [(b"a", "U1"), (b"b", "U2")]
 
@@ -92,7 +92,7 @@ def test_batch_send_stores_every_message(client: WireClient, store: MessageStore
 def test_pull_found_body_is_the_raw_records(client: WireClient, store: MessageStore) -> None:
     send_v2(client, b"one")
     send_v2(client, b"two")
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     r = client.call(Rq.PULL_MESSAGE, pull_ext(0))
     assert r.code == Rs.SUCCESS
     assert [rec.body for rec in records(r.body)] == [b"one", b"two"]
@@ -125,7 +125,7 @@ def test_pull_codes_and_next_offsets_carry_every_header(
 ) -> None:
     send_v2(client, b"x", props="TAGS\x01A\x02")
     send_v2(client, b"y", props="TAGS\x01A\x02")
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     r = client.call(Rq.PULL_MESSAGE, pull_ext(offset, sys_flag=0x4, sub=sub))
     assert (r.code, r.ext_fields["nextBeginOffset"]) == (code, next_offset)
     assert {
@@ -210,7 +210,7 @@ def test_query_offset_not_found_when_the_first_message_left_memory(
 ) -> None:
     send_v2(client, b"a")
     send_v2(client, b"b")
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     core.queries._memory_limit = 0
     r = client.call(Rq.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T", "queueId": 0})
     assert r.code == Rs.QUERY_NOT_FOUND
@@ -220,7 +220,7 @@ def test_max_min_search_and_earliest_time(client: WireClient, store: MessageStor
     before = int(time.time() * 1000) - 1000
     send_v2(client, b"a")
     send_v2(client, b"b")
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     q = {"topic": "T", "queueId": 0}
     assert client.call(Rq.GET_MAX_OFFSET, q).ext_fields["offset"] == "2"
     assert client.call(Rq.GET_MIN_OFFSET, q).ext_fields["offset"] == "0"
@@ -240,7 +240,7 @@ def test_view_message_by_physical_offset(client: WireClient, store: MessageStore
 
 def test_query_message_by_key(client: WireClient, store: MessageStore) -> None:
     send_v2(client, b"keyed", props="KEYS\x01order-7\x02")
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     ext = {"topic": "T", "key": "order-7", "maxNum": 32, "beginTimestamp": 0,
            "endTimestamp": 2**62}  # fmt: skip
     r = client.call(Rq.QUERY_MESSAGE, ext)
@@ -323,7 +323,7 @@ def test_send_back_past_max_lands_in_the_dlq(client: WireClient, store: MessageS
     ext = {"offset": int(msg_id[16:], 16), "group": "g", "delayLevel": 0,
            "originMsgId": msg_id, "originTopic": "T", "maxReconsumeTimes": 0}  # fmt: skip
     assert client.call(Rq.CONSUMER_SEND_MSG_BACK, ext).code == Rs.SUCCESS
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     assert store.get_message("g", "%DLQ%g", 0, 0).messages[0].body == b"poison"
 
 
@@ -395,7 +395,7 @@ def test_message_stored_through_the_store_api_is_pullable_over_tcp(
     client: WireClient, store: MessageStore
 ) -> None:
     store.put_message(Message("T", b"embedded"))
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     assert records(client.call(Rq.PULL_MESSAGE, pull_ext(0)).body)[0].body == b"embedded"
 
 
@@ -407,7 +407,7 @@ def test_pooled_requests_answer_the_same_as_inline_ones(server: BrokerServer) ->
         assert send_v2(c, b"pooled").code == Rs.SUCCESS
         r = c.call(Rq.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T", "queueId": 0})
         assert r.ext_fields["offset"] == "4"
-        server.core.store.wait_dispatched()
+        server.core.store.wait_dispatched(60)
         assert records(c.call(Rq.PULL_MESSAGE, pull_ext(0)).body)[0].body == b"pooled"
 
 
@@ -446,7 +446,7 @@ def test_pull_without_subscription_flag_uses_the_heartbeat_subscription(
     client.call(Rq.HEART_BEAT, body=json.dumps(doc).encode())
     send_v2(client, b"a", props="TAGS\x01A\x02")
     send_v2(client, b"b", props="TAGS\x01B\x02")
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     r = client.call(Rq.PULL_MESSAGE, pull_ext(0, sys_flag=0, sub="ignored"))
     assert [rec.body for rec in records(r.body)] == [b"b"]
 

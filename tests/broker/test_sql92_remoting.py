@@ -39,7 +39,7 @@ def _send_numbered(client: WireClient, store: MessageStore, n: int = 10) -> None
     for i in range(n):
         tag = "TagA" if i % 2 else "TagB"
         send_v2(client, f"m{i}".encode(), props=f"TAGS\x01{tag}\x02a\x01{i}\x02")
-    store.wait_dispatched()
+    store.wait_dispatched(60)
 
 
 def _sql_pull(client: WireClient, expression: str, offset: int = 0) -> object:

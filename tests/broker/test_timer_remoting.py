@@ -28,7 +28,7 @@ def test_a_timer_send_is_held_then_delivered_to_its_own_topic(core: BrokerCore, 
     resp = send(address, "TIMER_DELAY_MS\x01700\x02REAL_TOPIC\x01SecretT\x02REAL_QID\x010\x02")
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     store = core.store
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     assert store.get_message("g", "T", 1, 0, 8).status is not GetStatus.FOUND
     deadline = time.monotonic() + 15
     while store.get_message("g", "T", 1, 0, 8).status is not GetStatus.FOUND:

@@ -52,7 +52,7 @@ def _core(store: MessageStore, config: BrokerConfig = MANUAL) -> BrokerCore:
 
 
 def _delivered(store: MessageStore, topic: str) -> list[bytes]:
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     out: list[bytes] = []
     for q in store.queues.queue_ids(topic):
         g = store.get_message("g", topic, q, 0, 1000, "*")
@@ -66,7 +66,7 @@ def _records(store: MessageStore, topic: str) -> list[fmt.MessageRecord]:
 
 def _check_round(core: BrokerCore) -> int:
     """One check-back round over what is stored so far (dispatched, and older than now)."""
-    core.store.wait_dispatched()
+    core.store.wait_dispatched(60)
     time.sleep(0.002)  # a record stored in this millisecond waits for the next round
     return core.transactions.check()
 

@@ -52,7 +52,7 @@ def consume_part(server: BrokerServer) -> None:
         for qid, off in ((0, 4), (1, 2)):
             ext = {"consumerGroup": "g", "topic": "T", "queueId": qid, "commitOffset": off}
             assert c.call(Rq.UPDATE_CONSUMER_OFFSET, ext).code == Rs.SUCCESS
-    assert server.core.store.wait_dispatched()
+    assert server.core.store.wait_dispatched(60)
 
 
 def test_progress_from_a_running_broker_shows_the_lag(server: BrokerServer) -> None:

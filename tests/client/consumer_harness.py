@@ -91,7 +91,7 @@ def produce(
     return bodies
 
 
-def wait_dispatched(core: BrokerCore, expect: dict[MessageQueue, int], timeout: float = 10) -> None:
+def wait_dispatched(core: BrokerCore, expect: dict[MessageQueue, int], timeout: float = 60) -> None:
     """Wait until the reput thread has built the consume queues up to ``expect``."""
     ok = wait_until(
         lambda: all(

@@ -52,7 +52,7 @@ def test_it_is_a_transport(core: BrokerCore) -> None:
 def test_send_then_pull_round_trips(transport: InProcessTransport) -> None:
     sent = transport.send("pg", MQ, [Message("T", b"hello", tags="A")])
     assert (sent.status, sent.queue, sent.queue_offset) == (SendStatus.SEND_OK, MQ, 0)
-    transport.core.store.wait_dispatched()
+    transport.core.store.wait_dispatched(60)
     reply = transport.pull(PullQuery("g", MQ, 0, 32))
     assert reply.status is PullStatus.FOUND
     assert [m.body for m in reply.messages] == [b"hello"]
@@ -92,7 +92,7 @@ def test_pull_with_suspend_times_out_as_no_new_msg(transport: InProcessTransport
 
 def test_pull_offset_past_the_end_is_offset_illegal(transport: InProcessTransport) -> None:
     transport.send("pg", MQ, [Message("T", b"x")])
-    transport.core.store.wait_dispatched()
+    transport.core.store.wait_dispatched(60)
     reply = transport.pull(PullQuery("g", MQ, 5, 32))
     assert (reply.status, reply.next_begin_offset) == (PullStatus.OFFSET_ILLEGAL, 1)
 
@@ -131,17 +131,17 @@ def test_lock_batch_excludes_other_clients(transport: InProcessTransport) -> Non
 
 def test_send_back_moves_a_message_to_the_dlq_past_max(transport: InProcessTransport) -> None:
     transport.send("pg", MQ, [Message("T", b"x")])
-    transport.core.store.wait_dispatched()
+    transport.core.store.wait_dispatched(60)
     msg = transport.pull(PullQuery("g", MQ, 0, 1)).messages[0]
     transport.send_back(SendBack("g", msg, max_reconsume_times=0))
-    transport.core.store.wait_dispatched()
+    transport.core.store.wait_dispatched(60)
     dlq = MessageQueue("%DLQ%g", "broker-a", 0)
     assert transport.pull(PullQuery("g", dlq, 0, 1)).messages[0].body == b"x"
 
 
 def test_max_min_and_search_offsets(transport: InProcessTransport) -> None:
     transport.send("pg", MQ, [Message("T", b"a"), Message("T", b"b")])
-    transport.core.store.wait_dispatched()
+    transport.core.store.wait_dispatched(60)
     assert (transport.min_offset(MQ), transport.max_offset(MQ)) == (0, 2)
     assert transport.search_offset(MQ, 0) == 0
 

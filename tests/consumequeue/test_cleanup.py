@@ -28,7 +28,7 @@ def filled(tmp_path: Path, n: int = 100, **kw) -> MessageStore:
         s.put_message(
             Message(topic="T", body=b"x" * 100 + b"%d" % i, keys=[f"k{i}"], queue_id=i % 2)
         )
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     return s
 
 

@@ -29,7 +29,7 @@ def msg(i: int, topic: str = "T", qid: int = 0, **kw) -> Message:
 def put_all(s: MessageStore, n: int, start: int = 0) -> None:
     for i in range(start, start + n):
         assert s.put_message(msg(i, qid=i % 2)).status.stored
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
 
 
 def bodies(s: MessageStore, qid: int) -> list[bytes]:
@@ -48,7 +48,7 @@ def test_prepared_and_rollback_records_get_no_unit(tmp_path: Path):
         s.put_message(msg(1, sys_flag=fmt.TRANSACTION_PREPARED_TYPE))
         s.put_message(msg(2, sys_flag=fmt.TRANSACTION_ROLLBACK_TYPE))
         s.put_message(msg(3, sys_flag=fmt.TRANSACTION_COMMIT_TYPE))
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         assert s.max_offset_in_queue("T", 0) == 2
         assert bodies(s, 0) == [b"body-0", b"body-3"]
         # PREPARED records are indexed, ROLLBACK ones are not
@@ -103,7 +103,7 @@ def test_sync_flush_dispatches_only_flushed_messages(tmp_path: Path):
             s.reput.do_reput()
             assert s.max_offset_in_queue("T", 0) == 0
             release.set()
-            assert s.wait_dispatched(10)
+            assert s.wait_dispatched(60)
         assert s.max_offset_in_queue("T", 0) == 1
 
 
@@ -168,7 +168,7 @@ def test_a_store_without_consume_queues_gets_them_on_open(tmp_path: Path):
         assert s.last_exit_ok
         assert s.max_offset_in_queue("T", 1) == 12
         assert s.put_message(msg(99, qid=1)).queue_offset == 12
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
     assert check_cq_consistency(tmp_path / "s", cfg) == []
 
 
@@ -177,7 +177,7 @@ def test_units_past_a_cut_commitlog_tail_are_dropped(tmp_path: Path):
     s = MessageStore.open(cfg)
     put_all(s, 10)
     last = s.put_message(msg(10))
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     s.abandon()
     seg = tmp_path / "s" / "commitlog" / f"{0:020d}"
     data = bytearray(seg.read_bytes())
@@ -187,7 +187,7 @@ def test_units_past_a_cut_commitlog_tail_are_dropped(tmp_path: Path):
     with MessageStore.open(cfg) as s:
         assert s.max_offset_in_queue("T", 0) == 5  # records 0,2,4,6,8; 10 is gone
         assert s.put_message(msg(12)).queue_offset == 5
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
     assert check_cq_consistency(tmp_path / "s", cfg) == []
 
 
@@ -206,7 +206,7 @@ def test_index_files_newer_than_the_checkpoint_are_rebuilt_after_a_crash(tmp_pat
 def test_thorough_queue_flush_records_the_logics_timestamp(tmp_path: Path):
     with MessageStore.open(config(tmp_path)) as s:
         r = s.put_message(msg(0))
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         assert s.logics.flusher is not None
         s.logics.flusher.flush_once(thorough=True)
         assert s.checkpoint.logics_msg_timestamp == r.store_timestamp

@@ -26,7 +26,7 @@ def crashed_store(tmp_path: Path, n: int) -> MessageStore:
     s = MessageStore.open(cfg)
     for i in range(n):
         s.put_message(Message(topic="T", body=b"m%d" % i, tags="A", keys=[f"k{i}"]))
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     s.abandon()
     return s
 

@@ -21,7 +21,7 @@ def config(root: Path) -> StoreConfig:
 
 def test_rocketmq_commitlog_is_dispatched_into_a_consume_queue(real_store_copy: Path):
     with MessageStore.open(config(real_store_copy)) as s:
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         assert (s.min_offset_in_queue("abc", 0), s.max_offset_in_queue("abc", 0)) == (0, 47)
         bodies, offset = [], 0
         while True:

@@ -27,7 +27,7 @@ def test_reput_skips_a_record_whose_dispatch_raises_and_dispatches_the_next(
         for _ in range(2):
             s.put_message(Message(topic="poison", body=b"bad"))
         good = s.put_message(Message(topic="good", body=b"fine"))
-        assert s.wait_dispatched(5)
+        assert s.wait_dispatched(60)
         assert s.reput.reput_from >= good.physical_offset + good.size
         assert s.reput.running and s.reput.error is None
         assert s.reput.failures.counts() == {"dispatch": 2}

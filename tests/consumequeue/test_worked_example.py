@@ -63,7 +63,7 @@ def test_dispatched_example_writes_the_spec_cq_unit_and_index_entries(tmp_path: 
     assert cfg.consume_queue_file_size == FILE_SIZE == 6_000_000
     with MessageStore.open(cfg) as s:
         s.commitlog.append_raw_at(0, EXAMPLE)
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         assert s.max_offset_in_queue("TopicTest", 0) == 1
         (m,) = s.get_message("g", "TopicTest", 0, 0, 1, "TagA").messages
         assert (m.body, m.store_timestamp, m.msg_id) == (b"Hello RocketMQ", STORE_TS, UNIQ_KEY)

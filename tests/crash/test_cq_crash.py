@@ -112,7 +112,7 @@ def test_sigkill_mid_load_then_reopen_keeps_queues_and_index_consistent(
             assert [m.queue_offset for m in found] == [qoff]
         r = s.put_message(Message(topic="T0", body=b"after", queue_id=0))
         assert r.queue_offset == len(pulled[0, 0])
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
     assert check_cq_consistency(root, cfg) == []
 
 
@@ -137,14 +137,14 @@ def test_queue_and_index_pages_lost_in_a_power_failure_are_rebuilt(tmp_path: Pat
         assert s.put_message(
             Message(topic="T", body=b"m%d" % i, keys=[f"k{i}"], queue_id=i % 2)
         ).status.ok
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     assert s.logics.flusher is not None
     s.logics.flusher.flush_once(thorough=True)  # queues durable up to here, checkpoint too
     for i in range(150, 300):
         assert s.put_message(
             Message(topic="T", body=b"m%d" % i, keys=[f"k{i}"], queue_id=i % 2)
         ).status.ok
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     flushed = {mf.path: mf.flushed_position for cq in s.queues.all() for mf in cq.segments.files}
     assert s.index is not None
     index_files = [f.path for f in s.index.files]
@@ -174,7 +174,7 @@ def test_a_torn_queue_unit_before_the_replay_start_is_cut_and_rebuilt(
         s.put_message(Message(topic="T", body=b"q0-%d" % i, tags="TagA", queue_id=0))
     for i in range(30):  # more files after queue 0's last record
         s.put_message(Message(topic="T", body=b"q1-%d" % i, queue_id=1))
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     cq = s.consume_queue("T", 0)
     assert cq is not None
     last = cq.unit_at(39)

@@ -33,7 +33,7 @@ def _damaged_store(tmp_path: Path) -> tuple[MessageStore, list[bytes], int]:
         bodies.append(body)
         if i == 10:
             victim = r
-    assert victim is not None and s.wait_dispatched()
+    assert victim is not None and s.wait_dispatched(60)
     assert s.max_physical_offset > 4 * FILE_SIZE  # the victim is outside the window
     s.close()
     at = victim.physical_offset + victim.size - 200

@@ -421,7 +421,7 @@ def test_a_commitlog_of_random_bytes_is_fenced_not_zeroed(tmp_path: Path):
         assert [(d.start, d.end) for d in s.damage] == [(0, size)]
         r = s.put_message(Message(topic=TOPIC, body=b"after the junk"))
         assert r.status is PutStatus.PUT_OK and r.physical_offset == size
-        assert s.wait_dispatched()
+        assert s.wait_dispatched(60)
         assert s.get_message("g", TOPIC, 0, 0, 8).messages[0].body == b"after the junk"
     finally:
         s.close()

@@ -101,7 +101,7 @@ def test_a_range_found_again_is_listed_once(tmp_path: Path):
 def test_a_key_lookup_does_not_serve_a_record_inside_a_fenced_range(tmp_path: Path):
     s = make_store(tmp_path, commitlog_file_size=FILE_SIZE)
     puts = _put(s, 200)
-    assert s.wait_dispatched()
+    assert s.wait_dispatched(60)
     s.close()
     victim, neighbour = puts[120], puts[121]
     _flip_body_byte(s.root, victim[1], victim[2])

@@ -81,7 +81,7 @@ def test_timers_in_flight_at_a_sigkill_are_delivered_exactly_once(
     with MessageStore.open(timer_config(str(root))) as store:
         deadline = time.monotonic() + 30
         while True:
-            store.wait_dispatched()
+            store.wait_dispatched(60)
             got = delivered(store)
             if len(got) >= COUNT or time.monotonic() > deadline:
                 break

@@ -329,7 +329,7 @@ def test_a_retry_topics_copies_are_not_received_through_grpc(
     core.create_topic(TopicConfig("%RETRY%other", 1, 1))
     copy = Message("%RETRY%other", b"copy of Secret", properties={"RETRY_TOPIC": "Secret"})
     assert core.store.put_message(copy).status.ok
-    assert core.store.wait_dispatched(10)
+    assert core.store.wait_dispatched(60)
     req = svc.ReceiveMessageRequest(group=pb.Resource(name="other"), batch_size=8)
     req.message_queue.topic.name = "%RETRY%other"
     req.invisible_duration.seconds = 30

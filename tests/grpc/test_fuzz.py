@@ -50,7 +50,7 @@ def seeded(endpoint: GrpcEndpoint, channel: grpc.Channel) -> list[bytes]:
 
 def stored_bodies(ep: GrpcEndpoint) -> list[bytes]:
     store = ep.core.store
-    store.wait_dispatched(5)
+    store.wait_dispatched(60)
     out: list[bytes] = []
     for q in range(4):
         out.extend(m.body for m in store.get_message("audit", TOPIC, q, 0, 1000).messages)

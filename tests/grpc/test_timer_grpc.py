@@ -35,7 +35,7 @@ def test_a_delivery_time_hours_ahead_waits_in_the_timer_wheel(stub: Any, store: 
     req, at = delayed(23 * 3600 * 1000)  # beyond the 2 h of the highest 4.x delay level
     r = stub.SendMessage(req, timeout=DEADLINE)
     assert r.status.code == pb.Code.OK, r.status.message
-    store.wait_dispatched()
+    store.wait_dispatched(60)
     (m,) = store.get_message("g", TIMER_TOPIC, 0, 0, 8).messages
     assert m.properties["TIMER_DELIVER_MS"] == str(at)
     assert int(m.properties["TIMER_OUT_MS"]) == at // 1000 * 1000

@@ -130,7 +130,7 @@ def test_undecided_message_is_checked_back_over_telemetry(
     try:
         _send(p, b"commit-later")
         _send(p, b"rollback-later")
-        core.store.wait_dispatched()
+        core.store.wait_dispatched(60)
         time.sleep(0.002)
         assert core.transactions.check() == 2
         deadline = time.monotonic() + 15

@@ -402,7 +402,7 @@ def test_a_slave_reopened_as_master_takes_over_where_the_master_stopped(tmp_path
         with MessageStore.open(slave_cfg(tmp_path / "s", port)) as s:
             wait_until(lambda: caught_up(m, s), 60, "slave caught up")
     with MessageStore.open(master_cfg(tmp_path / "s", BrokerRole.ASYNC_MASTER)) as promoted:
-        assert promoted.wait_dispatched(10)
+        assert promoted.wait_dispatched(60)
         assert promoted.max_offset_in_queue("ha", 0) == 2
         r = promoted.put_message(msg(8))
         assert r.status is PutStatus.PUT_OK

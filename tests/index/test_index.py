@@ -175,7 +175,7 @@ def test_query_by_key_filters_hash_collisions_by_the_real_key(tmp_path: Path):
         a = s.put_message(Message(topic="T", body=b"a", keys=["Aa"]))
         b = s.put_message(Message(topic="T", body=b"b", keys=["BB"]))
         s.put_message(Message(topic="U", body=b"c", keys=["Aa"]))
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         assert s.index is not None
         raw = s.index.query("T", "Aa", 10, 0, LONG_MAX).phy_offsets
         assert set(raw) == {a.physical_offset, b.physical_offset}
@@ -186,7 +186,7 @@ def test_query_by_key_filters_hash_collisions_by_the_real_key(tmp_path: Path):
 def test_query_by_uniq_key_and_by_each_key_token(tmp_path: Path):
     with open_store(tmp_path) as s:
         r = s.put_message(Message(topic="T", body=b"x", keys="one two"))
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         for key in ("one", "two", r.uniq_key):
             assert [m.physical_offset for m in s.query_by_key("T", key).messages] == [
                 r.physical_offset
@@ -197,7 +197,7 @@ def test_query_by_uniq_key_and_by_each_key_token(tmp_path: Path):
 def test_query_by_key_returns_newest_first_up_to_max_num_across_files(tmp_path: Path):
     with open_store(tmp_path) as s:
         puts = [s.put_message(Message(topic="T", body=b"%d" % i, keys=["same"])) for i in range(40)]
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         assert s.index is not None and len(s.index.files) > 2
         got = s.query_by_key("T", "same", max_num=50)
         assert [m.physical_offset for m in got.messages] == [
@@ -209,7 +209,7 @@ def test_query_by_key_returns_newest_first_up_to_max_num_across_files(tmp_path: 
 def test_query_by_key_time_range(tmp_path: Path):
     with open_store(tmp_path) as s:
         r = s.put_message(Message(topic="T", body=b"x", keys=["k"]))
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         ts = r.store_timestamp
         assert len(s.query_by_key("T", "k", begin=ts - 5000, end=ts + 5000).messages) == 1
         assert s.query_by_key("T", "k", begin=ts + 5000, end=ts + 9000).messages == ()
@@ -221,7 +221,7 @@ def test_index_disabled(tmp_path: Path):
     )
     with MessageStore.open(cfg) as s:
         s.put_message(Message(topic="T", body=b"x", keys=["k"]))
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         assert s.query_by_key("T", "k").messages == ()
     assert not (tmp_path / "s" / "index").exists() or not any((tmp_path / "s" / "index").iterdir())
 
@@ -235,11 +235,11 @@ def test_empty_newest_index_file_left_by_a_crash_is_dropped_and_reindexed(tmp_pa
     s = MessageStore.open(cfg)
     for i in range(10):
         s.put_message(Message(topic="t", body=b"x", keys=[f"k{i}"]))
-    assert s.wait_dispatched(timeout=10)
+    assert s.wait_dispatched(timeout=60)
     s.abandon()
     (tmp_path / "index" / "99991231235959999").write_bytes(b"")
     with MessageStore.open(cfg) as s2:
-        assert s2.wait_dispatched(timeout=10)
+        assert s2.wait_dispatched(timeout=60)
         assert [m.body for m in s2.query_by_key("t", "k3").messages] == [b"x"]
     assert not (tmp_path / "index" / "99991231235959999").exists()
 

@@ -25,7 +25,7 @@ def put(store: MessageStore, topic: str, bodies: list[bytes], queue_id: int = 0,
     for b in bodies:
         r = store.put_message(Message(topic=topic, body=b, queue_id=queue_id, **kw))
         assert r.status.ok, r
-    assert store.wait_dispatched(10)
+    assert store.wait_dispatched(60)
 
 
 @pytest.fixture

@@ -133,7 +133,7 @@ def test_changed_message_revived_before_its_batch_is_not_revived_again_after_res
     pop = PopService(store, config, clock=clock)
     pop.start()
     pop._revive_locked()
-    assert store.wait_dispatched(10)
+    assert store.wait_dispatched(60)
     got = [(m.body, m.delivery_attempt) for m in pop.pop("g", "T", 2, 100).messages]
     pop.stop()
     store.close()

@@ -18,7 +18,7 @@ def test_embedded_use_in_a_few_lines(tmp_path: Path) -> None:
     cfg = store_config(tmp_path)
     with MessageStore.open(cfg) as store, PopService(store) as pop:
         store.put_message(Message(topic="orders", body=b"hello"))
-        store.wait_dispatched()
+        store.wait_dispatched(60)
         consumer = SimpleConsumer("group", {"orders": "*"}, EmbeddedPop(pop), await_duration=2)
         got = consumer.receive(16, invisible_duration=30)
         for m in got:
@@ -31,7 +31,7 @@ def received(tmp_path: Path) -> Iterator[tuple[SimpleConsumer, ReceivedMessage]]
     """A consumer of ``orders`` and the one message it received (hidden for 30 s)."""
     with MessageStore.open(store_config(tmp_path)) as store, PopService(store) as pop:
         store.put_message(Message(topic="orders", body=b"x"))
-        store.wait_dispatched()
+        store.wait_dispatched(60)
         c = SimpleConsumer("g", {"orders": "*"}, EmbeddedPop(pop), await_duration=2)
         yield c, c.receive(1, 30)[0]
 
@@ -52,7 +52,7 @@ def test_receive_takes_topics_in_turn_and_filters_tags(tmp_path: Path) -> None:
         store.put_message(Message(topic="A", body=b"a", tags="x"))
         store.put_message(Message(topic="A", body=b"skip", tags="y"))
         store.put_message(Message(topic="B", body=b"b"))
-        store.wait_dispatched()
+        store.wait_dispatched(60)
         c = SimpleConsumer("g", {"A": "x", "B": "*"}, EmbeddedPop(pop))
         bodies = sorted(m.body for _ in range(4) for m in c.receive(16, 30))
     assert bodies == [b"a", b"b"]

@@ -72,7 +72,7 @@ class PopMachine(RuleBasedStateMachine):
             r = self.store.put_message(Message(topic="T", body=b"%d" % self.bodies))
             self.bodies += 1
             self.model[r.uniq_key] = Model("visible")
-        assert self.store.wait_dispatched(10)
+        assert self.store.wait_dispatched(60)
 
     @rule(k=st.integers(1, 5), invisible=st.sampled_from([100, 1000]))
     def pop_some(self, k: int, invisible: int) -> None:
@@ -109,7 +109,7 @@ class PopMachine(RuleBasedStateMachine):
     def advance(self, ms: int) -> None:
         self.clock.ms += ms
         self.pop._revive_locked()
-        assert self.store.wait_dispatched(10)
+        assert self.store.wait_dispatched(60)
         for m in self.model.values():
             if m.state == "invisible" and m.deadline <= self.clock.ms:
                 m.state = "dead" if m.attempts >= MAX_ATTEMPTS else "visible"
@@ -120,7 +120,7 @@ class PopMachine(RuleBasedStateMachine):
         self.store.close()
         self._open()
         self.pop._revive_locked()
-        assert self.store.wait_dispatched(10)
+        assert self.store.wait_dispatched(60)
 
     @invariant()
     def dead_are_in_dlq(self) -> None:

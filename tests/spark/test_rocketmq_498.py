@@ -72,7 +72,7 @@ def _project_store(root: Path) -> StoreConfig:
             m = Message(f"T{i % 3 // 2}", b"m%d " % i * 250, tags="A", keys=f"k{i}",
                         queue_id=0, delay_level=delay)  # fmt: skip
             assert s.put_message(m).status.stored
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
     return cfg
 
 

@@ -109,7 +109,7 @@ def test_dispatcher_process_runs_on_dispatch_cpus_while_the_store_stays_put(
     )
     with MessageStore.open(cfg) as s:
         assert s.put_message(Message("T", b"x", tags="a")).status.name == "PUT_OK"
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         proc = s.logics.process
         assert proc is not None and proc.pid is not None
         assert set(thread_masks(proc.pid).values()) == {frozenset({1})}

@@ -92,7 +92,7 @@ def test_disk_over_the_warning_ratio_refuses_puts_and_keeps_reads(guarded: Messa
     assert general.status is PutStatus.SERVICE_NOT_AVAILABLE
     batch = s.put_messages([Message(topic="t", body=b"y")] * 3)
     assert {x.status for x in batch} == {PutStatus.SERVICE_NOT_AVAILABLE}
-    assert s.wait_dispatched()
+    assert s.wait_dispatched(60)
     assert _pull_all(s, "t") == before  # reads keep working
     assert len(s.query_by_key("t", "k").messages) == 20
 
@@ -105,7 +105,7 @@ def test_writes_resume_by_themselves_below_the_ratio(guarded: MessageStore):
     s.disk_guard.statvfs = _fake_statvfs(0.50)
     assert _wait(lambda: s.disk_full is None)  # no call from the test: the next round
     assert s.put_message(Message(topic="t", body=b"yes")).status is PutStatus.PUT_OK
-    assert s.wait_dispatched()
+    assert s.wait_dispatched(60)
     assert _pull_all(s, "t") == [b"yes"]
 
 
@@ -144,7 +144,7 @@ def test_index_out_of_space_keeps_queues_flowing_and_catches_up(tmp_path: Path):
         first = [b"m%d" % i for i in range(10)]
         for b in first:
             s.put_message(Message(topic="t", body=b, keys=b.decode()))
-        assert s.wait_dispatched()
+        assert s.wait_dispatched(60)
         with faults.inject("before_index_allocate", faults.raise_oserror(errno.ENOSPC)):
             # 4096 entries fit one reservation: force the next one to be needed.
             more = [b"n%d" % i for i in range(5000)]
@@ -157,7 +157,7 @@ def test_index_out_of_space_keeps_queues_flowing_and_catches_up(tmp_path: Path):
             assert _pull_all(s, "t") == first + more  # CQ kept flowing
             assert len(s.query_by_key("t", "m3").messages) == 1  # indexed before
         assert _wait(lambda: s.index_disabled is None, 15.0)  # space back: caught up
-        assert s.wait_dispatched()
+        assert s.wait_dispatched(60)
         assert [m.body for m in s.query_by_key("t", "n4999").messages] == [b"n4999"]
         assert [m.body for m in s.query_by_key("t", "n10").messages] == [b"n10"]
     finally:
@@ -177,7 +177,7 @@ def test_index_still_out_of_space_at_close_is_caught_up_on_reopen(tmp_path: Path
     assert (s.root / "abort").exists()  # index incomplete: the next open catches it up
     s = reopen(s.cfg)
     try:
-        assert s.wait_dispatched()
+        assert s.wait_dispatched(60)
         assert [m.body for m in s.query_by_key("t", "k4998").messages] == [b"k4998"]
         assert _pull_all(s, "t") == bodies
     finally:

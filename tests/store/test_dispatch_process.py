@@ -194,7 +194,7 @@ def test_pulls_return_every_message_in_queue_order_with_tag_filtering(
     s = store_factory(config(tmp_path))
     msgs = [message(i) for i in range(1500)]
     put_all(s, msgs)
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     assert s.dispatch_behind_bytes == 0
     want = expected_queues(msgs)
     assert len(want) == len(TOPICS) * QUEUES
@@ -256,10 +256,10 @@ def test_queue_that_grew_several_files_between_two_reads_is_read_whole(
     s = store_factory(config(tmp_path))
     msgs = [Message(topic="Q", body=b"q%d" % i, queue_id=3) for i in range(350)]
     put_all(s, msgs[:50])
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     assert len(pull_all(s, "Q", 3)) == 50
     put_all(s, msgs[50:])  # units 50..349: the rest of file 0, files 1 and 2, half of 3
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     got = pull_all(s, "Q", 3)
     assert [m.queue_offset for m in got] == list(range(350))
     assert [m.body for m in got] == [m.body for m in msgs]
@@ -273,11 +273,11 @@ def test_query_by_key_finds_keys_put_after_open_across_new_index_files(
     s = store_factory(config(tmp_path))
     first = [message(i) for i in range(60)]  # one partly filled index file
     put_all(s, first)
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     assert [m.body for m in s.query_by_key(first[0].topic, "k0").messages] == [first[0].body]
     more = [message(i) for i in range(60, 1200)]  # several more index files
     put_all(s, more)
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     for i, m in enumerate(first + more):
         found = s.query_by_key(m.topic, f"k{i}").messages
         assert [x.body for x in found] == [m.body], f"k{i}"
@@ -294,13 +294,13 @@ def test_queue_created_after_open_is_discovered(
     finds the queue (even one asked for, and missing, before)."""
     s = store_factory(config(tmp_path))
     put_all(s, [message(i) for i in range(10)])
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     miss = s.get_message("g", "Fresh", 2, 0)
     assert miss.messages == () and s.consume_queue("Fresh", 2) is None
     fresh = [Message(topic="Fresh", body=b"f%d" % i, tags="t", queue_id=2) for i in range(250)]
     put_all(s, fresh)
     put_all(s, [Message(topic="Fresher", body=b"x", queue_id=0)])
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     got = pull_all(s, "Fresh", 2)  # 250 units: three queue files
     assert [m.body for m in got] == [m.body for m in fresh]
     assert [m.queue_offset for m in got] == list(range(250))
@@ -324,7 +324,7 @@ def test_queues_and_index_loaded_at_open_are_followed_after_reopen(
     s = store_factory(cfg)
     after = [message(i, topic="TopicA") for i in range(300, 600)]
     put_all(s, after)
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     for (topic, qid), queue_msgs in expected_queues(before + after).items():
         assert [m.body for m in pull_all(s, topic, qid)] == [m.body for m in queue_msgs]
     for i in (0, 299, 300, 599):
@@ -344,7 +344,7 @@ def test_unsupported_machine_falls_back_to_the_dispatcher_thread(
     assert s.logics.process is None and s.dispatch_progress is s.reput
     assert not (cfg.root / shared.FILE_NAME).exists()
     put_all(s, [message(i) for i in range(30)])
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     assert [m.body for m in s.query_by_key(TOPICS[0], "k0").messages] == [message(0).body]
 
 
@@ -374,7 +374,7 @@ def test_close_drains_a_child_several_log_files_behind(
     cfg = config(tmp_path)
     s = store_factory(cfg)
     put_all(s, [message(i) for i in range(10)])
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     pid = child_pid(s)
     os.kill(pid, signal.SIGSTOP)
     closer = threading.Thread(target=s.close)
@@ -443,10 +443,10 @@ def test_queue_whose_followed_files_all_expired_is_followed_from_its_first_file_
     s = store_factory(cfg)
     msgs = [Message(topic="E", body=b"e%05d" % i + b"." * 300) for i in range(350)]
     results = put_all(s, msgs[:100])  # exactly queue file 0
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     assert len(pull_all(s, "E", 0)) == 100
     results += put_all(s, msgs[100:])  # files 1, 2 and half of 3, not read
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     with monkeypatch.context() as m:
         m.setattr(s.queues, "delete_expired", lambda _min_physical: 0)
         assert s.clean_expired_files(immediately=True).commitlog_files > 0
@@ -460,7 +460,7 @@ def test_queue_whose_followed_files_all_expired_is_followed_from_its_first_file_
     assert [m.body for m in got] == [m.body for m in msgs[first:]]
     assert (s.min_offset_in_queue("E", 0), s.max_offset_in_queue("E", 0)) == (first, 350)
     put_all(s, [Message(topic="E", body=b"later")])
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     assert pull_all(s, "E", 0)[-1].body == b"later"
 
 
@@ -477,7 +477,7 @@ def test_queue_files_deleted_between_listing_and_mapping_are_skipped(
     s = store_factory(cfg)
     msgs = [Message(topic="E", body=b"e%05d" % i + b"." * 300) for i in range(350)]
     results = put_all(s, msgs)  # queue files 0, 1, 2 and half of 3, not read
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     cq_dir = cfg.root / "consumequeue" / "E" / "0"
     expired = [cq_dir / f"{0:020d}", cq_dir / f"{2000:020d}"]
     mapping = ConsumeQueue._view
@@ -524,7 +524,7 @@ def test_arrival_listeners_fire_for_each_message_in_queue_order(
     assert half.status is PutStatus.PUT_OK
     results += put_all(s, msgs[400:])
     wait_for(lambda: len(arrivals) >= len(msgs), 10, "arrivals")
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     time.sleep(0.05)  # nothing more may come
     assert len(arrivals) == len(msgs)
     assert all(pullable)
@@ -587,7 +587,7 @@ def test_child_sigkilled_mid_stream_is_restarted_and_nothing_is_lost_or_doubled(
         stop.set()
         t.join()
     assert not errors
-    assert s.wait_dispatched(20)
+    assert s.wait_dispatched(60)
     assert proc.restarts == 2
     assert not any(alive(pid) for pid in killed)
 
@@ -744,7 +744,7 @@ def test_child_holds_the_store_lock_until_it_exits(
         parent.communicate(timeout=30)
     s = store_factory(config(root))
     assert s.put_message(Message(topic="T", body=b"x")).status is PutStatus.PUT_OK
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     assert [m.body for m in pull_all(s, "T", 0)] == [b"x"]
 
 
@@ -771,7 +771,7 @@ def test_keys_put_before_an_abandon_are_found_while_the_child_catches_the_index_
     s = store_factory(cfg)
     msgs = [message(i) for i in range(5000)]
     put_all(s, msgs)
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     pid = child_pid(s)
     s.abandon()
     assert not alive(pid)
@@ -785,7 +785,7 @@ def test_keys_put_before_an_abandon_are_found_while_the_child_catches_the_index_
     assert s.dispatch_progress.indexed
     r = s.put_message(Message(topic="TopicB", body=b"new", keys=["fresh"]))
     assert r.status is PutStatus.PUT_OK
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     assert [x.body for x in s.query_by_key("TopicB", "fresh").messages] == [b"new"]
     s.close()
     assert check_cq_consistency(cfg.root, cfg) == []
@@ -837,7 +837,7 @@ def test_child_whose_queue_sync_fails_poisons_the_store_and_is_not_restarted(
     s.close()
     assert (cfg.root / "abort").exists()  # not a clean shutdown
     s = store_factory(cfg.with_(dispatch_process=False))
-    assert s.wait_dispatched(10)
+    assert s.wait_dispatched(60)
     assert sum(s.max_offset_in_queue(t, q) for t in TOPICS for q in range(QUEUES)) == 20
     s.close()
     assert check_cq_consistency(cfg.root, cfg) == []
@@ -854,7 +854,7 @@ def test_sync_flush_acknowledged_message_becomes_pullable(
         m = message(i)
         r = s.put_message(m)
         assert r.status is PutStatus.PUT_OK
-        assert s.wait_dispatched(5)
+        assert s.wait_dispatched(60)
         g = s.get_message("g", m.topic, m.queue_id, r.queue_offset, 1)
         assert [x.body for x in g.messages] == [m.body]
 
@@ -868,7 +868,7 @@ def test_sync_flush_unflushed_message_is_not_dispatched(
     unflushed message (a put that did not wait) is not pullable until the flush."""
     s = store_factory(config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH))
     put_all(s, [Message(topic="S", body=b"first")])
-    assert s.wait_dispatched(5)
+    assert s.wait_dispatched(60)
     release = threading.Event()
     real_flush = s.segments.flush
 
@@ -888,5 +888,5 @@ def test_sync_flush_unflushed_message_is_not_dispatched(
         assert proc.state.get(shared.Slot.LIMIT) <= r.physical_offset
     finally:
         release.set()
-    assert s.wait_dispatched(5)
+    assert s.wait_dispatched(60)
     assert [m.body for m in pull_all(s, "S", 0)] == [b"first", b"second"]

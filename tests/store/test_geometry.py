@@ -32,7 +32,7 @@ def _small_store(root: Path, count: int, **sizes: int) -> StoreConfig:
                 Message(f"T{i % 2}", b"x" * 200, tags="A", keys=f"k{i}", queue_id=i % 2)
             )
             assert r.status.stored
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
     return cfg
 
 

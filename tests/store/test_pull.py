@@ -41,7 +41,7 @@ def put_n(store: MessageStore, n: int, *, topic: str = "T", queue_id: int = 0, t
                 Message(topic=topic, body=body + b"%d" % i, tags=tag, queue_id=queue_id)
             )
         )
-    assert store.wait_dispatched(10)
+    assert store.wait_dispatched(60)
     return out
 
 
@@ -258,7 +258,7 @@ def test_compressed_bodies_come_back_decompressed_and_raw_stays_compressed(tmp_p
     body = b"compress me " * 1000
     with open_store(tmp_path) as s:
         s.put_message(Message(topic="T", body=body))
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         (m,) = get(s, 0).messages
         assert m.body == body and not m.sys_flag & COMPRESSED_FLAG
         raw = s.get_message_raw("g", "T", 0, 0)
@@ -281,7 +281,7 @@ def test_decoded_message_fields(tmp_path: Path):
     with open_store(tmp_path) as s:
         r = s.put_message(Message(topic="T", body=b"b", tags="TagA", keys=["k1", "k2"],
                                   properties={"color": "red"}, queue_id=2))  # fmt: skip
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         (m,) = s.get_message("g", "T", 2, 0, 1, "TagA").messages
         assert (m.topic, m.queue_id, m.queue_offset, m.physical_offset) == (
             "T",
@@ -348,7 +348,7 @@ def test_offset_by_time_through_the_store(tmp_path: Path):
         for i in range(5):
             stamps.append(s.put_message(Message(topic="T", body=b"m%d" % i)).store_timestamp)
             next_ms(stamps[-1])
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         assert s.offset_by_time("T", 0, stamps[0] - 1000) == 0
         assert s.offset_by_time("T", 0, stamps[2]) == 2
         assert s.offset_by_time("T", 0, stamps[4] + 1000) == 5

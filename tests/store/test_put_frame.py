@@ -92,7 +92,7 @@ def test_a_full_segment_rolls_to_the_next(tmp_path: Path) -> None:
         assert all(r.status is PutStatus.PUT_OK for r in results)
         assert [r.queue_offset for r in results] == list(range(60))
         assert len(s.segments.files) > 1
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         got = s.get_message("g", "T", 0, 0, 64).messages
         assert [m.keys for m in got] == [[f"k{i}"] for i in range(len(got))]
     finally:

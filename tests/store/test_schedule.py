@@ -65,7 +65,7 @@ def test_a_delayed_put_waits_in_the_schedule_queue_with_its_deliver_time(tmp_pat
     with MessageStore.open(config(tmp_path)) as s:
         r = s.put_message(Message(topic="T", body=b"later", tags="TagA", queue_id=3, delay_level=3))
         assert r.status is PutStatus.PUT_OK
-        assert s.wait_dispatched(10)
+        assert s.wait_dispatched(60)
         assert s.max_offset_in_queue("T", 3) == 0
         cq = s.consume_queue(SCHEDULE_TOPIC, 2)
         assert cq is not None and cq.max_offset == 1

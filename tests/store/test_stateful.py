@@ -66,7 +66,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(topic=st.sampled_from(TOPICS), qid=st.sampled_from(QUEUES), data=st.data(),
           count=st.integers(1, 40), sub=st.sampled_from(SUBS))  # fmt: skip
     def get(self, topic: str, qid: int, data: st.DataObject, count: int, sub: str) -> None:
-        assert self.store.wait_dispatched(10)
+        assert self.store.wait_dispatched(60)
         q = self.model.get((topic, qid), [])
         offset = data.draw(st.integers(0, len(q) + 2))
         g = self.store.get_message("g", topic, qid, offset, count, sub)
@@ -100,7 +100,7 @@ class StoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.seq > 0)
     @rule(data=st.data())
     def query_key(self, data: st.DataObject) -> None:
-        assert self.store.wait_dispatched(10)
+        assert self.store.wait_dispatched(60)
         (topic, qid), q = data.draw(st.sampled_from([kv for kv in self.model.items() if kv[1]]))
         i = data.draw(st.integers(0, len(q) - 1))
         body, _tags, key = q[i]
@@ -124,7 +124,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def queue_bounds_match_the_model(self) -> None:
-        assert self.store.wait_dispatched(10)
+        assert self.store.wait_dispatched(60)
         for (topic, qid), q in self.model.items():
             assert self.store.max_offset_in_queue(topic, qid) == len(q)
             assert self.store.next_queue_offset(topic, qid) == len(q)

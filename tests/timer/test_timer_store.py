@@ -31,7 +31,7 @@ def arrived(store: MessageStore, topic: str, count: int, timeout: float = 15.0,
     """The first ``count`` messages of the queue, once there (polled with a deadline)."""
     deadline = time.monotonic() + timeout
     while True:
-        store.wait_dispatched()
+        store.wait_dispatched(60)
         g = store.get_message("g", topic, queue_id, 0, 64)
         got = list(g.messages) if g.status is GetStatus.FOUND else []
         if len(got) >= count or time.monotonic() > deadline:
@@ -85,7 +85,7 @@ def test_a_due_time_already_passed_is_stored_straight_in_its_topic(tmp_path: Pat
     with MessageStore.open(config(tmp_path)) as store:
         props = {"TIMER_DELIVER_MS": str(now_ms() - 1000)}
         store.put_message(Message(topic="T", body=b"b", properties=props))
-        store.wait_dispatched()
+        store.wait_dispatched(60)
         (m,) = store.get_message("g", "T", 0, 0, 8).messages
         assert "TIMER_OUT_MS" not in m.properties
         assert store.max_offset_in_queue(TIMER_TOPIC, 0) == 0
@@ -95,7 +95,7 @@ def test_a_delay_level_still_goes_through_the_schedule_topic(tmp_path: Path):
     with MessageStore.open(config(tmp_path)) as store:
         r = store.put_message(Message(topic="T", body=b"b", delay_level=1,
                                       properties={"TIMER_DELAY_SEC": "100"}))  # fmt: skip
-        store.wait_dispatched()
+        store.wait_dispatched(60)
         assert store.max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 0) == 1
         assert store.max_offset_in_queue(TIMER_TOPIC, 0) == 0
         (m,) = arrived(store, "T", 1)
@@ -108,7 +108,7 @@ def test_pending_timers_survive_a_clean_restart_and_arrive_once(tmp_path: Path):
         for i in range(5):
             store.put_message(Message(topic="T", body=b"%d" % i,
                                       properties={"TIMER_DELAY_MS": str(600 + 100 * i)}))  # fmt: skip
-        store.wait_dispatched()
+        store.wait_dispatched(60)
     with MessageStore.open(cfg) as store:
         got = arrived(store, "T", 5)
         assert sorted(m.body for m in got) == [b"0", b"1", b"2", b"3", b"4"]
@@ -132,7 +132,7 @@ def test_a_store_without_timer_messages_has_no_timer_files(tmp_path: Path):
     cfg = config(tmp_path)
     with MessageStore.open(cfg) as store:
         store.put_message(Message(topic="T", body=b"b"))
-        store.wait_dispatched()
+        store.wait_dispatched(60)
         time.sleep(0.15)
     names = {p.name for p in cfg.root.iterdir()} | {p.name for p in (cfg.root / "config").iterdir()}
     assert not names & {"timerlog", "timerwheel", "timercheck"}
@@ -146,7 +146,7 @@ def test_the_wheel_and_the_log_hold_rocketmqs_units_and_slots(tmp_path: Path):
         for _ in range(3):  # three in one slot, chained
             phys.append(store.put_message(Message(topic="T", body=b"b",
                         properties={"TIMER_DELIVER_MS": str(at)})).physical_offset)  # fmt: skip
-        store.wait_dispatched()
+        store.wait_dispatched(60)
         deadline = time.monotonic() + 10
         while store.logics.timer is None or store.logics.timer.enqueued < 3:
             assert time.monotonic() < deadline
