@@ -19,7 +19,7 @@ from mqstore.remoting.codes import RemotingFlag
 class WireClient:
     """One connection to a broker."""
 
-    def __init__(self, address: str, timeout: float = 10.0) -> None:
+    def __init__(self, address: str, timeout: float = 60.0) -> None:
         host, port = address.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.decoder = FrameDecoder()
@@ -92,7 +92,7 @@ class WireClient:
         """Request and wait for the response."""
         return self.wait_response(self.request(code, ext, body))
 
-    def wait_pushed(self, timeout: float = 5.0) -> RemotingCommand:
+    def wait_pushed(self, timeout: float = 60.0) -> RemotingCommand:
         """The next broker-initiated request."""
         deadline = time.monotonic() + timeout
         self.sock.settimeout(timeout)
