@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mqstore.broker.core import BrokerCore
+from mqstore.broker.core import BrokerConfig, BrokerCore
+from mqstore.broker.server import BrokerServer
 from mqstore.client.allocate import MessageQueue
 from mqstore.client.producer import Producer
 from mqstore.client.remote import RemoteTransport
@@ -28,6 +29,7 @@ from mqstore.client.transport import (
 from mqstore.message import Message
 from mqstore.message_store import MessageStore
 from tests.broker import fixtures
+from tests.helpers import until
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +53,7 @@ def send(t: RemoteTransport, topic: str, body: bytes, queue_id: int = 0, tags: s
 
 def pull_until(t: RemoteTransport, mq: MessageQueue, expect: int, expression: str = "*") -> list:
     out: list = []
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while len(out) < expect and time.monotonic() < deadline:
         out.extend(t.pull(PullQuery("cg", mq, len(out), 32, expression, suspend_ms=500)).messages)
     return out
@@ -88,22 +90,32 @@ def test_pull_far_past_the_end_is_offset_illegal(transport: RemoteTransport) -> 
     )
 
 
-def test_long_poll_is_answered_soon_after_a_message_arrives(transport: RemoteTransport) -> None:
-    result = send(transport, "lp", b"first")
-    pull_until(transport, result.queue, 1)
-    answers: queue.Queue[tuple[float, object]] = queue.Queue()
+def test_long_poll_is_answered_by_a_message_arrival_not_by_a_timer(store: MessageStore) -> None:
+    # the hold's periodic re-check and the suspend are 120 s away: within the test only
+    # the arrival can answer the held pull
+    core = BrokerCore(store, BrokerConfig(hold_check_interval_ms=120_000))
+    core.start()
+    server = BrokerServer(core, host="127.0.0.1", port=0)
+    server.start()
+    try:
+        with RemoteTransport(server.address) as transport:
+            result = send(transport, "lp", b"first")
+            pull_until(transport, result.queue, 1)
+            answers: queue.Queue[object] = queue.Queue()
 
-    def hold() -> None:
-        reply = transport.pull(PullQuery("cg", result.queue, 1, 32, suspend_ms=10_000))
-        answers.put((time.monotonic(), reply))
+            def hold() -> None:
+                answers.put(
+                    transport.pull(PullQuery("cg", result.queue, 1, 32, suspend_ms=120_000))
+                )
 
-    threading.Thread(target=hold).start()
-    time.sleep(0.3)  # let the pull reach the broker and be suspended
-    sent_at = time.monotonic()
-    send(transport, "lp", b"second")
-    answered_at, reply = answers.get(timeout=12)
-    assert reply.messages[0].body == b"second"  # type: ignore[attr-defined]
-    assert answered_at - sent_at < 1.0
+            threading.Thread(target=hold, daemon=True).start()
+            until(lambda: core.hold.held_count == 1, what="the pull held")
+            send(transport, "lp", b"second")
+            reply = answers.get(timeout=60)
+            assert reply.messages[0].body == b"second"  # type: ignore[attr-defined]
+    finally:
+        server.stop()
+        core.shutdown()
 
 
 def test_tag_expression_filters_on_the_broker_and_the_client(transport: RemoteTransport) -> None:
