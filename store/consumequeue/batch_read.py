@@ -249,7 +249,7 @@ def _filter_chunk(
     sql = sub.sql
     needles = sql.needles if sql is not None else None
     if sub.code_test is None and needles is not None:
-        keep = _needle_candidates(mm, rel, size, needles)
+        keep = needle_candidates(mm, rel, size, needles)
         idx, rel = idx[keep], rel[keep]
     if not len(idx):
         return q + n
@@ -293,7 +293,7 @@ def _filter_chunk(
     return q + n
 
 
-def _needle_candidates(
+def needle_candidates(
     mm: mmap.mmap, rel: NDArray[np.int64], size: NDArray[np.int64], needles: tuple[bytes, ...]
 ) -> NDArray[np.bool_]:
     """The units whose record contains one of ``needles``: each is searched once over the

@@ -37,6 +37,7 @@ and report MESSAGE_WAS_REMOVING) nor count as the physical offset the pull reach
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from numpy.typing import NDArray
 
 from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
+from mqstore.consumequeue.batch_read import needle_candidates
 from mqstore.consumequeue.filter import Subscription
 from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, UNITS_LOW_TAGS, iter_units
 from mqstore.consumequeue.queue import ConsumeQueue
@@ -179,11 +181,13 @@ def select(
     )
     raw = buf[: (stop - offset) * UNIT_SIZE]  # the units of [offset, stop)
     caps = limits.caps(log_max, max_count, max_bytes)
-    if sub.code_test is None:
+    # A SQL92 expression's needles stand for the record filter, so only with one.
+    needles = sub.sql.needles if sub.sql is not None and take is not None else None
+    if sub.code_test is None and needles is None:
         units: Iterable[Unit] = iter_units(raw)
         skipped = None
-    else:  # only the units passing the tag-code test are visited one by one
-        skipped = _Skipped(np.frombuffer(raw, UNITS_LOW_TAGS), sub, caps)
+    else:  # only the units passing the tests on the whole range are visited one by one
+        skipped = _Skipped(np.frombuffer(raw, UNITS_LOW_TAGS), sub, needles, caps, log)
         units = skipped.visits
     miss, q, items, qoffs, total, max_phy_pulling = _scan(units, skipped, log, offset, caps, take)
     status = GetStatus.FOUND if qoffs else miss
@@ -267,8 +271,41 @@ def _scan(
     return miss, q, items, qoffs, total, max_phy_pulling
 
 
+_SPAN_SEARCH = 64
+"""Above this many records of one CommitLog file, the needles are searched once over
+their span rather than record by record (few records far apart: their own bytes only)."""
+
+
+def _may_hold(
+    log: Segments, phys: NDArray[np.int64], size: NDArray[np.int64], needles: tuple[bytes, ...]
+) -> NDArray[np.bool_]:
+    """False for the units whose record the CommitLog holds whole and which contain none
+    of ``needles`` (a SQL92 expression's bound: the record filter would refuse them);
+    True for the rest, blank units and records no longer held included."""
+    keep = np.ones(len(phys), bool)
+    width = log.file_size
+    for first in np.unique(phys // width).tolist():
+        mf = log.find(first * width)
+        mm = getattr(mf, "mapping", None)
+        if mf is None or mm is None:
+            continue
+        rel = phys - mf.file_from_offset
+        inside = np.flatnonzero((rel >= 0) & (rel + size <= mf.wrote_position))
+        if len(inside):
+            # Unmapped meanwhile: the scan judges them one by one.
+            with contextlib.suppress(ValueError, BufferError):
+                if len(inside) > _SPAN_SEARCH:  # dense: one search over their span
+                    keep[inside] = needle_candidates(mm, rel[inside], size[inside], needles)
+                    continue
+                for i, a in zip(inside.tolist(), rel[inside].tolist(), strict=True):
+                    b = a + int(size[i])
+                    keep[i] = any(mm.find(x, a, b) >= 0 for x in needles)
+    return keep
+
+
 class _Skipped:
-    """The units of a scanned range that failed the tag-code test, passed over a run at
+    """The units of a scanned range that failed the tag-code test (or hold none of a
+    SQL92 expression's needles), passed over a run at
     a time with the effects the scan would have had visiting them one by one: each
     non-blank one may find the batch full (the scan stops there), becomes the last
     physical offset examined, and counts as a miss unless it lies below the CommitLog
@@ -279,12 +316,23 @@ class _Skipped:
     of them at once.
     """
 
-    def __init__(self, units: NDArray[np.void], sub: Subscription, caps: Caps) -> None:
-        picked = sub.code_candidates(units["tags_low"])
-        assert picked is not None
+    def __init__(
+        self,
+        units: NDArray[np.void],
+        sub: Subscription,
+        needles: tuple[bytes, ...] | None,
+        caps: Caps,
+        log: Segments,
+    ) -> None:
         n = self.n = len(units)
         self.phys = units["phys"].astype(np.int64)
         self.size = units["size"].astype(np.int64)
+        picked = sub.code_candidates(units["tags_low"])
+        if picked is None:
+            picked = np.arange(n)
+        if needles is not None and len(picked):
+            keep = _may_hold(log, self.phys[picked], self.size[picked], needles)
+            picked = picked[keep]
         real = (self.size != BLANK_SIZE) | (self.phys != 0)
         self.real = np.flatnonzero(real)
         """Indexes of the non-blank units."""

@@ -1,6 +1,7 @@
-"""The pull's tag-code test applied to a whole range at once (only the units passing
-it are visited one by one) answers exactly as visiting every unit does: status, next
-offset, messages, byte total and the slave suggestion alike."""
+"""The pull's tag-code test and a SQL92 expression's substring bound applied to a whole
+range at once (only the units passing them are visited one by one) answer exactly as
+visiting every unit does: status, next offset, messages, byte total and the slave
+suggestion alike."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from hypothesis import strategies as st
 
 from mqstore import Message, MessageStore, StoreConfig
 from mqstore.commitlog.segments import Segments
-from mqstore.consumequeue.filter import ALL, Subscription, parse_subscription
+from mqstore.consumequeue.filter import ALL, SQL92, Subscription, parse_subscription
 from mqstore.consumequeue.get import PullLimits, Selection, select
 from mqstore.consumequeue.queue import ConsumeQueue
+from mqstore.pull import _decoder, _raw_filter
 
 TAGS = ("A", "B", "C", "D")
 MESSAGES = 400
@@ -36,7 +38,8 @@ def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ConsumeQue
         for i in range(MESSAGES):
             tag = rnd.choices(TAGS, weights=(90, 5, 4, 1))[0]
             body = b"m%d." % i + b"x" * rnd.randrange(0, 3000)
-            s.put_message(Message(topic="T", body=body, tags=tag, queue_id=0))
+            hit = {"hit": rnd.choice(("yes", "no", "no", "nope"))} if i % 3 else {}
+            s.put_message(Message(topic="T", body=body, tags=tag, queue_id=0, properties=hit))
             s.put_message(Message(topic="T", body=b"other", tags="A", queue_id=1))
         assert s.wait_dispatched(30)
         written = s.queues.find("T", 0)
@@ -87,3 +90,45 @@ def test_a_tag_filtered_pull_answers_as_visiting_every_unit_would(
 
     one_by_one = select(cq, log, offset, count, ALL, limits, by_code, max_bytes=max_bytes)
     assert _same(at_once, one_by_one) == _same(one_by_one, one_by_one)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    offset=st.integers(0, PREFILL + MESSAGES - 1),
+    count=st.integers(1, 40),
+    expression=st.sampled_from(
+        ["hit = 'yes'", "TAGS = 'B' AND hit = 'yes'", "hit IN ('yes', 'nope')", "hit IS NULL"]
+    ),
+    decoded=st.booleans(),
+    behind=st.floats(0, 1.1),
+    filter_bytes=st.sampled_from([400, 16_000]),
+)
+def test_a_sql92_filtered_pull_answers_as_visiting_every_unit_would(
+    queue: tuple[ConsumeQueue, Segments],
+    offset: int,
+    count: int,
+    expression: str,
+    decoded: bool,
+    behind: float,
+    filter_bytes: int,
+) -> None:
+    cq, log = queue
+    sub = parse_subscription(expression, SQL92)
+    limits = PullLimits(filter_bytes, 256 * 1024, 32, 64 * 1024, 8, int(log.max_offset * behind))
+    take = _decoder(sub) if decoded else _raw_filter(sub, False)
+    assert take is not None
+    at_once = select(cq, log, offset, count, sub, limits, take)
+
+    def one_by_one_take(view: memoryview, q: int) -> object:
+        unit = cq.unit_at(q)
+        assert unit is not None
+        return take(view, q) if sub.matches_code(unit[2]) else None
+
+    one_by_one = select(cq, log, offset, count, ALL, limits, one_by_one_take)
+
+    def shown(sel: Selection[object]) -> tuple[object, ...]:
+        items = [m if decoded else bytes(m) for m in sel.items]  # type: ignore[arg-type]
+        return (sel.status, sel.next_begin_offset, sel.queue_offsets, sel.total_size,
+                sel.suggest_pulling_from_slave, items)  # fmt: skip
+
+    assert shown(at_once) == shown(one_by_one)
