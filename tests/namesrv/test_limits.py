@@ -21,16 +21,22 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def small() -> Iterator[NameServer]:
-    srv = NameServer(port=0, limits=ServerLimits(idle_timeout_s=0.4, max_buffered_total=1 << 20))
+    """A 1 MiB cap on buffered partial frames (RocketMQ's idle timeout: a client waiting
+    on a loaded machine is not taken for an idle one)."""
+    srv = NameServer(port=0, limits=ServerLimits(max_buffered_total=1 << 20))
     srv.start()
     yield srv
     srv.stop()
 
 
-def test_an_idle_connection_is_closed(small: NameServer) -> None:
-    sock = socket.create_connection(("127.0.0.1", small.port))
-    with sock:
-        assert is_closed(sock, 5.0)
+def test_an_idle_connection_is_closed() -> None:
+    srv = NameServer(port=0, limits=ServerLimits(idle_timeout_s=0.4))
+    srv.start()
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+            assert is_closed(sock, 60)
+    finally:
+        srv.stop()
 
 
 def test_the_largest_half_frame_is_dropped_and_a_small_request_still_answered(
@@ -41,7 +47,7 @@ def test_the_largest_half_frame_is_dropped_and_a_small_request_still_answered(
         hog.sendall(struct.pack(">iI", (4 << 20) - 4, 16) + bytes(900 * 1024))
         time.sleep(0.1)
         hog.sendall(bytes(200 * 1024))  # passes the 1 MiB cap: the hog goes
-        assert is_closed(hog, 5.0)
+        assert is_closed(hog, 60)
         resp = client.call(Rq.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
         assert resp.code == Rs.TOPIC_NOT_EXIST
 
@@ -54,7 +60,7 @@ def test_connections_past_the_cap_are_closed_at_accept() -> None:
             assert client.call(Rq.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}).code == Rs.TOPIC_NOT_EXIST
             second = socket.create_connection(("127.0.0.1", srv.port))
             with second:
-                assert is_closed(second, 5.0)
+                assert is_closed(second, 60)
             assert client.call(Rq.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}).code == Rs.TOPIC_NOT_EXIST
     finally:
         srv.stop()
