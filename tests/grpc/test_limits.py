@@ -46,7 +46,8 @@ def _receive(stub: MessagingServiceStub, poll_ms: int = 4000) -> list[int]:
     req.message_queue.topic.name = TOPIC
     req.long_polling_timeout.FromMilliseconds(poll_ms)
     req.invisible_duration.FromMilliseconds(30_000)
-    return [r.status.code for r in stub.ReceiveMessage(req, timeout=10) if r.HasField("status")]
+    stream = stub.ReceiveMessage(req, timeout=poll_ms / 1000 + 30)
+    return [r.status.code for r in stream if r.HasField("status")]
 
 
 def _route(stub: MessagingServiceStub) -> float:
@@ -103,15 +104,16 @@ def test_receive_past_the_bound_answers_at_once(small: GrpcEndpoint):
     bound = LONG_POLLS
     with grpc.insecure_channel(small.address) as ch:
         stub = MessagingServiceStub(ch)
-        holders = [threading.Thread(target=_receive, args=(stub, 1500)) for _ in range(bound)]
+        holders = [threading.Thread(target=_receive, args=(stub, 10_000)) for _ in range(bound)]
         for t in holders:
             t.start()
-        time.sleep(0.5)
-        t0 = time.monotonic()
+        service = small.service
+        assert service is not None
+        until(lambda: service.long_polls == bound, what=f"{bound} receives long polling")
+        # refused: a receive that waited would end its 4 s poll with MESSAGE_NOT_FOUND
         assert _receive(stub) == [pb.Code.TOO_MANY_REQUESTS]
-        assert time.monotonic() - t0 < 1.0
         for t in holders:
-            t.join(10)
+            t.join(60)
         assert _receive(stub, 200) == [pb.Code.MESSAGE_NOT_FOUND]
 
 
