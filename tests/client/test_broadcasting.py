@@ -77,14 +77,14 @@ def test_a_restarted_broadcasting_consumer_resumes_from_its_file(tmp_path):
         first = start(core, seen, "b0", tmp_path / "offsets")
         try:
             old = produce(core, qs, 10, prefix="old")
-            assert seen.wait_for(lambda got: set(old) <= set(got), 10)
+            assert seen.wait_for(lambda got: set(old) <= set(got), 45)
         finally:
             first.shutdown()
         new = produce(core, qs, 10, prefix="new")
         again = Seen()
         second = start(core, again, "b0", tmp_path / "offsets")
         try:
-            assert again.wait_for(lambda got: set(new) <= set(got), 10)
+            assert again.wait_for(lambda got: set(new) <= set(got), 45)
             # FIRST_OFFSET would replay "old-*": the file's offsets won.
             assert not set(old) & set(again.counts())
         finally:

@@ -44,7 +44,7 @@ def test_a_paused_consumer_pulls_nothing_until_resumed(tmp_path: Path):
             time.sleep(1.5)
             assert sum(seen.counts().values()) == 0
             c.resume()
-            assert seen.wait_for(lambda n: sum(n.values()) == 20, 10)
+            assert seen.wait_for(lambda n: sum(n.values()) == 20, 45)
         finally:
             c.shutdown()
 

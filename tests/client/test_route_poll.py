@@ -71,7 +71,7 @@ def test_messages_in_the_added_queues_are_consumed(tmp_path):
             assert wait_until(lambda: len(ids(c)) == 4, 5)
             qs = create_topic(core, "T", 8)
             bodies = produce(core, qs[4:], 8)
-            assert seen.wait_for(lambda got: set(bodies) <= set(got), 5)
+            assert seen.wait_for(lambda got: set(bodies) <= set(got), 45)
         finally:
             c.shutdown()
 
