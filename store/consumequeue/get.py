@@ -181,8 +181,12 @@ def select(
     )
     raw = buf[: (stop - offset) * UNIT_SIZE]  # the units of [offset, stop)
     caps = limits.caps(log_max, max_count, max_bytes)
-    # A SQL92 expression's needles stand for the record filter, so only with one.
-    needles = sub.sql.needles if sub.sql is not None and take is not None else None
+    # A SQL92 expression's needles stand for the record filter, so only with one; and
+    # only without a tag-code test, whose candidates the filter reads anyway.
+    sql = sub.sql
+    needles = (
+        sql.needles if sql is not None and take is not None and not sql.required_tags else None
+    )
     if sub.code_test is None and needles is None:
         units: Iterable[Unit] = iter_units(raw)
         skipped = None
