@@ -325,6 +325,9 @@ def _add_broker_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="register with these name servers (';'-separated) every --register-interval s",
     )  # fmt: skip
     b.add_argument("--register-interval", type=float, default=30.0, help=argparse.SUPPRESS)
+    # how often held pulls are re-checked besides their arrival wake-ups (RocketMQ: 5 s);
+    # a test moves it out of the way to see that a wake-up alone answers a pull
+    b.add_argument("--hold-check-interval-ms", type=int, default=5000, help=argparse.SUPPRESS)
 
 
 def _add_namesrv_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -832,6 +835,7 @@ def _serve_broker(
         transaction_check_max=args.transaction_check_max,
         enable_property_filter=args.enable_property_filter,
         namesrv_addr=";".join(args.namesrv or ()),
+        hold_check_interval_ms=args.hold_check_interval_ms,
     )  # fmt: skip
     core = BrokerCore(store, config)
     server = BrokerServer(core, args.host, port, sock=sock, acl=args.access.acl)

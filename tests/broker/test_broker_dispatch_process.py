@@ -26,10 +26,10 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[2]
 
 
-def start_broker(store_dir: Path) -> tuple[subprocess.Popen[str], str]:
+def start_broker(store_dir: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     """A dispatch-process broker in its own process group (a "Ctrl-C" reaches it and
     its child only)."""
-    return start_robust_broker(store_dir, "--dispatch-process", new_session=True)
+    return start_robust_broker(store_dir, "--dispatch-process", *extra, new_session=True)
 
 
 def create_topic(c: WireClient, topic: str = "T") -> None:
@@ -39,19 +39,18 @@ def create_topic(c: WireClient, topic: str = "T") -> None:
 
 
 def test_long_poll_is_woken_by_a_send_when_a_child_dispatches(tmp_path: Path) -> None:
-    proc, address = start_broker(tmp_path / "store")
+    # the re-check of held pulls and the suspend are 120 s away: within the WireClient's
+    # 60 s only the child's arrival notice can answer the pull
+    proc, address = start_broker(tmp_path / "store", "--hold-check-interval-ms", "120000")
     try:
         with WireClient(address) as consumer, WireClient(address) as producer:
             create_topic(producer)
-            opaque = consumer.request(Rq.PULL_MESSAGE, pull_ext(0, sys_flag=0x2, suspend=15_000))
-            time.sleep(0.3)  # the pull is held by now (nothing to read)
-            t0 = time.perf_counter()
+            opaque = consumer.request(Rq.PULL_MESSAGE, pull_ext(0, sys_flag=0x2, suspend=120_000))
+            time.sleep(0.3)  # usually held by now; if not, the pull finds the message itself
             assert send_v2(producer, b"wake", props="TAGS\x01A\x02").code == Rs.SUCCESS
             r = consumer.wait_response(opaque)
-            latency_ms = (time.perf_counter() - t0) * 1000
             assert r.code == Rs.SUCCESS, r
             assert [m.body for m in records(r.body or b"")] == [b"wake"]
-            assert latency_ms < 1000, latency_ms
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         assert proc.wait(30) == 0
