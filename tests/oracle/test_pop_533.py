@@ -19,7 +19,7 @@ from tests.oracle.conftest import Side
 from tests.oracle.harness import Fleet
 
 ORACLE_533 = SHARED / "oracles" / "rocketmq-5.3.3"
-SEND_MESSAGE, POP_MESSAGE, CHANGE_INVISIBLE = 10, 200050, 200053
+SEND_MESSAGE, GET_MAX_OFFSET, POP_MESSAGE, CHANGE_INVISIBLE = 10, 30, 200050, 200053
 INVISIBLE_TIMES = ["-100000", "0", str(2**63 - 1), str(10**20)]
 """Each popped once; 5.3.3 takes the last as 0 (it does not parse as a long)."""
 
@@ -70,6 +70,7 @@ def pop_answers(c: RemotingClient, addr: str, topic: str, group: str) -> dict[st
     addresses, revive queue ids) in it."""
     for i in range(len(INVISIBLE_TIMES) + 1):
         _send(c, addr, topic, b"m%d" % i)
+    _wait_dispatched(c, addr, topic, len(INVISIBLE_TIMES) + 1)
     out: dict[str, Any] = {}
     for inv in INVISIBLE_TIMES:
         r = _pop(c, addr, topic, group, invisibleTime=inv)
@@ -119,11 +120,24 @@ def _pop_settled(
     return r
 
 
+def _wait_dispatched(c: RemotingClient, addr: str, topic: str, count: int) -> None:
+    """Wait until queue 0 of ``topic`` holds ``count`` messages: both brokers dispatch
+    a send to its queue after answering it, and a pop's restNum counts what is there."""
+    deadline = time.monotonic() + 60
+    while True:
+        r = _call(c, addr, GET_MAX_OFFSET, {"topic": topic, "queueId": 0})
+        if r.code == 0 and int((r.ext_fields or {}).get("offset", "0")) >= count:
+            return
+        assert time.monotonic() < deadline, f"{addr}: {topic} holds fewer than {count}"
+        time.sleep(0.05)
+
+
 def found_answers(c: RemotingClient, addr: str, topic: str, group: str) -> list[tuple[Any, ...]]:
     """Four messages in queue 0, popped one, one, none (maxMsgNums 0), the rest, then
     nothing: code, remark, restNum and the offset infos of each answer."""
     for i in range(4):
         _send(c, addr, topic, b"m%d" % i)
+    _wait_dispatched(c, addr, topic, 4)
     out = []
     for kw in ({}, {"queueId": -1}, {"maxMsgNums": 0}, {"maxMsgNums": 32}, {}, {"queueId": 1},
                {"queueId": -1, "pollTime": 300}):  # fmt: skip
