@@ -77,7 +77,12 @@ def pop_answers(c: RemotingClient, addr: str, topic: str, group: str) -> dict[st
         out[f"pop {inv}"] = (r.code, (r.ext_fields or {}).get("invisibleTime"), _offsets(r))
     r = _pop(c, addr, topic, group, maxMsgNums=33)
     out["pop maxMsgNums=33"] = (r.code, (r.remark or "").replace(addr.rpartition(":")[0], "IP"))
-    held = _pop(c, addr, topic, group)
+    back: set[str] = set()  # the four popped first, revived into the retry topic
+    for _ in range(20):  # a pop may take a revived one first (RocketMQ mixes the retry
+        held = _pop(c, addr, topic, group)  # topic in at random): hold one of the topic's
+        if not _offsets(held).startswith("1 "):
+            break
+        back.add(_offsets(held))
     h = held.ext_fields or {}
     start, offset = h["startOffsetInfo"].split()[2], h["msgOffsetInfo"].split()[2]
     name = h.get("brokerName", "broker-a")
@@ -87,7 +92,6 @@ def pop_answers(c: RemotingClient, addr: str, topic: str, group: str) -> dict[st
                                               "queueId": 0, "extraInfo": extra,
                                               "offset": offset, "invisibleTime": inv})  # fmt: skip
         out[f"change {inv}"] = r.code
-    back: set[str] = set()  # the four popped first, revived into the retry topic
     deadline = time.monotonic() + 90  # revive runs on its own period; slow on a loaded machine
     while len(back) < len(INVISIBLE_TIMES) and time.monotonic() < deadline:
         r = _pop(c, addr, topic, group)
