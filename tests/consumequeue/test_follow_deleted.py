@@ -54,12 +54,18 @@ def stale_listing(
     monkeypatch.setattr(os, "listdir", listdir)
 
 
+def expired_queue(root: Path) -> tuple[Path, list[str]]:
+    """Queue T-0 of 35 units whose first two files the writer deleted: (its directory,
+    the listing taken just before)."""
+    written_queue(root, 35)
+    directory = root / "T" / "0"
+    return directory, expire_first_files(directory, 2)
+
+
 def test_a_reader_holding_no_file_starts_at_the_first_file_left_after_a_listed_one_is_deleted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    written_queue(tmp_path, 35)
-    directory = tmp_path / "T" / "0"
-    listed = expire_first_files(directory, 2)
+    directory, listed = expired_queue(tmp_path)
     reader = ConsumeQueue(directory, "T", 0, FILE_SIZE)
     stale_listing(monkeypatch, directory, listed, times=1)
     reader.follow(DISPATCHED)
@@ -72,9 +78,7 @@ def test_a_reader_holding_no_file_starts_at_the_first_file_left_after_a_listed_o
 def test_a_queue_found_with_every_listed_file_deleted_is_followed_at_the_next_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    written_queue(tmp_path, 35)
-    directory = tmp_path / "T" / "0"
-    listed = expire_first_files(directory, 2)
+    directory, listed = expired_queue(tmp_path)
     queues = ConsumeQueueStore(tmp_path, FILE_SIZE)
     queues.follow(lambda: DISPATCHED, lambda: 2_000)
     # Discovery and the first follow both list only the two files just deleted.
