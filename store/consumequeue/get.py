@@ -328,7 +328,7 @@ class _Skipped:
         caps: Caps,
         log: Segments,
     ) -> None:
-        n = self.n = len(units)
+        n = len(units)
         self.phys = units["phys"].astype(np.int64)
         self.size = units["size"].astype(np.int64)
         picked = sub.code_candidates(units["tags_low"])
