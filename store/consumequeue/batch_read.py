@@ -5,7 +5,8 @@
 embedded consumer that reads bodies in order pays for neither here: the queue's units
 are read as one array, the records' SYSFLAG and body length gathered from the mapped
 CommitLog in one numpy operation, and each body sliced out of the mapping (one copy,
-no other field decoded). Tags, when asked for, are parsed from each record's properties.
+no other field decoded). Tags, when asked for, are read in columns
+(``tag_columns.tags_column``), or parsed from each record's properties when it refuses.
 
 :func:`read_fast` takes only the common shape and returns None for anything else (the
 caller then reads through ``get_message``): the units of one consume-queue file, no
@@ -28,6 +29,7 @@ from mqstore.commitlog.segments import Segments
 from mqstore.consumequeue.filter import Subscription
 from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, UNITS_LOW_TAGS
 from mqstore.consumequeue.queue import ConsumeQueue
+from mqstore.consumequeue.tag_columns import tags_column
 from mqstore.message import tags_of
 from mqstore.status import GetStatus
 
@@ -121,7 +123,8 @@ def read_fast(
 
 def _tags_v1(mm: mmap.mmap, body_ends: NDArray[np.int64]) -> list[str | None] | None:
     """Each V1 record's TAGS property: the topic and properties lengths gathered for all
-    records at once, then each properties string sliced and parsed; None if unmapped."""
+    records at once, then the tags read in columns (or, when that refuses the batch, each
+    properties string sliced and parsed); None if unmapped."""
     try:
         u8 = np.frombuffer(mm, np.uint8)
         props = body_ends + 1 + u8[body_ends].astype(np.int64)  # V1: one-byte topic length
@@ -129,6 +132,9 @@ def _tags_v1(mm: mmap.mmap, body_ends: NDArray[np.int64]) -> list[str | None] | 
         del u8
     except (ValueError, BufferError):
         return None
+    column = tags_column(mm, props + 2, props + 2 + lens)
+    if column is not None:
+        return column
     p, q = (props + 2).tolist(), (props + 2 + lens).tolist()
     return [tags_of(mm[x:y].decode()) for x, y in zip(p, q, strict=True)]
 
