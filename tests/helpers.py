@@ -139,6 +139,21 @@ def until(
         time.sleep(step)
 
 
+def past_this_millisecond() -> int:
+    """Wait until the wall clock's millisecond moves on and return the new one: everything
+    stored before the call has a store time below it (RocketMQ stamps in milliseconds)."""
+    start = int(time.time() * 1000)
+    return int(until(lambda: (now := int(time.time() * 1000)) > start and now, step=0.0005))
+
+
+def a_millisecond_between() -> int:
+    """A millisecond after every store time so far and before every later one: for
+    by-time lookups that must fall between two sends."""
+    middle = past_this_millisecond()
+    until(lambda: int(time.time() * 1000) > middle, step=0.0005)
+    return middle
+
+
 class FailsFirst:
     """A stand-in for ``real`` (to monkeypatch in) whose first call raises
     ``RuntimeError(message)``, a bug in one round; later calls go to ``real``.

@@ -24,6 +24,7 @@ from mqstore.remoting.codes import RequestCode as Rq
 from mqstore.remoting.codes import ResponseCode as Rs
 from mqstore.remoting.fastjson import loads
 from tests.broker.wire_client import WireClient
+from tests.helpers import a_millisecond_between, until
 
 pytestmark = pytest.mark.integration
 
@@ -209,14 +210,15 @@ def test_producer_connection_goes_with_its_connection(server: BrokerServer) -> N
     with WireClient(server.address) as p:
         p.call(Rq.HEART_BEAT, body=heartbeat("p1", group="", producer="PG"))
     with WireClient(server.address) as c:
-        deadline = time.monotonic() + 5
-        r: RemotingCommand | None = None
-        while time.monotonic() < deadline:
-            r = c.call(Rq.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG"})
-            if r.code == Rs.SYSTEM_ERROR:
-                break
-            time.sleep(0.02)
-        assert r is not None and r.remark == "the producer group[PG] not exist"
+        r: RemotingCommand = until(
+            lambda: (
+                (a := c.call(Rq.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG"})).code
+                == Rs.SYSTEM_ERROR
+                and a
+            ),
+            what="the group gone",
+        )
+        assert r.remark == "the producer group[PG] not exist"
 
 
 # ---------------------------------------------------------- runtime and config
@@ -398,9 +400,10 @@ def test_delete_topic_while_a_consumer_pulls(
 
     t = threading.Thread(target=consume)
     t.start()
-    time.sleep(0.1)
+    until(lambda: Rs.SUCCESS in codes, what="a pull of the topic")
     assert client.call(215, {"topic": "D"}).code == Rs.SUCCESS
-    time.sleep(0.1)
+    deleted_at = len(codes)
+    until(lambda: Rs.TOPIC_NOT_EXIST in codes[deleted_at:], what="a pull after the delete")
     stop.set()
     t.join(5)
     assert not t.is_alive()
@@ -418,9 +421,7 @@ def test_reset_offset_by_time_pushes_to_the_online_consumer(
     client: WireClient, store: MessageStore
 ) -> None:
     send(client, "T", 0, 3, store)
-    time.sleep(0.02)
-    middle = int(time.time() * 1000)
-    time.sleep(0.02)
+    middle = a_millisecond_between()
     send(client, "T", 0, 3, store)
     for qid in range(4):
         commit(client, "g", "T", qid, 6 if qid == 0 else 0)

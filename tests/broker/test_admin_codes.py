@@ -9,7 +9,6 @@ DELETE_TOPIC_IN_NAMESRV (216) and GET_NAMESRV_CONFIG (319)."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from mqstore.remoting.codes import ResponseCode as Rs
 from mqstore.remoting.fastjson import loads
 from tests.broker.test_admin import commit, heartbeat, mq_keyed, send, split_table
 from tests.broker.wire_client import WireClient
-from tests.helpers import make_store
+from tests.helpers import make_store, until
 
 pytestmark = pytest.mark.integration
 
@@ -270,17 +269,18 @@ def test_the_python_push_consumer_answers_running_info(
         )
         consumer.start()
         try:
-            deadline = time.monotonic() + 15
             with WireClient(server.address) as admin:
-                while True:
+
+                def both_queues() -> tuple[str, str] | None:
                     ext = {"consumerGroup": "pg", "clientId": consumer.client_id}
                     r = admin.call(Rq.GET_CONSUMER_RUNNING_INFO, ext)
                     assert r.code == Rs.SUCCESS, r.remark
                     text = r.body.decode()
                     table = text[len('{"mqTable":') : text.index(',"properties":')]
-                    if len(mq_keyed(table)) == 2 or time.monotonic() > deadline:
-                        break
-                    time.sleep(0.1)
+                    mine = {k["queueId"] for k, _ in mq_keyed(table) if k["topic"] == "T"}
+                    return (text, table) if mine == {0, 1} else None
+
+                text, table = until(both_queues, 60, 0.1, "T's two queues in the running info")
         finally:
             consumer.shutdown()
     assert {k["queueId"] for k, _ in mq_keyed(table)} == {0, 1}

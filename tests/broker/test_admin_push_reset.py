@@ -6,7 +6,7 @@ RESET_CONSUMER_CLIENT_OFFSET and the consumer receives the second batch again.""
 from __future__ import annotations
 
 import threading
-import time
+from collections.abc import Callable
 
 import pytest
 
@@ -24,15 +24,13 @@ from mqstore.message import Message
 from mqstore.remoting.codes import ResponseCode as Rs
 from mqstore.remoting.values import MessageQueue
 from tests.broker.wire_client import WireClient
+from tests.helpers import a_millisecond_between, until
 
 pytestmark = pytest.mark.integration
 
 
-def wait_for(cond: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
+def wait_for(cond: Callable[[], object], timeout: float = 30.0) -> None:
+    until(cond, timeout)
 
 
 def test_reset_by_time_moves_an_online_push_consumer_back(
@@ -44,9 +42,7 @@ def test_reset_by_time_moves_an_online_push_consumer_back(
     with RemoteTransport(server.address) as producer:
         for i in range(3):
             producer.send("pg", mq, [Message("T", f"old{i}".encode())])
-        time.sleep(0.05)
-        middle = int(time.time() * 1000)
-        time.sleep(0.05)
+        middle = a_millisecond_between()
         for i in range(3):
             producer.send("pg", mq, [Message("T", f"new{i}".encode())])
     assert store.wait_dispatched(60)

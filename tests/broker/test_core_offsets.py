@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 from mqstore.broker.core import BrokerConfig, BrokerCore
@@ -11,7 +10,7 @@ from mqstore.broker.offsets import ConsumerOffsetManager
 from mqstore.message_store import MessageStore
 from mqstore.remoting.fastjson import loads
 from tests.broker.core_helpers import put
-from tests.helpers import reopen
+from tests.helpers import reopen, until
 
 
 def test_committed_offset_is_returned(core: BrokerCore) -> None:
@@ -76,10 +75,7 @@ def test_offsets_are_persisted_periodically_while_running(store: MessageStore) -
     try:
         core.queries.update_offset("g", "T", 0, 9)
         path = Path(store.root) / "config" / "consumerOffset.json"
-        deadline = time.monotonic() + 5
-        while not path.exists():
-            assert time.monotonic() < deadline, "not persisted within 5 s"
-            time.sleep(0.01)
+        until(path.exists, what="the persisted offsets")
         assert loads(path.read_text())["offsetTable"] == {"T@g": {0: 9}}
     finally:
         core.shutdown()

@@ -17,6 +17,7 @@ from mqstore.remoting.codes import RequestCode as Rq
 from mqstore.remoting.codes import ResponseCode as Rs
 from tests.broker.test_server import send_v2
 from tests.broker.wire_client import WireClient
+from tests.helpers import until
 
 SURROGATE = "\ud800"
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
@@ -153,9 +154,7 @@ def test_a_send_back_copies_a_compressed_body_without_inflating_it(
         back = {"group": "g", "offset": offset, "delayLevel": 0, "originMsgId": ""}
         assert c.call(Rq.CONSUMER_SEND_MSG_BACK, back).code == Rs.SUCCESS
     # delay level 0: the broker's choice, level 3 + reconsume times: schedule queue 2
-    deadline = time.monotonic() + 5
-    while core.store.max_offset_in_queue(SCHEDULE, 2) < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    until(lambda: core.store.max_offset_in_queue(SCHEDULE, 2) >= 1, what="the schedule copy")
     copy = core.store.get_message("g", SCHEDULE, 2, 0, 1)
     assert copy.messages and copy.messages[0].body == b"hello " * 1000
     unit = core.store.consume_queue(SCHEDULE, 2).unit_at(0)  # type: ignore[union-attr]

@@ -22,7 +22,7 @@ from mqstore.remoting.codes import ResponseCode as Rs
 from mqstore.remoting.codes import SerializeType
 from mqstore.remoting.fastjson import loads
 from tests.broker.wire_client import WireClient
-from tests.helpers import make_store
+from tests.helpers import make_store, until
 
 pytestmark = pytest.mark.integration
 
@@ -147,10 +147,7 @@ def test_long_poll_is_answered_by_a_send_not_by_a_timer(tmp_path: Path) -> None:
             with WireClient(server.address) as client, WireClient(server.address) as producer:
                 send_v2(producer, b"warm-up", queue_id=1)  # topic created, connection warm
                 opaque = client.request(Rq.PULL_MESSAGE, pull_ext(0, sys_flag=0x2, suspend=120_000))
-                deadline = time.monotonic() + 60
-                while core.hold.held_count == 0:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.005)
+                until(lambda: core.hold.held_count, step=0.005, what="the pull held")
                 t0 = time.perf_counter()
                 assert send_v2(producer, b"wake").code == Rs.SUCCESS
                 r = client.wait_response(opaque)

@@ -5,14 +5,13 @@ and with Nagle the records wait for the client's delayed ACK (about 40 ms a pull
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 
 import pytest
 
 from mqstore.broker.core import BrokerConfig, BrokerCore
 from mqstore.broker.server import BrokerServer, bind_listener
-from tests.helpers import make_store
+from tests.helpers import make_store, until
 
 
 @pytest.mark.parametrize("listener", ["bind_listener", "host_and_port"])
@@ -27,9 +26,7 @@ def test_an_accepted_connection_has_tcp_nodelay(tmp_path: Path, listener: str) -
     port = server.start()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=5):
-            deadline = time.monotonic() + 5
-            while not server.connections and time.monotonic() < deadline:
-                time.sleep(0.01)
+            until(lambda: server.connections, what="the connection accepted")
             (conn,) = server.connections
             assert conn.transport is not None
             sock = conn.transport.get_extra_info("socket")

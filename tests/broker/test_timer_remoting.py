@@ -10,6 +10,7 @@ from mqstore.client.remoting_client import RemotingClient
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
 from mqstore.status import GetStatus
+from tests.helpers import until
 
 
 def send(address: str, properties: str) -> RemotingCommand:
@@ -30,10 +31,7 @@ def test_a_timer_send_is_held_then_delivered_to_its_own_topic(core: BrokerCore, 
     store = core.store
     store.wait_dispatched(60)
     assert store.get_message("g", "T", 1, 0, 8).status is not GetStatus.FOUND
-    deadline = time.monotonic() + 15
-    while store.get_message("g", "T", 1, 0, 8).status is not GetStatus.FOUND:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    until(lambda: store.get_message("g", "T", 1, 0, 8).status is GetStatus.FOUND, what="delivery")
     (m,) = store.get_message("g", "T", 1, 0, 8).messages
     assert m.properties["REAL_TOPIC"] == "T" and "TIMER_OUT_MS" in m.properties
     assert store.max_offset_in_queue("SecretT", 0) == 0

@@ -7,7 +7,6 @@ TransactionProducer; record layouts as RocketMQ 5.3.3 / 4.9.8 leave them on disk
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from mqstore.commitlog import format as fmt
 from mqstore.message import Message
 from mqstore.message_store import MessageStore
 from mqstore.transaction import CHECK_GROUP, CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC
-from tests.helpers import make_store
+from tests.helpers import make_store, past_this_millisecond, until
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
@@ -67,15 +66,12 @@ def _records(store: MessageStore, topic: str) -> list[fmt.MessageRecord]:
 def _check_round(core: BrokerCore) -> int:
     """One check-back round over what is stored so far (dispatched, and older than now)."""
     core.store.wait_dispatched(60)
-    time.sleep(0.002)  # a record stored in this millisecond waits for the next round
+    past_this_millisecond()  # a record stored in this millisecond waits for the next round
     return core.transactions.check()
 
 
-def _wait(cond: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+def _wait(cond: Callable[[], bool], timeout: float = 30.0) -> None:
+    until(cond, timeout, 0.05)
 
 
 def test_commit_delivers_and_rollback_drops_embedded(store: MessageStore) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 
 from mqstore.message import Message
 from mqstore.remoting.values import SendStatus
-from tests.helpers import SMALL_STORE_FLAGS, cli_process
+from tests.helpers import SMALL_STORE_FLAGS, cli_process, until
 
 
 def _free_port_pair() -> int:
@@ -63,16 +62,17 @@ def test_consume_reads_a_store_while_a_broker_holds_it(tmp_path: Path):
         with Producer("p", RemoteTransport(f"127.0.0.1:{port}")) as producer:
             r = producer.send(Message(topic="live", body="héllo".encode(), tags="TagA"))
             assert r.status is SendStatus.SEND_OK
-        deadline = time.monotonic() + 10
-        while True:  # the broker's dispatcher writes the consume-queue unit a moment later
+
+        def consumed() -> subprocess.CompletedProcess[str] | None:
             out = subprocess.run(
                 [sys.executable, "-m", "mqstore.tools.cli", "consume", "--store",
                  str(tmp_path / "s"), "--topic", "live", "--queue-id", str(r.queue.queue_id)],
                 capture_output=True, text=True, timeout=60, check=False,
             )  # fmt: skip
-            if out.stdout or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+            return out if out.stdout else None
+
+        # the broker's dispatcher writes the consume-queue unit a moment later
+        out = until(consumed, 60, 0.2, "the message in the consume queue")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [f"q{r.queue.queue_id}@0 tags=TagA héllo"]
 

@@ -27,6 +27,7 @@ from mqstore.config import StoreConfig
 from mqstore.message import Message
 from mqstore.message_store import MessageStore
 from mqstore.records import StoredMessage
+from tests.helpers import until
 
 FAST = ConsumerConfig(
     suspend_ms=200,
@@ -138,12 +139,11 @@ class Seen:
 
 def wait_until(pred: Callable[[], bool], timeout: float, step: float = 0.02) -> bool:
     """Poll ``pred`` until true or ``timeout`` (for state with no event to wait on)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
+    try:
+        until(pred, timeout, step)
+    except AssertionError:
+        return False
+    return True
 
 
 def started_with(

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from mqstore import Message, MessageStore, StoreConfig
-from tests.helpers import FailsFirst
+from tests.helpers import FailsFirst, until
 
 
 def test_cq_flusher_goes_on_after_a_non_oserror_round(
@@ -24,10 +23,7 @@ def test_cq_flusher_goes_on_after_a_non_oserror_round(
         assert flusher is not None
         flush = FailsFirst(logics.queues.flush, "a bug in one round")
         monkeypatch.setattr(logics.queues, "flush", flush)
-        deadline = time.monotonic() + 5
-        while flush.calls < 3:
-            assert time.monotonic() < deadline, "the consume-queue flusher stopped"
-            time.sleep(0.02)
+        until(lambda: flush.calls >= 3, what="three flush rounds")
         assert flusher.running and flusher.error is None
         assert flusher.failures.counts() == {"flush": 1}
         assert s.put_message(Message(topic="t", body=b"still accepted")).status.ok

@@ -11,7 +11,6 @@ as if clean without either.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from mqstore import Message, MessageStore, PutStatus
 from mqstore.commitlog.clean_close import RECORD_FILE
 from mqstore.commitlog.recovery import RecoveryMode
-from tests.helpers import make_store, reopen
+from tests.helpers import make_store, reopen, until
 
 pytestmark = pytest.mark.crash
 
@@ -65,10 +64,7 @@ def _body_byte(put: tuple[int, int]) -> int:
 
 
 def _wait_verified(s: MessageStore) -> None:
-    deadline = time.monotonic() + 30
-    while s.verification is None:
-        assert time.monotonic() < deadline, "the background verify did not finish"
-        time.sleep(0.01)
+    until(lambda: s.verification is not None, what="the background verify")
 
 
 def test_a_clean_close_is_opened_without_a_scan_and_serves_every_message(tmp_path: Path):

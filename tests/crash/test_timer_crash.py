@@ -22,6 +22,7 @@ import pytest
 from mqstore import GetStatus, MessageStore
 from tests.crash.killed import REPO
 from tests.crash.timer_workload import timer_config
+from tests.helpers import until
 
 pytestmark = [pytest.mark.crash]
 COUNT = 300
@@ -79,13 +80,7 @@ def test_timers_in_flight_at_a_sigkill_are_delivered_exactly_once(
     if twice:  # killed again while the recovery catches up (a timer put or skipped)
         kill_mid_delivery(root, seed, 1, count=0)
     with MessageStore.open(timer_config(str(root))) as store:
-        deadline = time.monotonic() + 30
-        while True:
-            store.wait_dispatched(60)
-            got = delivered(store)
-            if len(got) >= COUNT or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+        until(lambda: store.wait_dispatched(60) and len(delivered(store)) >= COUNT, 60, 0.05)
         time.sleep(0.3)  # a duplicate put late would show here
         got = delivered(store)
         keys = [m.uniq_key for m in got]

@@ -122,11 +122,8 @@ def test_idle_connection_is_closed_by_the_server(small: GrpcEndpoint):
     with grpc.insecure_channel(small.address) as ch:
         _route(MessagingServiceStub(ch))
         ch.subscribe(states.append, try_to_connect=False)
-        deadline = time.monotonic() + 5
-        while grpc.ChannelConnectivity.IDLE not in states[1:] and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: grpc.ChannelConnectivity.IDLE in states[1:], what="the channel idle")
         assert states[0] is grpc.ChannelConnectivity.READY
-        assert grpc.ChannelConnectivity.IDLE in states[1:]
 
 
 @pytest.fixture

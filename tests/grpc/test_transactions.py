@@ -22,6 +22,7 @@ from mqstore.broker.topics import TopicConfig
 from mqstore.grpc import GrpcConfig, GrpcEndpoint
 from mqstore.transaction import HALF_TOPIC, OP_TOPIC
 from tests.grpc.conftest import TOPIC, client_config, consuming, message, quick_service
+from tests.helpers import past_this_millisecond, until
 
 MANUAL = BrokerConfig(transaction_timeout_ms=0, transaction_check_interval_ms=3_600_000)
 """Check-back rounds only when the test runs one (``core.transactions.check()``)."""
@@ -131,12 +132,12 @@ def test_undecided_message_is_checked_back_over_telemetry(
         _send(p, b"commit-later")
         _send(p, b"rollback-later")
         core.store.wait_dispatched(60)
-        time.sleep(0.002)
+        past_this_millisecond()
         assert core.transactions.check() == 2
-        deadline = time.monotonic() + 15
-        while len([r for r in core.store.iter_records() if r.topic == OP_TOPIC]) < 2:
-            assert time.monotonic() < deadline, "the checker's answers did not arrive"
-            time.sleep(0.05)
+        until(
+            lambda: len([r for r in core.store.iter_records() if r.topic == OP_TOPIC]) >= 2,
+            what="the checker's answers",
+        )
     finally:
         p.shutdown()
     assert sorted(bytes(m.body) for m in checker.seen) == [b"commit-later", b"rollback-later"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
+from collections.abc import Callable
 
 import pytest
 
@@ -21,6 +21,7 @@ from mqstore.client.push_consumer import PushConsumer
 from mqstore.client.remote import RemoteTransport
 from mqstore.client.transport import ConsumeFromWhere
 from mqstore.message import Message
+from tests.helpers import until
 from tests.interop.broker_harness import HERE, LiveBroker, live_broker
 
 pytestmark = [pytest.mark.interop, pytest.mark.integration]
@@ -33,11 +34,8 @@ PER_QUEUE = 10
 broker = live_broker
 
 
-def wait_for(cond: object, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+def wait_for(cond: Callable[[], object], timeout_s: float, what: str) -> None:
+    until(cond, timeout_s, 0.05, what)
 
 
 def test_ali_ons_and_python_consumers_split_the_queues_without_overlap(

@@ -22,6 +22,7 @@ from mqstore.remoting.codes import RequestCode as Rq
 from mqstore.remoting.codes import ResponseCode as Rs
 from mqstore.tools.bench._harness import stop
 from tests.broker.wire_client import WireClient
+from tests.helpers import until
 from tests.interop.broker_harness import run_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -96,9 +97,7 @@ def test_a_lone_sync_master_answers_routes_and_stores_with_slave_not_available(
         assert c.call(Rq.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}).code == Rs.SUCCESS
     assert ons_send(node, address, "ons") == "SLAVE_NOT_AVAILABLE"
     assert py_send(address, b"py") is SendStatus.SLAVE_NOT_AVAILABLE
-    deadline = time.monotonic() + 5
-    while stored(address) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(lambda: stored(address) >= 2, what="both messages stored")
     assert stored(address) == 2
 
 
@@ -110,12 +109,7 @@ def test_once_a_slave_connects_both_clients_get_send_ok(
     slave = broker(tmp_path / "slave", free_port(), "--role", "SLAVE", "--ha-port", "0",
                    "--master-ha", f"127.0.0.1:{ha_port}")  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        status = SendStatus.SLAVE_NOT_AVAILABLE
-        while status is not SendStatus.SEND_OK and time.monotonic() < deadline:
-            status = py_send(address, b"probe")
-            time.sleep(0.2)
-        assert status is SendStatus.SEND_OK
+        until(lambda: py_send(address, b"probe") is SendStatus.SEND_OK, 60, 0.2, "SEND_OK")
         assert ons_send(node, address, "after") == "SEND_OK"
     finally:
         stop(slave)

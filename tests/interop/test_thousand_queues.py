@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections import Counter
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from mqstore.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from mqstore.client.remote import RemoteTransport
 from tests.client.consumer_harness import FIRST
+from tests.helpers import until
 from tests.interop.broker_harness import run_node
 from tests.thousand_queues import MESSAGES, QUEUES, TOPIC
 
@@ -73,12 +73,13 @@ def test_two_python_push_consumers_share_a_1000_queue_topic_and_consume_every_me
     try:
         for c in consumers:
             c.start()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def split() -> list[set[int]] | None:
             mine = [{mq.queue_id for mq in c.owned() if mq.topic == TOPIC} for c in consumers]
-            if len(seen) == MESSAGES and all(len(m) == QUEUES // 2 for m in mine):
-                break
-            time.sleep(0.05)
+            done = len(seen) == MESSAGES and all(len(m) == QUEUES // 2 for m in mine)
+            return mine if done else None
+
+        mine = until(split, 120, 0.05, "every message and an even split")
     finally:
         for c in consumers:
             c.shutdown()

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
-from tests.helpers import SMALL_STORE_FLAGS, cli_process
+from tests.helpers import SMALL_STORE_FLAGS, cli_process, until
 
 SMALL = SMALL_STORE_FLAGS
 
@@ -76,10 +76,7 @@ def route_brokers(client: RemotingClient, namesrv_addr: str, topic: str) -> list
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0) -> float:
     """Seconds until ``predicate()`` held; AssertionError after ``timeout_s``."""
     start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
+    until(predicate, timeout_s, 0.05)
     return time.monotonic() - start
 
 

@@ -34,7 +34,7 @@ from mqstore.remoting import fastjson
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import V4_9_8, RequestCode, ResponseCode
 from tests.conftest import SHARED
-from tests.helpers import SMALL_STORE_FLAGS
+from tests.helpers import SMALL_STORE_FLAGS, until
 
 ORACLE = SHARED / "oracles" / "rocketmq-4.9.8"
 ORACLE_533 = SHARED / "oracles" / "rocketmq-5.3.3"
@@ -371,10 +371,7 @@ def wait_until(
 ) -> float:
     """Seconds until ``predicate()`` held; AssertionError after ``timeout_s``."""
     start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"condition not met within {timeout_s} s")
-        time.sleep(step_s)
+    until(predicate, timeout_s, step_s, f"a condition within {timeout_s} s")
     return time.monotonic() - start
 
 

@@ -15,6 +15,7 @@ import pytest
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.remoting.codec import RemotingCommand
 from tests.conftest import SHARED
+from tests.helpers import until
 from tests.oracle.conftest import Side
 from tests.oracle.harness import Fleet
 
@@ -127,13 +128,12 @@ def _pop_settled(
 def _wait_dispatched(c: RemotingClient, addr: str, topic: str, count: int) -> None:
     """Wait until queue 0 of ``topic`` holds ``count`` messages: both brokers dispatch
     a send to its queue after answering it, and a pop's restNum counts what is there."""
-    deadline = time.monotonic() + 60
-    while True:
+
+    def holds() -> bool:
         r = _call(c, addr, GET_MAX_OFFSET, {"topic": topic, "queueId": 0})
-        if r.code == 0 and int((r.ext_fields or {}).get("offset", "0")) >= count:
-            return
-        assert time.monotonic() < deadline, f"{addr}: {topic} holds fewer than {count}"
-        time.sleep(0.05)
+        return r.code == 0 and int((r.ext_fields or {}).get("offset", "0")) >= count
+
+    until(holds, 60, 0.05, f"{addr}: {topic} to hold {count}")
 
 
 def found_answers(c: RemotingClient, addr: str, topic: str, group: str) -> list[tuple[Any, ...]]:

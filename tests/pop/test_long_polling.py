@@ -15,6 +15,7 @@ from mqstore.broker.pop_processors import broker_pop
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
+from tests.helpers import until
 from tests.pop.conftest import Broker, send
 
 pytestmark = pytest.mark.integration
@@ -57,9 +58,7 @@ def test_more_held_pops_than_workers_leave_a_send_free_and_are_woken_by_it(
     for _ in range(40):  # the server has 16 request workers
         client.invoke_async(addr, pop_cmd(10_000), answers)
     polling = broker_pop(broker.core).polling
-    deadline = time.monotonic() + 10
-    while polling.held_count < 40 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(lambda: polling.held_count >= 40, timeout=9, what="40 held pops")
     assert polling.held_count == 40 and answers.codes == []
     send(broker, [b"second"])
     got = answers.wait(1, 5.0)
@@ -87,9 +86,7 @@ def test_held_pops_are_answered_at_stop_without_a_traceback(
     for _ in range(20):
         client.invoke_async(b.server.address, pop_cmd(20_000), answers)
     polling = broker_pop(b.core).polling
-    deadline = time.monotonic() + 10
-    while polling.held_count < 20 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(lambda: polling.held_count >= 20, timeout=18, what="20 held pops")
     with caplog.at_level(logging.DEBUG):
         b.close()
     assert polling.held_count == 0

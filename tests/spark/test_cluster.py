@@ -7,12 +7,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import until
 from tests.spark.test_audit import _faulty_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.integration]
@@ -28,11 +28,7 @@ def _free_port() -> int:
 
 def _wait_for(predicate, what: str, timeout: float = 180.0) -> None:
     """Poll until ready; generous because a JVM's start on a loaded 2-core machine takes a minute."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not ready after {timeout} s")
-        time.sleep(0.2)
+    until(predicate, timeout, 0.2, what)
 
 
 def _listening(port: int) -> bool:

@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ from mqstore import Message, MessageStore, PutStatus, faults
 from mqstore.index import file as ifile
 from mqstore.status import GetStatus
 from tests.cq_consistency import check_cq_consistency
-from tests.helpers import make_store, mounted_tmpfs, reopen
+from tests.helpers import make_store, mounted_tmpfs, reopen, until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,13 +57,12 @@ def _pull_all(s: MessageStore, topic: str, queue_id: int = 0) -> list[bytes]:
         offset = r.next_begin_offset
 
 
-def _wait(cond, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
+def _wait(cond, timeout: float = 30.0) -> bool:
+    try:
+        until(cond, timeout, 0.02)
+    except AssertionError:
+        return False
+    return True
 
 
 # ------------------------------------------------------------ statvfs hook
@@ -242,7 +240,7 @@ PRELUDE = textwrap.dedent(
             out.extend(m.body for m in r.messages)
             off = r.next_begin_offset
 
-    def wait(cond, timeout=20.0):
+    def wait(cond, timeout=30.0):
         end = time.monotonic() + timeout
         while time.monotonic() < end and not cond():
             time.sleep(0.02)

@@ -43,7 +43,7 @@ from mqstore.errors import StoreLockedError
 from mqstore.message import tags_code
 from tests.cq_consistency import check_cq_consistency
 from tests.dispatch_child import REPO, ROLLING_SIZES, needs_child
-from tests.helpers import check_consistency, pull_all, tree
+from tests.helpers import check_consistency, pull_all, tree, until
 
 pytestmark = [pytest.mark.integration, needs_child]
 
@@ -92,11 +92,7 @@ def expected_queues(msgs: list[Message]) -> dict[tuple[str, int], list[Message]]
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
+    until(cond, timeout, what=what)
 
 
 def alive(pid: int) -> bool:
