@@ -59,9 +59,9 @@ def producer(transport: Transport) -> Iterator[Producer]:
 
 def pull_all(transport: Transport, mq: MessageQueue, expect: int) -> list[StoredMessage]:
     """The first ``expect`` messages of ``mq``, long-polling while dispatch (which is
-    asynchronous) catches up; fewer only after 5 s."""
+    asynchronous) catches up; fewer only after 30 s."""
     out: list[StoredMessage] = []
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while len(out) < expect and time.monotonic() < deadline:
         out.extend(transport.pull(PullQuery("cg", mq, len(out), 64, suspend_ms=500)).messages)
     return out

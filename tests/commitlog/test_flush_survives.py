@@ -72,7 +72,7 @@ def test_async_flusher_goes_on_after_a_non_oserror_in_a_round(tmp_path: Path):
         flusher._least_pages = 0  # every round flushes whatever is there
         with faults.inject("before_fdatasync", _once(RuntimeError("bug in a sync"))):
             r = s.put_message(Message(topic="t", body=b"later durable"))
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 30
             while s.flushed_physical_offset < r.physical_offset + r.size:
                 assert time.monotonic() < deadline, "the flusher stopped"
                 time.sleep(0.02)

@@ -32,7 +32,7 @@ def test_grpc_sent_messages_are_read_by_a_remoting_consumer(
         puller.subscribe(TOPIC)
         puller.start()
         got: list[Any] = []
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60
         while len(got) < len(sent) and time.monotonic() < deadline:
             got.extend(puller.poll(timeout=0.5))
         puller.shutdown()

@@ -30,7 +30,7 @@ broker = live_broker
 def read_all(transport: RemoteTransport, topic: str, expect: int) -> list[StoredMessage]:
     """Every message of ``topic`` through our TCP client (waits for dispatch)."""
     out: list[StoredMessage] = []
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while len(out) < expect and time.monotonic() < deadline:
         out = []
         for mq in transport.topic_queues(topic):

@@ -147,7 +147,7 @@ def test_the_wheel_and_the_log_hold_rocketmqs_units_and_slots(tmp_path: Path):
             phys.append(store.put_message(Message(topic="T", body=b"b",
                         properties={"TIMER_DELIVER_MS": str(at)})).physical_offset)  # fmt: skip
         store.wait_dispatched(60)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while store.logics.timer is None or store.logics.timer.enqueued < 3:
             assert time.monotonic() < deadline
             time.sleep(0.02)
@@ -179,7 +179,7 @@ def test_timer_log_files_whose_timers_are_all_past_are_deleted(tmp_path: Path, m
             store.put_message(Message(topic="T", body=b"b", properties={"TIMER_DELAY_MS": "300"}))
         assert len(arrived(store, "T", 100)) >= 32  # a pull returns 32 at most
         files = cfg.root / "timerlog"
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while len(list(files.iterdir())) > 1:
             assert time.monotonic() < deadline, sorted(p.name for p in files.iterdir())
             time.sleep(0.05)
