@@ -30,6 +30,7 @@ RocketMQ's (docs/store.md §1):
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable
 
 from mqstore.checkpoint import Checkpoint
@@ -42,6 +43,7 @@ from mqstore.config import StoreConfig
 from mqstore.consumequeue import shared
 from mqstore.consumequeue.catch_up import IndexCatchUp
 from mqstore.consumequeue.dispatch import Dispatcher, DispatchProgress, ReputService
+from mqstore.consumequeue.filter_bits import FilterBits
 from mqstore.consumequeue.flush import ConsumeQueueFlusher
 from mqstore.consumequeue.process import DispatchProcess
 from mqstore.consumequeue.queue import ConsumeQueue
@@ -75,6 +77,16 @@ class Logics:
         self.index = IndexService.for_store(cfg, self._index_file_full)
         self.delay_levels = DelayLevels.parse(cfg.message_delay_level)
         self.dispatcher = Dispatcher(self.queues, self.index, self.delay_levels)
+        self.filter_bits: FilterBits | None = None
+        """The SQL92 verdicts written at dispatch (None with ``dispatch_process``: the
+        dispatcher process writes none, and its files are dropped so that no entry older
+        than a unit the process wrote is ever read)."""
+        bits_dir = cfg.root / "filterbits"
+        if cfg.dispatch_process:
+            shutil.rmtree(bits_dir, ignore_errors=True)
+        else:
+            self.filter_bits = FilterBits(bits_dir, self._properties_at, self._min_offset)
+            self.dispatcher.filter_bits = self.filter_bits
         self._index_rebuild_from: int | None = None
         self._index_from: int | None = None
         self.reput = ReputService(
@@ -141,6 +153,7 @@ class Logics:
             return None
         start = self.segments.files[abnormal_start_index(self.segments, self.checkpoint)]
         replay = self.queues.truncate_dirty(start.file_from_offset, self._unit_matches_log)
+        self._cut_filter_bits()
         if self.index is not None:
             # The index is rebuilt after open, from the reput thread (IndexCatchUp):
             # from the destroyed files' stretch, the replay start, or the last message
@@ -156,6 +169,31 @@ class Logics:
             if begin < start.file_from_offset:
                 scan_headers(self.segments, begin, start.file_from_offset, self.dispatcher)
         return self.dispatcher
+
+    def _cut_filter_bits(self) -> None:
+        """Cut the SQL92 verdicts at each queue's recovered end (``FilterBits.cut``)."""
+        if self.filter_bits is not None:
+            self.filter_bits.cut(self._max_offset)
+
+    def _max_offset(self, topic: str, queue_id: int) -> int | None:
+        cq = self.queues.find(topic, queue_id)
+        return None if cq is None else cq.max_offset
+
+    def _min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.find(topic, queue_id)
+        return 0 if cq is None else cq.min_offset
+
+    def _properties_at(self, phys: int, size: int) -> str | None:
+        """The properties of the record at ``phys`` (just dispatched), or None."""
+        mf = self.segments.find(phys)
+        if mf is None:
+            return None
+        rel = phys - mf.file_from_offset
+        try:
+            info = fmt.scan(mf.view, rel, min(rel + size, mf.wrote_position), check_crc=False)
+        except ValueError:  # unmapped meanwhile
+            return None
+        return info.properties_string if type(info) is fmt.RecordInfo else None
 
     def _unit_matches_log(
         self, cq: ConsumeQueue, queue_offset: int, unit: tuple[int, int, int]
@@ -186,6 +224,7 @@ class Logics:
         if self.queues.max_physic_offset > end:
             self.queues.truncate_dirty(end)
         self.queues.correct_min_offset(self.segments.min_offset)
+        self._cut_filter_bits()
         if last_exit_ok:
             start = min(max(self.queues.max_physic_offset, self.segments.min_offset), end)
         else:
@@ -404,4 +443,6 @@ class Logics:
         """Unmap queue and index files."""
         if self.index is not None:
             self.index.close()
+        if self.filter_bits is not None:
+            self.filter_bits.close()
         self.queues.close()

@@ -300,6 +300,7 @@ class MessageStore(Closeable):
     add_arrival_listener = Delegate("_reader", StoreReader.add_arrival_listener)
     remove_arrival_listener = Delegate("_reader", StoreReader.remove_arrival_listener)
     wait_dispatched = Delegate("_reader", StoreReader.wait_dispatched)
+    register_sql_filter = Delegate("_reader", StoreReader.register_sql_filter)
 
     @property
     def dispatch_behind_bytes(self) -> int:

@@ -23,6 +23,7 @@ from mqstore.config import BrokerRole, StoreConfig
 from mqstore.consumequeue.batch_read import MessageBatch, read_fast, read_filtered
 from mqstore.consumequeue.dispatch import ArrivalListener
 from mqstore.consumequeue.filter import Subscription, parse_subscription
+from mqstore.consumequeue.filter_bits import VerdictReader
 from mqstore.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, Selection, select
 from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.consumequeue.results import GetRawResult, GetResult, QueryResult
@@ -196,6 +197,30 @@ class StoreReader:
         )
         return self.queues.find(topic, queue_id), sub
 
+    def _verdicts(self, topic: str, queue_id: int, sub: Subscription) -> VerdictReader | None:
+        """The verdicts written at dispatch for ``sub``'s SQL92 expression, if it is
+        registered for ``topic`` (``mqstore.consumequeue.filter_bits``)."""
+        bits = self._logics.filter_bits
+        if bits is None or sub.sql is None:
+            return None
+        return bits.reader(topic, queue_id, sub)
+
+    def register_sql_filter(self, topic: str, expression: str) -> int | None:
+        """Register a SQL92 subscription of ``topic``: each message of the topic
+        dispatched from now on is evaluated once, and filtered reads with this
+        expression (``get_message``, ``get_message_raw``, ``read_batch``) take the
+        verdict instead of reading and evaluating the message. Returns the
+        expression's slot, or None when none is free (at most
+        ``filter_bits.MAX_SLOTS`` per topic) or the store dispatches in a separate
+        process; the reads answer the same either way.
+
+        Raises:
+            SqlParseError: the expression does not compile.
+            OSError: the registration could not be saved.
+        """
+        bits = self._logics.filter_bits
+        return None if bits is None else bits.register(topic, expression)
+
     def get_message(
         self,
         group: str,
@@ -224,6 +249,7 @@ class StoreReader:
             cq, self._segments, offset, max_count, sub, self._pull_limits,
             _decoder(sub, self._cfg.check_crc_on_read),
             max_bytes=max_bytes, correct=self._correct,
+            verdicts=self._verdicts(topic, queue_id, sub),
         )  # fmt: skip
         return GetResult(
             sel.status,
@@ -274,11 +300,14 @@ class StoreReader:
         if cq is not None and not self._cfg.check_crc_on_read:
             low, high = cq.min_offset, cq.max_offset
             if low <= offset < high and max_count > 0:
-                fast = (
-                    read_fast(cq, self._segments, offset, max_count, with_tags=tags)
-                    if sub.matches_all
-                    else read_filtered(cq, self._segments, offset, max_count, sub, with_tags=tags)
-                )
+                if sub.matches_all:
+                    fast = read_fast(cq, self._segments, offset, max_count, with_tags=tags)
+                else:
+                    verdicts = self._verdicts(topic, queue_id, sub)
+                    fast = read_filtered(
+                        cq, self._segments, offset, max_count, sub, with_tags=tags,
+                        verdicts=verdicts,
+                    )  # fmt: skip
                 if fast is not None:
                     return fast
         r = self.get_message("", topic, queue_id, offset, max_count, sub)
@@ -312,6 +341,7 @@ class StoreReader:
             cq, self._segments, offset, max_count, sub, self._pull_limits,
             _raw_filter(sub, self._cfg.check_crc_on_read),
             max_bytes=max_bytes, correct=self._correct,
+            verdicts=self._verdicts(topic, queue_id, sub),
         )  # fmt: skip
         return GetRawResult(
             sel.status,

@@ -17,6 +17,7 @@ outside the CommitLog segment of its first record (or past its write position).
 from __future__ import annotations
 
 import bisect
+import itertools
 import mmap
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ from mqstore.commitlog import _layout
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.segments import Segments
 from mqstore.consumequeue.filter import Subscription
+from mqstore.consumequeue.filter_bits import VerdictReader
 from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, UNITS_LOW_TAGS
 from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.consumequeue.tag_columns import tags_column
@@ -166,6 +168,7 @@ def read_filtered(
     sub: Subscription,
     *,
     with_tags: bool,
+    verdicts: VerdictReader | None = None,
 ) -> MessageBatch | None:
     """Up to ``max_count`` messages of ``cq`` from ``offset`` that ``sub`` delivers (a tag
     or SQL92 subscription), or None when the units or records met are not all of the
@@ -174,6 +177,9 @@ def read_filtered(
     The units to the end of the offset's consume-queue file are examined in chunks of
     :data:`FILTER_CHUNK`, and only the candidates are decoded:
 
+    0. with ``verdicts`` (the SQL92 expression's verdicts written at dispatch,
+       ``mqstore.consumequeue.filter_bits``), a unit with a verdict is a match or not
+       by it, undecoded but for the body; the steps below take the units without one;
     1. the tag-code test over a chunk's units at once (numpy), for a tag subscription
        or a SQL92 one with a TAGS bound;
     2. for a SQL92 expression with a substring bound (``SqlFilter.needles``) and no tag
@@ -200,8 +206,9 @@ def read_filtered(
         start = (q - offset) * UNIT_SIZE
         chunk = buf[start : start + min(FILTER_CHUNK, end - q) * UNIT_SIZE]
         got = _filter_chunk(
-            log, chunk, q, max_count - len(found), sub, found, bodies, tags if with_tags else None
-        )
+            log, chunk, q, max_count - len(found), sub, found, bodies,
+            tags if with_tags else None, verdicts,
+        )  # fmt: skip
         if got is None:  # not the common shape: return what is read, or let the caller
             break
         q = got
@@ -220,6 +227,7 @@ def _filter_chunk(
     found: list[int],
     bodies: list[bytes],
     tags: list[str | None] | None,
+    verdicts: VerdictReader | None = None,
 ) -> int | None:
     """Filter the units of ``chunk`` (queue offset ``q`` on), appending up to ``want``
     matches to ``found``, ``bodies`` and ``tags``; the queue offset after the last unit
@@ -230,6 +238,12 @@ def _filter_chunk(
     idx = sub.code_candidates(units["tags_low"])
     if idx is None:
         idx = np.arange(n)
+    v = verdicts(q, units["phys"].astype(np.int64)) if verdicts is not None else None
+    sure = None  # per unit of the chunk: a match by its verdict
+    if v is not None:
+        real = units["size"] != BLANK_SIZE
+        known, sure = v[0] & real, v[1] & real
+        idx = np.union1d(idx[~known[idx]], np.flatnonzero(sure))
     phys = units["phys"][idx].astype(np.int64)
     size = units["size"][idx].astype(np.int64)
     del units
@@ -255,7 +269,13 @@ def _filter_chunk(
     sql = sub.sql
     needles = sql.needles if sql is not None else None
     if sub.code_test is None and needles is not None:
-        keep = needle_candidates(mm, rel, size, needles)
+        if sure is None:
+            keep = needle_candidates(mm, rel, size, needles)
+        else:  # the units without a verdict only
+            keep = sure[idx]
+            open_ = np.flatnonzero(~keep)
+            if len(open_):
+                keep[open_] = needle_candidates(mm, rel[open_], size[open_], needles)
         idx, rel = idx[keep], rel[keep]
     if not len(idx):
         return q + n
@@ -279,21 +299,26 @@ def _filter_chunk(
     matches_props = sub.matches_properties
     positions: list[int] = idx.tolist()
     rows = zip(
-        positions, body_starts.tolist(), body_ends.tolist(),
-        (props + 2).tolist(), (props + 2 + plen).tolist(), strict=True,
+        positions, body_starts.tolist(), body_ends.tolist(), (props + 2).tolist(),
+        (props + 2 + plen).tolist(),
+        sure[idx].tolist() if sure is not None else itertools.repeat(False), strict=False,
     )  # fmt: skip
     try:
-        for i, bs, be, ps, pe in rows:
-            text = mm[ps:pe].decode()
-            if not matches_props(text):
-                continue
+        for i, bs, be, ps, pe, matched in rows:
+            if matched:  # its verdict: the properties are read for the tags only
+                if tags is not None:
+                    tags.append(tags_of(mm[ps:pe].decode()))
+            else:
+                text = mm[ps:pe].decode()
+                if not matches_props(text):
+                    continue
+                if tags is not None:
+                    tags.append(tags_of(text))
             found.append(q + i)
             bodies.append(mm[bs:be])
-            if tags is not None:
-                tags.append(tags_of(text))
             want -= 1
             if not want:  # full: the read goes on after this match
-                return q + i + 1
+                return q + int(i) + 1
     except (ValueError, UnicodeDecodeError):  # closed under us, or not UTF-8
         return None
     return q + n

@@ -39,6 +39,7 @@ from mqstore.consumequeue.arrival import Arrival as Arrival  # noqa: PLC0414 (re
 from mqstore.consumequeue.arrival import ArrivalListener as ArrivalListener  # noqa: PLC0414
 from mqstore.consumequeue.catch_up import IndexCatchUp
 from mqstore.consumequeue.dispatch_batch import NO_SPACE, BatchDispatcher
+from mqstore.consumequeue.filter_bits import FilterBits
 from mqstore.consumequeue.store import ConsumeQueueStore
 from mqstore.failures import FailureCounter
 from mqstore.index.service import IndexService
@@ -95,6 +96,9 @@ class Dispatcher:
         thread starts an :class:`IndexCatchUp` there once space may be back."""
         self.on_no_space: Callable[[], object] | None = None
         """Called when the index runs out of space (the store's disk check)."""
+        self.filter_bits: FilterBits | None = None
+        """Where the verdicts of registered SQL92 expressions are written at dispatch
+        (None: none are computed)."""
         self.batch = BatchDispatcher(self)
         """Builds the batches of :meth:`dispatch_run` and :meth:`dispatch_plain` (its
         ``min_records`` decides which runs go record by record)."""
@@ -131,6 +135,9 @@ class Dispatcher:
         in_queue = rule.gets_unit(sys_flag)
         if in_queue:
             code = rule.unit_tags_code(topic, props_string, store_ts, self.delay_levels)
+            bits = self.filter_bits
+            if bits is not None and topic in bits.topics:  # before the unit: see filter_bits
+                bits.record(topic, qid, qoff, phys, props_string)
             self.queues.put(topic, qid, phys, size, code, qoff, store_ts)
         if not self.defer_index:
             try:

@@ -49,6 +49,7 @@ from mqstore.message import string_to_properties
 
 if TYPE_CHECKING:
     from mqstore.commitlog.dispatch_rule import DeliverTimes
+    from mqstore.consumequeue.filter_bits import FilterBits
     from mqstore.consumequeue.store import ConsumeQueueStore
     from mqstore.index.service import IndexService
 
@@ -147,6 +148,9 @@ class DispatchTarget(Protocol):
 
     @property
     def delay_levels(self) -> DeliverTimes: ...
+
+    @property
+    def filter_bits(self) -> FilterBits | None: ...
 
     def notify(self, arrival: Arrival) -> None: ...
 
@@ -342,6 +346,10 @@ class BatchDispatcher:
         """
         d = self._d
         rows = np.flatnonzero(b.in_queue)
+        bits = d.filter_bits
+        if rows.size and bits is not None and bits.topics:  # before the units: filter_bits
+            bits.record_rows(b.topics, b.topic_id, b.queue_id, b.queue_offset,
+                             b.physical_offset, b.size, rows)  # fmt: skip
         if rows.size:
             self._put_units(b, rows)
         if d.index is not None and not d.defer_index and b.key_hash.size:

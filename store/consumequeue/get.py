@@ -50,6 +50,7 @@ from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
 from mqstore.consumequeue.batch_read import needle_candidates
 from mqstore.consumequeue.filter import Subscription
+from mqstore.consumequeue.filter_bits import VerdictReader, Verdicts
 from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, UNITS_LOW_TAGS, iter_units
 from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.status import GetStatus
@@ -158,12 +159,15 @@ def select(
     *,
     max_bytes: int = MAX_PULL_MSG_SIZE,
     correct: Callable[[int, int], int] = lambda _old, new: new,
+    verdicts: VerdictReader | None = None,
 ) -> Selection[T]:
     """Run the pull of ``max_count`` messages from ``offset`` (see the module docstring).
 
     ``take`` turns each record's bytes (a view of the mapped CommitLog) into the
     returned item, or filters it out with None; without ``take`` the views are the
-    items. Not locked: it reads units and
+    items. ``verdicts``: a SQL92 subscription's verdicts written at dispatch
+    (``mqstore.consumequeue.filter_bits``); a unit whose verdict is FALSE is passed
+    over like one failing the tag-code test, undecoded. Not locked: it reads units and
     records below their files' write positions, which never change.
     """
     pre = check_offset(cq, offset, correct)
@@ -187,12 +191,15 @@ def select(
     needles = (
         sql.needles if sql is not None and take is not None and not sql.required_tags else None
     )
-    if sub.code_test is None and needles is None:
+    table = np.frombuffer(raw, UNITS_LOW_TAGS)
+    v = verdicts(offset, table["phys"].astype(np.int64)) if verdicts is not None else None
+    if sub.code_test is None and needles is None and v is None:
         units: Iterable[Unit] = iter_units(raw)
         skipped = None
     else:  # only the units passing the tests on the whole range are visited one by one
-        skipped = _Skipped(np.frombuffer(raw, UNITS_LOW_TAGS), sub, needles, caps, log)
+        skipped = _Skipped(table, sub, needles, caps, log, v)
         units = skipped.visits
+    del table
     miss, q, items, qoffs, total, max_phy_pulling = _scan(units, skipped, log, offset, caps, take)
     status = GetStatus.FOUND if qoffs else miss
     suggest_slave = log_max - max_phy_pulling > limits.memory_bytes
@@ -327,6 +334,7 @@ class _Skipped:
         needles: tuple[bytes, ...] | None,
         caps: Caps,
         log: Segments,
+        verdicts: Verdicts | None = None,
     ) -> None:
         n = len(units)
         self.phys = units["phys"].astype(np.int64)
@@ -334,9 +342,16 @@ class _Skipped:
         picked = sub.code_candidates(units["tags_low"])
         if picked is None:
             picked = np.arange(n)
+        sure = None
+        if verdicts is not None:  # units with a verdict: TRUE ones visited, others not
+            real = self.size != BLANK_SIZE
+            known, sure = verdicts[0] & real, verdicts[1] & real
+            picked = picked[~known[picked]]
         if needles is not None and len(picked):
             keep = _may_hold(log, self.phys[picked], self.size[picked], needles)
             picked = picked[keep]
+        if sure is not None:
+            picked = np.union1d(picked, np.flatnonzero(sure))
         real = (self.size != BLANK_SIZE) | (self.phys != 0)
         self.real = np.flatnonzero(real)
         """Indexes of the non-blank units."""
