@@ -59,14 +59,15 @@ from mqstore.broker.topics import (
 from mqstore.broker.traffic import TrafficStats
 from mqstore.broker.transactions import CheckSettings, TransactionCheckService, TransactionService
 from mqstore.config import BrokerRole
-from mqstore.consumequeue.filter import parse_subscription
+from mqstore.consumequeue.filter import SQL92, parse_subscription
 from mqstore.consumequeue.get import total_physical_memory
 from mqstore.failures import FailureCounter
 from mqstore.message import TOPIC_PATTERN
 from mqstore.message_store import MessageStore
 from mqstore.remoting.codes import ResponseCode
-from mqstore.remoting.values import Heartbeat, MessageModel, MessageQueue
+from mqstore.remoting.values import Heartbeat, MessageModel, MessageQueue, SubscriptionData
 from mqstore.service import ServiceThread
+from mqstore.sql92 import SqlParseError
 from mqstore.status import GetStatus
 
 log = logging.getLogger(__name__)
@@ -394,7 +395,23 @@ class BrokerCore:
             clustering = data.message_model is MessageModel.CLUSTERING
             if sub is not None and clustering and TOPIC_PATTERN.fullmatch(retry):
                 self.topics.create_system(retry, sub.retry_queue_nums)
+            if self.config.enable_property_filter:
+                self._register_filters(data.subscriptions)
         self.consumers.heartbeat(hb, channel)
+
+    def _register_filters(self, subscriptions: Sequence[SubscriptionData]) -> None:
+        """Register each SQL92 subscription with the store (``ConsumerFilterManager``
+        registers heartbeat subscriptions so its bitmap is computed at dispatch), so
+        messages of its topic dispatched from now on carry the expression's verdict."""
+        for s in subscriptions:
+            if s.expression_type != SQL92:
+                continue
+            try:
+                self.store.register_sql_filter(s.topic, s.expression)
+            except SqlParseError:
+                pass  # a pull answers FILTER_DATA_NOT_EXIST for it
+            except OSError as e:
+                log.error("registering the SQL92 filter of %s failed: %s", s.topic, e)
 
     def unregister(self, client_id: str, group: str) -> None:
         """UNREGISTER_CLIENT for one consumer group."""

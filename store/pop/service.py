@@ -36,6 +36,7 @@ Thread-safe. Pops of one (topic, group, queue) are serialised by a lock of their
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import random
 import threading
@@ -330,6 +331,11 @@ class PopService(Stoppable):
         """
         if self._thread is None:
             raise StoreClosedError("POP service not started")
+        if isinstance(subscription, Subscription) and subscription.sql is not None:
+            # the subscription is known from now on: its verdicts are computed at
+            # dispatch (``MessageStore.register_sql_filter``); without, read the old way
+            with contextlib.suppress(OSError):
+                self.store.register_sql_filter(topic, subscription.expression)
         max_count = max(0, min(max_count, MAX_BATCH))
         deadline = time.monotonic() + wait_ms / 1000
         while True:
