@@ -12,6 +12,7 @@ import pytest
 
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.server import BrokerServer
+from mqstore.consumequeue.filter import SQL92, parse_subscription
 from mqstore.message_store import MessageStore
 from mqstore.remoting.codes import V4_9_8
 from mqstore.remoting.codes import RequestCode as Rq
@@ -188,3 +189,34 @@ def test_pop_with_a_bad_expression_is_subscription_parse_failed(
         Rs.SUBSCRIPTION_PARSE_FAILED,
         "parse the consumer's subscription failed",
     )
+
+
+def _slot(store: MessageStore, expression: str) -> int | None:
+    bits = store.logics.filter_bits
+    assert bits is not None
+    return bits.slot_of("T", parse_subscription(expression, SQL92))
+
+
+def test_a_heartbeat_sql92_subscription_is_registered_for_verdicts_at_dispatch(
+    filtering: BrokerCore, client: WireClient, store: MessageStore
+) -> None:
+    _heartbeat(client, "a >= 8")
+    assert _slot(store, "a >= 8") == 0
+    _send_numbered(client, store)  # dispatched after it: the pull takes their verdicts
+    r = client.call(Rq.PULL_MESSAGE, {**pull_ext(0), "expressionType": "SQL92"})
+    assert [rec.body for rec in records(r.body)] == [b"m8", b"m9"]
+
+
+def test_without_enable_property_filter_a_heartbeat_registers_no_sql92_filter(
+    core: BrokerCore, client: WireClient, store: MessageStore
+) -> None:
+    _heartbeat(client, "a >= 8")
+    assert _slot(store, "a >= 8") is None
+
+
+def test_a_pop_sql92_subscription_is_registered_for_verdicts_at_dispatch(
+    client: WireClient, store: MessageStore
+) -> None:
+    _send_numbered(client, store, 1)
+    _pop(client, "a > 8")
+    assert _slot(store, "a > 8") == 0
