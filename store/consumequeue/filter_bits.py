@@ -10,7 +10,7 @@ before the expression was registered have no verdict for it and are read the old
 Topics without a registered expression pay one dictionary lookup per record at dispatch.
 
 On disk (``{store}/filterbits/``, mqstore's own layout; RocketMQ's ``ConsumeQueueExt`` is
-not written, see docs/sql92.md §6):
+not written, see docs/sql92.md §5):
 
 * ``slots.json``: ``{"version": 1, "topics": {topic: [expression, ...]}}``, slot ``i`` the
   ``i``-th expression. Replaced whole (temporary file, fsync, rename) before any verdict of
