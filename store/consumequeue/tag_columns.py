@@ -1,25 +1,24 @@
 """The TAGS property of a batch of records at once (a columnar decode).
 
 :func:`tags_column` answers, for each properties string of a batch of records in log
-order, what :func:`mqstore.message.tags_of` answers, with one slice per record instead
-of a parse. Records written by one producer put their properties in one order, so the
-``TAGS\\x01`` mark sits at the same distance from the start of each record's properties:
+order, what :func:`mqstore.message.tags_of` answers, without a parse per record.
+Records written by one producer put their properties in one order, so the
+``TAGS\x01`` mark sits at the same distance from the start of each record's properties:
 
-1. the distance is read from one record (``str.find``) and checked at once for every
-   record (numpy: the mark's five bytes, and a ``\\x02`` or the start before it); the
-   records it does not fit try the distance of the first of them, a few times;
-2. each value's end (the next ``\\x02`` or the end of the properties) is found in a
-   small window after it (numpy);
-3. the batch's span of the log is decoded once (Latin-1, so byte and character
-   positions agree) and each value sliced out of it; values that are not all ASCII are
-   decoded again as UTF-8.
+1. the distance and the value's width are read from one record (``bytes.find``) and
+   checked at once for every record (numpy: the mark's bytes, a ``\x02`` or the start
+   before it, a ``\x02`` or the end after the value); the records they do not fit try
+   the first of them's, a few times;
+2. values of up to 15 bytes are told apart by their bytes read as two 64-bit words:
+   grouped with numpy, each distinct value decoded once and each record given its
+   group's string (longer values are sliced one by one).
 
 A mark found at the expected place is the answer only if it is the record's only one
 (RocketMQ's parse keeps the last of repeated names): the marks in the whole span are
 counted once, and unless every one of them is accounted for (one per record answered
 here, and those of the records parsed one by one) the batch is refused. Records the
-distances do not fit (another order, an empty value, a value longer than the window)
-are answered by ``tags_of`` itself, so every answer is ``tags_of``'s.
+shapes do not fit (another order, an empty value, a value holding the separator) are
+answered by ``tags_of`` itself, so every answer is ``tags_of``'s.
 
 A span much larger than the records (a queue's records interleaved with many others)
 is refused (None): the caller then parses record by record.
@@ -36,6 +35,10 @@ from mqstore.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PROPERTY_T
 
 _MARK = PROPERTY_TAGS + NAME_VALUE_SEPARATOR
 _MARK_B = _MARK.encode()
+_SEP_B = PROPERTY_SEPARATOR.encode()
+_SEP_S = PROPERTY_SEPARATOR
+_MASKS = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], np.uint64)
+"""The low ``i`` bytes of a little-endian 64-bit word."""
 _NAME_U32 = int.from_bytes(_MARK_B[:4], "little")
 _EQ = ord(NAME_VALUE_SEPARATOR)
 _SEP = ord(PROPERTY_SEPARATOR)
@@ -68,11 +71,10 @@ def tags_column(
         return None
     if hi > len(buf):
         raise IndexError("properties range outside the buffer")
-    raw = buf[lo:hi]
-    marks = raw.count(_MARK_B)
+    raw = buf[lo : hi + 16]  # with up to 16 bytes more: a value's last words are read whole
+    marks = raw.count(_MARK_B, 0, hi - lo)
     if not marks:
         return [None] * n
-    text = raw.decode("latin-1")
     u8 = np.frombuffer(raw, np.uint8)
     u32 = np.ndarray((len(raw) - 3,), "<u4", raw, 0, (1,))  # the 4 bytes at each position
     s_all, e_all = starts - lo, ends - lo
@@ -81,23 +83,23 @@ def tags_column(
     value_at: list[NDArray[np.int64]] = []
     widths: list[int] = []
     hard: list[int] = []
+    top = len(raw) - 1
     for _ in range(MAX_SHAPES):
         if not len(todo):
             break
         i = int(todo[0])
         s0, e0 = int(s_all[i]), int(e_all[i])
-        at = text.find(_MARK, s0, e0)
-        end = text.find(PROPERTY_SEPARATOR, at + len(_MARK), e0) if at >= 0 else -1
-        width = (e0 if end < 0 else end) - at - len(_MARK)
-        if at < 0 or width <= 0 or (at > s0 and text[at - 1] != PROPERTY_SEPARATOR):
+        at = raw.find(_MARK_B, s0, e0)
+        end = raw.find(_SEP_B, at + len(_MARK_B), e0) if at >= 0 else -1
+        width = (e0 if end < 0 else end) - at - len(_MARK_B)
+        if at < 0 or width <= 0 or (at > s0 and raw[at - 1] != _SEP):
             hard.append(i)
             todo = todo[1:]
             continue
         s, e = s_all[todo], e_all[todo]
         mark = s + (at - s0)
-        v = mark + len(_MARK)
+        v = mark + len(_MARK_B)
         ok = v + width <= e
-        top = len(raw) - 1
         ok &= u32[np.minimum(mark, len(u32) - 1)] == _NAME_U32
         ok &= u8[np.minimum(mark + 4, top)] == _EQ
         if at > s0:  # the mark must start a property
@@ -109,35 +111,71 @@ def tags_column(
         widths.append(width)
         todo = todo[~ok]
     hard += todo.tolist()
-    done: list[int] = []
-    a: list[int] = []
-    b: list[int] = []
-    if rows:
-        done = np.concatenate(rows).tolist()
-        starts_v = np.concatenate(value_at)
-        a = starts_v.tolist()
-        b = (starts_v + np.repeat(widths, [len(r) for r in rows])).tolist()
-    values = [text[x:y] for x, y in zip(a, b, strict=True)]
-    joined = "".join(values)
-    if PROPERTY_SEPARATOR in joined:  # a value ended before its shape's width: parse it alone
-        cut = [k for k, value in enumerate(values) if PROPERTY_SEPARATOR in value]
-        hard += [done[k] for k in cut]
+    if not rows:
+        return _parsed(raw, s_all, e_all, hard, marks, n, [], [])
+    done = np.concatenate(rows)
+    at_v = np.concatenate(value_at)
+    width_v = np.repeat(np.array(widths, np.int64), [len(r) for r in rows])
+    values = _values(raw, at_v, width_v)
+    if len(rows) == 1 and len(values) == n == marks and _SEP_S not in "".join(set(values)):
+        return values  # type: ignore[return-value]  # one shape: the common batch
+    return _parsed(raw, s_all, e_all, hard, marks, n, done.tolist(), values)
+
+
+def _values(raw: bytes, at: NDArray[np.int64], width: NDArray[np.int64]) -> list[str]:
+    """The values ``raw[at[i]:at[i] + width[i]]`` decoded (UTF-8), each distinct one
+    decoded once: values of up to 15 bytes are told apart by their bytes read as two
+    64-bit words (and the width), grouped with numpy, and each row's string taken
+    from its group; longer ones are sliced one by one."""
+    m = len(at)
+    if len(raw) < 16 or m < 16:
+        return _sliced(raw, at, width)
+    u64 = np.ndarray((len(raw) - 7,), "<u8", raw, 0, (1,))
+    short = (width <= 15) & (at + 16 <= len(raw))
+    if not short.all():
+        return _sliced(raw, at, width)
+    w0 = np.minimum(width, 8)
+    w1 = width - w0
+    k0 = u64[at] & _MASKS[w0]
+    k1 = (u64[at + 8] & _MASKS[w1]) | (width.astype(np.uint64) << np.uint64(56))
+    _, first, group = np.unique(k0, return_index=True, return_inverse=True)
+    if (k1 != k1[first][group]).any():  # equal first words, different values
+        return _sliced(raw, at, width)
+    strings = _sliced(raw, at[first], width[first])
+    return list(map(strings.__getitem__, group.tolist()))
+
+
+def _sliced(raw: bytes, at: NDArray[np.int64], width: NDArray[np.int64]) -> list[str]:
+    """Each value sliced and decoded on its own."""
+    return [raw[a : a + w].decode() for a, w in zip(at.tolist(), width.tolist(), strict=True)]
+
+
+def _parsed(
+    raw: bytes,
+    s_all: NDArray[np.int64],
+    e_all: NDArray[np.int64],
+    hard: list[int],
+    marks: int,
+    n: int,
+    done: list[int],
+    values: list[str],
+) -> list[str | None] | None:
+    """The answer of a batch some of whose records (``hard``) are parsed by ``tags_of``
+    (those whose value read in columns holds a separator too), or None when the marks
+    in the span are not all accounted for."""
+    cut = [k for k, value in enumerate(values) if _SEP_S in value]
+    if cut:  # a value ended before its shape's width: parse those records alone
+        hard = hard + [done[k] for k in cut]
         kept = sorted(set(range(len(values))) - set(cut))
-        done, a, b = [done[k] for k in kept], [a[k] for k in kept], [b[k] for k in kept]
-        values = [values[k] for k in kept]
-        joined = "".join(values)
-    hard_text = [text[int(s_all[j]) : int(e_all[j])] for j in hard]
-    if marks != len(a) + sum(t.count(_MARK) for t in hard_text):
+        done, values = [done[k] for k in kept], [values[k] for k in kept]
+    texts = [raw[int(s_all[j]) : int(e_all[j])] for j in hard]
+    if marks != len(values) + sum(t.count(_MARK_B) for t in texts):
         return None  # a mark outside the places read: a repeated TAGS, or one in a body
-    if not joined.isascii():
-        values = [raw[x:y].decode() for x, y in zip(a, b, strict=True)]
-    if len(rows) == 1 and len(values) == n:  # all of one shape: the common batch
-        return values  # type: ignore[return-value]
     out: list[str | None] = [None] * n
     for j, value in zip(done, values, strict=True):
         out[j] = value
-    for j, t in zip(hard, hard_text, strict=True):
-        out[j] = tags_of(t.encode("latin-1").decode())
+    for j, t in zip(hard, texts, strict=True):
+        out[j] = tags_of(t.decode())
     return out
 
 

@@ -96,3 +96,33 @@ def test_a_batch_without_tags_answers_none_for_each() -> None:
     props = [(b"body", _producer_props(i, None)) for i in range(3)]
     buf, starts, ends = _laid_out(props)
     assert tags_column(buf, starts, ends) == [None, None, None]
+
+
+_ALIKE = [
+    "T",
+    "ü",
+    "Tag",
+    "TagAAAAA",
+    "TagAAAAA1",
+    "TagAAAAA2",
+    "TagAAAAAAAAAAAz",
+    "TagAAAAAAAAAAAAz",
+]
+"""Tags that share their first 8 bytes, and widths either side of one and two words."""
+
+
+@given(
+    st.lists(st.sampled_from(_ALIKE), min_size=16, max_size=80),
+    st.sampled_from([b"", b"\0" * 16, b"TAGS" * 5]),
+)
+@settings(max_examples=60, deadline=None)
+def test_many_records_with_alike_tags_each_get_their_own(tags: list[str], tail: bytes) -> None:
+    props = [(b"body" * (i % 3), _producer_props(i, tag)) for i, tag in enumerate(tags)]
+    buf, starts, ends = _laid_out(props, tail)
+    assert tags_column(buf, starts, ends) == tags
+
+
+def test_tags_last_in_the_properties_are_read_up_to_their_end() -> None:
+    props = [(b"h", f"KEYS\x01k{i}\x02TAGS\x01{'AB'[i % 2]}") for i in range(20)]
+    buf, starts, ends = _laid_out(props)
+    assert tags_column(buf, starts, ends) == ["AB"[i % 2] for i in range(20)]
