@@ -133,6 +133,12 @@ class StoreConfig:
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
     slave_timeout_ms: int = 3000
     ha_bind_host: str = "127.0.0.1"
+    # The HA handshake's shared secret (mqstore.ha.handshake; None: RocketMQ's
+    # unauthenticated protocol), the slave IPs a master accepts (empty: any), and the
+    # slave's reconnect delay (RocketMQ's fixed 5 s; tests shorten it).
+    ha_secret: str | None = field(default=None, repr=False)
+    ha_allowed_slaves: tuple[str, ...] = ()
+    ha_reconnect_interval_ms: int = 5_000
     # ConsumeQueue (docs/format.md §3, docs/store.md §2.3): 300,000 units of 20 bytes per file
     mapped_file_size_consume_queue: int = Unset(300_000 * 20)
     flush_interval_consume_queue_ms: int = 1000

@@ -799,7 +799,7 @@ def _broker_config(args: argparse.Namespace, role: BrokerRole, port: int) -> Sto
         ha_master_address=args.master_ha, store_host=(args.host, port),
         flush_disk_type=FlushDiskType[args.flush], dispatch_process=args.dispatch_process,
         dispatch_cpus=dispatch_cpus, property_format=args.property_format,
-        extra=args.access.store_extra(),
+        **args.access.store_settings(),
     )  # fmt: skip
 
 

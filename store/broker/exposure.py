@@ -48,14 +48,11 @@ class BrokerAccess:
         secret = ha_secret or (admin.secret_key if admin is not None else None)
         return cls(acl, secret, ha_allow or None)
 
-    def store_extra(self) -> dict[str, str]:
-        """The ``StoreConfig.extra`` entries the HA service reads."""
-        extra: dict[str, str] = {}
-        if self.ha_secret:
-            extra["ha_secret"] = self.ha_secret
-        if self.ha_allowed:
-            extra["ha_allowed_slaves"] = self.ha_allowed
-        return extra
+    def store_settings(self) -> dict[str, str | tuple[str, ...] | None]:
+        """The ``StoreConfig`` HA fields these settings give (``ha_secret``,
+        ``ha_allowed_slaves``)."""
+        allowed = tuple(h.strip() for h in (self.ha_allowed or "").split(",") if h.strip())
+        return {"ha_secret": self.ha_secret or None, "ha_allowed_slaves": allowed}
 
     def warnings(
         self, host: str, ha_bind: str, serves_ha: bool, grpc_host: str | None = None

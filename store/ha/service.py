@@ -13,8 +13,9 @@ The rule ``MessageStore.open`` applies (:func:`start_for`):
   directory would make two opens fight over 10912 and let a slave replicate from
   whichever store happened to win. ``mqstore broker`` calls :func:`serve`.
 
-The slave's reconnect delay is RocketMQ's fixed 5 s; tests shorten it through
-``cfg.extra["ha_reconnect_interval_ms"]`` (the config's free-form escape hatch).
+The slave's reconnect delay is RocketMQ's fixed 5 s (``ha_reconnect_interval_ms``;
+tests shorten it). The handshake secret and the slaves a master accepts are
+``ha_secret`` and ``ha_allowed_slaves``.
 """
 
 from __future__ import annotations
@@ -79,18 +80,15 @@ def master_for(cfg: StoreConfig, commitlog: LogSource) -> HAMaster:
 
 
 def ha_secret(cfg: StoreConfig) -> bytes | None:
-    """``cfg.extra["ha_secret"]``: the shared secret of the HA handshake
+    """``cfg.ha_secret``: the shared secret of the HA handshake
     (:mod:`mqstore.ha.handshake`), or None for RocketMQ's unauthenticated protocol."""
-    secret = cfg.extra.get("ha_secret")
-    return secret.encode("utf-8") if secret else None
+    return cfg.ha_secret.encode("utf-8") if cfg.ha_secret else None
 
 
 def _allowed_slaves(cfg: StoreConfig) -> frozenset[str] | None:
-    """``cfg.extra["ha_allowed_slaves"]``: comma-separated slave IPs, or None (any)."""
-    raw = cfg.extra.get("ha_allowed_slaves")
-    if not raw:
-        return None
-    return frozenset(h.strip() for h in raw.split(",") if h.strip())
+    """``cfg.ha_allowed_slaves``: the slave IPs a master accepts, or None (any)."""
+    allowed = frozenset(h.strip() for h in cfg.ha_allowed_slaves if h.strip())
+    return allowed or None
 
 
 def slave_for(cfg: StoreConfig, commitlog: LogSink) -> HASlave:
@@ -102,14 +100,13 @@ def slave_for(cfg: StoreConfig, commitlog: LogSink) -> HASlave:
     _check(cfg)
     if not cfg.ha_master_address:
         raise ConfigError("a replicating SLAVE needs ha_master_address (HOST:PORT)")
-    reconnect = cfg.extra.get("ha_reconnect_interval_ms", str(RECONNECT_INTERVAL_MS))
     try:
         return HASlave(
             commitlog,
             cfg.ha_master_address,
             heartbeat_interval_ms=cfg.ha_send_heartbeat_interval_ms,
             housekeeping_interval_ms=cfg.ha_housekeeping_interval_ms,
-            reconnect_interval_ms=int(reconnect),
+            reconnect_interval_ms=cfg.ha_reconnect_interval_ms,
             secret=ha_secret(cfg),
         )
     except ValueError as e:

@@ -106,7 +106,7 @@ def test_exposed_grpc_port_without_acl_is_named(tmp_path: Path) -> None:
 
 def test_ha_secret_defaults_to_the_acl_admin_secret(tmp_path: Path) -> None:
     access = BrokerAccess.from_flags(str(_acl_file(tmp_path)), None, "10.0.0.2")
-    assert access.store_extra() == {"ha_secret": "87654321", "ha_allowed_slaves": "10.0.0.2"}
+    assert access.store_settings() == {"ha_secret": "87654321", "ha_allowed_slaves": ("10.0.0.2",)}
     assert access.warnings("0.0.0.0", "0.0.0.0", serves_ha=True) == []
 
 

@@ -39,13 +39,12 @@ from mqstore.ha.slave import HASlave
 
 
 def _config(args: argparse.Namespace) -> StoreConfig:
-    extra = {"ha_reconnect_interval_ms": str(args.reconnect_ms)}
     common: dict[str, Any] = {
         "root_dir": args.store,
         "commitlog_file_size": args.file_size,
         "ha_send_heartbeat_interval_ms": args.heartbeat_ms,
         "ha_housekeeping_interval_ms": args.housekeeping_ms,
-        "extra": extra,
+        "ha_reconnect_interval_ms": args.reconnect_ms,
     }
     if args.cmd == "slave":
         return StoreConfig(broker_role=BrokerRole.SLAVE, ha_master_address=args.master, **common)

@@ -10,6 +10,7 @@ import itertools
 import socket
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -88,9 +89,9 @@ def test_challenge_layout() -> None:
 # ------------------------------------------------------------------------ real TCP
 
 
-def _master_cfg(root: Path, **extra: str) -> StoreConfig:
+def _master_cfg(root: Path, **ha: Any) -> StoreConfig:
     return StoreConfig(root_dir=root, broker_role=BrokerRole.SYNC_MASTER, ha_listen_port=0,
-                       commitlog_file_size=1 << 20, slave_timeout_ms=500, extra=extra)  # fmt: skip
+                       commitlog_file_size=1 << 20, slave_timeout_ms=500, **ha)  # fmt: skip
 
 
 def _ha(store: MessageStore) -> HAMaster:
@@ -174,8 +175,7 @@ def test_slave_with_the_secret_replicates_and_acks(tmp_path: Path) -> None:
         slave_cfg = StoreConfig(root_dir=tmp_path / "s", broker_role=BrokerRole.SLAVE,
                                 commitlog_file_size=1 << 20,
                                 ha_master_address=f"127.0.0.1:{_ha(m).port}",
-                                extra={"ha_secret": "s3cret",
-                                       "ha_reconnect_interval_ms": "100"})  # fmt: skip
+                                ha_secret="s3cret", ha_reconnect_interval_ms=100)  # fmt: skip
         with MessageStore.open(slave_cfg) as s:
             wait_until(lambda: _ha(m).connection_count() == 1, 60, "slave authenticated")
             r = m.put_message(_msg(0))
@@ -184,7 +184,7 @@ def test_slave_with_the_secret_replicates_and_acks(tmp_path: Path) -> None:
 
 
 def test_slave_outside_the_allowed_hosts_is_closed_at_accept(tmp_path: Path) -> None:
-    cfg = _master_cfg(tmp_path / "m", ha_allowed_slaves="10.1.2.3")
+    cfg = _master_cfg(tmp_path / "m", ha_allowed_slaves=("10.1.2.3",))
     with MessageStore.open(cfg) as m:
         fake = AckingFakeSlave(_ha(m).port)
         try:

@@ -30,7 +30,7 @@ def slave_store(root: Path, port: int) -> MessageStore:
             commitlog_file_size=FILE_SIZE,
             broker_role=BrokerRole.SLAVE,
             ha_master_address=f"127.0.0.1:{port}",
-            extra={"ha_reconnect_interval_ms": "100"},
+            ha_reconnect_interval_ms=100,
         )
     )
 

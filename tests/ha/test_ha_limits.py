@@ -139,7 +139,7 @@ def test_a_slave_session_that_raises_is_counted_and_the_slave_reconnects(
     monkeypatch.setattr(slave_module.transport, "connect", connect)
     cfg = StoreConfig(root_dir=tmp_path / "s", broker_role=BrokerRole.SLAVE,
                       ha_master_address=f"127.0.0.1:{master.port}", commitlog_file_size=1 << 20,
-                      extra={"ha_reconnect_interval_ms": "100"})  # fmt: skip
+                      ha_reconnect_interval_ms=100)  # fmt: skip
     with MessageStore.open(cfg) as store:
         slave = store.ha
         assert isinstance(slave, slave_module.HASlave)

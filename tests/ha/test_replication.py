@@ -54,12 +54,11 @@ def master_cfg(root: Path, role: BrokerRole = BrokerRole.SYNC_MASTER, **kw) -> S
 
 def slave_cfg(root: Path, port: int, **kw) -> StoreConfig:
     kw.setdefault("commitlog_file_size", FILE_SIZE)
-    extra = {"ha_reconnect_interval_ms": str(kw.pop("reconnect_ms", 100))}
+    kw.setdefault("ha_reconnect_interval_ms", kw.pop("reconnect_ms", 100))
     return StoreConfig(
         root_dir=root,
         broker_role=BrokerRole.SLAVE,
         ha_master_address=f"127.0.0.1:{port}",
-        extra=extra,
         **kw,
     )
 
