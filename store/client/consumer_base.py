@@ -27,7 +27,7 @@ from mqstore.client.client_instance import make_client_id, unwatch, watch
 from mqstore.client.consumer_config import ConsumerConfig, retry_topic
 from mqstore.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from mqstore.client.rebalance import RebalanceHooks, RebalanceImpl
-from mqstore.client.scheduler import Scheduler, ServiceThread
+from mqstore.client.scheduler import PeriodicTask, Scheduler
 from mqstore.client.transport import (
     BrokerError,
     ConsumerData,
@@ -80,7 +80,7 @@ class ConsumerBase:
         else:
             self.offset_store = RemoteBrokerOffsetStore(group, self.brokers)
         self.rebalance: RebalanceImpl | None = None
-        self._rebalance_service: ServiceThread | None = None
+        self._rebalance_service: PeriodicTask | None = None
         self._watch_tokens: list[tuple[Transport, int]] = []
         self.paused = threading.Event()
         """Set while suspended (:meth:`PushConsumer.pause`): no rebalance, no pulls."""
@@ -161,7 +161,7 @@ class ConsumerBase:
                 rebalance.do_rebalance()
             return rebalance.balanced
 
-        self._rebalance_service = ServiceThread(
+        self._rebalance_service = PeriodicTask(
             f"{self.group}-rebalance", self.config.rebalance_interval_ms, run
         )
         self._rebalance_service.start()

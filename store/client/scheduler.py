@@ -4,6 +4,10 @@ RocketMQ clients run ``RebalanceService`` (a ``ServiceThread``: wait the interva
 until woken) and a ``ScheduledExecutorService`` for heartbeats, offset persistence,
 orderly re-locks and delayed re-submits. These two classes are those, small.
 
+:class:`PeriodicTask` is not the store's :class:`mqstore.service.ServiceThread`: a
+store service ends on an unexpected error and keeps it for its owner to report (a
+flusher that failed must poison the store), while a client task logs it and runs on.
+
 Tasks must not raise for expected failures; an unexpected exception is logged and the
 thread keeps running (a dead heartbeat thread would silently evict the consumer).
 """
@@ -20,7 +24,7 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 
-class ServiceThread:
+class PeriodicTask:
     """Runs ``task`` at start, then every ``interval_ms`` or at once when woken.
 
     Several wakeups during a run coalesce into one more run (RocketMQ's ``hasNotified``).
