@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Final
 
 from mqstore.broker.acl import is_copy_topic
 from mqstore.broker.admin import ADMIN_PROCESSORS
@@ -74,7 +75,9 @@ def _ok(
 
 
 def _send_response(cmd: RemotingCommand, out: SendOutcome) -> RemotingCommand:
-    if not out.results or not out.results[0].status.stored:
+    if out.code is not ResponseCode.SUCCESS and (
+        not out.results or not out.results[0].status.stored
+    ):
         return cmd.make_response(out.code, out.remark or out.code.name)
     results = out.results
     ext = {
@@ -123,12 +126,19 @@ def process_send(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
 # ----------------------------------------------------------------------------- pull
 
 
+_COMMIT_OFFSET: Final = PullSysFlag.COMMIT_OFFSET.value
+_SUSPEND: Final = PullSysFlag.SUSPEND.value
+_SUBSCRIPTION: Final = PullSysFlag.SUBSCRIPTION.value
+"""The PULL_MESSAGE sysFlag bits as plain ints: ``int & IntFlag`` builds an enum
+member per test, a cost every pull would pay three times."""
+
+
 def _pull_response(cmd: RemotingCommand, out: PullOutcome) -> RemotingCommand:
-    ext = {
-        "suggestWhichBrokerId": out.suggest_which_broker_id,
-        "nextBeginOffset": out.next_begin_offset,
-        "minOffset": out.min_offset,
-        "maxOffset": out.max_offset,
+    ext = {  # strings already: the response copies them instead of coercing each value
+        "suggestWhichBrokerId": str(out.suggest_which_broker_id),
+        "nextBeginOffset": str(out.next_begin_offset),
+        "minOffset": str(out.min_offset),
+        "maxOffset": str(out.max_offset),
     }
     return cmd.make_response(out.code, out.remark, ext)
 
@@ -154,7 +164,7 @@ def pull_request(ctx: RequestContext, cmd: RemotingCommand) -> PullRequest:
         raise BadRequestError(f"the custom field <queueId> is illegal: {e}") from None
     sys_flag = ext_int(ext, "sysFlag", 0)
     expression, expression_type = "*", TAG
-    if sys_flag & PullSysFlag.SUBSCRIPTION:
+    if sys_flag & _SUBSCRIPTION:
         expression = ext.get("subscription") or "*"
         expression_type = ext.get("expressionType") or TAG
     else:
@@ -162,8 +172,8 @@ def pull_request(ctx: RequestContext, cmd: RemotingCommand) -> PullRequest:
         for sub in info.data.subscriptions if info is not None else ():
             if sub.topic == topic:
                 expression, expression_type = sub.expression, sub.expression_type
-    commit = ext_int(ext, "commitOffset", -1) if sys_flag & PullSysFlag.COMMIT_OFFSET else -1
-    suspend = ext_int(ext, "suspendTimeoutMillis", 0) if sys_flag & PullSysFlag.SUSPEND else 0
+    commit = ext_int(ext, "commitOffset", -1) if sys_flag & _COMMIT_OFFSET else -1
+    suspend = ext_int(ext, "suspendTimeoutMillis", 0) if sys_flag & _SUSPEND else 0
     query = PullQuery(
         group=group,
         queue=queue,
@@ -192,7 +202,7 @@ def _property_filter(
     q = request.query
     if is_tag_type(q.expression_type):
         return request, None
-    in_request = ext_int(cmd.ext_fields, "sysFlag", 0) & PullSysFlag.SUBSCRIPTION
+    in_request = ext_int(cmd.ext_fields, "sysFlag", 0) & _SUBSCRIPTION
     if in_request and not (cmd.ext_fields.get("subscription") or ""):
         remark = "parse the consumer's subscription failed"
         return request, cmd.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark)

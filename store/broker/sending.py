@@ -182,13 +182,16 @@ class MessageSender:
             )
         except (IllegalTopicError, IllegalMessageError) as e:
             return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, topic, queue_id, remark=str(e))
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        status = results[0].status
+        if status is PutStatus.PUT_OK and len(results) == 1:  # the usual answer: no enum hashing
+            self.traffic.record_put(1, topic, size=results[0].size, elapsed_ms=elapsed_ms)
+            return SendOutcome(ResponseCode.SUCCESS, topic, queue_id, (results[0],))
         stored = [r for r in results if r.status.stored]
         self.traffic.record_put(
             len(stored), topic, size=sum(r.size for r in stored),
-            failed=len(results) - len(stored),
-            elapsed_ms=int((time.monotonic() - started) * 1000),
+            failed=len(results) - len(stored), elapsed_ms=elapsed_ms,
         )  # fmt: skip
-        status = results[0].status
         code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
         remark = results[0].error if not status.stored else None
         return SendOutcome(code, topic, queue_id, tuple(results), remark)

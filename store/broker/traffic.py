@@ -198,15 +198,16 @@ class TrafficStats:
         """``n`` messages stored (in ``topic``: counted under ``TOPIC_PUT_NUMS``), of
         ``size`` bytes; ``failed`` messages refused; ``elapsed_ms``: how long the put
         call took (one put, whatever its number of messages)."""
+        now = self._clock()  # one reading for the latency roll and the rate buckets
         with self._lock:
             self._roll_day_locked()
             self._put_bytes += size
             self._put_failed += failed
             if elapsed_ms is not None:
-                self.latency.roll(self._clock())
+                self.latency.roll(now)
                 self.latency.add(elapsed_ms)
             if n > 0:
-                second = int(self._clock())
+                second = int(now)
                 self._put.add(second, n)
                 if topic is not None:
                     self._keyed_locked(TOPIC_PUT_NUMS, topic).add(second, n)
