@@ -14,8 +14,11 @@ Rule 1. A malformed frame closes that connection only; the server keeps serving 
 others. A request with an unknown code gets REQUEST_CODE_NOT_SUPPORTED; a oneway
 request gets no response at all.
 
-Rule 2. PULL_MESSAGE responses carry the raw CommitLog records without copying them
-into a frame: the head (length, header) is written, then each record view.
+Rule 2. PULL_MESSAGE responses carry the raw CommitLog records: the head (length,
+header) is written, then each record view, without copying them into a frame, once they
+total more than :data:`COPY_LIMIT` bytes. Below it the head and records are joined into
+one buffer, and so are the small answers of one turn (Rule 8): the event loop's per-buffer
+cost is more than copying a few KiB (:func:`coalesce`).
 
 Rule 3. A connection is a :class:`~mqstore.broker.consumers.ClientChannel`: the broker
 pushes NOTIFY_CONSUMER_IDS_CHANGED (oneway, code 40) on it, and its closing removes
@@ -127,6 +130,25 @@ def frame_head(cmd: RemotingCommand, body_length: int) -> bytes:
     header = encode_header(cmd)
     meta = int(cmd.serialize_type) << 24 | len(header)
     return _PREFIX.pack(4 + len(header) + body_length, meta) + header
+
+
+COPY_LIMIT = 16 * 1024
+"""Buffers of at most this many bytes in all are joined into one before a write (Rule 2).
+
+Measured on the 2-CPU VM with uvloop (a head and 32 record views written to a
+socket): 32 records of 200 B cost 2-3x more CPU as separate buffers than joined,
+32 of 1.1 KiB the same either way, 32 of 4 KiB twice as much joined."""
+
+
+def coalesce(
+    buffers: list[bytes | memoryview], size: int, limit: int = COPY_LIMIT
+) -> list[bytes | memoryview]:
+    """``buffers`` (``size`` bytes in all) as they are best handed to one write: joined
+    into one ``bytes`` when several total at most ``limit`` bytes, else unchanged (large
+    record views are written without a copy, Rule 2). The bytes written are the same."""
+    if len(buffers) > 1 and size <= limit:
+        return [b"".join(buffers)]
+    return buffers
 
 
 NON_BLOCKING: frozenset[int] = frozenset(
@@ -318,9 +340,10 @@ class _Connection(asyncio.Protocol):
     def _flush(self) -> None:
         """Write what the requests of this turn answered, in one call, and stop batching."""
         out, self._out = self._out, None
-        self._out_bytes = 0
+        size, self._out_bytes = self._out_bytes, 0
         transport = self.transport
         if out and transport is not None and not transport.is_closing():
+            out = coalesce(out, size)
             if len(out) == 1:
                 transport.write(out[0])
             else:
@@ -415,8 +438,10 @@ class _Connection(asyncio.Protocol):
         if out is not None:  # inside a turn of _pump: written at its end (Rule 8)
             if records:
                 size = sum(len(r) for r in records)
-                out.append(frame_head(cmd, size))
+                head = frame_head(cmd, size)
+                out.append(head)
                 out.extend(records)
+                size += len(head)
             else:
                 frame = encode(cmd)
                 size = len(frame)
@@ -426,8 +451,13 @@ class _Connection(asyncio.Protocol):
                 self._flush()
                 self._out = []
         elif records:
-            transport.write(frame_head(cmd, sum(len(r) for r in records)))
-            transport.writelines(records)
+            body = sum(len(r) for r in records)
+            head = frame_head(cmd, body)
+            buffers = coalesce([head, *records], len(head) + body)
+            if len(buffers) == 1:
+                transport.write(buffers[0])
+            else:
+                transport.writelines(buffers)
         else:
             transport.write(encode(cmd))
 
