@@ -134,7 +134,10 @@ def _tags_v1(mm: mmap.mmap, body_ends: NDArray[np.int64]) -> list[str | None] | 
         del u8
     except (ValueError, BufferError):
         return None
-    column = tags_column(mm, props + 2, props + 2 + lens)
+    try:
+        column = tags_column(mm, props + 2, props + 2 + lens)
+    except IndexError:  # lengths running past the mapping: each record parsed below
+        column = None
     if column is not None:
         return column
     p, q = (props + 2).tolist(), (props + 2 + lens).tolist()

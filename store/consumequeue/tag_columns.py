@@ -20,8 +20,10 @@ here, and those of the records parsed one by one) the batch is refused. Records 
 shapes do not fit (another order, an empty value, a value holding the separator) are
 answered by ``tags_of`` itself, so every answer is ``tags_of``'s.
 
-A span much larger than the records (a queue's records interleaved with many others)
-is refused (None): the caller then parses record by record.
+When the batch's span of the log is much larger than its properties or holds more marks
+than records (a queue's records among other queues'), or the records are not in log
+order, the properties are copied together first (one slice per record) and the copy
+searched instead.
 """
 
 from __future__ import annotations
@@ -45,19 +47,26 @@ _SEP = ord(PROPERTY_SEPARATOR)
 MAX_SHAPES = 8
 """Shapes (mark distance, value length) tried before the rest is parsed one by one."""
 MAX_SPAN_FACTOR = 8
-"""The span may be at most this many times the properties' bytes (plus 64 KiB)."""
+"""A span searched in place is at most this many times the properties' bytes (plus
+64 KiB); a wider one is searched in a copy of the properties alone."""
 
 
 def tags_column(
-    buf: bytes | mmap.mmap, starts: NDArray[np.int64], ends: NDArray[np.int64]
+    buf: bytes | mmap.mmap,
+    starts: NDArray[np.int64],
+    ends: NDArray[np.int64],
+    *,
+    packed: bool = False,
 ) -> list[str | None] | None:
     """Each record's TAGS, record ``i``'s properties being ``buf[starts[i]:ends[i]]``
-    (UTF-8 as stored): ``tags_of`` of each decoded string; None when the ranges are not
-    in increasing order, their span is too wide (:data:`MAX_SPAN_FACTOR`) or the span
-    holds a mark no record accounts for (module docstring).
+    (UTF-8 as stored): ``tags_of`` of each decoded string; None when the span searched
+    holds a mark no record accounts for (module docstring). Ranges out of log order,
+    spread over more than :data:`MAX_SPAN_FACTOR` times their bytes or with more marks
+    in their span than records (other records between them) are copied together first
+    and that copy searched (``packed``: ``buf`` is such a copy).
 
     Raises:
-        IndexError: a range lies outside ``buf``.
+        IndexError: a range lies outside ``buf`` (or ends before it starts).
         UnicodeDecodeError: a properties string the answer needs is not UTF-8.
     """
     n = len(starts)
@@ -65,16 +74,17 @@ def tags_column(
         return []
     lo, hi = int(starts[0]), int(ends[-1])
     lens = ends - starts
-    if (lens < 0).any() or (n > 1 and (starts[1:] < ends[:-1]).any()):
-        return None
-    if hi - lo > MAX_SPAN_FACTOR * int(lens.sum()) + 65536:
-        return None
-    if hi > len(buf):
+    if (lens < 0).any() or int(ends.max()) > len(buf):
         raise IndexError("properties range outside the buffer")
+    disordered = n > 1 and bool((starts[1:] < ends[:-1]).any())
+    if not packed and (disordered or hi - lo > MAX_SPAN_FACTOR * int(lens.sum()) + 65536):
+        return _compacted(buf, starts, ends, lens)
     raw = buf[lo : hi + 16]  # with up to 16 bytes more: a value's last words are read whole
     marks = raw.count(_MARK_B, 0, hi - lo)
     if not marks:
         return [None] * n
+    if marks > n and not packed:  # other records in the span (another queue's): search
+        return _compacted(buf, starts, ends, lens)  # the properties alone
     u8 = np.frombuffer(raw, np.uint8)
     u32 = np.ndarray((len(raw) - 3,), "<u4", raw, 0, (1,))  # the 4 bytes at each position
     s_all, e_all = starts - lo, ends - lo
@@ -120,6 +130,20 @@ def tags_column(
     if len(rows) == 1 and len(values) == n == marks and _SEP_S not in "".join(set(values)):
         return values  # type: ignore[return-value]  # one shape: the common batch
     return _parsed(raw, s_all, e_all, hard, marks, n, done.tolist(), values)
+
+
+def _compacted(
+    buf: bytes | mmap.mmap,
+    starts: NDArray[np.int64],
+    ends: NDArray[np.int64],
+    lens: NDArray[np.int64],
+) -> list[str | None] | None:
+    """:func:`tags_column` over the properties alone, copied one after the other (and
+    16 zero bytes): for records out of order or far apart (a queue's records among
+    many other queues'), whose span would cost more to search than the copies."""
+    raw = b"".join([buf[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)])
+    packed_ends = np.cumsum(lens)
+    return tags_column(raw + bytes(16), packed_ends - lens, packed_ends, packed=True)
 
 
 def _values(raw: bytes, at: NDArray[np.int64], width: NDArray[np.int64]) -> list[str]:

@@ -86,10 +86,18 @@ def test_a_mark_inside_a_body_is_not_taken_for_a_property() -> None:
     assert got is None or got == ["Real"] * 4
 
 
-def test_records_out_of_log_order_are_refused() -> None:
-    props = [(b"x", _producer_props(i, "A")) for i in range(3)]
+def test_records_out_of_log_order_are_answered_in_their_order() -> None:
+    props = [(b"x", _producer_props(i, tag)) for i, tag in enumerate(["A", "B", "C"])]
     buf, starts, ends = _laid_out(props)
-    assert tags_column(buf, starts[::-1].copy(), ends[::-1].copy()) is None
+    assert tags_column(buf, starts[::-1].copy(), ends[::-1].copy()) == ["C", "B", "A"]
+
+
+def test_records_far_apart_are_answered_in_columns() -> None:
+    # a queue's records among many others': the span is many times their properties
+    tags = [f"Tag{i % 5}" for i in range(40)]
+    props = [(b"\x02TAGS\x01other" * 200, _producer_props(i, t)) for i, t in enumerate(tags)]
+    buf, starts, ends = _laid_out(props)
+    assert tags_column(buf, starts, ends) == tags
 
 
 def test_a_batch_without_tags_answers_none_for_each() -> None:
@@ -126,3 +134,12 @@ def test_tags_last_in_the_properties_are_read_up_to_their_end() -> None:
     props = [(b"h", f"KEYS\x01k{i}\x02TAGS\x01{'AB'[i % 2]}") for i in range(20)]
     buf, starts, ends = _laid_out(props)
     assert tags_column(buf, starts, ends) == ["AB"[i % 2] for i in range(20)]
+
+
+def test_records_with_another_queues_between_are_answered_in_columns() -> None:
+    # two queues written in turn: the other queue's TAGS lie in the span, close by
+    tags = [f"Tag{i % 3}" for i in range(40)]
+    other = b"head" + _producer_props(99, "Other").encode() + b"body"
+    props = [(other, _producer_props(i, t)) for i, t in enumerate(tags)]
+    buf, starts, ends = _laid_out(props)
+    assert tags_column(buf, starts, ends) == tags
