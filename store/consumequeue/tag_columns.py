@@ -162,6 +162,8 @@ def _values(raw: bytes, at: NDArray[np.int64], width: NDArray[np.int64]) -> list
     w1 = width - w0
     k0 = u64[at] & _MASKS[w0]
     k1 = (u64[at + 8] & _MASKS[w1]) | (width.astype(np.uint64) << np.uint64(56))
+    if (k0 == k0[0]).all() and (k1 == k1[0]).all():  # one tag for the whole batch
+        return [raw[int(at[0]) : int(at[0] + width[0])].decode()] * m
     _, first, group = np.unique(k0, return_index=True, return_inverse=True)
     if (k1 != k1[first][group]).any():  # equal first words, different values
         return _sliced(raw, at, width)

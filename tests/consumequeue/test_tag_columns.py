@@ -143,3 +143,11 @@ def test_records_with_another_queues_between_are_answered_in_columns() -> None:
     props = [(other, _producer_props(i, t)) for i, t in enumerate(tags)]
     buf, starts, ends = _laid_out(props)
     assert tags_column(buf, starts, ends) == tags
+
+
+def test_a_batch_of_one_tag_gives_it_to_every_record() -> None:
+    props = [(b"b" * (i % 7), _producer_props(i, "Only")) for i in range(50)]
+    props.append((b"b", _producer_props(50, "Onlz")))  # one differs in its last byte
+    buf, starts, ends = _laid_out(props)
+    assert tags_column(buf, starts, ends) == ["Only"] * 50 + ["Onlz"]
+    assert tags_column(buf, starts[:50].copy(), ends[:50].copy()) == ["Only"] * 50
