@@ -47,16 +47,25 @@ def records(root: Path) -> list[Rec]:
 
 FIELDS = {
     # name: (struct format, byte position in a record with IPv4 hosts)
+    "total_size": (">i", 0),
+    "magic": (">i", 4),
+    "body_crc": (">i", 8),
+    "queue_id": (">i", 12),
+    "flag": (">i", 16),
     "queue_offset": (">q", 20),
+    "physical_offset": (">q", 28),
     "sys_flag": (">i", 36),
     "born_timestamp": (">q", 40),
+    "born_ip": (">i", 48),
     "born_port": (">i", 52),
     "store_timestamp": (">q", 56),
+    "store_ip": (">i", 64),
     "store_port": (">i", 68),
     "reconsume_times": (">i", 72),
     "prepared_offset": (">q", 76),
 }
-"""Header fields of a record whose hosts are IPv4 (docs/format.md §1.1)."""
+"""Every header field of a record whose hosts are IPv4 (docs/format.md §1.1), each host
+split into its address and port."""
 
 
 def read_field(root: Path, rec: Rec, name: str) -> int:
