@@ -219,6 +219,7 @@ class Logics:
             self.queues.destroy()
             if self.index is not None:
                 self.index.destroy()
+            self._cut_filter_bits()  # no queue left: no verdict either
             return {}
         self.queues.check_log_end(end)
         if self.queues.max_physic_offset > end:

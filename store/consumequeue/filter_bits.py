@@ -20,7 +20,9 @@ not written, see docs/sql92.md §5):
 * ``{topic}/{queueId}/{first queue offset, 20 digits}``: :data:`SEGMENT_UNITS` entries of
   8 bytes, entry ``q - first`` for queue offset ``q``: the low 32 bits of the unit's
   physical offset (``<u4``), the slots evaluated (``<u2``) and the slots whose expression
-  was TRUE (``<u2``), little-endian.
+  was TRUE (``<u2``), little-endian. Created sparse at full size, so a read-only mapping
+  of it never outgrows it. A unit whose physical offset ends in 32 zero bits gets no
+  verdict (a blank unit's is 0).
 
 A verdict is used only when its entry names the unit's physical offset and its slot's
 evaluated bit is set, so a missing, short, zeroed (torn) or stale entry is "no verdict",
@@ -32,8 +34,10 @@ recovery dropped cannot stand for the one later written at the same place.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import mmap
 import os
 import shutil
 import struct
@@ -47,6 +51,7 @@ from numpy.typing import NDArray
 
 from mqstore import _platform
 from mqstore.consumequeue.filter import SQL92, Subscription, parse_subscription
+from mqstore.consumequeue.format import UNIT_SIZE
 from mqstore.sql92 import SqlParseError
 
 log = logging.getLogger(__name__)
@@ -63,9 +68,10 @@ VERSION: Final = 1
 
 Verdicts = tuple[NDArray[np.bool_], NDArray[np.bool_]]
 """(has a verdict, verdict TRUE) per unit of a range."""
-VerdictReader = Callable[[int, NDArray[np.int64]], Verdicts | None]
-"""Given the first queue offset of a range and its units' physical offsets, their
-verdicts for one expression (None: none of them has one)."""
+VerdictReader = Callable[[int, NDArray[np.uint32]], Verdicts | None]
+"""Given the first queue offset of a range and the low 32 bits of its units' physical
+offsets (:func:`phys_low32`), their verdicts for one expression (None: none of them has
+one)."""
 PropertiesAt = Callable[[int, int], str | None]
 """The serialized properties of the record at (physical offset, size), or None."""
 
@@ -95,6 +101,8 @@ class FilterBits:
         self._lock = threading.Lock()
         """Guards registration and the file descriptors (a read never meets a closed
         or reused descriptor)."""
+        self._maps: dict[tuple[str, int, int], mmap.mmap] = {}
+        """(topic, queue id, first offset) -> read-only mapping of a full-size file."""
         self._fds: dict[tuple[str, int, int, bool], int] = {}
         """(topic, queue id, first offset, writable) -> open descriptor."""
         self.topics: Mapping[str, tuple[Subscription, ...]] = self._load()
@@ -263,6 +271,8 @@ class FilterBits:
         else:
             self._trim_expired(topic, queue_id, folder)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if os.fstat(fd).st_size < _segment_bytes():  # full size (sparse) before any mapping
+            os.ftruncate(fd, _segment_bytes())
         self._fds[key] = fd
         return fd
 
@@ -271,11 +281,19 @@ class FilterBits:
         low = self._min_offset(topic, queue_id)
         for f in folder.iterdir():
             if f.name.isdigit() and int(f.name) + SEGMENT_UNITS <= low:
+                self._drop_map((topic, queue_id, int(f.name)))
                 for writable in (False, True):
                     fd = self._fds.pop((topic, queue_id, int(f.name), writable), None)
                     if fd is not None:
                         os.close(fd)
                 f.unlink(missing_ok=True)
+
+    def _drop_map(self, key: tuple[str, int, int]) -> None:
+        """Forget a mapping; a read holding a view of it keeps it alive until done."""
+        mm = self._maps.pop(key, None)
+        if mm is not None:
+            with contextlib.suppress(BufferError):
+                mm.close()
 
     # ------------------------------------------------------------------ read
 
@@ -285,35 +303,58 @@ class FilterBits:
         slot = self.slot_of(topic, sub)
         if slot is None:
             return None
-        bit = 1 << slot
+        mask = np.uint64((1 << (32 + slot)) | (1 << (48 + slot)))  # evaluated, TRUE
 
-        def verdicts(q0: int, phys: NDArray[np.int64]) -> Verdicts | None:
-            e = self._entries(topic, queue_id, q0, len(phys))
-            if e is None:
+        def verdicts(q0: int, low: NDArray[np.uint32]) -> Verdicts | None:
+            w = self._entries(topic, queue_id, q0, len(low))
+            if w is None:
                 return None
-            known = (e["check"] == (phys & 0xFFFFFFFF).astype(np.uint32)) & (e["seen"] & bit != 0)
-            return known, known & (e["hit"] & bit != 0)
+            # contiguous native arrays throughout: numpy's strided paths cost 10x more
+            same = w.astype(np.uint32) == low.astype(np.uint32)
+            flags = w & mask
+            return (flags != 0) & same, (flags == mask) & same
 
         return verdicts
 
-    def _entries(self, topic: str, queue_id: int, q0: int, n: int) -> NDArray[np.void] | None:
-        """The entries of queue offsets ``[q0, q0 + n)``, zeroed where there is none;
-        None when there is none at all."""
-        parts: list[bytes] = []
-        got = 0
+    def _entries(self, topic: str, queue_id: int, q0: int, n: int) -> NDArray[np.uint64] | None:
+        """The entries of queue offsets ``[q0, q0 + n)`` as little-endian words (check in
+        the low 32 bits, evaluated slots in bits 32-47, TRUE slots in bits 48-63), zero
+        where there is none; None when there is none at all."""
+        parts: list[NDArray[np.uint64]] = []
+        got = False
         q, end = q0, q0 + n
         while q < end:
             base = q - q % SEGMENT_UNITS
             count = min(end, base + SEGMENT_UNITS) - q
-            with self._lock:
-                fd = self._fd(topic, queue_id, base, create=False)
-                data = os.pread(fd, count * ENTRY_SIZE, (q - base) * ENTRY_SIZE) if fd else b""
-            got += len(data)
-            parts.append(data.ljust(count * ENTRY_SIZE, b"\0"))
+            mm = self._map(topic, queue_id, base)
+            if mm is not None:  # a whole file: a view of its mapping
+                parts.append(np.frombuffer(mm, "<u8", count, (q - base) * ENTRY_SIZE))
+                got = True
+            else:
+                with self._lock:
+                    fd = self._fd(topic, queue_id, base, create=False)
+                    data = os.pread(fd, count * ENTRY_SIZE, (q - base) * ENTRY_SIZE) if fd else b""
+                got = got or bool(data)
+                parts.append(np.frombuffer(data.ljust(count * ENTRY_SIZE, b"\0"), "<u8"))
             q += count
         if not got:
             return None
-        return np.frombuffer(b"".join(parts), ENTRY)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _map(self, topic: str, queue_id: int, base: int) -> mmap.mmap | None:
+        """A read-only mapping of a verdict file that has its full size (every file is
+        given it when first written, so a mapping never outgrows its file); None for a
+        missing or shorter file (read with ``pread``)."""
+        key = (topic, queue_id, base)
+        mm = self._maps.get(key)
+        if mm is not None:
+            return mm
+        with self._lock:
+            fd = self._fd(topic, queue_id, base, create=False)
+            if fd is None or os.fstat(fd).st_size < _segment_bytes():
+                return None
+            mm = self._maps[key] = mmap.mmap(fd, _segment_bytes(), access=mmap.ACCESS_READ)
+        return mm
 
     # -------------------------------------------------------------- recovery
 
@@ -328,9 +369,7 @@ class FilterBits:
         if not self.directory.is_dir():
             return
         with self._lock:
-            for fd in self._fds.values():
-                os.close(fd)
-            self._fds.clear()
+            self._close_all()
             for topic_dir in self.directory.iterdir():
                 if not topic_dir.is_dir():
                     continue
@@ -342,18 +381,37 @@ class FilterBits:
     def close(self) -> None:
         """Close every verdict file."""
         with self._lock:
-            for fd in self._fds.values():
-                os.close(fd)
-            self._fds.clear()
+            self._close_all()
+
+    def _close_all(self) -> None:
+        for key in list(self._maps):
+            self._drop_map(key)
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def _segment_bytes() -> int:
+    """A verdict file's size: created sparse at full size, entries written in place."""
+    return SEGMENT_UNITS * ENTRY_SIZE
+
+
+def phys_low32(units: memoryview | bytes, n: int) -> NDArray[np.uint32]:
+    """The low 32 bits of the physical offsets of the first ``n`` consume-queue units of
+    ``units``: a view (big-endian, strided), no copy."""
+    return np.ndarray((n,), ">u4", buffer=units, offset=4, strides=(UNIT_SIZE,))
 
 
 def _entry(subs: tuple[Subscription, ...], phys: int, props: str) -> bytes:
     """The entry of a message at ``phys`` with properties ``props``."""
+    low = phys & 0xFFFFFFFF
+    if not low:  # a blank unit's physical offset is 0: such a unit gets no verdict
+        return _UNKNOWN
     hit = 0
     for i, s in enumerate(subs):
         if s.matches_properties(props):
             hit |= 1 << i
-    return _PACK(phys & 0xFFFFFFFF, (1 << len(subs)) - 1, hit)
+    return _PACK(low, (1 << len(subs)) - 1, hit)
 
 
 _PACK: Final = struct.Struct("<IHH").pack
@@ -374,8 +432,9 @@ def _cut_queue(folder: Path, end: int) -> None:
         keep = (end - base) * ENTRY_SIZE
         if f.stat().st_size > keep:
             fd = os.open(f, os.O_RDWR)
-            try:
+            try:  # cut, then zeros (holes) to the full size again
                 os.ftruncate(fd, keep)
+                os.ftruncate(fd, max(keep, _segment_bytes()))
                 _platform.fdatasync(fd, what=str(f))
             finally:
                 os.close(fd)

@@ -50,7 +50,7 @@ from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
 from mqstore.consumequeue.batch_read import needle_candidates
 from mqstore.consumequeue.filter import Subscription
-from mqstore.consumequeue.filter_bits import VerdictReader, Verdicts
+from mqstore.consumequeue.filter_bits import VerdictReader, Verdicts, phys_low32
 from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, UNITS_LOW_TAGS, iter_units
 from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.status import GetStatus
@@ -192,7 +192,7 @@ def select(
         sql.needles if sql is not None and take is not None and not sql.required_tags else None
     )
     table = np.frombuffer(raw, UNITS_LOW_TAGS)
-    v = verdicts(offset, table["phys"].astype(np.int64)) if verdicts is not None else None
+    v = verdicts(offset, phys_low32(raw, len(table))) if verdicts is not None else None
     if sub.code_test is None and needles is None and v is None:
         units: Iterable[Unit] = iter_units(raw)
         skipped = None
@@ -344,8 +344,7 @@ class _Skipped:
             picked = np.arange(n)
         sure = None
         if verdicts is not None:  # units with a verdict: TRUE ones visited, others not
-            real = self.size != BLANK_SIZE
-            known, sure = verdicts[0] & real, verdicts[1] & real
+            known, sure = verdicts  # a blank unit never has one
             picked = picked[~known[picked]]
         if needles is not None and len(picked):
             keep = _may_hold(log, self.phys[picked], self.size[picked], needles)
