@@ -35,8 +35,10 @@ from mqstore.closeable import Closeable
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.clean_close import Verification
 from mqstore.commitlog.commitlog import CommitLog, queue_key
+from mqstore.commitlog.cursor import LogCursor
+from mqstore.commitlog.cursor import Record as LogRecord
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
-from mqstore.commitlog.recovery import RecoveryResult, scan_headers
+from mqstore.commitlog.recovery import RecoveryResult
 from mqstore.commitlog.recovery_damage import DamagedRange
 from mqstore.commitlog.segments import Segments
 from mqstore.config import BrokerRole, StoreConfig
@@ -349,17 +351,12 @@ class MessageStore(Closeable):
         return r.record if isinstance(r, fmt.Record) else None
 
     def iter_records(self, from_offset: int | None = None) -> list[fmt.MessageRecord]:
-        """Every record from ``from_offset`` (default: the start) to the end, in order."""
-        offsets: list[int] = []
+        """Every valid record from ``from_offset`` (default: the start) to the end, in
+        order, each read once; damage (a bad CRC included) is skipped up to the next
+        record, as the cursor resyncs (:mod:`mqstore.commitlog.cursor`)."""
         start = self.min_physical_offset if from_offset is None else from_offset
-        scan_headers(
-            self._life.segments,
-            start,
-            self.max_physical_offset,
-            lambda r, _s: offsets.append(r.physical_offset),
-        )
-        found = (self.look_message_by_offset(o) for o in offsets)
-        return [r for r in found if r is not None]
+        walk = LogCursor(self._life.segments.files, start, self.max_physical_offset, check_crc=True)
+        return [item.message() for item in walk if isinstance(item, LogRecord)]
 
     # ------------------------------------------------------------ maintenance
 

@@ -8,9 +8,10 @@ segment to the first whose first message is no newer than the checkpoint's
 scans from there, reporting *every* valid record to ``on_record`` so the caller can
 re-dispatch.
 
-The scan checks each record fully (magic, lengths, body CRC when enabled, and
-properties not ending in a zero byte: see :data:`TORN_PROPERTIES`). At the first
-record that is not valid, what happens depends on the policy
+The scan is a :class:`~mqstore.commitlog.cursor.LogCursor` walk: it checks each record
+fully (magic, lengths, body CRC when enabled, and properties not ending in a zero byte:
+see :data:`~mqstore.commitlog.cursor.TORN_PROPERTIES`). At the first record that is not
+valid, what happens depends on the policy
 (:class:`~mqstore.config.RecoveryPolicy`):
 
 * ``TRUNCATE`` (RocketMQ): everything from there on is the torn tail, truncated
@@ -59,12 +60,19 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, cast
 
-import numpy as np
-
 from mqstore import _platform
 from mqstore.checkpoint import Checkpoint
 from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog.cursor import (
+    CHUNK_RECORDS,
+    Blank,
+    Damage,
+    LogCursor,
+    Record,
+    Run,
+    resync,
+)
 from mqstore.commitlog.recovery_damage import DamagedRange, Quarantine
 from mqstore.commitlog.recovery_extents import data_runs
 from mqstore.commitlog.segments import Segments
@@ -82,29 +90,14 @@ MIN_LOST_RUN = 4
 its end, or across the whole sector. Shorter runs than this cannot be told from a
 record's own zeros, and cannot hide a loss either: they would be inside a record's
 TOTALSIZE, whose high bytes are zero anyway."""
-_RECORD_MAGIC = re.compile(rb"\xda\xa3\x20[\xa7\xab]")
-"""MAGICCODE of a V1 or V2 record (the four bytes after TOTALSIZE)."""
 _BLANK_MAGIC = re.compile(rb"\xcb\xd4\x31\x94")
 """MAGICCODE of the blank record that ends a segment."""
-_OFFSET = struct.Struct(">q")
 _SIZE = struct.Struct(">i")
 LOST_LOOKAHEAD = 4096
 """Records read after a damaged range to find each queue's next offset (lost counts)."""
 
-SCAN_RECORDS = 8192
-"""Records per bulk scan. A chunk this size (some 10 MB of 1 KiB records) is still in
-the CPU cache when its records are handed over, so the re-dispatch's reads of their
-text are cheap; much larger chunks are not, much smaller ones pay numpy's per-call cost."""
-TORN_PROPERTIES = "properties end in a zero byte"
-"""Why a record that passes the codec's checks still ends recovery.
-
-BODYCRC covers only the body. A power loss that tears a record inside its
-properties leaves the never-written sectors as zeros (segments are preallocated),
-and such a record decodes with a valid CRC but NULs at the end of its properties.
-The store never writes one (properties always hold UNIQ_KEY and end in ``\\x02``)
-and a RocketMQ broker's properties end in ``\\x02`` or a value character, so a
-non-empty properties string ending in ``\\x00`` is taken as the torn tail.
-"""
+SCAN_RECORDS = CHUNK_RECORDS
+"""Records per bulk call of the scan's cursor (:data:`~mqstore.commitlog.cursor.CHUNK_RECORDS`)."""
 
 OnRecord = Callable[[fmt.RecordInfo, int], None]
 """Called with (record info, size) for each valid record scanned (no body copy)."""
@@ -136,7 +129,8 @@ class RecoveryResult:
     records: int
     scanned_bytes: int
     searched_bytes: int
-    """Bytes searched for a record after bad bytes (:func:`resync`), besides the scan."""
+    """Bytes searched for a record after bad bytes (the cursor's
+    :func:`~mqstore.commitlog.cursor.resync`), besides the scan."""
     stop_reason: str
     seconds: float
     damaged: tuple[DamagedRange, ...] = ()
@@ -144,7 +138,8 @@ class RecoveryResult:
 
 @dataclass(slots=True)
 class SearchCounter:
-    """Bytes :func:`resync` searched, summed over the calls it is passed to."""
+    """Bytes :func:`~mqstore.commitlog.cursor.resync` searched, summed over the calls
+    it is passed to."""
 
     bytes: int = 0
 
@@ -230,86 +225,56 @@ def scan(
     """Scan from the start of segment ``start_index``; return (end, records, bytes, why).
 
     ``end`` is the log offset just past the last valid record (or blank-ended segment
-    followed by another segment). With ``keep`` (and a ``damaged`` list to fill),
-    damage followed by valid records is fenced off and the scan goes on after it.
-    Segment positions are not changed here.
+    followed by another segment); ``bytes`` counts the bytes walked, less the blank
+    tails of segments. With ``keep`` (and a ``damaged`` list to fill), damage followed
+    by valid records is fenced off and the scan goes on after it. Segment positions are
+    not changed here.
 
-    Records are validated in bulk (:func:`mqstore.commitlog.bulk.scan_plain`: lengths
-    and CRC over arrays, the exact codec only for text that is not ASCII); the first
-    record recovery refuses (the bulk scan's stop, a bad CRC, a torn record, a wrong
-    PHYSICALOFFSET under ``keep``) is judged again by the exact codec, whose verdict
-    is the stop reason. ``on_record`` gets every valid record in log order: a
-    :class:`PlainSink` as the bulk scan's records, a :class:`RunSink` as runs of bytes,
-    a :class:`FieldSink` through ``dispatch_one``, any other callback a ``RecordInfo``
-    per record.
+    The walk is the :class:`~mqstore.commitlog.cursor.LogCursor`'s (its bulk backend,
+    ``SCAN_RECORDS`` records a call; under ``keep`` a record whose PHYSICALOFFSET is not
+    its own position is refused too); its first :class:`Damage` is the stop reason
+    unless :func:`_fence` keeps what follows. ``on_record`` gets every valid record in
+    log order: a :class:`PlainSink` as the bulk scan's records, a :class:`RunSink` as
+    runs of bytes, a :class:`FieldSink` through ``dispatch_one``, any other callback a
+    ``RecordInfo`` per record.
     """
     files = segments.files
-    end = files[start_index].file_from_offset
-    records = 0
-    scanned = 0
-    why = "end of last segment"
-    i = start_index
-    pos = 0
+    start = end = at = files[start_index].file_from_offset
+    records = tails = 0
     deliver = _deliverer(on_record)
-    plain = bulk.scan_plain
-    while i < len(files):
-        mf = files[i]
-        view, size, base = mf.view, mf.file_size, mf.file_from_offset
-        while True:
-            found = plain(view, pos, size, size, check_crc=check_crc, max_records=SCAN_RECORDS)
-            recs = found.records
-            n = len(recs)
-            unfit = ~recs.crc_ok | recs.torn
-            if keep is not None:
-                unfit |= recs.physical_offset != base + recs.position
-            k = int(np.argmax(unfit)) if n and unfit.any() else n
-            if k:
+    while True:
+        cursor = LogCursor(files, at, check_crc=check_crc, own_position=keep is not None,
+                           chunk=SCAN_RECORDS)  # fmt: skip
+        blank: Blank | None = None
+        for item in cursor.runs():
+            if blank is not None:  # a segment follows the blank: its tail was not walked
+                tails += blank.size
+                blank = None
+            if isinstance(item, Run):
                 if deliver is not None:
-                    deliver(view, recs, k)
-                records += k
-                pos = int(recs.position[k - 1] + recs.size[k - 1])
-                end = base + pos
-            if k == n:
-                pos = found.end
-                if found.stop is None and pos < size:
-                    continue  # the bulk scan's record limit: go on
-                if isinstance(found.stop, fmt.EndOfSegment):
-                    scanned += pos
-                    if i + 1 < len(files):
-                        end = files[i + 1].file_from_offset
-                        break
-                    end = base + pos
-                    return end, records, scanned, "blank record in last segment"
-            bad = _refused(fmt.scan(view, pos, size, check_crc=check_crc), base + pos, keep)
-            if keep is not None and damaged is not None:
-                fenced = _fence(segments, i, pos, bad, keep, check_crc, searched)
-                if fenced is not None:
-                    ranges, j, next_pos = fenced
-                    damaged.extend(ranges)
-                    scanned += sum(f.file_size for f in files[i:j])
-                    i, pos = j, next_pos
-                    mf = files[i]
-                    view, size, base = mf.view, mf.file_size, mf.file_from_offset
-                    continue
-            return end, records, scanned + pos, bad
-        i += 1
-        pos = 0
-    return end, records, scanned, why
-
-
-def _refused(r: fmt.ScanResult, offset: int, keep: KeepRule | None) -> str:
-    """Why recovery stops at the record at log ``offset`` (``r``, the exact codec's
-    result there, CRC checked as the scan asks): the codec's verdict, else the torn
-    rule, else (``keep``) a PHYSICALOFFSET that is not the record's own position."""
-    if not isinstance(r, fmt.RecordInfo):
-        if isinstance(r, fmt.EndOfSegment):  # the bulk scan never stops before a blank
-            raise AssertionError(f"recovery refused a blank record at {offset}")
-        return _corrupt_why(r, offset)
-    if r.properties_string.endswith("\x00"):
-        return f"torn record at {offset}: {TORN_PROPERTIES}"
-    if keep is not None and r.physical_offset != offset:
-        return f"record at {offset} says PHYSICALOFFSET {r.physical_offset}"
-    raise AssertionError(f"recovery refused a valid record at {offset}")
+                    deliver(item.view, item.records, item.count)
+                records += item.count
+                end = item.end
+            elif isinstance(item, Blank):
+                blank = item
+                end = item.offset + item.size
+            else:
+                fenced = None
+                if keep is not None and damaged is not None:
+                    i = (item.offset - files[0].file_from_offset) // segments.file_size
+                    pos = item.offset - files[i].file_from_offset
+                    fenced = _fence(segments, i, pos, item.why, keep, check_crc, searched)
+                if fenced is None or damaged is None:
+                    return end, records, item.offset - start - tails, item.why
+                ranges, j, next_pos = fenced
+                damaged.extend(ranges)
+                at = files[j].file_from_offset + next_pos
+                break
+        else:
+            if blank is not None:
+                why = "blank record in last segment"
+                return blank.offset, records, blank.offset - start - tails, why
+            return end, records, end - start - tails, "end of last segment"
 
 
 Deliver = Callable[[memoryview, bulk.PlainRecords, int], None]
@@ -388,10 +353,12 @@ def _fence(
     (segment index, position); None when the log must end there. A segment's blank
     record after the damage ends a range (the bytes from it on are not data): then the
     damage left in later segments, if any, is a second range."""
-    found = resync(segments, i, pos + 1, check_crc=check_crc, searched=searched)
-    if found is None:
+    found = resync(segments.files, i, pos + 1, check_crc=check_crc)
+    if searched is not None:
+        searched.bytes += found.searched
+    if found.at is None:
         return None
-    j, next_pos, record = found
+    j, next_pos, record = found.at
     files = segments.files
     start = files[i].file_from_offset + pos
     end = files[j].file_from_offset + next_pos
@@ -417,52 +384,6 @@ def _blank_after(view: memoryview, pos: int, size: int) -> int | None:
         c = m.start() - fmt.MAGIC_POS
         if _SIZE.unpack_from(view, c)[0] == size - c:
             return c
-    return None
-
-
-def resync(
-    segments: Segments,
-    i: int,
-    pos: int,
-    *,
-    check_crc: bool = True,
-    searched: SearchCounter | None = None,
-) -> tuple[int, int, fmt.RecordInfo] | None:
-    """The first record at or after ``pos`` of segment ``i`` (then in later segments)
-    that checks out and whose PHYSICALOFFSET field is its own position:
-    (segment index, position, record), or None.
-
-    Candidates are found by their MAGICCODE (a regex over the mapping), run by run of
-    bytes that may hold data (:func:`~mqstore.commitlog.recovery_extents.data_runs`):
-    holes and unwritten extents (the reservation past the last record) read as zeros
-    and are never searched, so past the end of the log nothing is read. Each byte
-    searched is counted in ``searched``.
-    """
-    files = segments.files
-    magic_at = fmt.MAGIC_POS
-    phys_at = fmt.PHYSICAL_OFFSET_POS
-    while i < len(files):
-        mf = files[i]
-        view, size, base = mf.view, mf.file_size, mf.file_from_offset
-        for a, b in data_runs(mf.path, max(pos, 0), size):
-            at = max(a, pos + magic_at)
-            while at < b:
-                if searched is not None:
-                    searched.bytes += b - at
-                m = _RECORD_MAGIC.search(view, at, b)
-                if m is None:
-                    break
-                c = m.start() - magic_at
-                at = m.start() + 1
-                if searched is not None:
-                    searched.bytes -= b - at
-                if c + phys_at + 8 > size or _OFFSET.unpack_from(view, c + phys_at)[0] != base + c:
-                    continue
-                r = fmt.scan(view, c, size, check_crc=check_crc)
-                if isinstance(r, fmt.RecordInfo) and not r.properties_string.endswith("\x00"):
-                    return i, c, r
-        i += 1
-        pos = 0
     return None
 
 
@@ -518,7 +439,7 @@ def messages_lost(segments: Segments, i: int, pos: int, j: int, next_pos: int) -
     while p < pos:
         r = fmt.scan(mf.view, p, pos, check_crc=False)
         if not isinstance(r, fmt.RecordInfo):  # an earlier damaged range: go past it
-            found = resync(segments, i, p + 1, check_crc=False)
+            found = resync(segments.files, i, p + 1, check_crc=False).at
             if found is None or found[0] != i or found[1] >= pos:
                 break
             p = found[1]
@@ -556,12 +477,6 @@ def _last_offsets(view: memoryview, size: int, out: dict[tuple[str, int], int]) 
             return
         out[(r.topic, r.queue_id)] = r.queue_offset + 1
         p += r.size
-
-
-def _corrupt_why(r: fmt.ScanResult, offset: int) -> str:
-    """The stop reason for the invalid record ``r`` at log ``offset`` (a Corrupt)."""
-    assert isinstance(r, fmt.Corrupt)
-    return f"{r.kind.value} at {offset}: {r.detail}"
 
 
 def recover(
@@ -721,24 +636,16 @@ def _make_cut_durable(segments: Segments, *, deleted: bool) -> None:
 
 
 def scan_headers(segments: Segments, start: int, end: int, on_record: OnRecord) -> int:
-    """Walk records in [start, end) without CRC checks (rebuilding tables); return count."""
+    """Walk the records in [start, end) without CRC checks (rebuilding tables), up to
+    the first bytes that are not a valid record; return the count."""
     count = 0
-    offset = start
-    while offset < end:
-        mf = segments.find(offset)
-        if mf is None:
-            break
-        pos = offset - mf.file_from_offset
-        limit = min(mf.wrote_position, end - mf.file_from_offset)
-        r = fmt.scan(mf.view, pos, mf.wrote_position, check_crc=False)
-        if isinstance(r, fmt.RecordInfo) and pos + r.size <= limit:
-            on_record(r, r.size)
-            offset += r.size
-            count += 1
-        elif isinstance(r, fmt.EndOfSegment):
-            offset = segments.roll_next_offset(offset)
-        else:
-            break
+    for item in LogCursor(segments.files, start, end):
+        if not isinstance(item, Record):
+            if isinstance(item, Damage):
+                break
+            continue
+        on_record(item.info, item.info.size)
+        count += 1
     return count
 
 

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from mqstore.checkpoint import Checkpoint
 from mqstore.commitlog import bulk, recovery
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog.cursor import TORN_PROPERTIES, refusal
 from mqstore.commitlog.recovery import KeepRule, SearchCounter
 from mqstore.commitlog.recovery_damage import DamagedRange
 from mqstore.commitlog.segments import Segments
@@ -57,7 +58,7 @@ def codec_scan(
             r = fmt.scan(view, pos, size, check_crc=check_crc)
             if isinstance(r, fmt.RecordInfo):
                 if r.properties_string.endswith("\x00"):
-                    bad = f"torn record at {mf.file_from_offset + pos}: {recovery.TORN_PROPERTIES}"
+                    bad = f"torn record at {mf.file_from_offset + pos}: {TORN_PROPERTIES}"
                 elif keep is not None and r.physical_offset != mf.file_from_offset + pos:
                     bad = (
                         f"record at {mf.file_from_offset + pos} says PHYSICALOFFSET "
@@ -77,7 +78,7 @@ def codec_scan(
                     break
                 return mf.file_from_offset + pos, records, scanned, "blank record in last segment"
             else:
-                bad = recovery._corrupt_why(r, mf.file_from_offset + pos)
+                bad = refusal(r, mf.file_from_offset + pos)
             if keep is not None and damaged is not None:
                 found = recovery._fence(segments, i, pos, bad, keep, check_crc, searched)
                 if found is not None:
@@ -345,7 +346,7 @@ def test_a_record_torn_inside_its_properties_ends_the_bulk_scan_as_the_torn_rule
     with loaded([bytes(recs) + bytes(SIZE - len(recs))]) as segs:
         got = recovery.scan(segs, 0, check_crc=True)
     at = len(recs) // 3 * 2
-    assert got == (at, 2, at, f"torn record at {at}: {recovery.TORN_PROPERTIES}")
+    assert got == (at, 2, at, f"torn record at {at}: {TORN_PROPERTIES}")
 
 
 def test_a_bit_flip_in_a_body_stops_the_bulk_scan_with_the_codecs_crc_verdict():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mqstore import FlushDiskType, Message, MessageStore, PutStatus
-from mqstore.commitlog.recovery import TORN_PROPERTIES
+from mqstore.commitlog.cursor import TORN_PROPERTIES
 from mqstore.config import RecoveryPolicy
 from tests.crash.lined_up import fixed_message, unsynced_store
 from tests.helpers import check_consistency, make_store, reopen, scan_log, store_config

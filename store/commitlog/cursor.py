@@ -1,0 +1,368 @@
+"""The one walk over CommitLog records: :class:`LogCursor`.
+
+A cursor reads the log's bytes ``[start, end)`` across segments and says what each
+stretch is, as a tagged union:
+
+* :class:`Record`: a valid record (the codec's checks, BODYCRC when asked, and its
+  properties not ending in a zero byte: :data:`TORN_PROPERTIES`);
+* :class:`Blank`: the blank record that ends a segment; the walk goes on at the next
+  segment's first byte;
+* :class:`Damage`: bytes that are not a valid record, with the reason.
+
+Rules (one place for each):
+
+1. **Stepping.** Records are chained by TOTALSIZE. The chain is followed by the bulk
+   backend (:func:`mqstore.commitlog.bulk.scan_plain`: numpy over the mapping, up to
+   ``chunk`` records a call), whose answers are, by its contract, the exact codec's
+   record after record; the exact codec has the last word at the record the backend
+   stops at. :meth:`LogCursor.runs` hands out the backend's columns as :class:`Run`
+   items (recovery's dispatch reads them as they are); iterating the cursor gives one
+   :class:`Record` per record instead.
+2. **Resync.** Past damage, the walk goes on at the first later record that is valid
+   *and* whose PHYSICALOFFSET field names its own log position (:func:`resync`), in its
+   segment or a later one, before ``end``. The resync is lazy: it runs when the item
+   after a :class:`Damage` is asked for, so a reader that stops at the first damage
+   (recovery under ``TRUNCATE``) searches nothing.
+3. **Torn tail.** When no such record follows, the iteration ends after the
+   :class:`Damage`: the bad bytes run to the end of the log, a torn tail (truncation,
+   as in LevelDB's log reader), never followed by anything. Whether bad bytes that *are*
+   followed by a valid record were damage or a torn tail whose later pages survived is
+   recovery's judgement (:func:`mqstore.commitlog.recovery.is_damage`): it knows what
+   the last shutdown synced.
+
+Worked example: segments of 8192 bytes, the first holding 47 records of 172 bytes and a
+blank at 8084, the second two records of which the first has a flipped body byte.
+``LogCursor(segments, 0, 8536, check_crc=True)`` gives 47 ``Record`` items, ``Blank(8084,
+108)``, ``Damage(8192, "bad_crc at 8192: ...")`` and a ``Record`` at 8364; with
+``check_crc=False`` it gives 49 records and the blank; without the ``end`` it also gives
+``Damage(8536, "zeroed at 8536: ...")``, the zeros that end the log.
+
+The cursor holds no lock and copies nothing: items reference the segments' mappings,
+valid until a segment is unmapped, and the caller keeps ``[start, end)`` from being
+truncated or deleted under it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import numpy as np
+
+from mqstore.commitlog import _layout as L
+from mqstore.commitlog import bulk
+from mqstore.commitlog._decode import info_to_record, scan
+from mqstore.commitlog._record import MessageRecord
+from mqstore.commitlog._results import Corrupt, EndOfSegment, RecordInfo, ScanResult
+from mqstore.commitlog.recovery_extents import data_runs
+
+CHUNK_RECORDS: Final = 8192
+"""Records per bulk call. A chunk this size (some 10 MB of 1 KiB records) is still in
+the CPU cache when its records are handed over, so a reader's reads of their text are
+cheap; much larger chunks are not, much smaller ones pay numpy's per-call cost."""
+TORN_PROPERTIES: Final = "properties end in a zero byte"
+"""Why a record that passes the codec's checks is still not valid.
+
+BODYCRC covers only the body. A power loss that tears a record inside its
+properties leaves the never-written sectors as zeros (segments are preallocated),
+and such a record decodes with a valid CRC but NULs at the end of its properties.
+The store never writes one (properties always hold UNIQ_KEY and end in ``\\x02``)
+and a RocketMQ broker's properties end in ``\\x02`` or a value character, so a
+non-empty properties string ending in ``\\x00`` is taken as torn.
+"""
+_RECORD_MAGIC: Final = re.compile(rb"\xda\xa3\x20[\xa7\xab]")
+"""MAGICCODE of a V1 or V2 record (the four bytes after TOTALSIZE)."""
+_OFFSET: Final = struct.Struct(">q")
+assert {L.MAGIC_V1 & 0xFFFFFFFF, L.MAGIC_V2 & 0xFFFFFFFF} == {0xDAA320A7, 0xDAA320AB}
+
+
+class Segment(Protocol):
+    """What the cursor reads of one segment (a ``MappedFile``, or
+    :class:`BufferSegment`)."""
+
+    @property
+    def file_from_offset(self) -> int:
+        """The log offset of the segment's first byte."""
+
+    @property
+    def file_size(self) -> int:
+        """The segment's length in bytes."""
+
+    @property
+    def view(self) -> memoryview:
+        """The segment's bytes, ``file_size`` of them."""
+
+    @property
+    def path(self) -> os.PathLike[str] | str | None:
+        """The file (to skip its holes when resyncing), or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class BufferSegment:
+    """A segment given as a buffer: an mmap of one file in a Spark task, bytes in a
+    test. ``path`` (optional) lets the resync skip the file's holes."""
+
+    view: memoryview
+    file_from_offset: int
+    file_size: int
+    path: os.PathLike[str] | str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A valid record at log ``offset``. ``info``'s positions are in ``view``, the
+    segment's bytes (valid until the segment is unmapped)."""
+
+    offset: int
+    info: RecordInfo
+    view: memoryview
+
+    def message(self) -> MessageRecord:
+        """The whole record, body copied out of the segment."""
+        return info_to_record(self.info, self.view)
+
+
+@dataclass(frozen=True, slots=True)
+class Blank:
+    """The blank record at log ``offset``; ``size`` bytes to its segment's end."""
+
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """Bytes at log ``offset`` that are not a valid record; ``why`` says what is wrong
+    there (the codec's verdict, a bad CRC, :data:`TORN_PROPERTIES`, a PHYSICALOFFSET
+    that is not the record's position). The damage runs to the next item's offset, or,
+    when the iteration ends after it, to the end of the log (a torn tail)."""
+
+    offset: int
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """The first ``count`` records of ``records`` (a bulk scan of ``view``, the segment
+    at log offset ``base``): consecutive valid records, in log order."""
+
+    view: memoryview
+    base: int
+    records: bulk.PlainRecords
+    count: int
+
+    @property
+    def offset(self) -> int:
+        """The log offset of the run's first record."""
+        return self.base + int(self.records.position[0])
+
+    @property
+    def end(self) -> int:
+        """The log offset just past the run's last record."""
+        k = self.count - 1
+        return self.base + int(self.records.position[k] + self.records.size[k])
+
+
+Item = Record | Blank | Damage
+"""What iterating a :class:`LogCursor` gives."""
+RunItem = Run | Blank | Damage
+"""What :meth:`LogCursor.runs` gives."""
+
+
+class LogCursor:
+    """The records of the log's ``[start, end)`` (see the module doc for the rules).
+
+    ``segments``: the log's segments in order, contiguous (``Segments.files``).
+    ``start`` must be a record boundary (or a segment's start); ``end`` defaults to
+    the end of the last segment. ``check_crc`` checks each body's BODYCRC; with
+    ``own_position`` a record whose PHYSICALOFFSET field is not its own position is
+    damage too. ``searched`` counts the bytes the resyncs searched.
+    Not thread-safe; a cursor walks once.
+    """
+
+    def __init__(
+        self,
+        segments: Sequence[Segment],
+        start: int,
+        end: int | None = None,
+        *,
+        check_crc: bool = False,
+        own_position: bool = False,
+        chunk: int = CHUNK_RECORDS,
+    ) -> None:
+        self.segments = segments
+        self.start = start
+        last = segments[-1] if segments else None
+        self.end = (
+            (last.file_from_offset + last.file_size if last is not None else 0)
+            if (end is None)
+            else end
+        )
+        self.check_crc = check_crc
+        self.own_position = own_position
+        self.chunk = chunk
+        self.searched = 0
+
+    def __iter__(self) -> Iterator[Item]:
+        """One :class:`Record` per valid record, :class:`Blank` and :class:`Damage`."""
+        for item in self.runs():
+            if not isinstance(item, Run):
+                yield item
+                continue
+            view, base, limit = item.view, item.base, len(item.view)
+            for at in item.records.position[: item.count].tolist():
+                r = scan(view, at, limit, check_crc=False)
+                assert type(r) is RecordInfo  # the backend's contract
+                yield Record(base + at, r, view)
+
+    def runs(self) -> Iterator[RunItem]:
+        """The bulk backend: valid records as :class:`Run` items (a segment's records
+        from one bulk call, up to the first that is not valid), blanks and damage."""
+        files, end = self.segments, self.end
+        i = _segment_index(files, self.start)
+        if i is None:
+            return
+        pos = max(0, self.start - files[i].file_from_offset)
+        while i < len(files):
+            mf = files[i]
+            view, size, base = mf.view, mf.file_size, mf.file_from_offset
+            limit = min(size, end - base)
+            if limit <= pos:
+                return
+            found = bulk.scan_plain(
+                view, pos, limit, limit, check_crc=self.check_crc, max_records=self.chunk
+            )
+            recs = found.records
+            n = len(recs)
+            unfit = ~recs.crc_ok | recs.torn
+            if self.own_position:
+                unfit |= recs.physical_offset != base + recs.position
+            k = int(np.argmax(unfit)) if n and unfit.any() else n
+            if k:
+                yield Run(view, base, recs, k)
+                pos = int(recs.position[k - 1] + recs.size[k - 1])
+            if k == n:
+                pos = found.end
+                if found.stop is None:
+                    if pos < limit:
+                        continue  # the record limit of one call: go on
+                    if base + limit >= end:
+                        return
+                    i, pos = i + 1, 0  # a segment full to its last byte: no blank fits
+                    continue
+                elif isinstance(found.stop, EndOfSegment):
+                    yield Blank(base + pos, size - pos)
+                    i, pos = i + 1, 0
+                    if base + size >= end:
+                        return
+                    continue
+            why = refusal(scan(view, pos, limit, check_crc=self.check_crc), base + pos,
+                          self.own_position)  # fmt: skip
+            yield Damage(base + pos, why)
+            after = self._resync(i, pos + 1)
+            if after is None:
+                return
+            i, pos = after
+
+    def _resync(self, i: int, pos: int) -> tuple[int, int] | None:
+        found = resync(self.segments, i, pos, end=self.end, check_crc=self.check_crc)
+        self.searched += found.searched
+        return None if found.at is None else found.at[:2]
+
+
+@dataclass(frozen=True, slots=True)
+class Resync:
+    """Where :func:`resync` found a record: ``at`` = (segment index, position in it, the
+    record), None when none follows; ``searched``: bytes searched."""
+
+    at: tuple[int, int, RecordInfo] | None
+    searched: int
+
+
+def resync(
+    segments: Sequence[Segment],
+    i: int,
+    pos: int,
+    *,
+    end: int | None = None,
+    check_crc: bool = True,
+) -> Resync:
+    """The first record at or after ``pos`` of segment ``i`` (then in later segments,
+    before log offset ``end``) that is valid (the codec's checks, BODYCRC when
+    ``check_crc``, properties not torn) and whose PHYSICALOFFSET names its own position.
+
+    Candidates are found by their MAGICCODE (a regex over the mapping), run by run of
+    bytes that may hold data (:func:`~mqstore.commitlog.recovery_extents.data_runs`):
+    holes and unwritten extents (the reservation past the last record) read as zeros
+    and are never searched, so past the end of the log nothing is read.
+    """
+    magic_at, phys_at = L.MAGIC_POS, L.PHYSICAL_OFFSET_POS
+    searched = 0
+    while i < len(segments):
+        mf = segments[i]
+        view, size, base = mf.view, mf.file_size, mf.file_from_offset
+        limit = size if end is None else min(size, end - base)
+        if limit <= 0:
+            break
+        runs = [(max(pos, 0), limit)] if mf.path is None else data_runs(mf.path, max(pos, 0), limit)
+        for a, b in runs:
+            at = max(a, pos + magic_at)
+            while at < b:
+                m = _RECORD_MAGIC.search(view, at, b)
+                if m is None:
+                    searched += b - at
+                    break
+                searched += m.start() + 1 - at
+                c = m.start() - magic_at
+                at = m.start() + 1
+                if c + phys_at + 8 > limit or _own_position(view, c) != base + c:
+                    continue
+                r = scan(view, c, limit, check_crc=check_crc)
+                if isinstance(r, RecordInfo) and not r.properties_string.endswith("\x00"):
+                    return Resync((i, c, r), searched)
+        i += 1
+        pos = 0
+    return Resync(None, searched)
+
+
+def _own_position(view: memoryview, c: int) -> int:
+    """The PHYSICALOFFSET field of a record at ``c`` (no slice: nothing is exported
+    from ``view``, which its owner may release)."""
+    return int(_OFFSET.unpack_from(view, c + L.PHYSICAL_OFFSET_POS)[0])
+
+
+def refusal(r: ScanResult, offset: int, own_position: bool = False) -> str:
+    """Why the bytes at log ``offset`` are not a valid record (``r``: the exact codec's
+    result there): the codec's verdict, else :data:`TORN_PROPERTIES`, else (with
+    ``own_position``) a PHYSICALOFFSET that is not the record's position.
+
+    Raises:
+        AssertionError: ``r`` is a valid record or a blank (a caller's bug).
+    """
+    if isinstance(r, Corrupt):
+        return f"{r.kind.value} at {offset}: {r.detail}"
+    if not isinstance(r, RecordInfo):
+        raise AssertionError(f"a blank record at {offset} is not damage")
+    if r.properties_string.endswith("\x00"):
+        return f"torn record at {offset}: {TORN_PROPERTIES}"
+    if own_position and r.physical_offset != offset:
+        return f"record at {offset} says PHYSICALOFFSET {r.physical_offset}"
+    raise AssertionError(f"a valid record at {offset} is not damage")
+
+
+def _segment_index(segments: Sequence[Segment], offset: int) -> int | None:
+    """The index of the segment holding log ``offset`` (or the first one after it)."""
+    for i, mf in enumerate(segments):
+        if offset < mf.file_from_offset + mf.file_size:
+            return i
+    return None
+
+
+__all__ = [
+    "CHUNK_RECORDS", "TORN_PROPERTIES", "Blank", "BufferSegment", "Damage", "Item",
+    "LogCursor", "Record", "Resync", "Run", "RunItem", "Segment", "refusal", "resync",
+]  # fmt: skip
