@@ -45,7 +45,7 @@ def test_resync_finds_a_record_after_a_hole(tmp_path):
     with open(seg, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         first_end = len(_record(0))
         assert resync(mm, 0, first_end, SEGMENT, str(seg)) == far
-        assert resync(mm, 0, far + 1, SEGMENT, str(seg)) == -1
+        assert resync(mm, 0, far + 1, SEGMENT, str(seg)) is None
 
 
 def test_allocated_bytes_leave_out_a_preallocated_tail(tmp_path):

@@ -197,15 +197,14 @@ def export_rows(buf: Buffer, rng: ByteRange, schema: pa.Schema) -> Iterator[pa.R
             part = _take(arr, first)
             if len(part):
                 yield export_batch(buf, rng, part, schema)
-            pos = resync(buf, rng.base_offset, int(arr.position[first]) + 1, end, rng.path)
-            if pos < 0:
-                return
-            continue
-        if len(arr):
-            yield export_batch(buf, rng, arr, schema)
-        pos = resume_at(buf, rng, b)
-        if pos < 0:
+            nxt = resync(buf, rng.base_offset, int(arr.position[first]) + 1, end, rng.path)
+        else:
+            if len(arr):
+                yield export_batch(buf, rng, arr, schema)
+            nxt = resume_at(buf, rng, b)
+        if nxt is None:
             return
+        pos = nxt
 
 
 def _take(arr: bulk.RecordArrays, n: int) -> bulk.RecordArrays:

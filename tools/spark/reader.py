@@ -182,19 +182,19 @@ def bulk_records(buf: Buffer, rng: ByteRange, *, keys: bool = False) -> Iterator
             if len(b.records):
                 yield b.records
             pos = resume_at(buf, rng, b)
-            if pos < 0:
+            if pos is None:
                 return
 
 
-def resume_at(buf: Buffer, rng: ByteRange, b: bulk.BulkScan) -> int:
+def resume_at(buf: Buffer, rng: ByteRange, b: bulk.BulkScan) -> int | None:
     """Where a read of ``rng`` that skips damage goes on after the scan ``b``: at its
     end when it stopped on nothing, past damage at the next record that names its own
-    position; -1 when the read of the range is over (a blank record, nothing valid
+    position; None when the read of the range is over (a blank record, nothing valid
     follows)."""
     if b.stop is None:
         return b.end
     if isinstance(b.stop, fmt.EndOfSegment):
-        return -1
+        return None
     return resync(buf, rng.base_offset, b.end + 1, len(buf), rng.path)
 
 

@@ -30,13 +30,13 @@ from __future__ import annotations
 import enum
 import mmap
 import os
-import struct
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from mqstore.commitlog import bulk
+from mqstore.commitlog import bulk, cursor
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog.cursor import BufferSegment
 from mqstore.tools.spark.headercheck import Edge, StoreTimes, header_findings
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ Buffer = bytes | mmap.mmap
 DAY_MS: Final = 86_400_000
 _ZERO_PROBE: Final = 1 << 20
 _BAD_CRC: Final = fmt.CorruptKind.BAD_CRC
-_MAGICS: Final = (struct.pack(">i", fmt.MAGIC_V1), struct.pack(">i", fmt.MAGIC_V2))
 
 
 class RowType(enum.Enum):
@@ -239,29 +238,17 @@ def first_nonzero(buf: Buffer, start: int, end: int, path: str | None = None) ->
     return -1
 
 
-def resync(buf: Buffer, base_offset: int, start: int, end: int, path: str | None = None) -> int:
-    """First position >= ``start`` holding a valid record that names its own position
-    in PHYSICALOFFSET, or -1. Magic bytes are searched, so damage costs one pass. Zero
-    bytes are skipped first (numpy, and the holes of ``path`` unread): a record's first
-    non-zero byte is among its first 8 (size, magic), so none starts before the first
-    non-zero byte minus 8, and the unwritten tail of a preallocated segment is not searched."""
-    data = first_nonzero(buf, start, end, path)
-    if data < 0:
-        return -1
-    start = max(start, data - 8)
-    find = buf.find
-    hits = [find(m, start + fmt.MAGIC_POS, end) for m in _MAGICS]
-    while True:
-        live = [h for h in hits if h >= 0]
-        if not live:
-            return -1
-        h = min(live)
-        q = h - fmt.MAGIC_POS
-        with memoryview(buf) as view:
-            r = fmt.scan(view, q, end, check_crc=False)
-        if isinstance(r, fmt.RecordInfo) and r.physical_offset == base_offset + q:
-            return q
-        hits = [find(m, h + 1, end) if x == h else x for m, x in zip(_MAGICS, hits, strict=True)]
+def resync(
+    buf: Buffer, base_offset: int, start: int, end: int, path: str | None = None
+) -> int | None:
+    """First position >= ``start`` (before ``end``) of the file in ``buf`` holding a
+    valid record that names its own position in PHYSICALOFFSET, or None: the cursor's
+    resync (:func:`mqstore.commitlog.cursor.resync`, CRC not checked) over one file
+    whose first byte is log offset ``base_offset``; the holes of ``path`` are skipped."""
+    with memoryview(buf) as view:
+        segment = BufferSegment(view, base_offset, len(view), path)
+        found = cursor.resync([segment], 0, start, end=base_offset + end, check_crc=False).at
+    return None if found is None else found[1]
 
 
 def _is_torn(
@@ -463,20 +450,22 @@ def _damage(
                 )
             return -1
         nxt = resync(buf, rng.base_offset, pos + 1, file_end, rng.path)
-        where = f"resumes at {nxt}" if nxt >= 0 else "no valid record follows"
+        where = f"resumes at {nxt}" if nxt is not None else "no valid record follows"
         yield _finding(name, pos, "zeroed_gap", f"zero bytes followed by data at {data}; {where}")
-        return nxt
+        return -1 if nxt is None else nxt
     if bad.kind is fmt.CorruptKind.BAD_TEXT and pos + bad.size <= file_end:
         yield _finding(name, pos, bad.kind.value, bad.detail)
         return pos + bad.size
     nxt = resync(buf, rng.base_offset, pos + 1, file_end, rng.path)
-    if nxt < 0 and rng.is_last_file and _is_torn(buf, pos, bad, file_end, rng.path):
+    if nxt is None and rng.is_last_file and _is_torn(buf, pos, bad, file_end, rng.path):
         yield _finding(
             name, pos, "torn_tail", f"incomplete last record ({bad.kind.value}: {bad.detail})"
         )
         return -1
     where = (
-        f"skipped {nxt - pos} bytes to the next record" if nxt >= 0 else "rest of file unreadable"
+        f"skipped {nxt - pos} bytes to the next record"
+        if nxt is not None
+        else "rest of file unreadable"
     )
     yield _finding(name, pos, bad.kind.value, f"{bad.detail}; {where}")
-    return nxt
+    return -1 if nxt is None else nxt
