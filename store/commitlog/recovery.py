@@ -73,6 +73,7 @@ from mqstore.commitlog.cursor import (
     Run,
     resync,
 )
+from mqstore.commitlog.mapped_file import MappedFile
 from mqstore.commitlog.recovery_damage import DamagedRange, Quarantine
 from mqstore.commitlog.recovery_extents import data_runs
 from mqstore.commitlog.segments import Segments
@@ -430,53 +431,45 @@ def messages_lost(segments: Segments, i: int, pos: int, j: int, next_pos: int) -
     are read from the start of segment ``i`` (and of the segment before it when the
     damage starts segment ``i``: a missing segment, filled with zeros, has no record
     before its damage), those after up to :data:`LOST_LOOKAHEAD` records."""
+    files = segments.files
     before: dict[tuple[str, int], int] = {}
     if pos == 0 and i > 0:
-        prev = segments.files[i - 1]
-        _last_offsets(prev.view, prev.file_size, before)
-    mf = segments.files[i]
-    p = 0
-    while p < pos:
-        r = fmt.scan(mf.view, p, pos, check_crc=False)
-        if not isinstance(r, fmt.RecordInfo):  # an earlier damaged range: go past it
-            found = resync(segments.files, i, p + 1, check_crc=False).at
-            if found is None or found[0] != i or found[1] >= pos:
-                break
-            p = found[1]
-            # A gap left by that earlier range is its own loss, not this range's.
-            before.clear()
-            continue
-        before[(r.topic, r.queue_id)] = r.queue_offset + 1
-        p += r.size
+        _last_offsets(files[i - 1], before)
+    base = files[i].file_from_offset
+    past_damage = False
+    for item in LogCursor(files, base, base + pos):
+        if isinstance(item, Damage):  # an earlier damaged range: the cursor goes past it
+            past_damage = True
+        elif isinstance(item, Record):
+            if past_damage:  # a gap left by that earlier range is its own loss, not this one's
+                before.clear()
+                past_damage = False
+            before[(item.info.topic, item.info.queue_id)] = item.info.queue_offset + 1
     lost = 0
     seen: set[tuple[str, int]] = set()
-    mf = segments.files[j]
-    p = next_pos
-    for _ in range(LOST_LOOKAHEAD):
-        r = fmt.scan(mf.view, p, mf.file_size, check_crc=False)
-        if not isinstance(r, fmt.RecordInfo):
+    at = files[j].file_from_offset
+    walk = LogCursor(files, at + next_pos, at + files[j].file_size)
+    for n, item in enumerate(walk):
+        if n >= LOST_LOOKAHEAD or not isinstance(item, Record):
             break
-        key = (r.topic, r.queue_id)
+        key = (item.info.topic, item.info.queue_id)
         if key not in seen:
             seen.add(key)
             if key in before:
-                lost += max(0, r.queue_offset - before[key])
+                lost += max(0, item.info.queue_offset - before[key])
             if len(seen) >= len(before) and before.keys() <= seen:
                 break
-        p += r.size
     return lost
 
 
-def _last_offsets(view: memoryview, size: int, out: dict[tuple[str, int], int]) -> None:
+def _last_offsets(segment: MappedFile, out: dict[tuple[str, int], int]) -> None:
     """The queue offset after the last record of each queue in one segment's valid
-    records from its start (stops at the first invalid one)."""
-    p = 0
-    while True:
-        r = fmt.scan(view, p, size, check_crc=False)
-        if not isinstance(r, fmt.RecordInfo):
+    records from its start (stops at the first bytes that are not one)."""
+    base = segment.file_from_offset
+    for item in LogCursor([segment], base, base + segment.file_size):
+        if not isinstance(item, Record):
             return
-        out[(r.topic, r.queue_id)] = r.queue_offset + 1
-        p += r.size
+        out[(item.info.topic, item.info.queue_id)] = item.info.queue_offset + 1
 
 
 def recover(

@@ -236,6 +236,100 @@ def test_the_dispatch_rule_is_stated_in_one_module() -> None:
     assert naming <= STATE_RULE_FACTS
 
 
+# ------------------------------------------------------------ one walk over the log
+
+CURSOR = "mqstore.commitlog.cursor"
+STEPPERS_LEFT = {
+    # The reput thread's step: a generator resumed per record costs its hot loop.
+    "mqstore.commitlog.walk",
+    # Not the log: consecutive records of a pull response body.
+    "mqstore.commitlog._decode",
+    "mqstore.client.wire",
+    # The checker reports what the cursor skips (a wrong PHYSICALOFFSET, torn properties)
+    # and goes on by TOTALSIZE.
+    "mqstore.tools.logcheck",
+}
+"""Modules besides the cursor that still step from record to record themselves."""
+SCANNERS = frozenset(("scan", "exact_scan", "scan_one", "decode"))
+RECORD_MAGIC = (b"\xda\xa3\x20", rb"\xda\xa3\x20")
+"""The MAGICCODE's first bytes, as bytes and as a regular expression's text."""
+
+
+def _called_name(call: ast.expr) -> str | None:
+    if isinstance(call, ast.Call):
+        if isinstance(call.func, ast.Name):
+            return call.func.id
+        if isinstance(call.func, ast.Attribute):
+            return call.func.attr
+    return None
+
+
+def record_steps(source: str) -> int:
+    """Places that step past a record by the size a codec call gave it: ``+ r.size``
+    or ``+= r.size``, ``r`` assigned (in the same function) from a call of ``scan``,
+    ``decode`` or the like."""
+    count = 0
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        results = {
+            t.id
+            for node in ast.walk(fn)
+            if isinstance(node, ast.Assign) and _called_name(node.value) in SCANNERS
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
+
+        def is_size(e: ast.expr, results: set[str] = results) -> bool:
+            return (
+                isinstance(e, ast.Attribute)
+                and e.attr == "size"
+                and isinstance(e.value, ast.Name)
+                and e.value.id in results
+            )
+
+        for node in ast.walk(fn):
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+                count += is_size(node.value)
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+                count += is_size(node.left) or is_size(node.right)
+    return count
+
+
+def test_only_the_cursor_and_the_listed_walkers_step_from_record_to_record() -> None:
+    stepping = {
+        name for name, path in _sources().items() if record_steps(path.read_text(encoding="utf-8"))
+    }
+    assert stepping <= STEPPERS_LEFT | {CURSOR}
+
+
+def test_only_the_cursor_searches_for_a_record_after_damage() -> None:
+    """One resync: the record MAGICCODE is searched for in the cursor only, and every
+    other function named ``resync`` hands over to the cursor's."""
+    searching, own_resyncs = set(), set()
+    for name, path in _sources().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            constant = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(constant, bytes) and any(m in constant for m in RECORD_MAGIC):
+                searching.add(name)
+            if isinstance(node, ast.FunctionDef) and node.name == "resync" and name != CURSOR:
+                calls = {_called_name(c) for c in ast.walk(node) if isinstance(c, ast.Call)}
+                if "resync" not in calls:
+                    own_resyncs.add(name)
+    assert searching == {CURSOR}
+    assert own_resyncs == set()
+
+
+def test_a_step_by_the_scanned_size_is_found() -> None:
+    source = (
+        "def walk(buf):\n    pos = 0\n    while True:\n"
+        "        r = fmt.scan(buf, pos)\n        pos += r.size\n"
+    )
+    assert record_steps(source) == 1
+    assert record_steps("def f(r):\n    return r.size + 1\n") == 0
+
+
 # ------------------------------------------------------------ the checks themselves
 
 
