@@ -181,9 +181,10 @@ def bulk_records(buf: Buffer, rng: ByteRange, *, keys: bool = False) -> Iterator
             b = bulk.scan(view, pos, rng.end, end, check_crc=False, keys=keys)
             if len(b.records):
                 yield b.records
-            pos = resume_at(buf, rng, b)
-            if pos is None:
+            nxt = resume_at(buf, rng, b)
+            if nxt is None:
                 return
+            pos = nxt
 
 
 def resume_at(buf: Buffer, rng: ByteRange, b: bulk.BulkScan) -> int | None:
