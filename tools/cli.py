@@ -94,7 +94,7 @@ _port = _int_in(0, 65535, "a port number 0..65535")
 
 
 def _namesrv_addrs(text: str) -> list[str]:
-    from mqstore.namesrv.registration import parse_namesrv_addrs
+    from mqstore.client.registration import parse_namesrv_addrs
 
     try:
         return parse_namesrv_addrs(text)
@@ -877,7 +877,7 @@ def _start_registrar(args: argparse.Namespace, core: Any, addr: str, ha: str) ->
     """The name-server registration of ``--namesrv`` (None without it)."""
     if args.namesrv is None:
         return None
-    from mqstore.namesrv.registration import BrokerRegistrar
+    from mqstore.client.registration import BrokerRegistrar
 
     registrar = BrokerRegistrar(
         args.namesrv, cluster=core.config.cluster_name,

@@ -724,6 +724,17 @@ class AccessControl:
         """The first admin account, if any (the HA handshake may use its secret)."""
         return next((a for a in self.accounts.values() if a.admin), None)
 
+    def admit_name_server_request(
+        self, code: int, ext: Mapping[str, str], body: bytes, peer_host: str
+    ) -> str | None:
+        """None when the standalone name server may serve the request (checked against
+        :data:`NAMESRV_PERMISSIONS`), else the remark refusing it."""
+        try:
+            self.check(code, ext, body, peer_host, table=NAMESRV_PERMISSIONS)
+        except AclDenied as e:
+            return str(e)
+        return None
+
     def check(
         self, code: int, ext: Mapping[str, str], body: bytes, peer_host: str,
         now_ms: int | None = None, table: Mapping[int, Rule] = PERMISSIONS,

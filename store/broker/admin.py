@@ -69,7 +69,6 @@ from mqstore.broker.admin_bodies import (
     consumer_connection_body,
     kv_table_body,
     producer_connection_body,
-    properties_text,
     reset_offset_body,
     topic_stats_body,
 )
@@ -78,7 +77,7 @@ from mqstore.broker.core import BrokerCore
 from mqstore.broker.offsets import TOPIC_GROUP_SEPARATOR
 from mqstore.broker.subscriptions import SubscriptionGroupConfig
 from mqstore.broker.traffic import GROUP_GET_NUMS
-from mqstore.broker.wire import BadRequestError, ext_group, ext_int, ext_str
+from mqstore.broker.wire import BadRequestError, ext_group
 from mqstore.cleanup import disk_used_ratio
 from mqstore.errors import IllegalTopicError
 from mqstore.java_settings import (
@@ -94,6 +93,8 @@ from mqstore.message_store import MessageStore
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import V4_9_8, RequestCode, ResponseCode
 from mqstore.remoting.fastjson import FastjsonError, dumps, loads
+from mqstore.remoting.headers import ext_int, ext_str
+from mqstore.remoting.java_properties import properties_text
 from mqstore.remoting.values import MessageQueue
 
 GET_BROKER_CONFIG = 26

@@ -159,12 +159,3 @@ def consumer_connection_body(
             },
         )
     ).encode()
-
-
-def properties_text(props: Mapping[str, object]) -> str:
-    """``MixAll.properties2String``: one ``key=value`` line per entry."""
-    out = []
-    for key, value in props.items():
-        text = "true" if value is True else "false" if value is False else str(value)
-        out.append(f"{key}={text}\n")
-    return "".join(out)

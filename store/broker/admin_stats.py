@@ -45,11 +45,11 @@ from mqstore.broker.admin_bodies import consume_stats_body, subscription_bean
 from mqstore.broker.context import Processor, RequestContext
 from mqstore.broker.core import BrokerCore
 from mqstore.broker.offsets import TOPIC_GROUP_SEPARATOR
-from mqstore.broker.wire import ext_int, ext_str
 from mqstore.consumequeue.format import UNIT_SIZE, unpack_unit
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
 from mqstore.remoting.fastjson import Bean, dumps
+from mqstore.remoting.headers import ext_int, ext_str
 
 
 def _ok(cmd: RemotingCommand, body: bytes, remark: str | None = None) -> RemotingCommand:

@@ -62,10 +62,12 @@ from typing import Final
 
 from mqstore.broker.context import Processor, RequestContext
 from mqstore.broker.topics import system_topics
-from mqstore.broker.wire import BadRequestError, ext_str
+from mqstore.broker.wire import BadRequestError
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
 from mqstore.remoting.fastjson import Bean, dumps
+from mqstore.remoting.headers import ext_str
+from mqstore.remoting.java_properties import parse_properties
 from mqstore.system_topics import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -80,20 +82,6 @@ LIVE_KEYS: Final[dict[str, str]] = {
     "enablePropertyFilter": "enable_property_filter",
 }
 """RocketMQ ``BrokerConfig`` names -> our ``BrokerConfig`` fields read on every use."""
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``Properties.load`` of simple ``key=value`` (or ``key:value``) lines: blank
-    lines and ``#`` / ``!`` comments skipped, whitespace around key and value dropped."""
-    out = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        key, value = (line, "") if cut < 0 else (line[:cut], line[cut + 1 :])
-        out[key.strip()] = value.strip()
-    return out
 
 
 def _typed(key: str, value: str, current: object) -> object:

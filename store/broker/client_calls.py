@@ -27,9 +27,9 @@ from __future__ import annotations
 from typing import Final, Protocol, runtime_checkable
 
 from mqstore.broker.context import Processor, RequestContext
-from mqstore.broker.wire import ext_str
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
+from mqstore.remoting.headers import ext_str
 
 CALL_TIMEOUT_S: Final = 10.0
 """How long the broker waits for the client (``Broker2Client.callClient``: 10 s)."""

@@ -40,12 +40,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from mqstore.broker.wire import BadRequestError, ext_int, ext_str
+from mqstore.broker.wire import BadRequestError
 from mqstore.consumequeue.dispatch import Arrival
 from mqstore.failures import FailureCounter
 from mqstore.pop.records import pop_retry_topic
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
+from mqstore.remoting.headers import ext_int, ext_str
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ from mqstore.broker.context import Processor, RequestContext
 from mqstore.broker.names import RETRY_GROUP_TOPIC_PREFIX
 from mqstore.broker.pop_assignment import RequestMode, assign
 from mqstore.broker.pop_polling import MAX_POLL_MS, Respond, suspend
-from mqstore.broker.wire import BadRequestError, ext_int, ext_str
+from mqstore.broker.wire import BadRequestError
 from mqstore.consumequeue.filter import TAG, parse_subscription
 from mqstore.errors import InvalidReceiptHandleError
 from mqstore.message import PROPERTY_RETRY_TOPIC
@@ -55,6 +55,7 @@ from mqstore.pop.service import AckStatus, PopResult, PopService
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.fastjson import dumps, loads
+from mqstore.remoting.headers import ext_int, ext_str
 from mqstore.sql92 import SqlParseError
 
 if TYPE_CHECKING:

@@ -33,15 +33,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from mqstore.broker.configtable import VersionedTable
 from mqstore.failures import FailureCounter
 from mqstore.remoting.errors import BadRequestError
-from mqstore.remoting.fastjson import Bean
-from mqstore.remoting.values import PERM_ALL, PERM_INHERIT, PERM_READ, PERM_RW, PERM_WRITE
+from mqstore.remoting.topic_config import MESSAGE_TYPE_ATTRIBUTE as MESSAGE_TYPE_ATTRIBUTE  # noqa: PLC0414
+from mqstore.remoting.topic_config import TopicConfig as TopicConfig  # noqa: PLC0414
+from mqstore.remoting.values import PERM_ALL, PERM_INHERIT, PERM_RW
 from mqstore.system_topics import SCHEDULE_TOPIC as SCHEDULE_TOPIC  # noqa: PLC0414 (re-export)
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,6 @@ client asking for billions would take the broker and every client down with it. 
 is far above any real topic (the defaults are 4 and 8)."""
 
 
-MESSAGE_TYPE_ATTRIBUTE: Final = "message.type"
-"""``TopicAttributes.TOPIC_MESSAGE_TYPE_ATTRIBUTE``: what a 5.x client may send to the topic."""
 TOPIC_MESSAGE_TYPES: Final = frozenset({"UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION",
                                         "MIXED"})  # fmt: skip
 """``TopicMessageType`` values; a topic without the attribute is NORMAL."""
@@ -89,68 +88,6 @@ def parse_attributes(text: str) -> tuple[tuple[str, str], ...]:
             raise BadRequestError(f"message.type {value!r} is not one of {known}")
         out[key[1:]] = value
     return tuple(sorted(out.items()))
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    """One topic's config (RocketMQ ``TopicConfig``)."""
-
-    topic_name: str
-    read_queue_nums: int = 4
-    write_queue_nums: int = 4
-    perm: int = PERM_RW
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-    attributes: tuple[tuple[str, str], ...] = ()
-    """RocketMQ 5's topic attributes (sorted pairs); only ``message.type`` is known."""
-
-    @property
-    def message_type(self) -> str:
-        """The ``TopicMessageType`` (``TopicConfig.getTopicMessageType``: NORMAL when the
-        attribute is absent)."""
-        return dict(self.attributes).get(MESSAGE_TYPE_ATTRIBUTE, "NORMAL")
-
-    @property
-    def readable(self) -> bool:
-        """PERM_READ is set."""
-        return bool(self.perm & PERM_READ)
-
-    @property
-    def writeable(self) -> bool:
-        """PERM_WRITE is set."""
-        return bool(self.perm & PERM_WRITE)
-
-    def to_bean(self) -> Bean:
-        """The fastjson bean RocketMQ writes (alphabetical fields); ``attributes`` only
-        when there are some (RocketMQ 4.9.8 has none and writes none)."""
-        extra = {"attributes": dict(self.attributes)} if self.attributes else {}
-        return Bean(
-            **extra,
-            order=self.order,
-            perm=self.perm,
-            readQueueNums=self.read_queue_nums,
-            topicFilterType=self.topic_filter_type,
-            topicName=self.topic_name,
-            topicSysFlag=self.topic_sys_flag,
-            writeQueueNums=self.write_queue_nums,
-        )
-
-    @classmethod
-    def from_json(cls, name: str, obj: dict[str, Any]) -> TopicConfig:
-        """Read one entry of ``topicConfigTable`` (missing fields take the defaults)."""
-        return cls(
-            topic_name=str(obj.get("topicName", name)),
-            read_queue_nums=int(obj.get("readQueueNums", 4)),
-            write_queue_nums=int(obj.get("writeQueueNums", 4)),
-            perm=int(obj.get("perm", PERM_RW)),
-            topic_filter_type=str(obj.get("topicFilterType", "SINGLE_TAG")),
-            topic_sys_flag=int(obj.get("topicSysFlag", 0)),
-            order=bool(obj.get("order", False)),
-            attributes=tuple(
-                sorted((str(k), str(v)) for k, v in dict(obj.get("attributes") or {}).items())
-            ),
-        )
 
 
 def check_topic_config(config: TopicConfig) -> TopicConfig:

@@ -13,9 +13,9 @@ half message into a topic it may not write).
 from __future__ import annotations
 
 from mqstore.broker.context import Processor, RequestContext
-from mqstore.broker.wire import ext_int, ext_str
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
+from mqstore.remoting.headers import ext_int, ext_str
 from mqstore.transaction import EndTransaction, TransactionState
 
 

@@ -42,6 +42,7 @@ from mqstore.message import (
 from mqstore.remoting.batch import BatchEntry, decode_batch, encode_batch
 from mqstore.remoting.errors import BadRequestError
 from mqstore.remoting.fastjson import loads
+from mqstore.remoting.headers import ext_int, ext_str
 from mqstore.remoting.values import (
     ConsumeFromWhere,
     ConsumerData,
@@ -189,37 +190,6 @@ def _parse_send_header_checked(ext: Mapping[str, str], v2: bool) -> SendHeader:
         max_reconsume_times=ext_int(ext, "maxReconsumeTimes") if max_times else None,
         batch=ext.get("batch") == "true",
     )
-
-
-def ext_int(ext: Mapping[str, str], name: str, default: int | None = None) -> int:
-    """An integer header field.
-
-    Raises:
-        BadRequestError: missing (without default) or not an integer.
-    """
-    value = ext.get(name)
-    if value is None or value == "":
-        if default is None:
-            raise BadRequestError(f"the custom field <{name}> is null")
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise BadRequestError(f"the custom field <{name}> is not a number: {value!r}") from None
-
-
-def ext_str(ext: Mapping[str, str], name: str, default: str | None = None) -> str:
-    """A string header field.
-
-    Raises:
-        BadRequestError: missing and no default.
-    """
-    value = ext.get(name)
-    if value is None:
-        if default is None:
-            raise BadRequestError(f"the custom field <{name}> is null")
-        return default
-    return value
 
 
 def ext_group(ext: Mapping[str, str], name: str) -> str:

@@ -7,7 +7,10 @@
   ClusterInfo, TopicList out).
 - :mod:`~mqstore.namesrv.server`: :class:`~mqstore.namesrv.server.NameServer`, remoting
   over TCP plus the liveness scan.
-- :mod:`~mqstore.namesrv.registration`: the broker side, registering every 30 s.
+
+Neither the broker nor the client is imported here: a broker registers through
+:mod:`mqstore.client.registration`, and the ACL is handed to the server as a
+:class:`~mqstore.namesrv.server.RequestGate`.
 """
 
 from __future__ import annotations

@@ -61,9 +61,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from mqstore.broker.admin_bodies import properties_text
-from mqstore.broker.admin_tables import parse_properties
-from mqstore.broker.wire import ext_str
 from mqstore.java_settings import namesrv_settings, rocketmq_home
 from mqstore.namesrv import bodies
 from mqstore.namesrv.kv import ORDER_TOPIC_CONFIG as ORDER_TOPIC_NAMESPACE
@@ -71,6 +68,8 @@ from mqstore.namesrv.kv import KvTable
 from mqstore.namesrv.routes import RouteInfoManager
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode
+from mqstore.remoting.headers import ext_str
+from mqstore.remoting.java_properties import parse_properties, properties_text
 
 CONFIG_BLACK_LIST: Final = "configBlackList;configStorePath;kvConfigPath"
 """RocketMQ 4.9.8's ``NamesrvConfig.configBlackList``: keys an update may not set."""

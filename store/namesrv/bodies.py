@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mqstore.broker.topics import TopicConfig
 from mqstore.errors import StoreError
 from mqstore.namesrv.routes import BrokerData, DataVersion, TopicRoute
 from mqstore.remoting.fastjson import Bean, FastjsonError, dumps_body, loads
+from mqstore.remoting.topic_config import TopicConfig
 
 
 class RegisterBodyError(StoreError, ValueError):

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from mqstore.broker.topics import TopicConfig
+from mqstore.remoting.topic_config import TopicConfig
 from mqstore.remoting.values import PERM_READ, PERM_WRITE, QueueData
 
 MASTER_ID = 0

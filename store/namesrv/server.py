@@ -43,12 +43,10 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import cast
+from typing import Protocol, cast
 
-from mqstore.broker.acl import NAMESRV_PERMISSIONS, AccessControl, AclDenied
-from mqstore.broker.wire import ext_int, ext_str
 from mqstore.closeable import Stoppable
 from mqstore.limits import NAME_SERVER_LIMITS, PartialFrames, ServerLimits, close_idle
 from mqstore.namesrv import admin, bodies
@@ -67,6 +65,7 @@ from mqstore.remoting.codec import (
 )
 from mqstore.remoting.codes import RemotingFlag, RequestCode, ResponseCode
 from mqstore.remoting.errors import BadRequestError
+from mqstore.remoting.headers import ext_int, ext_str
 
 log = logging.getLogger(__name__)
 _ONEWAY = RemotingFlag.ONEWAY.value
@@ -148,6 +147,17 @@ class _Connection(asyncio.Protocol):
             self.server.routes.channel_closed(addr)
 
 
+class RequestGate(Protocol):
+    """What admits a request before it is handled: the ACL
+    (:meth:`mqstore.broker.acl.AccessControl.admit_name_server_request`), given by whoever
+    builds the server, so the name server does not import the broker."""
+
+    def admit_name_server_request(
+        self, code: int, ext: Mapping[str, str], body: bytes, peer_host: str
+    ) -> str | None:
+        """None to serve the request, else the remark of its NO_PERMISSION answer."""
+
+
 class NameServer(Stoppable):
     """A RocketMQ name server on ``host:port`` (0: any free port), with its own tables."""
 
@@ -158,7 +168,7 @@ class NameServer(Stoppable):
         *,
         expiry_s: float = DEFAULT_EXPIRY_S,
         scan_interval_s: float = DEFAULT_SCAN_INTERVAL_S,
-        acl: AccessControl | None = None,
+        acl: RequestGate | None = None,
         limits: ServerLimits = NAME_SERVER_LIMITS,
     ) -> None:
         if scan_interval_s <= 0:
@@ -168,7 +178,7 @@ class NameServer(Stoppable):
         self.routes = RouteInfoManager(expiry_s=expiry_s)
         self.scan_interval_s = scan_interval_s
         self.acl = acl
-        """With ACL, every request is checked against ``NAMESRV_PERMISSIONS`` first."""
+        """With ACL, every request is admitted or refused first."""
         self.limits = limits
         self.partial = PartialFrames(limits.max_buffered_total)
         """Bytes of unfinished frames over all connections (loop thread)."""
@@ -204,12 +214,10 @@ class NameServer(Stoppable):
         if self.acl is not None:
             peer = conn.transport.get_extra_info("peername") if conn.transport else None
             host = str(peer[0]) if peer else ""
-            try:
-                self.acl.check(cmd.code, cmd.ext_fields, cmd.body, host,
-                               table=NAMESRV_PERMISSIONS)  # fmt: skip
-            except AclDenied as e:
-                log.info("refused request code=%d from %s: %s", cmd.code, host, e)
-                return cmd.make_response(ResponseCode.NO_PERMISSION, str(e))
+            refused = self.acl.admit_name_server_request(cmd.code, cmd.ext_fields, cmd.body, host)
+            if refused is not None:
+                log.info("refused request code=%d from %s: %s", cmd.code, host, refused)
+                return cmd.make_response(ResponseCode.NO_PERMISSION, refused)
         handler = self._handlers.get(cmd.code)
         if handler is None:
             remark = f" request type {cmd.code} not supported"

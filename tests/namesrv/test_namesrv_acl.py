@@ -11,8 +11,8 @@ import pytest
 from mqstore.broker.acl import AccessControl
 from mqstore.broker.topics import TopicConfig
 from mqstore.client.acl_hook import AclSigner
+from mqstore.client.registration import BrokerRegistrar
 from mqstore.client.remoting_client import RemotingClient
-from mqstore.namesrv.registration import BrokerRegistrar
 from mqstore.namesrv.server import NameServer
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import RequestCode, ResponseCode

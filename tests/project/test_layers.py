@@ -202,6 +202,29 @@ def test_the_store_core_never_imports_broker_client_or_tools() -> None:
     assert offending == []
 
 
+SERVER_SIDES = {
+    # each end of the remoting protocol imports remoting's shared values, never the
+    # other ends (a broker registers through the client's registrar; the name server
+    # is handed the ACL as a RequestGate)
+    "namesrv": ("mqstore.broker", "mqstore.client"),
+    "broker": ("mqstore.client", "mqstore.namesrv"),
+    "client": ("mqstore.broker",),
+}
+
+
+@pytest.mark.parametrize("package", sorted(SERVER_SIDES))
+def test_the_protocol_ends_import_remoting_not_each_other(package: str) -> None:
+    forbidden = SERVER_SIDES[package]
+    offending = sorted(
+        f"{name} imports {imported}"
+        for name, path in _sources().items()
+        if name.split(".")[1:2] == [package]
+        for imported in all_imports(path.read_text(encoding="utf-8"))
+        if any(imported == f or imported.startswith(f + ".") for f in forbidden)
+    )
+    assert offending == []
+
+
 def test_no_import_cycle_between_packages() -> None:
     graph = package_graph(_sources())
     assert {"broker", "client", "remoting", "consumequeue"} <= set(graph)

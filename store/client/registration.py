@@ -1,5 +1,7 @@
-"""The broker side: register with name servers every 30 s and at once when a topic
-is created, unregister on shutdown.
+"""A broker's name-server client: register with name servers every 30 s and at once
+when a topic is created, unregister on shutdown. It lives with the clients (it is one:
+it speaks to the name server over :class:`~mqstore.client.remoting_client.RemotingClient`),
+so neither the broker nor the name server imports the other's side.
 
 As RocketMQ 4.9.8's ``BrokerController.registerBrokerAll``: REGISTER_BROKER to every
 name server of ``--namesrv`` (a ``;``-separated list), at start, then every
@@ -27,7 +29,6 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 
-from mqstore.broker.topics import TopicConfig
 from mqstore.client.acl_hook import RpcHook
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.transport import TransportError
@@ -36,6 +37,7 @@ from mqstore.namesrv.bodies import register_body
 from mqstore.namesrv.routes import DataVersion
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import V4_9_8, RequestCode, ResponseCode
+from mqstore.remoting.topic_config import TopicConfig
 from mqstore.service import ServiceThread
 
 log = logging.getLogger(__name__)
