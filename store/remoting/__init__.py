@@ -21,4 +21,8 @@ value types does not load the codec. Module map:
   ``BadRequestError``.
 - :mod:`~mqstore.remoting.fastjson`: fastjson-compatible JSON (unquoted integer map keys)
   and RocketMQ's temp-file + ``.bak`` config file writes.
+- :mod:`~mqstore.remoting.headers`: reading custom header fields (``ext_int``, ``ext_str``).
+- :mod:`~mqstore.remoting.topic_config`: ``TopicConfig``, which a broker persists and
+  registers and a name server serves.
+- :mod:`~mqstore.remoting.java_properties`: Java ``Properties`` text in admin bodies.
 """
