@@ -18,12 +18,11 @@ client reads its own. With ``acceptStandardJsonOnly`` (5.x) the keys are quoted.
 
 from __future__ import annotations
 
-from mqstore.broker.topics import TopicConfig
 from mqstore.remoting.fastjson import Bean, dumps_body
-
-
-def _broker_data(cluster: str, broker_name: str, broker_id: int, addr: str) -> Bean:
-    return Bean(brokerAddrs={broker_id: addr}, brokerName=broker_name, cluster=cluster)
+from mqstore.remoting.route import BrokerData, TopicRoute, broker_bean
+from mqstore.remoting.route import route_body as encode_route
+from mqstore.remoting.topic_config import TopicConfig
+from mqstore.remoting.values import QueueData
 
 
 def route_body(
@@ -36,26 +35,20 @@ def route_body(
     standard_json: bool = False,
 ) -> bytes:
     """GET_ROUTEINFO_BY_TOPIC response body for ``topic`` on this broker."""
-    queue = Bean(
-        brokerName=broker_name,
-        perm=topic.perm,
-        readQueueNums=topic.read_queue_nums,
-        topicSynFlag=topic.topic_sys_flag,
-        topicSysFlag=topic.topic_sys_flag,
-        writeQueueNums=topic.write_queue_nums,
-    )
-    doc = Bean(
-        brokerDatas=[_broker_data(cluster, broker_name, broker_id, addr)],
-        filterServerTable={},
-        queueDatas=[queue],
-    )
-    return dumps_body(doc, standard_json=standard_json)
+    queue = QueueData(
+        broker_name, topic.read_queue_nums, topic.write_queue_nums, topic.perm,
+        topic.topic_sys_flag,
+    )  # fmt: skip
+    broker = BrokerData(cluster, broker_name, {broker_id: addr})
+    return encode_route(TopicRoute((queue,), (broker,)), standard_json=standard_json)
 
 
 def cluster_info_body(*, cluster: str, broker_name: str, broker_id: int, addr: str) -> bytes:
     """GET_BROKER_CLUSTER_INFO response body (``ClusterInfo``)."""
     doc = Bean(
-        brokerAddrTable={broker_name: _broker_data(cluster, broker_name, broker_id, addr)},
+        brokerAddrTable={
+            broker_name: broker_bean(BrokerData(cluster, broker_name, {broker_id: addr}))
+        },
         clusterAddrTable={cluster: [broker_name]},
     )
     return dumps_body(doc)

@@ -18,14 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mqstore.client.allocate import MessageQueue, sort_queues
-from mqstore.remoting.fastjson import FastjsonError, loads
+from mqstore.remoting.route import RouteError as RouteError  # noqa: PLC0414 (re-export)
+from mqstore.remoting.route import parse_route_body
 from mqstore.remoting.values import PERM_READ, PERM_WRITE, QueueData
 
 MASTER_ID = 0
-
-
-class RouteError(ValueError):
-    """A route body that does not have TopicRouteData's shape."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,43 +56,12 @@ class TopicRoute:
         return sort_queues(out)
 
 
-def _int(obj: dict[object, object], key: str) -> int:
-    value = obj.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RouteError(f"{key} is {value!r}, not an int")
-    return value
-
-
 def parse_route(topic: str, body: bytes) -> TopicRoute:
-    """Parse a TopicRouteData body (fastjson, unquoted integer keys allowed).
+    """Parse a TopicRouteData body (:func:`mqstore.remoting.route.parse_route_body`).
 
     Raises:
         RouteError: not JSON, or not TopicRouteData's shape.
     """
-    try:
-        data = loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, FastjsonError) as e:
-        raise RouteError(f"route body of {topic!r} does not parse: {e}") from e
-    if not isinstance(data, dict):
-        raise RouteError(f"route body of {topic!r} is not an object")
-    queue_datas: list[QueueData] = []
-    for qd in data.get("queueDatas") or []:
-        if not isinstance(qd, dict):
-            raise RouteError(f"queueDatas entry {qd!r} is not an object")
-        queue_datas.append(
-            QueueData(
-                broker_name=str(qd.get("brokerName")),
-                read_queue_nums=_int(qd, "readQueueNums"),
-                write_queue_nums=_int(qd, "writeQueueNums"),
-                perm=_int(qd, "perm"),
-            )
-        )
-    addrs: dict[str, dict[int, str]] = {}
-    for bd in data.get("brokerDatas") or []:
-        if not isinstance(bd, dict) or not isinstance(bd.get("brokerAddrs"), dict):
-            raise RouteError(f"brokerDatas entry {bd!r} has no brokerAddrs object")
-        # Keys are ints when unquoted (fastjson) and strings in standard JSON.
-        addrs[str(bd.get("brokerName"))] = {
-            int(k): str(v) for k, v in bd["brokerAddrs"].items() if str(k).lstrip("-").isdigit()
-        }
-    return TopicRoute(topic, tuple(queue_datas), addrs)
+    route = parse_route_body(topic, body)
+    addrs = {b.broker_name: dict(b.addrs) for b in route.broker_datas}
+    return TopicRoute(topic, route.queue_datas, addrs)

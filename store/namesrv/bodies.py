@@ -17,8 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from mqstore.errors import StoreError
-from mqstore.namesrv.routes import BrokerData, DataVersion, TopicRoute
+from mqstore.namesrv.routes import DataVersion
 from mqstore.remoting.fastjson import Bean, FastjsonError, dumps_body, loads
+from mqstore.remoting.route import BrokerData, broker_bean
+from mqstore.remoting.route import route_body as route_body  # noqa: PLC0414 (re-export)
 from mqstore.remoting.topic_config import TopicConfig
 
 
@@ -57,41 +59,10 @@ def parse_register_body(body: bytes) -> tuple[DataVersion, tuple[TopicConfig, ..
     return version, topics
 
 
-def _broker_bean(b: BrokerData) -> Bean:
-    return Bean(brokerAddrs=dict(b.addrs), brokerName=b.broker_name, cluster=b.cluster)
-
-
-def route_body(
-    route: TopicRoute, *, standard_json: bool = False, order_topic_conf: str | None = None
-) -> bytes:
-    """GET_ROUTEINFO_BY_TOPIC response body (``TopicRouteData``); ``order_topic_conf``
-    (the ORDER_TOPIC_CONFIG value of the topic, with ``orderMessageEnable``) goes in
-    ``orderTopicConf``."""
-    queues = [
-        Bean(
-            brokerName=q.broker_name,
-            perm=q.perm,
-            readQueueNums=q.read_queue_nums,
-            topicSynFlag=q.topic_sys_flag,
-            topicSysFlag=q.topic_sys_flag,
-            writeQueueNums=q.write_queue_nums,
-        )
-        for q in route.queue_datas
-    ]
-    doc = Bean(
-        brokerDatas=[_broker_bean(b) for b in route.broker_datas],
-        filterServerTable={},
-        queueDatas=queues,
-    )
-    if order_topic_conf is not None:
-        doc["orderTopicConf"] = order_topic_conf
-    return dumps_body(doc, standard_json=standard_json)
-
-
 def cluster_info_body(brokers: dict[str, BrokerData], clusters: dict[str, list[str]]) -> bytes:
     """GET_BROKER_CLUSTER_INFO response body (``ClusterInfo``)."""
     doc = Bean(
-        brokerAddrTable={name: _broker_bean(b) for name, b in brokers.items()},
+        brokerAddrTable={name: broker_bean(b) for name, b in brokers.items()},
         clusterAddrTable=clusters,
     )
     return dumps_body(doc)

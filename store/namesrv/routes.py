@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from mqstore.remoting.route import BrokerData as BrokerData  # noqa: PLC0414 (re-export)
+from mqstore.remoting.route import TopicRoute as TopicRoute  # noqa: PLC0414 (re-export)
 from mqstore.remoting.topic_config import TopicConfig
 from mqstore.remoting.values import PERM_READ, PERM_WRITE, QueueData
 
@@ -53,23 +55,6 @@ class DataVersion:
     counter: int = 0
     """Changes counted since the broker's registrar started (from 0 again after a
     restart, when ``timestamp`` is what tells the versions apart)."""
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerData:
-    """One broker name: its cluster and its addresses by broker id."""
-
-    cluster: str
-    broker_name: str
-    addrs: Mapping[int, str]
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRoute:
-    """What GET_ROUTEINFO_BY_TOPIC answers: the queues and the brokers holding them."""
-
-    queue_datas: tuple[QueueData, ...]
-    broker_datas: tuple[BrokerData, ...]
 
 
 @dataclass(frozen=True, slots=True)
