@@ -52,6 +52,9 @@ OPTIONS = (
     Option("--reps", int, 5, "interleaved rounds", quick=1),
 )
 WITH_TAGS = "TAGS = 'Hit' AND hit = 'yes'"
+DISPATCH_WAIT = 600.0
+"""Seconds the fill waits for the dispatcher (a registered topic's dispatch evaluates
+its expressions: it may trail the puts by tens of seconds)."""
 ON_PROPERTIES = "hit = 'yes'"
 
 
@@ -95,7 +98,9 @@ def fill(store: MessageStore, messages: int, every: int) -> int:
         if hit:
             hits += 1
             store.put_message(Message(topic="Matches", body=BODY, tags=tags, properties=props))
-    store.wait_dispatched()
+    # every read runs to the queue's end as it is at the read's start: all of it
+    if not store.wait_dispatched(DISPATCH_WAIT):
+        raise RuntimeError(f"the puts were not all dispatched within {DISPATCH_WAIT:.0f} s")
     return hits
 
 
