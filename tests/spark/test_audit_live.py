@@ -21,15 +21,13 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.integration]
 RATE = 5000
 """Messages per second the producer is paced at (batches of BATCH)."""
 BATCH = 50
-FLOOR = 2000
-"""Messages the broker must have acknowledged between the audit's start and end. A count,
-not a rate: on a loaded machine the broker and the audit slow down together (measured
-here at load 9-15: 46,050 messages in a 92 s audit, ~500 msg/s; unloaded the pace holds),
-so the count stays far above the floor while a rate floor would fail on load alone. Below
-it the audit did not run beside the writing this test is about."""
 PARTS = 4
-"""The audit's window is cut in this many equal parts; every part must hold acknowledged
-sends (the broker wrote during the whole audit, not only at its start)."""
+"""The audit's window is cut in up to this many equal parts of at least 1 s each (a warm
+Spark session audits this store in about a second); every part must hold acknowledged
+sends: the broker wrote during the whole audit, not only at its start. Neither a rate nor
+a count is asserted: on a loaded machine the broker and the audit slow down together
+(measured at load 9-15: 46,050 messages in a 92 s audit, ~500 msg/s), and a fast audit
+leaves little time to count in (1,400 messages in a 1.0 s audit at the paced rate)."""
 
 
 class Acks:
@@ -91,13 +89,13 @@ def test_audit_of_a_store_its_broker_is_writing_has_no_error_and_names_the_tail(
     assert code == 0, "the producer failed"
     window = (end - start) / 1e9
     during = acks.total_at(end) - acks.total_at(start)
-    cuts = [start + (end - start) * k // PARTS for k in range(PARTS + 1)]
-    idle = [k for k in range(PARTS)
+    parts = max(1, min(PARTS, int(window)))
+    cuts = [start + (end - start) * k // parts for k in range(parts + 1)]
+    idle = [k for k in range(parts)
             if not any(cuts[k] < t <= cuts[k + 1] for t, _ in acks.lines)]  # fmt: skip
     load = f"{during} messages acknowledged in the audit's {window:.1f} s (paced at {RATE}/s)"
     assert acks.after(end), f"the producer stopped before the audit ended ({load})"
-    assert idle == [], f"no send acknowledged in parts {idle} of {PARTS} ({load})"
-    assert during >= FLOOR, f"{load}: fewer than {FLOOR}"
+    assert idle == [], f"no send acknowledged in parts {idle} of {parts} ({load})"
     assert report.errors == [], report.summary(60)
     assert report.cut is not None, report.summary()
     assert report.cut.log_end > 0 and "in-flight tail left out" in report.checks["cut"]
