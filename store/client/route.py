@@ -1,12 +1,6 @@
 """Topic routes as a name server returns them (RocketMQ ``TopicRouteData``).
 
-A GET_ROUTEINFO_BY_TOPIC response body is fastjson text with unquoted integer keys in
-``brokerAddrs`` (so it is read with :func:`mqstore.remoting.fastjson.loads`, not ``json``)::
-
-    {"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911"},"brokerName":"broker-a",
-      "cluster":"DefaultCluster"}],"filterServerTable":{},
-     "queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,
-      "topicSysFlag":0,"writeQueueNums":4}]}
+The body is read by :func:`mqstore.remoting.route.parse_route_body`.
 
 Broker id 0 is the master. A broker's queues are readable when ``perm`` has bit 0x4
 and writable with bit 0x2 (``PermName``); a broker without a master address is left

@@ -9,7 +9,8 @@ In: ``RegisterBrokerBody`` (uncompressed, RocketMQ's default ``compressedRegiste
 
 Out: ``TopicRouteData`` (brokerAddrs with unquoted long keys unless the client asked
 ``acceptStandardJsonOnly``), ``ClusterInfo``, ``TopicList``; ``topicSynFlag`` (4.x) and
-``topicSysFlag`` (5.x) are both written, as :mod:`mqstore.broker.namesrv` does.
+``topicSysFlag`` (5.x) are both written; the route and ClusterInfo encoders are
+:mod:`mqstore.remoting.route`'s, which the broker's built-in name server uses too.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from mqstore.errors import StoreError
 from mqstore.namesrv.routes import DataVersion
 from mqstore.remoting.fastjson import Bean, FastjsonError, dumps_body, loads
-from mqstore.remoting.route import BrokerData, broker_bean
+from mqstore.remoting.route import cluster_info_body as cluster_info_body  # noqa: PLC0414
 from mqstore.remoting.route import route_body as route_body  # noqa: PLC0414 (re-export)
 from mqstore.remoting.topic_config import TopicConfig
 
@@ -57,15 +58,6 @@ def parse_register_body(body: bytes) -> tuple[DataVersion, tuple[TopicConfig, ..
     except (FastjsonError, AttributeError, TypeError, ValueError) as e:
         raise RegisterBodyError(f"malformed RegisterBrokerBody: {e}") from None
     return version, topics
-
-
-def cluster_info_body(brokers: dict[str, BrokerData], clusters: dict[str, list[str]]) -> bytes:
-    """GET_BROKER_CLUSTER_INFO response body (``ClusterInfo``)."""
-    doc = Bean(
-        brokerAddrTable={name: broker_bean(b) for name, b in brokers.items()},
-        clusterAddrTable=clusters,
-    )
-    return dumps_body(doc)
 
 
 def topic_list_body(topics: list[str]) -> bytes:

@@ -1,6 +1,6 @@
-"""Topic route bodies (RocketMQ ``TopicRouteData``): the one encoder the name server
-and the broker's built-in name server answer with, and the one decoder clients read
-them with. Pure.
+"""Topic route bodies (RocketMQ ``TopicRouteData``) and ``ClusterInfo``: the one encoder
+the name server and the broker's built-in name server answer with, and the one decoder
+clients read routes with. Pure.
 
 GET_ROUTEINFO_BY_TOPIC's body is fastjson text (bean fields alphabetical; ``brokerAddrs``
 with unquoted long keys unless the client asked ``acceptStandardJsonOnly``)::
@@ -73,6 +73,17 @@ def route_body(
     if order_topic_conf is not None:
         doc["orderTopicConf"] = order_topic_conf
     return dumps_body(doc, standard_json=standard_json)
+
+
+def cluster_info_body(
+    brokers: Mapping[str, BrokerData], clusters: Mapping[str, list[str]]
+) -> bytes:
+    """GET_BROKER_CLUSTER_INFO response body (``ClusterInfo``)."""
+    doc = Bean(
+        brokerAddrTable={name: broker_bean(b) for name, b in brokers.items()},
+        clusterAddrTable=dict(clusters),
+    )
+    return dumps_body(doc)
 
 
 def _int(obj: dict[object, object], key: str) -> int:
