@@ -205,6 +205,13 @@ class StoreConfig:
             )
         if self.sync_flush_timeout_ms <= 0:
             raise ConfigError("sync_flush_timeout_ms must be positive")
+        if isinstance(self.ha_allowed_slaves, str):  # "a,b": one string, not its characters
+            hosts = tuple(h.strip() for h in self.ha_allowed_slaves.split(",") if h.strip())
+            object.__setattr__(self, "ha_allowed_slaves", hosts)
+        if self.ha_reconnect_interval_ms <= 0:
+            raise ConfigError(
+                f"ha_reconnect_interval_ms must be positive, got {self.ha_reconnect_interval_ms}"
+            )
         if not isinstance(self.recovery_policy, RecoveryPolicy):
             try:
                 policy = RecoveryPolicy(str(self.recovery_policy).lower())

@@ -193,3 +193,15 @@ def test_slave_outside_the_allowed_hosts_is_closed_at_accept(tmp_path: Path) -> 
             assert m.put_message(_msg(0)).status is PutStatus.SLAVE_NOT_AVAILABLE
         finally:
             fake.close()
+
+
+def test_allowed_slaves_given_as_one_string_are_its_comma_separated_hosts(tmp_path: Path) -> None:
+    cfg = StoreConfig(root_dir=tmp_path, ha_allowed_slaves="10.0.0.2, 10.0.0.3")  # type: ignore[arg-type]
+    assert cfg.ha_allowed_slaves == ("10.0.0.2", "10.0.0.3")
+
+
+def test_a_reconnect_interval_that_is_not_positive_is_refused(tmp_path: Path) -> None:
+    from mqstore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="ha_reconnect_interval_ms must be positive"):
+        StoreConfig(root_dir=tmp_path, ha_reconnect_interval_ms=0)
