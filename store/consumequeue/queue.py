@@ -539,7 +539,16 @@ class ConsumeQueue:
                     if not self._follow_next_file(last, dispatched):
                         break
                     continue
-                view = self._view(last)
+                try:
+                    view = self._view(last)
+                except FileNotFoundError:
+                    # A file followed partly and unmapped since (the pool evicted
+                    # it) was deleted by the child (expired, oldest first, so the
+                    # files before it went too): resume at the first file left.
+                    segs.forget_before(0, keep=0)
+                    if segs.last is last:  # a file before it is still there
+                        raise
+                    continue
                 pos = last.wrote_position
                 while pos < size:
                     phys, sz, tags = unpack_unit(view, pos)

@@ -495,6 +495,48 @@ def test_queue_files_deleted_between_listing_and_mapping_are_skipped(
     assert [m.body for m in got] == [m.body for m in msgs[first:]]
 
 
+def test_queue_file_followed_partly_then_deleted_is_skipped(
+    tmp_path: Path,
+    store_factory: Callable[[StoreConfig], MessageStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The store followed a queue into the middle of its second file; the queue grew
+    by more files and the child deleted the first two (expired) while the second was
+    unmapped (evicted from the pool). Following it again must resume at the first
+    file left (this was a FileNotFoundError out of ``clean_expired_files`` on a
+    loaded machine, where the store follows queues while they are still written)."""
+    cfg = config(tmp_path)
+    s = store_factory(cfg)
+    msgs = [Message(topic="E", body=b"e%05d" % i + b"." * 300) for i in range(350)]
+    results = put_all(s, msgs[:150])  # queue file 0 and half of file 1
+    assert s.wait_dispatched(60)
+    assert s.max_offset_in_queue("E", 0) == 150  # followed into file 1
+    results += put_all(s, msgs[150:])  # the rest of file 1, file 2, half of file 3
+    assert s.wait_dispatched(60)
+    cq_dir = cfg.root / "consumequeue" / "E" / "0"
+    expired = [cq_dir / f"{0:020d}", cq_dir / f"{2000:020d}"]
+    mapping = ConsumeQueue._view
+    seen: list[Path] = []
+
+    def child_deletes_first(self: ConsumeQueue, mf: MappedFile) -> memoryview:
+        if mf.path == expired[1] and not seen:
+            seen.append(mf.path)
+            mf.unmap()
+            for path in expired:
+                path.unlink(missing_ok=True)
+        return mapping(self, mf)
+
+    monkeypatch.setattr(ConsumeQueue, "_view", child_deletes_first)
+    assert s.clean_expired_files(immediately=True).commitlog_files > 0
+    assert seen == [expired[1]]  # the race happened on the partly followed file
+    low = s.min_physical_offset
+    first = next(i for i, r in enumerate(results) if r.physical_offset >= low)
+    assert first >= 200
+    got = pull_all(s, "E", 0)
+    assert [m.queue_offset for m in got] == list(range(first, 350))
+    assert [m.body for m in got] == [m.body for m in msgs[first:]]
+
+
 # -------------------------------------------------------------------- arrivals
 
 
