@@ -33,10 +33,9 @@ from mqstore.client.acl_hook import RpcHook
 from mqstore.client.remoting_client import RemotingClient
 from mqstore.client.transport import TransportError
 from mqstore.failures import FailureCounter
-from mqstore.namesrv.bodies import register_body
-from mqstore.namesrv.routes import DataVersion
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import V4_9_8, RequestCode, ResponseCode
+from mqstore.remoting.register import DataVersion, register_body
 from mqstore.remoting.topic_config import TopicConfig
 from mqstore.service import ServiceThread
 

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from mqstore.remoting.register import DataVersion as DataVersion  # noqa: PLC0414 (re-export)
 from mqstore.remoting.route import BrokerData as BrokerData  # noqa: PLC0414 (re-export)
 from mqstore.remoting.route import TopicRoute as TopicRoute  # noqa: PLC0414 (re-export)
 from mqstore.remoting.topic_config import TopicConfig
@@ -46,18 +47,6 @@ DEFAULT_SCAN_INTERVAL_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
-class DataVersion:
-    """A broker's topic-config version (``DataVersion``): changes when its topics do.
-    The name server compares the whole value."""
-
-    timestamp: int = 0
-    """When the broker's topics last changed (epoch ms)."""
-    counter: int = 0
-    """Changes counted since the broker's registrar started (from 0 again after a
-    restart, when ``timestamp`` is what tells the versions apart)."""
-
-
-@dataclass(frozen=True, slots=True)
 class Registration:
     """One REGISTER_BROKER request, decoded."""
 
@@ -66,7 +55,7 @@ class Registration:
     broker_addr: str
     broker_id: int
     ha_server_addr: str = ""
-    data_version: DataVersion = DataVersion()
+    data_version: DataVersion = field(default_factory=DataVersion)
     topics: tuple[TopicConfig, ...] = ()
 
 

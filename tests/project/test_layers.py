@@ -208,7 +208,7 @@ SERVER_SIDES = {
     # is handed the ACL as a RequestGate)
     "namesrv": ("mqstore.broker", "mqstore.client"),
     "broker": ("mqstore.client", "mqstore.namesrv"),
-    "client": ("mqstore.broker",),
+    "client": ("mqstore.broker", "mqstore.namesrv"),
 }
 
 
