@@ -34,12 +34,13 @@ from mqstore.commitlog import clean_close
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.commitlog import CommitLog
 from mqstore.commitlog.flush import AsyncFlusher, GroupCommitter
-from mqstore.commitlog.recovery import RecoveryResult, dispatch_kept, recover
+from mqstore.commitlog.recovery import RecoveryResult, recover
 from mqstore.commitlog.recovery_damage import DAMAGE_FILE, Quarantine
 from mqstore.commitlog.segments import Segments
 from mqstore.config import BrokerRole, FlushDiskType, RecoveryPolicy, StoreConfig
 from mqstore.errors import CorruptRecordError, StoreClosedError, StoreLockedError
 from mqstore.ha import service as ha_service
+from mqstore.ha.master import HAMaster
 from mqstore.logics import Logics
 from mqstore.message import Message, host_bytes
 from mqstore.status import PutStatus
@@ -187,26 +188,29 @@ class StoreLifecycle:
         """Open step 3: load segments, queues, checkpoint and index, recover them."""
         cfg = self.cfg
         self.segments = Segments(
-            cfg.commitlog_path, cfg.commitlog_file_size, reserve_chunk=cfg.commitlog_reserve_chunk
+            cfg.commitlog_path,
+            cfg.commitlog_file_size,
+            reserve_chunk=cfg.commitlog_reserve_chunk,
+            durable_entries=True,
+            fill_gaps=self.recovery_policy is RecoveryPolicy.KEEP,
+            on_create=self.disk_guard.check,
         )
-        self.segments.durable_entries = True
-        self.segments.fill_gaps = self.recovery_policy is RecoveryPolicy.KEEP
         self._loaded.append(self.segments)
         self.segments.load()
         self.checkpoint = Checkpoint(self.root / "checkpoint")
         self._loaded.append(self.checkpoint)
         trusted_end = self._trusted_end()
-        self.segments.on_create = self.disk_guard.check
-        self.logics = Logics(cfg, self.segments, self.checkpoint)
+        self.quarantine = Quarantine.load(self.root / DAMAGE_FILE)
+        self.logics = Logics(
+            cfg,
+            self.segments,
+            self.checkpoint,
+            disk_check=self.disk_guard.check,
+            fenced=self.quarantine.covers,  # no key lookup serves a fenced record
+        )
         self._loaded.append(self.logics)
-        if self.logics.index is not None:
-            self.logics.index.on_new_file = self.disk_guard.check
-        self.logics.dispatcher.on_no_space = self.disk_guard.check
         self.logics.load(last_exit_ok=self.last_exit_ok, closed_cleanly=trusted_end is not None)
         self.commitlog = CommitLog(self.segments, host_bytes(cfg.store_host))
-        self.quarantine = Quarantine.load(self.root / DAMAGE_FILE)
-        if self.logics.index is not None:  # no key lookup serves a fenced record
-            self.logics.index.fenced = self.quarantine.covers
         # From here on the queues and the index are written (cut, re-dispatched, a
         # backlog dispatched): a crash before the flusher starts must still make the
         # next open recover abnormally, which re-indexes what this one dispatched.
@@ -222,16 +226,7 @@ class StoreLifecycle:
             trusted_end=trusted_end,
         )
         if self.recovery.damaged and self.last_exit_ok:
-            # Normal recovery re-dispatches nothing: units built before the damage
-            # point into it. Rebuild the queues from the first damaged byte on.
-            queues = self.logics.queues
-            first = self.recovery.damaged[0].start
-            queues.truncate_dirty(first)
-            d = self.logics.dispatcher
-            defer, d.defer_index = d.defer_index, True  # the index has the kept records
-            begin = max(min(queues.max_physic_offset, first), self.segments.min_offset)
-            dispatch_kept(self.segments, begin, self.recovery, d)
-            d.defer_index = defer
+            self.logics.redispatch_around_damage(self.recovery)
         # Dispatched up to the end either way once damage was fenced: the reput must
         # not start before a fenced range (as after an abnormal recovery's replay).
         dispatched = not self.last_exit_ok or bool(self.recovery.damaged)
@@ -298,6 +293,19 @@ class StoreLifecycle:
     def start_replication(self) -> None:
         """What the role asks for (``mqstore.ha.service.start_for``)."""
         self.ha = ha_service.start_for(self.cfg, self.commitlog)
+
+    def serve_replicas(self) -> HAMaster:
+        """Serve slaves from this open master store (the running master if there is
+        one); :meth:`close` and :meth:`abandon` stop it.
+
+        Raises:
+            OSError: the HA port could not be bound.
+        """
+        if isinstance(self.ha, HAMaster):
+            return self.ha
+        master = ha_service.master_for(self.cfg, self.commitlog).start()
+        self.ha = master
+        return master
 
     @property
     def replica_wait(self) -> ha_service.ReplicaWait | None:
@@ -449,8 +457,7 @@ class StoreLifecycle:
         self._stop_verifier()
         if self.ha is not None:
             self.ha.stop()
-        self.flusher._stopped.set()
-        self.flusher._wake.set()
+        self.flusher.halt()
         with self.commitlog.put_lock:
             image = CrashImage(
                 {

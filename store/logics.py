@@ -37,11 +37,16 @@ from mqstore.checkpoint import Checkpoint
 from mqstore.cleanup import CleanupService, DiskGuard
 from mqstore.commitlog import dispatch_rule as rule
 from mqstore.commitlog import format as fmt
-from mqstore.commitlog.recovery import OnRecord, abnormal_start_index, scan_headers
+from mqstore.commitlog.recovery import (
+    OnRecord,
+    RecoveryResult,
+    abnormal_start_index,
+    dispatch_kept,
+    scan_headers,
+)
 from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
 from mqstore.consumequeue import shared
-from mqstore.consumequeue.catch_up import IndexCatchUp
 from mqstore.consumequeue.dispatch import Dispatcher, DispatchProgress, ReputService
 from mqstore.consumequeue.filter_bits import FilterBits
 from mqstore.consumequeue.flush import ConsumeQueueFlusher
@@ -64,7 +69,18 @@ ErrorHandler = Callable[[BaseException], None]
 class Logics:
     """Consume queues, index, dispatcher and the services around them."""
 
-    def __init__(self, cfg: StoreConfig, segments: Segments, checkpoint: Checkpoint) -> None:
+    def __init__(
+        self,
+        cfg: StoreConfig,
+        segments: Segments,
+        checkpoint: Checkpoint,
+        *,
+        disk_check: Callable[[], object] | None = None,
+        fenced: Callable[[int], bool] | None = None,
+    ) -> None:
+        """``disk_check``: the store's disk check, run per created index file and when
+        the index runs out of space; ``fenced``: whether a CommitLog offset lies in a
+        range recovery fenced off (no key lookup serves it)."""
         self.cfg = cfg
         self.segments = segments
         self.checkpoint = checkpoint
@@ -74,9 +90,13 @@ class Logics:
             max_mapped_files=cfg.max_mapped_consume_queue_files,
             log_start=lambda: segments.min_offset,
         )
-        self.index = IndexService.for_store(cfg, self._index_file_full)
+        self.index = IndexService.for_store(
+            cfg,
+            self._index_file_full,
+            on_new_file=disk_check,
+            fenced=fenced,
+        )
         self.delay_levels = DelayLevels.parse(cfg.message_delay_level)
-        self.dispatcher = Dispatcher(self.queues, self.index, self.delay_levels)
         self.filter_bits: FilterBits | None = None
         """The SQL92 verdicts written at dispatch (None with ``dispatch_process``: the
         dispatcher process writes none, and its files are dropped so that no entry older
@@ -86,7 +106,13 @@ class Logics:
             shutil.rmtree(bits_dir, ignore_errors=True)
         else:
             self.filter_bits = FilterBits(bits_dir, self._properties_at, self._min_offset)
-            self.dispatcher.filter_bits = self.filter_bits
+        self.dispatcher = Dispatcher(
+            self.queues,
+            self.index,
+            self.delay_levels,
+            filter_bits=self.filter_bits,
+            on_no_space=disk_check,
+        )
         self._index_rebuild_from: int | None = None
         self._index_from: int | None = None
         self.reput = ReputService(
@@ -163,7 +189,7 @@ class Logics:
             self._index_from = max(
                 min(s for s in starts if s is not None), self.segments.min_offset
             )
-            self.dispatcher.defer_index = True
+            self.dispatcher.defer_indexing()
         if replay is not None:  # what the CommitLog's replay will not cover: dispatch it now
             begin = max(replay, self.segments.min_offset)
             if begin < start.file_from_offset:
@@ -213,6 +239,17 @@ class Logics:
             == rule.tags_code_of(r.topic, r.properties, r.store_timestamp, self.delay_levels)
         )
 
+    def redispatch_around_damage(self, recovery: RecoveryResult) -> None:
+        """Step 2b, after a normal recovery that fenced damage off: it re-dispatched
+        nothing, so queue units built before the damage point into it. Cut the queues
+        at the first damaged byte and dispatch the kept records from there, units only
+        (the index already has them; its lookups leave fenced records out)."""
+        first = recovery.damaged[0].start
+        self.queues.truncate_dirty(first)
+        units_only = Dispatcher(self.queues, None, self.delay_levels, filter_bits=self.filter_bits)
+        begin = max(min(self.queues.max_physic_offset, first), self.segments.min_offset)
+        dispatch_kept(self.segments, begin, recovery, units_only)
+
     def after_log_recovery(self, *, end: int, last_exit_ok: bool) -> dict[str, int]:
         """Step 3: cut, correct, catch up; return the topic-queue offset table."""
         if not self.segments.files:
@@ -230,11 +267,10 @@ class Logics:
             start = min(max(self.queues.max_physic_offset, self.segments.min_offset), end)
         else:
             start = end  # abnormal recovery dispatched everything it scanned
-        self.reput.reput_from = start
-        self.reput.limit = lambda: end
+        self.reput.start_at(start, lambda: end)
         self.reput.do_reput()
         if self._index_from is not None:
-            self.reput.catch_up = IndexCatchUp(self.segments, self.dispatcher, self._index_from)
+            self.reput.index_from(self._index_from)
         if self.reput.reput_from < end:
             log.error(
                 "dispatch stopped at %d of %d: %s",
@@ -260,7 +296,7 @@ class Logics:
         """Step 4: start the background services (``lock_fd``: the store's locked
         ``lock`` file, shared with a dispatcher process)."""
         cfg = self.cfg
-        self.reput.limit = limit
+        self.reput.limit_to(limit)
         if cfg.dispatch_process and not shared.supported():
             log.warning("dispatch_process needs Linux on x86-64: dispatching in a thread")
         if cfg.dispatch_process and shared.supported():
@@ -307,10 +343,7 @@ class Logics:
         Raises:
             DispatchProcessError: the child did not start.
         """
-        index_from: int | None = None
-        if self.reput.catch_up is not None:  # the child rebuilds the index instead
-            index_from = self.reput.catch_up.position
-            self.reput.catch_up = None
+        index_from = self.reput.hand_over_index()  # the child rebuilds the index instead
         proc = DispatchProcess(
             self.cfg,
             self.segments,
@@ -323,7 +356,7 @@ class Logics:
         self.queues.follow(lambda: proc.state.get(shared.Slot.DISPATCHED),
                            lambda: self.segments.min_offset)  # fmt: skip
         if self.index is not None:
-            self.index.following = True
+            self.index.follow()
         try:
             proc.start(self.reput.reput_from, index_from)
         except BaseException:

@@ -184,11 +184,7 @@ class MessageStore(Closeable):
         """
         if self.cfg.broker_role is BrokerRole.SLAVE:
             raise ConfigError("a SLAVE store does not serve replicas")
-        if isinstance(self._life.ha, HAMaster):
-            return self._life.ha
-        master = ha_service.master_for(self.cfg, self.commitlog).start()
-        self._life.ha = master
-        return master
+        return self._life.serve_replicas()
 
     @property
     def damage(self) -> tuple[DamagedRange, ...]:

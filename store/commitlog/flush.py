@@ -101,9 +101,15 @@ class _Service:
     def wakeup(self) -> None:
         self._wake.set()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def halt(self) -> None:
+        """Ask the thread to stop after its current round, without waiting for it: no
+        flush starts after this returns but the one under way (a simulated crash takes
+        its image of what is durable next, then joins with :meth:`stop`)."""
         self._stopped.set()
         self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.halt()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None

@@ -54,7 +54,15 @@ class Segments:
     )
 
     def __init__(
-        self, directory: Path, file_size: int, *, reserve_chunk: int = 0, lazy: bool = False
+        self,
+        directory: Path,
+        file_size: int,
+        *,
+        reserve_chunk: int = 0,
+        lazy: bool = False,
+        durable_entries: bool = False,
+        fill_gaps: bool = False,
+        on_create: Callable[[], object] | None = None,
     ) -> None:
         self.directory = directory
         self.file_size = file_size
@@ -64,16 +72,16 @@ class Segments:
         self._starts: list[int] = []
         self.flushed_where = 0
         self.flushed_store_timestamp = 0
-        self.on_create: Callable[[], object] | None = None
+        self.on_create = on_create
         """Called after a segment is created (the store's disk check: per file, not per put)."""
-        self.durable_entries = False
+        self.durable_entries = durable_entries
         """Sync the directory (and create it durably) when a segment file is created: on
         for the CommitLog, whose acknowledged data must be reachable after a power loss;
         off for files that recovery rebuilds (consume queues)."""
         self.patched: list[int] = []
         """Starts of the files :meth:`load` extended or created with zeros (recovery
         scans from the first, so what they lost is found)."""
-        self.fill_gaps = False
+        self.fill_gaps = fill_gaps
         """At load, put a zero-filled file where a segment is missing between two others
         (logged), so the log opens and recovery fences that range off, instead of
         refusing to open (the CommitLog with ``recovery_policy`` KEEP)."""

@@ -14,9 +14,11 @@ from mqstore.consumequeue.dispatch_batch import BatchDispatcher, DispatchTarget
 
 class IndexTarget(DispatchTarget, Protocol):
     """What a catch-up needs of the dispatcher (``mqstore.consumequeue.dispatch``):
-    its batch target, the switch that defers its indexing, and indexing one record."""
+    its batch target, deferring and resuming its indexing, and indexing one record."""
 
-    defer_index: bool
+    def defer_indexing(self) -> None: ...
+
+    def resume_indexing(self) -> None: ...
 
     def index_fields(
         self, topic: str, phys: int, store_ts: int, sys_flag: int, props: str
@@ -35,7 +37,7 @@ class IndexCatchUp:
     reput thread, a chunk per round. Meanwhile new records get their units at once
     and are indexed by the catch-up too, so index entries are still added in log
     order (the index's skip rule relies on it). When the catch-up reaches the
-    dispatched end, indexing returns to the dispatcher (``defer_index`` False).
+    dispatched end, indexing returns to the dispatcher (``resume_indexing``).
 
     Readers see a consistent view: ``query_by_key`` and ``wait_dispatched`` wait
     for the catch-up. A crash during the catch-up loses nothing: the next open
@@ -55,7 +57,7 @@ class IndexCatchUp:
         self.done = False
         self.batch: BatchDispatcher | None = BatchDispatcher(dispatcher)
         """Indexes runs of plain records in bulk (None: record by record)."""
-        dispatcher.defer_index = True
+        dispatcher.defer_indexing()
 
     def step(self, upto: int, max_records: int) -> bool:
         """Index up to ``max_records`` records below ``upto`` (the dispatched end);
@@ -118,5 +120,5 @@ class IndexCatchUp:
         """Done once ``position`` reaches ``upto``: indexing goes back to the dispatcher."""
         if self.position >= upto:
             self.done = True
-            self._dispatcher.defer_index = False
+            self._dispatcher.resume_indexing()
         return self.done

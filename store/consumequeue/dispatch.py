@@ -81,6 +81,9 @@ class Dispatcher:
         queues: ConsumeQueueStore,
         index: IndexService | None,
         delay_levels: DelayLevels,
+        *,
+        filter_bits: FilterBits | None = None,
+        on_no_space: Callable[[], object] | None = None,
     ) -> None:
         self.queues = queues
         self.index = index
@@ -88,20 +91,43 @@ class Dispatcher:
         self.listeners: list[ArrivalListener] = []
         self.defer_index = False
         """True while an :class:`IndexCatchUp` owns indexing: records get their
-        units (and arrivals) only; the catch-up indexes them later, in log order."""
+        units (and arrivals) only; the catch-up indexes them later, in log order
+        (:meth:`defer_indexing`, :meth:`resume_indexing`)."""
         self.index_disabled: str | None = None
         """Why indexing stopped (no space for the index), until a catch-up finishes."""
         self.index_pending_from: int | None = None
         """First message left unindexed when the index ran out of space; the reput
         thread starts an :class:`IndexCatchUp` there once space may be back."""
-        self.on_no_space: Callable[[], object] | None = None
+        self.on_no_space = on_no_space
         """Called when the index runs out of space (the store's disk check)."""
-        self.filter_bits: FilterBits | None = None
+        self.filter_bits = filter_bits
         """Where the verdicts of registered SQL92 expressions are written at dispatch
         (None: none are computed)."""
         self.batch = BatchDispatcher(self)
         """Builds the batches of :meth:`dispatch_run` and :meth:`dispatch_plain` (its
         ``min_records`` decides which runs go record by record)."""
+
+    def defer_indexing(self) -> None:
+        """From now on records get their units (and arrivals) only: an
+        :class:`IndexCatchUp` indexes them later, in log order, and then calls
+        :meth:`resume_indexing`."""
+        self.defer_index = True
+
+    def resume_indexing(self) -> None:
+        """Index every record dispatched from now on (the catch-up has reached the
+        dispatched end)."""
+        self.defer_index = False
+
+    def take_pending_index(self) -> int | None:
+        """The first message left unindexed for lack of space (None: none), handed to
+        the caller, which starts an :class:`IndexCatchUp` there."""
+        pending, self.index_pending_from = self.index_pending_from, None
+        return pending
+
+    def index_enabled_again(self) -> bool:
+        """A catch-up finished: clear :attr:`index_disabled`; True if it was set."""
+        was, self.index_disabled = self.index_disabled is not None, None
+        return was
 
     def __call__(self, info: fmt.RecordInfo, _size: int = 0) -> None:
         """Dispatch one record (the signature of a recovery ``on_record`` callback).
@@ -240,7 +266,7 @@ class Dispatcher:
     def index_out_of_space(self, phys: int, e: OSError) -> None:
         """The index could not reserve space for the message at ``phys`` (nothing of
         it was written): keep dispatching units, index from ``phys`` later."""
-        self.defer_index = True
+        self.defer_indexing()
         self.index_pending_from = phys
         self.index_disabled = f"index disabled until space is available: {e}"
         log.error(
@@ -284,6 +310,10 @@ class ReputService(ServiceThread):
         limit: Callable[[], int],
         interval: float = 0.001,
         dispatch_fields: FieldDispatch | None = None,
+        chunk: int = CHUNK,
+        batch_records: int | None = None,
+        round_budget: int | None = None,
+        on_progress: Callable[[int], object] | None = None,
     ) -> None:
         super().__init__(interval)
         self._segments = segments
@@ -308,19 +338,42 @@ class ReputService(ServiceThread):
         self._progress = threading.Condition()
         self._dispatcher = dispatcher
         self._catch_up_retry_at = 0.0
-        self.chunk = CHUNK
+        self.chunk = chunk
         """Records dispatched between two progress notifications."""
-        self.batch_records: int | None = None
+        self.batch_records = batch_records
         """At most this many records per batch (None: the rest of the chunk). A batch
         is notified as a whole once applied, so a larger value than :attr:`chunk` only
         delays the notification of the records it holds; the dispatcher process, which
         publishes often, sets it because a batch's fixed cost needs many records."""
-        self.round_budget: int | None = None
+        self.round_budget = round_budget
         """At most this many records per round of the thread (None: up to the limit);
         the dispatcher process bounds its rounds so it notices commands promptly."""
-        self.on_progress: Callable[[int], object] | None = None
+        self.on_progress = on_progress
         """Called with ``reput_from`` after each chunk (the dispatcher process
         publishes its progress from it)."""
+
+    def start_at(self, offset: int, limit: Callable[[], int]) -> None:
+        """Dispatch from ``offset`` up to ``limit()`` from now on: where recovery left
+        the queues, before the thread starts (or a synchronous :meth:`do_reput`)."""
+        self.reput_from = offset
+        self.limit = limit
+
+    def limit_to(self, limit: Callable[[], int]) -> None:
+        """Dispatch up to ``limit()`` from now on (the store's limit once it is open,
+        after the recovered end during ``open``)."""
+        self.limit = limit
+
+    def index_from(self, position: int) -> None:
+        """Rebuild the index from ``position`` in the background (an
+        :class:`IndexCatchUp`, stepped by this thread); records dispatched meanwhile
+        get their units at once and their index entries from the catch-up."""
+        self.catch_up = IndexCatchUp(self._segments, self._dispatcher, position)
+
+    def hand_over_index(self) -> int | None:
+        """Drop the pending index catch-up and return where it stood (None: none), for
+        whoever rebuilds the index instead (the dispatcher process)."""
+        cu, self.catch_up = self.catch_up, None
+        return None if cu is None else cu.position
 
     @property
     def behind(self) -> int:
@@ -348,9 +401,9 @@ class ReputService(ServiceThread):
     def _resume_index(self, d: Dispatcher) -> None:
         """Index disabled for lack of space: try again from the first unindexed message
         (the catch-up's first step reserves space or fails, and is retried)."""
-        assert d.index_pending_from is not None
-        self.catch_up = IndexCatchUp(self._segments, d, d.index_pending_from)
-        d.index_pending_from = None
+        pending = d.take_pending_index()
+        assert pending is not None
+        self.catch_up = IndexCatchUp(self._segments, d, pending)
 
     def _catch_up_step(self, max_records: int) -> bool:
         """One catch-up step; True when it indexed something and is not done."""
@@ -369,9 +422,8 @@ class ReputService(ServiceThread):
         if done:
             self.catch_up = None
             d = self._dispatcher
-            if d is not None and d.index_disabled is not None:
+            if d is not None and d.index_enabled_again():
                 log.warning("index enabled again: caught up to %d", cu.position)
-                d.index_disabled = None
             with self._progress:
                 self._progress.notify_all()
             return False

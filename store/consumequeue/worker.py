@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from mqstore import affinity
 from mqstore.commitlog.segments import Segments
 from mqstore.config import StoreConfig
-from mqstore.consumequeue.catch_up import IndexCatchUp
 from mqstore.consumequeue.dispatch import Dispatcher, ReputService
 from mqstore.consumequeue.flush import ConsumeQueueFlusher
 from mqstore.consumequeue.shared import FILE_NAME, SharedState, Slot
@@ -116,16 +115,16 @@ class Worker:
             reput_from=start.reput_from,
             limit=lambda: state.get(Slot.LIMIT),
             dispatch_fields=self.dispatcher.dispatch_one,
+            chunk=PUBLISH_CHUNK,
+            batch_records=BATCH_RECORDS,
+            round_budget=ROUND_RECORDS,
+            on_progress=lambda offset: state.set(Slot.DISPATCHED, offset),
         )
-        self.reput.chunk = PUBLISH_CHUNK
-        self.reput.batch_records = BATCH_RECORDS
-        self.reput.round_budget = ROUND_RECORDS
-        self.reput.on_progress = lambda offset: state.set(Slot.DISPATCHED, offset)
         index_from = start.index_from
         if start.restart and self.index is not None:
             index_from = self.index.end_phy_offset if self.index.files else self.segments.min_offset
         if index_from is not None and self.index is not None:
-            self.reput.catch_up = IndexCatchUp(self.segments, self.dispatcher, index_from)
+            self.reput.index_from(index_from)
         self._min_physical = 0
         self.flusher = ConsumeQueueFlusher(
             self.queues,

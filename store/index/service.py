@@ -74,6 +74,8 @@ class IndexService:
         *,
         on_file_full: Callable[[int], None] | None = None,
         clock: Callable[[], int] | None = None,
+        on_new_file: Callable[[], object] | None = None,
+        fenced: Callable[[int], bool] | None = None,
     ) -> None:
         self.directory = directory
         self.hash_slot_num = hash_slot_num
@@ -84,14 +86,20 @@ class IndexService:
         self._lock = threading.RLock()
         self._flushers: list[threading.Thread] = []
         self.error: BaseException | None = None
-        self.on_new_file: Callable[[], object] | None = None
+        self.on_new_file = on_new_file
         """Called after a new index file is created (the store's disk check)."""
         self.following = False
         """True when another process writes the files (``dispatch_process``): queries
-        then first map new files, re-read headers and let go of deleted files."""
-        self.fenced: Callable[[int], bool] = _nothing_fenced
+        then first map new files, re-read headers and let go of deleted files
+        (:meth:`follow`)."""
+        self.fenced = fenced or _nothing_fenced
         """Whether a CommitLog offset lies in a range recovery fenced off as damaged
         (the store's quarantine): :meth:`query` leaves such entries out."""
+
+    def follow(self) -> None:
+        """From now on another process writes the files (``dispatch_process``); this
+        one only reads them as that process leaves them."""
+        self.following = True
 
     def refresh(self) -> None:
         """Following: catch up with the files as the writing process left them."""
@@ -127,13 +135,23 @@ class IndexService:
 
     @classmethod
     def for_store(
-        cls, cfg: StoreConfig, on_file_full: Callable[[int], None]
+        cls,
+        cfg: StoreConfig,
+        on_file_full: Callable[[int], None],
+        *,
+        on_new_file: Callable[[], object] | None = None,
+        fenced: Callable[[int], bool] | None = None,
     ) -> IndexService | None:
         """The index of ``cfg``'s store (None with ``message_index_enable=False``)."""
         if not cfg.message_index_enable:
             return None
         return cls(
-            cfg.index_path, cfg.max_hash_slot_num, cfg.max_index_num, on_file_full=on_file_full
+            cfg.index_path,
+            cfg.max_hash_slot_num,
+            cfg.max_index_num,
+            on_file_full=on_file_full,
+            on_new_file=on_new_file,
+            fenced=fenced,
         )
 
     # ----------------------------------------------------------------- loading

@@ -158,7 +158,7 @@ class Reviver:
         n = 0
         settled: list[int] = []
         for i, offset in enumerate(p.unacked):
-            m = self._read(ck.topic, ck.queue_id, offset)
+            m = self.read(ck.topic, ck.queue_id, offset)
             if m is None:
                 settled.append(offset)
                 continue  # removed by retention: nothing left to deliver
@@ -209,7 +209,9 @@ class Reviver:
         acked = {o for o in ck.offsets if o not in rest}
         self.inflight.add(Pending(ck, p.revive_qid, p.ck_offset, acked))
 
-    def _read(self, topic: str, queue_id: int, offset: int) -> StoredMessage | None:
+    def read(self, topic: str, queue_id: int, offset: int) -> StoredMessage | None:
+        """The message at ``offset`` of (``topic``, ``queue_id``), read as the revive
+        group, or None when it is gone (expired, or the queue dropped)."""
         r = self.store.get_message(REVIVE_GROUP, topic, queue_id, offset, 1)
         if r.messages and r.messages[0].queue_offset == offset:
             return r.messages[0]

@@ -515,7 +515,7 @@ class PopService(Stoppable):
         the maximum go to the DLQ. Clears the batch (commits the offset) when none is left."""
         out: list[tuple[StoredMessage, int]] = []
         for offset, attempts in info.unacked():
-            m = self.reviver._read(key[0], key[2], offset)
+            m = self.reviver.read(key[0], key[2], offset)
             if m is not None and attempts >= self._max_attempts(group):
                 r = self._writer.put_copy(m, dlq_topic(group), key[0], info.pop_time)
                 if not r.status.stored:
@@ -644,7 +644,7 @@ class PopService(Stoppable):
         """
         h = ReceiptHandle.parse(receipt_handle)
         key = self._key_of(group, topic, h)
-        m = self.reviver._read(key[0], key[2], h.queue_offset)
+        m = self.reviver.read(key[0], key[2], h.queue_offset)
         if m is None:
             return AckStatus.NO_EXIST
         if h.revive_qid == POP_ORDER_REVIVE_QUEUE:

@@ -405,10 +405,17 @@ COMPONENTS = frozenset({
     "queues", "index", "reput", "dispatcher", "ha",
 })  # fmt: skip
 """The parts :class:`~mqstore.message_store.MessageStore` is composed of."""
-WHITE_BOX = ("mqstore.message_store", "mqstore._lifecycle", "mqstore.tools.bench")
+WHITE_BOX = (
+    "mqstore.message_store",
+    "mqstore._lifecycle",
+    "mqstore.tools.bench.putpath",
+    "mqstore.tools.bench.queues",
+    "mqstore.tools.bench.timers",
+)
 """Where reading them is the point: the composition root and the lifecycle that built
-them, and the micro-benchmarks that time one part at a time (``bench putpath`` times
-the framer and the append separately)."""
+them, and the micro-benchmarks that time or count one part at a time (``bench putpath``
+times the framer and the append separately, ``bench queues`` counts the queues the close
+syncs, ``bench timers`` waits for the timer service's enqueued count)."""
 
 
 def component_reads(source: str) -> list[str]:
@@ -512,3 +519,289 @@ def test_no_module_holds_mutable_state() -> None:
 def test_module_state_is_found() -> None:
     src = "_seen = {}\nTABLE = {}\nCACHE = {}\nCOUNTER = itertools.count()\nCACHE['k'] = 1\n"
     assert module_state(src) == {"_seen", "CACHE"}
+
+
+# ------------------------------------------------------------------ who sets what
+
+OWN = ("self", "cls")
+
+
+def _scope_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``scope`` outside the functions and classes nested in it (their
+    ``def``/``class`` nodes included)."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _root(node: ast.expr) -> ast.expr:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node
+
+
+def _made_here(scope: ast.AST) -> set[str]:
+    """Names ``scope`` binds to an object it makes and so owns: a constructor's result
+    (a capitalised callee, ``cls(...)``), a function it defines, or a part of one of
+    those (``sp = out.system_properties``)."""
+    nodes = list(_scope_nodes(scope))
+    owned = {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    grew = True
+    while grew:
+        grew = False
+        for n in nodes:
+            if not (isinstance(n, ast.Assign) and len(n.targets) == 1):
+                continue
+            target, value = n.targets[0], n.value
+            if not isinstance(target, ast.Name) or target.id in owned:
+                continue
+            if isinstance(value, ast.Call):
+                f = value.func
+                callee = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                made = callee[:1].isupper() or callee == "cls"
+            else:
+                root = _root(value) if isinstance(value, (ast.Attribute, ast.Subscript)) else None
+                made = isinstance(root, ast.Name) and root.id in owned
+            if made:
+                owned.add(target.id)
+                grew = True
+    return owned
+
+
+def _targets(node: ast.AST) -> Iterator[ast.expr]:
+    if isinstance(node, ast.Assign):
+        todo = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        todo = [node.target]
+    else:
+        return
+    while todo:
+        t = todo.pop()
+        if isinstance(t, (ast.Tuple, ast.List)):
+            todo.extend(t.elts)
+        elif isinstance(t, ast.Starred):
+            todo.append(t.value)
+        else:
+            yield t
+
+
+@pytest.fixture(scope="module")
+def trees() -> dict[str, ast.Module]:
+    """Every module parsed, once for the tests of this file that walk them all (and let
+    go of after them: the trees of the whole package weigh tens of megabytes)."""
+    return {name: ast.parse(path.read_text()) for name, path in _sources().items()}
+
+
+def foreign_writes(source: str | ast.Module) -> set[str]:
+    """Attribute assignments in ``source`` to an object the code does not own: anything
+    but ``self.x = ...`` (``cls.x``) and an object the same function made
+    (:func:`_made_here`). ``self.part.x = ...`` counts: that is wiring a part after it
+    was built, where a constructor argument or a method with a contract belongs."""
+    found: set[str] = set()
+
+    def scan(scope: ast.AST, inherited: set[str]) -> None:
+        owned = inherited | _made_here(scope)
+        for node in _scope_nodes(scope):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                scan(node, owned)
+                continue
+            for t in _targets(node):
+                if not isinstance(t, ast.Attribute):
+                    continue
+                if isinstance(t.value, ast.Name) and t.value.id in OWN:
+                    continue
+                root = _root(t)
+                if isinstance(root, ast.Name) and root.id in owned and root.id not in OWN:
+                    continue
+                found.add(ast.unparse(t))
+
+    scan(ast.parse(source) if isinstance(source, str) else source, set())
+    return found
+
+
+FOREIGN_WRITES_LEFT: dict[str, set[str]] = {
+    # The checkpoint is RocketMQ's StoreCheckpoint: three timestamps, each written by
+    # the service that knows it (flushers, queues, index), flushed by the lifecycle.
+    "mqstore._lifecycle": {"self.checkpoint.physic_msg_timestamp"},
+    "mqstore.logics": {"self.checkpoint.index_msg_timestamp",
+                       "self.checkpoint.logics_msg_timestamp"},
+    "mqstore.consumequeue.flush": {"self._checkpoint.logics_msg_timestamp"},
+    "mqstore.consumequeue.watch": {"cp.logics_msg_timestamp", "cp.index_msg_timestamp"},
+    # Mapped-file positions, moved by the log that writes the file (Segments' files).
+    "mqstore.commitlog.commitlog": {"mf.wrote_position", "mf.last_store_timestamp"},
+    "mqstore.commitlog.recovery": {"segments.flushed_where", "searched.bytes"},
+    "mqstore.commitlog.bulk": {"out.bad_at"},
+    "mqstore.consumequeue.queue": {"mf.wrote_position", "mf.flushed_position",
+                                   "self.segments.flushed_where", "segs.flushed_where"},
+    "mqstore.consumequeue.mappings": {"mf.used_at"},
+    "mqstore.consumequeue.store": {"cq.min_logic_offset"},
+    "mqstore.consumequeue.dispatch_batch": {"queues.logics_msg_timestamp"},
+    "mqstore.commitlog.flush": {"req.gone", "r.status", "prev.successor"},
+    # The broker, the client and the tools: per-request and per-queue records.
+    "mqstore.broker.admin_tables": {"core.config"},
+    "mqstore.broker.consumers": {"info.data"},
+    "mqstore.broker.inprocess": {"self.group_listeners.catch_all"},
+    "mqstore.broker.pop_polling": {"w.done"},
+    "mqstore.broker.transactions": {"scan.op_end"},
+    "mqstore.client.consume_orderly": {"pq.locked", "pq.last_lock_timestamp"},
+    "mqstore.client.consumer_base": {"rebalance.on_changed"},
+    "mqstore.client.lite_pull_consumer": {"old.dropped", "current.dropped", "pq.dropped"},
+    "mqstore.client.pull_service": {"task.inflight", "task.next_offset", "task.locked_first",
+                                    "pq.last_pull_timestamp", "pq.dropped"},
+    "mqstore.client.rebalance": {"pq.dropped"},
+    "mqstore.client.remote": {"self.group_listeners.catch_all"},
+    "mqstore.client.remoting_client": {"conn.handler"},
+    "mqstore.grpc.service": {"b.endpoints.scheme", "entry.message_id", "entry.transaction_id",
+                             "entry.offset"},
+    "mqstore.grpc.settings": {"bp.max_attempts", "bp.exponential_backoff.multiplier",
+                              "sub.receive_batch_size", "sub.fifo"},
+    "mqstore.namesrv.routes": {"broker.cluster"},
+    "mqstore.pop.inflight": {"p.ck_offset"},
+    "mqstore.pop.service": {"self.reviver.dead", "info.pop_time", "info.invisible_time"},
+    "mqstore.tools._pageloss": {"report.kept", "report.dropped", "report.torn"},
+    "mqstore.tools.admin": {"args.group"},
+    "mqstore.tools.bench._flush_durability": {"lg.propagate"},
+    "mqstore.tools.bench._harness": {"deadline.ns"},
+    "mqstore.tools.bench._references": {"gc.stopped"},
+    "mqstore.tools.cli": {"args.access"},
+    "mqstore.tools.lazyfs": {"node.durable_size", "node.entries",
+                             "self.nodes[ident].durable_size"},
+    "mqstore.tools.logcheck": {"log.start", "log.end"},
+    "mqstore.tools.powerloss": {"report.durable_end", "report.reason", "report.abort_lost"},
+    "mqstore.tools.spark.audit": {"result.strict"},
+}  # fmt: skip
+"""Attribute writes to objects the writing module does not own that are still there.
+The list may only shrink: a new entry needs a reason a constructor argument or a method
+cannot serve. The composition root (``message_store``, ``_lifecycle``, ``logics``) wires
+its parts through constructors and methods only (``Segments(..., on_create=...)``,
+``ReputService.start_at``); what it keeps is the checkpoint's timestamps."""
+
+
+def test_no_module_sets_an_attribute_of_an_object_it_does_not_own(
+    trees: dict[str, ast.Module],
+) -> None:
+    """Parts are wired by their constructors and changed through their own methods
+    (``reput.start_at(offset, limit)``, ``index.follow()``, ``flusher.halt()``), so a
+    part's state has one writer, its own class, and a reader of that class sees every
+    way it changes."""
+    new = {
+        name: extra
+        for name, tree in trees.items()
+        if (extra := foreign_writes(tree) - FOREIGN_WRITES_LEFT.get(name, set()))
+    }
+    assert new == {}
+
+
+def test_a_write_into_another_object_is_found() -> None:
+    src = (
+        "def wire(self, store, n):\n"
+        "    self.own = 1\n"
+        "    self.reput.reput_from = n\n"
+        "    store.segments.on_create = None\n"
+        "    a, store.flag = 1, True\n"
+        "    out = Message()\n"
+        "    out.topic.name = 't'\n"
+        "    sp = out.system_properties\n"
+        "    sp.tag = 'x'\n"
+        "    def handler(): pass\n"
+        "    handler.__doc__ = 'built here'\n"
+        "    found = store.find(n)\n"
+        "    found.x += 1\n"
+    )
+    assert foreign_writes(src) == {
+        "self.reput.reput_from", "store.segments.on_create", "store.flag", "found.x",
+    }  # fmt: skip
+
+
+NAMEDTUPLE_API = frozenset({"_replace", "_fields", "_asdict", "_make", "_field_defaults"})
+
+
+def private_reads(source: str | ast.Module) -> set[str]:
+    """``x._name`` in ``source`` where ``x`` is not ``self``/``cls``, ``_name`` is not
+    defined in the module itself (a private name is the module's: its classes may share
+    it) and not a namedtuple's public API, and ``x`` is not a library module (whose
+    private API is its own business, not our layering)."""
+    tree = ast.parse(source) if isinstance(source, str) else source
+    defined: set[str] = set()
+    libraries: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            defined.add(node.attr)
+        elif isinstance(node, ast.Import):
+            libraries |= {(a.asname or a.name).split(".")[0] for a in node.names
+                          if not a.name.startswith("mqstore")}  # fmt: skip
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and not node.module.startswith("mqstore")
+        ):
+            libraries |= {a.asname or a.name for a in node.names}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        name = node.attr
+        if not name.startswith("_") or name.startswith("__") or name in NAMEDTUPLE_API:
+            continue
+        if name in defined:
+            continue
+        root = _root(node)
+        if isinstance(root, ast.Name) and (
+            root.id in libraries or (root.id in OWN and root is node.value)
+        ):
+            continue
+        found.add(ast.unparse(node))
+    return found
+
+
+PRIVATE_READS_LEFT: dict[str, set[str]] = {
+    # The record layout's packers, shared inside mqstore.commitlog and by its bench.
+    "mqstore.commitlog._decode": {"_layout._INT", "_layout._SHORT", "_layout._SIZE_MAGIC"},
+    "mqstore.commitlog._encode": {"_layout._SHORT", "_layout._SIZE_MAGIC"},
+    "mqstore.commitlog.bulk": {"L._PREFIX", "L._HEADERS", "L._SIZE_MAGIC", "text._rows_at"},
+    "mqstore.tools.bench.spark_audit": {"_layout._SIZE_MAGIC", "_layout._HEADERS"},
+    # tools/spark borrowing helpers of its sibling modules.
+    "mqstore.tools.spark._export_columns": {"text._split_tokens"},
+    "mqstore.tools.spark.cqscan": {"cqfmt._UNIT"},
+    "mqstore.tools.spark.queueparts": {"queues._Capped", "queues._read_queue_units",
+                                       "queues._orphans", "queues._compare_matched",
+                                       "queues._runs"},
+}  # fmt: skip
+"""Reads of another module's private names that are still there; the list may only
+shrink (make the name public, or move the code to the module that owns it)."""
+
+
+def test_no_module_reads_another_modules_private_names(trees: dict[str, ast.Module]) -> None:
+    """A ``_name`` is its module's to change: reading it from elsewhere (the lifecycle
+    setting the flusher's ``_stopped`` event, POP calling its reviver's ``_read``) ties
+    two modules' insides together where a public method states the contract."""
+    new = {
+        name: extra
+        for name, tree in trees.items()
+        if (extra := private_reads(tree) - PRIVATE_READS_LEFT.get(name, set()))
+    }
+    assert new == {}
+
+
+def test_a_private_read_across_modules_is_found() -> None:
+    src = (
+        "import os\n"
+        "from mqstore.commitlog import _layout\n"
+        "class A:\n"
+        "    def _mine(self): pass\n"
+        "    def f(self, other, t):\n"
+        "        self._x = 1\n"
+        "        other._mine(); other._x\n"
+        "        self.flusher._stopped.set()\n"
+        "        os._exit(0); t._replace(a=1)\n"
+        "        return _layout._INT, other._theirs\n"
+    )
+    assert private_reads(src) == {"self.flusher._stopped", "_layout._INT", "other._theirs"}

@@ -124,7 +124,7 @@ def async_single(
 
         run = drive(duration, msgs, process)
         run.extra["log_bytes"] = store.max_physical_offset
-        run.extra["fdatasyncs"] = store.flusher.syncs
+        run.extra["fdatasyncs"] = store.fsync_count
         return run
 
     return _contend(
@@ -219,9 +219,9 @@ def put_threads(
 
             return op, lambda: None
 
-        syncs0 = store.flusher.syncs
+        syncs0 = store.fsync_count
         run = run_threads(n_threads, duration, make)
-        run.extra["fdatasyncs"] = store.flusher.syncs - syncs0
+        run.extra["fdatasyncs"] = store.fsync_count - syncs0
         return run
 
     return _contend(
