@@ -3,10 +3,10 @@
 :class:`StoreLifecycle` takes and gives back the store's resources: the ``lock``
 file, the ``abort`` marker, the loaded and recovered segments, checkpoint and logic
 files, the CommitLog, replication and the flusher. ``MessageStore._open`` runs its
-steps in the order listed in ``mqstore.message_store``; the algorithms stay in the
-components (``mqstore.commitlog.recovery``, ``mqstore.logics``,
-``mqstore.commitlog.flush``). It ends in one of three ways: :meth:`~StoreLifecycle.close`,
-:meth:`~StoreLifecycle.abandon`, or :meth:`~StoreLifecycle.undo_open` after a failed open.
+steps in the order of docs/store.md §1.8; the algorithms stay in the components
+(``mqstore.commitlog.recovery``, ``mqstore.logics``, ``mqstore.commitlog.flush``). It
+ends in one of three ways: :meth:`~StoreLifecycle.close`, :meth:`~StoreLifecycle.abandon`,
+or :meth:`~StoreLifecycle.undo_open` after a failed open.
 
 :class:`StoreState` is whether the store is open and why puts are refused; the
 lifecycle owns it and hands it to the writer and the reader, which only read it.
@@ -157,7 +157,7 @@ class StoreLifecycle:
     # ------------------------------------------------------------------ open
 
     def take_lock(self) -> None:
-        """Open step 1 and 2: create the directory, take ``lock``, read ``abort``.
+        """Open step 2 (docs/store.md §1.8): create the directory, take ``lock``, read ``abort``.
 
         Raises:
             StoreLockedError: another process (or open store) holds the directory.
@@ -185,7 +185,8 @@ class StoreLifecycle:
         return self.cfg.recovery_policy
 
     def load_and_recover(self) -> None:
-        """Open step 3: load segments, queues, checkpoint and index, recover them."""
+        """Open step 3: build and load segments, checkpoint, queues and index (each part
+        given its collaborators), recover them."""
         cfg = self.cfg
         self.segments = Segments(
             cfg.commitlog_path,
@@ -313,7 +314,7 @@ class StoreLifecycle:
         return self.ha.replica_wait if self.ha is not None else None
 
     def start_flusher(self) -> None:
-        """Open step 4's first half: start the CommitLog flusher (``abort`` exists)."""
+        """Open step 4: start the CommitLog flusher (``abort`` exists)."""
         cfg = self.cfg
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.flusher = GroupCommitter(
@@ -339,7 +340,7 @@ class StoreLifecycle:
         put: Callable[[Message], PutStatus],
         read: Callable[[int, int], fmt.MessageRecord | None],
     ) -> None:
-        """Open step 4's second half: accept puts, then start the services around the
+        """Open step 6: accept puts, then start the services around the
         queues (reput, queue flush, schedule, cleanup); ``put`` and ``read`` are the
         store's, for the schedule service and the dispatcher."""
         self.state.mark_open()

@@ -2,29 +2,10 @@
 
 :class:`Logics` is the part of the composition root that owns the "logic" files
 (RocketMQ's name for consume queues) and the threads around them, so that
-``message_store.py`` stays a short list of steps. The open sequence follows
-RocketMQ's (docs/store.md §1):
-
-1. :meth:`Logics.load`: map the consume queues and the index files; after a crash,
-   index files newer than the checkpoint's ``indexMsgTimestamp`` are destroyed.
-2. :meth:`Logics.recover` (before the CommitLog's recovery): recover every queue
-   (from its third-to-last file); re-dispatch the stretch of the log before the
-   replay whose queue units were cut; return the callback abnormal CommitLog
-   recovery calls for every record it scans (a re-dispatch to the consume queues,
-   made idempotent by their skip rules). After a crash the index is not built
-   here: an :class:`IndexCatchUp` rebuilds it from the reput thread once the store
-   is open (the destroyed index files' stretch and the replay), because indexing
-   was most of the cost of ``open``.
-3. :meth:`Logics.after_log_recovery`: with the recovered end known, drop queue
-   units past it, correct minimum offsets against the first CommitLog offset, then
-   dispatch synchronously whatever the queues still lack (a store written before
-   consume queues existed gets them built here) and return the topic-queue table
-   (``topic-queueId`` -> the queues' max offsets).
-4. :meth:`Logics.start`: the reput thread from the recovered point, the queue flush
-   service, the schedule service (masters only) and the cleanup service.
-5. :meth:`Logics.stop`: stop delivering delayed messages, drain the dispatcher,
-   flush queues, index and checkpoint. Returns whether dispatch completed, which
-   decides (with the CommitLog's own state) whether ``abort`` may be deleted.
+``message_store.py`` stays a short list of steps. Its methods are steps of the open and
+close sequence narrated in docs/store.md §1.8: :meth:`Logics.load`, :meth:`Logics.recover`,
+:meth:`Logics.redispatch_around_damage`, :meth:`Logics.after_log_recovery`,
+:meth:`Logics.start`, :meth:`Logics.stop`; each docstring states its contract.
 """
 
 from __future__ import annotations
@@ -151,7 +132,7 @@ class Logics:
     # ------------------------------------------------------------- open sequence
 
     def load(self, *, last_exit_ok: bool, closed_cleanly: bool = False) -> None:
-        """Step 1: map queues and index files (``closed_cleanly``: the clean close's
+        """Map queues and index files (``closed_cleanly``: the clean close's
         record matched, see ``IndexService.load``).
 
         Raises:
@@ -167,7 +148,8 @@ class Logics:
             )
 
     def recover(self, *, last_exit_ok: bool) -> OnRecord | None:
-        """Step 2: recover queues; returns the CommitLog recovery's record callback.
+        """Recover queues; returns the CommitLog recovery's record callback (None after a
+        clean exit).
 
         After a crash, abnormal CommitLog recovery replays every record from a
         checkpoint-chosen file; the queue units from there on (and a torn unit just
@@ -240,7 +222,7 @@ class Logics:
         )
 
     def redispatch_around_damage(self, recovery: RecoveryResult) -> None:
-        """Step 2b, after a normal recovery that fenced damage off: it re-dispatched
+        """After a normal recovery that fenced damage off: it re-dispatched
         nothing, so queue units built before the damage point into it. Cut the queues
         at the first damaged byte and dispatch the kept records from there, units only
         (the index already has them; its lookups leave fenced records out)."""
@@ -251,7 +233,7 @@ class Logics:
         dispatch_kept(self.segments, begin, recovery, units_only)
 
     def after_log_recovery(self, *, end: int, last_exit_ok: bool) -> dict[str, int]:
-        """Step 3: cut, correct, catch up; return the topic-queue offset table."""
+        """Cut, correct, catch up; return the topic-queue offset table."""
         if not self.segments.files:
             self.queues.destroy()
             if self.index is not None:
@@ -293,7 +275,7 @@ class Logics:
         disk_guard: DiskGuard | None = None,
         lock_fd: int = -1,
     ) -> None:
-        """Step 4: start the background services (``lock_fd``: the store's locked
+        """Start the background services (``lock_fd``: the store's locked
         ``lock`` file, shared with a dispatcher process)."""
         cfg = self.cfg
         self.reput.limit_to(limit)
@@ -415,7 +397,7 @@ class Logics:
             self.schedule = None
 
     def stop(self) -> bool:
-        """Step 5: drain and flush everything; True when dispatch completed and the
+        """Drain and flush everything; True when dispatch completed and the
         files are on disk (``abort`` may then go)."""
         self.stop_schedule()
         for svc in (self.cleanup, self.flusher):

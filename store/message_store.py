@@ -1,23 +1,12 @@
 """MessageStore: the composition root. It wires components and owns no algorithm.
 
-Lifecycle (RocketMQ ``DefaultMessageStore`` load/recover/start/shutdown):
-
-1. take the ``lock`` file (a second opener gets :class:`StoreLockedError`);
-2. ``last_exit_ok`` = the ``abort`` file is absent;
-3. load segments, consume queues, checkpoint and index; recover the queues, then the
-   CommitLog (abnormal recovery re-dispatches what it scans), cutting the torn tail
-   and the units past it; dispatch what the queues lack; the topic-queue table is
-   the queues' max offsets (details in ``mqstore.logics``);
-4. write ``abort`` (our PID, as 5.x), start flush, dispatch, queue-flush, schedule
-   and cleanup services;
-5. ``close()``: stop services, flush, drain the dispatcher, flush queues, index and
-   checkpoint, delete ``abort`` (only when dispatch completed), release the lock. A
-   store poisoned by a failed fsync keeps ``abort`` so the next open re-validates.
-
-The store is a composition root: it owns its :class:`~mqstore._lifecycle.StoreLifecycle`
-(resources, open/close, the open state), a :class:`~mqstore.put.PutWriter` for puts
-and a :class:`~mqstore.pull.StoreReader` for pulls, and delegates its public API to
-them; the writer and the reader are built once the lifecycle's components exist.
+The open and close sequence (RocketMQ ``DefaultMessageStore`` load/recover/start/shutdown)
+is narrated once, in docs/store.md §1.8. The store owns its
+:class:`~mqstore._lifecycle.StoreLifecycle` (resources, open/close, the open state), a
+:class:`~mqstore.put.PutWriter` for puts and a :class:`~mqstore.pull.StoreReader` for
+pulls, and delegates its public API to them. Other packages use the store through its
+methods only; the component attributes below are for white-box tests and the benchmarks
+that time one part (``tests/project/test_layers.py`` pins both).
 
 Puts are thread-safe. See ``mqstore.commitlog.flush`` for what PUT_OK promises under
 each flush mode.
@@ -101,7 +90,7 @@ class MessageStore(Closeable):
         self.reput, self.dispatcher = logics.reput, logics.dispatcher
 
     def _open(self) -> None:
-        """Steps 1-4 of the lifecycle above; a failure undoes them."""
+        """Steps 2-7 of docs/store.md §1.8; a failure undoes them."""
         life = self._life
         life.take_lock()
         try:
