@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqstore import _platform
+from mqstore._parts import Parts, build
 from mqstore.checkpoint import Checkpoint
 from mqstore.cleanup import DiskGuard
 from mqstore.commitlog import clean_close
@@ -42,7 +43,7 @@ from mqstore.errors import CorruptRecordError, StoreClosedError, StoreLockedErro
 from mqstore.ha import service as ha_service
 from mqstore.ha.master import HAMaster
 from mqstore.logics import Logics
-from mqstore.message import Message, host_bytes
+from mqstore.message import Message
 from mqstore.status import PutStatus
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,8 @@ class StoreLifecycle:
         """The fenced CommitLog ranges, loaded and updated by recovery."""
         self.last_exit_ok = True
         self.lock_fd = -1
-        self._loaded: list[Segments | Checkpoint | Logics] = []
+        self._parts: Parts | None = None
+        """What :func:`~mqstore._parts.build` made (None before the open built it)."""
         self.verification: clean_close.Verification | None = None
         """What the background check after a trusted open found (None: not run, or
         not finished)."""
@@ -185,33 +187,24 @@ class StoreLifecycle:
         return self.cfg.recovery_policy
 
     def load_and_recover(self) -> None:
-        """Open step 3: build and load segments, checkpoint, queues and index (each part
-        given its collaborators), recover them."""
+        """Open step 3: build the parts (:func:`~mqstore._parts.build`), load segments,
+        checkpoint, queues and index, recover them."""
         cfg = self.cfg
-        self.segments = Segments(
-            cfg.commitlog_path,
-            cfg.commitlog_file_size,
-            reserve_chunk=cfg.commitlog_reserve_chunk,
-            durable_entries=True,
-            fill_gaps=self.recovery_policy is RecoveryPolicy.KEEP,
-            on_create=self.disk_guard.check,
-        )
-        self._loaded.append(self.segments)
-        self.segments.load()
-        self.checkpoint = Checkpoint(self.root / "checkpoint")
-        self._loaded.append(self.checkpoint)
-        trusted_end = self._trusted_end()
         self.quarantine = Quarantine.load(self.root / DAMAGE_FILE)
-        self.logics = Logics(
+        parts = build(
             cfg,
-            self.segments,
-            self.checkpoint,
+            policy=self.recovery_policy,
             disk_check=self.disk_guard.check,
             fenced=self.quarantine.covers,  # no key lookup serves a fenced record
+            on_error=self.state.poison_with,
+            on_flushed=self._note_flushed,
         )
-        self._loaded.append(self.logics)
+        self._parts = parts
+        self.segments, self.checkpoint, self.logics = parts.segments, parts.checkpoint, parts.logics
+        self.commitlog, self.flusher = parts.commitlog, parts.flusher
+        self.segments.load()
+        trusted_end = self._trusted_end()
         self.logics.load(last_exit_ok=self.last_exit_ok, closed_cleanly=trusted_end is not None)
-        self.commitlog = CommitLog(self.segments, host_bytes(cfg.store_host))
         # From here on the queues and the index are written (cut, re-dispatched, a
         # backlog dispatched): a crash before the flusher starts must still make the
         # next open recover abnormally, which re-indexes what this one dispatched.
@@ -315,23 +308,6 @@ class StoreLifecycle:
 
     def start_flusher(self) -> None:
         """Open step 4: start the CommitLog flusher (``abort`` exists)."""
-        cfg = self.cfg
-        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self.flusher = GroupCommitter(
-                self.segments,
-                timeout_ms=cfg.sync_flush_timeout_ms,
-                on_error=self.state.poison_with,
-                on_flushed=self._note_flushed,
-            )
-        else:
-            self.flusher = AsyncFlusher(
-                self.segments,
-                interval_ms=cfg.flush_interval_commitlog_ms,
-                least_pages=cfg.flush_commitlog_least_pages,
-                thorough_interval_ms=cfg.flush_commitlog_thorough_interval_ms,
-                on_error=self.state.poison_with,
-                on_flushed=self._note_flushed,
-            )
         self.flusher.start()
 
     def start_services(
@@ -362,11 +338,12 @@ class StoreLifecycle:
         if self.ha is not None:
             self.ha.stop()
             self.ha = None
-        for part in reversed(self._loaded):  # unmap what was loaded before the failure
-            if isinstance(part, Logics):
-                part.abandon()
-            else:
-                part.close()
+        parts = self._parts
+        if parts is not None:  # stop and unmap what was built, loaded or not
+            parts.flusher.stop()
+            parts.logics.abandon()
+            parts.checkpoint.close()
+            parts.segments.close()
         self._release_lock()
 
     def _dispatch_limit(self) -> int:

@@ -134,3 +134,30 @@ def test_clean_close_removes_abort_file(tmp_path: Path):
     assert not (tmp_path / "abort").exists()
     assert (tmp_path / "lock").read_bytes() == b"lock"
     assert (tmp_path / "checkpoint").stat().st_size == 4096
+
+
+def test_an_open_failing_after_the_flusher_started_stops_it_and_can_be_retried(tmp_path: Path):
+    """A failure late in open (here an unreadable ``delayOffset.json``, met when the schedule
+    service starts, after the CommitLog flusher) stops every thread the open started, the
+    flusher included, and releases the lock: the store opens once the file is fixed."""
+    import threading
+
+    from mqstore.remoting.fastjson import FastjsonError
+    from tests.helpers import until
+
+    with open_store(tmp_path) as s:
+        s.put_message(Message(topic="t", body=b"kept"))
+    offsets = tmp_path / "config" / "delayOffset.json"
+    offsets.write_text("{not json")
+    offsets.with_name("delayOffset.json.bak").unlink(missing_ok=True)
+    before = set(threading.enumerate())
+    with pytest.raises(FastjsonError):
+        open_store(tmp_path)
+
+    def left_running() -> list[str]:
+        return [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+
+    until(lambda: not left_running(), 30, what="the failed open's threads to stop")
+    offsets.unlink()
+    with open_store(tmp_path) as s:
+        assert s.get_message("g", "t", 0, 0, 8).messages[0].body == b"kept"
