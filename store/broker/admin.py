@@ -89,13 +89,13 @@ from mqstore.java_settings import (
 )
 from mqstore.limits import ServerLimits
 from mqstore.message import validate_topic
-from mqstore.message_store import MessageStore
 from mqstore.remoting.codec import RemotingCommand
 from mqstore.remoting.codes import V4_9_8, RequestCode, ResponseCode
 from mqstore.remoting.fastjson import FastjsonError, dumps, loads
 from mqstore.remoting.headers import ext_int, ext_str
 from mqstore.remoting.java_properties import properties_text
 from mqstore.remoting.values import MessageQueue
+from mqstore.store_view import StoreView
 
 GET_BROKER_CONFIG = 26
 INVOKE_BROKER_TO_RESET_OFFSET = 222
@@ -259,7 +259,7 @@ def _dir_capacity(path: Path) -> str:
     return f"Total : {human_bytes(total)}, Free : {human_bytes(free)}."
 
 
-def earliest_time_as_498(store: MessageStore) -> int:
+def earliest_time_as_498(store: StoreView) -> int:
     """``earliestMessageTimeStamp`` as 4.9.8 finds it: it reads ``2 * maxMessageSize``
     bytes from the CommitLog's first offset and gives -1 unless that many bytes are
     written in the file holding it (``CommitLog.pickupStoreTimestamp``), so a broker

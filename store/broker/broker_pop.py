@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from mqstore.broker.offsets import ConsumerOffsetManager
     from mqstore.broker.subscriptions import SubscriptionGroupManager
     from mqstore.broker.topics import TopicConfigManager
-    from mqstore.message_store import MessageStore
+    from mqstore.store_view import StoreView
 
 
 class BrokerPop:
@@ -27,7 +27,7 @@ class BrokerPop:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: StoreView,
         broker_name: str,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,

@@ -63,12 +63,12 @@ from mqstore.consumequeue.filter import SQL92, parse_subscription
 from mqstore.consumequeue.get import total_physical_memory
 from mqstore.failures import FailureCounter
 from mqstore.message import TOPIC_PATTERN
-from mqstore.message_store import MessageStore
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.values import Heartbeat, MessageModel, MessageQueue, SubscriptionData
 from mqstore.service import ServiceThread
 from mqstore.sql92 import SqlParseError
 from mqstore.status import GetStatus
+from mqstore.store_view import StoreView
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class BrokerCore:
     The store's lifecycle is the caller's: :meth:`shutdown` does not close it.
     """
 
-    def __init__(self, store: MessageStore, config: BrokerConfig | None = None) -> None:
+    def __init__(self, store: StoreView, config: BrokerConfig | None = None) -> None:
         self.store = store
         self.config = cfg = config or BrokerConfig()
         conf_dir = Path(store.root) / "config"

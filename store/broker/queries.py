@@ -14,7 +14,7 @@ from mqstore.broker.offsets import ConsumerOffsetManager
 from mqstore.consumequeue.results import QueryResult, StoredMessage
 from mqstore.consumequeue.search import BoundaryType
 from mqstore.message import validate_topic
-from mqstore.message_store import MessageStore
+from mqstore.store_view import StoreView
 
 
 class BrokerQueries:
@@ -25,9 +25,7 @@ class BrokerQueries:
     physical memory), used by :meth:`query_offset`.
     """
 
-    def __init__(
-        self, store: MessageStore, offsets: ConsumerOffsetManager, memory_limit: int
-    ) -> None:
+    def __init__(self, store: StoreView, offsets: ConsumerOffsetManager, memory_limit: int) -> None:
         self.store = store
         self.offsets = offsets
         self._memory_limit = memory_limit

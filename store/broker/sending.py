@@ -30,11 +30,12 @@ from mqstore.broker.topics import AUTO_CREATE_TOPIC_KEY, TopicConfigManager
 from mqstore.broker.traffic import TrafficStats
 from mqstore.errors import IllegalMessageError, IllegalTopicError
 from mqstore.message import PROPERTY_RETRY_TOPIC, Message, validate_topic
-from mqstore.message_store import MessageStore, PutResult
 from mqstore.property_format import PropertyFormat
+from mqstore.put import PutResult
 from mqstore.remoting.codes import ResponseCode
 from mqstore.remoting.values import PERM_RW
 from mqstore.status import PutStatus
+from mqstore.store_view import StoreView
 from mqstore.system_topics import refuses_client_sends, send_refusal
 from mqstore.transaction import HALF_TOPIC, half_message, is_transactional
 
@@ -75,7 +76,7 @@ class Reply:
 class MessageSender:
     """Puts sent and sent-back messages into the store."""
 
-    store: MessageStore
+    store: StoreView
     topics: TopicConfigManager
     groups: SubscriptionGroupManager
     traffic: TrafficStats

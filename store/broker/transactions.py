@@ -58,11 +58,12 @@ from mqstore.broker.topics import TopicConfigManager
 from mqstore.commitlog import format as fmt
 from mqstore.failures import FailureCounter
 from mqstore.message import Message
-from mqstore.message_store import MessageStore, PutResult
 from mqstore.property_format import PropertyFormat
+from mqstore.put import PutResult
 from mqstore.remoting.codes import RequestCode, ResponseCode
 from mqstore.service import ServiceThread
 from mqstore.status import GetStatus
+from mqstore.store_view import StoreView
 from mqstore.transaction import (
     CHECK_GROUP,
     CHECK_MAX_TOPIC,
@@ -126,7 +127,7 @@ class TransactionService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: StoreView,
         topics: TopicConfigManager,
         offsets: ConsumerOffsetManager,
         producers: ConnectionTable,

@@ -53,8 +53,8 @@ from mqstore.grpc.protocol import SERVICE_NAME, svc
 from mqstore.grpc.service import MALFORMED_REQUEST, MessagingService, ServiceConfig
 from mqstore.grpc.streams import StreamLimits
 from mqstore.limits import ServerLimits
-from mqstore.message_store import MessageStore
 from mqstore.remoting.codes import RequestCode
+from mqstore.store_view import StoreView
 
 DEFAULT_PORT = 8081
 """The proxy's gRPC port."""
@@ -150,10 +150,11 @@ class GrpcConfig:
 
 class GrpcEndpoint(Stoppable):
     """The MessagingService served over ``target``: a :class:`BrokerCore` (the caller
-    owns it) or a :class:`MessageStore` (a core is made and shut down with the
-    endpoint). The store must stay open while the endpoint runs."""
+    owns it) or a store (a :class:`~mqstore.store_view.StoreView`, such as an open
+    ``MessageStore``: a core is made and shut down with the endpoint). The store must
+    stay open while the endpoint runs."""
 
-    def __init__(self, target: BrokerCore | MessageStore, config: GrpcConfig | None = None):
+    def __init__(self, target: BrokerCore | StoreView, config: GrpcConfig | None = None):
         self.config = config or GrpcConfig()
         if isinstance(target, BrokerCore):
             self.core, self._owns_core = target, False

@@ -64,7 +64,7 @@ from mqstore.system_topics import broker_written_revive_record
 
 if TYPE_CHECKING:
     from mqstore.consumequeue.results import StoredMessage
-    from mqstore.message_store import MessageStore
+    from mqstore.store_view import StoreView
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ REVIVE_TICK_MS = 50
 
 
 def replay(
-    store: MessageStore,
+    store: StoreView,
     topic: str,
     revive_qid: int,
     from_offset: int,
@@ -125,7 +125,7 @@ def _replay_one(
 class Reviver:
     """Copies the unacknowledged messages of due checkpoints (see the module docstring)."""
 
-    store: MessageStore
+    store: StoreView
     inflight: InFlight
     writer: RecordWriter
     """Writes the copies and the settling acks."""

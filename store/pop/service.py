@@ -73,7 +73,7 @@ from mqstore.pop.writer import RecordWriter
 from mqstore.status import GetStatus
 
 if TYPE_CHECKING:
-    from mqstore.message_store import MessageStore
+    from mqstore.store_view import StoreView
 
 DEFAULT_MAX_ATTEMPTS = 17
 """A group's ``retryMaxTimes`` (16) + 1, as the 5.x proxy counts delivery attempts."""
@@ -215,7 +215,7 @@ class PopService(Stoppable):
 
     def __init__(
         self,
-        store: MessageStore,
+        store: StoreView,
         config: PopConfig | None = None,
         *,
         queue_ids: Callable[[str], Sequence[int]] | None = None,

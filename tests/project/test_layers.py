@@ -225,6 +225,40 @@ def test_the_protocol_ends_import_remoting_not_each_other(package: str) -> None:
     assert offending == []
 
 
+SERVERS = ("mqstore.broker", "mqstore.pop", "mqstore.grpc")
+"""What serves a store to clients: typed against :class:`mqstore.store_view.StoreView`."""
+
+
+def store_class_imports(source: str) -> set[str]:
+    """The imports in ``source`` that name the store class or its module."""
+    return {
+        m
+        for m in all_imports(source)
+        if m in ("mqstore.message_store", "mqstore.MessageStore")
+        or m.startswith("mqstore.message_store.")
+    }
+
+
+def test_the_servers_see_the_store_through_its_view() -> None:
+    """The broker, POP and gRPC are typed against the narrow ``StoreView`` protocol,
+    never the ``MessageStore`` class: mypy then rejects a server's use of anything
+    the view does not list (a part of the store included), and checks that the store
+    satisfies the view wherever one is handed to a broker."""
+    importers = {
+        name: found
+        for name, path in _sources().items()
+        if name.startswith(SERVERS) and (found := store_class_imports(path.read_text()))
+    }
+    assert importers == {}
+
+
+def test_an_import_of_the_store_class_is_found() -> None:
+    src = "from mqstore.message_store import MessageStore\nfrom mqstore import MessageStore\n"
+    assert store_class_imports(src) == {
+        "mqstore.message_store", "mqstore.message_store.MessageStore", "mqstore.MessageStore",
+    }  # fmt: skip
+
+
 def test_no_import_cycle_between_packages() -> None:
     graph = package_graph(_sources())
     assert {"broker", "client", "remoting", "consumequeue"} <= set(graph)
