@@ -378,6 +378,40 @@ def test_only_the_cursor_searches_for_a_record_after_damage() -> None:
     assert own_resyncs == set()
 
 
+BULK_SCANS = frozenset(("scan", "scan_plain"))
+"""The bulk scanner's entry points (:mod:`mqstore.commitlog.bulk`): the cursor's backend."""
+
+
+def bulk_scan_calls(source: str) -> int:
+    """Calls of ``bulk.scan(...)`` or ``bulk.scan_plain(...)`` in ``source``."""
+    return sum(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in BULK_SCANS
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "bulk"
+        for node in ast.walk(ast.parse(source))
+    )
+
+
+def test_the_spark_jobs_read_the_log_through_the_cursor() -> None:
+    """The audit, reindex, export and the live cut's tail walk read records through
+    the cursor (its bulk backend behind it), never the bulk scanner beside it."""
+    beside = {
+        name
+        for name, path in _sources().items()
+        if name.startswith("mqstore.tools.spark.")
+        and bulk_scan_calls(path.read_text(encoding="utf-8"))
+    }
+    assert beside == set()
+
+
+def test_a_bulk_scan_beside_the_cursor_is_found() -> None:
+    source = "def walk(buf):\n    return bulk.scan(buf, 0, len(buf)).records\n"
+    assert bulk_scan_calls(source) == 1
+    assert bulk_scan_calls("def f(x):\n    return fmt.scan(x, 0)\n") == 0
+
+
 def test_a_step_by_the_scanned_size_is_found() -> None:
     source = (
         "def walk(buf):\n    pos = 0\n    while True:\n"

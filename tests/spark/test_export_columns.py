@@ -15,8 +15,8 @@ from mqstore.message import (
     bytes_host,
     string_to_properties,
 )
+from mqstore.tools.spark.byterange import ByteRange
 from mqstore.tools.spark.export import EXPORT_SCHEMA, export_batch
-from mqstore.tools.spark.segscan import ByteRange
 from tests.commitlog.test_bulk import segments
 
 _TYPES = {

@@ -82,6 +82,25 @@ def test_bad_text_record_is_skipped_by_its_trusted_size(tmp_path):
     assert records == 199
 
 
+def test_a_record_whose_properties_end_in_a_zero_byte_is_a_torn_record(tmp_path):
+    gen = build_store(tmp_path / "s", 200)
+    w, seg, pos = _record(gen, 40)
+    storegen.zero(seg, pos + w.size - 1, pos + w.size)  # the 0x02 ending the properties
+    findings, records = _scan(gen.root)
+    assert [(f.kind, f.offset) for f in findings] == [("torn_record", pos)]
+    assert records == 199
+
+
+def test_a_damaged_last_record_is_the_torn_tail_whatever_was_written(tmp_path):
+    gen = build_store(tmp_path / "s", 200)
+    _, seg, pos = _record(gen, 199)
+    storegen.flip_byte(seg, pos + 5)  # MAGICCODE: every byte of it is still there
+    findings, records = _scan(gen.root)
+    assert [(f.kind, f.offset) for f in findings] == [("torn_tail", pos)]
+    assert "bad_magic" in findings[0].detail
+    assert records == 199
+
+
 def test_preallocated_empty_segments_after_the_data_are_fine(tmp_path):
     gen = build_store(tmp_path / "s", 200)
     w, seg, pos = _record(gen, 199)

@@ -37,14 +37,14 @@ from mqstore.commitlog import format as fmt
 from mqstore.tools.spark import _export_columns as cols
 from mqstore.tools.spark import _parquet_out as parquet_out
 from mqstore.tools.spark._cli import run
+from mqstore.tools.spark.byterange import ByteRange, range_records
 from mqstore.tools.spark.layout import discover
 from mqstore.tools.spark.reader import (
     balanced_split,
     open_mapped,
     plan_ranges,
-    resume_at,
 )
-from mqstore.tools.spark.segscan import Buffer, ByteRange, resync
+from mqstore.tools.spark.segscan import Buffer
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -181,42 +181,11 @@ def _export_task(
 
 
 def export_rows(buf: Buffer, rng: ByteRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Batches of the valid records of one range (CRC checked), skipping damage: a
-    record with a bad CRC is skipped as the codec's decode would, by resuming at the
-    next record that names its own position."""
-    import numpy as np
-
-    end = len(buf)
-    pos = rng.start
-    while pos < rng.end:
-        b = bulk.scan(buf, pos, rng.end, end, check_crc=True, tags=False)  # TAGS: columns
-        arr = b.records
-        bad = np.flatnonzero(~arr.crc_ok)
-        if bad.size:
-            first = int(bad[0])
-            part = _take(arr, first)
-            if len(part):
-                yield export_batch(buf, rng, part, schema)
-            nxt = resync(buf, rng.base_offset, int(arr.position[first]) + 1, end, rng.path)
-        else:
-            if len(arr):
-                yield export_batch(buf, rng, arr, schema)
-            nxt = resume_at(buf, rng, b)
-        if nxt is None:
-            return
-        pos = nxt
-
-
-def _take(arr: bulk.RecordArrays, n: int) -> bulk.RecordArrays:
-    """The first ``n`` records of ``arr`` (topic ids and keys are kept as they are)."""
-    import dataclasses
-
-    cut = {
-        f.name: getattr(arr, f.name)[:n]
-        for f in dataclasses.fields(arr)
-        if f.name not in ("topics", "key_record", "key_hash")
-    }
-    return dataclasses.replace(arr, **cut)
+    """Batches of the valid records of one range, read through the cursor with CRCs
+    checked: a record with a bad CRC is damage, skipped as the codec's decode would,
+    by resuming at the next record that names its own position."""
+    for arr in range_records(buf, rng, check_crc=True, tags=False):  # TAGS: columns
+        yield export_batch(buf, rng, arr, schema)
 
 
 @dataclass(frozen=True, slots=True)

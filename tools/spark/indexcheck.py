@@ -46,12 +46,12 @@ from mqstore.commitlog import dispatch_rule as rule
 from mqstore.index import format as ifmt
 from mqstore.tools.spark._indexchain import Geometry as Geometry  # noqa: PLC0414 (re-export)
 from mqstore.tools.spark._indexchain import _chain_findings
+from mqstore.tools.spark.byterange import ByteRange
 from mqstore.tools.spark.reader import open_mapped
 from mqstore.tools.spark.report import Finding
 from mqstore.tools.spark.segscan import (
     MAX_PER_KIND,
     Buffer,
-    ByteRange,
     RecordColumns,
     Row,
     RowType,

@@ -30,11 +30,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqstore.commitlog import bulk
+from mqstore.commitlog.cursor import BufferSegment, LogCursor, Run
 from mqstore.consumequeue import format as cqfmt
+from mqstore.tools.spark.byterange import ByteRange
 from mqstore.tools.spark.layout import StoreLayout
 from mqstore.tools.spark.report import Cut
-from mqstore.tools.spark.segscan import ByteRange, data_spans
+from mqstore.tools.spark.segscan import data_spans
 
 _PROBE = 1 << 20
 
@@ -158,15 +159,16 @@ def clip(ranges: list[ByteRange], cut: Cut) -> list[ByteRange]:
             continue
         if hi >= cut.log_end:
             end = cut.log_end - r.base_offset
-            out.append(ByteRange(r.path, r.name, r.base_offset, r.start, end, True))
+            out.append(ByteRange(r.path, r.name, r.base_offset, r.start, end, True, True))
         else:
             out.append(r)
     return out
 
 
 def walk_tail(layout: StoreLayout, cut: Cut) -> Tail:
-    """The records past the cut, read once from a copy (no CRC): count, bytes, newest
-    store time. A record still being written ends the walk."""
+    """The records past the cut, read once from a copy through the cursor (no CRC):
+    count, bytes, newest store time. A record still being written (damage to the
+    cursor: the in-flight tail's own torn tail) ends the walk, as a blank does."""
     count, newest = 0, None
     for seg in layout.segments:
         if seg.base_offset + seg.length <= cut.log_end or not seg.length:
@@ -177,14 +179,11 @@ def walk_tail(layout: StoreLayout, cut: Cut) -> Tail:
             continue
         with open(seg.path, "rb") as f:
             data = os.pread(f.fileno(), end - pos, pos)
-        at = 0
-        while at < len(data):
-            b = bulk.scan(data, at, len(data), check_crc=False, tags=False)
-            if len(b.records):
-                count += len(b.records)
-                top = int(b.records.store_timestamp.max())
-                newest = top if newest is None else max(newest, top)
-            if b.stop is not None or b.end <= at:
+        copy = BufferSegment(memoryview(data), seg.base_offset + pos, len(data))
+        for item in LogCursor([copy], copy.file_from_offset).runs():
+            if not isinstance(item, Run):
                 break
-            at = b.end
+            count += item.count
+            top = int(item.records.store_timestamp[: item.count].max())
+            newest = top if newest is None else max(newest, top)
     return Tail(count, cut.tail_bytes, newest)

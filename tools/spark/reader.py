@@ -38,13 +38,9 @@ import numpy as np
 
 from mqstore.commitlog import bulk
 from mqstore.commitlog import format as fmt
+from mqstore.tools.spark.byterange import ByteRange, range_records
 from mqstore.tools.spark.layout import StoreLayout
-from mqstore.tools.spark.segscan import (
-    Buffer,
-    ByteRange,
-    RecordColumns,
-    resync,
-)
+from mqstore.tools.spark.segscan import Buffer, RecordColumns
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -165,38 +161,19 @@ def plan_ranges(layout: StoreLayout, split_bytes: int = DEFAULT_SPLIT_BYTES) -> 
                 cuts = record_cuts(mm, seg.length, split_bytes)
         bounds = [0, *cuts, seg.length]
         for start, end in itertools.pairwise(bounds):
-            out.append(ByteRange(seg.path, seg.name, seg.base_offset, start, end, i >= last_index))
+            last = i >= last_index
+            out.append(ByteRange(seg.path, seg.name, seg.base_offset, start, end, last,
+                                 last and end == seg.length))  # fmt: skip
     return out
 
 
 def bulk_records(buf: Buffer, rng: ByteRange, *, keys: bool = False) -> Iterator[bulk.RecordArrays]:
     """The valid records of ``rng`` as bulk column chunks, read like the reput service
     (no CRC check; damage skipped up to the next record that names its own position,
-    a blank record ends the range): the jobs that rebuild or export use this, the
-    audit reports the damage instead (segscan)."""
-    end = len(buf)
-    pos = rng.start
-    with memoryview(buf) as view:
-        while pos < rng.end:
-            b = bulk.scan(view, pos, rng.end, end, check_crc=False, keys=keys)
-            if len(b.records):
-                yield b.records
-            nxt = resume_at(buf, rng, b)
-            if nxt is None:
-                return
-            pos = nxt
-
-
-def resume_at(buf: Buffer, rng: ByteRange, b: bulk.BulkScan) -> int | None:
-    """Where a read of ``rng`` that skips damage goes on after the scan ``b``: at its
-    end when it stopped on nothing, past damage at the next record that names its own
-    position; None when the read of the range is over (a blank record, nothing valid
-    follows)."""
-    if b.stop is None:
-        return b.end
-    if isinstance(b.stop, fmt.EndOfSegment):
-        return None
-    return resync(buf, rng.base_offset, b.end + 1, len(buf), rng.path)
+    a blank record ends the range): the jobs that rebuild use this, the audit reports
+    the damage instead (segscan). Read through the cursor
+    (:func:`mqstore.tools.spark.byterange.range_records`)."""
+    return range_records(buf, rng, check_crc=False, keys=keys)
 
 
 def queue_order(

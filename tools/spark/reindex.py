@@ -73,6 +73,7 @@ from mqstore.tools.spark._reindex_index import (
     write_index_files,
     write_queue_files,
 )
+from mqstore.tools.spark.byterange import ByteRange
 from mqstore.tools.spark.indexcheck import index_files, resolve_geometry
 from mqstore.tools.spark.layout import (
     add_geometry_args,
@@ -86,7 +87,7 @@ from mqstore.tools.spark.reader import (
     plan_ranges,
     queue_order,
 )
-from mqstore.tools.spark.segscan import Buffer, ByteRange
+from mqstore.tools.spark.segscan import Buffer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -30,6 +30,8 @@ KINDS: Final[dict[str, tuple[str, str]]] = {
     "length_mismatch": (ERROR, "a record's lengths do not add up to TOTALSIZE"),
     "truncated": (ERROR, "a record runs past the end of its file"),
     "bad_text": (ERROR, "a topic or properties string is not valid UTF-8"),
+    "torn_record": (ERROR, "a record whose properties end in a zero byte (a torn write),"
+                           " with valid records after it"),
     "bad_physical_offset": (ERROR, "PHYSICALOFFSET differs from the record's position"),
     "bad_timestamp": (ERROR, "store timestamp <= 0 or more than a day in the future"),
     "store_time_outlier": (ERROR, "store timestamp above (or below) both neighbours'"
@@ -49,7 +51,8 @@ KINDS: Final[dict[str, tuple[str, str]]] = {
     "bad_blank": (ERROR, "end-of-file record with a wrong size or data after it"),
     "missing_blank": (ERROR, "a segment before the last ends without a blank record"),
     "zeroed_gap": (ERROR, "zeros inside the data, followed by records"),
-    "torn_tail": (WARNING, "the last record of the last segment was cut short"),
+    "torn_tail": (WARNING, "damage after which no valid record follows before the log's"
+                           " end: the last record cut short (the cursor's torn-tail rule)"),
     "segment_size": (ERROR, "a segment's length or name breaks the fixed-size series"),
     "queue_gap": (ERROR, "queue offsets missing inside a topic/queue"),
     "queue_duplicate": (ERROR, "two records with the same topic/queue/queue offset"),

@@ -1,14 +1,14 @@
 """Checking one byte range of one CommitLog segment: the per-task work of the audit.
 
-Pure Python over a buffer (an mmap in a Spark task, bytes in a unit test); every record
-is validated by :func:`mqstore.commitlog.format.scan`, so nothing here knows the layout
-beyond the named positions that module exports.
-
-A range starts at a record boundary (see :mod:`mqstore.tools.spark.reader`) and yields rows:
+The range is read through the cursor (:func:`mqstore.tools.spark.byterange.range_cursor`,
+over a buffer: an mmap in a Spark task, bytes in a unit test): the cursor steps from
+record to record, resynchronises past damage and says where the log's torn tail is;
+this module turns what it yields into rows:
 
 * ``Row.record`` for every record whose fields can be read (a bad body CRC still yields
   the record, flagged ``crc_ok=False``, so queue continuity and ConsumeQueue checks see
-  it and report the damage once, as ``bad_crc``);
+  it and report the damage once, as ``bad_crc``: the cursor walks without CRC checks and
+  the CRC is checked here);
 * ``Row.finding`` for each problem, with the byte position *in the file*;
 * one ``Row.range`` summary (records, bytes, first and last store timestamp) so the
   driver can check timestamps across ranges of a file.
@@ -17,12 +17,13 @@ Rules, in the spirit of LevelDB's log reader:
 
 * a blank record must fill the rest of its file exactly, followed only by zeros;
 * a segment other than the last must end with a blank record (``missing_blank``);
-* zeros followed by data are a ``zeroed_gap``; after any damage whose length is not
-  trustworthy the scan resynchronises at the next position that decodes as a record
-  whose PHYSICALOFFSET field equals its own position;
-* in the last segment, a record that cannot be decoded and after which nothing valid
-  follows, whose written bytes stop before its claimed end, is a ``torn_tail``:
-  truncation, reported once, not corruption.
+* each of the cursor's :class:`~mqstore.commitlog.cursor.Damage` items is one finding,
+  of the codec's kind (``torn_record``: properties ending in a zero byte), saying
+  where the walk resumed; zeros followed by data are a ``zeroed_gap``;
+* damage after which the cursor finds no valid record before the log's end
+  (:attr:`ByteRange.ends_log`) is the ``torn_tail`` (the cursor's rule: truncation,
+  reported once, a warning), and zeros from a record boundary to that end are no
+  finding at all: the log's data ends there.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from __future__ import annotations
 import enum
 import mmap
 import os
-from collections.abc import Generator, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from mqstore.commitlog import bulk, cursor
 from mqstore.commitlog import format as fmt
-from mqstore.commitlog.cursor import BufferSegment
+from mqstore.commitlog.cursor import Blank, BufferSegment, Run
+from mqstore.tools.spark.byterange import ByteRange, range_cursor
 from mqstore.tools.spark.headercheck import Edge, StoreTimes, header_findings
 
 if TYPE_CHECKING:
@@ -47,7 +48,12 @@ Buffer = bytes | mmap.mmap
 
 DAY_MS: Final = 86_400_000
 _ZERO_PROBE: Final = 1 << 20
-_BAD_CRC: Final = fmt.CorruptKind.BAD_CRC
+_ZEROED: Final = fmt.CorruptKind.ZEROED.value
+_TRUSTED_SIZE: Final = frozenset((fmt.CorruptKind.BAD_TEXT.value, "torn_record"))
+"""Damage whose TOTALSIZE is the record's: one record, the next one right after it."""
+TORN_RECORD: Final = "torn_record"
+"""The kind of a record the codec reads but whose properties end in a zero byte
+(:data:`mqstore.commitlog.cursor.TORN_PROPERTIES`), with valid records after it."""
 
 
 class RowType(enum.Enum):
@@ -157,18 +163,6 @@ class RecordColumns:
             yield Row(RowType.RECORD.value, None, values[0], values[1], t, *values[2:])
 
 
-@dataclass(frozen=True, slots=True)
-class ByteRange:
-    """``[start, end)`` of segment ``name`` (positions in the file) to check in one task."""
-
-    path: str
-    name: str
-    base_offset: int
-    start: int
-    end: int
-    is_last_file: bool
-
-
 def _finding(name: str, pos: int, kind: str, detail: str) -> Row:
     return Row(RowType.FINDING.value, name, pos, kind=kind, detail=detail)
 
@@ -204,23 +198,6 @@ def data_spans(path: str | None, start: int, end: int) -> list[tuple[int, int]]:
     return spans
 
 
-def last_nonzero(buf: Buffer, start: int, end: int, path: str | None = None) -> int:
-    """Index of the last non-zero byte in ``buf[start:end]``, or -1 if all zero
-    (numpy over the mapping in 1 MiB probes, holes of ``path`` skipped: no copies)."""
-    import numpy as np
-
-    u8 = np.frombuffer(buf, np.uint8)
-    for lo_span, hi_span in reversed(data_spans(path, start, end)):
-        hi = hi_span
-        while hi > lo_span:
-            lo = max(lo_span, hi - _ZERO_PROBE)
-            chunk = u8[lo:hi]
-            if chunk.any():
-                return lo + int(np.flatnonzero(chunk)[-1])
-            hi = lo
-    return -1
-
-
 def first_nonzero(buf: Buffer, start: int, end: int, path: str | None = None) -> int:
     """Index of the first non-zero byte in ``buf[start:end]``, or -1 if all zero
     (numpy over the mapping in 1 MiB probes, holes of ``path`` skipped: no copies)."""
@@ -251,58 +228,51 @@ def resync(
     return None if found is None else found[1]
 
 
-def _is_torn(
-    buf: Buffer, pos: int, bad: fmt.Corrupt, file_end: int, path: str | None = None
-) -> bool:
-    """Written bytes stop inside the record at ``pos`` and nothing follows it."""
-    if bad.kind is fmt.CorruptKind.TRUNCATED:
-        return True
-    last = last_nonzero(buf, pos, file_end, path)
-    if last < pos + 8:
-        return True
-    return bad.size >= fmt.MIN_RECORD_SIZE and last < pos + bad.size - 3
-
-
 def scan_range(buf: Buffer, rng: ByteRange, now_ms: int, records: RecordColumns) -> Iterator[Row]:
     """Check every record in ``rng``; ``buf`` is the whole file. See the module doc.
 
     Records are appended to ``records``; findings and the range summary are yielded.
     """
-    with memoryview(buf) as view:  # fmt.scan is fastest on a view; find() needs buf
+    with memoryview(buf) as view:
         yield from _scan_range(buf, view, rng, now_ms, records)
 
 
 def _scan_range(
     buf: Buffer, view: memoryview, rng: ByteRange, now_ms: int, records: RecordColumns
 ) -> Iterator[Row]:
-    name, count = rng.name, 0
+    name, count, base = rng.name, 0, rng.base_offset
     file_end, pos, ts_max = len(buf), rng.start, now_ms + DAY_MS
     prev_ts: int | None = None
     first_ts: int | None = None
     times = StoreTimes()
     capped = _Capped(name)
-    while pos < rng.end:
-        b = bulk.scan(view, pos, rng.end, file_end, keys=records.keys)
-        arr = b.records
-        if len(arr):
+    damage: int | None = None  # a Damage's position, until the item after it is known
+    for item in range_cursor(view, rng, check_crc=False).runs():
+        if damage is not None:  # the cursor resumed past it, at this item
+            yield from capped.all(_damage(buf, view, rng, damage, item.offset - base))
+            damage = None
+        if isinstance(item, Run):
+            arr = bulk.records_of(view, item.records, item.count, check_crc=True,
+                                  keys=records.keys)  # fmt: skip
             yield from capped.all(_record_findings(view, rng, arr, ts_max, prev_ts, times))
             ts = arr.store_timestamp
             first_ts = int(ts[0]) if first_ts is None else first_ts
             prev_ts = int(ts[-1])
             count += len(arr)
-            records.add(arr, rng.base_offset)
-        pos = b.end
-        if b.stop is None:
-            continue
-        r = fmt.scan(view, pos, file_end)  # with the CRC: a bad one is reported first
-        if isinstance(r, fmt.Corrupt) and r.kind is _BAD_CRC:
-            yield from capped.all([_finding(name, pos, "bad_crc", r.detail)])
-            r = fmt.scan(view, pos, file_end, check_crc=False)
-        nxt = yield from _not_a_record(buf, rng, pos, r, file_end)
-        if nxt < 0:
+            records.add(arr, base)
+            pos = item.end - base
+        elif isinstance(item, Blank):
+            yield from _check_blank(buf, view, name, item.offset - base, rng.path)
             pos = file_end
-            break
-        pos = nxt
+        else:
+            damage = pos = item.offset - base
+            if _zeros_to_end(buf, view, rng, pos):
+                yield from capped.all(_data_end(rng, pos, file_end))
+                damage, pos = None, file_end
+                break  # nothing to resync to: the search would read zeros
+    if damage is not None:
+        yield from capped.all(_damage(buf, view, rng, damage, None))
+        pos = file_end
     yield from capped.summary()
     yield _range_row(rng, pos, first_ts, prev_ts, count, times.edges())
 
@@ -404,27 +374,20 @@ def _range_row(
     )
 
 
-def _not_a_record(
-    buf: Buffer, rng: ByteRange, pos: int, r: fmt.ScanResult, file_end: int
-) -> Generator[Row, None, int]:
-    """Findings for a blank or undecodable record at ``pos``; returns the next position
-    to scan, or -1 when the range's scan ends (a blank always ends it)."""
-    if isinstance(r, fmt.EndOfSegment):
-        yield from _check_blank(buf, rng.name, pos, r.size, file_end, rng.path)
-        return -1
-    assert isinstance(r, fmt.Corrupt)
-    return (yield from _damage(buf, rng, pos, r, file_end))
-
-
 def _check_blank(
-    buf: Buffer, name: str, pos: int, size: int, file_end: int, path: str | None = None
+    buf: Buffer, view: memoryview, name: str, pos: int, path: str | None
 ) -> Iterator[Row]:
-    if pos + size != file_end:
+    """Findings for the blank record at ``pos``: it must fill the rest of its file
+    exactly, followed only by zeros."""
+    file_end = len(view)
+    r = fmt.scan(view, pos, file_end)
+    assert isinstance(r, fmt.EndOfSegment)  # the cursor's Blank
+    if r.size != file_end - pos:
         yield _finding(
             name,
             pos,
             "bad_blank",
-            f"end-of-file record says {size} bytes left, the file has {file_end - pos}",
+            f"end-of-file record says {r.size} bytes left, the file has {file_end - pos}",
         )
     junk = first_nonzero(buf, pos + fmt.END_FILE_MIN_BLANK_LENGTH, file_end, path)
     if junk >= 0:
@@ -433,39 +396,53 @@ def _check_blank(
         )
 
 
+def _zeros_to_end(buf: Buffer, view: memoryview, rng: ByteRange, pos: int) -> bool:
+    """Whether the range's data ends at ``pos``: zeros from there to its end."""
+    r = fmt.scan(view, pos, len(view))
+    zeroed = isinstance(r, fmt.Corrupt) and r.kind is fmt.CorruptKind.ZEROED
+    return zeroed and first_nonzero(buf, pos, rng.end, rng.path) < 0
+
+
+def _data_end(rng: ByteRange, pos: int, file_end: int) -> Iterator[Row]:
+    """Findings for data that ends at ``pos`` without a blank record: fine in the log's
+    last data file (the rest is preallocated), ``missing_blank`` in any other."""
+    if not rng.is_last_file:
+        yield _finding(
+            rng.name,
+            pos,
+            "missing_blank",
+            f"data ends at {pos} of {file_end} bytes without an end-of-file record",
+        )
+
+
 def _damage(
-    buf: Buffer, rng: ByteRange, pos: int, bad: fmt.Corrupt, file_end: int
-) -> Generator[Row, None, int]:
-    """Findings for undecodable bytes at ``pos``; returns where to continue, or -1."""
+    buf: Buffer, view: memoryview, rng: ByteRange, pos: int, nxt: int | None
+) -> Iterator[Row]:
+    """Findings for the bytes at ``pos`` the cursor found damaged; ``nxt``: where it
+    resumed (the next valid record), None when no valid record follows in the range.
+
+    Whether it is damage or the torn tail is the cursor's rule: nothing valid follows
+    it before the log's end (:attr:`ByteRange.ends_log`)."""
     name = rng.name
-    if bad.kind is fmt.CorruptKind.ZEROED:
-        data = first_nonzero(buf, pos, file_end, rng.path)
-        if data < 0:
-            if not rng.is_last_file:
-                yield _finding(
-                    name,
-                    pos,
-                    "missing_blank",
-                    f"data ends at {pos} of {file_end} bytes without an end-of-file record",
-                )
-            return -1
-        nxt = resync(buf, rng.base_offset, pos + 1, file_end, rng.path)
+    r = fmt.scan(view, pos, len(view), check_crc=False)
+    if isinstance(r, fmt.Corrupt):
+        kind, detail, size = r.kind.value, r.detail, r.size
+    else:  # the codec's checks pass; the cursor refused its properties
+        kind, detail, size = TORN_RECORD, cursor.TORN_PROPERTIES, r.size
+    if nxt is None and rng.ends_log:
+        yield _finding(name, pos, "torn_tail", f"incomplete last record ({kind}: {detail})")
+        return
+    if kind == _ZEROED:
+        data = first_nonzero(buf, pos, rng.end, rng.path)
         where = f"resumes at {nxt}" if nxt is not None else "no valid record follows"
         yield _finding(name, pos, "zeroed_gap", f"zero bytes followed by data at {data}; {where}")
-        return -1 if nxt is None else nxt
-    if bad.kind is fmt.CorruptKind.BAD_TEXT and pos + bad.size <= file_end:
-        yield _finding(name, pos, bad.kind.value, bad.detail)
-        return pos + bad.size
-    nxt = resync(buf, rng.base_offset, pos + 1, file_end, rng.path)
-    if nxt is None and rng.is_last_file and _is_torn(buf, pos, bad, file_end, rng.path):
-        yield _finding(
-            name, pos, "torn_tail", f"incomplete last record ({bad.kind.value}: {bad.detail})"
-        )
-        return -1
+        return
+    if nxt is not None and nxt == pos + size and kind in _TRUSTED_SIZE:
+        yield _finding(name, pos, kind, detail)  # one record, skipped by its own size
+        return
     where = (
         f"skipped {nxt - pos} bytes to the next record"
         if nxt is not None
         else "rest of file unreadable"
     )
-    yield _finding(name, pos, bad.kind.value, f"{bad.detail}; {where}")
-    return -1 if nxt is None else nxt
+    yield _finding(name, pos, kind, f"{detail}; {where}")

@@ -13,9 +13,10 @@ import mmap
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, TypeAlias
 
+from mqstore.tools.spark.byterange import ByteRange
 from mqstore.tools.spark.queueparts import QueuePart, part
 from mqstore.tools.spark.reader import open_mapped, pack, queue_groups
-from mqstore.tools.spark.segscan import ByteRange, RecordColumns, Row, scan_range
+from mqstore.tools.spark.segscan import RecordColumns, Row, scan_range
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
