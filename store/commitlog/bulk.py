@@ -525,24 +525,36 @@ class _Words:
 
 
 def _plain_lengths(words: _Words, p: I64) -> tuple[dict[str, I64], int]:
-    """:func:`_validate`'s columns, each header field read with one gather, and the
-    same length checks (:func:`_spans`): the columns of the walked records at ``p`` and
-    the index of the first one that fails (``p.size`` when none does)."""
+    """:func:`_validate`'s columns and the same length checks (:func:`_spans`): the
+    columns of the walked records at ``p`` and the index of the first one that fails
+    (``p.size`` when none does). The fields up to the born host are read with one
+    gather of each record's first bytes (:func:`_prefix`), as are the store time and
+    body length when every host is IPv4; otherwise those two with one gather each."""
     rd = words.read
-    size = rd(p + L.TOTAL_SIZE_POS, ">i4")
-    version = np.where(rd(p + L.MAGIC_POS, ">i4") == L.MAGIC_V2, 2, 1)
-    sys_flag = rd(p + L.SYSFLAG_POS, ">i4")
+    pre = _prefix(words.u8, p)
+
+    def field(pos: int) -> I64:
+        out: I64 = pre[_PREFIX_NAMES[pos]].astype(np.int64)
+        return out
+
+    size = field(L.TOTAL_SIZE_POS)
+    version = np.where(field(L.MAGIC_POS) == L.MAGIC_V2, 2, 1)
+    sys_flag = field(L.SYSFLAG_POS)
     combo = 2 * ((sys_flag & L.BORNHOST_V6_FLAG) != 0) + ((sys_flag & L.STOREHOST_V6_FLAG) != 0)
     hdr = _HEADER_SIZE[combo]
-    body_len = rd(p + _OFFSETS[combo, _BODY_LEN], ">i4")
+    if pre.dtype == _V4_DTYPE and not bool(combo.any()):
+        store_ts = pre[f"f{_STORE_TS}"].astype(np.int64)
+        body_len = pre[f"f{_BODY_LEN}"].astype(np.int64)
+    else:
+        store_ts = rd(p + _OFFSETS[combo, _STORE_TS], ">i8")
+        body_len = rd(p + _OFFSETS[combo, _BODY_LEN], ">i4")
     spans, first_bad = _spans(words, p, size, version, hdr, body_len)
     cols = {
-        "position": p, "size": size, "queue_id": rd(p + L.QUEUE_ID_POS, ">i4"),
-        "queue_offset": rd(p + L.QUEUE_OFFSET_POS, ">i8"),
-        "physical_offset": rd(p + L.PHYSICAL_OFFSET_POS, ">i8"), "sys_flag": sys_flag,
-        "store_timestamp": rd(p + _OFFSETS[combo, _STORE_TS], ">i8"),
-        "body_crc": rd(p + L.BODY_CRC_POS, ">i4"), "body_pos": p + hdr, "body_len": body_len,
-        **spans,
+        "position": p, "size": size, "queue_id": field(L.QUEUE_ID_POS),
+        "queue_offset": field(L.QUEUE_OFFSET_POS),
+        "physical_offset": field(L.PHYSICAL_OFFSET_POS), "sys_flag": sys_flag,
+        "store_timestamp": store_ts, "body_crc": field(L.BODY_CRC_POS), "body_pos": p + hdr,
+        "body_len": body_len, **spans,
     }  # fmt: skip
     return cols, first_bad
 

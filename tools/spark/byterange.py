@@ -54,7 +54,7 @@ def range_cursor(view: memoryview, rng: ByteRange, *, check_crc: bool) -> LogCur
     """
     segment = BufferSegment(view, rng.base_offset, len(view), rng.path)
     start, end = rng.base_offset + rng.start, rng.base_offset + rng.end
-    return LogCursor([segment], start, end, check_crc=check_crc)
+    return LogCursor([segment], start, end, check_crc=check_crc, chunk=bulk.CHUNK_RECORDS)
 
 
 def range_records(
