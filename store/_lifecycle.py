@@ -372,7 +372,7 @@ class StoreLifecycle:
     def _note_flushed(self) -> None:
         ts = self.segments.flushed_store_timestamp
         if ts:
-            self.checkpoint.physic_msg_timestamp = ts
+            self.checkpoint.note(physic=ts)
 
     # --------------------------------------------------------------- shutdown
 

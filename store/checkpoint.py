@@ -63,6 +63,20 @@ class Checkpoint:
         """``min(min_timestamp, index)``: the index-safe variant."""
         return min(self.min_timestamp, self.index_msg_timestamp)
 
+    def note(
+        self, *, physic: int | None = None, logics: int | None = None, index: int | None = None
+    ) -> None:
+        """Set the store times its writers have reached (None keeps a field as it is);
+        :meth:`flush` persists them. Each has one writer (the table above): ``physic``
+        the CommitLog flusher, ``logics`` the consume-queue flush, ``index`` the index
+        when a file fills."""
+        if physic is not None:
+            self.physic_msg_timestamp = physic
+        if logics is not None:
+            self.logics_msg_timestamp = logics
+        if index is not None:
+            self.index_msg_timestamp = index
+
     def flush(self) -> None:
         """Write the fields into the page and sync it.
 

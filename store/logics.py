@@ -123,7 +123,7 @@ class Logics:
         return self.dispatcher.index_disabled
 
     def _index_file_full(self, end_timestamp: int) -> None:
-        self.checkpoint.index_msg_timestamp = end_timestamp
+        self.checkpoint.note(index=end_timestamp)
         try:
             self.checkpoint.flush()
         except OSError as e:
@@ -422,7 +422,7 @@ class Logics:
             if self.index is not None:
                 self.index.flush()
             if self.queues.logics_msg_timestamp:
-                self.checkpoint.logics_msg_timestamp = self.queues.logics_msg_timestamp
+                self.checkpoint.note(logics=self.queues.logics_msg_timestamp)
             self.checkpoint.flush()
         except OSError as e:
             log.error("flushing consume queues / index at shutdown failed: %s", e)

@@ -66,7 +66,7 @@ class ConsumeQueueFlusher(ServiceThread):
         self._queues.flush(least)
         if least == 0:
             if snapshot:
-                self._checkpoint.logics_msg_timestamp = snapshot
+                self._checkpoint.note(logics=snapshot)
             self._checkpoint.flush()
 
     def run_once(self) -> None:

@@ -81,6 +81,9 @@ class _SharedCheckpoint:
         self._state = state
         self.logics_msg_timestamp = 0
 
+    def note(self, *, logics: int) -> None:
+        self.logics_msg_timestamp = logics
+
     def flush(self) -> None:
         self._state.set(Slot.LOGICS_MSG_TIMESTAMP, self.logics_msg_timestamp)
 

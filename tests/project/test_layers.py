@@ -691,12 +691,7 @@ def foreign_writes(source: str | ast.Module) -> set[str]:
 
 
 FOREIGN_WRITES_LEFT: dict[str, set[str]] = {
-    # The checkpoint is RocketMQ's StoreCheckpoint: three timestamps, each written by
-    # the service that knows it (flushers, queues, index), flushed by the lifecycle.
-    "mqstore._lifecycle": {"self.checkpoint.physic_msg_timestamp"},
-    "mqstore.logics": {"self.checkpoint.index_msg_timestamp",
-                       "self.checkpoint.logics_msg_timestamp"},
-    "mqstore.consumequeue.flush": {"self._checkpoint.logics_msg_timestamp"},
+    # The dispatcher process's watcher copies the child's checkpoint times.
     "mqstore.consumequeue.watch": {"cp.logics_msg_timestamp", "cp.index_msg_timestamp"},
     # Mapped-file positions, moved by the log that writes the file (Segments' files).
     "mqstore.commitlog.commitlog": {"mf.wrote_position", "mf.last_store_timestamp"},
@@ -743,9 +738,9 @@ FOREIGN_WRITES_LEFT: dict[str, set[str]] = {
 }  # fmt: skip
 """Attribute writes to objects the writing module does not own that are still there.
 The list may only shrink: a new entry needs a reason a constructor argument or a method
-cannot serve. The composition root (``message_store``, ``_lifecycle``, ``logics``) wires
-its parts through constructors and methods only (``Segments(..., on_create=...)``,
-``ReputService.start_at``); what it keeps is the checkpoint's timestamps."""
+cannot serve. The composition root (``message_store``, ``_lifecycle``, ``_parts``,
+``logics``) is not on it: it wires its parts through constructors and methods only
+(``Segments(..., on_create=...)``, ``ReputService.start_at``, ``Checkpoint.note``)."""
 
 
 def test_no_module_sets_an_attribute_of_an_object_it_does_not_own(
