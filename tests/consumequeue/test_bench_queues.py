@@ -30,3 +30,12 @@ def test_the_quick_run_reports_each_scenario_against_its_reference(tmp_path: Pat
         assert 0 < many["cq_disk"] <= many["queues"] * 8 * 1024
         assert 0 <= many["queues_unsynced_at_close"] <= many["queues"]
     assert [p.name for p in tmp_path.iterdir()] == ["queues.json"]  # stores removed
+
+
+def test_the_quick_run_reports_the_dispatchers_cpu_per_message(tmp_path: Path) -> None:
+    out = tmp_path / "queues.json"
+    assert queues.main(["--quick", "--dir", str(tmp_path), "--json", str(out),
+                        "--scenarios", "50x2"]) == 0  # fmt: skip
+    run = json.loads(out.read_text(encoding="utf-8"))["scenarios"][0]
+    for side in (run["many"], run["reference"]):
+        assert side["dispatch_user_us"] >= 0 and side["dispatch_sys_us"] >= 0

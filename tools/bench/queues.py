@@ -11,6 +11,10 @@ dispatch in a thread), and a reference that puts the same number of messages ove
 
 * **put rate**: messages / wall time of the puts, against the reference's;
 * **dispatch done**: time from the last put until every message is dispatched;
+* **dispatcher CPU**: user and system CPU time of the dispatch thread (``reput``)
+  per message, from ``/proc/self/task/TID/stat``: user time is interpreter time the
+  producer competes with for the GIL, system time is the kernel's work on the queue
+  files (creating each queue's directory and file, writing units);
 * **disk**: real allocated bytes (``st_blocks * 512``, what ``du`` shows) of
   ``consumequeue/`` and of the whole store, after ``close()``; per queue;
 * **RSS**: the process's resident set after dispatch, minus the reference's (the
@@ -73,6 +77,24 @@ def rss_bytes() -> int:
     return 0
 
 
+def thread_cpu(name: str) -> tuple[float, float]:
+    """(user, system) CPU seconds of this process's live thread called ``name``
+    (0, 0 if there is none, or off Linux)."""
+    import threading
+
+    tick = os.sysconf("SC_CLK_TCK")
+    for t in threading.enumerate():
+        if t.name != name or t.native_id is None:
+            continue
+        try:
+            with open(f"/proc/self/task/{t.native_id}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0, 0.0
+        return int(fields[11]) / tick, int(fields[12]) / tick  # utime, stime
+    return 0.0, 0.0
+
+
 def run_child(root: Path, queues: int, per_queue: int, total: int) -> dict[str, Any]:
     """One scenario in this process: ``total`` messages over ``queues`` queues."""
     from mqstore import Message, MessageStore, StoreConfig
@@ -103,6 +125,7 @@ def run_child(root: Path, queues: int, per_queue: int, total: int) -> dict[str, 
     put_s = time.perf_counter() - t0
     store.wait_dispatched(3600)
     dispatched_s = time.perf_counter() - t0 - put_s
+    reput_user, reput_sys = thread_cpu("reput")
     rss_open = rss_bytes()
     waiting = store.queues.dirty_count  # what the close syncs (the rest costs no I/O)
     t1 = time.perf_counter()
@@ -132,6 +155,8 @@ def run_child(root: Path, queues: int, per_queue: int, total: int) -> dict[str, 
         "messages": total,
         "put_rate": total / put_s,
         "dispatch_after_puts_s": dispatched_s,
+        "dispatch_user_us": reput_user / total * 1e6,
+        "dispatch_sys_us": reput_sys / total * 1e6,
         "rss_before_open": rss0,
         "rss_after_dispatch": rss_open,
         "rss_after_reopen_reads": rss_reopened,
@@ -207,6 +232,9 @@ def report_one(many: dict[str, Any], ref: dict[str, Any]) -> str:
         f"{ref['rss_after_dispatch'] / mib:.1f} MiB: {extra_rss / q / 1024:.2f} KiB per queue",
         f"  dispatch done      {many['dispatch_after_puts_s']:9.2f} s after the last put "
         f"(4 queues: {ref['dispatch_after_puts_s']:.2f} s)",
+        f"  dispatcher CPU     {many['dispatch_user_us']:6.1f} us user + "
+        f"{many['dispatch_sys_us']:.1f} us system per message (4 queues: "
+        f"{ref['dispatch_user_us']:.1f} + {ref['dispatch_sys_us']:.1f})",
         f"  close()            {many['close_s']:9.2f} s (4 queues: {ref['close_s']:.2f} s); "
         f"{many['queues_unsynced_at_close']} queues unsynced then",
         f"  open() after clean close {many['open_s']:7.2f} s (4 queues: {ref['open_s']:.2f} s)",
