@@ -383,24 +383,23 @@ class BatchDispatcher:
         queues = self._d.queues
         key = (b.topic_id[rows] << 32) | (b.queue_id[rows] & 0xFFFFFFFF)
         if key.size == 1 or (key == key[0]).all():
-            groups = [rows]
+            groups = [rows] if rows.size > 1 else []
+            singles = rows if rows.size == 1 else rows[:0]
         else:
             order = np.argsort(key, kind="stable")
             sk = key[order]
-            cuts = np.flatnonzero(sk[1:] != sk[:-1]) + 1
-            groups = np.split(rows[order], cuts)
-        last = -1
+            starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
+            sizes = np.diff(np.append(starts, sk.size))
+            ordered = rows[order]
+            # A queue's only unit in the batch (puts spread over many queues): written
+            # one by one from plain lists, without the arrays of a run.
+            singles = ordered[starts[sizes == 1]]
+            runs = sizes > 1
+            spans = zip(starts[runs].tolist(), sizes[runs].tolist(), strict=True)
+            groups = [ordered[s : s + n] for s, n in spans]
+        last = self._put_singles(b, singles) if singles.size else -1
         for g in groups:
             i = int(g[0])
-            if g.size == 1:  # its queue's only unit in the batch (puts spread over many
-                # queues): written as one unit, without the arrays of a run
-                if queues.put(
-                    b.topics[int(b.topic_id[i])], int(b.queue_id[i]), int(b.physical_offset[i]),
-                    int(b.size[i]), int(b.tags_code[i]), int(b.queue_offset[i]),
-                    int(b.store_timestamp[i]),
-                ):  # fmt: skip
-                    last = max(last, i)
-                continue
             units = np.empty(g.size, rule.UNIT_DTYPE)
             units["p"] = b.physical_offset[g]
             units["s"] = b.size[g]
@@ -413,6 +412,20 @@ class BatchDispatcher:
                 last = max(last, int(g[np.flatnonzero(written)[-1]]))
         if last >= 0:
             queues.logics_msg_timestamp = int(b.store_timestamp[last])
+
+    def _put_singles(self, b: RecordBatch, rows: I64) -> int:
+        """Write the unit of each of ``rows`` (each the only one of its queue in the
+        batch) through ``ConsumeQueueStore.put``; the last row written (-1: none)."""
+        put, topics = self._d.queues.put, b.topics
+        last = -1
+        for i, tid, qid, phys, size, code, qoff, ts in zip(
+            rows.tolist(), b.topic_id[rows].tolist(), b.queue_id[rows].tolist(),
+            b.physical_offset[rows].tolist(), b.size[rows].tolist(), b.tags_code[rows].tolist(),
+            b.queue_offset[rows].tolist(), b.store_timestamp[rows].tolist(), strict=True,
+        ):  # fmt: skip
+            if put(topics[tid], qid, phys, size, code, qoff, ts) and i > last:
+                last = i
+        return last
 
     def _notify(self, b: RecordBatch, rows: I64) -> None:
         notify, topics = self._d.notify, b.topics

@@ -35,6 +35,9 @@ MSG_TAG_OFFSET_INDEX: Final = 12
 BLANK_SIZE: Final = 0x7FFFFFFF
 
 _UNIT: Final = struct.Struct(">qiq")
+pack_unit: Final = _UNIT.pack
+"""``pack_unit(physical_offset, size, tags_code)``: :func:`encode_unit` without its
+call frame (the dispatcher's per-unit path)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,7 @@ from mqstore.consumequeue.format import (
     encode_unit,
     is_blank,
     iter_units,
+    pack_unit,
     unpack_unit,
 )
 from mqstore.consumequeue.mappings import MappingPool
@@ -309,6 +310,17 @@ class ConsumeQueue:
             return False
         expected = queue_offset * UNIT_SIZE
         with self._lock:
+            files = self.segments.files
+            if files:
+                mf = files[-1]
+                pos = mf.wrote_position
+                if 0 < pos < self.file_size and mf.file_from_offset + pos == expected:
+                    # The usual: the next unit, at the end of a started file.
+                    self._write(mf, pack_unit(physical_offset, size, tags_code))
+                    self.max_physic_offset = physical_offset + size
+                    if expected == self.min_logic_offset:
+                        self._min_unit = (expected, physical_offset)
+                    return True
             segs = self.segments
             mf = segs.last_for_write(expected)
             if mf.wrote_position == 0 and len(segs.files) == 1:
