@@ -224,7 +224,7 @@ class StoreLifecycle:
         # Dispatched up to the end either way once damage was fenced: the reput must
         # not start before a fenced range (as after an abnormal recovery's replay).
         dispatched = not self.last_exit_ok or bool(self.recovery.damaged)
-        self.commitlog.topic_queue_table.update(
+        self.commitlog.restore_queue_offsets(
             self.logics.after_log_recovery(
                 end=self.recovery.end_offset, last_exit_ok=not dispatched
             )

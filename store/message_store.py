@@ -257,7 +257,7 @@ class MessageStore(Closeable):
 
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
         """The queue offset the next message to (topic, queue_id) will get."""
-        return self._life.commitlog.topic_queue_table.get(queue_key(topic, queue_id), 0)
+        return self._life.commitlog.next_queue_offset(queue_key(topic, queue_id))
 
     # ------------------------------------------------------------------- puts
 

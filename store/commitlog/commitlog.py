@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Final
 
@@ -248,6 +248,16 @@ class CommitLog:
         self._pack_one = packer.pack_one
 
     # ------------------------------------------------------------------ offsets
+
+    def restore_queue_offsets(self, table: Mapping[str, int]) -> None:
+        """Take recovery's topic-queue table (``topic-queueId`` -> the offset the
+        queue's next message gets) before the first append; later appends advance it."""
+        with self.put_lock:
+            self.topic_queue_table.update(table)
+
+    def next_queue_offset(self, key: str) -> int:
+        """The queue offset the next message to queue ``key`` (``topic-queueId``) gets."""
+        return self.topic_queue_table.get(key, 0)
 
     @property
     def max_offset(self) -> int:
