@@ -30,6 +30,13 @@ Rules (one place for each):
    recovery's judgement (:func:`mqstore.commitlog.recovery.is_damage`): it knows what
    the last shutdown synced.
 
+Two shapes of the one rule: iterating a cursor (or :meth:`LogCursor.runs`) walks a
+range once, at numpy speed; :func:`step` is the same judgement at one position, a plain
+function for the reput thread, which resumes many times a second at the dispatched offset
+and stops at the committed end (``end``, so a tail merely not written yet is never read,
+let alone judged torn). Both give a :class:`Blank` and :class:`Damage` from the same
+helpers (:func:`refusal`, :func:`resync`) and go on where they say.
+
 Worked example: segments of 8192 bytes, the first holding 47 records of 172 bytes and a
 blank at 8084, the second two records of which the first has a flipped body byte.
 ``LogCursor(segments, 0, 8536, check_crc=True)`` gives 47 ``Record`` items, ``Blank(8084,
@@ -56,9 +63,12 @@ import numpy as np
 from mqstore.commitlog import _layout as L
 from mqstore.commitlog import bulk
 from mqstore.commitlog._decode import info_to_record, scan
+from mqstore.commitlog._layout import _INT, MAGIC_V1
 from mqstore.commitlog._record import MessageRecord
 from mqstore.commitlog._results import Corrupt, EndOfSegment, RecordInfo, ScanResult
+from mqstore.commitlog._trusted import _TRUSTED, _TRUSTED_BODY_POS, _TRUSTED_SLOW_FLAGS
 from mqstore.commitlog.recovery_extents import data_runs
+from mqstore.commitlog.walk import DispatchFields
 
 CHUNK_RECORDS: Final = 8192
 """Records per bulk call. A chunk this size (some 10 MB of 1 KiB records) is still in
@@ -222,7 +232,7 @@ class LogCursor:
     def runs(self) -> Iterator[RunItem]:
         """The bulk backend: valid records as :class:`Run` items (a segment's records
         from one bulk call, up to the first that is not valid), blanks and damage."""
-        files, end = self.segments, self.end
+        files, end, own = self.segments, self.end, self.own_position
         i = _segment_index(files, self.start)
         if i is None:
             return
@@ -239,7 +249,7 @@ class LogCursor:
             recs = found.records
             n = len(recs)
             unfit = ~recs.crc_ok | recs.torn
-            if self.own_position:
+            if own:
                 unfit |= recs.physical_offset != base + recs.position
             k = int(np.argmax(unfit)) if n and unfit.any() else n
             if k:
@@ -260,9 +270,7 @@ class LogCursor:
                     if base + size >= end:
                         return
                     continue
-            why = refusal(scan(view, pos, limit, check_crc=self.check_crc), base + pos,
-                          self.own_position)  # fmt: skip
-            yield Damage(base + pos, why)
+            yield damage_at(mf, pos, limit, check_crc=self.check_crc, own_position=own)
             after = self._resync(i, pos + 1)
             if after is None:
                 return
@@ -329,6 +337,73 @@ def resync(
     return Resync(None, searched)
 
 
+def step(
+    view: memoryview, pos: int, end: int, segment: Segment
+) -> tuple[DispatchFields | Blank | Damage, int]:
+    """The cursor's judgement of what starts at ``view[pos]``, and where the walk goes
+    on: :class:`LogCursor`'s rules with ``check_crc`` and ``own_position`` off (the
+    writer computed the CRC and the position), as one call per record.
+
+    ``view`` is ``segment.view``, ``pos < end <= segment.file_size``; nothing at or past
+    ``end`` is read. A valid record gives its :data:`~mqstore.commitlog.walk.DispatchFields`
+    and its end; the blank record a :class:`Blank` and ``file_size`` (the segment is
+    done); damage a :class:`Damage` and the position of the first later record the
+    resync finds before ``end``, else ``end``: what follows the damage up to the
+    committed end is part of it, and whatever is written after ``end`` later is read
+    from there. Never raises for bad bytes; ValueError only for a released view.
+
+    The common record (V1 magic, IPv4 hosts) is read by one header unpack that re-checks
+    only what is free (lengths adding up to TOTALSIZE inside ``end``, properties not
+    ending in a zero byte) and declines everything else to the exact codec, which has
+    the final word: this is the reput thread's per-record cost, so it is a plain
+    function, not a generator resumed per record.
+    """
+    total = _INT.unpack_from(view, pos)[0] if pos + 4 <= end else 0
+    if 0 < total <= end - pos:
+        rec = bytes(view[pos : pos + total])  # one copy: indexing bytes beats a view
+        try:
+            (_total, magic, _crc, qid, _flag, qoff, phys, sys_flag, _born_ts, _born, store_ts,
+             _store, _reconsume, _prepared, body_len) = _TRUSTED.unpack_from(rec)  # fmt: skip
+            if magic == MAGIC_V1 and not sys_flag & _TRUSTED_SLOW_FLAGS and body_len >= 0:
+                p = _TRUSTED_BODY_POS + body_len  # the topic's length byte
+                t_len = rec[p]
+                t_end = p + 1 + t_len
+                p_hi = rec[t_end]  # signed lengths: a set top bit is negative, i.e. corrupt
+                p_len = p_hi << 8 | rec[t_end + 1]
+                if (
+                    t_len <= 127 >= p_hi
+                    and t_end + 2 + p_len == total
+                    and (
+                        rec[-1] or not p_len  # not torn: TORN_PROPERTIES
+                    )
+                ):
+                    topic = rec[p + 1 : t_end].decode()
+                    props = rec[t_end + 2 :].decode()
+                    return (topic, qid, qoff, phys, total, sys_flag, store_ts, props), pos + total
+        except (struct.error, IndexError, UnicodeDecodeError):
+            pass  # not vouched for: the codec judges
+    r = scan(view, pos, end, check_crc=False)
+    if type(r) is RecordInfo and not r.properties_string.endswith("\x00"):
+        fields = (r.topic, r.queue_id, r.queue_offset, r.physical_offset, r.size, r.sys_flag,
+                  r.store_timestamp, r.properties_string)  # fmt: skip
+        return fields, pos + r.size
+    base, size = segment.file_from_offset, segment.file_size
+    if isinstance(r, EndOfSegment):
+        return Blank(base + pos, size - pos), size
+    found = resync((segment,), 0, pos + 1, end=base + end, check_crc=False)
+    return Damage(base + pos, refusal(r, base + pos)), end if found.at is None else found.at[1]
+
+
+def damage_at(
+    segment: Segment, pos: int, limit: int, *, check_crc: bool, own_position: bool
+) -> Damage:
+    """The :class:`Damage` at ``pos`` of ``segment`` (bytes up to ``limit`` read), where
+    the bulk backend stopped at something that is neither a valid record nor a blank."""
+    base = segment.file_from_offset
+    r = scan(segment.view, pos, limit, check_crc=check_crc)
+    return Damage(base + pos, refusal(r, base + pos, own_position))
+
+
 def _own_position(view: memoryview, c: int) -> int:
     """The PHYSICALOFFSET field of a record at ``c`` (no slice: nothing is exported
     from ``view``, which its owner may release)."""
@@ -364,5 +439,6 @@ def _segment_index(segments: Sequence[Segment], offset: int) -> int | None:
 
 __all__ = [
     "CHUNK_RECORDS", "TORN_PROPERTIES", "Blank", "BufferSegment", "Damage", "Item",
-    "LogCursor", "Record", "Resync", "Run", "RunItem", "Segment", "refusal", "resync",
+    "LogCursor", "Record", "Resync", "Run", "RunItem", "Segment", "damage_at", "refusal",
+    "resync", "step",
 ]  # fmt: skip

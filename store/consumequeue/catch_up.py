@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from mqstore.commitlog.cursor import step
 from mqstore.commitlog.segments import Segments
-from mqstore.commitlog.walk import next_record
 from mqstore.consumequeue.dispatch_batch import BatchDispatcher, DispatchTarget
 
 
@@ -106,7 +106,7 @@ class IndexCatchUp:
                                 rel += b.length
                                 self.position = base + rel
                                 continue
-                    item, rel = next_record(view, rel, end, mf.file_size)
+                    item, rel = step(view, rel, end, mf)
                     if type(item) is tuple:  # a record's DispatchFields
                         topic, _qid, _qoff, phys, _size, sys_flag, store_ts, props = item
                         index_fields(topic, phys, store_ts, sys_flag, props)

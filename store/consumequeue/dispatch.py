@@ -33,8 +33,9 @@ from typing import Protocol
 from mqstore.commitlog import dispatch_rule as rule
 from mqstore.commitlog import format as fmt
 from mqstore.commitlog.bulk import PlainRecords
+from mqstore.commitlog.cursor import Blank, BufferSegment, Damage, Segment, step
 from mqstore.commitlog.segments import Segments
-from mqstore.commitlog.walk import FieldDispatch, next_record
+from mqstore.commitlog.walk import FieldDispatch
 from mqstore.consumequeue.arrival import Arrival as Arrival  # noqa: PLC0414 (re-export)
 from mqstore.consumequeue.arrival import ArrivalListener as ArrivalListener  # noqa: PLC0414
 from mqstore.consumequeue.catch_up import IndexCatchUp
@@ -187,6 +188,7 @@ class Dispatcher:
         """
         batch = self.batch
         pos = single_until = start
+        seg = BufferSegment(view, 0, len(view))
         while pos < end:
             if pos >= single_until and end - pos >= batch.min_bytes:
                 b = batch.read(view, pos, end, RUN_RECORDS)
@@ -200,7 +202,7 @@ class Dispatcher:
                     else:
                         pos += b.length
                         continue
-            item, after = next_record(view, pos, end, len(view))
+            item, after = step(view, pos, end, seg)
             if type(item) is tuple:
                 self.dispatch_one(*item)
             pos = after
@@ -240,8 +242,9 @@ class Dispatcher:
 
     def _one_by_one(self, view: memoryview, pos: int, end: int) -> None:
         """Dispatch the whole records of ``view[pos:end]`` record by record."""
+        seg = BufferSegment(view, 0, len(view))
         while pos < end:
-            item, pos = next_record(view, pos, end, len(view))
+            item, pos = step(view, pos, end, seg)
             if type(item) is tuple:
                 self.dispatch_one(*item)
 
@@ -457,9 +460,7 @@ class ReputService(ServiceThread):
                     continue
                 break
             try:
-                n, stuck = self._dispatch_file(
-                    mf.view, mf.file_from_offset, mf.file_size, limit, mf.wrote_position
-                )
+                n, stuck = self._dispatch_file(mf, mf.view, limit, mf.wrote_position)
             except ValueError:  # the file was deleted while we read it
                 continue
             done += n
@@ -473,14 +474,19 @@ class ReputService(ServiceThread):
         return done
 
     def _dispatch_file(
-        self, view: memoryview, base: int, file_size: int, limit: int, wrote: int
+        self, mf: Segment, view: memoryview, limit: int, wrote: int
     ) -> tuple[int, bool]:
-        """Dispatch records of one file from ``reput_from``; (records, must stop).
+        """Dispatch records of one file (``view``: its bytes) from ``reput_from`` up to
+        the committed end (``limit``, or what the file holds); (records, must stop).
 
-        A backlog of plain records goes through :attr:`batch`; the rest, and any batch
+        Records are read by the cursor's step (:func:`mqstore.commitlog.cursor.step`):
+        damage is logged, counted in :attr:`skipped_bytes` and skipped to where the
+        step goes on (the next record at its own position, else the committed end). A
+        backlog of plain records goes through :attr:`batch`; the rest, and any batch
         whose apply raised (replayed from its start, so every failure is judged as it
         would have been), record by record.
         """
+        base, file_size = mf.file_from_offset, mf.file_size
         pos = self.reput_from - base
         end = min(wrote, limit - base)
         done = 0
@@ -503,7 +509,7 @@ class ReputService(ServiceThread):
                         if done >= chunk:
                             return done, False
                         continue
-            item, after = next_record(view, pos, end, file_size)
+            item, after = step(view, pos, end, mf)
             if type(item) is tuple:  # a record's DispatchFields
                 try:
                     dispatch(*item)
@@ -513,27 +519,21 @@ class ReputService(ServiceThread):
                 except Exception as e:  # this record cannot be dispatched: skip it
                     self.failures.record("dispatch", e, base + pos)
                 done += 1
-            elif isinstance(item, fmt.EndOfSegment):
+            elif type(item) is Blank:
                 self.reput_from = base + after
                 return done, False
             else:
-                assert isinstance(item, fmt.Corrupt)
-                self._skip_corrupt(item, base + pos, after - pos)
+                assert type(item) is Damage
+                self._skip_damage(item, after - pos)
             pos = after
             self.reput_from = base + pos
             if done >= chunk:
                 return done, False
         return done, pos >= wrote < file_size or base + pos >= limit
 
-    def _skip_corrupt(self, r: fmt.Corrupt, offset: int, skip: int) -> None:
-        """Log and count the undispatchable (corrupt) record at ``offset`` (``skip`` bytes)."""
-        log.error(
-            "[BUG] undispatchable record at %d (%s: %s); skipping %d bytes",
-            offset,
-            r.kind.value,
-            r.detail,
-            skip,
-        )
+    def _skip_damage(self, d: Damage, skip: int) -> None:
+        """Log and count the undispatchable bytes ``d`` (``skip`` of them)."""
+        log.error("[BUG] undispatchable record (%s); skipping %d bytes", d.why, skip)
         self.skipped_bytes += skip
 
     def _failed(self, e: OSError, offset: int) -> None:

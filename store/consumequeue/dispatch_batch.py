@@ -7,9 +7,9 @@ instead of Python per record:
 1. **read** (:meth:`BatchDispatcher.read`, no side effect): the TOTALSIZE chain is
    walked (:func:`mqstore.commitlog.bulk.walk`), the fixed header of every record is
    gathered in one indexing operation, and the records are held to the trusted decode's
-   acceptance rule (``mqstore.commitlog.walk.next_record``: V1 magic, IPv4 hosts,
-   lengths adding up to TOTALSIZE) plus ASCII topic and properties. The batch is the
-   run of records before the first one that fails: that record, and everything the
+   acceptance rule (``mqstore.commitlog.cursor.step``: V1 magic, IPv4 hosts, lengths
+   adding up to TOTALSIZE, properties not torn) plus ASCII topic and properties. The
+   batch is the run of records before the first one that fails: that record, and everything the
    batch does not cover, goes through the per-record path, which stays the reference.
    Tag codes and index key hashes come from the columnar text helpers
    (:mod:`mqstore.commitlog._bulk_text`, ``string_to_properties``'s rules, the same
@@ -79,7 +79,7 @@ def _header_dtype(s: struct.Struct) -> np.dtype[Any]:
 
 _HEADER: Final = _header_dtype(_TRUSTED)
 _F = _HEADER.names or ()
-"""Field names in ``_TRUSTED``'s order (as ``next_record`` unpacks them)."""
+"""Field names in ``_TRUSTED``'s order (as ``cursor.step`` unpacks them)."""
 _SIZE, _MAGIC, _QID, _QOFF, _PHYS, _SYSFLAG, _STORE_TS, _BODY_LEN = (
     _F[0], _F[1], _F[3], _F[5], _F[6], _F[7], _F[10], _F[14],
 )  # fmt: skip
@@ -225,6 +225,7 @@ class BatchDispatcher:
         ok = (hdr[_MAGIC] == L.MAGIC_V1) & (sys_flag & _TRUSTED_SLOW_FLAGS == 0)
         ok &= (body_len >= 0) & (tl_pos < rec_end) & (t_len <= 127) & (p_hi <= 127)
         ok &= t_end + 2 + (p_hi << 8 | p_lo) == rec_end
+        ok &= (u8[np.clip(rec_end - 1, 0, top)] != 0) | (p_hi == 0) & (p_lo == 0)  # not torn
         n = int(np.argmin(ok)) if not ok.all() else p.size
         t_pos, props_pos = tl_pos + 1, t_end + 2
         props_len = rec_end - props_pos

@@ -16,9 +16,8 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from mqstore.checkpoint import Checkpoint
-from mqstore.commitlog import format as fmt
+from mqstore.commitlog.cursor import Damage, step
 from mqstore.commitlog.segments import Segments
-from mqstore.commitlog.walk import next_record
 from mqstore.consumequeue.dispatch import Dispatcher
 from mqstore.consumequeue.shared import SharedState, Slot
 
@@ -99,8 +98,8 @@ class Watcher:
             try:
                 view = mf.view
                 while rel < stop:
-                    item, after = next_record(view, rel, stop, mf.file_size)
-                    if isinstance(item, fmt.Corrupt):
+                    item, after = step(view, rel, stop, mf)
+                    if type(item) is Damage:
                         return  # the child skipped it too (and logged it)
                     if type(item) is tuple:  # a record's DispatchFields
                         topic, qid, qoff, _phys, _size, sys_flag, store_ts, props = item

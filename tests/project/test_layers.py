@@ -297,8 +297,6 @@ def test_the_dispatch_rule_is_stated_in_one_module() -> None:
 
 CURSOR = "mqstore.commitlog.cursor"
 STEPPERS_LEFT = {
-    # The reput thread's step: a generator resumed per record costs its hot loop.
-    "mqstore.commitlog.walk",
     # Not the log: consecutive records of a pull response body.
     "mqstore.commitlog._decode",
     "mqstore.client.wire",
