@@ -34,6 +34,7 @@ from pathlib import Path
 
 from mqstore.commitlog import dispatch_rule as rule
 from mqstore.commitlog import format as fmt
+from mqstore.commitlog.cursor import Blank, BufferSegment, Damage, LogCursor, Record
 
 MAX_PROBLEMS_PER_CHECK = 20
 
@@ -87,9 +88,9 @@ def _segment_files(directory: Path, file_size: int, problems: list[str]) -> list
     return files
 
 
-def _first_nonzero(data: bytes, pos: int) -> int:
+def _first_nonzero(data: memoryview, pos: int) -> int:
     """Index of the first non-zero byte at or after ``pos``, or -1."""
-    rest = data[pos:]
+    rest = bytes(data[pos:])
     stripped = rest.lstrip(b"\0")
     return -1 if not stripped else pos + len(rest) - len(stripped)
 
@@ -104,73 +105,98 @@ def scan_log(
 
     Checks 1-4 of the module docstring happen here; the scan stops at the first
     structural problem because nothing after it can be located reliably, except at
-    the start of a ``damaged`` range, where it goes on at the range's end.
+    the start of a ``damaged`` range, where it goes on at the range's end. The records
+    are read through the cursor (:class:`~mqstore.commitlog.cursor.LogCursor`, BODYCRC
+    checked); what it judges torn is reported and kept, and the walk goes on where the
+    cursor does.
     """
     directory = Path(commitlog_dir) if commitlog_dir else Path(root) / "commitlog"
     log = LogScan(directory, file_size, damaged=sorted(damaged))
     files = _segment_files(directory, file_size, log.problems)
     if not files:
         return log
+    segments = [BufferSegment(memoryview(p.read_bytes()), int(p.name), file_size, p) for p in files]
     log.start = log.end = int(files[0].name)
-    for i, path in enumerate(files):
-        if log.end >= int(path.name) + file_size:
-            continue  # inside a damaged range
-        if not _scan_segment(log, path, file_size, last=i == len(files) - 1):
-            return log
+    at: int | None = log.start
+    while at is not None:
+        at = _walk(log, segments, at)
     return log
 
 
-def _scan_segment(log: LogScan, path: Path, file_size: int, *, last: bool) -> bool:
-    """Scan one segment file into ``log``; False when the scan must stop (no blank)."""
-    base = int(path.name)
-    data = path.read_bytes()
-    pos = max(0, log.end - base) if log.end > base else 0
-    while True:
-        fence = next((b for a, b in log.damaged if a == base + pos), None)
-        if fence is not None:
-            if fence >= base + file_size:  # the range goes on into a later segment
-                log.end = fence
-                return True
-            pos = fence - base
-            continue
-        r = fmt.scan(data, pos, file_size, check_crc=True)
-        if isinstance(r, fmt.RecordInfo):
-            if r.physical_offset != base + pos:
+def _walk(log: LogScan, segments: Sequence[BufferSegment], start: int) -> int | None:
+    """Read the cursor's items from ``start`` into ``log``; where to go on (the end of a
+    ``damaged`` range the walk reached, or the end of a kept torn record that the cursor
+    went past: the next walk starts with what is there), or None when the scan is over."""
+    fences = dict(log.damaged)
+    size, last = log.file_size, segments[-1].file_from_offset
+    ended = start  # the end of the last record, blank or kept torn record
+    blank = True  # the last thing read was a blank record (or nothing yet)
+    torn = False  # ... a kept torn record
+    for item in LogCursor(segments, start, check_crc=True):
+        if item.offset in fences:
+            fence = fences[item.offset]
+            if fence >= item.offset - item.offset % size + size:
+                log.end = fence  # the range goes on into a later segment
+            return fence
+        if item.offset != ended:  # the cursor resynced past a kept torn record
+            return ended
+        seg = segments[(item.offset - segments[0].file_from_offset) // size]
+        base = seg.file_from_offset
+        if item.offset == base and not blank:
+            log.problems.append(  # the previous segment's records fill it: no blank
+                f"segment {_name(base - size)} ends without a blank record: "
+                f"its records run to its last byte"
+            )
+            return None
+        blank = isinstance(item, Blank)
+        torn = isinstance(item, Damage) and item.record is not None
+        if isinstance(item, Record):
+            ended = _keep(log, item.offset, item.info, item.view)
+        elif isinstance(item, Blank):
+            pos = item.offset - base
+            claimed = int.from_bytes(seg.view[pos : pos + 4], "big", signed=True)
+            if claimed != item.size:
                 log.problems.append(
-                    f"record at {base + pos} says PHYSICALOFFSET {r.physical_offset}"
+                    f"blank record at {item.offset} claims {claimed} bytes, "
+                    f"{item.size} are left in {_name(base)}"
                 )
-            if r.properties_string.endswith("\0"):  # BODYCRC does not cover them
-                log.problems.append(f"record at {base + pos}: properties end in zeros (torn)")
-            log.records.append((base + pos, r))
-            log.bodies[base + pos] = data[r.body_pos : r.body_pos + r.body_len]
-            pos += r.size
-            log.end = base + pos
-            continue
-        if isinstance(r, fmt.EndOfSegment):
-            if r.size != file_size - pos:
-                log.problems.append(
-                    f"blank record at {base + pos} claims {r.size} bytes, "
-                    f"{file_size - pos} are left in {path.name}"
-                )
-            junk = _first_nonzero(data, pos + fmt.END_FILE_MIN_BLANK_LENGTH)
+            junk = _first_nonzero(seg.view, pos + fmt.END_FILE_MIN_BLANK_LENGTH)
             if junk >= 0:
                 log.problems.append(f"non-zero byte at {base + junk} after the blank record")
-            log.end = base + file_size
-            return True
-        # Corrupt: the end of data. Only the last segment may end without a blank.
-        if not last:
-            log.problems.append(
-                f"segment {path.name} ends without a blank record: "
-                f"{r.kind.value} at {base + pos} ({r.detail})"
-            )
-            return False
-        junk = _first_nonzero(data, pos)
-        if junk >= 0:
-            log.problems.append(
-                f"non-zero byte at {base + junk} after the end of data at {base + pos} "
-                f"({r.kind.value}: {r.detail})"
-            )
-        return True
+            log.end = ended = base + size
+        elif item.record is not None:  # torn: BODYCRC does not cover the properties
+            log.problems.append(f"record at {item.offset}: properties end in zeros (torn)")
+            ended = _keep(log, item.offset, item.record, seg.view)
+        else:  # the end of data: only the last segment may end without a blank
+            if base != last:
+                log.problems.append(
+                    f"segment {_name(base)} ends without a blank record: {item.why}"
+                )
+                return None
+            junk = _first_nonzero(seg.view, item.offset - base)
+            if junk >= 0:
+                log.problems.append(
+                    f"non-zero byte at {base + junk} after the end of data at {item.offset} "
+                    f"({item.why})"
+                )
+            return None
+    return ended if torn else None  # what follows a torn last record is checked too
+
+
+def _keep(log: LogScan, offset: int, r: fmt.RecordInfo, view: memoryview) -> int:
+    """Add the record at ``offset`` to ``log`` (checking its PHYSICALOFFSET field); the
+    end of its bytes."""
+    if r.physical_offset != offset:
+        log.problems.append(f"record at {offset} says PHYSICALOFFSET {r.physical_offset}")
+    log.records.append((offset, r))
+    log.bodies[offset] = bytes(view[r.body_pos : r.body_pos + r.body_len])
+    log.end = offset + r.size
+    return log.end
+
+
+def _name(base: int) -> str:
+    """A segment file's name."""
+    return f"{base:020d}"
 
 
 # ------------------------------------------------------------------- checks

@@ -55,7 +55,7 @@ import os
 import re
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 import numpy as np
@@ -149,10 +149,16 @@ class Damage:
     """Bytes at log ``offset`` that are not a valid record; ``why`` says what is wrong
     there (the codec's verdict, a bad CRC, :data:`TORN_PROPERTIES`, a PHYSICALOFFSET
     that is not the record's position). The damage runs to the next item's offset, or,
-    when the iteration ends after it, to the end of the log (a torn tail)."""
+    when the iteration ends after it, to the end of the log (a torn tail).
+
+    ``record``: what the bytes decode as when the codec accepts them and the cursor
+    does not (torn properties, a PHYSICALOFFSET not its own), for a checker that reports
+    such records (``mqstore.tools.logcheck``); None when the codec refused them. Its
+    positions are in the segment's bytes; equality ignores it."""
 
     offset: int
     why: str
+    record: RecordInfo | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,7 +397,8 @@ def step(
     if isinstance(r, EndOfSegment):
         return Blank(base + pos, size - pos), size
     found = resync((segment,), 0, pos + 1, end=base + end, check_crc=False)
-    return Damage(base + pos, refusal(r, base + pos)), end if found.at is None else found.at[1]
+    damage = Damage(base + pos, refusal(r, base + pos), r if type(r) is RecordInfo else None)
+    return damage, end if found.at is None else found.at[1]
 
 
 def damage_at(
@@ -401,7 +408,8 @@ def damage_at(
     the bulk backend stopped at something that is neither a valid record nor a blank."""
     base = segment.file_from_offset
     r = scan(segment.view, pos, limit, check_crc=check_crc)
-    return Damage(base + pos, refusal(r, base + pos, own_position))
+    why = refusal(r, base + pos, own_position)
+    return Damage(base + pos, why, r if type(r) is RecordInfo else None)
 
 
 def _own_position(view: memoryview, c: int) -> int:

@@ -18,6 +18,7 @@ import pytest
 from mqstore import FlushDiskType, Message, PutStatus, _platform
 from mqstore.commitlog import format as fmt
 from mqstore.message_store import CrashImage
+from tests.commitlog.test_cursor import plain_record
 from tests.helpers import check_consistency, make_store, reopen, scan_log
 from tests.powerloss import PAGE, SECTOR, DiskModel, power_loss
 from tests.sabotage import set_bytes
@@ -119,6 +120,32 @@ def test_checker_reports_torn_properties(tmp_path: Path):
     last = rs[-1]
     _patch(root, last.physical_offset + last.size - 5, bytes(5))
     assert "properties end in zeros" in _problems(root)
+
+
+def test_checker_reports_bytes_after_a_torn_last_record(tmp_path: Path):
+    root, rs = _log(tmp_path)
+    last = rs[-1]
+    end = last.physical_offset + last.size
+    _patch(root, end - 5, bytes(5))
+    _patch(root, end + 1000, b"junk")
+    problems = _problems(root)
+    assert f"record at {last.physical_offset}: properties end in zeros (torn)" in problems
+    assert f"non-zero byte at {end + 1000} after the end of data at {end}" in problems
+
+
+def test_checker_reports_a_segment_its_records_fill_without_a_blank(tmp_path: Path):
+    log = tmp_path / "store" / "commitlog"
+    log.mkdir(parents=True)
+    data = bytearray()
+    while FILE_SIZE - len(data) > 400:
+        data += plain_record(len(data))
+    fill = FILE_SIZE - len(data) - len(plain_record(0, body=b""))
+    data += plain_record(len(data), body=b"x" * fill)
+    assert len(data) == FILE_SIZE
+    (log / f"{0:020d}").write_bytes(data)
+    second = plain_record(FILE_SIZE)
+    (log / f"{FILE_SIZE:020d}").write_bytes(second + bytes(FILE_SIZE - len(second)))
+    assert f"segment {0:020d} ends without a blank record" in _problems(tmp_path / "store")
 
 
 def test_checker_reports_a_segment_of_the_wrong_size(tmp_path: Path):
