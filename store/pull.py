@@ -24,7 +24,15 @@ from mqstore.consumequeue.batch_read import MessageBatch, read_fast, read_filter
 from mqstore.consumequeue.dispatch import ArrivalListener
 from mqstore.consumequeue.filter import Subscription, parse_subscription
 from mqstore.consumequeue.filter_bits import VerdictReader
-from mqstore.consumequeue.get import MAX_PULL_MSG_SIZE, PullLimits, Selection, select
+from mqstore.consumequeue.get import (
+    MAX_PULL_MSG_SIZE,
+    PullLimits,
+    Selection,
+    T,
+    Take,
+    select,
+)
+from mqstore.consumequeue.match_list import MatchReader
 from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.consumequeue.results import GetRawResult, GetResult, QueryResult
 from mqstore.consumequeue.search import BoundaryType, offset_by_time
@@ -35,6 +43,8 @@ from mqstore.logics import Logics
 from mqstore.records import StoredMessage, stored_message
 
 LONG_MAX = (1 << 63) - 1
+_EVERY = parse_subscription("*")
+"""Every message: the record filter of a match a match list names."""
 INDEX_CATCH_UP_WAIT = 300.0
 """Seconds ``query_by_key`` waits for the index rebuild after a crash (then it
 answers from what is indexed)."""
@@ -205,6 +215,22 @@ class StoreReader:
             return None
         return bits.reader(topic, queue_id, sub)
 
+    def _matches(self, topic: str, queue_id: int, sub: Subscription) -> MatchReader | None:
+        """The match list of ``sub``'s SQL92 expression, if it is registered for
+        ``topic`` (``mqstore.consumequeue.match_list``)."""
+        bits = self._logics.filter_bits
+        if bits is None or sub.sql is None:
+            return None
+        return bits.match_reader(topic, queue_id, sub)
+
+    def _matches_taking(
+        self, topic: str, queue_id: int, sub: Subscription, take: Take[T]
+    ) -> tuple[MatchReader, Take[T]] | None:
+        """The match list of ``sub`` with ``take`` for its listed matches (which the
+        dispatch found TRUE: ``take`` reads them without testing the expression)."""
+        reader = self._matches(topic, queue_id, sub)
+        return None if reader is None else (reader, take)
+
     def register_sql_filter(self, topic: str, expression: str) -> int | None:
         """Register a SQL92 subscription of ``topic``: each message of the topic
         dispatched from now on is evaluated once, and filtered reads with this
@@ -250,6 +276,9 @@ class StoreReader:
             _decoder(sub, self._cfg.check_crc_on_read),
             max_bytes=max_bytes, correct=self._correct,
             verdicts=self._verdicts(topic, queue_id, sub),
+            matches=self._matches_taking(
+                topic, queue_id, sub, _decoder(_EVERY, self._cfg.check_crc_on_read)
+            ),
         )  # fmt: skip
         return GetResult(
             sel.status,
@@ -306,7 +335,7 @@ class StoreReader:
                     verdicts = self._verdicts(topic, queue_id, sub)
                     fast = read_filtered(
                         cq, self._segments, offset, max_count, sub, with_tags=tags,
-                        verdicts=verdicts,
+                        verdicts=verdicts, matches=self._matches(topic, queue_id, sub),
                     )  # fmt: skip
                 if fast is not None:
                     return fast
@@ -342,6 +371,9 @@ class StoreReader:
             _raw_filter(sub, self._cfg.check_crc_on_read),
             max_bytes=max_bytes, correct=self._correct,
             verdicts=self._verdicts(topic, queue_id, sub),
+            matches=self._matches_taking(
+                topic, queue_id, sub, _raw_filter(_EVERY, self._cfg.check_crc_on_read)
+            ),
         )  # fmt: skip
         return GetRawResult(
             sel.status,

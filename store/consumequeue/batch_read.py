@@ -30,6 +30,7 @@ from mqstore.commitlog.segments import Segments
 from mqstore.consumequeue.filter import Subscription
 from mqstore.consumequeue.filter_bits import VerdictReader, phys_low32
 from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, UNITS_LOW_TAGS
+from mqstore.consumequeue.match_list import MatchReader
 from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.consumequeue.tag_columns import tags_column
 from mqstore.message import tags_of
@@ -175,6 +176,7 @@ def read_filtered(
     *,
     with_tags: bool,
     verdicts: VerdictReader | None = None,
+    matches: MatchReader | None = None,
 ) -> MessageBatch | None:
     """Up to ``max_count`` messages of ``cq`` from ``offset`` that ``sub`` delivers (a tag
     or SQL92 subscription), or None when the units or records met are not all of the
@@ -184,6 +186,9 @@ def read_filtered(
     :data:`FILTER_CHUNK` (:data:`VERDICT_CHUNK` with verdicts), and only the candidates
     are decoded:
 
+    00. with ``matches`` (the expression's match list, ``mqstore.consumequeue.match_list``),
+       the stretches the list covers are read from match to match, the units between
+       untouched; the steps below take the stretches it does not cover;
     0. with ``verdicts`` (the SQL92 expression's verdicts written at dispatch,
        ``mqstore.consumequeue.filter_bits``), a unit with a verdict is a match or not
        by it, undecoded but for the body; the steps below take the units without one;
@@ -210,9 +215,22 @@ def read_filtered(
     bodies: list[bytes] = []
     tags: list[str | None] = []
     width = FILTER_CHUNK if verdicts is None else VERDICT_CHUNK
+    phys_low = phys_low32(buf, end - offset) if matches is not None else None
     while q < end and len(found) < max_count:
+        upto = end
+        if matches is not None and phys_low is not None:
+            upto, hits = matches(q, end, phys_low[q - offset :], max_count - len(found))
+            if hits is not None:  # covered: its matches only
+                got = _take_matches(
+                    log, buf, offset, q, upto, hits, max_count - len(found), sub, found,
+                    bodies, tags if with_tags else None,
+                )  # fmt: skip
+                if got is None:
+                    break
+                q = got
+                continue
         start = (q - offset) * UNIT_SIZE
-        chunk = buf[start : start + min(width, end - q) * UNIT_SIZE]
+        chunk = buf[start : start + min(width, upto - q) * UNIT_SIZE]
         got = _filter_chunk(
             log, chunk, q, max_count - len(found), sub, found, bodies,
             tags if with_tags else None, verdicts,
@@ -256,12 +274,62 @@ def _filter_chunk(
     phys = units["phys"][idx].astype(np.int64)
     size = units["size"][idx].astype(np.int64)
     del units
+    return _read_candidates(
+        log, q, n, idx, phys, size, None if sure is None else sure[idx], want, sub, found,
+        bodies, tags,
+    )  # fmt: skip
+
+
+def _take_matches(
+    log: Segments,
+    buf: memoryview,
+    offset: int,
+    q: int,
+    upto: int,
+    hits: NDArray[np.int64],
+    want: int,
+    sub: Subscription,
+    found: list[int],
+    bodies: list[bytes],
+    tags: list[str | None] | None,
+) -> int | None:
+    """Read the matches ``hits`` (relative to ``q``) of the covered stretch
+    ``[q, upto)`` of ``buf`` (the units from ``offset``): as :func:`_filter_chunk`."""
+    units = np.frombuffer(buf, UNITS_LOW_TAGS, upto - offset)
+    rows = hits + (q - offset)
+    phys = units["phys"][rows].astype(np.int64)
+    size = units["size"][rows].astype(np.int64)
+    del units
+    sure = np.ones(len(hits), bool)
+    return _read_candidates(
+        log, q, upto - q, hits, phys, size, sure, want, sub, found, bodies, tags
+    )
+
+
+def _read_candidates(
+    log: Segments,
+    q: int,
+    n: int,
+    idx: NDArray[np.int64],
+    phys: NDArray[np.int64],
+    size: NDArray[np.int64],
+    sure: NDArray[np.bool_] | None,
+    want: int,
+    sub: Subscription,
+    found: list[int],
+    bodies: list[bytes],
+    tags: list[str | None] | None,
+) -> int | None:
+    """Read the candidates ``idx`` (at ``phys``, ``size``) of the ``n`` units from queue
+    offset ``q``; ``sure``: per candidate, a match by its verdict (None: none is). As
+    :func:`_filter_chunk` returns."""
     if not len(idx):
         return q + n
     blank = size == BLANK_SIZE  # a blank candidate ends the chunk before it
     if blank.any():
         k = int(np.argmax(blank))
         n, idx, phys, size = int(idx[k]), idx[:k], phys[:k], size[:k]
+        sure = None if sure is None else sure[:k]
         if not k:
             return q + n if n else None
     mf = log.find(int(phys[0]))
@@ -273,6 +341,7 @@ def _filter_chunk(
     if outside.any():  # the chunk ends where its records leave this segment
         k = int(np.argmax(outside))
         n, idx, rel, size = int(idx[k]), idx[:k], rel[:k], size[:k]
+        sure = None if sure is None else sure[:k]
         if not k:
             return q + n if n else None
     sql = sub.sql
@@ -281,10 +350,11 @@ def _filter_chunk(
         if sure is None:
             keep = needle_candidates(mm, rel, size, needles)
         else:  # the units without a verdict only
-            keep = sure[idx]
+            keep = sure.copy()
             open_ = np.flatnonzero(~keep)
             if len(open_):
                 keep[open_] = needle_candidates(mm, rel[open_], size[open_], needles)
+            sure = sure[keep]
         idx, rel = idx[keep], rel[keep]
     if not len(idx):
         return q + n
@@ -298,7 +368,7 @@ def _filter_chunk(
         return None  # compressed, IPv6 or V2: get_message decodes those
     body_starts = crel + (_BODY_LEN_POS + 4)
     body_ends = body_starts + words[:, 1]
-    if sure is not None and tags is None and sure[idx].all():  # matches by their verdicts
+    if sure is not None and tags is None and sure.all():  # matches by their verdicts
         k = min(want, len(idx))
         starts, ends = body_starts[:k].tolist(), body_ends[:k].tolist()
         try:
@@ -319,7 +389,7 @@ def _filter_chunk(
     rows = zip(
         positions, body_starts.tolist(), body_ends.tolist(), (props + 2).tolist(),
         (props + 2 + plen).tolist(),
-        sure[idx].tolist() if sure is not None else itertools.repeat(False), strict=False,
+        sure.tolist() if sure is not None else itertools.repeat(False), strict=False,
     )  # fmt: skip
     try:
         for i, bs, be, ps, pe, matched in rows:

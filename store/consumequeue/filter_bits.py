@@ -52,6 +52,7 @@ from numpy.typing import NDArray
 from mqstore import _platform
 from mqstore.consumequeue.filter import SQL92, Subscription, parse_subscription
 from mqstore.consumequeue.format import UNIT_SIZE
+from mqstore.consumequeue.match_list import MatchLists, MatchReader, cut_queue
 from mqstore.sql92 import SqlParseError
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,9 @@ class FilterBits:
         """(topic, queue id, first offset) -> read-only mapping of a full-size file."""
         self._fds: dict[tuple[str, int, int, bool], int] = {}
         """(topic, queue id, first offset, writable) -> open descriptor."""
+        self.lists = MatchLists(directory, SEGMENT_UNITS)
+        """Each slot's match list (``mqstore.consumequeue.match_list``), written with
+        the verdicts."""
         self.topics: Mapping[str, tuple[Subscription, ...]] = self._load()
         """Topic -> its registered expressions, slot order; replaced whole on change,
         so the dispatcher reads it without the lock."""
@@ -189,7 +193,10 @@ class FilterBits:
         """
         subs = self.topics.get(topic)
         if subs:
-            self._write(topic, queue_id, queue_offset, _entry(subs, phys, props))
+            hit = _hits(subs, phys, props)
+            self._write(topic, queue_id, queue_offset, _pack_entry(subs, phys, hit))
+            self.lists.note(topic, queue_id, queue_offset, phys, len(subs), hit)
+            self.lists.flush()
 
     def record_rows(
         self,
@@ -229,10 +236,12 @@ class FilterBits:
             subs = by_topic[tid]
             assert subs is not None
             props = self._properties_at(phys, int(size[i]))
-            entry = _entry(subs, phys, props) if props is not None else _UNKNOWN
-            run.append(entry)
+            hit = _hits(subs, phys, props) if props is not None else -1
+            run.append(_pack_entry(subs, phys, hit))
+            self.lists.note(topics[tid], qid, qoff, phys, len(subs), hit)
         if key is not None:
             self._write(topics[key[0]], key[1], start, b"".join(run))
+        self.lists.flush()
 
     def _write(self, topic: str, queue_id: int, queue_offset: int, data: bytes) -> None:
         while data:
@@ -287,6 +296,7 @@ class FilterBits:
                     if fd is not None:
                         os.close(fd)
                 f.unlink(missing_ok=True)
+                self.lists.forget(topic, queue_id, int(f.name))
 
     def _drop_map(self, key: tuple[str, int, int]) -> None:
         """Forget a mapping; a read holding a view of it keeps it alive until done."""
@@ -315,6 +325,12 @@ class FilterBits:
             return (flags != 0) & same, (flags == mask) & same
 
         return verdicts
+
+    def match_reader(self, topic: str, queue_id: int, sub: Subscription) -> MatchReader | None:
+        """The match-list reader of ``sub`` on (topic, queue_id)
+        (``mqstore.consumequeue.match_list``), or None when the expression has no slot."""
+        slot = self.slot_of(topic, sub)
+        return None if slot is None else self.lists.reader(topic, queue_id, slot)
 
     def _entries(self, topic: str, queue_id: int, q0: int, n: int) -> NDArray[np.uint64] | None:
         """The entries of queue offsets ``[q0, q0 + n)`` as little-endian words (check in
@@ -379,11 +395,12 @@ class FilterBits:
                         _cut_queue(queue_dir, 0 if end is None else end)
 
     def close(self) -> None:
-        """Close every verdict file."""
+        """Close every verdict file and match list."""
         with self._lock:
             self._close_all()
 
     def _close_all(self) -> None:
+        self.lists.close()
         for key in list(self._maps):
             self._drop_map(key)
         for fd in self._fds.values():
@@ -402,16 +419,24 @@ def phys_low32(units: memoryview | bytes, n: int) -> NDArray[np.uint32]:
     return np.ndarray((n,), ">u4", buffer=units, offset=4, strides=(UNIT_SIZE,))
 
 
-def _entry(subs: tuple[Subscription, ...], phys: int, props: str) -> bytes:
-    """The entry of a message at ``phys`` with properties ``props``."""
-    low = phys & 0xFFFFFFFF
-    if not low:  # a blank unit's physical offset is 0: such a unit gets no verdict
-        return _UNKNOWN
+def _hits(subs: tuple[Subscription, ...], phys: int, props: str) -> int:
+    """The slots TRUE for a message at ``phys`` with properties ``props`` as bits; -1
+    when it gets no verdict (a blank unit's physical offset is 0: one whose low 32 bits
+    are 0 gets none)."""
+    if not phys & 0xFFFFFFFF:
+        return -1
     hit = 0
     for i, s in enumerate(subs):
         if s.matches_properties(props):
             hit |= 1 << i
-    return _PACK(low, (1 << len(subs)) - 1, hit)
+    return hit
+
+
+def _pack_entry(subs: tuple[Subscription, ...], phys: int, hit: int) -> bytes:
+    """The entry of a message at ``phys`` whose TRUE slots are ``hit`` (-1: none)."""
+    if hit < 0:
+        return _UNKNOWN
+    return _PACK(phys & 0xFFFFFFFF, (1 << len(subs)) - 1, hit)
 
 
 _PACK: Final = struct.Struct("<IHH").pack
@@ -421,7 +446,9 @@ _UNKNOWN: Final = bytes(ENTRY_SIZE)
 
 
 def _cut_queue(folder: Path, end: int) -> None:
-    """Remove the entries of queue offsets ``end`` and above from one queue's files."""
+    """Remove the entries of queue offsets ``end`` and above from one queue's files
+    (match lists included)."""
+    cut_queue(folder, end)
     for f in sorted(folder.iterdir()):
         if not f.name.isdigit():
             continue

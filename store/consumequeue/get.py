@@ -41,7 +41,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -52,6 +52,7 @@ from mqstore.consumequeue.batch_read import needle_candidates
 from mqstore.consumequeue.filter import Subscription
 from mqstore.consumequeue.filter_bits import VerdictReader, Verdicts, phys_low32
 from mqstore.consumequeue.format import BLANK_SIZE, UNIT_SIZE, UNITS_LOW_TAGS, iter_units
+from mqstore.consumequeue.match_list import MatchReader
 from mqstore.consumequeue.queue import ConsumeQueue
 from mqstore.status import GetStatus
 
@@ -160,6 +161,7 @@ def select(
     max_bytes: int = MAX_PULL_MSG_SIZE,
     correct: Callable[[int, int], int] = lambda _old, new: new,
     verdicts: VerdictReader | None = None,
+    matches: tuple[MatchReader, Take[T]] | None = None,
 ) -> Selection[T]:
     """Run the pull of ``max_count`` messages from ``offset`` (see the module docstring).
 
@@ -167,8 +169,14 @@ def select(
     returned item, or filters it out with None; without ``take`` the views are the
     items. ``verdicts``: a SQL92 subscription's verdicts written at dispatch
     (``mqstore.consumequeue.filter_bits``); a unit whose verdict is FALSE is passed
-    over like one failing the tag-code test, undecoded. Not locked: it reads units and
-    records below their files' write positions, which never change.
+    over like one failing the tag-code test, undecoded. ``matches``: the expression's
+    match list (``mqstore.consumequeue.match_list``) and the ``take`` of a listed match (its
+    expression is not tested again); when the list covers ``offset``, the pull reads
+    the listed matches of the covered stretch, up to ``max_count`` and the transfer
+    limits, and passes over the units between them unread: the pull's bound of units
+    examined (``maxFilterMessageSize``) counts the units read, so it reaches further than
+    800 units (docs/sql92.md §5). Not locked: it reads units and records below their
+    files' write positions, which never change.
     """
     pre = check_offset(cq, offset, correct)
     if pre is not None or cq is None:
@@ -179,6 +187,18 @@ def select(
         nxt = correct(offset, cq.roll_next_file(offset))
         return Selection(GetStatus.OFFSET_FOUND_NULL, nxt, low, high, [], [])
     log_max = log.max_offset
+    if matches is not None:
+        upto = min(high, offset + len(buf) // UNIT_SIZE)
+        reader, take_match = matches
+        covered = _covered(buf, offset, upto, max_count, reader)
+        if covered is not None:
+            caps = limits.caps(log_max, max_count, max_bytes)
+            miss, q, items, qoffs, total, last = _scan(
+                covered.visits, covered, log, offset, caps, take_match
+            )
+            status = GetStatus.FOUND if qoffs else miss
+            suggest_slave = log_max - last > limits.memory_bytes
+            return Selection(status, q, low, high, items, qoffs, total, suggest_slave)
     # (q - offset) * 20 > max(maxFilterMessageSize, count * 20) ends the scan, as does the max
     stop = min(
         high, offset + max(limits.max_filter_message_size, max_count * UNIT_SIZE) // UNIT_SIZE + 1
@@ -208,7 +228,7 @@ def select(
 
 def _scan(
     units: Iterable[Unit],
-    skipped: _Skipped | None,
+    skipped: _Runs | None,
     log: Segments,
     q0: int,
     caps: Caps,
@@ -280,6 +300,58 @@ def _scan(
         count += 1
         skip_below = -1
     return miss, q, items, qoffs, total, max_phy_pulling
+
+
+class _Runs(Protocol):
+    """The runs of units a scan passes over (:class:`_Skipped`, :class:`_Covered`)."""
+
+    last_phys: dict[int, int]
+
+    def pass_over(
+        self, start: int, stop: int, count: int, total: int, skip_below: int
+    ) -> tuple[int | None, int, bool]: ...
+
+
+class _Covered:
+    """A stretch a match list covers: its matches visited, the runs between them (every
+    unit FALSE) passed over without effect on the batch (a run never fills it: the scan
+    stops at the match that does not fit)."""
+
+    def __init__(self, units: NDArray[np.void], hits: NDArray[np.int64], end: int) -> None:
+        n = len(hits)
+        rows = np.concatenate((hits, np.maximum(hits - 1, 0), [end - 1]))  # one gather
+        phys = units["phys"][rows].astype(np.int64).tolist()
+        size = units["size"][hits].astype(np.int64).tolist()
+        visits: list[Unit] = []
+        self.last_phys: dict[int, int] = {}
+        """Run ending at index -> its last unit's physical offset."""
+        at = 0
+        for k, i in enumerate(hits.tolist()):
+            if i != at:
+                visits.append((-1 - i, BLANK_SIZE, at))
+                self.last_phys[i] = phys[n + k]
+            visits.append((phys[k], size[k], 0))
+            at = i + 1
+        if at != end:
+            visits.append((-1 - end, BLANK_SIZE, at))
+            self.last_phys[end] = phys[-1]
+        self.visits = visits
+
+    def pass_over(
+        self, start: int, stop: int, count: int, total: int, skip_below: int
+    ) -> tuple[int | None, int, bool]:
+        """As :meth:`_Skipped.pass_over`: the run's units are examined, none fills."""
+        return None, self.last_phys[stop], True
+
+
+def _covered(
+    buf: memoryview, offset: int, upto: int, max_count: int, matches: MatchReader
+) -> _Covered | None:
+    """The stretch from ``offset`` the match list covers, or None."""
+    end, hits = matches(offset, upto, phys_low32(buf, upto - offset), max_count)
+    if hits is None:
+        return None
+    return _Covered(np.frombuffer(buf, UNITS_LOW_TAGS, end - offset), hits, end - offset)
 
 
 _SPAN_SEARCH = 64

@@ -186,7 +186,7 @@ def _low32(store: MessageStore, n: int) -> NDArray[np.uint32]:
 
 
 def _verdict_files(root: Path) -> list[Path]:
-    return sorted((root / "filterbits" / TOPIC / "0").iterdir())
+    return sorted(f for f in (root / "filterbits" / TOPIC / "0").iterdir() if f.name.isdigit())
 
 
 def test_every_unit_dispatched_after_registration_has_a_verdict(tmp_path: Path) -> None:
