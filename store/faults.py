@@ -14,7 +14,9 @@ empty, sparse or not), ``before_index_allocate`` (``offset``,
 ``size``, ``what``: the index region about to be reserved), ``index_entries_written``
 and ``index_slots_written`` (``what``: the index file; a put's entries, then its slot
 heads, are in, its header not yet), ``index_header_fields_written`` (``what``: the index
-file; a put's header fields are in, its count not yet), ``before_write_checkpoint``.
+file; a put's header fields are in, its count not yet), ``before_write_checkpoint``,
+``match_list_written`` (``what``: the list's (topic, queue id, first offset, slot); a
+dispatch's SQL92 match-list entries are in, its consume-queue units not yet).
 """
 
 from __future__ import annotations

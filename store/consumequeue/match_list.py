@@ -9,7 +9,7 @@ the file's range whose verdict is TRUE, ascending, one 8-byte little-endian word
 bits       field   meaning
 =========  ======  ======================================================================
 46-63      q       the TRUE unit's queue offset, relative to the file's first offset
-28-45      start   the first unit of the stretch the entry covers (relative, ``<= q``)
+28-45      gap     ``q - start``: the entry covers the units ``start`` to ``q``
 0-27       check   the low 28 bits of the TRUE unit's physical offset (never 0)
 =========  ======  ======================================================================
 
@@ -20,15 +20,17 @@ queue offset that an entry covers follows the chain from match to match
 covers (before a slot's first verdict, after a queue's last match, a unit whose record
 could not be evaluated, a dispatch restart after a crash) is read through the verdicts or
 the old way. Worked example: units 0-9, TRUE at 3 and 7, slot registered before unit 0:
-entries ``(q=3, start=0)`` and ``(q=7, start=4)``; a read from 1 takes 3 and 7 and covers
-``[1, 8)``; units 8 and 9 are not covered (no entry names them yet).
+entries ``(q=3, gap=3)`` and ``(q=7, gap=3)``; a read from 1 takes 3 and 7 and covers
+``[1, 8)``; units 8 and 9 are not covered (no entry names them yet). A stretch may begin
+in an earlier file's range (the first entry of a file covers the units after the last
+match of the one before); one longer than ``2**18 - 1`` units is claimed in part only.
 
 Like the verdict files, each list file is created sparse at its full size (one word per
 unit of the range: an all-zero word ends a list), written with ``pwrite`` before the
 consume-queue units its entries name, and read through a read-only mapping.
 
-Crash safety: an entry is taken only when it is well formed (``check`` not 0,
-``start <= q``, ascending after the previous one) and its ``check`` equals the unit's
+Crash safety: an entry is taken only when it is well formed (``check`` not 0, its
+stretch after the previous entry's ``q``) and its ``check`` equals the unit's
 physical offset; a chain ends at the first entry that is not. When a list is first opened
 its entries from the first malformed one on are zeroed (a torn tail); at every open,
 after recovery, the entries naming queue offsets at or beyond the queue's recovered end
@@ -50,12 +52,12 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from mqstore import _platform
+from mqstore import _platform, faults
 
 Q_SHIFT: Final = 46
-START_SHIFT: Final = 28
+GAP_SHIFT: Final = 28
 REL_MASK: Final = (1 << 18) - 1
-"""``q`` and ``start`` fields: offsets relative to the file's first, below 2**18."""
+"""The ``q`` and ``gap`` fields' widths: below 2**18."""
 CHECK_MASK: Final = (1 << 28) - 1
 WORD: Final = 8
 SUFFIX: Final = ".m"
@@ -69,23 +71,24 @@ stretch ``[q0, end)`` is covered and ``hits`` are its TRUE units (offsets relati
 is None and no entry covers ``[q0, end)``."""
 
 
-def pack(q_rel: int, start_rel: int, phys: int) -> int:
+def pack(q_rel: int, gap: int, phys: int) -> int:
     """One entry (module docstring); ``phys & CHECK_MASK`` must not be 0."""
-    return (q_rel << Q_SHIFT) | (start_rel << START_SHIFT) | (phys & CHECK_MASK)
+    return (q_rel << Q_SHIFT) | (gap << GAP_SHIFT) | (phys & CHECK_MASK)
 
 
 def fields(words: NDArray[np.uint64]) -> tuple[NDArray[np.int64], ...]:
-    """(q, start, check) of entries, relative to their file's first offset."""
+    """(q, start, check) of entries, ``q`` and ``start`` relative to their file's first
+    offset (``start`` may be negative: a stretch from an earlier file's range)."""
     q = (words >> np.uint64(Q_SHIFT)).astype(np.int64)
-    start = ((words >> np.uint64(START_SHIFT)) & np.uint64(REL_MASK)).astype(np.int64)
-    return q, start, (words & np.uint64(CHECK_MASK)).astype(np.int64)
+    gap = ((words >> np.uint64(GAP_SHIFT)) & np.uint64(REL_MASK)).astype(np.int64)
+    return q, q - gap, (words & np.uint64(CHECK_MASK)).astype(np.int64)
 
 
 def valid_prefix(words: NDArray[np.uint64], end_rel: int) -> int:
     """How many leading entries are well formed and name units below ``end_rel``."""
     q, start, check = fields(words)
-    prev = np.concatenate(([-1], q[:-1]))
-    bad = (check == 0) | (start > q) | (start <= prev) | (q >= end_rel)
+    prev = np.concatenate(([np.iinfo(np.int64).min], q[:-1]))
+    bad = (check == 0) | (start <= prev) | (q >= end_rel)
     return int(np.argmax(bad)) if bad.any() else len(words)
 
 
@@ -158,7 +161,7 @@ class MatchLists:
             if first is None:
                 first = q
             if hit >> s & 1:
-                entry = pack(q - base, max(first, base) - base, phys)
+                entry = pack(q - base, min(q - first, REL_MASK), phys)
                 self._pending.setdefault((topic, queue_id, base, s), []).append(entry)
                 first = q + 1
             starts[s] = first
@@ -177,6 +180,7 @@ class MatchLists:
                 assert lst is not None
                 os.pwrite(lst.fd, data, lst.count * WORD)
                 lst.count += len(entries)
+            faults.point("match_list_written", what=key)
 
     def _rewind(self, topic: str, queue_id: int, q: int) -> None:
         """Forget the entries naming units ``q`` and beyond (dispatched again)."""
@@ -200,18 +204,49 @@ class MatchLists:
         def coverage(
             q0: int, limit: int, low: NDArray[np.uint32], want: int
         ) -> tuple[int, NDArray[np.int64] | None]:
-            base = q0 - q0 % self.units
-            limit = min(limit, base + self.units)
-            with self._lock:
-                lst = self._open((topic, queue_id, base, slot), create=False)
-            if lst is None:
-                return limit, None
-            try:
-                return _cover(lst, base, q0, limit, low, want)
-            except (ValueError, BufferError):  # closed meanwhile
-                return limit, None
+            parts: list[NDArray[np.int64]] = []
+            at = q0  # the first unit not covered yet
+            base = at - at % self.units
+            while at < limit and base < limit and want > 0:
+                got = self._cover(topic, queue_id, base, slot, at, limit, low[at - q0 :], want)
+                if got is None:  # no entry at or after `at` here: the next file's first
+                    base += self.units
+                    continue
+                end, hits = got
+                if hits is None:
+                    if not parts:
+                        return end, None
+                    break
+                parts.append(hits + (at - q0))
+                want -= len(hits)
+                at = end
+                base = at - at % self.units
+            if not parts:
+                return min(limit, base + self.units), None
+            return at, parts[0] if len(parts) == 1 else np.concatenate(parts)
 
         return coverage
+
+    def _cover(
+        self,
+        topic: str,
+        queue_id: int,
+        base: int,
+        slot: int,
+        q0: int,
+        limit: int,
+        low: NDArray[np.uint32],
+        want: int,
+    ) -> tuple[int, NDArray[np.int64] | None] | None:
+        """:func:`_cover` over one list file (a missing one: nothing covered)."""
+        with self._lock:
+            lst = self._open((topic, queue_id, base, slot), create=False)
+        if lst is None:
+            return min(limit, base + self.units), None
+        try:
+            return _cover(lst, base, q0, limit, low, want)
+        except (ValueError, BufferError):  # closed meanwhile
+            return min(limit, base + self.units), None
 
     # ------------------------------------------------------------------ files
 
@@ -261,15 +296,15 @@ class MatchLists:
 
 def _cover(
     lst: _List, base: int, q0: int, limit: int, low: NDArray[np.uint32], want: int
-) -> tuple[int, NDArray[np.int64] | None]:
-    """:data:`MatchReader` over one list file's entries. A chain is followed only through
-    entries naming units below ``limit`` whose check matches: the stretch after the last
-    of them is left to the caller (read another way), however far the next entry says
-    it goes."""
+) -> tuple[int, NDArray[np.int64] | None] | None:
+    """:data:`MatchReader` over one list file's entries (None: none names ``q0`` or a
+    later unit). A chain is followed only through entries naming units below ``limit``
+    whose check matches: the stretch after the last of them is left to the caller (read
+    another way), however far the next entry says it goes."""
     count = lst.count
-    j = bisect.bisect_left(lst.words, (q0 - base) << Q_SHIFT, 0, count)
+    j = bisect.bisect_left(lst.words, max(q0 - base, 0) << Q_SHIFT, 0, count)
     if j == count:
-        return limit, None
+        return None
     n = min(max(want, 1), count - j)
     q, start, check = fields(np.frombuffer(lst.mm, "<u8", n, j * WORD))
     q += base
@@ -277,7 +312,7 @@ def _cover(
     if start[0] > q0:  # the units before the first entry's stretch: not covered
         return min(int(start[0]), limit), None
     inside = q < limit
-    ok = (check != 0) & (start <= q) & inside
+    ok = (check != 0) & inside
     ok[1:] &= start[1:] == q[:-1] + 1
     named = np.flatnonzero(ok)
     ok[named] = (low[q[named] - q0].astype(np.int64) & CHECK_MASK) == check[named]

@@ -26,6 +26,7 @@ from mqstore.consumequeue.get import PullLimits, select
 from mqstore.message import properties_to_string
 from mqstore.pull import _decoder, _raw_filter
 from mqstore.sql92 import SqlParseError
+from mqstore.status import GetStatus
 
 TOPIC = "T"
 EXPRESSIONS = (
@@ -110,14 +111,17 @@ def _pull_all(store: MessageStore, sub: Subscription) -> list[int]:
     return got
 
 
-def _same_with_and_without(store: MessageStore, sub: Subscription) -> None:
+def _same_with_and_without(store: MessageStore, sub: Subscription, want: list[int]) -> None:
     """From every offset: the pull (decoded and raw) and the batch read give the same
-    answer with the verdicts as without them."""
+    answer with the verdicts as without them; with the match list too, the batch read
+    gives the same answer and the pull the matches ``want`` up to its next offset, which
+    is never before the one without the list."""
     cq = store.consume_queue(TOPIC, 0)
     assert cq is not None
     bits = store.logics.filter_bits
     assert bits is not None
     verdicts = bits.reader(TOPIC, 0, sub)
+    matches = bits.match_reader(TOPIC, 0, sub)
     log, limits = store.segments, PullLimits.from_config(store.cfg)
     for offset in range(cq.min_offset, cq.max_offset):
         for take in (_decoder(sub), _raw_filter(sub, False)):
@@ -127,11 +131,20 @@ def _same_with_and_without(store: MessageStore, sub: Subscription) -> None:
             assert (with_.status, with_.next_begin_offset, with_.queue_offsets) == (
                 without.status, without.next_begin_offset, without.queue_offsets,
             )  # fmt: skip
-        a, b = (
-            read_filtered(cq, log, offset, 2, sub, with_tags=True, verdicts=v)
-            for v in (verdicts, None)
+            if matches is None:
+                continue
+            listed = select(
+                cq, log, offset, 3, sub, limits, take, verdicts=verdicts, matches=(matches, take)
+            )
+            nxt = listed.next_begin_offset
+            assert nxt >= without.next_begin_offset
+            assert listed.queue_offsets == [q for q in want if offset <= q < nxt][:3]
+            assert listed.status is (GetStatus.FOUND if listed.queue_offsets else without.status)
+        a, b, c = (
+            read_filtered(cq, log, offset, 2, sub, with_tags=True, verdicts=v, matches=m)
+            for v, m in ((verdicts, None), (None, None), (verdicts, matches))
         )
-        assert a == b
+        assert a == b == c
 
 
 @settings(max_examples=30)  # each example a store: about 0.3 s
@@ -155,7 +168,7 @@ def test_reads_with_verdicts_answer_what_reads_without_them_answer(
             want = _expected(msgs, sub)
             assert _batch_all(store, sub, count) == want
             assert _pull_all(store, sub) == want
-            _same_with_and_without(store, sub)
+            _same_with_and_without(store, sub, want)
 
 
 def _registered_store(root: Path, n: int = 40) -> list[tuple[str | None, dict[str, str]]]:
