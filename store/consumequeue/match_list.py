@@ -103,6 +103,10 @@ class _List:
     words: memoryview
     count: int
 
+    def resize(self, count: int) -> None:
+        """The list now holds ``count`` entries (written, or cut back)."""
+        self.count = count
+
 
 @dataclass(slots=True)
 class _Chain:
@@ -111,6 +115,10 @@ class _Chain:
 
     last: int
     starts: list[int | None] = field(default_factory=list)
+
+    def noted(self, q: int) -> None:
+        """Unit ``q`` is noted."""
+        self.last = q
 
 
 class MatchLists:
@@ -150,7 +158,7 @@ class MatchLists:
         starts = chain.starts
         while len(starts) < slots:
             starts.append(None)
-        chain.last = q
+        chain.noted(q)
         if hit < 0 or not phys & CHECK_MASK:  # no verdict, or no check: not covered
             for s in range(slots):
                 starts[s] = q + 1
@@ -179,7 +187,7 @@ class MatchLists:
                 lst = self._open(key, create=True)
                 assert lst is not None
                 os.pwrite(lst.fd, data, lst.count * WORD)
-                lst.count += len(entries)
+                lst.resize(lst.count + len(entries))
             faults.point("match_list_written", what=key)
 
     def _rewind(self, topic: str, queue_id: int, q: int) -> None:
@@ -194,7 +202,7 @@ class MatchLists:
                 keep = bisect.bisect_left(lst.words, max(q - base, 0) << Q_SHIFT, 0, lst.count)
                 if keep < lst.count:
                     os.pwrite(lst.fd, bytes((lst.count - keep) * WORD), keep * WORD)
-                    lst.count = keep
+                    lst.resize(keep)
 
     # ------------------------------------------------------------------- read
 
