@@ -74,6 +74,7 @@ def test_a_pull_through_the_list_reaches_past_its_bound_of_examined_units(
     sub = parse_subscription("a > 5", SQL92)
     with _store(tmp_path) as store:
         _put(store, msgs[:20])
+        assert store.wait_dispatched(60)  # so none of the first 20 has a verdict
         store.register_sql_filter(TOPIC, "a > 5")
         _put(store, msgs[20:], 20)
         assert store.wait_dispatched(60)
