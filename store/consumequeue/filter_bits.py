@@ -30,6 +30,9 @@ never a wrong answer. The entry is written before the consume-queue unit, so a r
 that sees a unit normally sees its verdict too. After a crash the entries beyond each
 queue's recovered end are cut (:meth:`FilterBits.cut`), so a verdict left by a message the
 recovery dropped cannot stand for the one later written at the same place.
+
+Each slot's TRUE units are also listed per queue (:class:`MatchLists`, written with the
+verdicts), so a read can go from match to match (``mqstore.consumequeue.match_list``).
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ Each way reads ``Matches`` unfiltered (its reference), and ``Mixed`` through
 ``before``: without the substring test and with every property parsed, as the broker did
 before them. Topic ``Bits`` holds the same messages as ``Mixed``, but both expressions
 were registered for it before it was filled (``MessageStore.register_sql_filter``), so
-each of its units carries their verdicts, computed at dispatch: the ``bits`` reads
-(``mqstore.consumequeue.filter_bits``).
+each of its units carries their verdicts, computed at dispatch, and each expression's
+TRUE units are listed: the ``bits`` reads (``mqstore.consumequeue.filter_bits``,
+``mqstore.consumequeue.match_list``), which read from match to match.
 
 Reported: matches read per second, and each filtered read as a fraction of its way's
 reference (the issue's target is at least 0.5 at 1 % matching). Figures vary with the
