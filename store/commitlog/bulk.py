@@ -33,7 +33,7 @@ import re
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 import numpy as np
@@ -146,6 +146,16 @@ class RecordArrays:
 
     def __len__(self) -> int:
         return int(self.position.size)
+
+    def head(self, count: int) -> RecordArrays:
+        """The first ``count`` records (their index keys with them)."""
+        cols = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, col in cols.items():
+            if isinstance(col, np.ndarray) and name not in ("key_record", "key_hash"):
+                cols[name] = col[:count]
+        keep = self.key_record < count
+        cols["key_record"], cols["key_hash"] = self.key_record[keep], self.key_hash[keep]
+        return RecordArrays(**cols)
 
     def topic_names(self) -> list[str]:
         """The topic of every record, as str."""
@@ -398,65 +408,6 @@ def _scan_plain(
         c["topic_len"], c["props_pos"], c["props_len"],
     )  # fmt: skip
     return PlainScan(records, stop_pos, stop)
-
-
-def records_of(
-    buf: Buffer | mmap.mmap,
-    plain: PlainRecords,
-    count: int | None = None,
-    limit: int | None = None,
-    *,
-    check_crc: bool = False,
-    keys: bool = False,
-    tags: bool = True,
-) -> RecordArrays:
-    """The first ``count`` (default all) records of ``plain``, a :func:`scan_plain` of
-    ``buf``, as :func:`scan` gives them: every column of :class:`RecordArrays`.
-
-    For a reader of the log that needs the text columns (topic ids, TAGS codes, index
-    keys) of the records a walk over :func:`scan_plain` found valid (the cursor's
-    :meth:`~mqstore.commitlog.cursor.LogCursor.runs`): nothing is walked or validated
-    again. The header fields ``scan_plain`` does not read (version, flag, born time,
-    body span) are one gather each; the text is derived as :func:`scan` derives it.
-    ``check_crc`` gives each record's BODYCRC verdict (all true without it, whatever
-    ``plain`` says). ``keys`` and ``tags`` as in :func:`scan`. Nothing is kept
-    referencing ``buf``.
-    """
-    with memoryview(buf) as view:
-        n = len(plain) if count is None else count
-        return _records_of(view, plain, n, len(view) if limit is None else limit, check_crc,
-                           keys, tags)  # fmt: skip
-
-
-def _records_of(
-    buf: memoryview, plain: PlainRecords, n: int, lim: int, check_crc: bool, keys: bool,
-    tags: bool,
-) -> RecordArrays:  # fmt: skip
-    words = _Words(buf, lim)
-    rd = words.read
-    p, sys_flag = plain.position[:n], plain.sys_flag[:n]
-    combo = 2 * ((sys_flag & L.BORNHOST_V6_FLAG) != 0) + ((sys_flag & L.STOREHOST_V6_FLAG) != 0)
-    body_pos = p + _HEADER_SIZE[combo]
-    cols = {
-        "position": p, "size": plain.size[:n],
-        "version": np.where(rd(p + L.MAGIC_POS, ">i4") == L.MAGIC_V2, 2, 1),
-        "queue_id": plain.queue_id[:n], "flag": rd(p + L.FLAG_POS, ">i4"),
-        "queue_offset": plain.queue_offset[:n], "physical_offset": plain.physical_offset[:n],
-        "sys_flag": sys_flag, "born_timestamp": rd(p + L.BORN_TIMESTAMP_POS, ">i8"),
-        "store_timestamp": plain.store_timestamp[:n], "body_pos": body_pos,
-        "body_len": rd(p + _OFFSETS[combo, _BODY_LEN], ">i4"),
-        "topic_pos": plain.topic_pos[:n], "topic_len": plain.topic_len[:n],
-        "props_pos": plain.props_pos[:n], "props_len": plain.props_len[:n],
-    }  # fmt: skip
-    if check_crc:
-        cols["body_crc"] = rd(p + L.BODY_CRC_POS, ">i4")
-        crc_ok = _crc_ok(buf, cols)
-    else:
-        crc_ok = np.ones(n, np.bool_)
-    cols, extra, text_bad = _text(buf, words.u8, cols, keys, lim, tags)
-    if text_bad >= 0:
-        raise AssertionError(f"a record scan_plain found valid is not, at {text_bad}")
-    return _arrays(cols, crc_ok, extra)
 
 
 _HIGH_BITS: Final = np.array(

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mqstore.commitlog import bulk
-from mqstore.commitlog.cursor import BufferSegment, LogCursor, Run
+from mqstore.commitlog.cursor import BufferSegment, ColumnRun, LogCursor
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +68,9 @@ def range_records(
     """The valid records of ``rng`` (``buf``: the whole file) as column chunks, damage
     skipped as the cursor skips it (resumed at the next record that names its own
     position), a blank record ending the range. ``keys``, ``tags``: the text columns
-    wanted (:func:`mqstore.commitlog.bulk.records_of`). The chunks reference ``buf``
+    wanted (as :func:`mqstore.commitlog.bulk.scan`'s). The chunks reference ``buf``
     until it is closed."""
     with memoryview(buf) as view:
-        for item in range_cursor(view, rng, check_crc=check_crc).runs():
-            if isinstance(item, Run):
-                yield bulk.records_of(item.view, item.records, item.count, keys=keys, tags=tags)
+        for item in range_cursor(view, rng, check_crc=check_crc).column_runs(keys=keys, tags=tags):
+            if isinstance(item, ColumnRun):
+                yield item.records

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from mqstore.commitlog import bulk, cursor
 from mqstore.commitlog import format as fmt
-from mqstore.commitlog.cursor import Blank, BufferSegment, Run
+from mqstore.commitlog.cursor import Blank, BufferSegment, ColumnRun
 from mqstore.tools.spark.byterange import ByteRange, range_cursor
 from mqstore.tools.spark.headercheck import Edge, StoreTimes, header_findings
 
@@ -247,13 +247,13 @@ def _scan_range(
     times = StoreTimes()
     capped = _Capped(name)
     damage: int | None = None  # a Damage's position, until the item after it is known
-    for item in range_cursor(view, rng, check_crc=False).runs():
+    cursor = range_cursor(view, rng, check_crc=False)
+    for item in cursor.column_runs(keys=records.keys, crc_verdicts=True):
         if damage is not None:  # the cursor resumed past it, at this item
             yield from capped.all(_damage(buf, view, rng, damage, item.offset - base))
             damage = None
-        if isinstance(item, Run):
-            arr = bulk.records_of(view, item.records, item.count, check_crc=True,
-                                  keys=records.keys)  # fmt: skip
+        if isinstance(item, ColumnRun):
+            arr = item.records
             yield from capped.all(_record_findings(view, rng, arr, ts_max, prev_ts, times))
             ts = arr.store_timestamp
             first_ts = int(ts[0]) if first_ts is None else first_ts
