@@ -474,25 +474,9 @@ def test_queue_files_deleted_between_listing_and_mapping_are_skipped(
     msgs = [Message(topic="E", body=b"e%05d" % i + b"." * 300) for i in range(350)]
     results = put_all(s, msgs)  # queue files 0, 1, 2 and half of 3, not read
     assert s.wait_dispatched(60)
-    cq_dir = cfg.root / "consumequeue" / "E" / "0"
-    expired = [cq_dir / f"{0:020d}", cq_dir / f"{2000:020d}"]
-    mapping = ConsumeQueue._view
-
-    def child_deletes_first(self: ConsumeQueue, mf: MappedFile) -> memoryview:
-        if mf.path == expired[1]:  # the child's deletions win the race
-            mf.unmap()  # as the mapping pool leaves a file it evicted (or not mapped yet)
-            for path in expired:
-                path.unlink(missing_ok=True)
-        return mapping(self, mf)
-
-    monkeypatch.setattr(ConsumeQueue, "_view", child_deletes_first)
+    _child_deletes_files_0_and_1_as_file_1_is_mapped(monkeypatch, cfg)
     assert s.clean_expired_files(immediately=True).commitlog_files > 0  # follows E/0 first
-    low = s.min_physical_offset
-    first = next(i for i, r in enumerate(results) if r.physical_offset >= low)
-    assert first >= 200
-    got = pull_all(s, "E", 0)
-    assert [m.queue_offset for m in got] == list(range(first, 350))
-    assert [m.body for m in got] == [m.body for m in msgs[first:]]
+    _assert_read_from_the_first_file_left(s, results, msgs)
 
 
 def test_queue_file_followed_partly_then_deleted_is_skipped(
@@ -513,22 +497,40 @@ def test_queue_file_followed_partly_then_deleted_is_skipped(
     assert s.max_offset_in_queue("E", 0) == 150  # followed into file 1
     results += put_all(s, msgs[150:])  # the rest of file 1, file 2, half of file 3
     assert s.wait_dispatched(60)
+    seen = _child_deletes_files_0_and_1_as_file_1_is_mapped(monkeypatch, cfg)
+    assert s.clean_expired_files(immediately=True).commitlog_files > 0
+    assert seen() == 1  # the race happened once, on the partly followed file
+    _assert_read_from_the_first_file_left(s, results, msgs)
+
+
+def _child_deletes_files_0_and_1_as_file_1_is_mapped(
+    monkeypatch: pytest.MonkeyPatch, cfg: StoreConfig
+) -> Callable[[], int]:
+    """Queue E/0's first two files are deleted (the child's cleanup winning the race)
+    the first time the store maps the second: it is unmapped first, as the mapping
+    pool leaves a file it evicted (or has not mapped yet). Returns how many times
+    that happened, as a callable read after the fact."""
     cq_dir = cfg.root / "consumequeue" / "E" / "0"
     expired = [cq_dir / f"{0:020d}", cq_dir / f"{2000:020d}"]
     mapping = ConsumeQueue._view
-    seen: list[Path] = []
+    fired: list[Path] = []
 
     def child_deletes_first(self: ConsumeQueue, mf: MappedFile) -> memoryview:
-        if mf.path == expired[1] and not seen:
-            seen.append(mf.path)
+        if mf.path == expired[1] and not fired:
+            fired.append(mf.path)
             mf.unmap()
             for path in expired:
                 path.unlink(missing_ok=True)
         return mapping(self, mf)
 
     monkeypatch.setattr(ConsumeQueue, "_view", child_deletes_first)
-    assert s.clean_expired_files(immediately=True).commitlog_files > 0
-    assert seen == [expired[1]]  # the race happened on the partly followed file
+    return lambda: len(fired)
+
+
+def _assert_read_from_the_first_file_left(
+    s: MessageStore, results: list[Any], msgs: list[Message]
+) -> None:
+    """E/0 reads on from the first unit whose record the CommitLog still holds."""
     low = s.min_physical_offset
     first = next(i for i, r in enumerate(results) if r.physical_offset >= low)
     assert first >= 200
